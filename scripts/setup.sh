@@ -1,0 +1,25 @@
+#!/bin/sh
+# setup.sh — install what octo needs to build and test on Debian.
+# Safe to run again; does nothing when everything is present.
+#   build:  cmake, a C compiler (gcc), make
+#   tests:  clang and its runtime (sanitizer build, libFuzzer target)
+set -e
+need=""
+command -v cmake >/dev/null 2>&1 || need="$need cmake"
+command -v gcc >/dev/null 2>&1 || need="$need gcc"
+command -v make >/dev/null 2>&1 || need="$need make"
+command -v clang >/dev/null 2>&1 || need="$need clang"
+# libFuzzer and the sanitizer runtimes ship in libclang-rt-<version>-dev
+if command -v clang >/dev/null 2>&1; then
+    ver=$(clang -dumpversion | cut -d. -f1)
+    ls /usr/lib/llvm-"$ver"/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a >/dev/null 2>&1 || need="$need libclang-rt-$ver-dev"
+else
+    need="$need libclang-rt-dev"
+fi
+if [ -n "$need" ]; then
+    echo "setup: installing$need"
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $need
+fi

@@ -1,0 +1,21 @@
+/*
+ * sysmem — what the process costs in memory, read from /proc.
+ *
+ * RSS and peak RSS from /proc/self/status (VmRSS, VmHWM), PSS from
+ * /proc/self/smaps_rollup where the kernel has it. A value the system does
+ * not provide reads as 0.
+ */
+#ifndef OCTO_CORE_SYSMEM_H
+#define OCTO_CORE_SYSMEM_H
+
+#include <stdint.h>
+
+typedef struct {
+    uint64_t rss_bytes;
+    uint64_t peak_rss_bytes;
+    uint64_t pss_bytes;
+} sysmem_usage;
+
+sysmem_usage sysmem_read(void);
+
+#endif

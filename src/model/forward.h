@@ -1,0 +1,35 @@
+/*
+ * forward — the transformer forward pass over a span of tokens.
+ *
+ * One call runs T tokens at positions pos0 .. pos0+T-1 through every layer
+ * with causal attention (each token attends to cache entries at positions <=
+ * its own, the span's own keys included), writes their K/V through the
+ * kv_iface, and returns logits for the rows the caller asks for. One-token
+ * decode is T = 1; prefill and speculative verification are larger T.
+ */
+#ifndef OCTO_MODEL_FORWARD_H
+#define OCTO_MODEL_FORWARD_H
+
+#include <stdint.h>
+
+#include "core/err.h"
+#include "model/experts_iface.h"
+#include "model/kv_iface.h"
+#include "model/model.h"
+
+typedef struct fwd_state fwd_state;
+
+fwd_state *fwd_state_new(const model *m);
+void fwd_state_free(fwd_state *st);
+
+/*
+ * tokens: [n] ids; pos0: position of tokens[0].
+ * out_rows: [n_out] indices into 0..n-1 whose logits to return (NULL = the
+ * last row only when n_out == 1, or every row when n_out == n).
+ * logits: [n_out][n_vocab].
+ * experts: NULL to read experts from the model's mapping.
+ */
+err_code forward(fwd_state *st, const kv_iface *kv, const experts_iface *experts, const int32_t *tokens, int n,
+                 int32_t pos0, const int32_t *out_rows, int n_out, float *logits, err_t *err);
+
+#endif

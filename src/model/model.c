@@ -1,0 +1,264 @@
+/*
+ * model — hyperparameters and tensor binding. See model.h.
+ *
+ * Metadata keys are "<arch>.<name>" (llama.embedding_length, ...). Required
+ * keys missing or out of range are errors that name the key; optional ones
+ * take the defaults llama.cpp uses. Every tensor is checked for presence,
+ * computable type and exact shape here, once, so the forward pass never
+ * checks anything.
+ */
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/quant.h"
+
+/* ---------------------------------------------------------------- metadata */
+
+static err_code get_int(const gguf_ctx *g, const char *arch, const char *name, bool required, int def, int min,
+                        int max, int *out, err_t *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, name);
+    const gguf_kv *kv = gguf_find_kv(g, key);
+    if (!kv) {
+        if (required) return err_set(err, ERR_MISSING_KEY, "metadata key '%s' is missing", key);
+        *out = def;
+        return ERR_OK;
+    }
+    int64_t v;
+    if (kv->value.type == GGUF_ARRAY) {
+        /* Per-layer arrays (e.g. feed_forward_length): we run uniform layers only. */
+        const gguf_value *a = &kv->value;
+        if (a->v.arr.raw == NULL || a->v.arr.n == 0 || a->v.arr.elem_type == GGUF_FLOAT32 ||
+            a->v.arr.elem_type == GGUF_FLOAT64 || a->v.arr.elem_type == GGUF_BOOL)
+            return err_set(err, ERR_BAD_VALUE, "metadata key '%s' is not an integer array", key);
+        v = gguf_arr_i64(a, 0);
+        for (uint64_t i = 1; i < a->v.arr.n; i++)
+            if (gguf_arr_i64(a, i) != v)
+                return err_set(err, ERR_UNSUPPORTED, "metadata key '%s' varies per layer, which is not supported", key);
+    } else if (!gguf_get_i64(g, key, &v)) {
+        return err_set(err, ERR_BAD_VALUE, "metadata key '%s' must be an integer, not %s", key,
+                       gguf_type_name(kv->value.type));
+    }
+    if (v < min || v > max)
+        return err_set(err, ERR_BAD_VALUE, "metadata key '%s' is %lld (allowed %d..%d)", key, (long long)v, min, max);
+    *out = (int)v;
+    return ERR_OK;
+}
+
+static err_code get_float(const gguf_ctx *g, const char *arch, const char *name, float def, float *out, err_t *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, name);
+    const gguf_kv *kv = gguf_find_kv(g, key);
+    if (!kv) {
+        *out = def;
+        return ERR_OK;
+    }
+    if (!gguf_get_f32(g, key, out))
+        return err_set(err, ERR_BAD_VALUE, "metadata key '%s' must be a float, not %s", key,
+                       gguf_type_name(kv->value.type));
+    if (!(*out == *out) || *out < 0.0f)
+        return err_set(err, ERR_BAD_VALUE, "metadata key '%s' is %g", key, (double)*out);
+    return ERR_OK;
+}
+
+static err_code read_hparams(const gguf_ctx *g, model_hparams *hp, err_t *err) {
+    gguf_str arch;
+    err_code rc;
+    memset(hp, 0, sizeof *hp);
+    if (!gguf_get_str(g, "general.architecture", &arch))
+        return err_set(err, ERR_MISSING_KEY, "metadata key 'general.architecture' is missing");
+    if (gguf_str_eq(arch, "llama")) {
+        hp->arch = ARCH_LLAMA;
+    } else if (gguf_str_eq(arch, "qwen2")) {
+        hp->arch = ARCH_QWEN2;
+        hp->rope_neox = true;
+    } else {
+        return err_set(err, ERR_UNSUPPORTED_ARCH, "architecture '%.*s' is not supported (supported: llama, qwen2)",
+                       (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+    }
+    snprintf(hp->arch_name, sizeof hp->arch_name, "%.*s", (int)arch.len, arch.ptr);
+    const char *a = hp->arch_name;
+    const int BIG = 1 << 24;
+    if ((rc = get_int(g, a, "context_length", true, 0, 1, BIG, &hp->n_ctx_train, err))) return rc;
+    if ((rc = get_int(g, a, "embedding_length", true, 0, 1, BIG, &hp->n_embd, err))) return rc;
+    if ((rc = get_int(g, a, "block_count", true, 0, 1, 4096, &hp->n_layer, err))) return rc;
+    if ((rc = get_int(g, a, "feed_forward_length", true, 0, 1, BIG, &hp->n_ff, err))) return rc;
+    if ((rc = get_int(g, a, "attention.head_count", true, 0, 1, 4096, &hp->n_head, err))) return rc;
+    if ((rc = get_int(g, a, "attention.head_count_kv", false, hp->n_head, 1, hp->n_head, &hp->n_head_kv, err)))
+        return rc;
+    if (hp->n_head % hp->n_head_kv)
+        return err_set(err, ERR_BAD_VALUE, "head_count %d is not a multiple of head_count_kv %d", hp->n_head,
+                       hp->n_head_kv);
+    int def_hd = hp->n_embd / hp->n_head;
+    if ((rc = get_int(g, a, "attention.key_length", false, def_hd, 1, BIG, &hp->head_dim, err))) return rc;
+    if ((rc = get_int(g, a, "attention.value_length", false, hp->head_dim, 1, BIG, &hp->head_dim_v, err))) return rc;
+    if ((rc = get_int(g, a, "rope.dimension_count", false, hp->head_dim, 0, hp->head_dim, &hp->n_rot, err))) return rc;
+    if (hp->n_rot % 2) return err_set(err, ERR_BAD_VALUE, "rope.dimension_count %d is odd", hp->n_rot);
+    if ((rc = get_int(g, a, "expert_count", false, 0, 0, 4096, &hp->n_expert, err))) return rc;
+    if ((rc = get_int(g, a, "expert_used_count", false, 0, 0, hp->n_expert, &hp->n_expert_used, err))) return rc;
+    if (hp->n_expert > 0 && hp->n_expert_used == 0)
+        return err_set(err, ERR_BAD_VALUE, "%s.expert_count is %d but expert_used_count is 0", a, hp->n_expert);
+    if ((rc = get_float(g, a, "rope.freq_base", 10000.0f, &hp->rope_freq_base, err))) return rc;
+    if ((rc = get_float(g, a, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->rms_eps, err))) return rc;
+    if (hp->rope_freq_base <= 0.0f) return err_set(err, ERR_BAD_VALUE, "%s.rope.freq_base must be positive", a);
+
+    /* RoPE scaling: "linear" divides positions by the factor. Others are refused
+     * rather than silently computed wrong. */
+    float factor = 0.0f;
+    char key[128];
+    gguf_str st;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    bool has_type = gguf_get_str(g, key, &st);
+    if ((rc = get_float(g, a, "rope.scaling.factor", 0.0f, &factor, err))) return rc;
+    if (factor == 0.0f && (rc = get_float(g, a, "rope.scale_linear", 0.0f, &factor, err))) return rc;
+    hp->rope_freq_scale = 1.0f;
+    if (has_type && !gguf_str_eq(st, "none") && !gguf_str_eq(st, "linear"))
+        return err_set(err, ERR_UNSUPPORTED, "RoPE scaling type '%.*s' is not supported (none, linear)",
+                       (int)(st.len > 32 ? 32 : st.len), st.ptr);
+    if (factor > 0.0f && !(has_type && gguf_str_eq(st, "none"))) hp->rope_freq_scale = 1.0f / factor;
+    return ERR_OK;
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+typedef struct {
+    const gguf_ctx *g;
+    err_t *err;
+    uint64_t n_params, bytes;
+} binder;
+
+/* Bind name with shape (ne0, ne1, ne2); ne2 = 0 means a 2-D (or 1-D when
+ * ne1 = 0) tensor. Optional tensors that are absent leave m->data NULL. */
+static err_code bind(binder *b, model_mat *m, const char *name, int64_t ne0, int64_t ne1, int64_t ne2, bool required,
+                     bool f32_only) {
+    memset(m, 0, sizeof *m);
+    const gguf_tensor *t = gguf_find_tensor(b->g, name);
+    if (!t) {
+        if (!required) return ERR_OK;
+        return err_set(b->err, ERR_MISSING_TENSOR, "tensor '%s' is missing", name);
+    }
+    int64_t want[3] = {ne0, ne1 ? ne1 : 1, ne2 ? ne2 : 1};
+    uint32_t want_dims = ne2 ? 3 : ne1 ? 2 : 1;
+    bool ok = t->ne[0] == want[0] && t->ne[1] == want[1] && t->ne[2] == want[2] && t->ne[3] == 1 &&
+              t->n_dims <= (want_dims > 1 ? want_dims : 2);
+    if (!ok)
+        return err_set(b->err, ERR_BAD_SHAPE,
+                       "tensor '%s' has shape [%lld,%lld,%lld,%lld], expected [%lld,%lld,%lld]", name,
+                       (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+                       (long long)want[0], (long long)want[1], (long long)want[2]);
+    if (!quant_type_supported(t->type))
+        return err_set(b->err, ERR_UNSUPPORTED, "tensor '%s' has type %s, which octo cannot compute with", name,
+                       quant_traits_of(t->type)->name);
+    if (f32_only && t->type != QT_F32)
+        return err_set(b->err, ERR_UNSUPPORTED, "tensor '%s' must be F32, not %s", name, quant_traits_of(t->type)->name);
+    m->data = t->data;
+    m->type = t->type;
+    m->n_in = want[0];
+    m->n_out = want[1];
+    m->n_mat = want[2];
+    m->row_bytes = quant_row_bytes(t->type, want[0]);
+    b->n_params += t->n_elements;
+    b->bytes += t->n_bytes;
+    return ERR_OK;
+}
+
+static err_code bind_layer(binder *b, const model_hparams *hp, int il, model_layer *L) {
+    char n[96];
+    err_code rc;
+    const int64_t E = hp->n_embd, q_dim = (int64_t)hp->n_head * hp->head_dim;
+    const int64_t k_dim = (int64_t)hp->n_head_kv * hp->head_dim, v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v;
+    const int64_t o_dim = (int64_t)hp->n_head * hp->head_dim_v;
+#define BIND(field, suffix, a0, a1, a2, req, f32)                                      \
+    do {                                                                              \
+        snprintf(n, sizeof n, "blk.%d.%s", il, suffix);                               \
+        if ((rc = bind(b, &L->field, n, a0, a1, a2, req, f32))) return rc;            \
+    } while (0)
+    BIND(attn_norm, "attn_norm.weight", E, 0, 0, true, false);
+    BIND(wq, "attn_q.weight", E, q_dim, 0, true, false);
+    BIND(wk, "attn_k.weight", E, k_dim, 0, true, false);
+    BIND(wv, "attn_v.weight", E, v_dim, 0, true, false);
+    BIND(wo, "attn_output.weight", o_dim, E, 0, true, false);
+    bool qwen = hp->arch == ARCH_QWEN2;
+    BIND(bq, "attn_q.bias", q_dim, 0, 0, qwen, true);
+    BIND(bk, "attn_k.bias", k_dim, 0, 0, qwen, true);
+    BIND(bv, "attn_v.bias", v_dim, 0, 0, qwen, true);
+    BIND(ffn_norm, "ffn_norm.weight", E, 0, 0, true, false);
+    if (hp->n_expert == 0) {
+        BIND(w_gate, "ffn_gate.weight", E, hp->n_ff, 0, true, false);
+        BIND(w_up, "ffn_up.weight", E, hp->n_ff, 0, true, false);
+        BIND(w_down, "ffn_down.weight", hp->n_ff, E, 0, true, false);
+    } else {
+        BIND(gate_inp, "ffn_gate_inp.weight", E, hp->n_expert, 0, true, false);
+        BIND(w_gate, "ffn_gate_exps.weight", E, hp->n_ff, hp->n_expert, true, false);
+        BIND(w_up, "ffn_up_exps.weight", E, hp->n_ff, hp->n_expert, true, false);
+        BIND(w_down, "ffn_down_exps.weight", hp->n_ff, E, hp->n_expert, true, false);
+    }
+#undef BIND
+    if (L->attn_norm.type != QT_F32 || L->ffn_norm.type != QT_F32)
+        return err_set(b->err, ERR_UNSUPPORTED, "blk.%d norm weights must be F32", il);
+    return ERR_OK;
+}
+
+uint64_t model_kv_bytes(const model_hparams *hp, uint64_t n_tokens, uint32_t type) {
+    uint64_t el = type == QT_F16 ? 2 : 4;
+    return n_tokens * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv * (uint64_t)(hp->head_dim + hp->head_dim_v) * el;
+}
+
+err_code model_from_gguf(gguf_ctx *g, model **out, err_t *err) {
+    *out = NULL;
+    model *m = calloc(1, sizeof *m);
+    if (!m) {
+        gguf_close(g);
+        return err_set(err, ERR_NOMEM, "out of memory");
+    }
+    m->gguf = g;
+    err_code rc = read_hparams(g, &m->hp, err);
+    model_hparams *hp = &m->hp;
+    binder b = {g, err, 0, 0};
+    if (!rc) {
+        const gguf_tensor *te = gguf_find_tensor(g, "token_embd.weight");
+        if (!te) rc = err_set(err, ERR_MISSING_TENSOR, "tensor 'token_embd.weight' is missing");
+        else if (te->ne[1] < 1 || te->ne[1] > (1 << 24))
+            rc = err_set(err, ERR_BAD_SHAPE, "token_embd.weight has %lld rows", (long long)te->ne[1]);
+        else hp->n_vocab = (int)te->ne[1];
+    }
+    if (!rc) rc = bind(&b, &m->tok_embd, "token_embd.weight", hp->n_embd, hp->n_vocab, 0, true, false);
+    if (!rc) rc = bind(&b, &m->output_norm, "output_norm.weight", hp->n_embd, 0, 0, true, true);
+    if (!rc) rc = bind(&b, &m->output, "output.weight", hp->n_embd, hp->n_vocab, 0, false, false);
+    if (!rc && !m->output.data) {
+        m->output = m->tok_embd;
+        m->output_tied = true;
+    }
+    if (!rc) rc = bind(&b, &m->rope_freqs, "rope_freqs.weight", hp->n_rot / 2, 0, 0, false, true);
+    if (!rc && !(m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers)))
+        rc = err_set(err, ERR_NOMEM, "out of memory");
+    for (int il = 0; !rc && il < hp->n_layer; il++) rc = bind_layer(&b, hp, il, &m->layers[il]);
+    if (rc) {
+        model_free(m);
+        return rc;
+    }
+    m->n_params = b.n_params;
+    m->weight_bytes = b.bytes;
+    *out = m;
+    return ERR_OK;
+}
+
+err_code model_load(const char *path, model **out, err_t *err) {
+    gguf_ctx *g;
+    *out = NULL;
+    err_code rc = gguf_open(path, &g, err);
+    if (rc) return rc;
+    rc = model_from_gguf(g, out, err);
+    if (rc) err_prefix(err, "%s", path);
+    return rc;
+}
+
+void model_free(model *m) {
+    if (!m) return;
+    free(m->layers);
+    gguf_close(m->gguf);
+    free(m);
+}

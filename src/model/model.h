@@ -1,0 +1,88 @@
+/*
+ * model — a GGUF file bound to an architecture: hyperparameters from the
+ * metadata, and a view of every weight the forward pass uses.
+ *
+ * Binding checks every tensor the architecture needs for presence, type and
+ * shape, so that the forward pass can index weights without checks. Weights
+ * are never copied: each model_mat points into the read-only mapping, so
+ * loading costs address space, not memory, until the pages are touched.
+ *
+ * Supported: `llama` (Llama 1/2/3, Mistral, TinyLlama; Mixtral-style MoE when
+ * llama.expert_count > 0) and `qwen2` (q/k/v biases, NeoX RoPE).
+ */
+#ifndef OCTO_MODEL_MODEL_H
+#define OCTO_MODEL_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "core/gguf.h"
+
+typedef enum { ARCH_LLAMA, ARCH_QWEN2 } model_arch;
+
+typedef struct {
+    model_arch arch;
+    char arch_name[32];
+    int n_vocab;
+    int n_ctx_train;
+    int n_embd;
+    int n_layer;
+    int n_head;
+    int n_head_kv;
+    int head_dim;      /* key/query head size */
+    int head_dim_v;    /* value head size */
+    int n_rot;         /* rotated dims per head */
+    int n_ff;          /* FFN hidden size (per expert for MoE) */
+    int n_expert;      /* 0 for dense */
+    int n_expert_used;
+    float rope_freq_base;
+    float rope_freq_scale; /* 1 / linear scaling factor */
+    bool rope_neox;        /* rotate (i, i + n_rot/2) instead of (2i, 2i+1) */
+    float rms_eps;
+} model_hparams;
+
+/* A matrix (or a stack of n_mat matrices for MoE experts) inside the mapping.
+ * Row r of matrix e starts at data + (e * n_out + r) * row_bytes. */
+typedef struct {
+    const void *data;
+    uint32_t type;
+    int64_t n_in;   /* ne[0]: row length */
+    int64_t n_out;  /* ne[1]: rows */
+    int64_t n_mat;  /* ne[2]: experts (1 for plain matrices) */
+    size_t row_bytes;
+} model_mat;
+
+typedef struct {
+    model_mat attn_norm;        /* (n_embd) F32 */
+    model_mat wq, wk, wv, wo;   /* (n_embd -> n_head*hd), (-> n_kv*hd), (-> n_kv*hdv), (n_head*hdv -> n_embd) */
+    model_mat bq, bk, bv;       /* qwen2 biases, F32; data NULL when absent */
+    model_mat ffn_norm;         /* (n_embd) F32 */
+    model_mat w_gate, w_up;     /* dense: (n_embd -> n_ff); MoE: stacks of n_expert */
+    model_mat w_down;           /* dense: (n_ff -> n_embd); MoE: stack */
+    model_mat gate_inp;         /* MoE router (n_embd -> n_expert); data NULL for dense */
+} model_layer;
+
+typedef struct {
+    gguf_ctx *gguf;
+    model_hparams hp;
+    model_mat tok_embd;    /* (n_embd) rows, n_vocab of them */
+    model_mat output_norm; /* (n_embd) F32 */
+    model_mat output;      /* (n_embd -> n_vocab); the embedding when tied */
+    model_mat rope_freqs;  /* optional (n_rot/2) frequency divisors; data NULL when absent */
+    model_layer *layers;   /* [n_layer] */
+    bool output_tied;
+    uint64_t n_params;
+    uint64_t weight_bytes;
+} model;
+
+/* Open path, read hyperparameters, bind tensors. */
+err_code model_load(const char *path, model **out, err_t *err);
+/* The same over an already opened GGUF (takes ownership of g, also on failure). */
+err_code model_from_gguf(gguf_ctx *g, model **out, err_t *err);
+void model_free(model *m);
+
+/* Bytes of a KV cache of n_tokens tokens with elements of type (F32/F16). */
+uint64_t model_kv_bytes(const model_hparams *hp, uint64_t n_tokens, uint32_t type);
+
+#endif

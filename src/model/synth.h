@@ -1,0 +1,45 @@
+/*
+ * synth — synthetic LLaMA-family models of any shape and tensor type.
+ *
+ * Every test makes the model it needs: dense or Mixtral-style MoE, llama or
+ * qwen2, any mix of tensor types, with seeded random weights (each tensor
+ * from its own stream keyed by seed and name, so the same options give a
+ * byte-identical file) and a small byte-level SentencePiece vocabulary
+ * (<unk>, <s>, </s>, the 256 byte tokens, then ordinary pieces). Tensors are
+ * generated and quantized one row at a time while the file is written, so a
+ * multi-gigabyte model needs little memory.
+ */
+#ifndef OCTO_MODEL_SYNTH_H
+#define OCTO_MODEL_SYNTH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/err.h"
+
+#define SYNTH_SAME_TYPE 0xFFFFFFFFu
+
+typedef struct {
+    const char *arch;     /* "llama" (default) or "qwen2" */
+    int n_vocab;          /* >= 259 */
+    int n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
+    int head_dim;         /* 0 = n_embd / n_head */
+    int n_expert, n_expert_used; /* 0 = dense */
+    uint32_t type;        /* type of the weight matrices */
+    uint32_t embd_type;   /* token_embd type, SYNTH_SAME_TYPE = type */
+    uint32_t output_type; /* output.weight type, SYNTH_SAME_TYPE = type */
+    bool tied_output;     /* no output.weight: logits use token_embd */
+    float weight_std;     /* matrices ~ N(0, std^2) */
+    float rope_freq_base;
+    float rope_scale_linear; /* 0 = none */
+    float rms_eps;
+    uint64_t seed;
+    uint32_t gguf_version;   /* 2 or 3 */
+} synth_opts;
+
+/* A small dense llama: 2 layers, 64 wide, 4/2 heads, FFN 96, vocab 300, F32. */
+synth_opts synth_defaults(void);
+
+err_code synth_write(const synth_opts *o, const char *path, err_t *err);
+
+#endif

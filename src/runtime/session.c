@@ -1,0 +1,51 @@
+/*
+ * session — see session.h.
+ */
+#include "session.h"
+
+#include <stdlib.h>
+
+err_code session_new(const model *m, int n_ctx, uint32_t kv_type, session **out, err_t *err) {
+    *out = NULL;
+    if (n_ctx < 0) return err_set(err, ERR_INVALID_ARG, "context of %d tokens", n_ctx);
+    if (n_ctx == 0) n_ctx = m->hp.n_ctx_train;
+    session *s = calloc(1, sizeof *s);
+    if (!s) return err_set(err, ERR_NOMEM, "out of memory");
+    s->m = m;
+    s->n_ctx = n_ctx;
+    err_code rc = kv_plain_new(&m->hp, n_ctx, kv_type, &s->kv, err);
+    if (!rc && !(s->fwd = fwd_state_new(m))) rc = err_set(err, ERR_NOMEM, "out of memory");
+    if (rc) {
+        session_free(s);
+        return rc;
+    }
+    *out = s;
+    return ERR_OK;
+}
+
+void session_free(session *s) {
+    if (!s) return;
+    kv_plain_free(s->kv);
+    fwd_state_free(s->fwd);
+    free(s);
+}
+
+err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, float *logits, err_t *err) {
+    if (n <= 0) return err_set(err, ERR_INVALID_ARG, "no tokens to evaluate");
+    if (n > s->n_ctx - s->n_past)
+        return err_set(err, ERR_CONTEXT_FULL, "%d tokens do not fit: %d of %d context positions are used", n, s->n_past,
+                       s->n_ctx);
+    kv_iface kv = kv_plain_iface(s->kv);
+    err_code rc = forward(s->fwd, &kv, s->experts, tokens, n, s->n_past, NULL, all_rows ? n : 1, logits, err);
+    if (rc) {
+        kv_plain_truncate(s->kv, s->n_past);
+        return rc;
+    }
+    s->n_past += n;
+    return ERR_OK;
+}
+
+void session_reset(session *s) {
+    kv_plain_truncate(s->kv, 0);
+    s->n_past = 0;
+}

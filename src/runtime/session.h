@@ -1,0 +1,38 @@
+/*
+ * session — one model, one KV cache, one sequence.
+ *
+ * The session owns the cache the forward pass writes through and the count
+ * of tokens consumed so far; eval() continues the sequence. A failed eval
+ * leaves the session as it was before the call (partial cache entries are
+ * rolled back), so a caller can report the error and go on.
+ */
+#ifndef OCTO_RUNTIME_SESSION_H
+#define OCTO_RUNTIME_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "kv/kv_plain.h"
+#include "model/experts_iface.h"
+#include "model/forward.h"
+#include "model/model.h"
+
+typedef struct {
+    const model *m;
+    kv_plain *kv;
+    fwd_state *fwd;
+    const experts_iface *experts; /* NULL: experts straight from the mapping */
+    int n_ctx;
+    int n_past;
+} session;
+
+/* n_ctx 0 = the model's trained context; kv_type QT_F32 or QT_F16. */
+err_code session_new(const model *m, int n_ctx, uint32_t kv_type, session **out, err_t *err);
+void session_free(session *s);
+
+/* Consume n tokens; logits gets n rows when all_rows, else the last row only. */
+err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, float *logits, err_t *err);
+void session_reset(session *s);
+
+#endif

@@ -1,0 +1,85 @@
+#!/bin/sh
+# cli.sh — the octo command line as a user meets it: exit codes, one-line
+# errors, and the figures `inspect` and `logits` print.
+# usage: cli.sh OCTO_BINARY SCRATCH_DIR [SHARED_DIR]
+octo=$1
+tmp=$2/cli-$$
+shared=$3
+mkdir -p "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+
+# expect CODE LINES CMD...: exit code and number of stderr lines
+expect() {
+    want_rc=$1; want_lines=$2; shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    lines=$(wc -l <"$tmp/err")
+    if [ "$rc" -eq "$want_rc" ] && [ "$lines" -eq "$want_lines" ]; then ok
+    else bad "$* -> exit $rc, $lines stderr lines (want $want_rc, $want_lines): $(cat "$tmp/err")"; fi
+}
+
+"$octo" >/dev/null 2>&1; [ $? -eq 2 ] && ok || bad "no arguments must exit 2"
+expect 0 0 "$octo" help
+expect 2 1 "$octo" frobnicate
+expect 2 1 "$octo" inspect
+expect 1 1 "$octo" inspect -m /nonexistent/model.gguf
+grep -q "no such file" "$tmp/err" && ok || bad "missing file message: $(cat "$tmp/err")"
+expect 1 1 "$octo" inspect -m "$tmp"
+grep -q "is a directory" "$tmp/err" && ok || bad "directory message"
+: >"$tmp/empty.gguf"
+expect 1 1 "$octo" inspect -m "$tmp/empty.gguf"
+grep -q "empty" "$tmp/err" && ok || bad "empty message"
+printf 'NOTAGGUF-file-with-some-bytes' >"$tmp/junk.gguf"
+expect 1 1 "$octo" inspect -m "$tmp/junk.gguf"
+grep -q "magic" "$tmp/err" && ok || bad "magic message"
+
+# a synthetic model: shape and parameter count as inspect reports them
+expect 0 0 "$octo" synth -o "$tmp/m.gguf" --type q8_0 --vocab 300 --embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 96 --seed 3
+expect 2 1 "$octo" synth -o "$tmp/x.gguf" --type q9_9
+expect 2 1 "$octo" synth -o "$tmp/x.gguf" --layers zero
+expect 1 1 "$octo" synth -o "$tmp/x.gguf" --type q4_k --embd 64
+expect 0 0 "$octo" inspect -m "$tmp/m.gguf" --kv-tokens 100
+# params: 2*300*64 (embedding, output) + 64 + 2 * (2*64 + 64*64*2 + 64*32*2 + 3*64*96) = 100160
+grep -q "^parameters: *100160 " "$tmp/out" && ok || bad "parameter count: $(grep parameters "$tmp/out")"
+grep -q "^architecture: *llama$" "$tmp/out" && ok || bad "architecture line"
+grep -q "^tensors: *21 (F32=5 Q8_0=16)$" "$tmp/out" && ok || bad "tensor line: $(grep tensors "$tmp/out")"
+# kv: 100 tokens * 2 layers * 2 kv heads * (16 + 16 dims of K and V) * 4 bytes = 51200
+grep -q "^kv cache: *51200 bytes" "$tmp/out" && ok || bad "kv line: $(grep 'kv cache' "$tmp/out")"
+grep -q "^resident:" "$tmp/out" && ok || bad "resident line"
+
+# logits: n_tokens x n_vocab float32
+expect 0 0 "$octo" logits -m "$tmp/m.gguf" --tokens "1 2 3 299" --out "$tmp/l.f32"
+[ "$(wc -c <"$tmp/l.f32")" -eq $((4 * 300 * 4)) ] && ok || bad "logits file size $(wc -c <"$tmp/l.f32")"
+expect 1 1 "$octo" logits -m "$tmp/m.gguf" --tokens "1 300" --out "$tmp/l.f32"
+grep -q "outside the vocabulary" "$tmp/err" && ok || bad "token range message"
+expect 2 1 "$octo" logits -m "$tmp/m.gguf" --tokens "1 x" --out "$tmp/l.f32"
+expect 2 1 "$octo" logits -m "$tmp/m.gguf" --tokens "" --out "$tmp/l.f32"
+expect 1 1 "$octo" logits -m "$tmp/m.gguf" --tokens "1 2 3" --ctx 2 --out "$tmp/l.f32"
+expect 1 1 "$octo" logits -m "$tmp/m.gguf" --tokens "1 2" --out /nonexistent/dir/l.f32
+# same seed, same file; another seed, another file
+"$octo" synth -o "$tmp/m2.gguf" --type q8_0 --vocab 300 --embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 96 --seed 3
+cmp -s "$tmp/m.gguf" "$tmp/m2.gguf" && ok || bad "synth is not deterministic"
+"$octo" synth -o "$tmp/m3.gguf" --type q8_0 --vocab 300 --embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 96 --seed 4
+cmp -s "$tmp/m.gguf" "$tmp/m3.gguf" && bad "seed is ignored" || ok
+
+# against llama.cpp: the stories260K prompt "Once upon a time" row by row
+if [ -n "$shared" ] && [ -f "$shared/golden/cases/stories260k-once.txt" ]; then
+    toks=$(sed -n 's/^prompt_tokens: //p' "$shared/golden/cases/stories260k-once.txt")
+    expect 0 0 "$octo" logits -m "$shared/golden/models/stories260K.gguf" --tokens "$toks" --out "$tmp/s.f32"
+    maxd=$(od -An -v -f "$tmp/s.f32" | tr -s ' ' '\n' | grep -v '^$' >"$tmp/a"; \
+           od -An -v -f "$shared/golden/cases/stories260k-once.prompt.f32" | tr -s ' ' '\n' | grep -v '^$' >"$tmp/b"; \
+           paste "$tmp/a" "$tmp/b" | awk 'BEGIN{m=0; n=0} {d=$1-$2; if (d<0) d=-d; if (d>m) m=d; n++} END{printf "%d %.3g", n, m}')
+    n=${maxd% *}; d=${maxd#* }
+    [ "$n" -eq $((5 * 512)) ] && ok || bad "stories260K logits count $n"
+    awk "BEGIN{exit !($d <= 0.001)}" && ok || bad "stories260K logits differ from llama.cpp by $d"
+    echo "stories260K via 'octo logits': max |diff| vs llama.cpp = $d over $n logits"
+else
+    echo "note: no shared data; the llama.cpp comparison was not run"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
