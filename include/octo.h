@@ -1,22 +1,31 @@
 /*
  * octo.h — the public interface of octo, an on-device LLM inference runtime.
  *
- * This is the only public header. Every function that can fail returns an
- * octo_status (or NULL) and leaves a message that names the problem in the
- * object it was called on (octo_model_error) or, when no object could be made,
- * in the client (octo_last_error). The library never prints, exits or aborts
- * on bad input.
- *
- * Thread safety: a client may be shared between threads for loading models;
- * a model serves one caller at a time.
+ * This is the only public header. The whole promise:
  *
  *   octo_client *client = octo_client_new(NULL);
  *   octo_model  *model  = octo_load_model(client, "model.gguf", NULL);
- *   if (!model) { fprintf(stderr, "%s\n", octo_last_error(client)); ... }
- *   float *logits = malloc(sizeof(float) * octo_model_info_get(model).n_vocab);
- *   octo_eval(model, tokens, n_tokens, logits, OCTO_LOGITS_LAST);
+ *   octo_stream *stream = octo_generate(model, "Summarize this document:", NULL);
+ *   for (const char *piece; (piece = octo_stream_next(stream)); ) fputs(piece, stdout);
+ *   octo_stats stats = octo_model_stats(model);
+ *   octo_stream_free(stream);
  *   octo_model_free(model);
  *   octo_client_free(client);
+ *
+ * Every options/params struct has an octo_*_defaults() initializer, and NULL
+ * anywhere a struct is taken means "defaults, chosen for this device".
+ *
+ * Errors: every function that can fail returns an octo_status or NULL and
+ * leaves a message naming the problem in the object it was called on
+ * (octo_model_error, octo_stream_error) or, when no object could be made, in
+ * the client (octo_last_error). The library never prints, exits or aborts on
+ * bad input.
+ *
+ * Threads: a client may be shared between threads. A model serves one stream
+ * at a time: while a stream is alive, octo_generate / octo_chat / octo_eval on
+ * the same model fail with OCTO_ERR_BUSY. octo_stream_cancel may be called
+ * from any thread; every other stream function from one thread at a time.
+ * Load one model object per concurrent conversation.
  */
 #ifndef OCTO_H
 #define OCTO_H
@@ -60,8 +69,16 @@ const char *octo_status_name(octo_status status);
 
 typedef struct octo_client octo_client;
 
+typedef enum { OCTO_LOG_DEBUG = 0, OCTO_LOG_INFO = 1, OCTO_LOG_WARN = 2, OCTO_LOG_ERROR = 3 } octo_log_level;
+
 typedef struct {
-    int n_threads; /* 0 = automatic (reserved: the engine is single-threaded for now) */
+    int n_threads;         /* 0 = automatic (the engine runs on one thread for now) */
+    const char *device;    /* NULL = this host; a device profile name overrides it */
+    const char *cache_dir; /* NULL = none (features that spill to flash stay off) */
+    /* Optional: messages the library would otherwise keep to itself (warnings
+     * such as an unknown chat template). Called on the thread that caused them. */
+    void (*log)(void *user, octo_log_level level, const char *message);
+    void *log_user;
 } octo_client_options;
 
 octo_client_options octo_client_options_defaults(void);
@@ -123,6 +140,132 @@ octo_status octo_eval(octo_model *model, const int32_t *tokens, int n_tokens, fl
 int octo_n_past(const octo_model *model);
 /* Forget the sequence (the cache is kept allocated). */
 void octo_reset(octo_model *model);
+
+/* ---- text ---- */
+
+/* Tokenize text (len bytes; need not be NUL-terminated). add_special adds
+ * BOS/EOS as the vocabulary says; parse_special recognises special-token
+ * text such as "<|im_end|>". Writes at most cap ids and returns the total
+ * number of ids (call again with a larger buffer when it exceeds cap), or a
+ * negative octo_status on error. */
+int octo_tokenize(octo_model *model, const char *text, int len, int add_special, int parse_special, int32_t *ids,
+                  int cap);
+/* The bytes of one token (may be part of a UTF-8 character). Writes at most
+ * cap bytes (no NUL) and returns the piece's length, or a negative status. */
+int octo_token_piece(octo_model *model, int32_t id, char *buf, int cap);
+/* The text of a token sequence: pieces concatenated, control tokens left
+ * out, and the leading space SentencePiece adds to the first word removed, so
+ * that detokenize(tokenize(text)) == text. Same return convention as
+ * octo_token_piece. */
+int octo_detokenize(octo_model *model, const int32_t *ids, int n_ids, char *buf, int cap);
+/* Special ids of the vocabulary (-1 when absent). */
+int32_t octo_token_bos(const octo_model *model);
+int32_t octo_token_eos(const octo_model *model);
+
+/* ---- generation ---- */
+
+typedef struct {
+    int max_tokens;         /* > 0; default 256 */
+    float temperature;      /* >= 0; 0 = greedy; default 0.8 */
+    int top_k;              /* >= 0; 0 = off; default 40 */
+    float top_p;            /* (0, 1]; 1 = off; default 0.95 */
+    float min_p;            /* [0, 1]; 0 = off; default 0.05 */
+    float repeat_penalty;   /* > 0; 1 = off (default) */
+    float presence_penalty; /* 0 = off (default) */
+    int repeat_last_n;      /* tokens the penalties look at; default 64 */
+    uint64_t seed;          /* the same seed gives the same text; default 0 */
+    int parse_special;      /* recognise special-token text in the prompt; default 0 (octo_chat: always) */
+    /* Optional progress of the prompt's evaluation (called from octo_stream_next). */
+    void (*on_prefill)(void *user, int done_tokens, int total_tokens);
+    void *user;
+} octo_generate_params;
+
+octo_generate_params octo_generate_params_defaults(void);
+
+typedef struct octo_stream octo_stream;
+
+typedef enum {
+    OCTO_STOP_NONE = 0,         /* still running */
+    OCTO_STOP_END_OF_TURN = 1,  /* the model produced EOS / end of turn */
+    OCTO_STOP_MAX_TOKENS = 2,
+    OCTO_STOP_CANCELLED = 3,
+    OCTO_STOP_CONTEXT_FULL = 4,
+    OCTO_STOP_ERROR = 5,        /* octo_stream_status / octo_stream_error say why */
+} octo_stop_reason;
+
+/* Start generating a continuation of prompt. Returns NULL on error
+ * (octo_model_error says why: empty prompt, prompt longer than the context,
+ * invalid parameters, model busy, ...). Nothing is computed until the first
+ * octo_stream_next. */
+octo_stream *octo_generate(octo_model *model, const char *prompt, const octo_generate_params *params);
+
+typedef struct {
+    const char *role;    /* "system", "user" or "assistant" */
+    const char *content;
+} octo_message;
+
+/* Format messages with the model's chat template (recognised families:
+ * ChatML, Llama 2, Llama 3, Mistral, Phi-3, Gemma, Zephyr; anything else is a
+ * plain prompt and a warning in octo_stats.warning), then generate the
+ * assistant's reply. */
+octo_stream *octo_chat(octo_model *model, const octo_message *messages, int n_messages,
+                       const octo_generate_params *params);
+
+/* The next piece of UTF-8 text, or NULL at the end. A piece never ends in the
+ * middle of a character. The pointer is valid until the next call. Pieces are
+ * NUL-terminated; a model that emits U+0000 puts a NUL byte inside one, so
+ * code that must keep every byte uses octo_stream_piece_size. */
+const char *octo_stream_next(octo_stream *stream);
+/* Bytes of the piece the last octo_stream_next returned. */
+int octo_stream_piece_size(const octo_stream *stream);
+/* OCTO_OK unless the stream stopped on an error. */
+octo_status octo_stream_status(const octo_stream *stream);
+const char *octo_stream_error(const octo_stream *stream);
+octo_stop_reason octo_stream_stop_reason(const octo_stream *stream);
+/* The token id of the last piece returned (-1 before the first). */
+int32_t octo_stream_last_token(const octo_stream *stream);
+/* Every token generated so far, including those that have no text (control
+ * tokens); the end-of-turn token itself is not included. Returns the count and
+ * points *ids at them (valid until the next call on the stream). */
+int octo_stream_tokens(const octo_stream *stream, const int32_t **ids);
+/* Safe from any thread: the stream stops before its next token. */
+void octo_stream_cancel(octo_stream *stream);
+/* Frees the stream and makes the model available again. */
+void octo_stream_free(octo_stream *stream);
+
+/* The callback variant: on_piece is called for each piece; returning
+ * non-zero stops the generation (OCTO_STOP_CANCELLED). Returns the final status. */
+octo_status octo_generate_cb(octo_model *model, const char *prompt, const octo_generate_params *params,
+                             int (*on_piece)(void *user, const char *piece), void *user);
+
+/* ---- statistics ---- */
+
+typedef struct {
+    /* the last (or current) generation */
+    int prompt_tokens;            /* tokens of the prompt */
+    int prefill_tokens;           /* of those, evaluated (the rest were already cached) */
+    double prefill_ms;
+    double prefill_tokens_per_s;  /* 0 when nothing was evaluated */
+    int decode_tokens;            /* tokens generated */
+    double decode_ms;
+    double decode_tokens_per_s;   /* 0 before the second token */
+    double time_to_first_token_ms;
+    /* context and KV cache */
+    int context_tokens;           /* tokens in the KV cache now */
+    int context_size;             /* tokens it can hold */
+    uint64_t kv_bytes;            /* bytes of cache entries in use */
+    uint64_t kv_budget_bytes;     /* bytes the cache may use */
+    double kv_cache_utilization;  /* kv_bytes / kv_budget_bytes, 0..1 */
+    /* optimizations: -1 when the feature is off or does not apply */
+    double speculative_acceptance_rate; /* accepted / proposed draft tokens */
+    double expert_cache_hit_rate;       /* MoE expert lookups served from memory */
+    /* process memory (0 where the system does not report it) */
+    uint64_t rss_bytes, peak_rss_bytes;
+    char chat_template[16];       /* the chat template family in use ("plain" when none matched) */
+    char warning[160];            /* "" or a problem worth showing, e.g. an unknown chat template */
+} octo_stats;
+
+octo_stats octo_model_stats(const octo_model *model);
 
 /* ---- process ---- */
 

@@ -2,13 +2,14 @@
 # setup.sh — install what octo needs to build and test on Debian.
 # Safe to run again; does nothing when everything is present.
 #   build:  cmake, a C compiler (gcc), make
-#   tests:  clang and its runtime (sanitizer build, libFuzzer target)
+#   tests:  clang and its runtime (sanitizer build, libFuzzer target), valgrind
 set -e
 need=""
 command -v cmake >/dev/null 2>&1 || need="$need cmake"
 command -v gcc >/dev/null 2>&1 || need="$need gcc"
 command -v make >/dev/null 2>&1 || need="$need make"
 command -v clang >/dev/null 2>&1 || need="$need clang"
+command -v valgrind >/dev/null 2>&1 || need="$need valgrind"
 # libFuzzer and the sanitizer runtimes ship in libclang-rt-<version>-dev
 if command -v clang >/dev/null 2>&1; then
     ver=$(clang -dumpversion | cut -d. -f1)

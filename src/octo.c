@@ -9,10 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdatomic.h>
+
 #include "core/err.h"
 #include "core/quant.h"
 #include "core/sysmem.h"
+#include "model/chat_template.h"
 #include "model/model.h"
+#include "model/tokenizer.h"
+#include "runtime/generate.h"
 #include "runtime/session.h"
 
 /* The public status numbers are the internal error codes. */
@@ -30,9 +35,25 @@ struct octo_model {
     octo_client *client;
     model *m;
     session *s;
+    tokenizer *tok;          /* NULL when the file has no usable vocabulary */
+    err_t tok_err;           /* why tok is NULL */
+    chat_family chat;
     octo_model_options opts;
+    atomic_bool busy;        /* a stream is alive */
+    octo_stream *stream;     /* that stream */
+    gen_stats last;          /* of the last finished stream */
+    char warning[160];
     err_t err;
 };
+
+struct octo_stream {
+    octo_model *om;
+    generation *g;
+};
+
+static void client_log(const octo_client *c, octo_log_level level, const char *msg) {
+    if (c && c->opts.log && msg && *msg) c->opts.log(c->opts.log_user, level, msg);
+}
 
 const char *octo_status_name(octo_status status) { return err_code_name((err_code)status); }
 
@@ -74,6 +95,7 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
         free(om);
         return NULL;
     }
+    atomic_init(&om->busy, false);
     err_code rc = model_load(path, &om->m, &c->err);
     if (!rc)
         rc = session_new(om->m, om->opts.n_ctx, om->opts.kv_type == OCTO_KV_F16 ? QT_F16 : QT_F32, &om->s, &c->err);
@@ -81,11 +103,28 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
         octo_model_free(om);
         return NULL;
     }
+    /* A model without a vocabulary still computes logits; text calls say why they cannot. */
+    if (tokenizer_load(om->m->gguf, &om->tok, &om->tok_err) == ERR_OK) {
+        if (tokenizer_n_vocab(om->tok) != om->m->hp.n_vocab) {
+            err_set(&om->tok_err, ERR_BAD_VALUE, "the vocabulary has %d tokens but the model %d",
+                    tokenizer_n_vocab(om->tok), om->m->hp.n_vocab);
+            tokenizer_free(om->tok);
+            om->tok = NULL;
+        } else if (tokenizer_warning(om->tok)[0]) {
+            snprintf(om->warning, sizeof om->warning, "%s", tokenizer_warning(om->tok));
+            client_log(c, OCTO_LOG_WARN, om->warning);
+        }
+    }
+    gguf_str tmpl = {0, NULL};
+    gguf_get_str(om->m->gguf, "tokenizer.chat_template", &tmpl);
+    om->chat = chat_detect(tmpl.ptr, tmpl.len);
     return om;
 }
 
 void octo_model_free(octo_model *om) {
     if (!om) return;
+    if (om->stream) om->stream->om = NULL; /* a stream outliving its model only reports an error */
+    tokenizer_free(om->tok);
     session_free(om->s);
     model_free(om->m);
     free(om);
@@ -143,6 +182,7 @@ octo_model_info octo_model_info_get(const octo_model *om) {
 octo_status octo_eval(octo_model *om, const int32_t *tokens, int n, float *logits, octo_logits_mode mode) {
     if (!om) return OCTO_ERR_INVALID_ARG;
     err_clear(&om->err);
+    if (atomic_load(&om->busy)) return (octo_status)err_set(&om->err, ERR_BUSY, "the model is serving a stream");
     if (!tokens || !logits || (mode != OCTO_LOGITS_LAST && mode != OCTO_LOGITS_ALL))
         return (octo_status)err_set(&om->err, ERR_INVALID_ARG, "octo_eval: tokens and logits are required");
     return (octo_status)session_eval(om->s, tokens, n, mode == OCTO_LOGITS_ALL, logits, &om->err);
@@ -151,7 +191,263 @@ octo_status octo_eval(octo_model *om, const int32_t *tokens, int n, float *logit
 int octo_n_past(const octo_model *om) { return om ? om->s->n_past : 0; }
 
 void octo_reset(octo_model *om) {
-    if (om) session_reset(om->s);
+    if (om && !atomic_load(&om->busy)) session_reset(om->s);
+}
+
+/* ---------------------------------------------------------------- text */
+
+static err_code need_tokenizer(octo_model *om) {
+    if (om->tok) return ERR_OK;
+    return err_set(&om->err, om->tok_err.code ? om->tok_err.code : ERR_UNSUPPORTED, "%s",
+                   om->tok_err.msg[0] ? om->tok_err.msg : "the model has no vocabulary");
+}
+
+int octo_tokenize(octo_model *om, const char *text, int len, int add_special, int parse_special, int32_t *ids,
+                  int cap) {
+    if (!om) return -OCTO_ERR_INVALID_ARG;
+    err_clear(&om->err);
+    if (!text || len < 0 || cap < 0 || (cap > 0 && !ids))
+        return -(int)err_set(&om->err, ERR_INVALID_ARG, "octo_tokenize: text, len >= 0 and a buffer are required");
+    err_code rc = need_tokenizer(om);
+    if (rc) return -(int)rc;
+    tok_list l = {0};
+    rc = tokenizer_encode(om->tok, text, (size_t)len, add_special != 0, parse_special != 0, &l, &om->err);
+    if (rc) {
+        tok_list_free(&l);
+        return -(int)rc;
+    }
+    memcpy(ids, l.ids, sizeof(int32_t) * (size_t)(l.n < cap ? l.n : cap));
+    int n = l.n;
+    tok_list_free(&l);
+    return n;
+}
+
+int octo_token_piece(octo_model *om, int32_t id, char *buf, int cap) {
+    if (!om) return -OCTO_ERR_INVALID_ARG;
+    err_clear(&om->err);
+    if (cap < 0 || (cap > 0 && !buf)) return -(int)err_set(&om->err, ERR_INVALID_ARG, "octo_token_piece: no buffer");
+    err_code rc = need_tokenizer(om);
+    if (rc) return -(int)rc;
+    int n = tokenizer_piece(om->tok, id, false, buf, cap);
+    if (n < 0)
+        return -(int)err_set(&om->err, ERR_INVALID_ARG, "token id %d is outside the vocabulary of %d", id,
+                             tokenizer_n_vocab(om->tok));
+    return n;
+}
+
+int octo_detokenize(octo_model *om, const int32_t *ids, int n, char *buf, int cap) {
+    if (!om) return -OCTO_ERR_INVALID_ARG;
+    err_clear(&om->err);
+    if (n < 0 || (n > 0 && !ids) || cap < 0 || (cap > 0 && !buf))
+        return -(int)err_set(&om->err, ERR_INVALID_ARG, "octo_detokenize: bad arguments");
+    err_code rc = need_tokenizer(om);
+    if (rc) return -(int)rc;
+    int total = tokenizer_decode(om->tok, ids, n, buf, cap);
+    if (total < 0) {
+        for (int i = 0; i < n; i++)
+            if (ids[i] < 0 || ids[i] >= tokenizer_n_vocab(om->tok))
+                return -(int)err_set(&om->err, ERR_INVALID_ARG, "token id %d is outside the vocabulary of %d", ids[i],
+                                     tokenizer_n_vocab(om->tok));
+    }
+    return total;
+}
+
+int32_t octo_token_bos(const octo_model *om) { return om && om->tok ? tokenizer_bos(om->tok) : -1; }
+int32_t octo_token_eos(const octo_model *om) { return om && om->tok ? tokenizer_eos(om->tok) : -1; }
+
+/* ---------------------------------------------------------------- generation */
+
+octo_generate_params octo_generate_params_defaults(void) {
+    sampler_params sp = sampler_defaults();
+    return (octo_generate_params){
+        .max_tokens = 256, .temperature = sp.temperature, .top_k = sp.top_k, .top_p = sp.top_p, .min_p = sp.min_p,
+        .repeat_penalty = sp.repeat_penalty, .presence_penalty = sp.presence_penalty,
+        .repeat_last_n = sp.repeat_last_n, .seed = sp.seed, .parse_special = 0,
+    };
+}
+
+static gen_params to_gen_params(const octo_generate_params *p) {
+    return (gen_params){
+        .max_tokens = p->max_tokens,
+        .sampling = {.temperature = p->temperature, .top_k = p->top_k, .top_p = p->top_p, .min_p = p->min_p,
+                     .repeat_penalty = p->repeat_penalty, .presence_penalty = p->presence_penalty,
+                     .repeat_last_n = p->repeat_last_n, .seed = p->seed},
+        .on_prefill = p->on_prefill,
+        .user = p->user,
+    };
+}
+
+/* Tokenize text and start a stream on it; the model is marked busy on success. */
+static octo_stream *start_stream(octo_model *om, const char *text, bool parse_special,
+                                 const octo_generate_params *params) {
+    octo_generate_params p = params ? *params : octo_generate_params_defaults();
+    gen_params gp = to_gen_params(&p);
+    if (sampler_check(&gp.sampling, &om->err)) return NULL;
+    if (p.max_tokens <= 0) {
+        err_set(&om->err, ERR_INVALID_ARG, "max_tokens must be positive, not %d", p.max_tokens);
+        return NULL;
+    }
+    if (need_tokenizer(om)) return NULL;
+    if (!*text) {
+        err_set(&om->err, ERR_INVALID_ARG, "the prompt is empty");
+        return NULL;
+    }
+    bool expected = false;
+    if (!atomic_compare_exchange_strong(&om->busy, &expected, true)) {
+        err_set(&om->err, ERR_BUSY, "the model is already serving a stream; free it or load another model object");
+        return NULL;
+    }
+    tok_list l = {0};
+    octo_stream *st = NULL;
+    err_code rc = tokenizer_encode(om->tok, text, strlen(text), true, parse_special, &l, &om->err);
+    if (!rc && !(st = calloc(1, sizeof *st))) rc = err_set(&om->err, ERR_NOMEM, "out of memory");
+    if (!rc) rc = gen_start(om->s, om->tok, l.ids, l.n, &gp, &st->g, &om->err);
+    tok_list_free(&l);
+    if (rc) {
+        free(st);
+        atomic_store(&om->busy, false);
+        return NULL;
+    }
+    st->om = om;
+    om->stream = st;
+    return st;
+}
+
+octo_stream *octo_generate(octo_model *om, const char *prompt, const octo_generate_params *params) {
+    if (!om) return NULL;
+    err_clear(&om->err);
+    if (!prompt) {
+        err_set(&om->err, ERR_INVALID_ARG, "no prompt given");
+        return NULL;
+    }
+    return start_stream(om, prompt, params && params->parse_special, params);
+}
+
+octo_stream *octo_chat(octo_model *om, const octo_message *msgs, int n, const octo_generate_params *params) {
+    if (!om) return NULL;
+    err_clear(&om->err);
+    if (!msgs || n <= 0) {
+        err_set(&om->err, ERR_INVALID_ARG, "octo_chat needs at least one message");
+        return NULL;
+    }
+    chat_message *cm = malloc(sizeof *cm * (size_t)n);
+    if (!cm) {
+        err_set(&om->err, ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) cm[i] = (chat_message){msgs[i].role, msgs[i].content};
+    char *text = NULL;
+    err_code rc = chat_format(om->chat, cm, n, &text, &om->err);
+    free(cm);
+    if (rc) return NULL;
+    if (om->chat == CHAT_PLAIN) {
+        snprintf(om->warning, sizeof om->warning,
+                 "the model's chat template is missing or not recognised; messages were joined as a plain prompt");
+        client_log(om->client, OCTO_LOG_WARN, om->warning);
+    }
+    octo_stream *st = start_stream(om, text, true, params);
+    free(text);
+    return st;
+}
+
+const char *octo_stream_next(octo_stream *st) {
+    if (!st || !st->om) return NULL;
+    return gen_next(st->g);
+}
+
+int octo_stream_piece_size(const octo_stream *st) { return st && st->om ? gen_piece_size(st->g) : 0; }
+
+octo_status octo_stream_status(const octo_stream *st) {
+    if (!st) return OCTO_ERR_INVALID_ARG;
+    if (!st->om) return OCTO_ERR_INVALID_ARG;
+    return (octo_status)gen_error(st->g)->code;
+}
+
+const char *octo_stream_error(const octo_stream *st) {
+    if (!st) return "no stream";
+    if (!st->om) return "the stream's model was freed";
+    return gen_error(st->g)->msg;
+}
+
+octo_stop_reason octo_stream_stop_reason(const octo_stream *st) {
+    if (!st || !st->om) return OCTO_STOP_ERROR;
+    switch (gen_stop_reason(st->g)) {
+    case GEN_RUNNING: return OCTO_STOP_NONE;
+    case GEN_STOP_EOG: return OCTO_STOP_END_OF_TURN;
+    case GEN_STOP_MAX_TOKENS: return OCTO_STOP_MAX_TOKENS;
+    case GEN_STOP_CANCELLED: return OCTO_STOP_CANCELLED;
+    case GEN_STOP_CONTEXT_FULL: return OCTO_STOP_CONTEXT_FULL;
+    default: return OCTO_STOP_ERROR;
+    }
+}
+
+int32_t octo_stream_last_token(const octo_stream *st) { return st && st->om ? gen_last_token(st->g) : -1; }
+
+int octo_stream_tokens(const octo_stream *st, const int32_t **ids) {
+    int n = 0;
+    *ids = NULL;
+    if (st && st->om) *ids = gen_tokens(st->g, &n);
+    return n;
+}
+
+void octo_stream_cancel(octo_stream *st) {
+    if (st) gen_cancel(st->g);
+}
+
+void octo_stream_free(octo_stream *st) {
+    if (!st) return;
+    if (st->om) {
+        st->om->last = gen_get_stats(st->g);
+        st->om->stream = NULL;
+        atomic_store(&st->om->busy, false);
+    }
+    gen_free(st->g);
+    free(st);
+}
+
+octo_status octo_generate_cb(octo_model *om, const char *prompt, const octo_generate_params *params,
+                             int (*on_piece)(void *user, const char *piece), void *user) {
+    if (!on_piece) {
+        if (om) err_set(&om->err, ERR_INVALID_ARG, "octo_generate_cb needs a callback");
+        return OCTO_ERR_INVALID_ARG;
+    }
+    octo_stream *st = octo_generate(om, prompt, params);
+    if (!st) return om ? (octo_status)om->err.code : OCTO_ERR_INVALID_ARG;
+    for (const char *piece; (piece = octo_stream_next(st));)
+        if (on_piece(user, piece)) octo_stream_cancel(st);
+    octo_status rc = octo_stream_status(st);
+    if (rc) err_set(&om->err, (err_code)rc, "%s", octo_stream_error(st));
+    octo_stream_free(st);
+    return rc;
+}
+
+octo_stats octo_model_stats(const octo_model *om) {
+    octo_stats st;
+    memset(&st, 0, sizeof st);
+    st.speculative_acceptance_rate = -1.0;
+    st.expert_cache_hit_rate = -1.0;
+    if (!om) return st;
+    gen_stats g = om->stream ? gen_get_stats(om->stream->g) : om->last;
+    st.prompt_tokens = g.prompt_tokens;
+    st.prefill_tokens = g.prefill_tokens;
+    st.prefill_ms = g.prefill_ms;
+    st.prefill_tokens_per_s = g.prefill_ms > 0 && g.prefill_tokens ? g.prefill_tokens * 1e3 / g.prefill_ms : 0.0;
+    st.decode_tokens = g.decode_tokens;
+    st.decode_ms = g.decode_ms;
+    st.decode_tokens_per_s = g.decode_ms > 0 && g.decode_evals ? g.decode_evals * 1e3 / g.decode_ms : 0.0;
+    st.time_to_first_token_ms = g.time_to_first_token_ms;
+    st.context_tokens = om->s->n_past;
+    st.context_size = om->s->n_ctx;
+    uint64_t per_token = model_kv_bytes(&om->m->hp, 1, om->opts.kv_type == OCTO_KV_F16 ? QT_F16 : QT_F32);
+    st.kv_bytes = per_token * (uint64_t)om->s->n_past;
+    st.kv_budget_bytes = per_token * (uint64_t)om->s->n_ctx;
+    st.kv_cache_utilization = st.kv_budget_bytes ? (double)st.kv_bytes / (double)st.kv_budget_bytes : 0.0;
+    sysmem_usage u = sysmem_read();
+    st.rss_bytes = u.rss_bytes;
+    st.peak_rss_bytes = u.peak_rss_bytes;
+    snprintf(st.chat_template, sizeof st.chat_template, "%s", chat_family_name(om->chat));
+    snprintf(st.warning, sizeof st.warning, "%s", om->warning);
+    return st;
 }
 
 octo_memory octo_memory_usage(void) {

@@ -66,6 +66,23 @@ cmp -s "$tmp/m.gguf" "$tmp/m2.gguf" && ok || bad "synth is not deterministic"
 "$octo" synth -o "$tmp/m3.gguf" --type q8_0 --vocab 300 --embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 96 --seed 4
 cmp -s "$tmp/m.gguf" "$tmp/m3.gguf" && bad "seed is ignored" || ok
 
+# text in, text out on a synthetic model
+expect 0 0 "$octo" run -m "$tmp/m.gguf" -p "ab" -n 5 --seed 1
+expect 0 0 "$octo" run -m "$tmp/m.gguf" -p "ab" -n 6 --ids --temp 0
+[ "$(wc -w <"$tmp/out")" -eq 6 ] && ok || bad "--ids printed $(wc -w <"$tmp/out") ids, want 6"
+"$octo" run -m "$tmp/m.gguf" -p "ab" -n 3 --stats 2>&1 >/dev/null | grep -q "^generation .*tokens/s" && ok || bad "--stats table"
+expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "" -n 3
+grep -q "empty" "$tmp/err" && ok || bad "empty prompt message"
+expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --temp -1
+grep -q "temperature" "$tmp/err" && ok || bad "temperature message"
+expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --top-p 1.5
+expect 2 1 "$octo" run -m "$tmp/m.gguf" -p "ab" -n 0
+expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "a long prompt for a tiny context" --ctx 4
+grep -q "context" "$tmp/err" && ok || bad "context message"
+expect 2 1 "$octo" run -m "$tmp/m.gguf"
+printf 'hello\nhow are you\n' | "$octo" run -m "$tmp/m.gguf" --chat -n 4 --seed 2 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 0 ] && [ "$(wc -l <"$tmp/out")" -eq 2 ] && ok || bad "--chat: $(cat "$tmp/err")"
+
 # against llama.cpp: the stories260K prompt "Once upon a time" row by row
 if [ -n "$shared" ] && [ -f "$shared/golden/cases/stories260k-once.txt" ]; then
     toks=$(sed -n 's/^prompt_tokens: //p' "$shared/golden/cases/stories260k-once.txt")
@@ -77,6 +94,34 @@ if [ -n "$shared" ] && [ -f "$shared/golden/cases/stories260k-once.txt" ]; then
     [ "$n" -eq $((5 * 512)) ] && ok || bad "stories260K logits count $n"
     awk "BEGIN{exit !($d <= 0.001)}" && ok || bad "stories260K logits differ from llama.cpp by $d"
     echo "stories260K via 'octo logits': max |diff| vs llama.cpp = $d over $n logits"
+    # --prompt tokenizes like --tokens with the golden ids
+    expect 0 0 "$octo" logits -m "$shared/golden/models/stories260K.gguf" --prompt "Once upon a time" --out "$tmp/p.f32"
+    cmp -s "$tmp/s.f32" "$tmp/p.f32" && ok || bad "logits --prompt differs from --tokens"
+
+    # tokenize / detokenize
+    model=$shared/models/stories260K.gguf
+    case_once=$shared/golden/cases/stories260k-once.txt
+    expect 0 0 "$octo" tokenize -m "$model" --text "Once upon a time"
+    [ "$(cat "$tmp/out")" = "$toks" ] && ok || bad "tokenize: $(cat "$tmp/out") want $toks"
+    expect 0 0 "$octo" tokenize -m "$model" --text "Once upon a time" --no-bos
+    [ "$(cat "$tmp/out")" = "${toks#1 }" ] && ok || bad "tokenize --no-bos: $(cat "$tmp/out")"
+    printf 'Hi\nthere\n' >"$tmp/t.txt"
+    expect 0 0 "$octo" tokenize -m "$model" -f "$tmp/t.txt" --no-bos
+    ids=$(cat "$tmp/out")
+    expect 0 0 "$octo" detokenize -m "$model" --ids "$ids"
+    cmp -s "$tmp/out" "$tmp/t.txt" && ok || bad "detokenize(tokenize(file)) differs: '$(cat "$tmp/out")'"
+    expect 0 0 "$octo" detokenize -m "$model" --ids "${toks#1 }"
+    [ "$(cat "$tmp/out")" = "Once upon a time" ] && ok || bad "detokenize: '$(cat "$tmp/out")'"
+    expect 1 1 "$octo" detokenize -m "$model" --ids "5 512"
+    grep -q "512" "$tmp/err" && ok || bad "detokenize range message"
+
+    # octo run --temp 0 prints llama.cpp's greedy continuation, byte for byte
+    want=$(sed -n 's/^greedy_text: "\(.*\)"$/\1/p' "$case_once")
+    n=$(sed -n 's/^n_greedy: //p' "$case_once")
+    case $want in *\\*) bad "the golden text has escapes this check cannot read";; esac
+    expect 0 0 "$octo" run -m "$model" -p "Once upon a time" --temp 0 -n "$n"
+    [ "$(cat "$tmp/out")" = "$want" ] && ok || bad "octo run: '$(cat "$tmp/out")' want '$want'"
+    echo "octo run --temp 0 on stories260K: '$(cat "$tmp/out")'"
 else
     echo "note: no shared data; the llama.cpp comparison was not run"
 fi

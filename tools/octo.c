@@ -1,18 +1,23 @@
 /*
  * octo — the command line.
  *
- *   octo inspect -m MODEL [--kv-tokens N]     what a model is and what it costs
- *   octo logits  -m MODEL --tokens "1 2 3" --out FILE.f32
- *   octo synth   -o FILE [shape and type options]
+ *   octo run        -m MODEL -p PROMPT [-n N] [sampling] [--chat] [--ids] [--stats]
+ *   octo tokenize   -m MODEL (--text T | -f FILE) [--no-bos]
+ *   octo detokenize -m MODEL --ids "1 2 3"
+ *   octo inspect    -m MODEL [--kv-tokens N]     what a model is and what it costs
+ *   octo logits     -m MODEL (--tokens "1 2 3" | --prompt TEXT) --out FILE.f32
+ *   octo synth      -o FILE [shape and type options]
  *
  * Every failure is one line on stderr ("octo: ...") and a non-zero exit:
  * 1 for an error of the operation, 2 for a usage error.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "octo.h"
 #include "model/synth.h" /* internal: synthetic model writer, used by `octo synth` */
@@ -41,10 +46,19 @@ static int fail(const char *fmt, ...) {
 static void help(FILE *f) {
     fputs("usage: octo <command> [options]\n"
           "\n"
+          "  run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
+          "      [--repeat-penalty R] [--seed S] [--ctx N] [--chat] [--ids] [--stats]\n"
+          "      stream a continuation to stdout; --chat: an interactive conversation (with -p as\n"
+          "      the system prompt); --ids: print the generated token ids on one line;\n"
+          "      --stats: a table of speed and memory on stderr at the end\n"
+          "  tokenize -m MODEL (--text T | -f FILE) [--no-bos] [--special]\n"
+          "      the ids of the whole text, space-separated on one line\n"
+          "  detokenize -m MODEL --ids \"1 2 3\"\n"
+          "      the text of the ids, as raw bytes\n"
           "  inspect -m MODEL [--kv-tokens N]\n"
           "      architecture, hyperparameters, tensors, parameter count, file bytes,\n"
           "      memory for weights and for a KV cache of N tokens (default: trained context)\n"
-          "  logits -m MODEL --tokens \"1 2 3\" --out FILE.f32 [--ctx N]\n"
+          "  logits -m MODEL (--tokens \"1 2 3\" | --prompt TEXT) --out FILE.f32 [--ctx N]\n"
           "      logits of every position as little-endian float32, n_tokens x n_vocab;\n"
           "      row i = logits after consuming tokens 0..i\n"
           "  synth -o FILE [--arch llama|qwen2] [--type T] [--embd-type T] [--output-type T]\n"
@@ -74,6 +88,8 @@ static int parse_float(const char *s, float *out) {
     *out = v;
     return 1;
 }
+
+static int tokenize_all(octo_model *m, const char *text, size_t len, int add_special, int32_t **out, int *n_out);
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
@@ -161,7 +177,7 @@ static int parse_tokens(const char *s, int32_t **out, int *n_out) {
 }
 
 static int cmd_logits(int argc, char **argv) {
-    const char *path = NULL, *tokens_arg = NULL, *out_path = NULL;
+    const char *path = NULL, *tokens_arg = NULL, *out_path = NULL, *prompt = NULL;
     long n_ctx = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "-m") && i + 1 < argc) path = argv[++i];
@@ -169,16 +185,19 @@ static int cmd_logits(int argc, char **argv) {
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
         else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) {
             if (!parse_long(argv[++i], 1, 1L << 24, &n_ctx)) return usage_error("--ctx takes a positive count");
-        } else if (!strcmp(argv[i], "--prompt")) return fail("--prompt needs the tokenizer, which is not built yet; use --tokens");
+        } else if (!strcmp(argv[i], "--prompt") && i + 1 < argc) prompt = argv[++i];
         else return usage_error("logits: unknown option '%s'", argv[i]);
     }
-    if (!path || !tokens_arg || !out_path) return usage_error("logits needs -m MODEL, --tokens \"IDS\" and --out FILE");
-    int32_t *tokens;
-    int n;
-    if (!parse_tokens(tokens_arg, &tokens, &n)) return usage_error("--tokens takes space-separated non-negative ids");
-    if (n == 0) {
-        free(tokens);
-        return usage_error("--tokens is empty");
+    if (!path || (!tokens_arg && !prompt) || (tokens_arg && prompt) || !out_path)
+        return usage_error("logits needs -m MODEL, one of --tokens \"IDS\" or --prompt TEXT, and --out FILE");
+    int32_t *tokens = NULL;
+    int n = 0;
+    if (tokens_arg) {
+        if (!parse_tokens(tokens_arg, &tokens, &n)) return usage_error("--tokens takes space-separated non-negative ids");
+        if (n == 0) {
+            free(tokens);
+            return usage_error("--tokens is empty");
+        }
     }
     octo_client *c = octo_client_new(NULL);
     octo_model_options mo = octo_model_options_defaults();
@@ -187,6 +206,7 @@ static int cmd_logits(int argc, char **argv) {
     int rc = 0;
     float *logits = NULL;
     if (!m) rc = fail("%s", c ? octo_last_error(c) : "out of memory");
+    if (!rc && prompt && tokenize_all(m, prompt, strlen(prompt), 1, &tokens, &n)) rc = 1;
     if (!rc) {
         octo_model_info in = octo_model_info_get(m);
         logits = malloc(sizeof(float) * (size_t)n * (size_t)in.n_vocab);
@@ -205,6 +225,319 @@ static int cmd_logits(int argc, char **argv) {
     }
     free(logits);
     free(tokens);
+    octo_model_free(m);
+    octo_client_free(c);
+    return rc;
+}
+
+/* Tokenize text into a malloc'd array (one line on stderr on failure). */
+static int tokenize_all(octo_model *m, const char *text, size_t len, int add_special, int32_t **out, int *n_out) {
+    if (len > (size_t)INT32_MAX) return fail("the text is too long (%zu bytes)", len);
+    int cap = (int)len + 16;
+    int32_t *ids = malloc(sizeof *ids * (size_t)cap);
+    if (!ids) return fail("out of memory");
+    int n = octo_tokenize(m, text, (int)len, add_special, 0, ids, cap);
+    if (n > cap) { /* cannot happen for these vocabularies, but the API allows it */
+        int32_t *more = realloc(ids, sizeof *ids * (size_t)n);
+        if (!more) { free(ids); return fail("out of memory"); }
+        ids = more;
+        n = octo_tokenize(m, text, (int)len, add_special, 0, ids, n);
+    }
+    if (n < 0) {
+        free(ids);
+        return fail("%s", octo_model_error(m));
+    }
+    *out = ids;
+    *n_out = n;
+    return 0;
+}
+
+static octo_model *open_model(const char *path, int n_ctx, octo_client **client) {
+    *client = octo_client_new(NULL);
+    if (!*client) {
+        fail("out of memory");
+        return NULL;
+    }
+    octo_model_options mo = octo_model_options_defaults();
+    mo.n_ctx = n_ctx;
+    octo_model *m = octo_load_model(*client, path, &mo);
+    if (!m) fail("%s", octo_last_error(*client));
+    return m;
+}
+
+/* ---------------------------------------------------------------- tokenize */
+
+static int cmd_tokenize(int argc, char **argv) {
+    const char *path = NULL, *text = NULL, *file = NULL;
+    int no_bos = 0, special = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "-m") && i + 1 < argc) path = argv[++i];
+        else if (!strcmp(argv[i], "--text") && i + 1 < argc) text = argv[++i];
+        else if (!strcmp(argv[i], "-f") && i + 1 < argc) file = argv[++i];
+        else if (!strcmp(argv[i], "--no-bos")) no_bos = 1;
+        else if (!strcmp(argv[i], "--special")) special = 1;
+        else return usage_error("tokenize: unknown option '%s'", argv[i]);
+    }
+    if (!path || (!text == !file)) return usage_error("tokenize needs -m MODEL and one of --text T or -f FILE");
+    char *buf = NULL;
+    size_t len = 0;
+    if (file) {
+        FILE *f = fopen(file, "rb");
+        if (!f) return fail("%s: %s", file, strerror(errno));
+        size_t cap = 1 << 16;
+        buf = malloc(cap);
+        for (size_t r; buf && (r = fread(buf + len, 1, cap - len, f)) > 0;) {
+            len += r;
+            if (len == cap) {
+                char *more = realloc(buf, cap *= 2);
+                if (!more) { free(buf); buf = NULL; }
+                else buf = more;
+            }
+        }
+        int bad = ferror(f);
+        fclose(f);
+        if (!buf) return fail("out of memory reading %s", file);
+        if (bad) { free(buf); return fail("%s: read error", file); }
+        text = buf;
+    } else {
+        len = strlen(text);
+    }
+    octo_client *c;
+    octo_model *m = open_model(path, 1, &c);
+    int rc = m ? 0 : 1;
+    int32_t *ids = NULL;
+    int n = 0;
+    if (!rc) {
+        int cap = (int)len + 16;
+        ids = malloc(sizeof *ids * (size_t)cap);
+        n = ids ? octo_tokenize(m, text, (int)len, !no_bos, special, ids, cap) : -OCTO_ERR_NOMEM;
+        if (n < 0) rc = fail("%s", octo_model_error(m));
+    }
+    if (!rc) {
+        int32_t bos = octo_token_bos(m);
+        int first = 1;
+        for (int i = 0; i < n; i++) {
+            if (no_bos && i == 0 && ids[i] == bos && !special) continue; /* a vocabulary that adds BOS anyway */
+            printf(first ? "%d" : " %d", ids[i]);
+            first = 0;
+        }
+        putchar('\n');
+    }
+    free(ids);
+    free(buf);
+    octo_model_free(m);
+    octo_client_free(c);
+    return rc;
+}
+
+static int cmd_detokenize(int argc, char **argv) {
+    const char *path = NULL, *ids_arg = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "-m") && i + 1 < argc) path = argv[++i];
+        else if (!strcmp(argv[i], "--ids") && i + 1 < argc) ids_arg = argv[++i];
+        else return usage_error("detokenize: unknown option '%s'", argv[i]);
+    }
+    if (!path || !ids_arg) return usage_error("detokenize needs -m MODEL and --ids \"IDS\"");
+    int32_t *ids;
+    int n;
+    if (!parse_tokens(ids_arg, &ids, &n)) return usage_error("--ids takes space-separated non-negative ids");
+    octo_client *c;
+    octo_model *m = open_model(path, 1, &c);
+    int rc = m ? 0 : 1;
+    if (!rc) {
+        int len = octo_detokenize(m, ids, n, NULL, 0);
+        char *buf = len >= 0 ? malloc((size_t)len + 1) : NULL;
+        if (len < 0) rc = fail("%s", octo_model_error(m));
+        else if (!buf) rc = fail("out of memory");
+        else {
+            octo_detokenize(m, ids, n, buf, len);
+            if (fwrite(buf, 1, (size_t)len, stdout) != (size_t)len) rc = fail("write error");
+        }
+        free(buf);
+    }
+    free(ids);
+    octo_model_free(m);
+    octo_client_free(c);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- run */
+
+/* The stream Ctrl-C cancels (a CLI-only global: the signal handler needs it). */
+static octo_stream *volatile g_running;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    octo_stream *st = g_running;
+    if (st) octo_stream_cancel(st); /* an atomic store: async-signal-safe */
+}
+
+static void show_prefill(void *user, int done, int total) {
+    (void)user;
+    if (total < 256) return; /* short prompts need no progress line */
+    fprintf(stderr, "\rprompt: %d/%d tokens", done, total);
+    if (done == total) fputs("\r\033[K", stderr);
+    fflush(stderr);
+}
+
+static void print_stats(const octo_stats *s) {
+    fprintf(stderr, "prompt       %6d tokens (%d evaluated) in %8.1f ms  %9.1f tokens/s\n", s->prompt_tokens,
+            s->prefill_tokens, s->prefill_ms, s->prefill_tokens_per_s);
+    fprintf(stderr, "generation   %6d tokens in %8.1f ms  %9.1f tokens/s\n", s->decode_tokens, s->decode_ms,
+            s->decode_tokens_per_s);
+    fprintf(stderr, "first token  %8.1f ms\n", s->time_to_first_token_ms);
+    fprintf(stderr, "context      %6d / %d tokens, KV cache %.2f MiB (%.0f%% of %.2f MiB)\n", s->context_tokens,
+            s->context_size, mib(s->kv_bytes), 100.0 * s->kv_cache_utilization, mib(s->kv_budget_bytes));
+    if (s->speculative_acceptance_rate >= 0)
+        fprintf(stderr, "speculation  %.1f%% of drafted tokens accepted\n", 100.0 * s->speculative_acceptance_rate);
+    if (s->expert_cache_hit_rate >= 0)
+        fprintf(stderr, "experts      %.1f%% cache hits\n", 100.0 * s->expert_cache_hit_rate);
+    fprintf(stderr, "memory       %.1f MiB resident, %.1f MiB peak\n", mib(s->rss_bytes), mib(s->peak_rss_bytes));
+    if (s->warning[0]) fprintf(stderr, "warning      %s\n", s->warning);
+}
+
+/* Drain a stream to stdout (text, or ids on one line). Returns 0 or 1 after printing the error. */
+static int drain(octo_stream *st, int ids, char **reply, size_t *reply_len) {
+    g_running = st;
+    int printed = 0; /* ids printed so far */
+    for (const char *piece; (piece = octo_stream_next(st));) {
+        if (ids) {
+            const int32_t *all;
+            int n = octo_stream_tokens(st, &all);
+            for (; printed < n; printed++) printf(printed ? " %d" : "%d", all[printed]);
+        } else {
+            fwrite(piece, 1, (size_t)octo_stream_piece_size(st), stdout);
+        }
+        fflush(stdout);
+        if (reply) {
+            size_t n = strlen(piece);
+            char *more = realloc(*reply, *reply_len + n + 1);
+            if (more) {
+                memcpy(more + *reply_len, piece, n + 1);
+                *reply = more;
+                *reply_len += n;
+            }
+        }
+    }
+    g_running = NULL;
+    if (ids) {
+        const int32_t *all;
+        int n = octo_stream_tokens(st, &all);
+        for (; printed < n; printed++) printf(printed ? " %d" : "%d", all[printed]);
+        putchar('\n');
+    }
+    fflush(stdout);
+    if (octo_stream_status(st) != OCTO_OK) return fail("%s", octo_stream_error(st));
+    return 0;
+}
+
+static int parse_sampling(const char *a, const char *v, octo_generate_params *gp, int *consumed) {
+    long n;
+    *consumed = 1;
+    if (!strcmp(a, "-n")) { if (!v || !parse_long(v, 1, 1L << 24, &n)) return usage_error("-n takes a positive count"); gp->max_tokens = (int)n; }
+    else if (!strcmp(a, "--temp")) { if (!v || !parse_float(v, &gp->temperature)) return usage_error("--temp takes a number"); }
+    else if (!strcmp(a, "--top-k")) { if (!v || !parse_long(v, 0, 1L << 24, &n)) return usage_error("--top-k takes a count >= 0"); gp->top_k = (int)n; }
+    else if (!strcmp(a, "--top-p")) { if (!v || !parse_float(v, &gp->top_p)) return usage_error("--top-p takes a number"); }
+    else if (!strcmp(a, "--min-p")) { if (!v || !parse_float(v, &gp->min_p)) return usage_error("--min-p takes a number"); }
+    else if (!strcmp(a, "--repeat-penalty")) { if (!v || !parse_float(v, &gp->repeat_penalty)) return usage_error("--repeat-penalty takes a number"); }
+    else if (!strcmp(a, "--seed")) {
+        char *end;
+        errno = 0;
+        unsigned long long s = v ? strtoull(v, &end, 10) : 0;
+        if (!v || errno || end == v || *end) return usage_error("--seed takes a whole number");
+        gp->seed = s;
+    } else {
+        *consumed = 0;
+        return 0;
+    }
+    return 0;
+}
+
+static int cmd_run(int argc, char **argv) {
+    const char *path = NULL, *prompt = NULL;
+    int chat = 0, ids = 0, stats = 0;
+    long n_ctx = 0;
+    octo_generate_params gp = octo_generate_params_defaults();
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int used, rc = parse_sampling(a, v, &gp, &used);
+        if (rc) return rc;
+        if (used) { i++; continue; }
+        if (!strcmp(a, "-m") && v) { path = v; i++; }
+        else if (!strcmp(a, "-p") && v) { prompt = v; i++; }
+        else if (!strcmp(a, "--ctx") && v) { if (!parse_long(v, 1, 1L << 24, &n_ctx)) return usage_error("--ctx takes a positive count"); i++; }
+        else if (!strcmp(a, "--chat")) chat = 1;
+        else if (!strcmp(a, "--ids")) ids = 1;
+        else if (!strcmp(a, "--stats")) stats = 1;
+        else return usage_error("run: unknown option '%s'", a);
+    }
+    if (!path) return usage_error("run needs -m MODEL");
+    if (!chat && !prompt) return usage_error("run needs -p PROMPT (or --chat)");
+    if (isatty(STDOUT_FILENO)) gp.on_prefill = show_prefill; /* progress only on a terminal */
+    octo_client *c;
+    octo_model *m = open_model(path, (int)n_ctx, &c);
+    if (!m) {
+        octo_client_free(c);
+        return 1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+    int rc = 0;
+    if (!chat) {
+        octo_stream *st = octo_generate(m, prompt, &gp);
+        if (!st) rc = fail("%s", octo_model_error(m));
+        else {
+            rc = drain(st, ids, NULL, NULL);
+            octo_stream_free(st);
+        }
+        if (!ids && !rc) putchar('\n');
+    } else {
+        /* interactive: one user line per turn; the history is resent and the cache reuses its prefix */
+        octo_message *msgs = NULL;
+        int n_msgs = 0;
+        char **owned = NULL;
+        int tty = isatty(STDIN_FILENO);
+        if (prompt) {
+            msgs = realloc(msgs, sizeof *msgs * (size_t)(n_msgs + 1));
+            msgs[n_msgs++] = (octo_message){"system", prompt};
+        }
+        char line[8192];
+        for (;;) {
+            if (tty) { fputs("> ", stderr); fflush(stderr); }
+            if (!fgets(line, sizeof line, stdin)) break;
+            line[strcspn(line, "\n")] = '\0';
+            if (!line[0]) continue;
+            char *user = strdup(line);
+            octo_message *more = realloc(msgs, sizeof *msgs * (size_t)(n_msgs + 2));
+            char **more_owned = realloc(owned, sizeof *owned * (size_t)(n_msgs + 2));
+            if (!user || !more || !more_owned) { free(user); if (more) msgs = more; if (more_owned) owned = more_owned; rc = fail("out of memory"); break; }
+            msgs = more;
+            owned = more_owned;
+            owned[n_msgs] = user;
+            msgs[n_msgs++] = (octo_message){"user", user};
+            octo_stream *st = octo_chat(m, msgs, n_msgs, &gp);
+            if (!st) { rc = fail("%s", octo_model_error(m)); break; }
+            char *reply = calloc(1, 1);
+            size_t reply_len = 0;
+            rc = drain(st, ids, &reply, &reply_len);
+            octo_stream_free(st);
+            putchar('\n');
+            if (rc || !reply) { free(reply); break; }
+            owned[n_msgs] = reply;
+            msgs[n_msgs++] = (octo_message){"assistant", reply};
+        }
+        for (int i = 0; i < n_msgs; i++)
+            if (strcmp(msgs[i].role, "system")) free(owned[i]);
+        free(owned);
+        free(msgs);
+    }
+    if (stats) {
+        fflush(stdout);
+        octo_stats s = octo_model_stats(m);
+        print_stats(&s);
+    }
     octo_model_free(m);
     octo_client_free(c);
     return rc;
@@ -274,6 +607,9 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 2, argv + 2);
+    if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 2, argv + 2);
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);
     if (!strcmp(cmd, "logits")) return cmd_logits(argc - 2, argv + 2);
     if (!strcmp(cmd, "synth")) return cmd_synth(argc - 2, argv + 2);

@@ -302,7 +302,7 @@ err_code forward(fwd_state *st, const kv_iface *kv, const experts_iface *experts
     const model_hparams *hp = &m->hp;
     const int E = hp->n_embd;
     const int q_dim = hp->n_head * hp->head_dim;
-    const int k_dim = hp->n_head_kv * hp->head_dim, v_dim = hp->n_head_kv * hp->head_dim_v;
+    const int k_dim = hp->n_head_kv * hp->head_dim;
     if (n <= 0) return err_set(err, ERR_INVALID_ARG, "forward of %d tokens", n);
     if (pos0 < 0 || pos0 > INT32_MAX - n) return err_set(err, ERR_INVALID_ARG, "position %d out of range", pos0);
     if (n_out < 0 || n_out > n) return err_set(err, ERR_INVALID_ARG, "%d logit rows asked of %d tokens", n_out, n);
@@ -341,7 +341,6 @@ err_code forward(fwd_state *st, const kv_iface *kv, const experts_iface *experts
             rope_apply(st->k + (size_t)t * k_dim, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_neox, cs);
         }
         if ((rc = kv->append(kv->self, l, n, pos, st->k, st->v, err))) break;
-        (void)v_dim;
         if ((rc = attention(st, kv, l, n, pos0, err))) break;
         mat_mul(&L->wo, 0, st->att, n, st->ffn_out);
         for (size_t i = 0; i < (size_t)n * E; i++) st->x[i] += st->ffn_out[i];

@@ -4,6 +4,7 @@
 #include "session.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 err_code session_new(const model *m, int n_ctx, uint32_t kv_type, session **out, err_t *err) {
     *out = NULL;
@@ -14,7 +15,8 @@ err_code session_new(const model *m, int n_ctx, uint32_t kv_type, session **out,
     s->m = m;
     s->n_ctx = n_ctx;
     err_code rc = kv_plain_new(&m->hp, n_ctx, kv_type, &s->kv, err);
-    if (!rc && !(s->fwd = fwd_state_new(m))) rc = err_set(err, ERR_NOMEM, "out of memory");
+    if (!rc && (!(s->fwd = fwd_state_new(m)) || !(s->tokens = malloc(sizeof(int32_t) * (size_t)n_ctx))))
+        rc = err_set(err, ERR_NOMEM, "out of memory");
     if (rc) {
         session_free(s);
         return rc;
@@ -27,6 +29,7 @@ void session_free(session *s) {
     if (!s) return;
     kv_plain_free(s->kv);
     fwd_state_free(s->fwd);
+    free(s->tokens);
     free(s);
 }
 
@@ -41,11 +44,22 @@ err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, f
         kv_plain_truncate(s->kv, s->n_past);
         return rc;
     }
+    memcpy(s->tokens + s->n_past, tokens, sizeof(int32_t) * (size_t)n);
     s->n_past += n;
     return ERR_OK;
 }
 
-void session_reset(session *s) {
-    kv_plain_truncate(s->kv, 0);
-    s->n_past = 0;
+void session_reset(session *s) { session_truncate(s, 0); }
+
+void session_truncate(session *s, int n) {
+    if (n < 0) n = 0;
+    if (n >= s->n_past) return;
+    kv_plain_truncate(s->kv, n);
+    s->n_past = n;
+}
+
+int session_common_prefix(const session *s, const int32_t *ids, int n) {
+    int i = 0;
+    while (i < n && i < s->n_past && s->tokens[i] == ids[i]) i++;
+    return i;
 }

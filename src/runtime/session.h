@@ -25,6 +25,7 @@ typedef struct {
     const experts_iface *experts; /* NULL: experts straight from the mapping */
     int n_ctx;
     int n_past;
+    int32_t *tokens; /* [n_ctx] the tokens whose entries the cache holds, in order */
 } session;
 
 /* n_ctx 0 = the model's trained context; kv_type QT_F32 or QT_F16. */
@@ -34,5 +35,9 @@ void session_free(session *s);
 /* Consume n tokens; logits gets n rows when all_rows, else the last row only. */
 err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, float *logits, err_t *err);
 void session_reset(session *s);
+/* Forget everything after the first n tokens (n <= n_past). */
+void session_truncate(session *s, int n);
+/* Tokens at the start of ids[0..n) that the cache already holds. */
+int session_common_prefix(const session *s, const int32_t *ids, int n);
 
 #endif

@@ -1,0 +1,61 @@
+/*
+ * sampler — from logits to the next token.
+ *
+ * The transforms, in this order: repetition and presence penalties over the
+ * last repeat_last_n accepted tokens, temperature, top-k, top-p, min-p; then
+ * a draw from the resulting distribution with the sampler's own seeded RNG
+ * (reproducible, and thread-safe because each stream owns its sampler).
+ * Temperature 0 is greedy: the distribution is one-hot at the argmax (ties
+ * to the lowest id).
+ *
+ * The final distribution is exposed (sampler_distribution) because
+ * speculative decoding's rejection sampling needs p and q after exactly the
+ * same transforms.
+ */
+#ifndef OCTO_MODEL_SAMPLER_H
+#define OCTO_MODEL_SAMPLER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/err.h"
+
+typedef struct {
+    float temperature;      /* 0 = greedy; >= 0 */
+    int top_k;              /* 0 = off; >= 0 */
+    float top_p;            /* 1 = off; in (0, 1] */
+    float min_p;            /* 0 = off; in [0, 1] */
+    float repeat_penalty;   /* 1 = off; finite and > 0 (llama.cpp semantics: logit/p if > 0 else logit*p) */
+    float presence_penalty; /* 0 = off; subtracted once from each token seen */
+    int repeat_last_n;      /* window for both penalties; 0 = off */
+    uint64_t seed;
+} sampler_params;
+
+sampler_params sampler_defaults(void);
+/* ERR_INVALID_ARG with a message naming the parameter when out of range. */
+err_code sampler_check(const sampler_params *p, err_t *err);
+
+typedef struct sampler sampler;
+
+err_code sampler_new(const sampler_params *p, int n_vocab, sampler **out, err_t *err);
+void sampler_free(sampler *s);
+
+/* Record an accepted token (for the penalties); sampler_sample does not.
+ * Ids outside the vocabulary are ignored. */
+void sampler_accept(sampler *s, int32_t token);
+/* Forget accepted tokens (keeps the RNG state). */
+void sampler_reset_history(sampler *s);
+
+/* The distribution after every transform: probs[n_vocab], zero where excluded,
+ * sums to 1. Logits that are all -inf/NaN give a uniform distribution. */
+void sampler_distribution(sampler *s, const float *logits, float *probs);
+/* Draw from a distribution with the sampler's RNG, in proportion to the
+ * entries (they need not sum exactly to 1); -1 when no entry is positive. */
+int32_t sampler_draw(sampler *s, const float *probs);
+/* distribution + draw (greedy does not touch the RNG). */
+int32_t sampler_sample(sampler *s, const float *logits);
+/* A uniform number in [0, 1) from the sampler's RNG (for rejection sampling). */
+double sampler_uniform(sampler *s);
+bool sampler_is_greedy(const sampler *s);
+
+#endif

@@ -1,0 +1,227 @@
+/*
+ * generate — see generate.h.
+ *
+ * The loop, per call of gen_next():
+ *   prefill (first call only) -> logits of the last prompt token
+ *   repeat: [decode the previous token -> logits] sample -> end of turn? stop
+ *           append the token's bytes to the pending buffer
+ *           return the complete characters, if any
+ * Decoding the previous token happens at the start of the next call, so a
+ * piece is returned as soon as it is sampled and cancel takes effect before
+ * any further model work.
+ */
+#include "generate.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/forward.h"
+
+#define PREFILL_CHUNK 256
+#define PENDING_MAX 512
+
+struct generation {
+    session *s;
+    const tokenizer *tok;
+    sampler *smp;
+    gen_params p;
+    int32_t *prompt;
+    int n_prompt;
+    float *logits;          /* [n_vocab] logits for the next sample */
+    bool prefilled;
+    bool need_decode;       /* last sampled token not yet fed to the model */
+    int32_t last;
+    int n_generated;
+    int32_t *out_ids;       /* [max_tokens] generated ids */
+    gen_stop stop;
+    bool flushed;
+    atomic_bool cancel;
+    err_t err;
+    char pending[PENDING_MAX]; /* bytes not yet returned */
+    int n_pending;
+    char piece[PENDING_MAX + 1];
+    int piece_size;
+    double t_start, t_prefill_end, t_decode_total;
+    gen_stats stats;
+};
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int n_prompt, const gen_params *p,
+                   generation **out, err_t *err) {
+    *out = NULL;
+    if (n_prompt <= 0) return err_set(err, ERR_INVALID_ARG, "the prompt is empty");
+    if (p->max_tokens <= 0) return err_set(err, ERR_INVALID_ARG, "max_tokens must be positive, not %d", p->max_tokens);
+    if (n_prompt >= s->n_ctx)
+        return err_set(err, ERR_CONTEXT_FULL, "the prompt has %d tokens; the context holds %d (one is needed to reply)",
+                       n_prompt, s->n_ctx);
+    const int n_vocab = s->m->hp.n_vocab;
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= n_vocab)
+            return err_set(err, ERR_INVALID_ARG, "prompt token %d is %d, outside the vocabulary of %d", i, prompt[i],
+                           n_vocab);
+    generation *g = calloc(1, sizeof *g);
+    if (!g) return err_set(err, ERR_NOMEM, "out of memory");
+    g->s = s;
+    g->tok = tok;
+    g->p = *p;
+    g->n_prompt = n_prompt;
+    g->last = -1;
+    atomic_init(&g->cancel, false);
+    g->prompt = malloc(sizeof(int32_t) * (size_t)n_prompt);
+    g->logits = malloc(sizeof(float) * (size_t)n_vocab);
+    int max_out = p->max_tokens < s->n_ctx ? p->max_tokens : s->n_ctx;
+    g->out_ids = malloc(sizeof(int32_t) * (size_t)max_out);
+    err_code rc = !g->prompt || !g->logits || !g->out_ids ? err_set(err, ERR_NOMEM, "out of memory") : ERR_OK;
+    if (!rc) rc = sampler_new(&p->sampling, n_vocab, &g->smp, err);
+    if (rc) {
+        gen_free(g);
+        return rc;
+    }
+    memcpy(g->prompt, prompt, sizeof(int32_t) * (size_t)n_prompt);
+    g->stats.prompt_tokens = n_prompt;
+    g->t_start = now_ms();
+    *out = g;
+    return ERR_OK;
+}
+
+void gen_free(generation *g) {
+    if (!g) return;
+    sampler_free(g->smp);
+    free(g->prompt);
+    free(g->logits);
+    free(g->out_ids);
+    free(g);
+}
+
+void gen_cancel(generation *g) {
+    if (g) atomic_store(&g->cancel, true);
+}
+
+gen_stop gen_stop_reason(const generation *g) { return g->stop; }
+const err_t *gen_error(const generation *g) { return &g->err; }
+gen_stats gen_get_stats(const generation *g) { return g->stats; }
+int32_t gen_last_token(const generation *g) { return g->last; }
+int gen_piece_size(const generation *g) { return g->piece_size; }
+
+const int32_t *gen_tokens(const generation *g, int *n) {
+    *n = g->n_generated;
+    return g->out_ids;
+}
+
+static void fail(generation *g, gen_stop why) {
+    g->stop = why;
+    if (why == GEN_STOP_ERROR && g->err.code == ERR_OK) g->err.code = ERR_UNSUPPORTED;
+}
+
+/* Evaluate the prompt, reusing the prefix the cache already holds. */
+static bool prefill(generation *g) {
+    session *s = g->s;
+    int keep = session_common_prefix(s, g->prompt, g->n_prompt);
+    if (keep == g->n_prompt) keep--; /* the last token must run again to give logits */
+    session_truncate(s, keep);
+    for (int i = keep; i < g->n_prompt; i += PREFILL_CHUNK) {
+        if (atomic_load(&g->cancel)) {
+            fail(g, GEN_STOP_CANCELLED);
+            return false;
+        }
+        int n = g->n_prompt - i < PREFILL_CHUNK ? g->n_prompt - i : PREFILL_CHUNK;
+        if (session_eval(s, g->prompt + i, n, false, g->logits, &g->err)) {
+            fail(g, GEN_STOP_ERROR);
+            return false;
+        }
+        if (g->p.on_prefill) g->p.on_prefill(g->p.user, i + n - keep, g->n_prompt - keep);
+    }
+    for (int i = 0; i < g->n_prompt; i++) sampler_accept(g->smp, g->prompt[i]);
+    g->t_prefill_end = now_ms();
+    g->stats.prefill_tokens = g->n_prompt - keep;
+    g->stats.prefill_ms = g->t_prefill_end - g->t_start;
+    return true;
+}
+
+int utf8_complete_prefix(const char *buf, int n) {
+    int i = 0;
+    while (i < n) {
+        unsigned char c = (unsigned char)buf[i];
+        int len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+        int j = 1;
+        while (j < len && i + j < n && ((unsigned char)buf[i + j] & 0xC0) == 0x80) j++;
+        if (j == len) i += len;                 /* a whole character */
+        else if (i + j == n) return i;          /* a character still arriving: hold it back */
+        else i += 1;                            /* a broken sequence: pass its first byte through */
+    }
+    return n;
+}
+
+/* Move the complete characters of the pending buffer into piece; true if any. */
+static bool take_complete(generation *g, bool all) {
+    int n = all ? g->n_pending : utf8_complete_prefix(g->pending, g->n_pending);
+    if (n == 0) return false;
+    memcpy(g->piece, g->pending, (size_t)n);
+    g->piece[n] = '\0';
+    g->piece_size = n;
+    memmove(g->pending, g->pending + n, (size_t)(g->n_pending - n));
+    g->n_pending -= n;
+    return true;
+}
+
+const char *gen_next(generation *g) {
+    for (;;) {
+        if (g->stop != GEN_RUNNING) {
+            /* whatever is still pending goes out once, even if incomplete */
+            if (!g->flushed && take_complete(g, true)) return g->piece;
+            g->flushed = true;
+            return NULL;
+        }
+        if (atomic_load(&g->cancel)) {
+            fail(g, GEN_STOP_CANCELLED);
+            continue;
+        }
+        if (!g->prefilled) {
+            if (!prefill(g)) continue;
+            g->prefilled = true;
+        }
+        if (g->need_decode) {
+            if (g->s->n_past >= g->s->n_ctx) {
+                g->stop = GEN_STOP_CONTEXT_FULL;
+                continue;
+            }
+            double t0 = now_ms();
+            if (session_eval(g->s, &g->last, 1, false, g->logits, &g->err)) {
+                fail(g, GEN_STOP_ERROR);
+                continue;
+            }
+            g->t_decode_total += now_ms() - t0;
+            g->stats.decode_ms = g->t_decode_total;
+            g->stats.decode_evals++;
+            g->need_decode = false;
+        }
+        int32_t tok = sampler_sample(g->smp, g->logits);
+        if (g->n_generated == 0) g->stats.time_to_first_token_ms = now_ms() - g->t_start;
+        if (tokenizer_is_eog(g->tok, tok)) {
+            g->stop = GEN_STOP_EOG;
+            continue;
+        }
+        sampler_accept(g->smp, tok);
+        g->last = tok;
+        g->out_ids[g->n_generated++] = tok;
+        g->stats.decode_tokens = g->n_generated;
+        g->need_decode = true;
+        if (g->n_generated >= g->p.max_tokens) g->stop = GEN_STOP_MAX_TOKENS;
+        char buf[256];
+        int n = tokenizer_piece(g->tok, tok, false, buf, sizeof buf);
+        if (n > (int)sizeof buf) n = (int)sizeof buf; /* no vocabulary has pieces this long */
+        if (n > 0) {
+            if (g->n_pending + n > PENDING_MAX) take_complete(g, true); /* cannot happen with valid UTF-8 */
+            memcpy(g->pending + g->n_pending, buf, (size_t)n);
+            g->n_pending += n;
+        }
+        if (g->stop == GEN_RUNNING && take_complete(g, false)) return g->piece;
+    }
+}

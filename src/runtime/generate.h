@@ -1,0 +1,75 @@
+/*
+ * generate — the generation loop behind a stream.
+ *
+ * A generation owns a sampler and borrows a session (model + cache) and a
+ * tokenizer. gen_next() is pull-driven: the first call prefills the prompt
+ * (in chunks, reporting progress and honouring cancel between chunks), and
+ * each call then decodes one token, samples the next, and returns the text
+ * that is complete so far. Bytes of a UTF-8 character that is not complete
+ * yet are held back, so no piece ever ends inside a character; bytes that
+ * cannot form a character are passed through as they are (nothing is lost).
+ *
+ * The prompt reuses whatever prefix of it the session's cache already holds
+ * (a chat that resends its history only evaluates the new turn).
+ */
+#ifndef OCTO_RUNTIME_GENERATE_H
+#define OCTO_RUNTIME_GENERATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "model/sampler.h"
+#include "model/tokenizer.h"
+#include "runtime/session.h"
+
+typedef struct {
+    int max_tokens;                /* > 0 */
+    sampler_params sampling;
+    void (*on_prefill)(void *user, int done, int total); /* optional progress */
+    void *user;
+} gen_params;
+
+typedef enum {
+    GEN_RUNNING = 0,
+    GEN_STOP_EOG,          /* the model ended its turn */
+    GEN_STOP_MAX_TOKENS,
+    GEN_STOP_CANCELLED,
+    GEN_STOP_CONTEXT_FULL,
+    GEN_STOP_ERROR,
+} gen_stop;
+
+/* Timings and counts of one generation. */
+typedef struct {
+    int prompt_tokens, prefill_tokens;
+    int decode_tokens;   /* tokens generated */
+    int decode_evals;    /* single-token forward passes (decode_ms covers these) */
+    double prefill_ms, decode_ms, time_to_first_token_ms;
+} gen_stats;
+
+typedef struct generation generation;
+
+/* Checks the prompt against the context and the parameters; nothing runs yet. */
+err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int n_prompt, const gen_params *p,
+                   generation **out, err_t *err);
+/* The next piece of text (valid until the next call), or NULL at the end. */
+const char *gen_next(generation *g);
+/* Bytes of the last piece (it may contain NUL bytes when the model emits U+0000). */
+int gen_piece_size(const generation *g);
+/* The token the last piece came from (-1 before the first). */
+int32_t gen_last_token(const generation *g);
+/* Every token generated so far (tokens without text included); *n gets the count. */
+const int32_t *gen_tokens(const generation *g, int *n);
+gen_stop gen_stop_reason(const generation *g);
+/* ERR_OK unless the generation stopped on an error (then err says why). */
+const err_t *gen_error(const generation *g);
+gen_stats gen_get_stats(const generation *g);
+/* Safe from any thread: the generation stops before its next token. */
+void gen_cancel(generation *g);
+void gen_free(generation *g);
+
+/* Length of the longest prefix of buf[0..n) that ends on a character
+ * boundary (incomplete trailing UTF-8 sequences excluded). */
+int utf8_complete_prefix(const char *buf, int n);
+
+#endif
