@@ -4,9 +4,10 @@
  * Two families: SentencePiece (tokenizer.ggml.model = "llama": scores, byte
  * fallback <0xNN>, the leading-space rule) and byte-level BPE ("gpt2":
  * merges, the byte-to-unicode mapping, and the pre-tokenizer chosen by
- * tokenizer.ggml.pre). Special tokens (control and user-defined) in the text
- * are recognised only when the caller asks (parse_special); otherwise their
- * text is tokenized like any other.
+ * tokenizer.ggml.pre). Control tokens ("<|im_end|>", "</s>") in the text are
+ * recognised only when the caller asks (parse_special); otherwise their text
+ * is tokenized like any other. User-defined tokens are always matched as
+ * whole tokens, as llama.cpp and Hugging Face do.
  *
  * Decoding works per token: tokenizer_piece() gives a token's bytes, which
  * may be part of a UTF-8 character (byte tokens, BPE pieces). The streaming
