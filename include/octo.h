@@ -72,7 +72,7 @@ typedef struct octo_client octo_client;
 typedef enum { OCTO_LOG_DEBUG = 0, OCTO_LOG_INFO = 1, OCTO_LOG_WARN = 2, OCTO_LOG_ERROR = 3 } octo_log_level;
 
 typedef struct {
-    int n_threads;         /* 0 = automatic (the engine runs on one thread for now) */
+    int n_threads;         /* 0 = the performance cores this process may use */
     const char *device;    /* NULL = this host; a device profile name overrides it */
     const char *cache_dir; /* NULL = none (features that spill to flash stay off) */
     /* Optional: messages the library would otherwise keep to itself (warnings
@@ -119,6 +119,10 @@ typedef struct {
     uint64_t n_params;
     uint64_t file_bytes;
     uint64_t weight_bytes;    /* bytes of tensor data the forward pass reads */
+    uint64_t weight_bytes_per_token; /* of those, read to decode one token (one embedding row,
+                                        for MoE only the used experts' share) */
+    int n_threads;            /* threads the model computes with */
+    char cpu_path[16];        /* kernels in use: "scalar", "avx2", "avx512" or "neon" */
     uint64_t kv_bytes_per_token; /* at the model's KV element type */
     int n_ctx;                /* the context this model was opened with */
 } octo_model_info;
@@ -140,6 +144,9 @@ octo_status octo_eval(octo_model *model, const int32_t *tokens, int n_tokens, fl
 int octo_n_past(const octo_model *model);
 /* Forget the sequence (the cache is kept allocated). */
 void octo_reset(octo_model *model);
+/* Keep only the first n_tokens of the sequence (n_tokens <= octo_n_past):
+ * evaluation continues from there, as if the rest had never been seen. */
+octo_status octo_truncate(octo_model *model, int n_tokens);
 
 /* ---- text ---- */
 
@@ -274,6 +281,11 @@ typedef struct {
 } octo_memory;
 
 octo_memory octo_memory_usage(void);
+
+/* The machine's memory read bandwidth in GB/s, measured now by streaming
+ * `bytes` (0 = 1 GiB) with n_threads threads (0 = default): the roofline that
+ * decode speed is judged against. Returns 0 and fills nothing on failure. */
+double octo_measure_read_bandwidth(int n_threads, uint64_t bytes);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,8 @@
 #include <stdatomic.h>
 
 #include "core/err.h"
+#include "core/kernels.h"
+#include "core/membw.h"
 #include "core/quant.h"
 #include "core/sysmem.h"
 #include "model/chat_template.h"
@@ -89,7 +91,7 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
     }
     om->client = c;
     om->opts = opts ? *opts : octo_model_options_defaults();
-    if (om->opts.n_ctx < 0 || (om->opts.kv_type != OCTO_KV_F32 && om->opts.kv_type != OCTO_KV_F16)) {
+    if (om->opts.n_ctx < 0 || c->opts.n_threads < 0 || (om->opts.kv_type != OCTO_KV_F32 && om->opts.kv_type != OCTO_KV_F16)) {
         err_set(&c->err, ERR_INVALID_ARG, "bad model options (n_ctx %d, kv_type %d)", om->opts.n_ctx,
                 (int)om->opts.kv_type);
         free(om);
@@ -98,7 +100,8 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
     atomic_init(&om->busy, false);
     err_code rc = model_load(path, &om->m, &c->err);
     if (!rc)
-        rc = session_new(om->m, om->opts.n_ctx, om->opts.kv_type == OCTO_KV_F16 ? QT_F16 : QT_F32, &om->s, &c->err);
+        rc = session_new(om->m, om->opts.n_ctx, om->opts.kv_type == OCTO_KV_F16 ? QT_F16 : QT_F32,
+                         c->opts.n_threads, &om->s, &c->err);
     if (rc) {
         octo_model_free(om);
         return NULL;
@@ -157,6 +160,9 @@ octo_model_info octo_model_info_get(const octo_model *om) {
     info.n_params = m->n_params;
     info.file_bytes = m->gguf->size;
     info.weight_bytes = m->weight_bytes;
+    info.weight_bytes_per_token = m->weight_bytes_per_token;
+    info.n_threads = tpool_size(om->s->pool);
+    snprintf(info.cpu_path, sizeof info.cpu_path, "%s", cpu_path_name(kernels_path()));
     info.kv_bytes_per_token = model_kv_bytes(hp, 1, om->opts.kv_type == OCTO_KV_F16 ? QT_F16 : QT_F32);
     info.n_ctx = om->s->n_ctx;
     /* type histogram, in type-id order */
@@ -189,6 +195,16 @@ octo_status octo_eval(octo_model *om, const int32_t *tokens, int n, float *logit
 }
 
 int octo_n_past(const octo_model *om) { return om ? om->s->n_past : 0; }
+
+octo_status octo_truncate(octo_model *om, int n) {
+    if (!om) return OCTO_ERR_INVALID_ARG;
+    err_clear(&om->err);
+    if (atomic_load(&om->busy)) return (octo_status)err_set(&om->err, ERR_BUSY, "the model is serving a stream");
+    if (n < 0 || n > om->s->n_past)
+        return (octo_status)err_set(&om->err, ERR_INVALID_ARG, "cannot truncate %d tokens to %d", om->s->n_past, n);
+    session_truncate(om->s, n);
+    return OCTO_OK;
+}
 
 void octo_reset(octo_model *om) {
     if (om && !atomic_load(&om->busy)) session_reset(om->s);
@@ -448,6 +464,15 @@ octo_stats octo_model_stats(const octo_model *om) {
     snprintf(st.chat_template, sizeof st.chat_template, "%s", chat_family_name(om->chat));
     snprintf(st.warning, sizeof st.warning, "%s", om->warning);
     return st;
+}
+
+double octo_measure_read_bandwidth(int n_threads, uint64_t bytes) {
+    if (n_threads < 0) return 0.0;
+    tpool *pool = NULL;
+    if (tpool_new(n_threads ? n_threads : tpool_default_threads(), &pool, NULL)) return 0.0;
+    double gbps = membw_read_gbps(pool, bytes ? (size_t)bytes : (size_t)1 << 30, 5, NULL);
+    tpool_free(pool);
+    return gbps;
 }
 
 octo_memory octo_memory_usage(void) {

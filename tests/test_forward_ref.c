@@ -441,7 +441,7 @@ static const char *const feed_names[FEED_COUNT] = {"one batch", "token by token"
 static bool octo_logits(const model *m, const int32_t *tok, int T, feed_mode mode, float *logits) {
     err_t err = {0};
     session *s = NULL;
-    if (session_new(m, 0, QT_F32, &s, &err)) {
+    if (session_new(m, 0, QT_F32, 0, &s, &err)) {
         T_CHECKF(0, "session_new: %s", err.msg);
         return false;
     }
@@ -553,7 +553,7 @@ static void run_case(const ref_case *c, const char *dir, int idx) {
     }
     /* all_rows = false: only the last row, equal to the reference's last row */
     session *s = NULL;
-    if (session_new(m, 0, QT_F32, &s, &err) == ERR_OK) {
+    if (session_new(m, 0, QT_F32, 0, &s, &err) == ERR_OK) {
         err_code rc = session_eval(s, tok, T, false, last, &err);
         cmp_result r = compare(last, ref + (size_t)(T - 1) * V, 1, V, REL_TOL);
         T_CHECKF(rc == ERR_OK && r.n_bad == 0 && r.n_argmax_mismatch == 0,

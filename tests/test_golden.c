@@ -98,9 +98,15 @@ typedef struct {
 static err_code rec_get(void *self, int layer, int expert, model_mat mats[3], err_t *err) {
     recorder *r = self;
     (void)err;
-    if (layer < 8 && r->count[layer] < MAX_TOK * r->k) r->chosen[layer][r->count[layer]++] = (int16_t)expert;
     model_expert_mats(r->m, layer, expert, mats);
     return ERR_OK;
+}
+
+/* the forward pass names each token's experts, in token order */
+static void rec_hint(void *self, int layer, const int32_t *experts, int n) {
+    recorder *r = self;
+    for (int j = 0; j < n; j++)
+        if (layer < 8 && r->count[layer] < MAX_TOK * r->k) r->chosen[layer][r->count[layer]++] = (int16_t)experts[j];
 }
 
 typedef struct {
@@ -132,7 +138,7 @@ static int argmax(const float *x, int n) {
 static err_code teacher_forced(const model *m, const experts_iface *ex, const int32_t *prompt, int n_prompt,
                                const int32_t *greedy, int n_greedy, int chunk, float *out, err_t *err) {
     session *s;
-    err_code rc = session_new(m, n_prompt + n_greedy + 1, QT_F32, &s, err);
+    err_code rc = session_new(m, n_prompt + n_greedy + 1, QT_F32, 0, &s, err);
     if (rc) return rc;
     s->experts = ex;
     const int V = m->hp.n_vocab;
@@ -191,7 +197,7 @@ static void run_case(const char *golden, const char *case_txt) {
 
     float *mine = malloc(sizeof(float) * (size_t)rows * n_vocab);
     recorder rec = {.m = m, .n_layer = m->hp.n_layer, .k = m->hp.n_expert_used};
-    experts_iface ex = {.self = &rec, .get = rec_get};
+    experts_iface ex = {.self = &rec, .get = rec_get, .hint = rec_hint};
     bool moe = m->hp.n_expert > 0;
     for (int l = 0; moe && l < m->hp.n_layer && l < 8; l++) rec.chosen[l] = calloc((size_t)MAX_TOK * rec.k, 2);
 
@@ -245,7 +251,7 @@ static void run_case(const char *golden, const char *case_txt) {
     /* free-running greedy generation */
     double min_margin_ok = 2 * tol_abs;
     session *s;
-    T_EQ_INT(session_new(m, rows + 1, QT_F32, &s, &err), ERR_OK);
+    T_EQ_INT(session_new(m, rows + 1, QT_F32, 0, &s, &err), ERR_OK);
     float *row = malloc(sizeof(float) * (size_t)n_vocab);
     T_EQ_INT(session_eval(s, prompt, n_prompt, false, row, &err), ERR_OK);
     int agree = 0;

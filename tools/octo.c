@@ -20,28 +20,9 @@
 #include <unistd.h>
 
 #include "octo.h"
+#include "cli.h"
 #include "model/synth.h" /* internal: synthetic model writer, used by `octo synth` */
 #include "core/quant.h"  /* internal: type names for `octo synth --type` */
-
-static int usage_error(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("octo: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs(" (see 'octo help')\n", stderr);
-    va_end(ap);
-    return 2;
-}
-
-static int fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("octo: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return 1;
-}
 
 static void help(FILE *f) {
     fputs("usage: octo <command> [options]\n"
@@ -55,6 +36,10 @@ static void help(FILE *f) {
           "      the ids of the whole text, space-separated on one line\n"
           "  detokenize -m MODEL --ids \"1 2 3\"\n"
           "      the text of the ids, as raw bytes\n"
+          "  bench -m MODEL [-p 512] [-n 128] [-t N] [-r REPS] [--batch 1,2,4,8,16] [--json]\n"
+          "      prompt and generation tokens/s (median, spread), GB/s of weights read and the\n"
+          "      percentage of the machine's read bandwidth (measured in the same run), the\n"
+          "      cost of forwarding T tokens at once; 'octo bench --roofline' measures only that\n"
           "  inspect -m MODEL [--kv-tokens N]\n"
           "      architecture, hyperparameters, tensors, parameter count, file bytes,\n"
           "      memory for weights and for a KV cache of N tokens (default: trained context)\n"
@@ -70,28 +55,8 @@ static void help(FILE *f) {
           f);
 }
 
-/* Strict integer / float parsing: the whole string must be a number in range. */
-static int parse_long(const char *s, long min, long max, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < min || v > max) return 0;
-    *out = v;
-    return 1;
-}
-
-static int parse_float(const char *s, float *out) {
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno || end == s || *end) return 0;
-    *out = v;
-    return 1;
-}
-
 static int tokenize_all(octo_model *m, const char *text, size_t len, int add_special, int32_t **out, int *n_out);
 
-static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
 /* ---------------------------------------------------------------- inspect */
 
@@ -147,34 +112,6 @@ static int cmd_inspect(int argc, char **argv) {
 }
 
 /* ---------------------------------------------------------------- logits */
-
-static int parse_tokens(const char *s, int32_t **out, int *n_out) {
-    int cap = 16, n = 0;
-    int32_t *t = malloc(sizeof *t * (size_t)cap);
-    if (!t) return 0;
-    const char *p = s;
-    for (;;) {
-        while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n') p++;
-        if (!*p) break;
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || v > INT32_MAX || (*end && *end != ' ' && *end != ',' && *end != '\t' && *end != '\n')) {
-            free(t);
-            return 0;
-        }
-        if (n == cap) {
-            int32_t *q = realloc(t, sizeof *t * (size_t)(cap *= 2));
-            if (!q) { free(t); return 0; }
-            t = q;
-        }
-        t[n++] = (int32_t)v;
-        p = end;
-    }
-    *out = t;
-    *n_out = n;
-    return 1;
-}
 
 static int cmd_logits(int argc, char **argv) {
     const char *path = NULL, *tokens_arg = NULL, *out_path = NULL, *prompt = NULL;
@@ -611,6 +548,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 2, argv + 2);
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 2, argv + 2);
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);
+    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 2, argv + 2);
     if (!strcmp(cmd, "logits")) return cmd_logits(argc - 2, argv + 2);
     if (!strcmp(cmd, "synth")) return cmd_synth(argc - 2, argv + 2);
     return usage_error("unknown command '%s'", cmd);

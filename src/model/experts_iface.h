@@ -12,6 +12,8 @@
 #ifndef OCTO_MODEL_EXPERTS_IFACE_H
 #define OCTO_MODEL_EXPERTS_IFACE_H
 
+#include <stdint.h>
+
 #include "core/err.h"
 #include "model/model.h"
 
@@ -19,8 +21,10 @@ typedef struct {
     void *self;
     /* mats[0] gate (n_embd -> n_ff), mats[1] up, mats[2] down (n_ff -> n_embd); n_mat = 1. */
     err_code (*get)(void *self, int layer, int expert, model_mat mats[3], err_t *err);
-    /* Optional: experts that layer is about to use (may be NULL). */
-    void (*hint)(void *self, int layer, const int *experts, int n);
+    /* Optional (may be NULL): the experts one token of this layer was routed
+     * to, best first; called for every token before any get() of the layer,
+     * so a cache can prefetch (and a test can read the routing). */
+    void (*hint)(void *self, int layer, const int32_t *experts, int n);
 } experts_iface;
 
 /* The matrices of one expert straight from the model's mapping. */

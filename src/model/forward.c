@@ -8,20 +8,33 @@
  * logits, renormalised over the k chosen (Mixtral). Logits = Wout · n(x).
  *
  * Every matrix product goes through mat_mul(), which dispatches on the
- * weight's own type (a GGUF file mixes types per tensor). Activations stay
- * float32 throughout; the scalar dot product of the weight type is the
- * arithmetic. State buffers live in fwd_state and grow with the batch.
+ * weight's own type (a GGUF file mixes types per tensor): the activation rows
+ * are converted once to the format the type's integer kernel consumes (Q8_0 /
+ * Q8_K as ggml does), then the output rows are handed out in chunks to the
+ * model's threads; each chunk is walked in tiles of tokens, so a weight row
+ * is read from memory once per tile, not once per token. Attention runs its
+ * (token, head) pairs across the threads. MoE tokens are grouped by expert so
+ * that each chosen expert's weights are read once per batch.
+ *
+ * State buffers live in fwd_state and grow with the batch.
  */
 #include "forward.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/kernels.h"
 #include "core/quant.h"
+
+#define MM_ROW_CHUNK 16   /* output rows per work item */
+#define MM_TOKEN_TILE 32  /* tokens per pass over a chunk of weight rows */
 
 struct fwd_state {
     const model *m;
+    tpool *pool;      /* borrowed; NULL runs on the calling thread */
+    int nth;
     int cap;          /* tokens the buffers hold */
     float *x;         /* (cap, n_embd) residual stream */
     float *xn;        /* (cap, n_embd) normed input of a sublayer */
@@ -30,24 +43,33 @@ struct fwd_state {
     float *att;       /* (cap, n_head * head_dim_v) attention output */
     float *ffn_out;   /* (cap, n_embd) */
     float *hg, *hu;   /* (cap, n_ff) gate / up activations (dense), or one token's (MoE) */
-    float *e_out;     /* (n_embd) one expert's output */
     float *rope_cs;   /* (cap, n_rot) cos/sin pairs per token */
     float *router;    /* (n_expert) */
-    float *scores;    /* (scores_cap) attention scores over the view */
-    float *observed;  /* (n_queries, n_entries) weights for kv->observe */
+    float *scores;    /* (nth, n_entries) attention scores over the view, per thread */
+    float *observed;  /* (nth, n_queries, n_entries) weights for kv->observe, per thread */
     size_t scores_cap, observed_cap;
+    uint8_t *act;     /* converted activation rows of the current mat_mul */
+    size_t act_cap;
+    /* MoE routing of the batch */
+    int32_t *route;   /* (cap, n_expert_used) chosen experts */
+    float *route_w;   /* (cap, n_expert_used) their renormalised weights */
+    int32_t *members; /* (cap) tokens routed to the expert at hand */
+    float *member_w;  /* (cap) their weights */
+    float *xe;        /* (cap, n_embd) gathered inputs of one expert */
+    float *eo;        /* (cap, n_embd) its outputs */
 };
 
 static void *xrealloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
 
-fwd_state *fwd_state_new(const model *m) {
+fwd_state *fwd_state_new(const model *m, tpool *pool) {
     fwd_state *st = calloc(1, sizeof *st);
     if (!st) return NULL;
     st->m = m;
+    st->pool = pool;
+    st->nth = tpool_size(pool);
     const model_hparams *hp = &m->hp;
-    st->e_out = malloc(sizeof(float) * (size_t)hp->n_embd);
     st->router = malloc(sizeof(float) * (size_t)(hp->n_expert > 0 ? hp->n_expert : 1));
-    if (!st->e_out || !st->router) {
+    if (!st->router) {
         fwd_state_free(st);
         return NULL;
     }
@@ -57,8 +79,11 @@ fwd_state *fwd_state_new(const model *m) {
 void fwd_state_free(fwd_state *st) {
     if (!st) return;
     float *bufs[] = {st->x, st->xn, st->q, st->k, st->v, st->att, st->ffn_out, st->hg, st->hu,
-                     st->e_out, st->rope_cs, st->router, st->scores, st->observed};
+                     st->rope_cs, st->router, st->scores, st->observed, st->route_w, st->member_w, st->xe, st->eo};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
+    free(st->act);
+    free(st->route);
+    free(st->members);
     free(st);
 }
 
@@ -77,12 +102,21 @@ static err_code reserve(fwd_state *st, int n, err_t *err) {
         {&st->hg, (size_t)hp->n_ff},
         {&st->hu, (size_t)hp->n_ff},
         {&st->rope_cs, (size_t)hp->n_rot > 0 ? (size_t)hp->n_rot : 1},
+        {&st->route_w, (size_t)(hp->n_expert_used > 0 ? hp->n_expert_used : 1)},
+        {&st->member_w, 1},
+        {&st->xe, hp->n_expert > 0 ? (size_t)hp->n_embd : 1},
+        {&st->eo, hp->n_expert > 0 ? (size_t)hp->n_embd : 1},
     };
     for (size_t i = 0; i < sizeof b / sizeof *b; i++) {
         float *p = xrealloc(*b[i].p, sizeof(float) * T * b[i].per_token);
         if (!p) return err_set(err, ERR_NOMEM, "out of memory for a batch of %d tokens", n);
         *b[i].p = p;
     }
+    int32_t *r = xrealloc(st->route, sizeof(int32_t) * T * (size_t)(hp->n_expert_used > 0 ? hp->n_expert_used : 1));
+    if (r) st->route = r;
+    int32_t *mb = xrealloc(st->members, sizeof(int32_t) * T);
+    if (mb) st->members = mb;
+    if (!r || !mb) return err_set(err, ERR_NOMEM, "out of memory for a batch of %d tokens", n);
     st->cap = n;
     return ERR_OK;
 }
@@ -98,16 +132,66 @@ static err_code grow(float **p, size_t *cap, size_t n, err_t *err) {
 
 /* ---------------------------------------------------------------- kernels */
 
-/* y[t] = W[e] · x[t] for t < T. x rows are W->n_in long, y rows W->n_out.
- * Loop rows outside, tokens inside: each weight row is read once per call. */
-static void mat_mul(const model_mat *w, int e, const float *x, int T, float *y) {
-    const quant_traits *tr = quant_traits_of(w->type);
-    const uint8_t *base = (const uint8_t *)w->data + (size_t)e * (size_t)w->n_out * w->row_bytes;
-    const int64_t n_in = w->n_in, n_out = w->n_out;
-    for (int64_t o = 0; o < n_out; o++) {
-        const void *row = base + (size_t)o * w->row_bytes;
-        for (int t = 0; t < T; t++) y[(size_t)t * n_out + o] = tr->dot(row, x + (size_t)t * n_in, n_in);
+typedef struct {
+    const kernel_entry *k;
+    const uint8_t *w;     /* the matrix's first row */
+    size_t row_bytes;
+    int64_t n_in, n_out;
+    const uint8_t *act;   /* T converted activation rows */
+    size_t act_row_bytes;
+    int T;
+    float *y;             /* (T, n_out) */
+    atomic_int next_row;
+} mm_job;
+
+static void mm_work(void *ctx, int ith, int nth) {
+    mm_job *j = ctx;
+    (void)ith;
+    (void)nth;
+    for (;;) {
+        int r0 = atomic_fetch_add_explicit(&j->next_row, MM_ROW_CHUNK, memory_order_relaxed);
+        if (r0 >= j->n_out) break;
+        int r1 = r0 + MM_ROW_CHUNK < j->n_out ? r0 + MM_ROW_CHUNK : (int)j->n_out;
+        for (int t0 = 0; t0 < j->T; t0 += MM_TOKEN_TILE) {
+            int t1 = t0 + MM_TOKEN_TILE < j->T ? t0 + MM_TOKEN_TILE : j->T;
+            for (int r = r0; r < r1; r++) {
+                const void *row = j->w + (size_t)r * j->row_bytes;
+                for (int t = t0; t < t1; t++)
+                    j->y[(size_t)t * j->n_out + r] = j->k->dot(row, j->act + (size_t)t * j->act_row_bytes, j->n_in);
+            }
+        }
     }
+}
+
+/* y[t] = W[e] · x[t] for t < T. x rows are W->n_in long, y rows W->n_out. */
+static err_code mat_mul(fwd_state *st, const model_mat *w, int e, const float *x, int T, float *y, err_t *err) {
+    const kernel_entry *k = kernel_get(w->type);
+    if (!k) return err_set(err, ERR_UNSUPPORTED, "no kernel for tensor type %u", w->type);
+    mm_job j = {
+        .k = k,
+        .w = (const uint8_t *)w->data + (size_t)e * (size_t)w->n_out * w->row_bytes,
+        .row_bytes = w->row_bytes, .n_in = w->n_in, .n_out = w->n_out, .T = T, .y = y,
+    };
+    atomic_init(&j.next_row, 0);
+    if (k->act_type == QT_F32) {
+        j.act = (const uint8_t *)x;
+        j.act_row_bytes = sizeof(float) * (size_t)w->n_in;
+    } else {
+        j.act_row_bytes = kernel_act_row_bytes(k->act_type, w->n_in);
+        size_t need = j.act_row_bytes * (size_t)T;
+        if (need > st->act_cap) {
+            uint8_t *p = realloc(st->act, need);
+            if (!p) return err_set(err, ERR_NOMEM, "out of memory for activations");
+            st->act = p;
+            st->act_cap = need;
+        }
+        for (int t = 0; t < T; t++) k->quantize(x + (size_t)t * w->n_in, st->act + (size_t)t * j.act_row_bytes, w->n_in);
+        j.act = st->act;
+    }
+    /* one token and a small matrix: not worth waking the other threads */
+    if (T * w->n_out < 64) mm_work(&j, 0, 1);
+    else tpool_run(st->pool, mm_work, &j);
+    return ERR_OK;
 }
 
 static void rmsnorm(float *out, const float *x, const float *weight, int n, float eps) {
@@ -151,69 +235,112 @@ static void rope_apply(float *vec, int n_heads, int head_dim, int n_rot, bool ne
     }
 }
 
-static float kv_elem(const kv_span *s, const void *rows, size_t row_bytes, int j, int i) {
-    const uint8_t *r = (const uint8_t *)rows + (size_t)j * row_bytes;
-    return s->type == QT_F16 ? fp16_to_fp32(((const fp16_t *)r)[i]) : ((const float *)r)[i];
-}
-
 /* ---------------------------------------------------------------- attention */
 
-/* Causal multi-head attention of T queries over the cache's view. */
-static err_code attention(fwd_state *st, const kv_iface *kv, int layer, int T, int32_t pos0, err_t *err) {
+typedef struct {
+    fwd_state *st;
+    const kv_span *spans;
+    int n_spans;
+    size_t n_entries;
+    int T;
+    int32_t pos0;
+    bool observe;
+    atomic_int next; /* next (token, head) pair */
+} att_job;
+
+/* q·k for one cache row of either element type */
+static float kv_dot(const kernel_entry *kd, const kv_span *sp, int j, int off, const float *q, int n) {
+    const uint8_t *row = (const uint8_t *)sp->k + (size_t)j * sp->k_row_bytes;
+    if (sp->type == QT_F16) return kd->dot((const fp16_t *)row + off, q, n);
+    return kd->dot((const float *)row + off, q, n);
+}
+
+/* out += w * v for one cache row */
+static void kv_axpy(const kv_span *sp, int j, int off, float w, float *out, int n) {
+    const uint8_t *row = (const uint8_t *)sp->v + (size_t)j * sp->v_row_bytes;
+    if (sp->type == QT_F16) {
+        const fp16_t *v = (const fp16_t *)row + off;
+        for (int i = 0; i < n; i++) out[i] += w * fp16_to_fp32(v[i]);
+    } else {
+        const float *v = (const float *)row + off;
+        for (int i = 0; i < n; i++) out[i] += w * v[i];
+    }
+}
+
+/* softmax(q·K / sqrt(hd)) · V for (token, head) pairs handed out one at a time */
+static void att_work(void *ctx, int ith, int nth) {
+    att_job *j = ctx;
+    fwd_state *st = j->st;
     const model_hparams *hp = &st->m->hp;
     const int hd = hp->head_dim, hdv = hp->head_dim_v, group = hp->n_head / hp->n_head_kv;
     const float scale = 1.0f / sqrtf((float)hd);
+    float *sc = st->scores + (size_t)ith * j->n_entries;
+    float *obs = j->observe ? st->observed + (size_t)ith * j->n_entries * (size_t)j->T : NULL;
+    (void)nth;
+    for (;;) {
+        int pair = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (pair >= j->T * hp->n_head) break;
+        const int t = pair / hp->n_head, h = pair % hp->n_head;
+        const int32_t qpos = j->pos0 + t;
+        const float *q = st->q + ((size_t)t * hp->n_head + h) * hd;
+        const int kvh = h / group; /* grouped-query attention: query head h reads KV head h / group */
+        /* scores over the entries visible from qpos (causal by position), -inf elsewhere */
+        float max = -INFINITY;
+        size_t e = 0;
+        for (int s = 0; s < j->n_spans; s++) {
+            const kv_span *sp = &j->spans[s];
+            const kernel_entry *kd = kernel_get(sp->type);
+            for (int r = 0; r < sp->n_tokens; r++, e++) {
+                if (sp->pos[r] > qpos) {
+                    sc[e] = -INFINITY;
+                    continue;
+                }
+                sc[e] = kv_dot(kd, sp, r, kvh * hd, q, hd) * scale;
+                if (sc[e] > max) max = sc[e];
+            }
+        }
+        float sum = 0.0f;
+        for (size_t i = 0; i < j->n_entries; i++) {
+            sc[i] = sc[i] == -INFINITY ? 0.0f : expf(sc[i] - max);
+            sum += sc[i];
+        }
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        float *out = st->att + ((size_t)t * hp->n_head + h) * hdv;
+        memset(out, 0, sizeof(float) * (size_t)hdv);
+        e = 0;
+        for (int s = 0; s < j->n_spans; s++) {
+            const kv_span *sp = &j->spans[s];
+            for (int r = 0; r < sp->n_tokens; r++, e++) {
+                float w = sc[e] * inv;
+                if (w == 0.0f) continue;
+                if (obs) obs[(size_t)t * j->n_entries + e] += w;
+                kv_axpy(sp, r, kvh * hdv, w, out, hdv);
+            }
+        }
+    }
+}
+
+/* Causal multi-head attention of T queries over the cache's view. */
+static err_code attention(fwd_state *st, const kv_iface *kv, int layer, int T, int32_t pos0, err_t *err) {
     const kv_span *spans;
     int n_spans = kv->view(kv->self, layer, &spans);
     size_t n_entries = 0;
     for (int s = 0; s < n_spans; s++) n_entries += (size_t)spans[s].n_tokens;
-    err_code rc = grow(&st->scores, &st->scores_cap, n_entries, err);
-    if (!rc && kv->observe) rc = grow(&st->observed, &st->observed_cap, n_entries * (size_t)T, err);
+    const size_t nth = (size_t)st->nth;
+    err_code rc = grow(&st->scores, &st->scores_cap, n_entries * nth, err);
+    if (!rc && kv->observe) rc = grow(&st->observed, &st->observed_cap, n_entries * (size_t)T * nth, err);
     if (rc) return rc;
-    if (kv->observe) memset(st->observed, 0, sizeof(float) * n_entries * (size_t)T);
-
-    for (int t = 0; t < T; t++) {
-        const int32_t qpos = pos0 + t;
-        for (int h = 0; h < hp->n_head; h++) {
-            const float *q = st->q + ((size_t)t * hp->n_head + h) * hd;
-            const int kvh = h / group; /* grouped-query attention: query head h reads KV head h / group */
-            float *sc = st->scores;
-            /* scores = q·k / sqrt(hd) over visible entries, -inf elsewhere */
-            float max = -INFINITY;
-            size_t e = 0;
-            for (int s = 0; s < n_spans; s++) {
-                const kv_span *sp = &spans[s];
-                for (int j = 0; j < sp->n_tokens; j++, e++) {
-                    if (sp->pos[j] > qpos) { sc[e] = -INFINITY; continue; }
-                    float d = 0.0f;
-                    for (int i = 0; i < hd; i++) d += q[i] * kv_elem(sp, sp->k, sp->k_row_bytes, j, kvh * hd + i);
-                    sc[e] = d * scale;
-                    if (sc[e] > max) max = sc[e];
-                }
-            }
-            /* softmax */
-            float sum = 0.0f;
-            for (size_t i = 0; i < n_entries; i++) {
-                sc[i] = sc[i] == -INFINITY ? 0.0f : expf(sc[i] - max);
-                sum += sc[i];
-            }
-            const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-            /* out = sum_e w_e v_e */
-            float *out = st->att + ((size_t)t * hp->n_head + h) * hdv;
-            memset(out, 0, sizeof(float) * (size_t)hdv);
-            e = 0;
-            for (int s = 0; s < n_spans; s++) {
-                const kv_span *sp = &spans[s];
-                for (int j = 0; j < sp->n_tokens; j++, e++) {
-                    float w = sc[e] * inv;
-                    if (w == 0.0f) continue;
-                    if (kv->observe) st->observed[(size_t)t * n_entries + e] += w;
-                    for (int i = 0; i < hdv; i++) out[i] += w * kv_elem(sp, sp->v, sp->v_row_bytes, j, kvh * hdv + i);
-                }
-            }
-        }
+    if (kv->observe) memset(st->observed, 0, sizeof(float) * n_entries * (size_t)T * nth);
+    att_job j = {.st = st, .spans = spans, .n_spans = n_spans, .n_entries = n_entries, .T = T, .pos0 = pos0,
+                 .observe = kv->observe != NULL};
+    atomic_init(&j.next, 0);
+    tpool_run(st->pool, att_work, &j);
+    if (kv->observe) {
+        /* the threads' weights, summed into thread 0's buffer */
+        for (size_t th = 1; th < nth; th++)
+            for (size_t i = 0; i < n_entries * (size_t)T; i++) st->observed[i] += st->observed[th * n_entries * T + i];
+        kv->observe(kv->self, layer, T, (int)n_entries, st->observed);
     }
-    if (kv->observe) kv->observe(kv->self, layer, T, (int)n_entries, st->observed);
     return ERR_OK;
 }
 
@@ -223,12 +350,13 @@ static void swiglu(float *g, const float *u, size_t n) {
     for (size_t i = 0; i < n; i++) g[i] = silu(g[i]) * u[i];
 }
 
-static void ffn_dense(fwd_state *st, const model_layer *L, int T) {
+static err_code ffn_dense(fwd_state *st, const model_layer *L, int T, err_t *err) {
     const model_hparams *hp = &st->m->hp;
-    mat_mul(&L->w_gate, 0, st->xn, T, st->hg);
-    mat_mul(&L->w_up, 0, st->xn, T, st->hu);
+    err_code rc = mat_mul(st, &L->w_gate, 0, st->xn, T, st->hg, err);
+    if (!rc) rc = mat_mul(st, &L->w_up, 0, st->xn, T, st->hu, err);
+    if (rc) return rc;
     swiglu(st->hg, st->hu, (size_t)T * hp->n_ff);
-    mat_mul(&L->w_down, 0, st->hg, T, st->ffn_out);
+    return mat_mul(st, &L->w_down, 0, st->hg, T, st->ffn_out, err);
 }
 
 void model_expert_mats(const model *m, int layer, int expert, model_mat mats[3]) {
@@ -242,7 +370,7 @@ void model_expert_mats(const model *m, int layer, int expert, model_mat mats[3])
 }
 
 /* Top-k of p[0..n) by value, ties to the lower index; idx sorted best first. */
-static void top_k(const float *p, int n, int k, int *idx) {
+static void top_k(const float *p, int n, int k, int32_t *idx) {
     for (int j = 0; j < k; j++) {
         int best = -1;
         for (int e = 0; e < n; e++) {
@@ -254,44 +382,56 @@ static void top_k(const float *p, int n, int k, int *idx) {
     }
 }
 
+/* Mixtral FFN: route every token, then run each chosen expert once over its tokens. */
 static err_code ffn_moe(fwd_state *st, const experts_iface *ex, int layer, int T, err_t *err) {
     const model *m = st->m;
     const model_hparams *hp = &m->hp;
     const model_layer *L = &m->layers[layer];
     const int E = hp->n_embd, k = hp->n_expert_used;
-    int chosen[64];
-    float weight[64];
-    if (k > 64) return err_set(err, ERR_UNSUPPORTED, "expert_used_count %d > 64", k);
-    for (int t = 0; t < T; t++) {
-        const float *xt = st->xn + (size_t)t * E;
-        float *out = st->ffn_out + (size_t)t * E;
-        /* router: softmax over all experts, top-k, renormalise the chosen */
-        mat_mul(&L->gate_inp, 0, xt, 1, st->router);
+    err_code rc = ERR_OK;
+    /* router: softmax over all experts, top-k, renormalise the chosen */
+    for (int t = 0; t < T && !rc; t++) {
+        int32_t *chosen = st->route + (size_t)t * k;
+        float *w = st->route_w + (size_t)t * k;
+        rc = mat_mul(st, &L->gate_inp, 0, st->xn + (size_t)t * E, 1, st->router, err);
         float max = st->router[0], sum = 0.0f;
         for (int e = 1; e < hp->n_expert; e++) max = fmaxf(max, st->router[e]);
         for (int e = 0; e < hp->n_expert; e++) sum += st->router[e] = expf(st->router[e] - max);
         for (int e = 0; e < hp->n_expert; e++) st->router[e] /= sum;
         top_k(st->router, hp->n_expert, k, chosen);
         float wsum = 0.0f;
-        for (int j = 0; j < k; j++) wsum += weight[j] = st->router[chosen[j]];
-        memset(out, 0, sizeof(float) * (size_t)E);
-        for (int j = 0; j < k; j++) {
-            model_mat w[3];
-            if (ex) {
-                err_code rc = ex->get(ex->self, layer, chosen[j], w, err);
-                if (rc) return rc;
-            } else {
-                model_expert_mats(m, layer, chosen[j], w);
-            }
-            mat_mul(&w[0], 0, xt, 1, st->hg);
-            mat_mul(&w[1], 0, xt, 1, st->hu);
-            swiglu(st->hg, st->hu, (size_t)hp->n_ff);
-            mat_mul(&w[2], 0, st->hg, 1, st->e_out);
-            const float wj = weight[j] / wsum;
-            for (int i = 0; i < E; i++) out[i] += wj * st->e_out[i];
+        for (int j = 0; j < k; j++) wsum += w[j] = st->router[chosen[j]];
+        for (int j = 0; j < k; j++) w[j] /= wsum;
+        if (ex && ex->hint) ex->hint(ex->self, layer, chosen, k);
+    }
+    memset(st->ffn_out, 0, sizeof(float) * (size_t)T * E);
+    for (int e = 0; e < hp->n_expert && !rc; e++) {
+        /* the tokens routed to expert e, and their weights */
+        int n = 0;
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < k; j++)
+                if (st->route[(size_t)t * k + j] == e) {
+                    st->members[n] = t;
+                    st->member_w[n++] = st->route_w[(size_t)t * k + j];
+                }
+        if (n == 0) continue;
+        model_mat w[3];
+        if (ex) rc = ex->get(ex->self, layer, e, w, err);
+        else model_expert_mats(m, layer, e, w);
+        if (rc) break;
+        for (int i = 0; i < n; i++) memcpy(st->xe + (size_t)i * E, st->xn + (size_t)st->members[i] * E, sizeof(float) * E);
+        rc = mat_mul(st, &w[0], 0, st->xe, n, st->hg, err);
+        if (!rc) rc = mat_mul(st, &w[1], 0, st->xe, n, st->hu, err);
+        if (rc) break;
+        swiglu(st->hg, st->hu, (size_t)n * hp->n_ff);
+        if ((rc = mat_mul(st, &w[2], 0, st->hg, n, st->eo, err))) break;
+        for (int i = 0; i < n; i++) {
+            float *out = st->ffn_out + (size_t)st->members[i] * E;
+            const float *eo = st->eo + (size_t)i * E;
+            for (int d = 0; d < E; d++) out[d] += st->member_w[i] * eo[d];
         }
     }
-    return ERR_OK;
+    return rc;
 }
 
 /* ---------------------------------------------------------------- forward */
@@ -309,13 +449,14 @@ err_code forward(fwd_state *st, const kv_iface *kv, const experts_iface *experts
     for (int i = 0; out_rows && i < n_out; i++)
         if (out_rows[i] < 0 || out_rows[i] >= n)
             return err_set(err, ERR_INVALID_ARG, "logit row %d is outside the %d tokens", out_rows[i], n);
+    for (int t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= hp->n_vocab)
+            return err_set(err, ERR_INVALID_ARG, "token id %d is outside the vocabulary of %d", tokens[t], hp->n_vocab);
     err_code rc = reserve(st, n, err);
     if (rc) return rc;
 
-    /* token embeddings */
+    /* token embeddings, and the RoPE angles of each position */
     for (int t = 0; t < n; t++) {
-        if (tokens[t] < 0 || tokens[t] >= hp->n_vocab)
-            return err_set(err, ERR_INVALID_ARG, "token id %d is outside the vocabulary of %d", tokens[t], hp->n_vocab);
         const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)tokens[t] * m->tok_embd.row_bytes;
         quant_dequantize_row(m->tok_embd.type, row, st->x + (size_t)t * E, E);
         rope_angles(m, pos0 + t, st->rope_cs + (size_t)t * hp->n_rot);
@@ -329,9 +470,9 @@ err_code forward(fwd_state *st, const kv_iface *kv, const experts_iface *experts
         /* attention: norm, q/k/v projections, RoPE, cache, attend, output projection */
         for (int t = 0; t < n; t++)
             rmsnorm(st->xn + (size_t)t * E, st->x + (size_t)t * E, L->attn_norm.data, E, hp->rms_eps);
-        mat_mul(&L->wq, 0, st->xn, n, st->q);
-        mat_mul(&L->wk, 0, st->xn, n, st->k);
-        mat_mul(&L->wv, 0, st->xn, n, st->v);
+        if ((rc = mat_mul(st, &L->wq, 0, st->xn, n, st->q, err))) break;
+        if ((rc = mat_mul(st, &L->wk, 0, st->xn, n, st->k, err))) break;
+        if ((rc = mat_mul(st, &L->wv, 0, st->xn, n, st->v, err))) break;
         add_bias(st->q, &L->bq, n);
         add_bias(st->k, &L->bk, n);
         add_bias(st->v, &L->bv, n);
@@ -342,27 +483,23 @@ err_code forward(fwd_state *st, const kv_iface *kv, const experts_iface *experts
         }
         if ((rc = kv->append(kv->self, l, n, pos, st->k, st->v, err))) break;
         if ((rc = attention(st, kv, l, n, pos0, err))) break;
-        mat_mul(&L->wo, 0, st->att, n, st->ffn_out);
+        if ((rc = mat_mul(st, &L->wo, 0, st->att, n, st->ffn_out, err))) break;
         for (size_t i = 0; i < (size_t)n * E; i++) st->x[i] += st->ffn_out[i];
 
         /* FFN: norm, SwiGLU (dense or mixture of experts), residual */
         for (int t = 0; t < n; t++)
             rmsnorm(st->xn + (size_t)t * E, st->x + (size_t)t * E, L->ffn_norm.data, E, hp->rms_eps);
-        if (hp->n_expert > 0) {
-            if ((rc = ffn_moe(st, experts, l, n, err))) break;
-        } else {
-            ffn_dense(st, L, n);
-        }
+        rc = hp->n_expert > 0 ? ffn_moe(st, experts, l, n, err) : ffn_dense(st, L, n, err);
+        if (rc) break;
         for (size_t i = 0; i < (size_t)n * E; i++) st->x[i] += st->ffn_out[i];
     }
     if (pos != pos_buf) free(pos);
     if (rc) return rc;
 
-    /* logits of the requested rows: final norm, output projection */
+    /* logits of the requested rows: final norm, output projection (all rows in one matmul) */
     for (int i = 0; i < n_out; i++) {
         int t = out_rows ? out_rows[i] : (n_out == n ? i : n - n_out + i);
-        rmsnorm(st->xn, st->x + (size_t)t * E, m->output_norm.data, E, hp->rms_eps);
-        mat_mul(&m->output, 0, st->xn, 1, logits + (size_t)i * hp->n_vocab);
+        rmsnorm(st->xn + (size_t)i * E, st->x + (size_t)t * E, m->output_norm.data, E, hp->rms_eps);
     }
-    return ERR_OK;
+    return n_out ? mat_mul(st, &m->output, 0, st->xn, n_out, logits, err) : ERR_OK;
 }

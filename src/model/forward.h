@@ -13,13 +13,15 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "core/threadpool.h"
 #include "model/experts_iface.h"
 #include "model/kv_iface.h"
 #include "model/model.h"
 
 typedef struct fwd_state fwd_state;
 
-fwd_state *fwd_state_new(const model *m);
+/* pool: the model's threads (borrowed; NULL runs everything on the caller's thread). */
+fwd_state *fwd_state_new(const model *m, tpool *pool);
 void fwd_state_free(fwd_state *st);
 
 /*

@@ -242,6 +242,15 @@ err_code model_from_gguf(gguf_ctx *g, model **out, err_t *err) {
     }
     m->n_params = b.n_params;
     m->weight_bytes = b.bytes;
+    /* decode reads all of it but the embedding table (one row) and the unused experts */
+    uint64_t per_token = b.bytes - (m->output_tied ? 0 : (uint64_t)m->tok_embd.row_bytes * (uint64_t)(hp->n_vocab - 1));
+    for (int il = 0; il < hp->n_layer && hp->n_expert > 0; il++) {
+        const model_layer *L = &m->layers[il];
+        uint64_t experts = (uint64_t)(L->w_gate.row_bytes * L->w_gate.n_out + L->w_up.row_bytes * L->w_up.n_out +
+                                      L->w_down.row_bytes * L->w_down.n_out);
+        per_token -= experts * (uint64_t)(hp->n_expert - hp->n_expert_used);
+    }
+    m->weight_bytes_per_token = per_token;
     *out = m;
     return ERR_OK;
 }

@@ -74,6 +74,8 @@ typedef struct {
     bool output_tied;
     uint64_t n_params;
     uint64_t weight_bytes;
+    uint64_t weight_bytes_per_token; /* read to decode one token: every matrix once, one
+                                        embedding row, and for MoE only the used experts' share */
 } model;
 
 /* Open path, read hyperparameters, bind tensors. */

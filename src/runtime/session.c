@@ -6,16 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-err_code session_new(const model *m, int n_ctx, uint32_t kv_type, session **out, err_t *err) {
+err_code session_new(const model *m, int n_ctx, uint32_t kv_type, int n_threads, session **out, err_t *err) {
     *out = NULL;
     if (n_ctx < 0) return err_set(err, ERR_INVALID_ARG, "context of %d tokens", n_ctx);
+    if (n_threads < 0) return err_set(err, ERR_INVALID_ARG, "%d threads", n_threads);
+    if (n_threads == 0) n_threads = tpool_default_threads();
     if (n_ctx == 0) n_ctx = m->hp.n_ctx_train;
     session *s = calloc(1, sizeof *s);
     if (!s) return err_set(err, ERR_NOMEM, "out of memory");
     s->m = m;
     s->n_ctx = n_ctx;
-    err_code rc = kv_plain_new(&m->hp, n_ctx, kv_type, &s->kv, err);
-    if (!rc && (!(s->fwd = fwd_state_new(m)) || !(s->tokens = malloc(sizeof(int32_t) * (size_t)n_ctx))))
+    err_code rc = tpool_new(n_threads, &s->pool, err);
+    if (!rc) rc = kv_plain_new(&m->hp, n_ctx, kv_type, &s->kv, err);
+    if (!rc && (!(s->fwd = fwd_state_new(m, s->pool)) || !(s->tokens = malloc(sizeof(int32_t) * (size_t)n_ctx))))
         rc = err_set(err, ERR_NOMEM, "out of memory");
     if (rc) {
         session_free(s);
@@ -29,6 +32,7 @@ void session_free(session *s) {
     if (!s) return;
     kv_plain_free(s->kv);
     fwd_state_free(s->fwd);
+    tpool_free(s->pool);
     free(s->tokens);
     free(s);
 }

@@ -20,6 +20,7 @@
 
 typedef struct {
     const model *m;
+    tpool *pool;      /* the model's threads */
     kv_plain *kv;
     fwd_state *fwd;
     const experts_iface *experts; /* NULL: experts straight from the mapping */
@@ -28,8 +29,9 @@ typedef struct {
     int32_t *tokens; /* [n_ctx] the tokens whose entries the cache holds, in order */
 } session;
 
-/* n_ctx 0 = the model's trained context; kv_type QT_F32 or QT_F16. */
-err_code session_new(const model *m, int n_ctx, uint32_t kv_type, session **out, err_t *err);
+/* n_ctx 0 = the model's trained context; kv_type QT_F32 or QT_F16;
+ * n_threads 0 = tpool_default_threads(). */
+err_code session_new(const model *m, int n_ctx, uint32_t kv_type, int n_threads, session **out, err_t *err);
 void session_free(session *s);
 
 /* Consume n tokens; logits gets n rows when all_rows, else the last row only. */

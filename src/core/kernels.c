@@ -1,0 +1,152 @@
+/*
+ * kernels — path selection and dispatch. See kernels.h.
+ *
+ * Tables are built once, under pthread_once, for every compiled path; a
+ * missing entry on a SIMD path falls back to the scalar kernel for that type,
+ * so every path can run every model. OCTO_CPU names a path; an unknown name
+ * or one this machine cannot run falls back to the best supported path
+ * (kernels_path() tells which one is in use).
+ */
+#include "kernels.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define OCTO_X86 1
+#include <cpuid.h>
+#endif
+#if defined(__aarch64__)
+#define OCTO_ARM64 1
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+#endif
+
+typedef struct {
+    bool avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512vnni, neon, dotprod;
+} cpu_features;
+
+static struct {
+    pthread_once_t once;
+    cpu_features cpu;
+    cpu_path active;
+    kernel_entry table[CPU_PATH_COUNT][QT_COUNT];
+    bool compiled[CPU_PATH_COUNT];
+} K = {.once = PTHREAD_ONCE_INIT};
+
+#if OCTO_X86
+static unsigned long long xgetbv0(void) {
+    unsigned eax, edx;
+    __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+    return ((unsigned long long)edx << 32) | eax;
+}
+#endif
+
+static cpu_features detect(void) {
+    cpu_features f;
+    memset(&f, 0, sizeof f);
+#if OCTO_X86
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+    bool osxsave = c & (1u << 27), avx = c & (1u << 28);
+    f.fma = c & (1u << 12);
+    f.f16c = c & (1u << 29);
+    unsigned long long xcr0 = osxsave ? xgetbv0() : 0;
+    bool ymm = (xcr0 & 6) == 6, zmm = (xcr0 & 0xE6) == 0xE6;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+        f.avx2 = avx && ymm && (b & (1u << 5));
+        f.avx512f = zmm && (b & (1u << 16));
+        f.avx512bw = zmm && (b & (1u << 30));
+        f.avx512vl = zmm && (b & (1u << 31));
+        f.avx512vnni = zmm && (c & (1u << 11));
+    }
+#elif OCTO_ARM64
+    f.neon = true;
+    f.dotprod = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#endif
+    return f;
+}
+
+static bool runs(const cpu_features *f, cpu_path p) {
+    switch (p) {
+    case CPU_SCALAR: return true;
+    case CPU_AVX2: return f->avx2 && f->fma && f->f16c;
+    case CPU_AVX512: return f->avx2 && f->fma && f->f16c && f->avx512f && f->avx512bw && f->avx512vl;
+    case CPU_NEON: return f->neon;
+    default: return false;
+    }
+}
+
+bool cpu_path_supported(cpu_path p) {
+    kernels_path(); /* make sure detection ran */
+    return runs(&K.cpu, p);
+}
+
+bool cpu_has_int8_dot(void) {
+    kernels_path();
+    return K.cpu.avx512vnni || K.cpu.dotprod;
+}
+
+static void init(void) {
+    K.cpu = detect();
+    kernels_fill_scalar(K.table[CPU_SCALAR], QT_COUNT);
+    K.compiled[CPU_SCALAR] = true;
+#if OCTO_X86
+    kernels_fill_avx2(K.table[CPU_AVX2], QT_COUNT);
+    kernels_fill_avx512(K.table[CPU_AVX512], QT_COUNT, K.cpu.avx512vnni);
+    K.compiled[CPU_AVX2] = K.compiled[CPU_AVX512] = true;
+#endif
+#if OCTO_ARM64
+    kernels_fill_neon(K.table[CPU_NEON], QT_COUNT, K.cpu.dotprod);
+    K.compiled[CPU_NEON] = true;
+#endif
+    /* a path without a kernel for a type borrows the scalar one */
+    for (int p = 1; p < CPU_PATH_COUNT; p++)
+        for (int t = 0; t < QT_COUNT; t++)
+            if (!K.table[p][t].dot) K.table[p][t] = K.table[CPU_SCALAR][t];
+
+    /* the best path the machine runs, unless OCTO_CPU names another one it can run */
+    K.active = CPU_SCALAR;
+    for (int p = CPU_PATH_COUNT - 1; p > 0; p--)
+        if (K.compiled[p] && runs(&K.cpu, (cpu_path)p)) {
+            K.active = (cpu_path)p;
+            break;
+        }
+    const char *want = getenv("OCTO_CPU");
+    for (int p = 0; want && p < CPU_PATH_COUNT; p++)
+        if (!strcmp(want, cpu_path_name((cpu_path)p)) && K.compiled[p] && runs(&K.cpu, (cpu_path)p))
+            K.active = (cpu_path)p;
+}
+
+cpu_path kernels_path(void) {
+    pthread_once(&K.once, init);
+    return K.active;
+}
+
+const char *cpu_path_name(cpu_path p) {
+    static const char *const names[CPU_PATH_COUNT] = {"scalar", "avx2", "avx512", "neon"};
+    return (unsigned)p < CPU_PATH_COUNT ? names[p] : "?";
+}
+
+bool cpu_path_compiled(cpu_path p) {
+    kernels_path();
+    return (unsigned)p < CPU_PATH_COUNT && K.compiled[p];
+}
+
+const kernel_entry *kernel_get_path(cpu_path p, uint32_t type) {
+    kernels_path();
+    if ((unsigned)p >= CPU_PATH_COUNT || !K.compiled[p] || type >= QT_COUNT || !K.table[p][type].dot) return NULL;
+    return &K.table[p][type];
+}
+
+const kernel_entry *kernel_get(uint32_t type) { return kernel_get_path(kernels_path(), type); }
+
+size_t kernel_act_row_bytes(uint32_t act_type, int64_t n) {
+    if (act_type == QT_F32) return (size_t)n * sizeof(float);
+    return quant_row_bytes(act_type, n);
+}

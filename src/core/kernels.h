@@ -1,0 +1,66 @@
+/*
+ * kernels — the matrix-vector inner loops, one table per CPU path.
+ *
+ * A matmul converts each activation row once to the format the weight type's
+ * integer kernel consumes (ggml's "vec_dot type"), then takes dot products of
+ * weight rows with it:
+ *
+ *   Q4_0, Q5_0, Q8_0        x  Q8_0 activations (32 per block, fp16 scale)
+ *   Q4_1, Q5_1              x  Q8_1 activations (also the block sum, for the min term)
+ *   Q2_K .. Q6_K            x  Q8_K activations (256 per block, f32 scale, 16-value sums)
+ *   F32, F16, BF16          x  F32 activations (F16/BF16 widened to F32, FMA)
+ *
+ * Paths: scalar (the reference every other path is tested against), AVX2+FMA
+ * (+F16C), AVX-512 (BW/VL, VNNI where present), NEON (dot-product extension
+ * where present). The path is chosen once, from the CPU, or forced with
+ * OCTO_CPU=scalar|avx2|avx512|neon; that choice is the one piece of global
+ * state octo has. A path that lacks a kernel for a type uses the scalar one.
+ */
+#ifndef OCTO_CORE_KERNELS_H
+#define OCTO_CORE_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+typedef enum { CPU_SCALAR = 0, CPU_AVX2, CPU_AVX512, CPU_NEON, CPU_PATH_COUNT } cpu_path;
+
+/* Convert n F32 activations (n a multiple of the format's block) to the activation format. */
+typedef void (*act_quantize_fn)(const float *x, void *dst, int64_t n);
+/* Dot product of one weight row with one converted activation row, n values. */
+typedef float (*vec_dot_fn)(const void *w, const void *act, int64_t n);
+
+typedef struct {
+    uint32_t act_type;        /* QT_Q8_0, QT_Q8_1, QT_Q8_K or QT_F32 */
+    act_quantize_fn quantize; /* NULL when act_type is QT_F32 */
+    vec_dot_fn dot;
+} kernel_entry;
+
+/* The active path (decided on first use: OCTO_CPU, else the best the CPU runs). */
+cpu_path kernels_path(void);
+const char *cpu_path_name(cpu_path p);
+/* Can this machine execute path p? */
+bool cpu_path_supported(cpu_path p);
+/* Was p compiled into this binary (an x86 build has no NEON kernels)? */
+bool cpu_path_compiled(cpu_path p);
+/* Does the CPU have the int8 dot-product extension the path can use (VNNI, ARM dotprod)? */
+bool cpu_has_int8_dot(void);
+
+/* Kernels for a weight type on the active path; NULL for types with none. */
+const kernel_entry *kernel_get(uint32_t weight_type);
+/* The same on a given path (tests compare paths); NULL when not compiled in. */
+const kernel_entry *kernel_get_path(cpu_path p, uint32_t weight_type);
+
+/* Bytes of n activations in act_type (F32: 4n). */
+size_t kernel_act_row_bytes(uint32_t act_type, int64_t n);
+
+/* Per-path tables, filled by kernels_<path>.c (entries left zero fall back to
+ * scalar). int8_dot: the CPU has VNNI (x86) or the dot-product extension (ARM). */
+void kernels_fill_scalar(kernel_entry table[], int n_types);
+void kernels_fill_avx2(kernel_entry table[], int n_types);
+void kernels_fill_avx512(kernel_entry table[], int n_types, bool int8_dot);
+void kernels_fill_neon(kernel_entry table[], int n_types, bool int8_dot);
+
+#endif

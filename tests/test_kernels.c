@@ -1,0 +1,400 @@
+/*
+ * test_kernels — the matrix-vector kernels of every CPU path this machine runs.
+ *
+ * Three layers of checks, on random rows of many lengths (1..16 blocks and
+ * 4096 values), with outliers, all-zero blocks, blocks too small for an fp16
+ * scale, and exact rounding ties:
+ *
+ *   1. the activation quantizers of the scalar path keep their error bound
+ *      (Q8_0/Q8_1: |x - q*fp16(d)| <= d/2 + 127*|fp16(d) - d|; Q8_K: |d|/2)
+ *      and Q8_K equals quant.c's reference quantizer byte for byte;
+ *   2. each scalar integer dot equals sum_i dequant(w)_i * dequant(a)_i
+ *      (quant.c's dequantizers, summed in double) to 1e-5 of sum_i |w_i a_i|:
+ *      this ties the fast reference to the format specification;
+ *   3. every other path quantizes activations to the same bytes as scalar and
+ *      its dots agree with scalar to 1e-5 of sum_i |w_i a_i|.
+ *
+ * Paths with an int8-dot variant (AVX-512 VNNI, ARM dotprod) are also tested
+ * with the variant switched off, by filling a table directly. The test fails
+ * if the active path (kernels_path()) was not among those tested.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/kernels.h"
+#include "core/quant.h"
+#include "t.h"
+
+#define REL_TOL 1e-5
+
+/* ---------------------------------------------------------------------------
+ * Random data
+ * ------------------------------------------------------------------------- */
+
+static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static float rng_unit(uint64_t *s) { return (float)(rng_next(s) >> 40) * 0x1p-24f; } /* [0,1) */
+
+static float rng_normal(uint64_t *s) {
+    return rng_unit(s) + rng_unit(s) + rng_unit(s) + rng_unit(s) - 2.0f;
+}
+
+enum { X_PLAIN, X_OUTLIERS, X_ZERO_BLOCKS, X_TINY_BLOCKS, X_TIES, X_MODES };
+
+/* n activations in mode `mode`; `blk` is the activation block size. */
+static void make_x(float *x, int64_t n, int mode, int blk, uint64_t *s) {
+    const float scale = 0.1f + 4.0f * rng_unit(s);
+    for (int64_t i = 0; i < n; i++) x[i] = scale * rng_normal(s);
+    if (mode == X_OUTLIERS)
+        for (int64_t i = 0; i < n; i += 1 + (int64_t)(rng_next(s) % 37)) x[i] *= 60.0f;
+    if (mode == X_ZERO_BLOCKS || mode == X_TINY_BLOCKS)
+        for (int64_t b = 0; b < n / blk; b++)
+            if (b % 2 == 0 || rng_next(s) % 3 == 0)
+                for (int j = 0; j < blk; j++)
+                    x[b * blk + j] = mode == X_ZERO_BLOCKS ? 0.0f : x[b * blk + j] * 1e-7f;
+    if (mode == X_TIES) /* amax 127 (Q8_0: id = 1) or m = -127 (Q8_K: iscale = 1): x*id = x */
+        for (int64_t b = 0; b < n / blk; b++)
+            for (int j = 0; j < blk; j++)
+                x[b * blk + j] = j == 0 ? (blk == QK_K ? -127.0f : 127.0f)
+                                        : (float)((int)(rng_next(s) % 200) - 100) + 0.5f;
+}
+
+static fp16_t rand_scale(uint64_t *s, float mag) {
+    return fp32_to_fp16(mag * (rng_unit(s) * 2.0f - 0.5f));
+}
+
+/* Random bytes, with the fp16 scales made finite. Every other bit pattern is a
+ * valid block, so this reaches scale values the quantizer rarely produces. */
+static void make_w_random(uint32_t type, void *w, int64_t n, uint64_t *s) {
+    const size_t bytes = quant_row_bytes(type, n);
+    uint8_t *p = w;
+    for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)rng_next(s);
+    const int64_t nb = n / quant_traits_of(type)->block_size;
+    for (int64_t i = 0; i < nb; i++) {
+        switch (type) {
+        case QT_Q4_0: ((block_q4_0 *)w)[i].d = rand_scale(s, 0.05f); break;
+        case QT_Q5_0: ((block_q5_0 *)w)[i].d = rand_scale(s, 0.05f); break;
+        case QT_Q8_0: ((block_q8_0 *)w)[i].d = rand_scale(s, 0.01f); break;
+        case QT_Q4_1:
+            ((block_q4_1 *)w)[i].d = rand_scale(s, 0.05f);
+            ((block_q4_1 *)w)[i].m = rand_scale(s, 0.3f);
+            break;
+        case QT_Q5_1:
+            ((block_q5_1 *)w)[i].d = rand_scale(s, 0.05f);
+            ((block_q5_1 *)w)[i].m = rand_scale(s, 0.3f);
+            break;
+        case QT_Q2_K:
+            ((block_q2_K *)w)[i].d = rand_scale(s, 0.05f);
+            ((block_q2_K *)w)[i].dmin = rand_scale(s, 0.05f);
+            break;
+        case QT_Q3_K: ((block_q3_K *)w)[i].d = rand_scale(s, 0.05f); break;
+        case QT_Q4_K:
+            ((block_q4_K *)w)[i].d = rand_scale(s, 0.01f);
+            ((block_q4_K *)w)[i].dmin = rand_scale(s, 0.01f);
+            break;
+        case QT_Q5_K:
+            ((block_q5_K *)w)[i].d = rand_scale(s, 0.01f);
+            ((block_q5_K *)w)[i].dmin = rand_scale(s, 0.01f);
+            break;
+        case QT_Q6_K: ((block_q6_K *)w)[i].d = rand_scale(s, 0.002f); break;
+        default: break;
+        }
+    }
+}
+
+/* Weights quantized from random floats (with an outlier now and then). */
+static void make_w_quantized(uint32_t type, void *w, int64_t n, uint64_t *s, float *tmp) {
+    for (int64_t i = 0; i < n; i++) {
+        tmp[i] = 0.05f * rng_normal(s);
+        if (rng_next(s) % 97 == 0) tmp[i] *= 20.0f;
+    }
+    if (rng_next(s) % 4 == 0) /* a zero block */
+        memset(tmp, 0, (size_t)quant_traits_of(type)->block_size * sizeof(float));
+    quant_quantize_row(type, tmp, w, n);
+}
+
+/* ---------------------------------------------------------------------------
+ * Activation formats
+ * ------------------------------------------------------------------------- */
+
+/* Dequantize an activation row (quant.c has no Q8_1 dequantizer). */
+static void act_dequantize(uint32_t act_type, const void *a, float *y, int64_t n) {
+    if (act_type == QT_F32) {
+        memcpy(y, a, (size_t)n * sizeof(float));
+    } else if (act_type == QT_Q8_1) {
+        const block_q8_1 *b = a;
+        for (int64_t i = 0; i < n / QK8_0; i++)
+            for (int j = 0; j < QK8_0; j++) y[i * QK8_0 + j] = fp16_to_fp32(b[i].d) * b[i].qs[j];
+    } else {
+        quant_dequantize_row(act_type, a, y, n);
+    }
+}
+
+/* Q4_1/Q5_1 x Q8_1 take the min term as m * s with s = fp16(d * sum(q)), as
+ * ggml does, instead of m * sum(fp16(d) * q): the difference, per row. */
+static double q8_1_min_term_error(uint32_t type, const void *w, const void *a, int64_t n) {
+    const block_q8_1 *b = a;
+    double diff = 0.0;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        const fp16_t m16 = type == QT_Q4_1 ? ((const block_q4_1 *)w)[i].m : ((const block_q5_1 *)w)[i].m;
+        int sumq = 0;
+        for (int j = 0; j < QK8_0; j++) sumq += b[i].qs[j];
+        const double m = fp16_to_fp32(m16);
+        diff += m * fp16_to_fp32(b[i].s) - m * ((double)fp16_to_fp32(b[i].d) * sumq);
+    }
+    return diff;
+}
+
+/* Layer 1: error bounds of the scalar activation quantizers. */
+static void check_act_bounds(uint32_t act_type, const float *x, const void *a, int64_t n) {
+    if (act_type == QT_Q8_0 || act_type == QT_Q8_1) {
+        for (int64_t i = 0; i < n / QK8_0; i++) {
+            const float *xb = x + i * QK8_0;
+            const int8_t *qs = act_type == QT_Q8_0 ? ((const block_q8_0 *)a)[i].qs
+                                                   : ((const block_q8_1 *)a)[i].qs;
+            const fp16_t d16 = act_type == QT_Q8_0 ? ((const block_q8_0 *)a)[i].d
+                                                   : ((const block_q8_1 *)a)[i].d;
+            float amax = 0.0f;
+            for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(xb[j]));
+            const double d = amax / 127.0f, ds = fp16_to_fp32(d16);
+            T_EQ_INT(d16, fp32_to_fp16((float)d));
+            const double bound = ds != 0.0 ? 0.5 * d + 127.0 * fabs(ds - d) + 1e-6 * d : amax;
+            double worst = 0.0;
+            int sumq = 0, qmax = 0;
+            for (int j = 0; j < QK8_0; j++) {
+                worst = fmax(worst, fabs(xb[j] - ds * qs[j]));
+                sumq += qs[j];
+                qmax = abs(qs[j]) > qmax ? abs(qs[j]) : qmax;
+            }
+            T_CHECKF(worst <= bound, "q8 block %lld: err %g > bound %g", (long long)i, worst, bound);
+            T_CHECK(qmax <= 127);
+            if (ds == 0.0) T_EQ_INT(qmax, 0);
+            if (act_type == QT_Q8_1)
+                T_EQ_INT(((const block_q8_1 *)a)[i].s, fp32_to_fp16((float)d * (float)sumq));
+        }
+    } else if (act_type == QT_Q8_K) {
+        const block_q8_K *b = a;
+        for (int64_t i = 0; i < n / QK_K; i++) {
+            const float *xb = x + i * QK_K;
+            const double d = fabs(b[i].d);
+            double worst = 0.0, amax = 0.0;
+            for (int j = 0; j < QK_K; j++) {
+                worst = fmax(worst, fabs(xb[j] - (double)b[i].d * b[i].qs[j]));
+                amax = fmax(amax, fabs(xb[j]));
+            }
+            const double bound = d != 0.0 ? d * (0.5 + 1e-5) : amax;
+            T_CHECKF(worst <= bound, "q8_K block %lld: err %g > bound %g", (long long)i, worst, bound);
+            for (int g = 0; g < QK_K / 16; g++) {
+                int sum = 0;
+                for (int l = 0; l < 16; l++) sum += b[i].qs[16 * g + l];
+                T_EQ_INT(b[i].bsums[g], sum);
+            }
+        }
+        /* the activation quantizer is ggml's, which is also quant.c's Q8_K */
+        void *ref = malloc(quant_row_bytes(QT_Q8_K, n));
+        quant_quantize_row(QT_Q8_K, x, ref, n);
+        T_CHECK(memcmp(ref, a, quant_row_bytes(QT_Q8_K, n)) == 0);
+        free(ref);
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * Paths under test
+ * ------------------------------------------------------------------------- */
+
+typedef struct {
+    char name[32];
+    cpu_path path;
+    kernel_entry table[QT_COUNT]; /* missing entries copied from scalar */
+    int n_native;                 /* entries not borrowed from scalar */
+} tested_path;
+
+static void finish_table(tested_path *tp) {
+    tp->n_native = 0;
+    for (int t = 0; t < QT_COUNT; t++) {
+        const kernel_entry *sc = kernel_get_path(CPU_SCALAR, (uint32_t)t);
+        if (!tp->table[t].dot && sc) tp->table[t] = *sc;
+        else if (tp->table[t].dot && sc && tp->table[t].dot != sc->dot) tp->n_native++;
+    }
+}
+
+static int collect_paths(tested_path *out) {
+    int n = 0;
+    for (int p = CPU_SCALAR; p <= CPU_NEON; p++) {
+        if (!cpu_path_compiled((cpu_path)p) || !cpu_path_supported((cpu_path)p)) continue;
+        tested_path *tp = &out[n++];
+        memset(tp, 0, sizeof *tp);
+        snprintf(tp->name, sizeof tp->name, "%s", cpu_path_name((cpu_path)p));
+        tp->path = (cpu_path)p;
+        for (int t = 0; t < QT_COUNT; t++) {
+            const kernel_entry *e = kernel_get_path((cpu_path)p, (uint32_t)t);
+            if (e) tp->table[t] = *e;
+        }
+        finish_table(tp);
+        /* the same path with its int8-dot variant off, when the CPU has it on */
+        if (cpu_has_int8_dot() && (p == CPU_AVX512 || p == CPU_NEON)) {
+            tested_path *tv = &out[n++];
+            memset(tv, 0, sizeof *tv);
+            snprintf(tv->name, sizeof tv->name, "%s-noint8dot", cpu_path_name((cpu_path)p));
+            tv->path = (cpu_path)p;
+#if defined(__x86_64__)
+            if (p == CPU_AVX512) kernels_fill_avx512(tv->table, QT_COUNT, false);
+#endif
+#if defined(__aarch64__)
+            if (p == CPU_NEON) kernels_fill_neon(tv->table, QT_COUNT, false);
+#endif
+            finish_table(tv);
+        }
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------------------------
+ * One weight type on one row length
+ * ------------------------------------------------------------------------- */
+
+static double worst_rel[QT_COUNT]; /* largest |path - scalar| / sum|w a| seen, any path */
+
+static void check_type(uint32_t type, int64_t n, const tested_path *paths, int n_paths,
+                       uint64_t *s) {
+    const kernel_entry *sc = &paths[0].table[type];
+    const uint32_t at = sc->act_type;
+    const int ablk = at == QT_Q8_K ? QK_K : at == QT_F32 ? 1 : QK8_0;
+    const size_t wbytes = quant_row_bytes(type, n), abytes = kernel_act_row_bytes(at, n);
+    float *x = malloc((size_t)n * sizeof(float)), *wd = malloc((size_t)n * sizeof(float));
+    float *ad = malloc((size_t)n * sizeof(float));
+    void *w = malloc(wbytes), *a = malloc(abytes), *a2 = malloc(abytes);
+
+    for (int mode = 0; mode < X_MODES; mode++) {
+        if (mode == X_TIES && at == QT_F32) continue;
+        for (int wsrc = 0; wsrc < 2; wsrc++) {
+            make_x(x, n, mode, ablk == 1 ? 32 : ablk, s);
+            if (wsrc == 0 || type == QT_F32 || type == QT_F16 || type == QT_BF16)
+                make_w_quantized(type, w, n, s, wd);
+            else
+                make_w_random(type, w, n, s);
+
+            /* layer 1 */
+            if (at == QT_F32) memcpy(a, x, abytes);
+            else sc->quantize(x, a, n);
+            check_act_bounds(at, x, a, n);
+
+            /* layer 2: scalar dot vs the dequantized product */
+            quant_dequantize_row(type, w, wd, n);
+            act_dequantize(at, a, ad, n);
+            double ref = 0.0, mag = 0.0;
+            for (int64_t i = 0; i < n; i++) {
+                ref += (double)wd[i] * ad[i];
+                mag += fabs((double)wd[i] * ad[i]);
+            }
+            if (at == QT_Q8_1) ref += q8_1_min_term_error(type, w, a, n);
+            const double got = sc->dot(w, a, n);
+            T_CHECKF(fabs(got - ref) <= REL_TOL * mag + 1e-30,
+                     "%s n=%lld mode %d src %d: scalar %.9g ref %.9g (sum|wa| %.3g)",
+                     quant_traits_of(type)->name, (long long)n, mode, wsrc, got, ref, mag);
+
+            /* layer 3: every other path vs scalar */
+            for (int p = 1; p < n_paths; p++) {
+                const kernel_entry *e = &paths[p].table[type];
+                T_EQ_INT(e->act_type, at);
+                if (at != QT_F32) {
+                    memset(a2, 0xA5, abytes);
+                    e->quantize(x, a2, n);
+                    T_CHECKF(memcmp(a, a2, abytes) == 0, "%s %s n=%lld mode %d: act bytes differ",
+                             paths[p].name, quant_traits_of(type)->name, (long long)n, mode);
+                }
+                const double pd = e->dot(w, a, n);
+                const double rel = fabs(pd - got) / (mag > 0.0 ? mag : 1.0);
+                if (rel > worst_rel[type]) worst_rel[type] = rel;
+                T_CHECKF(fabs(pd - got) <= REL_TOL * mag + 1e-30,
+                         "%s %s n=%lld mode %d src %d: %.9g vs scalar %.9g (sum|wa| %.3g)",
+                         paths[p].name, quant_traits_of(type)->name, (long long)n, mode, wsrc, pd,
+                         got, mag);
+            }
+        }
+    }
+    free(x);
+    free(wd);
+    free(ad);
+    free(w);
+    free(a);
+    free(a2);
+}
+
+/* Rounding ties on the exact half: Q8_0 and Q8_K round half to even. */
+static void check_ties(const tested_path *paths, int n_paths) {
+    float x[QK_K];
+    for (int j = 0; j < QK_K; j++) x[j] = (float)(j % 9) - 4.5f; /* -4.5 .. 3.5 */
+    x[0] = 127.0f;
+    block_q8_0 q[QK_K / QK8_0];
+    for (int p = 0; p < n_paths; p++) {
+        paths[p].table[QT_Q8_0].quantize(x, q, QK_K);
+        T_EQ_INT(fp16_to_fp32(q[0].d), 1.0f);
+        T_EQ_INT(q[0].qs[1], -4); /* -3.5 -> -4 */
+        T_EQ_INT(q[0].qs[2], -2); /* -2.5 -> -2 */
+        T_EQ_INT(q[0].qs[3], -2); /* -1.5 -> -2 */
+        T_EQ_INT(q[0].qs[4], 0);  /* -0.5 -> 0 */
+        T_EQ_INT(q[0].qs[5], 0);  /* 0.5 -> 0 */
+        T_EQ_INT(q[0].qs[6], 2);  /* 1.5 -> 2 */
+        T_EQ_INT(q[0].qs[7], 2);  /* 2.5 -> 2 */
+        T_EQ_INT(q[0].qs[8], 4);  /* 3.5 -> 4 */
+    }
+    x[0] = -127.0f;
+    block_q8_K k;
+    for (int p = 0; p < n_paths; p++) {
+        paths[p].table[QT_Q4_K].quantize(x, &k, QK_K);
+        T_EQ_INT(k.d, 1.0f);
+        T_EQ_INT(k.qs[0], -127);
+        T_EQ_INT(k.qs[1], -4);
+        T_EQ_INT(k.qs[2], -2);
+        T_EQ_INT(k.qs[5], 0);
+        T_EQ_INT(k.qs[7], 2);
+    }
+}
+
+int main(void) {
+    tested_path paths[2 * CPU_PATH_COUNT];
+    const int n_paths = collect_paths(paths);
+    printf("paths:");
+    bool active_tested = false;
+    for (int p = 0; p < n_paths; p++) {
+        printf(" %s(%d native)", paths[p].name, paths[p].n_native);
+        if (paths[p].path == kernels_path()) active_tested = true;
+    }
+    printf("; active: %s\n", cpu_path_name(kernels_path()));
+    T_CHECK(n_paths >= 1 && paths[0].path == CPU_SCALAR);
+    T_CHECKF(active_tested, "active path %s not tested", cpu_path_name(kernels_path()));
+
+    static const uint32_t types[] = {QT_F32,  QT_F16,  QT_BF16, QT_Q4_0, QT_Q4_1, QT_Q5_0, QT_Q5_1,
+                                     QT_Q8_0, QT_Q2_K, QT_Q3_K, QT_Q4_K, QT_Q5_K, QT_Q6_K};
+    uint64_t seed = 0x5EED0C70ull;
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const uint32_t type = types[t];
+        T_CHECKF(kernel_get_path(CPU_SCALAR, type) != NULL, "no scalar kernel for %s",
+                 quant_traits_of(type)->name);
+        if (!kernel_get_path(CPU_SCALAR, type)) continue;
+        const int bs = quant_traits_of(type)->block_size;
+        if (bs == 1) { /* float weights: any length, SIMD tails included */
+            for (int64_t n = 1; n <= 80; n++) check_type(type, n, paths, n_paths, &seed);
+            check_type(type, 4096, paths, n_paths, &seed);
+            check_type(type, 4095, paths, n_paths, &seed);
+        } else {
+            for (int64_t nb = 1; nb <= 16; nb++) check_type(type, nb * bs, paths, n_paths, &seed);
+            if (bs < 4096 / 16) check_type(type, 4096, paths, n_paths, &seed);
+        }
+    }
+    check_ties(paths, n_paths);
+
+    printf("max |path - scalar| / sum|w a|:");
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        printf(" %s %.1e", quant_traits_of(types[t])->name, worst_rel[types[t]]);
+    printf("\n");
+    T_DONE();
+}
