@@ -237,6 +237,8 @@ int32_t octo_stream_last_token(const octo_stream *stream);
 int octo_stream_tokens(const octo_stream *stream, const int32_t **ids);
 /* Safe from any thread: the stream stops before its next token. */
 void octo_stream_cancel(octo_stream *stream);
+/* Tokens generated so far (for progress displays); safe from any thread. */
+int octo_stream_token_count(octo_stream *stream);
 /* Frees the stream and makes the model available again. */
 void octo_stream_free(octo_stream *stream);
 

@@ -3,6 +3,7 @@
 # Safe to run again; does nothing when everything is present.
 #   build:  cmake, a C compiler (gcc), make
 #   tests:  clang and its runtime (sanitizer build, libFuzzer target), valgrind
+#   arm:    gcc-aarch64-linux-gnu, qemu-user (scripts/test-arm.sh: cross build + qemu)
 set -e
 need=""
 command -v cmake >/dev/null 2>&1 || need="$need cmake"
@@ -10,6 +11,8 @@ command -v gcc >/dev/null 2>&1 || need="$need gcc"
 command -v make >/dev/null 2>&1 || need="$need make"
 command -v clang >/dev/null 2>&1 || need="$need clang"
 command -v valgrind >/dev/null 2>&1 || need="$need valgrind"
+command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need="$need gcc-aarch64-linux-gnu"
+command -v qemu-aarch64 >/dev/null 2>&1 || need="$need qemu-user"
 # libFuzzer and the sanitizer runtimes ship in libclang-rt-<version>-dev
 if command -v clang >/dev/null 2>&1; then
     ver=$(clang -dumpversion | cut -d. -f1)

@@ -406,6 +406,8 @@ int octo_stream_tokens(const octo_stream *st, const int32_t **ids) {
     return n;
 }
 
+int octo_stream_token_count(octo_stream *st) { return st && st->om ? gen_token_count(st->g) : 0; }
+
 void octo_stream_cancel(octo_stream *st) {
     if (st) gen_cancel(st->g);
 }

@@ -268,42 +268,89 @@ static void test_streaming(octo_client *c) {
     remove(path);
 }
 
+/* The worker pulls pieces and publishes its token count; when `paced`, it waits
+ * for the main thread's go-ahead after each piece, so the main thread can
+ * cancel at a moment it chooses. */
 typedef struct {
     octo_stream *st;
-    atomic_int tokens; /* published by the worker after each piece */
+    atomic_int tokens;
+    atomic_int allowed; /* pieces the worker may pull (paced mode) */
+    atomic_int pulled;  /* pieces it has pulled */
+    bool paced;
 } worker_arg;
 
 static void *worker(void *p) {
     worker_arg *w = p;
     const int32_t *ids;
-    while (octo_stream_next(w->st)) atomic_store(&w->tokens, octo_stream_tokens(w->st, &ids));
+    for (int pulled = 0;; pulled++) {
+        while (w->paced && atomic_load(&w->allowed) <= pulled) {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+        if (!octo_stream_next(w->st)) break;
+        atomic_store(&w->tokens, octo_stream_tokens(w->st, &ids));
+        atomic_store(&w->pulled, pulled + 1);
+    }
     return NULL;
+}
+
+static void wait_tokens(worker_arg *w, int n) {
+    while (atomic_load(&w->tokens) < n) {
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 static void test_cancel(octo_client *c) {
     char path[256];
     octo_model *m = flat_model(c, path, sizeof path, 4096);
     if (!m) return;
-    octo_generate_params gp = pure_sampling(3, 4000);
-    gp.temperature = 0.0f; /* greedy: no end of turn before the cancel */
-    worker_arg w = {octo_generate(m, "x", &gp), 0};
+    /* a seed whose stream runs at least 200 tokens before its turn ends (found by a dry run;
+     * the choice is deterministic) */
+    octo_generate_params gp = pure_sampling(100, 200);
+    for (int tries = 0; tries < 100; tries++, gp.seed++) {
+        octo_stream *st = octo_generate(m, "x", &gp);
+        free(collect(st, NULL, NULL));
+        bool long_enough = octo_stream_stop_reason(st) == OCTO_STOP_MAX_TOKENS;
+        octo_stream_free(st);
+        if (long_enough) break;
+    }
+    gp.max_tokens = 4000;
+
+    /* 1: cancel between two tokens: the next call returns no new token */
+    worker_arg w = {octo_generate(m, "x", &gp), 0, 0, 0, true};
     T_CHECK(w.st != NULL);
     pthread_t th;
     pthread_create(&th, NULL, worker, &w);
-    while (atomic_load(&w.tokens) < 20) {
-        struct timespec ts = {0, 100000};
+    atomic_store(&w.allowed, 20);
+    while (atomic_load(&w.pulled) < 20) { /* the worker has pulled 20 pieces and now waits */
+        struct timespec ts = {0, 50000};
         nanosleep(&ts, NULL);
     }
+    int paused_at = octo_stream_token_count(w.st);
     octo_stream_cancel(w.st);
-    int at_cancel = atomic_load(&w.tokens);
+    atomic_store(&w.allowed, 1 << 30);
     pthread_join(th, NULL);
     const int32_t *ids;
     int final = octo_stream_tokens(w.st, &ids);
-    printf("cancelled at %d tokens, stopped at %d\n", at_cancel, final);
-    T_CHECKF(final <= at_cancel + 1, "cancel at %d tokens, stopped at %d", at_cancel, final);
+    T_CHECK(paused_at >= 20);
+    T_EQ_INT(final, paused_at);
     T_EQ_INT(octo_stream_stop_reason(w.st), OCTO_STOP_CANCELLED);
     T_EQ_INT(octo_stream_status(w.st), OCTO_OK);
     octo_stream_free(w.st);
+
+    /* 2: cancel while the worker is running freely: at most the token in flight follows */
+    worker_arg f = {octo_generate(m, "x", &gp), 0, 0, 0, false};
+    pthread_create(&th, NULL, worker, &f);
+    wait_tokens(&f, 20);
+    octo_stream_cancel(f.st);
+    int at_cancel = octo_stream_token_count(f.st);
+    pthread_join(th, NULL);
+    final = octo_stream_tokens(f.st, &ids);
+    printf("cancelled while running at %d tokens, stopped at %d\n", at_cancel, final);
+    T_CHECKF(final <= at_cancel + 1, "cancel at %d tokens, stopped at %d", at_cancel, final);
+    T_EQ_INT(octo_stream_stop_reason(f.st), OCTO_STOP_CANCELLED);
+    octo_stream_free(f.st);
     octo_model_free(m);
     remove(path);
 }

@@ -46,7 +46,7 @@ static float rng_normal(uint64_t *s) {
     return rng_unit(s) + rng_unit(s) + rng_unit(s) + rng_unit(s) - 2.0f;
 }
 
-enum { X_PLAIN, X_OUTLIERS, X_ZERO_BLOCKS, X_TINY_BLOCKS, X_TIES, X_MODES };
+enum { X_PLAIN, X_OUTLIERS, X_ZERO_BLOCKS, X_TINY_BLOCKS, X_TIES, X_INTS, X_MODES };
 
 /* n activations in mode `mode`; `blk` is the activation block size. */
 static void make_x(float *x, int64_t n, int mode, int blk, uint64_t *s) {
@@ -58,25 +58,51 @@ static void make_x(float *x, int64_t n, int mode, int blk, uint64_t *s) {
         for (int64_t b = 0; b < n / blk; b++)
             if (b % 2 == 0 || rng_next(s) % 3 == 0)
                 for (int j = 0; j < blk; j++)
-                    x[b * blk + j] = mode == X_ZERO_BLOCKS ? 0.0f : x[b * blk + j] * 1e-7f;
-    if (mode == X_TIES) /* amax 127 (Q8_0: id = 1) or m = -127 (Q8_K: iscale = 1): x*id = x */
-        for (int64_t b = 0; b < n / blk; b++)
-            for (int j = 0; j < blk; j++)
-                x[b * blk + j] = j == 0 ? (blk == QK_K ? -127.0f : 127.0f)
-                                        : (float)((int)(rng_next(s) % 200) - 100) + 0.5f;
+                    /* tiny: an fp16 scale of zero (1e-7) or subnormal (1e-3) */
+                    x[b * blk + j] = mode == X_ZERO_BLOCKS ? 0.0f : x[b * blk + j] * (b % 4 ? 1e-3f : 1e-7f);
+    /* amax 127 (Q8_0: id = 1) or m = -127 (Q8_K: iscale = 1), so q = round(x):
+     * X_TIES puts every other value on a tie, X_INTS makes q = x, small */
+    if (mode == X_TIES || mode == X_INTS)
+        for (int64_t i = 0; i < n; i++)
+            x[i] = i % blk == 0       ? (blk == QK_K ? -127.0f : 127.0f)
+                   : mode == X_INTS ? (float)((int)(rng_next(s) % 7) - 3)
+                                    : (float)((int)(rng_next(s) % 200) - 100) + 0.5f;
 }
 
 static fp16_t rand_scale(uint64_t *s, float mag) {
     return fp32_to_fp16(mag * (rng_unit(s) * 2.0f - 0.5f));
 }
 
-/* Random bytes, with the fp16 scales made finite. Every other bit pattern is a
- * valid block, so this reaches scale values the quantizer rarely produces. */
-static void make_w_random(uint32_t type, void *w, int64_t n, uint64_t *s) {
+/* Random bytes, with the fp16 scales made finite (or all 1.0 with unit, so
+ * that every product is an integer). Every other bit pattern is a valid
+ * block, so this reaches scale values the quantizer rarely produces. */
+static void make_w_random(uint32_t type, void *w, int64_t n, uint64_t *s, bool unit) {
     const size_t bytes = quant_row_bytes(type, n);
     uint8_t *p = w;
     for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)rng_next(s);
     const int64_t nb = n / quant_traits_of(type)->block_size;
+    if (unit) {
+        /* the scales (and Q4_1/Q5_1's m, K-quants' dmin) are the leading fp16s,
+         * except in Q2_K, Q3_K and Q6_K, where d (and dmin) end the block */
+        const fp16_t one = fp32_to_fp16(1.0f);
+        const size_t ts = quant_traits_of(type)->type_size;
+        for (int64_t i = 0; i < nb; i++) {
+            uint8_t *b = p + i * ts;
+            if (type == QT_F32 || type == QT_F16 || type == QT_BF16) break;
+            if (type == QT_Q2_K) memcpy(b + ts - 4, (fp16_t[2]){one, one}, 4);
+            else if (type == QT_Q3_K || type == QT_Q6_K) memcpy(b + ts - 2, &one, 2);
+            else if (type == QT_Q4_0 || type == QT_Q5_0 || type == QT_Q8_0) memcpy(b, &one, 2);
+            else memcpy(b, (fp16_t[2]){one, one}, 4);
+        }
+        if (type == QT_F32 || type == QT_F16 || type == QT_BF16)
+            for (int64_t i = 0; i < n; i++) {
+                const float v = (float)((int)(rng_next(s) % 9) - 4);
+                if (type == QT_F32) memcpy(p + 4 * i, &v, 4);
+                else if (type == QT_F16) ((fp16_t *)w)[i] = fp32_to_fp16(v);
+                else ((bf16_t *)w)[i] = fp32_to_bf16(v);
+            }
+        return;
+    }
     for (int64_t i = 0; i < nb; i++) {
         switch (type) {
         case QT_Q4_0: ((block_q4_0 *)w)[i].d = rand_scale(s, 0.05f); break;
@@ -152,7 +178,9 @@ static double q8_1_min_term_error(uint32_t type, const void *w, const void *a, i
     return diff;
 }
 
-/* Layer 1: error bounds of the scalar activation quantizers. */
+/* Layer 1: error bounds of the scalar activation quantizers. (Written as
+ * counts of bad values rather than max-reductions: gcc 12's aarch64
+ * vectorizer crashes on the latter here.) */
 static void check_act_bounds(uint32_t act_type, const float *x, const void *a, int64_t n) {
     if (act_type == QT_Q8_0 || act_type == QT_Q8_1) {
         for (int64_t i = 0; i < n / QK8_0; i++) {
@@ -162,20 +190,19 @@ static void check_act_bounds(uint32_t act_type, const float *x, const void *a, i
             const fp16_t d16 = act_type == QT_Q8_0 ? ((const block_q8_0 *)a)[i].d
                                                    : ((const block_q8_1 *)a)[i].d;
             float amax = 0.0f;
-            for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(xb[j]));
+            for (int j = 0; j < QK8_0; j++)
+                if (fabsf(xb[j]) > amax) amax = fabsf(xb[j]);
             const double d = amax / 127.0f, ds = fp16_to_fp32(d16);
             T_EQ_INT(d16, fp32_to_fp16((float)d));
             const double bound = ds != 0.0 ? 0.5 * d + 127.0 * fabs(ds - d) + 1e-6 * d : amax;
-            double worst = 0.0;
-            int sumq = 0, qmax = 0;
+            int bad = 0, sumq = 0, nonzero = 0;
             for (int j = 0; j < QK8_0; j++) {
-                worst = fmax(worst, fabs(xb[j] - ds * qs[j]));
+                bad += fabs(xb[j] - ds * qs[j]) > bound || qs[j] < -127;
                 sumq += qs[j];
-                qmax = abs(qs[j]) > qmax ? abs(qs[j]) : qmax;
+                nonzero += qs[j] != 0;
             }
-            T_CHECKF(worst <= bound, "q8 block %lld: err %g > bound %g", (long long)i, worst, bound);
-            T_CHECK(qmax <= 127);
-            if (ds == 0.0) T_EQ_INT(qmax, 0);
+            T_CHECKF(bad == 0, "q8 block %lld: %d values off by more than %g", (long long)i, bad, bound);
+            if (ds == 0.0) T_EQ_INT(nonzero, 0);
             if (act_type == QT_Q8_1)
                 T_EQ_INT(((const block_q8_1 *)a)[i].s, fp32_to_fp16((float)d * (float)sumq));
         }
@@ -184,13 +211,13 @@ static void check_act_bounds(uint32_t act_type, const float *x, const void *a, i
         for (int64_t i = 0; i < n / QK_K; i++) {
             const float *xb = x + i * QK_K;
             const double d = fabs(b[i].d);
-            double worst = 0.0, amax = 0.0;
-            for (int j = 0; j < QK_K; j++) {
-                worst = fmax(worst, fabs(xb[j] - (double)b[i].d * b[i].qs[j]));
-                amax = fmax(amax, fabs(xb[j]));
-            }
+            float amax = 0.0f;
+            for (int j = 0; j < QK_K; j++)
+                if (fabsf(xb[j]) > amax) amax = fabsf(xb[j]);
             const double bound = d != 0.0 ? d * (0.5 + 1e-5) : amax;
-            T_CHECKF(worst <= bound, "q8_K block %lld: err %g > bound %g", (long long)i, worst, bound);
+            int bad = 0;
+            for (int j = 0; j < QK_K; j++) bad += fabs(xb[j] - (double)b[i].d * b[i].qs[j]) > bound;
+            T_CHECKF(bad == 0, "q8_K block %lld: %d values off by more than %g", (long long)i, bad, bound);
             for (int g = 0; g < QK_K / 16; g++) {
                 int sum = 0;
                 for (int l = 0; l < 16; l++) sum += b[i].qs[16 * g + l];
@@ -270,16 +297,23 @@ static void check_type(uint32_t type, int64_t n, const tested_path *paths, int n
     const size_t wbytes = quant_row_bytes(type, n), abytes = kernel_act_row_bytes(at, n);
     float *x = malloc((size_t)n * sizeof(float)), *wd = malloc((size_t)n * sizeof(float));
     float *ad = malloc((size_t)n * sizeof(float));
-    void *w = malloc(wbytes), *a = malloc(abytes), *a2 = malloc(abytes);
+    void *ws[3] = {malloc(wbytes), malloc(wbytes), malloc(wbytes)}, *a = malloc(abytes), *a2 = malloc(abytes);
+    /* quantized and random weight rows, used with every kind of activation
+     * row; and one with unit scales for the integer activations */
+    make_w_quantized(type, ws[0], n, s, wd);
+    if (type == QT_F32 || type == QT_F16 || type == QT_BF16) make_w_quantized(type, ws[1], n, s, wd);
+    else make_w_random(type, ws[1], n, s, false);
+    make_w_random(type, ws[2], n, s, true);
 
     for (int mode = 0; mode < X_MODES; mode++) {
         if (mode == X_TIES && at == QT_F32) continue;
-        for (int wsrc = 0; wsrc < 2; wsrc++) {
+        for (int wsrc = 0; wsrc < 3; wsrc++) {
+            if ((mode == X_INTS) != (wsrc == 2)) continue;
+            const void *w = ws[wsrc];
+            /* every product an integer and every partial sum below 2^24: the
+             * float sums are exact, so all paths must agree to the bit */
+            const bool exact = mode == X_INTS;
             make_x(x, n, mode, ablk == 1 ? 32 : ablk, s);
-            if (wsrc == 0 || type == QT_F32 || type == QT_F16 || type == QT_BF16)
-                make_w_quantized(type, w, n, s, wd);
-            else
-                make_w_random(type, w, n, s);
 
             /* layer 1 */
             if (at == QT_F32) memcpy(a, x, abytes);
@@ -296,6 +330,8 @@ static void check_type(uint32_t type, int64_t n, const tested_path *paths, int n
             }
             if (at == QT_Q8_1) ref += q8_1_min_term_error(type, w, a, n);
             const double got = sc->dot(w, a, n);
+            if (exact) T_CHECKF(got == ref && mag < 0x1p24, "%s n=%lld: scalar %.9g ref %.9g (sum|wa| %.3g)",
+                                quant_traits_of(type)->name, (long long)n, got, ref, mag);
             T_CHECKF(fabs(got - ref) <= REL_TOL * mag + 1e-30,
                      "%s n=%lld mode %d src %d: scalar %.9g ref %.9g (sum|wa| %.3g)",
                      quant_traits_of(type)->name, (long long)n, mode, wsrc, got, ref, mag);
@@ -311,6 +347,8 @@ static void check_type(uint32_t type, int64_t n, const tested_path *paths, int n
                              paths[p].name, quant_traits_of(type)->name, (long long)n, mode);
                 }
                 const double pd = e->dot(w, a, n);
+                if (exact) T_CHECKF(pd == got, "%s %s n=%lld: integer rows: %.9g vs scalar %.9g",
+                                    paths[p].name, quant_traits_of(type)->name, (long long)n, pd, got);
                 const double rel = fabs(pd - got) / (mag > 0.0 ? mag : 1.0);
                 if (rel > worst_rel[type]) worst_rel[type] = rel;
                 T_CHECKF(fabs(pd - got) <= REL_TOL * mag + 1e-30,
@@ -323,7 +361,7 @@ static void check_type(uint32_t type, int64_t n, const tested_path *paths, int n
     free(x);
     free(wd);
     free(ad);
-    free(w);
+    for (int k = 0; k < 3; k++) free(ws[k]);
     free(a);
     free(a2);
 }

@@ -32,10 +32,16 @@ typedef void (*act_quantize_fn)(const float *x, void *dst, int64_t n);
 /* Dot product of one weight row with one converted activation row, n values. */
 typedef float (*vec_dot_fn)(const void *w, const void *act, int64_t n);
 
+/* One weight row against 4 activation rows (act, act + act_stride, ...):
+ * out[i] = dot(w, act_i). Prefill and verify batches use it so the weight
+ * row's blocks are unpacked once for four tokens. */
+typedef void (*vec_dot4_fn)(const void *w, const void *act, size_t act_stride, int64_t n, float out[4]);
+
 typedef struct {
     uint32_t act_type;        /* QT_Q8_0, QT_Q8_1, QT_Q8_K or QT_F32 */
     act_quantize_fn quantize; /* NULL when act_type is QT_F32 */
     vec_dot_fn dot;
+    vec_dot4_fn dot4;         /* optional: NULL = four calls of dot */
 } kernel_entry;
 
 /* The active path (decided on first use: OCTO_CPU, else the best the CPU runs). */

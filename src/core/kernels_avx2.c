@@ -1,3 +1,590 @@
-/* placeholder until the AVX2 kernels land: every type uses the scalar kernel */
+/*
+ * kernels_avx2 — the matrix-vector kernels for x86-64 with AVX2, FMA and F16C.
+ *
+ * Same activation quantizers and dot products as kernels_scalar.c (which
+ * explains the arithmetic), written so that a decode step is limited by
+ * memory bandwidth rather than by instructions:
+ *
+ *   - one 256-bit register holds one 32-value block (or 32 values of a
+ *     K-quant super-block) of 8-bit quants, unpacked from nibbles / bit
+ *     planes with shifts and masks;
+ *   - _mm256_maddubs_epi16(unsigned weight quants, signed activations) gives
+ *     exact 16-bit pair sums (weights are made unsigned, 0..63, so no pair
+ *     can saturate); _mm256_madd_epi16 then widens to int32, multiplying by
+ *     the K-quant sub-block scales on the way;
+ *   - signed weight formats are handled as unsigned quants minus an offset:
+ *     sum (q - o)*a = sum q*a - o*sum a, where sum a comes from a second
+ *     maddubs (Q4_0, Q5_0) or from Q8_K's bsums (Q3_K, Q6_K) for free;
+ *   - per block, the int32 lanes are converted to float and multiplied by
+ *     the block's float scale into a float accumulator (FMA); horizontal
+ *     sums happen once per row. The fp16 scales of 4 legacy blocks are
+ *     packed with integer loads and shifts and converted together;
+ *   - weight rows are prefetched 2 KiB ahead (the next row, usually).
+ *
+ * The integer part of each block is exactly the scalar kernel's; only the
+ * float summation order differs. Activation quantization produces the same
+ * bytes as scalar (same float operations, same round-half-even).
+ *
+ * Only compiled with -mavx2 -mfma -mf16c on x86-64 (CMake sets the flags for
+ * this file alone); kernels.c calls kernels_fill_avx2 only when the CPU has
+ * the features. Elsewhere this file is empty.
+ */
 #include "kernels.h"
-void kernels_fill_avx2(kernel_entry table[], int n_types) { (void)table; (void)n_types; }
+
+#if defined(__x86_64__)
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "quant.h"
+
+/* ---------------------------------------------------------------------------
+ * Helpers
+ * ------------------------------------------------------------------------- */
+
+static inline float h2f(fp16_t h) { return _cvtsh_ss(h); }
+
+static inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline int hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
+static inline float hmax_ps(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+static inline __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* 16 bytes of nibbles -> 32 bytes: the low nibbles, then the high nibbles
+ * (broadcast to both lanes and shifted per lane: no lane-crossing shuffle). */
+static inline __m256i nibbles32(const uint8_t *p) {
+    const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_and_si256(_mm256_srlv_epi64(t, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0F));
+}
+
+/* Weight rows are streamed once per token: ask for the bytes PREFETCH_BYTES
+ * ahead of those being read (usually the next row), which keeps a single
+ * core close to DRAM bandwidth. Prefetches never fault, and the address is
+ * formed as an integer so no pointer leaves its object. */
+#define PREFETCH_BYTES 2048
+static inline void prefetch_ahead(const void *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64)
+        _mm_prefetch((const char *)(uintptr_t)((uintptr_t)p + PREFETCH_BYTES + o), _MM_HINT_T0);
+}
+
+/* Four fp16 values at a byte stride, packed in a uint64 (integer loads and
+ * shifts: cheaper than a vector insert per value). */
+static inline uint64_t fp16x4(const uint8_t *p, size_t stride) {
+    uint16_t h[4];
+    for (int k = 0; k < 4; k++) memcpy(&h[k], p + k * stride, 2);
+    return (uint64_t)h[0] | (uint64_t)h[1] << 16 | (uint64_t)h[2] << 32 | (uint64_t)h[3] << 48;
+}
+
+/* dw*da of 4 consecutive blocks: the fp16 at byte offset off of each weight
+ * block times the one at the same offset of each activation block (d at 0;
+ * the m of Q4_1/Q5_1 and the s of Q8_1 at 2). */
+static inline __m128 scales4(const void *w, size_t wsize, const void *a, size_t asize, size_t off) {
+    const uint8_t *pw = (const uint8_t *)w + off, *pa = (const uint8_t *)a + off;
+    const __m256 f = _mm256_cvtph_ps(_mm_set_epi64x((long long)fp16x4(pa, asize), (long long)fp16x4(pw, wsize)));
+    return _mm_mul_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1));
+}
+
+/* lane k of v in all 8 lanes */
+static inline __m256 lane8(__m128 v, int k) {
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_set1_epi32(k));
+}
+
+/* The 32 bits of qh -> 32 bytes, 0x10 where bit k of qh is set. */
+static inline __m256i bits32_to_0x10(const uint8_t *qh) {
+    uint32_t v;
+    memcpy(&v, qh, 4);
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                           0x0101010101010101, 0x0000000000000000);
+    __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)v), shuf);
+    b = _mm256_or_si256(b, _mm256_set1_epi64x(0x7FBFDFEFF7FBFDFE)); /* all bits but bit k%8 */
+    b = _mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1));
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x10));
+}
+
+/* sum of (u*s) over each 4 bytes, as 8 int32 (u unsigned <= 63, so exact) */
+static inline __m256i dot_u8s8_i32(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+/* ---------------------------------------------------------------------------
+ * Activation quantizers
+ * ------------------------------------------------------------------------- */
+
+/* Round 32 floats (4 vectors, already scaled) to int8 in order; stores the
+ * sum of the 32 integers in *sum when sum is not NULL. */
+static inline __m256i round_pack32(__m256 v0, __m256 v1, __m256 v2, __m256 v3, int *sum) {
+    __m256i i0 = _mm256_cvtps_epi32(v0), i1 = _mm256_cvtps_epi32(v1);
+    __m256i i2 = _mm256_cvtps_epi32(v2), i3 = _mm256_cvtps_epi32(v3);
+    if (sum) *sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
+    i0 = _mm256_packs_epi32(i0, i1); /* lanes interleave: fixed by the permute */
+    i2 = _mm256_packs_epi32(i2, i3);
+    i0 = _mm256_packs_epi16(i0, i2);
+    return _mm256_permutevar8x32_epi32(i0, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* One Q8_0 block (see kernels_scalar.c); returns sum(q) and the unrounded d. */
+static inline int act_q8_0_block(const float *x, fp16_t *d16, int8_t *qs, float *d_out) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
+    __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
+    const __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                                   _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+    const float amax = hmax_ps(m);
+    const float d = amax / 127.0f;
+    *d16 = _cvtss_sh(d, 0);
+    *d_out = d;
+    const __m256 id = _mm256_set1_ps(*d16 != 0 ? 127.0f / amax : 0.0f);
+    int sum = 0;
+    const __m256i q = round_pack32(_mm256_mul_ps(v0, id), _mm256_mul_ps(v1, id), _mm256_mul_ps(v2, id),
+                                   _mm256_mul_ps(v3, id), &sum);
+    _mm256_storeu_si256((__m256i *)qs, q);
+    return sum;
+}
+
+static void act_quantize_q8_0(const float *x, void *dst, int64_t n) {
+    block_q8_0 *y = dst;
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        float d;
+        act_q8_0_block(x, &y[i].d, y[i].qs, &d);
+    }
+}
+
+static void act_quantize_q8_1(const float *x, void *dst, int64_t n) {
+    block_q8_1 *y = dst;
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        float d;
+        const int sum = act_q8_0_block(x, &y[i].d, y[i].qs, &d);
+        y[i].s = _cvtss_sh(d * (float)sum, 0);
+    }
+}
+
+static void act_quantize_q8_K(const float *x, void *dst, int64_t n) {
+    block_q8_K *y = dst;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        __m256 m = _mm256_setzero_ps();
+        for (int j = 0; j < QK_K; j += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+        const float amax = hmax_ps(m);
+        memset(&y[i], 0, sizeof y[i]);
+        if (amax == 0.0f) continue;
+        /* the value of largest magnitude, first one on ties (as scalar) */
+        const __m256 vmax = _mm256_set1_ps(amax);
+        float mval = 0.0f;
+        for (int j = 0; j < QK_K; j += 8) {
+            const int hit = _mm256_movemask_ps(
+                _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)), vmax, _CMP_EQ_OQ));
+            if (hit) {
+                mval = x[j + __builtin_ctz((unsigned)hit)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / mval;
+        if (!isfinite(iscale) || iscale == 0.0f) continue; /* as scalar: zero the block */
+        const __m256 is = _mm256_set1_ps(iscale);
+        for (int j = 0; j < QK_K; j += 32) {
+            const __m256 v0 = _mm256_mul_ps(is, _mm256_loadu_ps(x + j));
+            const __m256 v1 = _mm256_mul_ps(is, _mm256_loadu_ps(x + j + 8));
+            const __m256 v2 = _mm256_mul_ps(is, _mm256_loadu_ps(x + j + 16));
+            const __m256 v3 = _mm256_mul_ps(is, _mm256_loadu_ps(x + j + 24));
+            const __m256i q = round_pack32(v0, v1, v2, v3, NULL);
+            _mm256_storeu_si256((__m256i *)(y[i].qs + j), q);
+            /* bsums: pair sums, quad sums, then the two 16-byte halves */
+            const __m256i s4 = dot_u8s8_i32(_mm256_set1_epi8(1), q);
+            const __m128i s8 = _mm_hadd_epi32(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
+            const __m128i s16 = _mm_hadd_epi32(s8, s8); /* [lo half, hi half, ..] */
+            y[i].bsums[j / 16] = (int16_t)_mm_cvtsi128_si32(s16);
+            y[i].bsums[j / 16 + 1] = (int16_t)_mm_extract_epi32(s16, 1);
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * Legacy 32-value formats. Each block's 32 products as 8 int32 lanes, scaled
+ * by dw*da.
+ * ------------------------------------------------------------------------- */
+
+/* sum (q - 8)*a for a Q4_0 block: maddubs of the unsigned nibbles, minus 8*sum a */
+static inline __m256 q4_0_block(const block_q4_0 *w, const block_q8_0 *a) {
+    const __m256i qa = load256(a->qs);
+    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(nibbles32(w->qs), qa),
+                                       _mm256_maddubs_epi16(_mm256_set1_epi8(8), qa));
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+
+static inline __m256 q5_0_block(const block_q5_0 *w, const block_q8_0 *a) {
+    const __m256i qa = load256(a->qs);
+    const __m256i q = _mm256_or_si256(nibbles32(w->qs), bits32_to_0x10(w->qh));
+    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, qa),
+                                       _mm256_maddubs_epi16(_mm256_set1_epi8(16), qa));
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+
+/* Q8_0 weights: signed x signed, via |w| and sign(a, w) */
+static inline __m256 q8_0_block(const block_q8_0 *w, const block_q8_0 *a) {
+    const __m256i qw = load256(w->qs), qa = load256(a->qs);
+    return _mm256_cvtepi32_ps(dot_u8s8_i32(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(qa, qw)));
+}
+
+static inline __m256 q4_1_block(const block_q4_1 *w, const block_q8_1 *a) {
+    return _mm256_cvtepi32_ps(dot_u8s8_i32(nibbles32(w->qs), load256(a->qs)));
+}
+
+static inline __m256 q5_1_block(const block_q5_1 *w, const block_q8_1 *a) {
+    const __m256i q = _mm256_or_si256(nibbles32(w->qs), bits32_to_0x10(w->qh));
+    return _mm256_cvtepi32_ps(dot_u8s8_i32(q, load256(a->qs)));
+}
+
+/* The loop shared by the legacy formats: 4 blocks per iteration with packed
+ * scales and two accumulators, then single blocks. MIN is WITH_MIN for
+ * Q4_1/Q5_1 (adds the m*s terms) or NO_MIN. */
+#define LEGACY_LOOP(WT, AT, BLOCK, MIN)                                                           \
+    const WT *w = vw;                                                                             \
+    const AT *a = va;                                                                             \
+    const int64_t nb = n / 32;                                                                    \
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                                \
+    __m128 accm = _mm_setzero_ps();                                                               \
+    int64_t i = 0;                                                                                \
+    for (; i + 4 <= nb; i += 4) {                                                                 \
+        prefetch_ahead(w + i, 4 * sizeof(WT));                                                    \
+        const __m128 d4 = scales4(w + i, sizeof(WT), a + i, sizeof(AT), 0);                       \
+        if (MIN##_ON) accm = _mm_add_ps(accm, scales4(w + i, sizeof(WT), a + i, sizeof(AT), 2));  \
+        acc0 = _mm256_fmadd_ps(lane8(d4, 0), BLOCK(w + i, a + i), acc0);                          \
+        acc1 = _mm256_fmadd_ps(lane8(d4, 1), BLOCK(w + i + 1, a + i + 1), acc1);                  \
+        acc0 = _mm256_fmadd_ps(lane8(d4, 2), BLOCK(w + i + 2, a + i + 2), acc0);                  \
+        acc1 = _mm256_fmadd_ps(lane8(d4, 3), BLOCK(w + i + 3, a + i + 3), acc1);                  \
+    }                                                                                             \
+    float tail = 0.0f;                                                                            \
+    if (MIN##_ON) {                                                                               \
+        accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));                                       \
+        tail = _mm_cvtss_f32(_mm_add_ss(accm, _mm_movehdup_ps(accm)));                            \
+    }                                                                                             \
+    for (; i < nb; i++) {                                                                         \
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d)), BLOCK(w + i, a + i), acc0); \
+        MIN(i);                                                                                   \
+    }                                                                                             \
+    return hsum_ps(_mm256_add_ps(acc0, acc1)) + tail
+
+#define WITH_MIN(i) tail += h2f(w[i].m) * h2f(a[i].s)
+#define WITH_MIN_ON 1
+#define NO_MIN(i) (void)0
+#define NO_MIN_ON 0
+
+static float dot_q4_0(const void *vw, const void *va, int64_t n) { LEGACY_LOOP(block_q4_0, block_q8_0, q4_0_block, NO_MIN); }
+static float dot_q5_0(const void *vw, const void *va, int64_t n) { LEGACY_LOOP(block_q5_0, block_q8_0, q5_0_block, NO_MIN); }
+static float dot_q8_0(const void *vw, const void *va, int64_t n) { LEGACY_LOOP(block_q8_0, block_q8_0, q8_0_block, NO_MIN); }
+static float dot_q4_1(const void *vw, const void *va, int64_t n) { LEGACY_LOOP(block_q4_1, block_q8_1, q4_1_block, WITH_MIN); }
+static float dot_q5_1(const void *vw, const void *va, int64_t n) { LEGACY_LOOP(block_q5_1, block_q8_1, q5_1_block, WITH_MIN); }
+
+#undef WITH_MIN
+#undef WITH_MIN_ON
+#undef NO_MIN
+#undef NO_MIN_ON
+#undef LEGACY_LOOP
+
+/* ---------------------------------------------------------------------------
+ * K-quants x Q8_K. Per super-block the integer sum stays in 8 int32 lanes:
+ * maddubs gives 16-bit pair sums of 32 values (two 16-value sub-blocks, one
+ * per 128-bit lane, or one 32-value sub-block), madd multiplies them by the
+ * sub-block scales. Min / offset terms come from Q8_K's bsums.
+ * ------------------------------------------------------------------------- */
+
+/* int16 scale vector for a 32-value piece of 16-value sub-blocks: scale k
+ * in the low 128-bit lane, k+1 in the high one. sc16 holds the 16 int8
+ * scales. */
+static inline __m256i scale_pair16(__m128i sc16, int k) {
+    const __m128i pick = _mm_set_epi64x(0x0101010101010101LL * (k + 1), 0x0101010101010101LL * k);
+    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc16, pick));
+}
+
+/* Q4_K / Q5_K 6-bit scales and mins (ggml's get_scale_min_k4, done on
+ * whole words): the 8 scales and the 8 mins, one byte each. */
+static inline void k4_scales_mins(const uint8_t *s12, uint64_t *sc8, uint64_t *mn8) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, s12, 4);
+    memcpy(&u1, s12 + 4, 4);
+    memcpy(&u2, s12 + 8, 4);
+    const uint32_t s_lo = u0 & 0x3F3F3F3F, m_lo = u1 & 0x3F3F3F3F;
+    const uint32_t s_hi = (u2 & 0x0F0F0F0F) | (((u0 >> 6) & 0x03030303) << 4);
+    const uint32_t m_hi = ((u2 >> 4) & 0x0F0F0F0F) | (((u1 >> 6) & 0x03030303) << 4);
+    *sc8 = s_lo | (uint64_t)s_hi << 32;
+    *mn8 = m_lo | (uint64_t)m_hi << 32;
+}
+
+/* Q4_K and Q5_K (qh NULL for Q4_K): one super-block's isum lanes, and the
+ * mins term sum_j mn_j * (bsum_2j + bsum_2j+1) as 8 int32 lanes. Chunk c of
+ * 32 bytes holds sub-block 2c (low nibbles) and 2c+1 (high). */
+static inline __m256i q45_K_block(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
+                                  const block_q8_K *a, __m256i *mins_out) {
+    uint64_t sc8, mn8;
+    k4_scales_mins(scales, &sc8, &mn8);
+    /* bsum lanes 2k, 2k+1 take min k (zero-extended to int16) */
+    const __m256i pick_mn = _mm256_setr_epi8(0, -128, 0, -128, 1, -128, 1, -128, 2, -128, 2, -128, 3, -128, 3, -128,
+                                             4, -128, 4, -128, 5, -128, 5, -128, 6, -128, 6, -128, 7, -128, 7, -128);
+    *mins_out = _mm256_madd_epi16(_mm256_shuffle_epi8(_mm256_set1_epi64x((long long)mn8), pick_mn), load256(a->bsums));
+    const __m256i sc = _mm256_set1_epi64x((long long)sc8);
+
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i hb = qh ? load256(qh) : _mm256_setzero_si256();
+    __m256i sumi = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        const __m256i q = load256(qs + 32 * c);
+        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (qh) {
+            const __m256i one = _mm256_set1_epi8(1);
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 1), one), 4));
+            hb = _mm256_srli_epi16(hb, 2);
+        }
+        /* scale 2c / 2c+1, zero-extended, in all 16 int16 lanes */
+        const __m256i s_lo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x8000 | (2 * c))));
+        const __m256i s_hi = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x8000 | (2 * c + 1))));
+        const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(a->qs + 64 * c)), s_lo);
+        const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(a->qs + 64 * c + 32)), s_hi);
+        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+    }
+    return sumi;
+}
+
+/* d*isum - dmin*mins into acc, d and dmin the adjacent fp16s at blk */
+static inline __m256 k_affine_acc(__m256 acc, const void *blk, float ad, __m256i sumi, __m256i mins) {
+    uint32_t dd;
+    memcpy(&dd, blk, 4);
+    const __m128 f = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(ad));
+    acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(f), _mm256_cvtepi32_ps(sumi), acc);
+    return _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(f)), _mm256_cvtepi32_ps(mins), acc);
+}
+
+static float dot_q4_K(const void *vw, const void *va, int64_t n) {
+    const block_q4_K *w = vw;
+    const block_q8_K *a = va;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        prefetch_ahead(w + i, sizeof *w);
+        __m256i mins;
+        const __m256i sumi = q45_K_block(w[i].scales, w[i].qs, NULL, a + i, &mins);
+        acc = k_affine_acc(acc, &w[i], a[i].d, sumi, mins);
+    }
+    return hsum_ps(acc);
+}
+
+static float dot_q5_K(const void *vw, const void *va, int64_t n) {
+    const block_q5_K *w = vw;
+    const block_q8_K *a = va;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        prefetch_ahead(w + i, sizeof *w);
+        __m256i mins;
+        const __m256i sumi = q45_K_block(w[i].scales, w[i].qs, w[i].qh, a + i, &mins);
+        acc = k_affine_acc(acc, &w[i], a[i].d, sumi, mins);
+    }
+    return hsum_ps(acc);
+}
+
+/* Q6_K: q + 32 in 0..63 (unsigned), the -32 applied as 32 * sum_j sc_j*bsum_j. */
+static float dot_q6_K(const void *vw, const void *va, int64_t n) {
+    const block_q6_K *w = vw;
+    const block_q8_K *a = va;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x30);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        prefetch_ahead(w + i, sizeof *w);
+        const __m128i sc = _mm_loadu_si128((const __m128i *)w[i].scales);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc);
+        __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(a[i].bsums)), 5);
+        sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = w[i].ql + 64 * h;
+            const __m256i l0 = load256(ql), l1 = load256(ql + 32), qh = load256(w[i].qh + 32 * h);
+            const __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m3));
+            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m3));
+            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m3));
+            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m3));
+            const int8_t *qa = a[i].qs + 128 * h;
+            const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(q0, load256(qa)), scale_pair16(sc, 8 * h));
+            const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(q1, load256(qa + 32)), scale_pair16(sc, 8 * h + 2));
+            const __m256i p2 = _mm256_madd_epi16(_mm256_maddubs_epi16(q2, load256(qa + 64)), scale_pair16(sc, 8 * h + 4));
+            const __m256i p3 = _mm256_madd_epi16(_mm256_maddubs_epi16(q3, load256(qa + 96)), scale_pair16(sc, 8 * h + 6));
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_add_epi32(p0, p1), _mm256_add_epi32(p2, p3)));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * a[i].d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return hsum_ps(acc);
+}
+
+/* Q2_K: 2-bit q in 0..3, scale | min nibbles per 16 values. */
+static float dot_q2_K(const void *vw, const void *va, int64_t n) {
+    const block_q2_K *w = vw;
+    const block_q8_K *a = va;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m128i sb = _mm_loadu_si128((const __m128i *)w[i].scales);
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0x0F)));
+        const __m256i mprod = _mm256_madd_epi16(mins, load256(a[i].bsums));
+        prefetch_ahead(w + i, sizeof *w);
+        const __m128i sc = _mm_and_si128(sb, _mm_set1_epi8(0x0F));
+        __m256i sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i q2 = load256(w[i].qs + 32 * h);
+            const int8_t *qa = a[i].qs + 128 * h;
+            for (int s = 0; s < 4; s++) {
+                const __m256i q = _mm256_and_si256(_mm256_srli_epi16(q2, 2 * s), m3);
+                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, load256(qa + 32 * s)),
+                                                    scale_pair16(sc, 8 * h + 2 * s));
+                sumi = _mm256_add_epi32(sumi, p);
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * h2f(w[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * h2f(w[i].dmin)), _mm256_cvtepi32_ps(mprod), accm);
+    }
+    return hsum_ps(_mm256_sub_ps(acc, accm));
+}
+
+/* Q3_K's 16 signed 6-bit scales (ggml's unpacking). */
+static inline __m128i q3_K_scales(const uint8_t *s12) {
+    uint32_t a[3], u[4];
+    memcpy(&a[0], s12, 4);
+    memcpy(&a[1], s12 + 4, 4);
+    memcpy(&a[2], s12 + 8, 4);
+    u[0] = (a[0] & 0x0F0F0F0F) | ((a[2] & 0x03030303) << 4);
+    u[1] = (a[1] & 0x0F0F0F0F) | (((a[2] >> 2) & 0x03030303) << 4);
+    u[2] = ((a[0] >> 4) & 0x0F0F0F0F) | (((a[2] >> 4) & 0x03030303) << 4);
+    u[3] = ((a[1] >> 4) & 0x0F0F0F0F) | (((a[2] >> 6) & 0x03030303) << 4);
+    return _mm_sub_epi8(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]), _mm_set1_epi8(32));
+}
+
+/* Q3_K: q + 4 = low 2 bits | hmask bit << 2, in 0..7; the -4 applied as
+ * 4 * sum_j sc_j*bsum_j. */
+static float dot_q3_K(const void *vw, const void *va, int64_t n) {
+    const block_q3_K *w = vw;
+    const block_q8_K *a = va;
+    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        prefetch_ahead(w + i, sizeof *w);
+        const __m128i sc = q3_K_scales(w[i].scales);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc);
+        __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(a[i].bsums)), 2);
+        sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
+        __m256i hm = load256(w[i].hmask);
+        for (int h = 0; h < 2; h++) {
+            const __m256i q2 = load256(w[i].qs + 32 * h);
+            const int8_t *qa = a[i].qs + 128 * h;
+            for (int s = 0; s < 4; s++) {
+                const __m256i hb = _mm256_slli_epi16(_mm256_and_si256(hm, one), 2);
+                hm = _mm256_srli_epi16(hm, 1);
+                const __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q2, 2 * s), m3), hb);
+                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, load256(qa + 32 * s)),
+                                                    scale_pair16(sc, 8 * h + 2 * s));
+                sumi = _mm256_add_epi32(sumi, p);
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * a[i].d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return hsum_ps(acc);
+}
+
+/* ---------------------------------------------------------------------------
+ * Float weights x F32 activations: 32 values per iteration in four
+ * accumulators, then 8 at a time, then a scalar tail.
+ * ------------------------------------------------------------------------- */
+
+static inline __m256 load_f16x8(const fp16_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+static inline __m256 load_bf16x8(const bf16_t *p) {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+#define FLOAT_DOT(name, wtype, load8, scalar)                                                   \
+    static float name(const void *vw, const void *va, int64_t n) {                              \
+        const wtype *w = vw;                                                                    \
+        const float *x = va;                                                                    \
+        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();                              \
+        __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();                              \
+        int64_t i = 0;                                                                          \
+        for (; i + 32 <= n; i += 32) {                                                          \
+            prefetch_ahead(w + i, 32 * sizeof(wtype));                                          \
+            s0 = _mm256_fmadd_ps(load8(w + i), _mm256_loadu_ps(x + i), s0);                     \
+            s1 = _mm256_fmadd_ps(load8(w + i + 8), _mm256_loadu_ps(x + i + 8), s1);             \
+            s2 = _mm256_fmadd_ps(load8(w + i + 16), _mm256_loadu_ps(x + i + 16), s2);           \
+            s3 = _mm256_fmadd_ps(load8(w + i + 24), _mm256_loadu_ps(x + i + 24), s3);           \
+        }                                                                                       \
+        for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(load8(w + i), _mm256_loadu_ps(x + i), s0); \
+        float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));       \
+        for (; i < n; i++) sum += scalar(w[i]) * x[i];                                          \
+        return sum;                                                                             \
+    }
+
+#define F32_ID(v) (v)
+FLOAT_DOT(dot_f32, float, _mm256_loadu_ps, F32_ID)
+FLOAT_DOT(dot_f16, fp16_t, load_f16x8, h2f)
+FLOAT_DOT(dot_bf16, bf16_t, load_bf16x8, bf16_to_fp32)
+#undef F32_ID
+#undef FLOAT_DOT
+
+/* ---------------------------------------------------------------------------
+ * Table
+ * ------------------------------------------------------------------------- */
+
+void kernels_fill_avx2(kernel_entry table[], int n_types) {
+    const struct {
+        uint32_t type;
+        kernel_entry e;
+    } rows[] = {
+        {QT_F32, {QT_F32, NULL, dot_f32, NULL}},
+        {QT_F16, {QT_F32, NULL, dot_f16, NULL}},
+        {QT_BF16, {QT_F32, NULL, dot_bf16, NULL}},
+        {QT_Q4_0, {QT_Q8_0, act_quantize_q8_0, dot_q4_0, NULL}},
+        {QT_Q5_0, {QT_Q8_0, act_quantize_q8_0, dot_q5_0, NULL}},
+        {QT_Q8_0, {QT_Q8_0, act_quantize_q8_0, dot_q8_0, NULL}},
+        {QT_Q4_1, {QT_Q8_1, act_quantize_q8_1, dot_q4_1, NULL}},
+        {QT_Q5_1, {QT_Q8_1, act_quantize_q8_1, dot_q5_1, NULL}},
+        {QT_Q2_K, {QT_Q8_K, act_quantize_q8_K, dot_q2_K, NULL}},
+        {QT_Q3_K, {QT_Q8_K, act_quantize_q8_K, dot_q3_K, NULL}},
+        {QT_Q4_K, {QT_Q8_K, act_quantize_q8_K, dot_q4_K, NULL}},
+        {QT_Q5_K, {QT_Q8_K, act_quantize_q8_K, dot_q5_K, NULL}},
+        {QT_Q6_K, {QT_Q8_K, act_quantize_q8_K, dot_q6_K, NULL}},
+    };
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
+        if ((int)rows[r].type < n_types) table[rows[r].type] = rows[r].e;
+}
+
+#else /* x86-64 built without -mavx2 -mfma -mf16c: every type uses the scalar kernel */
+
+void kernels_fill_avx2(kernel_entry table[], int n_types) {
+    (void)table;
+    (void)n_types;
+}
+
+#endif
+
+#else /* not x86-64: nothing here */
+
+typedef int kernels_avx2_unused;
+
+#endif

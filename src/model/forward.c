@@ -156,7 +156,13 @@ static void mm_work(void *ctx, int ith, int nth) {
             int t1 = t0 + MM_TOKEN_TILE < j->T ? t0 + MM_TOKEN_TILE : j->T;
             for (int r = r0; r < r1; r++) {
                 const void *row = j->w + (size_t)r * j->row_bytes;
-                for (int t = t0; t < t1; t++)
+                int t = t0;
+                if (j->k->dot4)
+                    for (float o[4]; t + 4 <= t1; t += 4) {
+                        j->k->dot4(row, j->act + (size_t)t * j->act_row_bytes, j->act_row_bytes, j->n_in, o);
+                        for (int i = 0; i < 4; i++) j->y[(size_t)(t + i) * j->n_out + r] = o[i];
+                    }
+                for (; t < t1; t++)
                     j->y[(size_t)t * j->n_out + r] = j->k->dot(row, j->act + (size_t)t * j->act_row_bytes, j->n_in);
             }
         }

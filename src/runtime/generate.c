@@ -34,6 +34,7 @@ struct generation {
     bool need_decode;       /* last sampled token not yet fed to the model */
     int32_t last;
     int n_generated;
+    atomic_int n_published; /* n_generated, readable from any thread */
     int32_t *out_ids;       /* [max_tokens] generated ids */
     gen_stop stop;
     bool flushed;
@@ -74,6 +75,7 @@ err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int 
     g->n_prompt = n_prompt;
     g->last = -1;
     atomic_init(&g->cancel, false);
+    atomic_init(&g->n_published, 0);
     g->prompt = malloc(sizeof(int32_t) * (size_t)n_prompt);
     g->logits = malloc(sizeof(float) * (size_t)n_vocab);
     int max_out = p->max_tokens < s->n_ctx ? p->max_tokens : s->n_ctx;
@@ -109,6 +111,8 @@ const err_t *gen_error(const generation *g) { return &g->err; }
 gen_stats gen_get_stats(const generation *g) { return g->stats; }
 int32_t gen_last_token(const generation *g) { return g->last; }
 int gen_piece_size(const generation *g) { return g->piece_size; }
+
+int gen_token_count(generation *g) { return atomic_load_explicit(&g->n_published, memory_order_acquire); }
 
 const int32_t *gen_tokens(const generation *g, int *n) {
     *n = g->n_generated;
@@ -211,6 +215,7 @@ const char *gen_next(generation *g) {
         sampler_accept(g->smp, tok);
         g->last = tok;
         g->out_ids[g->n_generated++] = tok;
+        atomic_store_explicit(&g->n_published, g->n_generated, memory_order_release);
         g->stats.decode_tokens = g->n_generated;
         g->need_decode = true;
         if (g->n_generated >= g->p.max_tokens) g->stop = GEN_STOP_MAX_TOKENS;

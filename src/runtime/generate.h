@@ -58,6 +58,8 @@ const char *gen_next(generation *g);
 int gen_piece_size(const generation *g);
 /* The token the last piece came from (-1 before the first). */
 int32_t gen_last_token(const generation *g);
+/* Tokens generated so far; safe from any thread. */
+int gen_token_count(generation *g);
 /* Every token generated so far (tokens without text included); *n gets the count. */
 const int32_t *gen_tokens(const generation *g, int *n);
 gen_stop gen_stop_reason(const generation *g);
