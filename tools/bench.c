@@ -83,7 +83,8 @@ static int run_roofline(int n_threads, int json) {
     double gbps = measure_bandwidth(n_threads);
     if (gbps <= 0) return fail("the bandwidth probe could not run (out of memory?)");
     if (json) printf("{\"read_bandwidth_gbps\": %.2f, \"threads\": %d}\n", gbps, n_threads);
-    else printf("read bandwidth: %.2f GB/s (%d threads, 1 GiB streamed, best of 5)\n", gbps, n_threads);
+    else if (n_threads) printf("read bandwidth: %.2f GB/s (%d threads, 1 GiB streamed, best of 5)\n", gbps, n_threads);
+    else printf("read bandwidth: %.2f GB/s (default threads, 1 GiB streamed, best of 5)\n", gbps);
     return 0;
 }
 
