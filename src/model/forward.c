@@ -10,8 +10,8 @@
  * Every matrix product goes through mat_mul(), which dispatches on the
  * weight's own type (a GGUF file mixes types per tensor): the activation rows
  * are converted once to the format the type's integer kernel consumes (Q8_0 /
- * Q8_K as ggml does), then the output rows are handed out in chunks to the
- * model's threads; each chunk is walked in tiles of tokens, so a weight row
+ * Q8_K as ggml does), then each of the model's threads takes a contiguous
+ * slice of the output rows and walks it in tiles of tokens, so a weight row
  * is read from memory once per tile, not once per token. Attention runs its
  * (token, head) pairs across the threads. MoE tokens are grouped by expert so
  * that each chosen expert's weights are read once per batch.
@@ -28,7 +28,7 @@
 #include "core/kernels.h"
 #include "core/quant.h"
 
-#define MM_ROW_CHUNK 16   /* output rows per work item */
+#define MM_ROW_CHUNK 16   /* output rows walked together over a tile of tokens */
 #define MM_TOKEN_TILE 32  /* tokens per pass over a chunk of weight rows */
 
 struct fwd_state {
@@ -141,17 +141,16 @@ typedef struct {
     size_t act_row_bytes;
     int T;
     float *y;             /* (T, n_out) */
-    atomic_int next_row;
 } mm_job;
 
+/* Each thread streams its own contiguous slice of the rows: interleaving
+ * small chunks between threads measured 15% slower decode (the hardware
+ * prefetcher follows one long stream per core better than many short ones). */
 static void mm_work(void *ctx, int ith, int nth) {
     mm_job *j = ctx;
-    (void)ith;
-    (void)nth;
-    for (;;) {
-        int r0 = atomic_fetch_add_explicit(&j->next_row, MM_ROW_CHUNK, memory_order_relaxed);
-        if (r0 >= j->n_out) break;
-        int r1 = r0 + MM_ROW_CHUNK < j->n_out ? r0 + MM_ROW_CHUNK : (int)j->n_out;
+    const int lo = (int)(j->n_out * ith / nth), hi = (int)(j->n_out * (ith + 1) / nth);
+    for (int r0 = lo; r0 < hi; r0 += MM_ROW_CHUNK) {
+        int r1 = r0 + MM_ROW_CHUNK < hi ? r0 + MM_ROW_CHUNK : hi;
         for (int t0 = 0; t0 < j->T; t0 += MM_TOKEN_TILE) {
             int t1 = t0 + MM_TOKEN_TILE < j->T ? t0 + MM_TOKEN_TILE : j->T;
             for (int r = r0; r < r1; r++) {
@@ -178,7 +177,6 @@ static err_code mat_mul(fwd_state *st, const model_mat *w, int e, const float *x
         .w = (const uint8_t *)w->data + (size_t)e * (size_t)w->n_out * w->row_bytes,
         .row_bytes = w->row_bytes, .n_in = w->n_in, .n_out = w->n_out, .T = T, .y = y,
     };
-    atomic_init(&j.next_row, 0);
     if (k->act_type == QT_F32) {
         j.act = (const uint8_t *)x;
         j.act_row_bytes = sizeof(float) * (size_t)w->n_in;
