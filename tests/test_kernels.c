@@ -12,7 +12,10 @@
  *      (quant.c's dequantizers, summed in double) to 1e-5 of sum_i |w_i a_i|:
  *      this ties the fast reference to the format specification;
  *   3. every other path quantizes activations to the same bytes as scalar and
- *      its dots agree with scalar to 1e-5 of sum_i |w_i a_i|.
+ *      its dots agree with scalar to 1e-5 of sum_i |w_i a_i|;
+ *   4. where a path has dot4, its 4 outputs equal that path's dot on each of
+ *      the 4 activation rows to 1e-6 of sum_i |w_i a_i| (rows contiguous and
+ *      at a larger stride).
  *
  * Paths with an int8-dot variant (AVX-512 VNNI, ARM dotprod) are also tested
  * with the variant switched off, by filling a table directly. The test fails
@@ -288,6 +291,67 @@ static int collect_paths(tested_path *out) {
  * ------------------------------------------------------------------------- */
 
 static double worst_rel[QT_COUNT]; /* largest |path - scalar| / sum|w a| seen, any path */
+static double worst_rel4[QT_COUNT]; /* largest |dot4 - dot| / sum|w a| seen, any path */
+static long n_dot4_checks[QT_COUNT], n_dot4_exact[QT_COUNT];
+
+#define DOT4_REL_TOL 1e-6
+
+/* Layer 4: dot4 on 4 activation rows (a0 and three more of the same mode)
+ * equals dot on each row, on every path that has one, with the rows
+ * contiguous and at a larger stride (the buffer ends right after the last
+ * row, so ASan sees any read past it). */
+static void check_dot4(uint32_t type, const void *w, const float *wd, const void *a0, int64_t n, int mode,
+                       const tested_path *paths, int n_paths, uint64_t *s) {
+    const kernel_entry *sc = &paths[0].table[type];
+    const uint32_t at = sc->act_type;
+    const int ablk = at == QT_Q8_K ? QK_K : at == QT_F32 ? 1 : QK8_0;
+    const size_t abytes = kernel_act_row_bytes(at, n);
+    float *x = malloc((size_t)n * sizeof(float)), *ad = malloc((size_t)n * sizeof(float));
+    void *rows = malloc(4 * abytes);
+    double mag[4];
+    memcpy(rows, a0, abytes);
+    for (int r = 1; r < 4; r++) {
+        make_x(x, n, mode, ablk == 1 ? 32 : ablk, s);
+        void *ar = (uint8_t *)rows + r * abytes;
+        if (at == QT_F32) memcpy(ar, x, abytes);
+        else sc->quantize(x, ar, n);
+    }
+    for (int r = 0; r < 4; r++) {
+        act_dequantize(at, (const uint8_t *)rows + r * abytes, ad, n);
+        mag[r] = 0.0;
+        for (int64_t i = 0; i < n; i++) mag[r] += fabs((double)wd[i] * ad[i]);
+    }
+    /* 36: keeps the 4-byte alignment of Q8_K's d and of F32, breaks any larger one */
+    const size_t strides[2] = {abytes, abytes + 36};
+    for (int k = 0; k < 2; k++) {
+        const size_t stride = strides[k];
+        uint8_t *buf = malloc(3 * stride + abytes);
+        memset(buf, 0xA5, 3 * stride + abytes);
+        for (int r = 0; r < 4; r++) memcpy(buf + r * stride, (const uint8_t *)rows + r * abytes, abytes);
+        for (int p = 0; p < n_paths; p++) {
+            const kernel_entry *e = &paths[p].table[type];
+            if (!e->dot4) continue;
+            float out[4] = {-1.0f, -1.0f, -1.0f, -1.0f};
+            e->dot4(w, buf, stride, n, out);
+            for (int r = 0; r < 4; r++) {
+                const float d = e->dot(w, buf + r * stride, n);
+                const double diff = fabs((double)out[r] - d);
+                const double rel = diff / (mag[r] > 0.0 ? mag[r] : 1.0);
+                if (rel > worst_rel4[type]) worst_rel4[type] = rel;
+                n_dot4_checks[type]++;
+                n_dot4_exact[type] += out[r] == d;
+                T_CHECKF(diff <= DOT4_REL_TOL * mag[r] + 1e-30,
+                         "%s %s n=%lld mode %d stride %zu row %d: dot4 %.9g vs dot %.9g (sum|wa| %.3g)",
+                         paths[p].name, quant_traits_of(type)->name, (long long)n, mode, stride, r,
+                         out[r], d, mag[r]);
+            }
+        }
+        free(buf);
+    }
+    free(x);
+    free(ad);
+    free(rows);
+}
 
 static void check_type(uint32_t type, int64_t n, const tested_path *paths, int n_paths,
                        uint64_t *s) {
@@ -356,6 +420,9 @@ static void check_type(uint32_t type, int64_t n, const tested_path *paths, int n
                          paths[p].name, quant_traits_of(type)->name, (long long)n, mode, wsrc, pd,
                          got, mag);
             }
+
+            /* layer 4 (wd still holds w dequantized) */
+            check_dot4(type, w, wd, a, n, mode, paths, n_paths, s);
         }
     }
     free(x);
@@ -433,6 +500,12 @@ int main(void) {
     printf("max |path - scalar| / sum|w a|:");
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
         printf(" %s %.1e", quant_traits_of(types[t])->name, worst_rel[types[t]]);
+    printf("\n");
+    printf("dot4 (paths with one) max |dot4 - dot| / sum|w a|, exact/checked:");
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        if (n_dot4_checks[types[t]])
+            printf(" %s %.1e %ld/%ld", quant_traits_of(types[t])->name, worst_rel4[types[t]],
+                   n_dot4_exact[types[t]], n_dot4_checks[types[t]]);
     printf("\n");
     T_DONE();
 }

@@ -224,83 +224,116 @@ static void act_quantize_q8_K(const float *x, void *dst, int64_t n) {
  * by dw*da.
  * ------------------------------------------------------------------------- */
 
-/* sum (q - 8)*a for a Q4_0 block: maddubs of the unsigned nibbles, minus 8*sum a */
-static inline __m256 q4_0_block(const block_q4_0 *w, const block_q8_0 *a) {
-    const __m256i qa = load256(a->qs);
-    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(nibbles32(w->qs), qa),
-                                       _mm256_maddubs_epi16(_mm256_set1_epi8(8), qa));
-    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+/* Every kernel with a dot4 is written once for NA activation rows (NA = 1
+ * for dot, 4 for dot4, a constant after inlining): the weight blocks are
+ * unpacked once and used against each row, with exactly the arithmetic of
+ * dot on that row alone, so dot4's outputs equal dot's bit for bit. */
+#define UNROLL _Pragma("GCC unroll 4")
+#define ACT_ROWS(AT, a, va, stride, NA)                                                           \
+    const AT *a[4];                                                                               \
+    UNROLL for (int t = 0; t < NA; t++) a[t] = (const AT *)((const uint8_t *)(va) + (size_t)t * (stride))
+
+/* One weight block unpacked: q the bytes (|w| for Q8_0), s the signs (Q8_0). */
+typedef struct {
+    __m256i q, s;
+} wblock;
+
+static inline wblock q4_0_w(const block_q4_0 *w) { return (wblock){nibbles32(w->qs), _mm256_setzero_si256()}; }
+static inline wblock q5_0_w(const block_q5_0 *w) {
+    return (wblock){_mm256_or_si256(nibbles32(w->qs), bits32_to_0x10(w->qh)), _mm256_setzero_si256()};
+}
+static inline wblock q8_0_w(const block_q8_0 *w) {
+    const __m256i qw = load256(w->qs);
+    return (wblock){_mm256_sign_epi8(qw, qw), qw};
+}
+static inline wblock q4_1_w(const block_q4_1 *w) { return (wblock){nibbles32(w->qs), _mm256_setzero_si256()}; }
+static inline wblock q5_1_w(const block_q5_1 *w) {
+    return (wblock){_mm256_or_si256(nibbles32(w->qs), bits32_to_0x10(w->qh)), _mm256_setzero_si256()};
 }
 
-static inline __m256 q5_0_block(const block_q5_0 *w, const block_q8_0 *a) {
-    const __m256i qa = load256(a->qs);
-    const __m256i q = _mm256_or_si256(nibbles32(w->qs), bits32_to_0x10(w->qh));
-    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, qa),
-                                       _mm256_maddubs_epi16(_mm256_set1_epi8(16), qa));
+/* sum (q - o)*a: maddubs of the unsigned q, minus o*sum a */
+static inline __m256 offset_block(__m256i q, __m256i qa, char o) {
+    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, qa), _mm256_maddubs_epi16(_mm256_set1_epi8(o), qa));
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
 }
-
+static inline __m256 q4_0_a(wblock w, __m256i qa) { return offset_block(w.q, qa, 8); }
+static inline __m256 q5_0_a(wblock w, __m256i qa) { return offset_block(w.q, qa, 16); }
 /* Q8_0 weights: signed x signed, via |w| and sign(a, w) */
-static inline __m256 q8_0_block(const block_q8_0 *w, const block_q8_0 *a) {
-    const __m256i qw = load256(w->qs), qa = load256(a->qs);
-    return _mm256_cvtepi32_ps(dot_u8s8_i32(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(qa, qw)));
-}
+static inline __m256 q8_0_a(wblock w, __m256i qa) { return _mm256_cvtepi32_ps(dot_u8s8_i32(w.q, _mm256_sign_epi8(qa, w.s))); }
+static inline __m256 q4_1_a(wblock w, __m256i qa) { return _mm256_cvtepi32_ps(dot_u8s8_i32(w.q, qa)); }
+#define q5_1_a q4_1_a
 
-static inline __m256 q4_1_block(const block_q4_1 *w, const block_q8_1 *a) {
-    return _mm256_cvtepi32_ps(dot_u8s8_i32(nibbles32(w->qs), load256(a->qs)));
-}
-
-static inline __m256 q5_1_block(const block_q5_1 *w, const block_q8_1 *a) {
-    const __m256i q = _mm256_or_si256(nibbles32(w->qs), bits32_to_0x10(w->qh));
-    return _mm256_cvtepi32_ps(dot_u8s8_i32(q, load256(a->qs)));
-}
+#define LEGACY_STEP(BLK, k, acc)                                                                  \
+    do {                                                                                          \
+        const wblock wb = BLK##_w(w + i + k);                                                     \
+        UNROLL for (int t = 0; t < NA; t++)                                                       \
+            acc[t] = _mm256_fmadd_ps(lane8(d4[t], k), BLK##_a(wb, load256(a[t][i + k].qs)), acc[t]); \
+    } while (0)
 
 /* The loop shared by the legacy formats: 4 blocks per iteration with packed
  * scales and two accumulators, then single blocks. MIN is WITH_MIN for
  * Q4_1/Q5_1 (adds the m*s terms) or NO_MIN. */
-#define LEGACY_LOOP(WT, AT, BLOCK, MIN)                                                           \
+#define LEGACY_LOOP(WT, AT, BLK, MIN)                                                             \
     const WT *w = vw;                                                                             \
-    const AT *a = va;                                                                             \
+    ACT_ROWS(AT, a, va, stride, NA);                                                              \
     const int64_t nb = n / 32;                                                                    \
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                                \
-    __m128 accm = _mm_setzero_ps();                                                               \
+    __m256 acc0[4], acc1[4];                                                                      \
+    __m128 accm[4];                                                                               \
+    UNROLL for (int t = 0; t < NA; t++) {                                                         \
+        acc0[t] = acc1[t] = _mm256_setzero_ps();                                                  \
+        accm[t] = _mm_setzero_ps();                                                               \
+    }                                                                                             \
     int64_t i = 0;                                                                                \
     for (; i + 4 <= nb; i += 4) {                                                                 \
         prefetch_ahead(w + i, 4 * sizeof(WT));                                                    \
-        const __m128 d4 = scales4(w + i, sizeof(WT), a + i, sizeof(AT), 0);                       \
-        if (MIN##_ON) accm = _mm_add_ps(accm, scales4(w + i, sizeof(WT), a + i, sizeof(AT), 2));  \
-        acc0 = _mm256_fmadd_ps(lane8(d4, 0), BLOCK(w + i, a + i), acc0);                          \
-        acc1 = _mm256_fmadd_ps(lane8(d4, 1), BLOCK(w + i + 1, a + i + 1), acc1);                  \
-        acc0 = _mm256_fmadd_ps(lane8(d4, 2), BLOCK(w + i + 2, a + i + 2), acc0);                  \
-        acc1 = _mm256_fmadd_ps(lane8(d4, 3), BLOCK(w + i + 3, a + i + 3), acc1);                  \
+        __m128 d4[4];                                                                             \
+        UNROLL for (int t = 0; t < NA; t++) {                                                     \
+            d4[t] = scales4(w + i, sizeof(WT), a[t] + i, sizeof(AT), 0);                          \
+            if (MIN##_ON) accm[t] = _mm_add_ps(accm[t], scales4(w + i, sizeof(WT), a[t] + i, sizeof(AT), 2)); \
+        }                                                                                         \
+        LEGACY_STEP(BLK, 0, acc0);                                                                \
+        LEGACY_STEP(BLK, 1, acc1);                                                                \
+        LEGACY_STEP(BLK, 2, acc0);                                                                \
+        LEGACY_STEP(BLK, 3, acc1);                                                                \
     }                                                                                             \
-    float tail = 0.0f;                                                                            \
-    if (MIN##_ON) {                                                                               \
-        accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));                                       \
-        tail = _mm_cvtss_f32(_mm_add_ss(accm, _mm_movehdup_ps(accm)));                            \
+    float tail[4];                                                                                \
+    UNROLL for (int t = 0; t < NA; t++) {                                                         \
+        tail[t] = 0.0f;                                                                           \
+        if (MIN##_ON) {                                                                           \
+            const __m128 m = _mm_add_ps(accm[t], _mm_movehl_ps(accm[t], accm[t]));                \
+            tail[t] = _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)));                           \
+        }                                                                                         \
     }                                                                                             \
     for (; i < nb; i++) {                                                                         \
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d)), BLOCK(w + i, a + i), acc0); \
-        MIN(i);                                                                                   \
+        const wblock wb = BLK##_w(w + i);                                                         \
+        UNROLL for (int t = 0; t < NA; t++) {                                                     \
+            acc0[t] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(a[t][i].d)), BLK##_a(wb, load256(a[t][i].qs)), acc0[t]); \
+            MIN(i);                                                                               \
+        }                                                                                         \
     }                                                                                             \
-    return hsum_ps(_mm256_add_ps(acc0, acc1)) + tail
+    UNROLL for (int t = 0; t < NA; t++) out[t] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t])) + tail[t]
 
-#define WITH_MIN(i) tail += h2f(w[i].m) * h2f(a[i].s)
+#define WITH_MIN(i) tail[t] += h2f(w[i].m) * h2f(a[t][i].s)
 #define WITH_MIN_ON 1
 #define NO_MIN(i) (void)0
 #define NO_MIN_ON 0
 
-static float dot_q4_0(const void *vw, const void *va, int64_t n) { LEGACY_LOOP(block_q4_0, block_q8_0, q4_0_block, NO_MIN); }
-static float dot_q5_0(const void *vw, const void *va, int64_t n) { LEGACY_LOOP(block_q5_0, block_q8_0, q5_0_block, NO_MIN); }
-static float dot_q8_0(const void *vw, const void *va, int64_t n) { LEGACY_LOOP(block_q8_0, block_q8_0, q8_0_block, NO_MIN); }
-static float dot_q4_1(const void *vw, const void *va, int64_t n) { LEGACY_LOOP(block_q4_1, block_q8_1, q4_1_block, WITH_MIN); }
-static float dot_q5_1(const void *vw, const void *va, int64_t n) { LEGACY_LOOP(block_q5_1, block_q8_1, q5_1_block, WITH_MIN); }
+#define KERNEL_ARGS const void *vw, const void *va, size_t stride, int64_t n, float *out, const int NA
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE void dot_q4_0_n(KERNEL_ARGS) { LEGACY_LOOP(block_q4_0, block_q8_0, q4_0, NO_MIN); }
+INLINE void dot_q5_0_n(KERNEL_ARGS) { LEGACY_LOOP(block_q5_0, block_q8_0, q5_0, NO_MIN); }
+INLINE void dot_q8_0_n(KERNEL_ARGS) { LEGACY_LOOP(block_q8_0, block_q8_0, q8_0, NO_MIN); }
+INLINE void dot_q4_1_n(KERNEL_ARGS) { LEGACY_LOOP(block_q4_1, block_q8_1, q4_1, WITH_MIN); }
+INLINE void dot_q5_1_n(KERNEL_ARGS) { LEGACY_LOOP(block_q5_1, block_q8_1, q5_1, WITH_MIN); }
 
 #undef WITH_MIN
 #undef WITH_MIN_ON
 #undef NO_MIN
 #undef NO_MIN_ON
 #undef LEGACY_LOOP
+#undef LEGACY_STEP
+#undef q5_1_a
 
 /* ---------------------------------------------------------------------------
  * K-quants x Q8_K. Per super-block the integer sum stays in 8 int32 lanes:
@@ -331,106 +364,105 @@ static inline void k4_scales_mins(const uint8_t *s12, uint64_t *sc8, uint64_t *m
     *mn8 = m_lo | (uint64_t)m_hi << 32;
 }
 
-/* Q4_K and Q5_K (qh NULL for Q4_K): one super-block's isum lanes, and the
- * mins term sum_j mn_j * (bsum_2j + bsum_2j+1) as 8 int32 lanes. Chunk c of
- * 32 bytes holds sub-block 2c (low nibbles) and 2c+1 (high). */
-static inline __m256i q45_K_block(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
-                                  const block_q8_K *a, __m256i *mins_out) {
-    uint64_t sc8, mn8;
-    k4_scales_mins(scales, &sc8, &mn8);
+/* Q4_K and Q5_K (q5: the qh bits). Chunk c of 32 bytes holds sub-block 2c
+ * (low nibbles) and 2c+1 (high), unpacked once per super-block; per row the
+ * isum lanes and the mins term sum_j mn_j * (bsum_2j + bsum_2j+1) as 8 int32
+ * lanes, then d*isum - dmin*mins (d and dmin the adjacent fp16s at blk). */
+INLINE void dot_q45_K_n(const void *vw, const void *va, size_t stride, int64_t n, float *out, const bool q5, const int NA) {
+    ACT_ROWS(block_q8_K, a, va, stride, NA);
+    const size_t bsize = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
     /* bsum lanes 2k, 2k+1 take min k (zero-extended to int16) */
     const __m256i pick_mn = _mm256_setr_epi8(0, -128, 0, -128, 1, -128, 1, -128, 2, -128, 2, -128, 3, -128, 3, -128,
                                              4, -128, 4, -128, 5, -128, 5, -128, 6, -128, 6, -128, 7, -128, 7, -128);
-    *mins_out = _mm256_madd_epi16(_mm256_shuffle_epi8(_mm256_set1_epi64x((long long)mn8), pick_mn), load256(a->bsums));
-    const __m256i sc = _mm256_set1_epi64x((long long)sc8);
-
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256i hb = qh ? load256(qh) : _mm256_setzero_si256();
-    __m256i sumi = _mm256_setzero_si256();
-    for (int c = 0; c < 4; c++) {
-        const __m256i q = load256(qs + 32 * c);
-        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        if (qh) {
-            const __m256i one = _mm256_set1_epi8(1);
-            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
-            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 1), one), 4));
-            hb = _mm256_srli_epi16(hb, 2);
+    __m256 acc[4];
+    UNROLL for (int t = 0; t < NA; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const uint8_t *blk = (const uint8_t *)vw + (size_t)i * bsize;
+        const block_q4_K *b4 = (const block_q4_K *)blk;
+        const block_q5_K *b5 = (const block_q5_K *)blk;
+        const uint8_t *qs = q5 ? b5->qs : b4->qs;
+        prefetch_ahead(blk, bsize);
+        uint64_t sc8, mn8;
+        k4_scales_mins(q5 ? b5->scales : b4->scales, &sc8, &mn8);
+        const __m256i mn16 = _mm256_shuffle_epi8(_mm256_set1_epi64x((long long)mn8), pick_mn);
+        const __m256i sc = _mm256_set1_epi64x((long long)sc8);
+        __m256i hb = q5 ? load256(b5->qh) : _mm256_setzero_si256();
+        __m256i lo[4], hi[4];
+        for (int c = 0; c < 4; c++) {
+            const __m256i q = load256(qs + 32 * c);
+            lo[c] = _mm256_and_si256(q, m4);
+            hi[c] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (q5) {
+                const __m256i one = _mm256_set1_epi8(1);
+                lo[c] = _mm256_or_si256(lo[c], _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
+                hi[c] = _mm256_or_si256(hi[c], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 1), one), 4));
+                hb = _mm256_srli_epi16(hb, 2);
+            }
         }
-        /* scale 2c / 2c+1, zero-extended, in all 16 int16 lanes */
-        const __m256i s_lo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x8000 | (2 * c))));
-        const __m256i s_hi = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x8000 | (2 * c + 1))));
-        const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(a->qs + 64 * c)), s_lo);
-        const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(a->qs + 64 * c + 32)), s_hi);
-        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+        uint32_t dd;
+        memcpy(&dd, blk, 4);
+        const __m128 fw = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dd));
+        UNROLL for (int t = 0; t < NA; t++) {
+            const block_q8_K *at = a[t] + i;
+            const __m256i mins = _mm256_madd_epi16(mn16, load256(at->bsums));
+            __m256i sumi = _mm256_setzero_si256();
+            for (int c = 0; c < 4; c++) {
+                /* scale 2c / 2c+1, zero-extended, in all 16 int16 lanes */
+                const __m256i s_lo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x8000 | (2 * c))));
+                const __m256i s_hi = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x8000 | (2 * c + 1))));
+                const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], load256(at->qs + 64 * c)), s_lo);
+                const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], load256(at->qs + 64 * c + 32)), s_hi);
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+            }
+            const __m128 f = _mm_mul_ps(fw, _mm_set1_ps(at->d));
+            acc[t] = _mm256_fmadd_ps(_mm256_broadcastss_ps(f), _mm256_cvtepi32_ps(sumi), acc[t]);
+            acc[t] = _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(f)), _mm256_cvtepi32_ps(mins), acc[t]);
+        }
     }
-    return sumi;
+    UNROLL for (int t = 0; t < NA; t++) out[t] = hsum_ps(acc[t]);
 }
-
-/* d*isum - dmin*mins into acc, d and dmin the adjacent fp16s at blk */
-static inline __m256 k_affine_acc(__m256 acc, const void *blk, float ad, __m256i sumi, __m256i mins) {
-    uint32_t dd;
-    memcpy(&dd, blk, 4);
-    const __m128 f = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(ad));
-    acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(f), _mm256_cvtepi32_ps(sumi), acc);
-    return _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(f)), _mm256_cvtepi32_ps(mins), acc);
-}
-
-static float dot_q4_K(const void *vw, const void *va, int64_t n) {
-    const block_q4_K *w = vw;
-    const block_q8_K *a = va;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(w + i, sizeof *w);
-        __m256i mins;
-        const __m256i sumi = q45_K_block(w[i].scales, w[i].qs, NULL, a + i, &mins);
-        acc = k_affine_acc(acc, &w[i], a[i].d, sumi, mins);
-    }
-    return hsum_ps(acc);
-}
-
-static float dot_q5_K(const void *vw, const void *va, int64_t n) {
-    const block_q5_K *w = vw;
-    const block_q8_K *a = va;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(w + i, sizeof *w);
-        __m256i mins;
-        const __m256i sumi = q45_K_block(w[i].scales, w[i].qs, w[i].qh, a + i, &mins);
-        acc = k_affine_acc(acc, &w[i], a[i].d, sumi, mins);
-    }
-    return hsum_ps(acc);
-}
+INLINE void dot_q4_K_n(KERNEL_ARGS) { dot_q45_K_n(vw, va, stride, n, out, false, NA); }
+INLINE void dot_q5_K_n(KERNEL_ARGS) { dot_q45_K_n(vw, va, stride, n, out, true, NA); }
 
 /* Q6_K: q + 32 in 0..63 (unsigned), the -32 applied as 32 * sum_j sc_j*bsum_j. */
-static float dot_q6_K(const void *vw, const void *va, int64_t n) {
+INLINE void dot_q6_K_n(KERNEL_ARGS) {
     const block_q6_K *w = vw;
-    const block_q8_K *a = va;
+    ACT_ROWS(block_q8_K, a, va, stride, NA);
     const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x30);
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc[4];
+    UNROLL for (int t = 0; t < NA; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         prefetch_ahead(w + i, sizeof *w);
         const __m128i sc = _mm_loadu_si128((const __m128i *)w[i].scales);
         const __m256i sc16 = _mm256_cvtepi8_epi16(sc);
-        __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(a[i].bsums)), 5);
-        sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
+        __m256i q[8];
         for (int h = 0; h < 2; h++) {
             const uint8_t *ql = w[i].ql + 64 * h;
             const __m256i l0 = load256(ql), l1 = load256(ql + 32), qh = load256(w[i].qh + 32 * h);
-            const __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m3));
-            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m3));
-            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m3));
-            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m3));
-            const int8_t *qa = a[i].qs + 128 * h;
-            const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(q0, load256(qa)), scale_pair16(sc, 8 * h));
-            const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(q1, load256(qa + 32)), scale_pair16(sc, 8 * h + 2));
-            const __m256i p2 = _mm256_madd_epi16(_mm256_maddubs_epi16(q2, load256(qa + 64)), scale_pair16(sc, 8 * h + 4));
-            const __m256i p3 = _mm256_madd_epi16(_mm256_maddubs_epi16(q3, load256(qa + 96)), scale_pair16(sc, 8 * h + 6));
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_add_epi32(p0, p1), _mm256_add_epi32(p2, p3)));
+            q[4 * h] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m3));
+            q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m3));
+            q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m3));
+            q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m3));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * a[i].d), _mm256_cvtepi32_ps(sumi), acc);
+        const float dw = h2f(w[i].d);
+        UNROLL for (int t = 0; t < NA; t++) {
+            const block_q8_K *at = a[t] + i;
+            __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(at->bsums)), 5);
+            sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
+            for (int h = 0; h < 2; h++) {
+                const int8_t *qa = at->qs + 128 * h;
+                const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(q[4 * h], load256(qa)), scale_pair16(sc, 8 * h));
+                const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(q[4 * h + 1], load256(qa + 32)), scale_pair16(sc, 8 * h + 2));
+                const __m256i p2 = _mm256_madd_epi16(_mm256_maddubs_epi16(q[4 * h + 2], load256(qa + 64)), scale_pair16(sc, 8 * h + 4));
+                const __m256i p3 = _mm256_madd_epi16(_mm256_maddubs_epi16(q[4 * h + 3], load256(qa + 96)), scale_pair16(sc, 8 * h + 6));
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_add_epi32(p0, p1), _mm256_add_epi32(p2, p3)));
+            }
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * at->d), _mm256_cvtepi32_ps(sumi), acc[t]);
+        }
     }
-    return hsum_ps(acc);
+    UNROLL for (int t = 0; t < NA; t++) out[t] = hsum_ps(acc[t]);
 }
 
 /* Q2_K: 2-bit q in 0..3, scale | min nibbles per 16 values. */
@@ -521,23 +553,34 @@ static inline __m256 load_bf16x8(const bf16_t *p) {
 }
 
 #define FLOAT_DOT(name, wtype, load8, scalar)                                                   \
-    static float name(const void *vw, const void *va, int64_t n) {                              \
+    INLINE void name##_n(const void *vw, const void *va, size_t stride, int64_t n, float *out, const int NA) { \
         const wtype *w = vw;                                                                    \
-        const float *x = va;                                                                    \
-        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();                              \
-        __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();                              \
+        ACT_ROWS(float, x, va, stride, NA);                                                     \
+        __m256 s0[4], s1[4], s2[4], s3[4];                                                      \
+        UNROLL for (int t = 0; t < NA; t++) s0[t] = s1[t] = s2[t] = s3[t] = _mm256_setzero_ps(); \
         int64_t i = 0;                                                                          \
         for (; i + 32 <= n; i += 32) {                                                          \
             prefetch_ahead(w + i, 32 * sizeof(wtype));                                          \
-            s0 = _mm256_fmadd_ps(load8(w + i), _mm256_loadu_ps(x + i), s0);                     \
-            s1 = _mm256_fmadd_ps(load8(w + i + 8), _mm256_loadu_ps(x + i + 8), s1);             \
-            s2 = _mm256_fmadd_ps(load8(w + i + 16), _mm256_loadu_ps(x + i + 16), s2);           \
-            s3 = _mm256_fmadd_ps(load8(w + i + 24), _mm256_loadu_ps(x + i + 24), s3);           \
+            const __m256 w0 = load8(w + i), w1 = load8(w + i + 8), w2 = load8(w + i + 16), w3 = load8(w + i + 24); \
+            UNROLL for (int t = 0; t < NA; t++) {                                               \
+                s0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[t] + i), s0[t]);                  \
+                s1[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x[t] + i + 8), s1[t]);              \
+                s2[t] = _mm256_fmadd_ps(w2, _mm256_loadu_ps(x[t] + i + 16), s2[t]);             \
+                s3[t] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(x[t] + i + 24), s3[t]);             \
+            }                                                                                   \
         }                                                                                       \
-        for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(load8(w + i), _mm256_loadu_ps(x + i), s0); \
-        float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));       \
-        for (; i < n; i++) sum += scalar(w[i]) * x[i];                                          \
-        return sum;                                                                             \
+        for (; i + 8 <= n; i += 8) {                                                            \
+            const __m256 w0 = load8(w + i);                                                     \
+            UNROLL for (int t = 0; t < NA; t++) s0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[t] + i), s0[t]); \
+        }                                                                                       \
+        float sum[4];                                                                           \
+        UNROLL for (int t = 0; t < NA; t++)                                                     \
+            sum[t] = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0[t], s1[t]), _mm256_add_ps(s2[t], s3[t]))); \
+        for (; i < n; i++) {                                                                    \
+            const float wv = scalar(w[i]);                                                      \
+            UNROLL for (int t = 0; t < NA; t++) sum[t] += wv * x[t][i];                         \
+        }                                                                                       \
+        UNROLL for (int t = 0; t < NA; t++) out[t] = sum[t];                                    \
     }
 
 #define F32_ID(v) (v)
@@ -546,6 +589,28 @@ FLOAT_DOT(dot_f16, fp16_t, load_f16x8, h2f)
 FLOAT_DOT(dot_bf16, bf16_t, load_bf16x8, bf16_to_fp32)
 #undef F32_ID
 #undef FLOAT_DOT
+
+/* dot (one activation row) and dot4 (four) of each kernel written for NA rows */
+#define VARIANTS(name)                                                                            \
+    static float name(const void *w, const void *a, int64_t n) {                                  \
+        float o[1];                                                                               \
+        name##_n(w, a, 0, n, o, 1);                                                               \
+        return o[0];                                                                              \
+    }                                                                                             \
+    static void name##4(const void *w, const void *a, size_t s, int64_t n, float out[4]) { name##_n(w, a, s, n, out, 4); }
+
+VARIANTS(dot_f32)
+VARIANTS(dot_f16)
+VARIANTS(dot_bf16)
+VARIANTS(dot_q4_0)
+VARIANTS(dot_q5_0)
+VARIANTS(dot_q8_0)
+VARIANTS(dot_q4_1)
+VARIANTS(dot_q5_1)
+VARIANTS(dot_q4_K)
+VARIANTS(dot_q5_K)
+VARIANTS(dot_q6_K)
+#undef VARIANTS
 
 /* ---------------------------------------------------------------------------
  * Table
@@ -556,19 +621,19 @@ void kernels_fill_avx2(kernel_entry table[], int n_types) {
         uint32_t type;
         kernel_entry e;
     } rows[] = {
-        {QT_F32, {QT_F32, NULL, dot_f32, NULL}},
-        {QT_F16, {QT_F32, NULL, dot_f16, NULL}},
-        {QT_BF16, {QT_F32, NULL, dot_bf16, NULL}},
-        {QT_Q4_0, {QT_Q8_0, act_quantize_q8_0, dot_q4_0, NULL}},
-        {QT_Q5_0, {QT_Q8_0, act_quantize_q8_0, dot_q5_0, NULL}},
-        {QT_Q8_0, {QT_Q8_0, act_quantize_q8_0, dot_q8_0, NULL}},
-        {QT_Q4_1, {QT_Q8_1, act_quantize_q8_1, dot_q4_1, NULL}},
-        {QT_Q5_1, {QT_Q8_1, act_quantize_q8_1, dot_q5_1, NULL}},
+        {QT_F32, {QT_F32, NULL, dot_f32, dot_f324}},
+        {QT_F16, {QT_F32, NULL, dot_f16, dot_f164}},
+        {QT_BF16, {QT_F32, NULL, dot_bf16, dot_bf164}},
+        {QT_Q4_0, {QT_Q8_0, act_quantize_q8_0, dot_q4_0, dot_q4_04}},
+        {QT_Q5_0, {QT_Q8_0, act_quantize_q8_0, dot_q5_0, dot_q5_04}},
+        {QT_Q8_0, {QT_Q8_0, act_quantize_q8_0, dot_q8_0, dot_q8_04}},
+        {QT_Q4_1, {QT_Q8_1, act_quantize_q8_1, dot_q4_1, dot_q4_14}},
+        {QT_Q5_1, {QT_Q8_1, act_quantize_q8_1, dot_q5_1, dot_q5_14}},
         {QT_Q2_K, {QT_Q8_K, act_quantize_q8_K, dot_q2_K, NULL}},
         {QT_Q3_K, {QT_Q8_K, act_quantize_q8_K, dot_q3_K, NULL}},
-        {QT_Q4_K, {QT_Q8_K, act_quantize_q8_K, dot_q4_K, NULL}},
-        {QT_Q5_K, {QT_Q8_K, act_quantize_q8_K, dot_q5_K, NULL}},
-        {QT_Q6_K, {QT_Q8_K, act_quantize_q8_K, dot_q6_K, NULL}},
+        {QT_Q4_K, {QT_Q8_K, act_quantize_q8_K, dot_q4_K, dot_q4_K4}},
+        {QT_Q5_K, {QT_Q8_K, act_quantize_q8_K, dot_q5_K, dot_q5_K4}},
+        {QT_Q6_K, {QT_Q8_K, act_quantize_q8_K, dot_q6_K, dot_q6_K4}},
     };
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
         if ((int)rows[r].type < n_types) table[rows[r].type] = rows[r].e;

@@ -105,16 +105,6 @@ ALWAYS_INLINE uint64_t fp16x4(const uint8_t *p, size_t stride) {
     return (uint64_t)h[0] | (uint64_t)h[1] << 16 | (uint64_t)h[2] << 32 | (uint64_t)h[3] << 48;
 }
 
-/* dw*da of 8 consecutive blocks: the fp16 at byte offset off of each weight
- * block (size wsize) times the one at the same offset of each activation
- * block (d at 0; the m of Q4_1/Q5_1 and the s of Q8_1 at 2). */
-ALWAYS_INLINE __m256 scales8(const void *w, size_t wsize, const void *a, size_t asize, size_t off) {
-    const uint8_t *pw = (const uint8_t *)w + off, *pa = (const uint8_t *)a + off;
-    const __m128i hw = _mm_set_epi64x((long long)fp16x4(pw + 4 * wsize, wsize), (long long)fp16x4(pw, wsize));
-    const __m128i ha = _mm_set_epi64x((long long)fp16x4(pa + 4 * asize, asize), (long long)fp16x4(pa, asize));
-    return _mm256_mul_ps(_mm256_cvtph_ps(hw), _mm256_cvtph_ps(ha));
-}
-
 /* [d[2k] x 8, d[2k+1] x 8] from 8 scales. */
 ALWAYS_INLINE __m512 scale_pair(__m256 d8, int k) {
     const __m512i idx = _mm512_set_epi32(2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1,
@@ -255,116 +245,201 @@ ALWAYS_INLINE __m512i dot_offset(__m512i u, __m512i a, char o, const bool vnni) 
     return _mm512_madd_epi16(p, _mm512_set1_epi16(1));
 }
 
-/* With VNNI, the high nibbles stay in place and the offset is 8 or 8*16. */
-ALWAYS_INLINE __m512i q4_0_pair(const block_q4_0 *w0, const block_q4_0 *w1, const block_q8_0 *a0,
-                                const block_q8_0 *a1, const bool vnni) {
-    const __m512i qa = load2x256(a0->qs, a1->qs);
+/* Every kernel below is written once for NA activation rows (NA = 1 for dot,
+ * 4 for dot4; a compile-time constant after inlining). The weight blocks are
+ * unpacked once and used against each activation row, whose arithmetic is
+ * exactly that of dot on it alone: dot4's outputs equal dot's bit for bit. */
+#define UNROLL _Pragma("GCC unroll 4")
+
+/* Activation row t of a dot4 call. */
+#define ACT_ROWS(AT, a, va, stride, NA)                                                           \
+    const AT *a[4];                                                                               \
+    UNROLL for (int t = 0; t < NA; t++) a[t] = (const AT *)((const uint8_t *)(va) + (size_t)t * (stride))
+
+/* Eight fp16s at byte offset off of 8 consecutive blocks of size bsize, as floats. */
+ALWAYS_INLINE __m256 fp16x8(const void *b, size_t bsize, size_t off) {
+    const uint8_t *p = (const uint8_t *)b + off;
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)fp16x4(p + 4 * bsize, bsize), (long long)fp16x4(p, bsize)));
+}
+
+/* The same for 8 activation blocks (Q8_0: 34 bytes, Q8_1: 36), whose 8 fp16s
+ * lie in the first 256 bytes: four loads and two word permutes instead of 8
+ * scalar loads and shifts (this runs once per activation row, dot4 would
+ * spend as much here as in the dot products). */
+ALWAYS_INLINE __m256 act_fp16x8(const void *b, size_t bsize, size_t off) {
+    const uint8_t *p = b;
+    const __m512i A = _mm512_loadu_si512((const void *)p), B = _mm512_loadu_si512((const void *)(p + 64));
+    const __m512i C = _mm512_loadu_si512((const void *)(p + 128)), D = _mm512_loadu_si512((const void *)(p + 192));
+    /* word k of the result: word (k*bsize + off)/2 of A:B (k < 4) or C:D (k >= 4) */
+#define W2(k0, k1) (int)((((k1) * bsize + off) / 2 % 64) << 16 | (((k0) * bsize + off) / 2 % 64))
+    const __m512i i1 = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, W2(2, 3), W2(0, 1));
+    const __m512i i2 = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, W2(6, 7), W2(4, 5), 0, 0);
+#undef W2
+    const __m512i r1 = _mm512_permutex2var_epi16(A, i1, B);
+    const __m512i r2 = _mm512_permutex2var_epi16(C, i2, D);
+    return _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_mask_blend_epi16(0xF0, r1, r2)));
+}
+
+/* A pair of weight blocks, unpacked once for every activation row: q the
+ * weight bytes, c a per-pair int32 term, m a byte mask. */
+typedef struct {
+    __m512i q, c;
+    __mmask64 m;
+} wpair;
+
+/* VNNI with signed weights s: sum s*a = sum s*(a + 128) - 128 * sum s, where
+ * a + 128 = a ^ 0x80 is unsigned; c = -128 * sum s depends on the weights
+ * only, so each activation row costs one xor and one vpdpbusd. */
+ALWAYS_INLINE wpair signed_w(__m512i s) {
+    wpair p;
+    p.q = s;
+    p.c = _mm512_sub_epi32(_mm512_setzero_si512(),
+                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), s));
+    p.m = 0;
+    return p;
+}
+ALWAYS_INLINE __m512i signed_w_dot(wpair p, __m512i qa) {
+    return _mm512_dpbusd_epi32(p.c, _mm512_xor_si512(qa, _mm512_set1_epi8((char)0x80)), p.q);
+}
+ALWAYS_INLINE wpair plain_w(__m512i q) {
+    wpair p;
+    p.q = q;
+    p.c = _mm512_setzero_si512();
+    p.m = 0;
+    return p;
+}
+
+/* Q4_0. With VNNI the high nibbles stay in place (16x, bytes 0..240) and
+ * q - 8 is formed as a signed byte: lo - 8, and hi - 128 = 16 * (q - 8). */
+ALWAYS_INLINE wpair q4_0_w(const block_q4_0 *w0, const block_q4_0 *w1, const bool vnni) {
     if (vnni) {
         const long long o1 = 0x0808080808080808LL, o16 = (long long)0x8080808080808080ULL;
         const __m512i off = _mm512_set_epi64(o16, o16, o1, o1, o16, o16, o1, o1);
-        return _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), nibbles16_x2(w0->qs, w1->qs), qa),
-                                _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, qa));
+        return signed_w(_mm512_sub_epi8(nibbles16_x2(w0->qs, w1->qs), off));
     }
-    return dot_offset(nibbles_x2(w0->qs, w1->qs), qa, 8, vnni);
+    return plain_w(nibbles_x2(w0->qs, w1->qs));
+}
+ALWAYS_INLINE __m512i q4_0_a(wpair p, __m512i qa, const bool vnni) {
+    return vnni ? signed_w_dot(p, qa) : dot_offset(p.q, qa, 8, false);
 }
 
-ALWAYS_INLINE __m512i q5_0_pair(const block_q5_0 *w0, const block_q5_0 *w1, const block_q8_0 *a0,
-                                const block_q8_0 *a1, const bool vnni) {
+ALWAYS_INLINE wpair q5_0_w(const block_q5_0 *w0, const block_q5_0 *w1, const bool vnni) {
     const __m512i q = _mm512_or_si512(nibbles_x2(w0->qs, w1->qs), bit5_x2(w0->qh, w1->qh));
-    return dot_offset(q, load2x256(a0->qs, a1->qs), 16, vnni);
+    return vnni ? signed_w(_mm512_sub_epi8(q, _mm512_set1_epi8(16))) : plain_w(q);
+}
+ALWAYS_INLINE __m512i q5_0_a(wpair p, __m512i qa, const bool vnni) {
+    return vnni ? signed_w_dot(p, qa) : dot_offset(p.q, qa, 16, false);
 }
 
-ALWAYS_INLINE __m512i q4_1_pair(const block_q4_1 *w0, const block_q4_1 *w1, const block_q8_1 *a0,
-                                const block_q8_1 *a1, const bool vnni) {
-    if (vnni)
-        return _mm512_dpbusd_epi32(_mm512_setzero_si512(), nibbles16_x2(w0->qs, w1->qs), load2x256(a0->qs, a1->qs));
-    return dpbusd(_mm512_setzero_si512(), nibbles_x2(w0->qs, w1->qs), load2x256(a0->qs, a1->qs), vnni);
+/* Q8_0 weights are signed: with VNNI as above; without, |w| times a with
+ * w's sign (maddubs of 128*127 pairs cannot saturate). */
+ALWAYS_INLINE wpair q8_0_w(const block_q8_0 *w0, const block_q8_0 *w1, const bool vnni) {
+    const __m512i qw = load2x256(w0->qs, w1->qs);
+    if (vnni) return signed_w(qw);
+    wpair p = plain_w(_mm512_abs_epi8(qw));
+    p.m = _mm512_movepi8_mask(qw);
+    return p;
+}
+ALWAYS_INLINE __m512i q8_0_a(wpair p, __m512i qa, const bool vnni) {
+    if (vnni) return signed_w_dot(p, qa);
+    const __m512i sa = _mm512_mask_sub_epi8(qa, p.m, _mm512_setzero_si512(), qa);
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(p.q, sa), _mm512_set1_epi16(1));
 }
 
-ALWAYS_INLINE __m512i q5_1_pair(const block_q5_1 *w0, const block_q5_1 *w1, const block_q8_1 *a0,
-                                const block_q8_1 *a1, const bool vnni) {
-    const __m512i q = _mm512_or_si512(nibbles_x2(w0->qs, w1->qs), bit5_x2(w0->qh, w1->qh));
-    return dpbusd(_mm512_setzero_si512(), q, load2x256(a0->qs, a1->qs), vnni);
+/* Q4_1 (high nibbles 16x with VNNI) and Q5_1: unsigned weights, no offset. */
+ALWAYS_INLINE wpair q4_1_w(const block_q4_1 *w0, const block_q4_1 *w1, const bool vnni) {
+    return plain_w(vnni ? nibbles16_x2(w0->qs, w1->qs) : nibbles_x2(w0->qs, w1->qs));
 }
-
-/* Q8_0 weights are signed: VNNI takes w + 128 (unsigned) and removes
- * 128*sum a; without VNNI, |w| times a with w's sign (maddubs of 128*127
- * pairs cannot saturate). */
-ALWAYS_INLINE __m512i q8_0_pair(const block_q8_0 *w0, const block_q8_0 *w1, const block_q8_0 *a0,
-                                const block_q8_0 *a1, const bool vnni) {
-    const __m512i qw = load2x256(w0->qs, w1->qs), qa = load2x256(a0->qs, a1->qs);
-    const __m512i bias = _mm512_set1_epi8((char)0x80);
-    if (vnni)
-        return _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(qw, bias), qa),
-                                _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, qa));
-    const __m512i sa = _mm512_mask_sub_epi8(qa, _mm512_movepi8_mask(qw), _mm512_setzero_si512(), qa);
-    return _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(qw), sa), _mm512_set1_epi16(1));
+ALWAYS_INLINE wpair q5_1_w(const block_q5_1 *w0, const block_q5_1 *w1, const bool vnni) {
+    (void)vnni;
+    return plain_w(_mm512_or_si512(nibbles_x2(w0->qs, w1->qs), bit5_x2(w0->qh, w1->qh)));
 }
+ALWAYS_INLINE __m512i q4_1_a(wpair p, __m512i qa, const bool vnni) {
+    return dpbusd(_mm512_setzero_si512(), p.q, qa, vnni);
+}
+#define q5_1_a q4_1_a
 
-/* Blocks 2k, 2k+1 of the 8 at wi/ai into acc (k a constant). */
+/* Blocks 2k, 2k+1 of the 8 at wi into acc[t] of every row (k a constant). */
 #define LEGACY_STEP(PAIR, HI16, k, acc)                                                           \
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(PAIR(wi + 2 * k, wi + 2 * k + 1, ai + 2 * k, ai + 2 * k + 1, vnni)), \
-                          HI16 ? scale_pair_hi16(d8, d8s, k) : scale_pair(d8, k), acc)
+    do {                                                                                          \
+        const wpair p = PAIR##_w(wi + 2 * k, wi + 2 * k + 1, vnni);                               \
+        UNROLL for (int t = 0; t < NA; t++) {                                                     \
+            const __m512i qa = load2x256(a[t][i + 2 * k].qs, a[t][i + 2 * k + 1].qs);            \
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(PAIR##_a(p, qa, vnni)),                  \
+                                     HI16 ? scale_pair_hi16(d8[t], d8s[t], k) : scale_pair(d8[t], k), acc[t]); \
+        }                                                                                         \
+    } while (0)
 
-/* The loop. PAIR gives the int32 lanes of two blocks; MIN is WITH_MIN for
- * Q4_1/Q5_1 (adds the m*s terms) or NO_MIN; HI16 says PAIR leaves the high
- * nibbles 16x (nibbles16_x2). */
+/* The loop: 8 blocks per iteration with packed scales, then pairs with
+ * scalar scales, then a last block paired with itself (its copy scaled by
+ * 0). PAIR##_w unpacks two weight blocks, PAIR##_a gives their exact int32
+ * lanes against one activation pair; MIN is WITH_MIN for Q4_1/Q5_1 (adds the
+ * m*s terms) or NO_MIN; HI16 says the high nibbles are left 16x. */
 #define LEGACY_LOOP(WT, AT, PAIR, MIN, HI16)                                                      \
     const WT *w = vw;                                                                             \
-    const AT *a = va;                                                                             \
+    ACT_ROWS(AT, a, va, stride, NA);                                                              \
     const int64_t nb = n / 32;                                                                    \
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();                                \
-    __m256 accm = _mm256_setzero_ps();                                                            \
+    __m512 acc0[4], acc1[4];                                                                      \
+    __m256 accm[4];                                                                               \
+    UNROLL for (int t = 0; t < NA; t++) {                                                         \
+        acc0[t] = acc1[t] = _mm512_setzero_ps();                                                  \
+        accm[t] = _mm256_setzero_ps();                                                            \
+    }                                                                                             \
     int64_t i = 0;                                                                                \
     for (; i + 8 <= nb; i += 8) {                                                                 \
         const WT *wi = w + i;                                                                     \
-        const AT *ai = a + i;                                                                     \
         prefetch_ahead(wi, 8 * sizeof(WT));                                                       \
-        const __m256 d8 = scales8(wi, sizeof(WT), ai, sizeof(AT), 0);                            \
-        const __m256 d8s = _mm256_mul_ps(d8, _mm256_set1_ps(0.0625f));                            \
-        if (MIN##_ON) accm = _mm256_add_ps(accm, scales8(wi, sizeof(WT), ai, sizeof(AT), 2)); \
+        const __m256 dw8 = fp16x8(wi, sizeof(WT), 0);                                             \
+        __m256 d8[4], d8s[4];                                                                     \
+        UNROLL for (int t = 0; t < NA; t++) {                                                     \
+            d8[t] = _mm256_mul_ps(dw8, act_fp16x8(a[t] + i, sizeof(AT), 0));                          \
+            d8s[t] = _mm256_mul_ps(d8[t], _mm256_set1_ps(0.0625f));                               \
+        }                                                                                         \
+        if (MIN##_ON) {                                                                           \
+            const __m256 m8 = fp16x8(wi, sizeof(WT), 2);                                          \
+            UNROLL for (int t = 0; t < NA; t++)                                                   \
+                accm[t] = _mm256_add_ps(accm[t], _mm256_mul_ps(m8, act_fp16x8(a[t] + i, sizeof(AT), 2))); \
+        }                                                                                         \
         LEGACY_STEP(PAIR, HI16, 0, acc0);                                                         \
         LEGACY_STEP(PAIR, HI16, 1, acc1);                                                         \
         LEGACY_STEP(PAIR, HI16, 2, acc0);                                                         \
         LEGACY_STEP(PAIR, HI16, 3, acc1);                                                         \
     }                                                                                             \
-    float tail = MIN##_ON ? hsum256_ps(accm) : 0.0f;                                              \
+    float tail[4];                                                                                \
+    UNROLL for (int t = 0; t < NA; t++) tail[t] = MIN##_ON ? hsum256_ps(accm[t]) : 0.0f;         \
     for (; i < nb; i += 2) {                                                                      \
         const int64_t j = i + 1 < nb ? i + 1 : i;                                                 \
-        const float d0 = h2f(w[i].d) * h2f(a[i].d), d1 = j > i ? h2f(w[j].d) * h2f(a[j].d) : 0.0f; \
-        const __m512 d = HI16 ? scale_pair_scalar_hi16(d0, d1) : scale_pair_scalar(d0, d1);       \
-        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(PAIR(w + i, w + j, a + i, a + j, vnni)), d, acc0); \
-        MIN(i, j);                                                                                \
+        const wpair p = PAIR##_w(w + i, w + j, vnni);                                             \
+        UNROLL for (int t = 0; t < NA; t++) {                                                     \
+            const float d0 = h2f(w[i].d) * h2f(a[t][i].d), d1 = j > i ? h2f(w[j].d) * h2f(a[t][j].d) : 0.0f; \
+            const __m512 d = HI16 ? scale_pair_scalar_hi16(d0, d1) : scale_pair_scalar(d0, d1);   \
+            const __m512i qa = load2x256(a[t][i].qs, a[t][j].qs);                                 \
+            acc0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(PAIR##_a(p, qa, vnni)), d, acc0[t]);    \
+            MIN(i, j);                                                                            \
+        }                                                                                         \
     }                                                                                             \
-    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + tail
+    UNROLL for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[t], acc1[t])) + tail[t]
 
 /* the m*s terms of blocks i and j (once when j == i), for Q4_1/Q5_1 */
-#define WITH_MIN(i, j) tail += h2f(w[i].m) * h2f(a[i].s) + (j > i ? h2f(w[j].m) * h2f(a[j].s) : 0.0f)
+#define WITH_MIN(i, j) tail[t] += h2f(w[i].m) * h2f(a[t][i].s) + (j > i ? h2f(w[j].m) * h2f(a[t][j].s) : 0.0f)
 #define WITH_MIN_ON 1
 #define NO_MIN(i, j) (void)0
 #define NO_MIN_ON 0
 
-ALWAYS_INLINE float dot_q4_0_impl(const void *vw, const void *va, int64_t n, const bool vnni) {
-    LEGACY_LOOP(block_q4_0, block_q8_0, q4_0_pair, NO_MIN, vnni);
-}
-ALWAYS_INLINE float dot_q5_0_impl(const void *vw, const void *va, int64_t n, const bool vnni) {
-    LEGACY_LOOP(block_q5_0, block_q8_0, q5_0_pair, NO_MIN, false);
-}
-ALWAYS_INLINE float dot_q8_0_impl(const void *vw, const void *va, int64_t n, const bool vnni) {
-    LEGACY_LOOP(block_q8_0, block_q8_0, q8_0_pair, NO_MIN, false);
-}
-ALWAYS_INLINE float dot_q4_1_impl(const void *vw, const void *va, int64_t n, const bool vnni) {
-    LEGACY_LOOP(block_q4_1, block_q8_1, q4_1_pair, WITH_MIN, vnni);
-}
-ALWAYS_INLINE float dot_q5_1_impl(const void *vw, const void *va, int64_t n, const bool vnni) {
-    LEGACY_LOOP(block_q5_1, block_q8_1, q5_1_pair, WITH_MIN, false);
-}
+#define KERNEL_ARGS const void *vw, const void *va, size_t stride, int64_t n, float *out, const bool vnni, const int NA
+
+ALWAYS_INLINE void dot_q4_0_n(KERNEL_ARGS) { LEGACY_LOOP(block_q4_0, block_q8_0, q4_0, NO_MIN, vnni); }
+ALWAYS_INLINE void dot_q5_0_n(KERNEL_ARGS) { LEGACY_LOOP(block_q5_0, block_q8_0, q5_0, NO_MIN, false); }
+ALWAYS_INLINE void dot_q8_0_n(KERNEL_ARGS) { LEGACY_LOOP(block_q8_0, block_q8_0, q8_0, NO_MIN, false); }
+ALWAYS_INLINE void dot_q4_1_n(KERNEL_ARGS) { LEGACY_LOOP(block_q4_1, block_q8_1, q4_1, WITH_MIN, vnni); }
+ALWAYS_INLINE void dot_q5_1_n(KERNEL_ARGS) { LEGACY_LOOP(block_q5_1, block_q8_1, q5_1, WITH_MIN, false); }
 #undef WITH_MIN
 #undef WITH_MIN_ON
 #undef NO_MIN
 #undef NO_MIN_ON
 #undef LEGACY_LOOP
 #undef LEGACY_STEP
+#undef q5_1_a
 
 /* ---------------------------------------------------------------------------
  * K-quants x Q8_K
@@ -392,13 +467,19 @@ ALWAYS_INLINE __m512i pick_u8_to_i16(int j, int k) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
+/* Sum of the two 256-bit halves of the int32 lanes. */
+ALWAYS_INLINE __m256i fold256(__m512i v) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
 /* Q4_K and Q5_K. Per 128 values (c2 = 0, 1): 64 bytes of qs hold
  * sub-blocks 4c2 (low nibbles, bytes 0..31), 4c2+1 (high), 4c2+2 (low,
  * bytes 32..63), 4c2+3 (high). The activations are loaded to match:
  * [sub 4c2 | sub 4c2+2] and [sub 4c2+1 | sub 4c2+3]. The mins term is
  * sum_j mn_j * (bsum_2j + bsum_2j+1), one madd. */
-ALWAYS_INLINE float dot_q45_K_impl(const void *vw, const void *va, int64_t n, const bool q5, const bool vnni) {
-    const block_q8_K *a = va;
+ALWAYS_INLINE void dot_q45_K_n(const void *vw, const void *va, size_t stride, int64_t n, float *out, const bool q5,
+                               const bool vnni, const int NA) {
+    ACT_ROWS(block_q8_K, a, va, stride, NA);
     const int64_t nb = n / QK_K;
     const size_t bsize = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -406,7 +487,8 @@ ALWAYS_INLINE float dot_q45_K_impl(const void *vw, const void *va, int64_t n, co
     /* bsum lane 2k, 2k+1 take min k */
     const __m256i pick_mn = _mm256_setr_epi8(0, -128, 0, -128, 1, -128, 1, -128, 2, -128, 2, -128, 3, -128, 3, -128,
                                              4, -128, 4, -128, 5, -128, 5, -128, 6, -128, 6, -128, 7, -128, 7, -128);
-    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    __m256 acc[4], accm[4];
+    UNROLL for (int t = 0; t < NA; t++) acc[t] = accm[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *blk = (const uint8_t *)vw + (size_t)i * bsize;
         const block_q4_K *b4 = (const block_q4_K *)blk;
@@ -416,54 +498,59 @@ ALWAYS_INLINE float dot_q45_K_impl(const void *vw, const void *va, int64_t n, co
         uint64_t sc8, mn8;
         k4_scales_mins(q5 ? b5->scales : b4->scales, &sc8, &mn8);
         const __m256i mn16 = _mm256_shuffle_epi8(_mm256_set1_epi64x((long long)mn8), pick_mn);
-        const __m256i mprod = _mm256_madd_epi16(mn16, load256(a[i].bsums));
         const __m512i sc = _mm512_set1_epi64((long long)sc8);
         __m512i hb = _mm512_setzero_si512();
         if (q5) hb = _mm512_broadcast_i64x4(load256(b5->qh));
-        __m512i sumi = _mm512_setzero_si512();
+        __m512i lo[2], hi[2], scv[4];
         for (int c2 = 0; c2 < 2; c2++) {
             const __m512i q = _mm512_loadu_si512((const void *)(qs + 64 * c2));
-            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            lo[c2] = _mm512_and_si512(q, m4);
+            hi[c2] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
             if (q5) {
                 /* bit j of qh[l] is the fifth bit of sub-block j: the low 256
                  * bits take bits 4c2 (lo) / 4c2+1 (hi), the high ones 4c2+2 / 4c2+3 */
                 const __m512i one = _mm512_set1_epi8(1);
                 const __m512i h = _mm512_srlv_epi64(hb, _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2));
-                lo = _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(h, one), 4));
-                hi = _mm512_or_si512(hi, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 1), one), 4));
+                lo[c2] = _mm512_or_si512(lo[c2], _mm512_slli_epi16(_mm512_and_si512(h, one), 4));
+                hi[c2] = _mm512_or_si512(hi[c2], _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 1), one), 4));
                 hb = _mm512_srli_epi16(hb, 4);
             }
-            const int8_t *qa = a[i].qs + 128 * c2;
-            const __m512i a_lo = load2x256(qa, qa + 64), a_hi = load2x256(qa + 32, qa + 96);
-            sumi = dpwssd(sumi, _mm512_maddubs_epi16(lo, a_lo), _mm512_shuffle_epi8(sc, pick[2 * c2]), vnni);
-            sumi = dpwssd(sumi, _mm512_maddubs_epi16(hi, a_hi), _mm512_shuffle_epi8(sc, pick[2 * c2 + 1]), vnni);
+            scv[2 * c2] = _mm512_shuffle_epi8(sc, pick[2 * c2]);
+            scv[2 * c2 + 1] = _mm512_shuffle_epi8(sc, pick[2 * c2 + 1]);
         }
-        const __m256i s256 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
         /* d and dmin are adjacent fp16s at the start of the block */
         uint32_t dd;
         memcpy(&dd, blk, 4);
-        const __m128 f = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(a[i].d));
-        acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(f), _mm256_cvtepi32_ps(s256), acc);
-        accm = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(f)), _mm256_cvtepi32_ps(mprod), accm);
+        const __m128 fw = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dd));
+        UNROLL for (int t = 0; t < NA; t++) {
+            const block_q8_K *at = a[t] + i;
+            const __m256i mprod = _mm256_madd_epi16(mn16, load256(at->bsums));
+            __m512i sumi = _mm512_setzero_si512();
+            for (int c2 = 0; c2 < 2; c2++) {
+                const int8_t *qa = at->qs + 128 * c2;
+                const __m512i a_lo = load2x256(qa, qa + 64), a_hi = load2x256(qa + 32, qa + 96);
+                sumi = dpwssd(sumi, _mm512_maddubs_epi16(lo[c2], a_lo), scv[2 * c2], vnni);
+                sumi = dpwssd(sumi, _mm512_maddubs_epi16(hi[c2], a_hi), scv[2 * c2 + 1], vnni);
+            }
+            const __m128 f = _mm_mul_ps(fw, _mm_set1_ps(at->d));
+            acc[t] = _mm256_fmadd_ps(_mm256_broadcastss_ps(f), _mm256_cvtepi32_ps(fold256(sumi)), acc[t]);
+            accm[t] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(f)), _mm256_cvtepi32_ps(mprod), accm[t]);
+        }
     }
-    return hsum256_ps(_mm256_sub_ps(acc, accm));
+    UNROLL for (int t = 0; t < NA; t++) out[t] = hsum256_ps(_mm256_sub_ps(acc[t], accm[t]));
 }
 
-ALWAYS_INLINE float dot_q4_K_impl(const void *vw, const void *va, int64_t n, const bool vnni) {
-    return dot_q45_K_impl(vw, va, n, false, vnni);
-}
-ALWAYS_INLINE float dot_q5_K_impl(const void *vw, const void *va, int64_t n, const bool vnni) {
-    return dot_q45_K_impl(vw, va, n, true, vnni);
-}
+ALWAYS_INLINE void dot_q4_K_n(KERNEL_ARGS) { dot_q45_K_n(vw, va, stride, n, out, false, vnni, NA); }
+ALWAYS_INLINE void dot_q5_K_n(KERNEL_ARGS) { dot_q45_K_n(vw, va, stride, n, out, true, vnni, NA); }
 
 /* Q6_K: per half h, ql[64h..] = [l0 | l1] gives r = 0, 1 (low nibbles) and
  * r = 2, 3 (high nibbles); qh[32h..] broadcast to both 256-bit halves gives
  * the two high bits (shifted by r). q + 32 is unsigned (0..63); the -32 is
  * applied as 32 * sum_j sc_j*bsum_j. Scales: 128-bit lane k of the r-pair
  * (r, r+1) is sub-block 8h + 2r + k. */
-ALWAYS_INLINE float dot_q6_K_impl(const void *vw, const void *va, int64_t n, const bool vnni) {
+ALWAYS_INLINE void dot_q6_K_n(KERNEL_ARGS) {
     const block_q6_K *w = vw;
-    const block_q8_K *a = va;
+    ACT_ROWS(block_q8_K, a, va, stride, NA);
     const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x30);
     const __m512i sh01 = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2); /* left: bits 0-1 / 2-3 -> 4-5 */
     const __m512i sh23 = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2); /* right: bits 4-5 / 6-7 -> 4-5 */
@@ -472,32 +559,39 @@ ALWAYS_INLINE float dot_q6_K_impl(const void *vw, const void *va, int64_t n, con
                                                0x0504050405040504, 0x0302030203020302, 0x0302030203020302,
                                                0x0100010001000100, 0x0100010001000100);
     const __m512i pick_odd = _mm512_add_epi8(pick_even, _mm512_set1_epi8(8));
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc[4];
+    UNROLL for (int t = 0; t < NA; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         prefetch_ahead(w + i, sizeof *w);
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
-        const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(a[i].bsums)), 5);
         const __m512i sc_lo = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sc16)); /* scales 0-7 */
         const __m512i sc_hi = _mm512_broadcast_i32x4(_mm256_extracti128_si256(sc16, 1)); /* 8-15 */
-        __m512i sumi = _mm512_setzero_si512();
+        __m512i q01[2], q23[2], se[2], so[2];
         for (int h = 0; h < 2; h++) {
             const __m512i l = _mm512_loadu_si512((const void *)(w[i].ql + 64 * h));
             const __m512i qh = _mm512_broadcast_i64x4(load256(w[i].qh + 32 * h));
-            const __m512i q01 = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(_mm512_sllv_epi64(qh, sh01), m3));
-            const __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
-                                                _mm512_and_si512(_mm512_srlv_epi64(qh, sh23), m3));
-            const int8_t *qa = a[i].qs + 128 * h;
+            q01[h] = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(_mm512_sllv_epi64(qh, sh01), m3));
+            q23[h] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                     _mm512_and_si512(_mm512_srlv_epi64(qh, sh23), m3));
             const __m512i sc = h ? sc_hi : sc_lo;
-            sumi = dpwssd(sumi, _mm512_maddubs_epi16(q01, _mm512_loadu_si512((const void *)qa)),
-                          _mm512_shuffle_epi8(sc, pick_even), vnni);
-            sumi = dpwssd(sumi, _mm512_maddubs_epi16(q23, _mm512_loadu_si512((const void *)(qa + 64))),
-                          _mm512_shuffle_epi8(sc, pick_odd), vnni);
+            se[h] = _mm512_shuffle_epi8(sc, pick_even);
+            so[h] = _mm512_shuffle_epi8(sc, pick_odd);
         }
-        __m256i s256 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
-        s256 = _mm256_sub_epi32(s256, corr);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * a[i].d), _mm256_cvtepi32_ps(s256), acc);
+        const float dw = h2f(w[i].d);
+        UNROLL for (int t = 0; t < NA; t++) {
+            const block_q8_K *at = a[t] + i;
+            const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(at->bsums)), 5);
+            __m512i sumi = _mm512_setzero_si512();
+            for (int h = 0; h < 2; h++) {
+                const int8_t *qa = at->qs + 128 * h;
+                sumi = dpwssd(sumi, _mm512_maddubs_epi16(q01[h], _mm512_loadu_si512((const void *)qa)), se[h], vnni);
+                sumi = dpwssd(sumi, _mm512_maddubs_epi16(q23[h], _mm512_loadu_si512((const void *)(qa + 64))), so[h], vnni);
+            }
+            const __m256i s256 = _mm256_sub_epi32(fold256(sumi), corr);
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * at->d), _mm256_cvtepi32_ps(s256), acc[t]);
+        }
     }
-    return hsum256_ps(acc);
+    UNROLL for (int t = 0; t < NA; t++) out[t] = hsum256_ps(acc[t]);
 }
 
 /* Q2_K and Q3_K: the 2-bit planes of 128 values (32 bytes of qs) are
@@ -517,14 +611,26 @@ ALWAYS_INLINE __m512i pick_lane_scale(int t) {
     return t ? _mm512_add_epi8(even, _mm512_set1_epi8(8)) : even;
 }
 
+/* The four 64-value pieces (h, t) of a Q2_K/Q3_K super-block against one
+ * activation row: sum of maddubs * sub-block scales. */
+ALWAYS_INLINE __m256i k23_sumi(const __m512i q[4], const __m512i scv[4], const block_q8_K *at, const bool vnni) {
+    __m512i sumi = _mm512_setzero_si512();
+    for (int k = 0; k < 4; k++) {
+        const __m512i qa = _mm512_loadu_si512((const void *)(at->qs + 64 * k));
+        sumi = dpwssd(sumi, _mm512_maddubs_epi16(q[k], qa), scv[k], vnni);
+    }
+    return fold256(sumi);
+}
+
 /* Q3_K: q + 4 = low 2 bits, plus 4 where the hmask bit is set (a mask
  * register test and a masked add), in 0..7; the -4 is applied as
  * 4 * sum_j sc_j*bsum_j. */
-ALWAYS_INLINE float dot_q3_K_impl(const void *vw, const void *va, int64_t n, const bool vnni) {
+ALWAYS_INLINE void dot_q3_K_n(KERNEL_ARGS) {
     const block_q3_K *w = vw;
-    const block_q8_K *a = va;
+    ACT_ROWS(block_q8_K, a, va, stride, NA);
     const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc[4];
+    UNROLL for (int t = 0; t < NA; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         prefetch_ahead(w + i, sizeof *w);
         uint32_t a0, a1, a2;
@@ -538,65 +644,72 @@ ALWAYS_INLINE float dot_q3_K_impl(const void *vw, const void *va, int64_t n, con
                           (int)((a0 & 0x0F0F0F0F) | ((a2 & 0x03030303) << 4))),
             _mm_set1_epi8(32));
         const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-        const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(a[i].bsums)), 2);
         const __m512i hm = _mm512_broadcast_i64x4(load256(w[i].hmask));
-        __m512i sumi = _mm512_setzero_si512();
+        __m512i q[4], scv[4];
         for (int h = 0; h < 2; h++) {
             const __m512i q2 = _mm512_broadcast_i64x4(load256(w[i].qs + 32 * h));
             const __m512i sc = _mm512_broadcast_i32x4(h ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
-            for (int t = 0; t < 2; t++) {
-                const int k = 4 * h + 2 * t; /* hmask bit of plane 2t; 2t+1 in the high half */
+            for (int p = 0; p < 2; p++) {
+                const int k = 4 * h + 2 * p; /* hmask bit of plane 2p; 2p+1 in the high half */
                 const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << k)),
                                                        _mm256_set1_epi8((char)(1 << (k + 1))), 1);
-                __m512i q = _mm512_and_si512(_mm512_srlv_epi64(q2, plane_shift(t)), m3);
-                q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(hm, sel), q, four);
-                const __m512i qa = _mm512_loadu_si512((const void *)(a[i].qs + 128 * h + 64 * t));
-                sumi = dpwssd(sumi, _mm512_maddubs_epi16(q, qa), _mm512_shuffle_epi8(sc, pick_lane_scale(t)), vnni);
+                __m512i v = _mm512_and_si512(_mm512_srlv_epi64(q2, plane_shift(p)), m3);
+                q[2 * h + p] = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(hm, sel), v, four);
+                scv[2 * h + p] = _mm512_shuffle_epi8(sc, pick_lane_scale(p));
             }
         }
-        __m256i s256 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
-        s256 = _mm256_sub_epi32(s256, corr);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * a[i].d), _mm256_cvtepi32_ps(s256), acc);
+        const float dw = h2f(w[i].d);
+        UNROLL for (int t = 0; t < NA; t++) {
+            const block_q8_K *at = a[t] + i;
+            const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(at->bsums)), 2);
+            const __m256i s256 = _mm256_sub_epi32(k23_sumi(q, scv, at, vnni), corr);
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * at->d), _mm256_cvtepi32_ps(s256), acc[t]);
+        }
     }
-    return hsum256_ps(acc);
+    UNROLL for (int t = 0; t < NA; t++) out[t] = hsum256_ps(acc[t]);
 }
 
 /* Q2_K: 2-bit q in 0..3, scale | min nibbles per 16 values; the mins term
  * is sum_j mn_j*bsum_j, one madd. */
-ALWAYS_INLINE float dot_q2_K_impl(const void *vw, const void *va, int64_t n, const bool vnni) {
+ALWAYS_INLINE void dot_q2_K_n(KERNEL_ARGS) {
     const block_q2_K *w = vw;
-    const block_q8_K *a = va;
+    ACT_ROWS(block_q8_K, a, va, stride, NA);
     const __m512i m3 = _mm512_set1_epi8(3);
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc[4];
+    UNROLL for (int t = 0; t < NA; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         prefetch_ahead(w + i, sizeof *w);
         const __m128i sb = _mm_loadu_si128((const __m128i *)w[i].scales);
         const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0x0F)));
-        const __m256i mprod = _mm256_madd_epi16(mins, load256(a[i].bsums));
         const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sb, _mm_set1_epi8(0x0F)));
-        __m512i sumi = _mm512_setzero_si512();
+        __m512i q[4], scv[4];
         for (int h = 0; h < 2; h++) {
             const __m512i q2 = _mm512_broadcast_i64x4(load256(w[i].qs + 32 * h));
             const __m512i sc = _mm512_broadcast_i32x4(h ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
-            for (int t = 0; t < 2; t++) {
-                const __m512i q = _mm512_and_si512(_mm512_srlv_epi64(q2, plane_shift(t)), m3);
-                const __m512i qa = _mm512_loadu_si512((const void *)(a[i].qs + 128 * h + 64 * t));
-                sumi = dpwssd(sumi, _mm512_maddubs_epi16(q, qa), _mm512_shuffle_epi8(sc, pick_lane_scale(t)), vnni);
+            for (int p = 0; p < 2; p++) {
+                q[2 * h + p] = _mm512_and_si512(_mm512_srlv_epi64(q2, plane_shift(p)), m3);
+                scv[2 * h + p] = _mm512_shuffle_epi8(sc, pick_lane_scale(p));
             }
         }
-        const __m256i s256 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
         /* d and dmin are the adjacent fp16s at the end of the block */
         uint32_t dd;
         memcpy(&dd, &w[i].d, 4);
-        const __m128 f = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(a[i].d));
-        acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(f), _mm256_cvtepi32_ps(s256), acc);
-        acc = _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(f)), _mm256_cvtepi32_ps(mprod), acc);
+        const __m128 fw = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dd));
+        UNROLL for (int t = 0; t < NA; t++) {
+            const block_q8_K *at = a[t] + i;
+            const __m256i mprod = _mm256_madd_epi16(mins, load256(at->bsums));
+            const __m256i s256 = k23_sumi(q, scv, at, vnni);
+            const __m128 f = _mm_mul_ps(fw, _mm_set1_ps(at->d));
+            acc[t] = _mm256_fmadd_ps(_mm256_broadcastss_ps(f), _mm256_cvtepi32_ps(s256), acc[t]);
+            acc[t] = _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(f)), _mm256_cvtepi32_ps(mprod), acc[t]);
+        }
     }
-    return hsum256_ps(acc);
+    UNROLL for (int t = 0; t < NA; t++) out[t] = hsum256_ps(acc[t]);
 }
 
 /* ---------------------------------------------------------------------------
- * Float weights x F32 activations
+ * Float weights x F32 activations: each weight chunk is converted once and
+ * multiplied into 4 accumulators per activation row.
  * ------------------------------------------------------------------------- */
 
 ALWAYS_INLINE __m512 load16_f32(const float *p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
@@ -608,38 +721,73 @@ ALWAYS_INLINE __m512 load16_bf16(const bf16_t *p, __mmask16 m) {
 }
 
 #define FLOAT_DOT(name, WT, LOAD)                                                               \
-    static float name(const void *vw, const void *va, int64_t n) {                              \
+    ALWAYS_INLINE void name(const void *vw, const void *va, size_t stride, int64_t n, float *out, const int NA) { \
         const WT *w = vw;                                                                       \
-        const float *x = va;                                                                    \
-        __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();                              \
-        __m512 s2 = _mm512_setzero_ps(), s3 = _mm512_setzero_ps();                              \
+        ACT_ROWS(float, x, va, stride, NA);                                                     \
+        __m512 s0[4], s1[4], s2[4], s3[4];                                                      \
+        UNROLL for (int t = 0; t < NA; t++) s0[t] = s1[t] = s2[t] = s3[t] = _mm512_setzero_ps(); \
         int64_t i = 0;                                                                          \
         for (; i + 64 <= n; i += 64) {                                                          \
             prefetch_ahead(w + i, 64 * sizeof(WT));                                             \
-            s0 = _mm512_fmadd_ps(LOAD(w + i, 0xFFFF), _mm512_loadu_ps(x + i), s0);              \
-            s1 = _mm512_fmadd_ps(LOAD(w + i + 16, 0xFFFF), _mm512_loadu_ps(x + i + 16), s1);    \
-            s2 = _mm512_fmadd_ps(LOAD(w + i + 32, 0xFFFF), _mm512_loadu_ps(x + i + 32), s2);    \
-            s3 = _mm512_fmadd_ps(LOAD(w + i + 48, 0xFFFF), _mm512_loadu_ps(x + i + 48), s3);    \
+            const __m512 w0 = LOAD(w + i, 0xFFFF), w1 = LOAD(w + i + 16, 0xFFFF);               \
+            const __m512 w2 = LOAD(w + i + 32, 0xFFFF), w3 = LOAD(w + i + 48, 0xFFFF);          \
+            UNROLL for (int t = 0; t < NA; t++) {                                               \
+                s0[t] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x[t] + i), s0[t]);                  \
+                s1[t] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x[t] + i + 16), s1[t]);             \
+                s2[t] = _mm512_fmadd_ps(w2, _mm512_loadu_ps(x[t] + i + 32), s2[t]);             \
+                s3[t] = _mm512_fmadd_ps(w3, _mm512_loadu_ps(x[t] + i + 48), s3[t]);             \
+            }                                                                                   \
         }                                                                                       \
         for (; i < n; i += 16) {                                                                \
             const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);        \
-            s0 = _mm512_fmadd_ps(LOAD(w + i, m), _mm512_maskz_loadu_ps(m, x + i), s0);          \
+            const __m512 w0 = LOAD(w + i, m);                                                   \
+            UNROLL for (int t = 0; t < NA; t++)                                                 \
+                s0[t] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, x[t] + i), s0[t]);         \
         }                                                                                       \
-        return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3))); \
+        UNROLL for (int t = 0; t < NA; t++)                                                     \
+            out[t] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0[t], s1[t]), _mm512_add_ps(s2[t], s3[t]))); \
     }
 
-FLOAT_DOT(dot_f32, float, load16_f32)
-FLOAT_DOT(dot_f16, fp16_t, load16_f16)
-FLOAT_DOT(dot_bf16, bf16_t, load16_bf16)
+FLOAT_DOT(dot_f32_n, float, load16_f32)
+FLOAT_DOT(dot_f16_n, fp16_t, load16_f16)
+FLOAT_DOT(dot_bf16_n, bf16_t, load16_bf16)
 #undef FLOAT_DOT
 
 /* ---------------------------------------------------------------------------
- * The two variants of each integer kernel (VNNI or not) and the table
+ * dot (one activation row) and dot4 (four) of each kernel, with and without
+ * VNNI for the integer ones, and the table
  * ------------------------------------------------------------------------- */
 
+#define FLOAT_VARIANTS(name)                                                                      \
+    static float name(const void *w, const void *a, int64_t n) {                                  \
+        float o[1];                                                                               \
+        name##_n(w, a, 0, n, o, 1);                                                               \
+        return o[0];                                                                              \
+    }                                                                                             \
+    static void name##4(const void *w, const void *a, size_t s, int64_t n, float out[4]) { name##_n(w, a, s, n, out, 4); }
+
+FLOAT_VARIANTS(dot_f32)
+FLOAT_VARIANTS(dot_f16)
+FLOAT_VARIANTS(dot_bf16)
+#undef FLOAT_VARIANTS
+
 #define VARIANTS(name)                                                                            \
-    static float name##_vnni(const void *w, const void *a, int64_t n) { return name##_impl(w, a, n, true); } \
-    static float name##_novnni(const void *w, const void *a, int64_t n) { return name##_impl(w, a, n, false); }
+    static float name##_vnni(const void *w, const void *a, int64_t n) {                           \
+        float o[1];                                                                               \
+        name##_n(w, a, 0, n, o, true, 1);                                                         \
+        return o[0];                                                                              \
+    }                                                                                             \
+    static float name##_novnni(const void *w, const void *a, int64_t n) {                         \
+        float o[1];                                                                               \
+        name##_n(w, a, 0, n, o, false, 1);                                                        \
+        return o[0];                                                                              \
+    }                                                                                             \
+    static void name##4_vnni(const void *w, const void *a, size_t s, int64_t n, float out[4]) {   \
+        name##_n(w, a, s, n, out, true, 4);                                                       \
+    }                                                                                             \
+    static void name##4_novnni(const void *w, const void *a, size_t s, int64_t n, float out[4]) { \
+        name##_n(w, a, s, n, out, false, 4);                                                      \
+    }
 
 VARIANTS(dot_q4_0)
 VARIANTS(dot_q5_0)
@@ -656,26 +804,28 @@ VARIANTS(dot_q3_K)
 void kernels_fill_avx512(kernel_entry table[], int n_types, bool int8_dot) {
     /* every AVX-512 CPU this path runs on has AVX2+FMA+F16C: start from those */
     kernels_fill_avx2(table, n_types);
-#define K(vnni_fn) (int8_dot ? vnni_fn##_vnni : vnni_fn##_novnni)
+#define K(fn) (int8_dot ? fn##_vnni : fn##_novnni)
+#define K4(fn) (int8_dot ? fn##4_vnni : fn##4_novnni)
     const struct {
         uint32_t type;
         kernel_entry e;
     } rows[] = {
-        {QT_F32, {QT_F32, NULL, dot_f32, NULL}},
-        {QT_F16, {QT_F32, NULL, dot_f16, NULL}},
-        {QT_BF16, {QT_F32, NULL, dot_bf16, NULL}},
-        {QT_Q4_0, {QT_Q8_0, act_quantize_q8_0, K(dot_q4_0), NULL}},
-        {QT_Q5_0, {QT_Q8_0, act_quantize_q8_0, K(dot_q5_0), NULL}},
-        {QT_Q8_0, {QT_Q8_0, act_quantize_q8_0, K(dot_q8_0), NULL}},
-        {QT_Q4_1, {QT_Q8_1, act_quantize_q8_1, K(dot_q4_1), NULL}},
-        {QT_Q5_1, {QT_Q8_1, act_quantize_q8_1, K(dot_q5_1), NULL}},
-        {QT_Q4_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q4_K), NULL}},
-        {QT_Q5_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q5_K), NULL}},
-        {QT_Q6_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q6_K), NULL}},
-        {QT_Q2_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q2_K), NULL}},
-        {QT_Q3_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q3_K), NULL}},
+        {QT_F32, {QT_F32, NULL, dot_f32, dot_f324}},
+        {QT_F16, {QT_F32, NULL, dot_f16, dot_f164}},
+        {QT_BF16, {QT_F32, NULL, dot_bf16, dot_bf164}},
+        {QT_Q4_0, {QT_Q8_0, act_quantize_q8_0, K(dot_q4_0), K4(dot_q4_0)}},
+        {QT_Q5_0, {QT_Q8_0, act_quantize_q8_0, K(dot_q5_0), K4(dot_q5_0)}},
+        {QT_Q8_0, {QT_Q8_0, act_quantize_q8_0, K(dot_q8_0), K4(dot_q8_0)}},
+        {QT_Q4_1, {QT_Q8_1, act_quantize_q8_1, K(dot_q4_1), K4(dot_q4_1)}},
+        {QT_Q5_1, {QT_Q8_1, act_quantize_q8_1, K(dot_q5_1), K4(dot_q5_1)}},
+        {QT_Q4_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q4_K), K4(dot_q4_K)}},
+        {QT_Q5_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q5_K), K4(dot_q5_K)}},
+        {QT_Q6_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q6_K), K4(dot_q6_K)}},
+        {QT_Q2_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q2_K), K4(dot_q2_K)}},
+        {QT_Q3_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q3_K), K4(dot_q3_K)}},
     };
 #undef K
+#undef K4
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
         if ((int)rows[r].type < n_types) table[rows[r].type] = rows[r].e;
 }
