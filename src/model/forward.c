@@ -30,6 +30,9 @@
 
 #define MM_ROW_CHUNK 16   /* output rows walked together over a tile of tokens */
 #define MM_TOKEN_TILE 32  /* tokens per pass over a chunk of weight rows */
+/* Below this many multiply-adds a job runs on the calling thread: waking the
+ * pool costs more than it saves (small models, routers, short attention). */
+#define MIN_PARALLEL_MACS 32768
 
 struct fwd_state {
     const model *m;
@@ -192,8 +195,7 @@ static err_code mat_mul(fwd_state *st, const model_mat *w, int e, const float *x
         for (int t = 0; t < T; t++) k->quantize(x + (size_t)t * w->n_in, st->act + (size_t)t * j.act_row_bytes, w->n_in);
         j.act = st->act;
     }
-    /* one token and a small matrix: not worth waking the other threads */
-    if (T * w->n_out < 64) mm_work(&j, 0, 1);
+    if ((int64_t)T * w->n_out * w->n_in < MIN_PARALLEL_MACS) mm_work(&j, 0, 1);
     else tpool_run(st->pool, mm_work, &j);
     return ERR_OK;
 }
@@ -338,7 +340,9 @@ static err_code attention(fwd_state *st, const kv_iface *kv, int layer, int T, i
     att_job j = {.st = st, .spans = spans, .n_spans = n_spans, .n_entries = n_entries, .T = T, .pos0 = pos0,
                  .observe = kv->observe != NULL};
     atomic_init(&j.next, 0);
-    tpool_run(st->pool, att_work, &j);
+    const int64_t macs = (int64_t)T * st->m->hp.n_head * (int64_t)n_entries * (st->m->hp.head_dim + st->m->hp.head_dim_v);
+    if (macs < MIN_PARALLEL_MACS) att_work(&j, 0, 1);
+    else tpool_run(st->pool, att_work, &j);
     if (kv->observe) {
         /* the threads' weights, summed into thread 0's buffer */
         for (size_t th = 1; th < nth; th++)
