@@ -15,32 +15,11 @@
  */
 #include "core/quant.h"
 #include "t.h"
+#include "util.h"
 
 #include <float.h>
 #include <stdint.h>
 #include <string.h>
-
-/* ---------------------------------------------------------------------------
- * Deterministic random numbers (splitmix64); the state is the caller's.
- * ------------------------------------------------------------------------- */
-
-typedef struct { uint64_t s; } rng_t;
-
-static uint64_t rng_next(rng_t *r) {
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double rng_uniform(rng_t *r) { /* [0, 1) */
-    return (double)(rng_next(r) >> 11) * 0x1p-53;
-}
-
-static double rng_gauss(rng_t *r) {
-    const double u1 = 1.0 - rng_uniform(r), u2 = rng_uniform(r); /* u1 in (0, 1] */
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
 
 typedef enum {
     D_GAUSS,    /* N(0, 0.05^2): the scale of real weights */

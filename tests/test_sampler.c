@@ -19,6 +19,7 @@
  */
 #include "model/sampler.h"
 #include "t.h"
+#include "util.h"
 
 #include <float.h>
 #include <stdbool.h>
@@ -31,22 +32,7 @@ static bool verbose;
  * Helpers
  * ------------------------------------------------------------------------- */
 
-/* Test-side random numbers (splitmix64), independent of the sampler's RNG. */
-typedef struct { uint64_t s; } rng_t;
-
-static uint64_t rng_next(rng_t *r) {
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double rng_uniform(rng_t *r) { return (double)(rng_next(r) >> 11) * 0x1p-53; }
-
-static double rng_gauss(rng_t *r) {
-    const double u1 = 1.0 - rng_uniform(r), u2 = rng_uniform(r);
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
+/* Test-side random numbers: rng_t from util.h, independent of the sampler's RNG. */
 
 /* Every transform off, temperature 1: the plain softmax. */
 static sampler_params params_off(void) {

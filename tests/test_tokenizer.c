@@ -45,13 +45,6 @@ static char *decode(const tokenizer *t, const int32_t *ids, int n, size_t *len) 
     return out;
 }
 
-/* The first occurrence of needle in hay, or NULL (memmem is a GNU extension). */
-static const char *find_bytes(const char *hay, size_t n, const char *needle, size_t m) {
-    for (size_t i = 0; i + m <= n; i++)
-        if (!memcmp(hay + i, needle, m)) return hay + i;
-    return NULL;
-}
-
 static void run_vectors(const char *dir, const char *vocab) {
     char p[1024];
     snprintf(p, sizeof p, "%s/%s", dir, vocab);
@@ -59,28 +52,16 @@ static void run_vectors(const char *dir, const char *vocab) {
     tokenizer *t = load(p, &g);
     if (!t) return;
     T_CHECK(!strcmp(tokenizer_kind(t), "spm"));
-    size_t n_inp, n_out;
-    snprintf(p, sizeof p, "%s/%s.inp", dir, vocab);
-    char *inp = (char *)tu_read_file(p, &n_inp);
-    snprintf(p, sizeof p, "%s/%s.out", dir, vocab);
-    char *outs = (char *)tu_read_file(p, &n_out);
-    T_CHECK(inp && outs);
-    if (!inp || !outs) return;
-    outs = realloc(outs, n_out + 1);
-    outs[n_out] = '\0';
-    static const char sep[] = "\n__ggml_vocab_test__\n";
-    const size_t sep_len = sizeof sep - 1;
-    char *line = outs;
+    snprintf(p, sizeof p, "%s/%s", dir, vocab);
+    tu_vocab_vectors vv;
+    T_CHECK(tu_vocab_open(&vv, p));
     int n_tests = 0, n_ok = 0, n_roundtrip = 0;
-    for (size_t pos = 0; pos < n_inp;) {
-        const char *end = find_bytes(inp + pos, n_inp - pos, sep, sep_len);
-        if (!end) break;
-        size_t len = (size_t)(end - (inp + pos));
-        char *nl = strchr(line, '\n');
-        if (nl) *nl = '\0';
+    const char *text, *line;
+    size_t len;
+    while (tu_vocab_next(&vv, &text, &len, &line)) {
         int32_t want[4096];
         int n_want = 0;
-        for (char *q = line; *q;) {
+        for (const char *q = line; *q;) {
             char *e;
             long v = strtol(q, &e, 10);
             if (e == q) break;
@@ -89,10 +70,10 @@ static void run_vectors(const char *dir, const char *vocab) {
         }
         tok_list got = {0};
         err_t err = {0};
-        T_EQ_INT(tokenizer_encode(t, inp + pos, len, false, false, &got, &err), ERR_OK);
+        T_EQ_INT(tokenizer_encode(t, text, len, false, false, &got, &err), ERR_OK);
         int same = got.n == n_want && (n_want == 0 || !memcmp(got.ids, want, sizeof(int32_t) * (size_t)n_want));
         if (!same) {
-            fprintf(stderr, "%s test %d: '%.*s' got", vocab, n_tests, (int)(len > 60 ? 60 : len), inp + pos);
+            fprintf(stderr, "%s test %d: '%.*s' got", vocab, n_tests, (int)(len > 60 ? 60 : len), text);
             for (int i = 0; i < got.n && i < 20; i++) fprintf(stderr, " %d", got.ids[i]);
             fprintf(stderr, " want %s\n", line);
         }
@@ -100,21 +81,18 @@ static void run_vectors(const char *dir, const char *vocab) {
         /* decoding gives the text back, after the leading space SentencePiece adds */
         size_t dl;
         char *d = decode(t, got.ids, got.n, &dl);
-        int rt = len == 0 ? dl == 0 : (dl == len + 1 && d[0] == ' ' && !memcmp(d + 1, inp + pos, len));
+        int rt = len == 0 ? dl == 0 : (dl == len + 1 && d[0] == ' ' && !memcmp(d + 1, text, len));
         if (!rt) fprintf(stderr, "%s test %d: decode differs\n", vocab, n_tests);
         n_roundtrip += rt;
         free(d);
         tok_list_free(&got);
         n_tests++;
-        pos += len + sep_len;
-        line = nl ? nl + 1 : line + strlen(line);
     }
     printf("%s: %d/%d encode exactly, %d/%d decode back\n", vocab, n_ok, n_tests, n_roundtrip, n_tests);
     T_EQ_INT(n_tests, 46);
     T_EQ_INT(n_ok, n_tests);
     T_EQ_INT(n_roundtrip, n_tests);
-    free(inp);
-    free(outs);
+    tu_vocab_close(&vv);
     tokenizer_free(t);
     gguf_close(g);
 }

@@ -468,37 +468,17 @@ static void test_golden(const char *dir, const char *name) {
     T_CHECK(!strcmp(tokenizer_kind(t), "bpe"));
     T_CHECKF(!strcmp(tokenizer_warning(t), ""), "warning: %s", tokenizer_warning(t));
 
-    size_t n_inp = 0, n_out = 0;
-    snprintf(path, sizeof path, "%s/golden/tokenizer/ggml-vocab-%s.gguf.inp", dir, name);
-    char *inp = (char *)tu_read_file(path, &n_inp);
-    snprintf(path, sizeof path, "%s/golden/tokenizer/ggml-vocab-%s.gguf.out", dir, name);
-    char *out = (char *)tu_read_file(path, &n_out);
-    T_CHECK(inp && out);
-    if (inp && out) {
-        out = realloc(out, n_out + 1);
-        out[n_out] = 0;
-        static const char sep[] = "\n__ggml_vocab_test__\n";
-        const size_t sep_len = sizeof sep - 1;
-        int idx = 0, passed = 0;
-        char *line = out;
-        for (size_t pos = 0; pos < n_inp;) {
-            /* the next separator */
-            size_t end = pos;
-            while (end + sep_len <= n_inp && memcmp(inp + end, sep, sep_len)) end++;
-            if (end + sep_len > n_inp) end = n_inp; /* no separator: the rest */
-            char *nl = strchr(line, '\n');
-            if (nl) *nl = 0;
-            passed += golden_case(t, name, idx, inp + pos, end - pos, line);
-            line = nl ? nl + 1 : line + strlen(line);
-            idx++;
-            pos = end + sep_len;
-        }
-        printf("%s: %d/%d golden tests pass\n", name, passed, idx);
-        T_EQ_INT(idx, 46);
-        T_EQ_INT(passed, idx);
-    }
-    free(inp);
-    free(out);
+    snprintf(path, sizeof path, "%s/golden/tokenizer/ggml-vocab-%s.gguf", dir, name);
+    tu_vocab_vectors vv;
+    T_CHECK(tu_vocab_open(&vv, path));
+    int idx = 0, passed = 0;
+    const char *text, *line;
+    size_t len;
+    while (tu_vocab_next(&vv, &text, &len, &line)) passed += golden_case(t, name, idx++, text, len, line);
+    printf("%s: %d/%d golden tests pass\n", name, passed, idx);
+    T_EQ_INT(idx, 46);
+    T_EQ_INT(passed, idx);
+    tu_vocab_close(&vv);
     tokenizer_free(t);
     gguf_close(g);
 }

@@ -5,6 +5,8 @@
 #ifndef OCTO_TESTS_UTIL_H
 #define OCTO_TESTS_UTIL_H
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +52,75 @@ static inline int tu_write_file(const char *path, const void *p, size_t n) {
     if (!f) return 0;
     size_t w = fwrite(p, 1, n, f);
     return fclose(f) == 0 && w == n;
+}
+
+/* Deterministic random numbers for test data (splitmix64); the state is the caller's. */
+typedef struct {
+    uint64_t s;
+} rng_t;
+
+static inline uint64_t rng_next(rng_t *r) {
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static inline double rng_uniform(rng_t *r) { return (double)(rng_next(r) >> 11) * 0x1p-53; } /* [0, 1) */
+
+static inline double rng_gauss(rng_t *r) {
+    const double u1 = 1.0 - rng_uniform(r), u2 = rng_uniform(r); /* u1 in (0, 1] */
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* The tokenizer test vectors of ../shared/golden/tokenizer: VOCAB.inp holds the
+ * texts, each followed by "\n__ggml_vocab_test__\n"; VOCAB.out one line of ids a
+ * text. tu_vocab_next() yields them in order. */
+typedef struct {
+    char *inp, *out;          /* the two files (owned) */
+    size_t n_inp, pos;
+    char *line;               /* next .out line */
+} tu_vocab_vectors;
+
+static inline int tu_vocab_open(tu_vocab_vectors *v, const char *gguf_path) {
+    char p[1024];
+    size_t n_out = 0;
+    memset(v, 0, sizeof *v);
+    size_t n = strlen(gguf_path);
+    if (n + 5 > sizeof p) return 0;
+    memcpy(p, gguf_path, n);
+    memcpy(p + n, ".inp", 5);
+    v->inp = (char *)tu_read_file(p, &v->n_inp);
+    memcpy(p + n, ".out", 5);
+    v->out = (char *)tu_read_file(p, &n_out);
+    if (!v->inp || !v->out) return 0;
+    v->out = realloc(v->out, n_out + 1);
+    v->out[n_out] = '\0';
+    v->line = v->out;
+    return 1;
+}
+
+/* The next text (*text, *len) and its expected ids line (*ids, NUL-terminated); 0 at the end. */
+static inline int tu_vocab_next(tu_vocab_vectors *v, const char **text, size_t *len, const char **ids) {
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    const size_t sep_len = sizeof sep - 1;
+    if (v->pos >= v->n_inp) return 0;
+    size_t end = v->pos;
+    while (end + sep_len <= v->n_inp && memcmp(v->inp + end, sep, sep_len)) end++;
+    if (end + sep_len > v->n_inp) end = v->n_inp; /* no separator: the rest */
+    char *nl = strchr(v->line, '\n');
+    if (nl) *nl = '\0';
+    *text = v->inp + v->pos;
+    *len = end - v->pos;
+    *ids = v->line;
+    v->line = nl ? nl + 1 : v->line + strlen(v->line);
+    v->pos = end + sep_len;
+    return 1;
+}
+
+static inline void tu_vocab_close(tu_vocab_vectors *v) {
+    free(v->inp);
+    free(v->out);
 }
 
 #endif

@@ -215,7 +215,7 @@ static err_code check_unique(char **names, uint64_t n, const char *what, err_t *
     return rc;
 }
 
-static err_code read_tensor_info(cursor *c, gguf_tensor *t, uint64_t index) {
+static err_code read_tensor_info(cursor *c, gguf_tensor *t) {
     gguf_str name;
     err_code rc;
     if ((rc = cur_str(c, &name, "tensor name"))) return rc;
@@ -244,9 +244,7 @@ static err_code read_tensor_info(cursor *c, gguf_tensor *t, uint64_t index) {
                        t->name, (long long)t->ne[0], tr->name, tr->block_size);
     if (!mul_ok(n_el / tr->block_size, tr->type_size, &t->n_bytes))
         return err_set(c->err, ERR_OVERFLOW, "tensor '%s': byte size overflows", t->name);
-    if ((rc = cur_u64(c, &t->offset, "tensor offset"))) return rc;
-    (void)index;
-    return ERR_OK;
+    return cur_u64(c, &t->offset, "tensor offset");
 }
 
 static err_code parse(gguf_ctx *g, err_t *err) {
@@ -317,7 +315,7 @@ static err_code parse(gguf_ctx *g, err_t *err) {
     }
 
     for (uint64_t i = 0; i < g->n_tensors; i++)
-        if ((rc = read_tensor_info(&c, &g->tensors[i], i))) {
+        if ((rc = read_tensor_info(&c, &g->tensors[i]))) {
             free(names);
             return rc;
         }

@@ -99,13 +99,7 @@ kv_iface kv_plain_iface(kv_plain *c) {
     return (kv_iface){.self = c, .append = plain_append, .view = plain_view, .observe = NULL};
 }
 
-int kv_plain_n_tokens(const kv_plain *c) { return c->n_layer ? c->layers[0].n : 0; }
-
 void kv_plain_truncate(kv_plain *c, int n) {
     for (int l = 0; l < c->n_layer; l++)
         if (c->layers[l].n > n) c->layers[l].n = n < 0 ? 0 : n;
-}
-
-uint64_t kv_plain_bytes(const kv_plain *c) {
-    return (uint64_t)c->n_layer * c->n_ctx * (uint64_t)(c->k_dim + c->v_dim) * c->elem;
 }

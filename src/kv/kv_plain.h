@@ -25,10 +25,7 @@ void kv_plain_free(kv_plain *c);
 /* The interface the forward pass uses. */
 kv_iface kv_plain_iface(kv_plain *c);
 
-/* Entries held (the same in every layer once a forward pass completes). */
-int kv_plain_n_tokens(const kv_plain *c);
 /* Keep only the first n entries of every layer. */
 void kv_plain_truncate(kv_plain *c, int n);
-uint64_t kv_plain_bytes(const kv_plain *c);
 
 #endif

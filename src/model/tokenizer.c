@@ -247,7 +247,6 @@ void tokenizer_free(tokenizer *t) {
 int tokenizer_n_vocab(const tokenizer *t) { return t->n_vocab; }
 int32_t tokenizer_bos(const tokenizer *t) { return t->bos; }
 int32_t tokenizer_eos(const tokenizer *t) { return t->eos; }
-int32_t tokenizer_eot(const tokenizer *t) { return t->eot; }
 bool tokenizer_adds_bos(const tokenizer *t) { return t->add_bos && t->bos >= 0; }
 bool tokenizer_adds_eos(const tokenizer *t) { return t->add_eos && t->eos >= 0; }
 const char *tokenizer_warning(const tokenizer *t) { return t->warning; }
@@ -263,11 +262,6 @@ int32_t tokenizer_find(const tokenizer *t, const char *s, size_t len) {
     return len > UINT32_MAX ? -1 : str_map_get(&t->vocab, s, (uint32_t)len);
 }
 
-const char *tokenizer_token_text(const tokenizer *t, int32_t id, size_t *len) {
-    if (id < 0 || id >= t->n_vocab) return NULL;
-    *len = t->text[id].len;
-    return t->text[id].ptr;
-}
 
 /* ---------------------------------------------------------------- encode */
 

@@ -32,7 +32,6 @@ void tokenizer_free(tokenizer *t);
 int tokenizer_n_vocab(const tokenizer *t);
 int32_t tokenizer_bos(const tokenizer *t); /* -1 when the vocabulary has none */
 int32_t tokenizer_eos(const tokenizer *t);
-int32_t tokenizer_eot(const tokenizer *t);
 bool tokenizer_adds_bos(const tokenizer *t); /* tokenizer.ggml.add_bos_token (default per family) */
 bool tokenizer_adds_eos(const tokenizer *t);
 /* End of generation: EOS, EOT (the vocabulary's end-of-turn marker), or BOS. */
@@ -75,8 +74,6 @@ int tokenizer_piece(const tokenizer *t, int32_t id, bool special, char *buf, int
  */
 int tokenizer_decode(const tokenizer *t, const int32_t *ids, int n, char *buf, int cap);
 
-/* The raw vocabulary string of a token (for chat-template markers), or NULL. */
-const char *tokenizer_token_text(const tokenizer *t, int32_t id, size_t *len);
 /* The id whose vocabulary string is exactly s, or -1. */
 int32_t tokenizer_find(const tokenizer *t, const char *s, size_t len);
 
