@@ -395,6 +395,12 @@ err_code gguf_open(const char *path, gguf_ctx **out, err_t *err) {
     return rc;
 }
 
+uint8_t *gguf_writable_data(gguf_ctx *g) {
+    if (!g || !g->mapped) return NULL;
+    if (mprotect((void *)g->base, (size_t)g->size, PROT_READ | PROT_WRITE) != 0) return NULL;
+    return (uint8_t *)g->base;
+}
+
 void gguf_close(gguf_ctx *g) {
     if (!g) return;
     if (g->kv)

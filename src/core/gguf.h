@@ -103,6 +103,11 @@ err_code gguf_open(const char *path, gguf_ctx **out, err_t *err);
 /* The same over a caller-owned buffer (fuzzing, tests); buf must outlive ctx. */
 err_code gguf_open_buffer(const void *buf, uint64_t size, gguf_ctx **out, err_t *err);
 void gguf_close(gguf_ctx *ctx);
+/* Make the tensor data of an opened file writable, privately: writes go to
+ * copy-on-write pages of this process, never to the file. Returns the
+ * writable base (the same address) or NULL when ctx is not a mapping of its
+ * own or the system refuses. Used to re-lay weights in place at load. */
+uint8_t *gguf_writable_data(gguf_ctx *ctx);
 
 const gguf_kv *gguf_find_kv(const gguf_ctx *ctx, const char *key);
 const gguf_tensor *gguf_find_tensor(const gguf_ctx *ctx, const char *name);

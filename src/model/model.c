@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/packed.h"
 #include "core/quant.h"
 
 /* ---------------------------------------------------------------- metadata */
@@ -207,6 +208,46 @@ uint64_t model_kv_bytes(const model_hparams *hp, uint64_t n_tokens, uint32_t typ
     return n_tokens * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv * (uint64_t)(hp->head_dim + hp->head_dim_v) * el;
 }
 
+/* Re-lay every matrix the active path has packed kernels for (core/packed.h),
+ * in place in the private mapping: the same bytes, so memory does not grow;
+ * the touched pages become this process's own. The embedding table keeps its
+ * layout (rows are looked up one by one), so a tied output does too. When the
+ * mapping cannot be made writable the model simply keeps the GGUF layout. */
+static void pack_weights(model *m) {
+    model_mat *mats[8];
+    size_t tmp_bytes = 0;
+    uint8_t *tmp = NULL;
+    bool writable = false;
+    for (int l = -1; l < m->hp.n_layer; l++) {
+        int n = 0;
+        if (l < 0) {
+            if (!m->output_tied) mats[n++] = &m->output;
+        } else {
+            model_layer *L = &m->layers[l];
+            model_mat *ls[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) mats[n++] = ls[i];
+        }
+        for (int i = 0; i < n; i++) {
+            model_mat *w = mats[i];
+            const int64_t rows = w->n_out * w->n_mat;
+            if (!w->data || !packed_get(w->type) || w->n_out % PACK_ROWS || !packed_supported(w->type, rows, w->n_in))
+                continue;
+            if (!writable && !(writable = gguf_writable_data(m->gguf) != NULL)) return;
+            const size_t need = (size_t)PACK_ROWS * w->row_bytes;
+            if (need > tmp_bytes) {
+                uint8_t *t = realloc(tmp, need);
+                if (!t) break;
+                tmp = t;
+                tmp_bytes = need;
+            }
+            packed_pack(w->type, (void *)w->data, rows, w->n_in, tmp);
+            w->packed = true;
+            m->packed_bytes += (uint64_t)rows * w->row_bytes;
+        }
+    }
+    free(tmp);
+}
+
 err_code model_from_gguf(gguf_ctx *g, model **out, err_t *err) {
     *out = NULL;
     model *m = calloc(1, sizeof *m);
@@ -251,6 +292,7 @@ err_code model_from_gguf(gguf_ctx *g, model **out, err_t *err) {
         per_token -= experts * (uint64_t)(hp->n_expert - hp->n_expert_used);
     }
     m->weight_bytes_per_token = per_token;
+    pack_weights(m);
     *out = m;
     return ERR_OK;
 }

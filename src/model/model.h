@@ -51,6 +51,7 @@ typedef struct {
     int64_t n_out;  /* ne[1]: rows */
     int64_t n_mat;  /* ne[2]: experts (1 for plain matrices) */
     size_t row_bytes;
+    bool packed;    /* re-laid at load for the active path's packed kernels (core/packed.h) */
 } model_mat;
 
 typedef struct {
@@ -72,6 +73,7 @@ typedef struct {
     model_mat rope_freqs;  /* optional (n_rot/2) frequency divisors; data NULL when absent */
     model_layer *layers;   /* [n_layer] */
     bool output_tied;
+    uint64_t packed_bytes; /* weight bytes re-laid at load (0: all in the GGUF layout) */
     uint64_t n_params;
     uint64_t weight_bytes;
     uint64_t weight_bytes_per_token; /* read to decode one token: every matrix once, one

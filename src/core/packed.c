@@ -1,0 +1,130 @@
+/*
+ * packed — the Q4_0 group layout, its reference kernels, and dispatch.
+ * See packed.h for the layout and the arithmetic.
+ */
+#include "packed.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant.h"
+
+#define GROUP_BLOCK_BYTES (PACK_ROWS * (2 + 16)) /* one block column of a group: 288 */
+
+bool packed_supported(uint32_t type, int64_t rows, int64_t n) {
+    return type == QT_Q4_0 && rows > 0 && rows % PACK_ROWS == 0 && n > 0 && n % 32 == 0;
+}
+
+/* one group: GGUF rows (src) -> packed (dst), or back */
+static void pack_group(uint8_t *dst, const uint8_t *src, int64_t nb) {
+    const size_t row_bytes = (size_t)nb * sizeof(block_q4_0);
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *g = dst + (size_t)b * GROUP_BLOCK_BYTES;
+        for (int r = 0; r < PACK_ROWS; r++) {
+            const block_q4_0 *blk = (const block_q4_0 *)(src + (size_t)r * row_bytes) + b;
+            memcpy(g + 2 * r, &blk->d, 2);
+            for (int j = 0; j < 4; j++) memcpy(g + 32 + 64 * j + 4 * r, blk->qs + 4 * j, 4);
+        }
+    }
+}
+
+static void unpack_group(uint8_t *dst, const uint8_t *src, int64_t nb) {
+    const size_t row_bytes = (size_t)nb * sizeof(block_q4_0);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *g = src + (size_t)b * GROUP_BLOCK_BYTES;
+        for (int r = 0; r < PACK_ROWS; r++) {
+            block_q4_0 *blk = (block_q4_0 *)(dst + (size_t)r * row_bytes) + b;
+            memcpy(&blk->d, g + 2 * r, 2);
+            for (int j = 0; j < 4; j++) memcpy(blk->qs + 4 * j, g + 32 + 64 * j + 4 * r, 4);
+        }
+    }
+}
+
+static void relay(bool pack, void *w, int64_t rows, int64_t n, void *tmp) {
+    const int64_t nb = n / 32;
+    const size_t group_bytes = (size_t)PACK_ROWS * (size_t)nb * sizeof(block_q4_0);
+    for (int64_t g = 0; g < rows / PACK_ROWS; g++) {
+        uint8_t *p = (uint8_t *)w + (size_t)g * group_bytes;
+        memcpy(tmp, p, group_bytes);
+        if (pack) pack_group(p, tmp, nb);
+        else unpack_group(p, tmp, nb);
+    }
+}
+
+void packed_pack(uint32_t type, void *w, int64_t rows, int64_t n, void *tmp) {
+    if (packed_supported(type, rows, n)) relay(true, w, rows, n, tmp);
+}
+
+void packed_unpack(uint32_t type, void *w, int64_t rows, int64_t n, void *tmp) {
+    if (packed_supported(type, rows, n)) relay(false, w, rows, n, tmp);
+}
+
+/* ---------------------------------------------------------------- reference */
+
+/* ggml's Q8_0 activation block (so the products are llama.cpp's): the scale
+ * max|x|/127 stored as fp16, the quants rounded (half to even) from x * 127/max */
+static void quantize_q8p_ref(const float *x, void *dst, int64_t n) {
+    block_q8p *y = dst;
+    for (int64_t b = 0; b < n / 32; b++, x += 32) {
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
+        const fp16_t d16 = fp32_to_fp16(amax / 127.0f);
+        const float id = d16 != 0 ? 127.0f / amax : 0.0f;
+        int32_t sum = 0;
+        for (int i = 0; i < 32; i++) {
+            const float v = x[i] * id;
+            const int q = !(v > -128.5f) ? -128 : v > 127.5f ? 127 : (int)lrintf(v);
+            y[b].qs[i] = (int8_t)q;
+            sum += q;
+        }
+        y[b].d = fp16_to_fp32(d16);
+        y[b].off = -8 * sum;
+    }
+}
+
+static void gemm_q4_0p_ref(const void *w, int64_t n, const void *act, size_t act_stride, int n_tok, float *y,
+                           size_t y_stride) {
+    const int64_t nb = n / 32;
+    for (int t = 0; t < n_tok; t++) {
+        const block_q8p *a = (const block_q8p *)((const uint8_t *)act + (size_t)t * act_stride);
+        for (int r = 0; r < PACK_ROWS; r++) {
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *g = (const uint8_t *)w + (size_t)b * GROUP_BLOCK_BYTES;
+                fp16_t dh;
+                memcpy(&dh, g + 2 * r, 2);
+                int32_t s = a[b].off;
+                for (int j = 0; j < 4; j++)
+                    for (int i = 0; i < 4; i++) {
+                        const uint8_t q = g[32 + 64 * j + 4 * r + i];
+                        s += (q & 15) * a[b].qs[4 * j + i] + (q >> 4) * a[b].qs[16 + 4 * j + i];
+                    }
+                acc = fmaf((float)s, fp16_to_fp32(dh) * a[b].d, acc);
+            }
+            y[(size_t)t * y_stride + r] = acc;
+        }
+    }
+}
+
+static const packed_entry REF_Q4_0 = {QT_Q4_0, quantize_q8p_ref, gemm_q4_0p_ref, "reference"};
+
+const packed_entry *packed_ref(uint32_t type) { return type == QT_Q4_0 ? &REF_Q4_0 : NULL; }
+
+const packed_entry *packed_get(uint32_t type) {
+    /* OCTO_PACK=0 keeps the GGUF layout (to measure what packing buys) */
+    const char *env = getenv("OCTO_PACK");
+    if (kernels_path() != CPU_AVX512 || (env && !strcmp(env, "0"))) return NULL;
+    return packed_avx512(type, cpu_has_int8_dot());
+}
+
+int packed_all(uint32_t type, const packed_entry **out, int max) {
+    int n = 0;
+    if (n < max && packed_ref(type)) out[n++] = packed_ref(type);
+    if (cpu_path_compiled(CPU_AVX512) && cpu_path_supported(CPU_AVX512)) {
+        const packed_entry *e = packed_avx512(type, false);
+        if (e && n < max) out[n++] = e;
+        if (cpu_has_int8_dot() && (e = packed_avx512(type, true)) && n < max) out[n++] = e;
+    }
+    return n;
+}

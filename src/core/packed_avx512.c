@@ -1,0 +1,138 @@
+/*
+ * packed_avx512 — the packed Q4_0 GEMM and its activation quantizer for
+ * AVX-512 (BW), with VNNI where the CPU has it. See packed.h.
+ *
+ * Per block of a 16-row group: four 64-byte loads hold the group's 512
+ * nibbles; masking and shifting gives eight vectors W0..W7, vector j holding
+ * weights 4j..4j+3 of each of the 16 rows. Per token, the int32 lanes start
+ * at the activation block's offset term and take eight vpdpbusd (W_j against
+ * the token's four activation bytes 4j..4j+3, broadcast): lane r is then the
+ * exact integer dot product of row r with the block. Converted to float, it is
+ * multiplied-added with the 16 rows' scales times the token's scale.
+ * Without VNNI the dot products are maddubs + madd (no saturation: 15*127*2
+ * fits in int16), giving the same integers.
+ *
+ * The weights unpacked once serve up to 8 tokens (24 of the 32 registers:
+ * W0..W7, 8 integer sums, 8 accumulators).
+ */
+#include "packed.h"
+
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) && \
+    defined(__F16C__)
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "quant.h"
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#define GROUP_BLOCK_BYTES (PACK_ROWS * 18)
+#define MAX_TILE 8
+/* bytes ahead to prefetch in decode: 4 KiB measured 23.0-23.7 tok/s on the
+ * 1B Q4_0 model, against 18.5-19.5 without and 19.9-20.5 at 1 KiB */
+#define PREFETCH 4096
+
+ALWAYS_INLINE __m512i dp(__m512i acc, __m512i u, __m512i s, const bool vnni) {
+    if (vnni) return _mm512_dpbusd_epi32(acc, u, s);
+    const __m512i p = _mm512_maddubs_epi16(u, s);
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
+}
+
+ALWAYS_INLINE void tile(const void *vw, int64_t nb, const uint8_t *act, size_t as, float *y, size_t ys,
+                        const int NT, const bool vnni) {
+    const uint8_t *w = vw;
+    __m512 acc[MAX_TILE];
+    const block_q8p *a[MAX_TILE];
+    for (int t = 0; t < NT; t++) {
+        acc[t] = _mm512_setzero_ps();
+        a[t] = (const block_q8p *)(act + (size_t)t * as);
+    }
+    const __m512i lo = _mm512_set1_epi8(0x0F);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *g = w + (size_t)b * GROUP_BLOCK_BYTES;
+        if (NT <= 2) /* decode streams the weights: ask for them ahead (the address as an integer: */
+            for (int o = 0; o < GROUP_BLOCK_BYTES; o += 64) /* it may lie past the matrix, never faults) */
+                _mm_prefetch((const char *)((uintptr_t)g + PREFETCH + (uintptr_t)o), _MM_HINT_T0);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
+        __m512i W[8];
+        for (int j = 0; j < 4; j++) {
+            const __m512i p = _mm512_loadu_si512((const void *)(g + 32 + 64 * j));
+            W[j] = _mm512_and_si512(p, lo);
+            W[j + 4] = _mm512_and_si512(_mm512_srli_epi16(p, 4), lo);
+        }
+        for (int t = 0; t < NT; t++) {
+            const block_q8p *ab = a[t] + b;
+            int32_t q4[8];
+            memcpy(q4, ab->qs, 32);
+            __m512i s = _mm512_set1_epi32(ab->off);
+            for (int j = 0; j < 8; j++) s = dp(s, W[j], _mm512_set1_epi32(q4[j]), vnni);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(ab->d)), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ys, acc[t]);
+}
+
+/* n_tok tokens in tiles of up to 8 (the tile width a compile-time constant) */
+ALWAYS_INLINE void gemm(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys,
+                        const bool vnni) {
+    const int64_t nb = n / 32;
+    for (int t0 = 0; t0 < n_tok; t0 += MAX_TILE) {
+        const uint8_t *a = (const uint8_t *)act + (size_t)t0 * as;
+        float *yt = y + (size_t)t0 * ys;
+        switch (n_tok - t0 < MAX_TILE ? n_tok - t0 : MAX_TILE) {
+        case 1: tile(w, nb, a, as, yt, ys, 1, vnni); break;
+        case 2: tile(w, nb, a, as, yt, ys, 2, vnni); break;
+        case 3: tile(w, nb, a, as, yt, ys, 3, vnni); break;
+        case 4: tile(w, nb, a, as, yt, ys, 4, vnni); break;
+        case 5: tile(w, nb, a, as, yt, ys, 5, vnni); break;
+        case 6: tile(w, nb, a, as, yt, ys, 6, vnni); break;
+        case 7: tile(w, nb, a, as, yt, ys, 7, vnni); break;
+        default: tile(w, nb, a, as, yt, ys, 8, vnni); break;
+        }
+    }
+}
+
+static void gemm_vnni(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys) {
+    gemm(w, n, act, as, n_tok, y, ys, true);
+}
+
+static void gemm_novnni(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys) {
+    gemm(w, n, act, as, n_tok, y, ys, false);
+}
+
+/* The reference's quantizer, 32 values at a time: the same fp16 scale,
+ * 127/max and round-half-even, so the bytes are identical. */
+static void quantize_q8p(const float *x, void *dst, int64_t n) {
+    block_q8p *yb = dst;
+    for (int64_t b = 0; b < n / 32; b++, x += 32) {
+        const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+        const unsigned short d16 = _cvtss_sh(amax / 127.0f, 0);
+        const __m512 vid = _mm512_set1_ps(d16 != 0 ? 127.0f / amax : 0.0f);
+        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, vid));
+        const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vid));
+        _mm_storeu_si128((__m128i *)yb[b].qs, _mm512_cvtsepi32_epi8(q0));
+        _mm_storeu_si128((__m128i *)(yb[b].qs + 16), _mm512_cvtsepi32_epi8(q1));
+        yb[b].d = _cvtsh_ss(d16);
+        yb[b].off = -8 * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    }
+}
+
+static const packed_entry VNNI_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_vnni, "avx512-vnni"};
+static const packed_entry NOVNNI_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_novnni, "avx512"};
+
+const packed_entry *packed_avx512(uint32_t type, bool vnni) {
+    if (type != QT_Q4_0) return NULL;
+    return vnni ? &VNNI_Q4_0 : &NOVNNI_Q4_0;
+}
+
+#else
+
+const packed_entry *packed_avx512(uint32_t type, bool vnni) {
+    (void)type;
+    (void)vnni;
+    return NULL;
+}
+
+#endif
