@@ -3,9 +3,9 @@
  * batch invariance of the whole forward pass.
  *
  *   - pack then unpack gives the GGUF bytes back, for many shapes;
- *   - every implementation this machine runs (reference, AVX-512, VNNI)
+ *   - every implementation this machine runs (reference, AVX-512, VNNI, AMX)
  *     quantizes activations to the same bytes and computes bit-identical
- *     outputs, for 1..20 tokens and row lengths 32 .. 5632 + 32;
+ *     outputs, for 1..40 tokens and row lengths 32 .. 5632 + 32;
  *   - the reference equals a double-precision dot product of the dequantized
  *     weights with the dequantized activations (so the layout means what the
  *     header says, not merely something self-consistent), and a deliberately
@@ -108,7 +108,7 @@ static void test_gemm(void) {
     double worst_all = 0.0;
     for (size_t s = 0; s < sizeof ns / sizeof *ns; s++) {
         const int64_t n = ns[s];
-        const int n_tok = 20;
+        const int n_tok = 40; /* AMX: two tiles of 16 and a VNNI tail */
         const size_t bytes = quant_row_bytes(QT_Q4_0, n) * (size_t)rows;
         uint8_t *w = random_q4_0(rows, n), *gguf = malloc(bytes), *tmp = malloc(bytes);
         memcpy(gguf, w, bytes);

@@ -115,7 +115,10 @@ const packed_entry *packed_get(uint32_t type) {
     /* OCTO_PACK=0 keeps the GGUF layout (to measure what packing buys) */
     const char *env = getenv("OCTO_PACK");
     if (kernels_path() != CPU_AVX512 || (env && !strcmp(env, "0"))) return NULL;
-    return packed_avx512(type, cpu_has_int8_dot());
+    /* AMX where it is offered (OCTO_AMX=0 declines it), else AVX-512 */
+    const char *amx = getenv("OCTO_AMX");
+    const packed_entry *e = cpu_has_int8_dot() && !(amx && !strcmp(amx, "0")) ? packed_amx(type) : NULL;
+    return e ? e : packed_avx512(type, cpu_has_int8_dot());
 }
 
 int packed_all(uint32_t type, const packed_entry **out, int max) {
@@ -125,6 +128,7 @@ int packed_all(uint32_t type, const packed_entry **out, int max) {
         const packed_entry *e = packed_avx512(type, false);
         if (e && n < max) out[n++] = e;
         if (cpu_has_int8_dot() && (e = packed_avx512(type, true)) && n < max) out[n++] = e;
+        if (cpu_has_int8_dot() && (e = packed_amx(type)) && n < max) out[n++] = e;
     }
     return n;
 }

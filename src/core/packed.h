@@ -83,7 +83,9 @@ const packed_entry *packed_ref(uint32_t type);
 /* All implementations this machine runs for a type (tests compare them). */
 int packed_all(uint32_t type, const packed_entry **out, int max);
 
-/* Filled by packed_avx512.c: NULL entries when not compiled in. */
+/* Filled by packed_avx512.c / packed_amx.c: NULL when not compiled in or
+ * (AMX) when the CPU or the OS does not offer it. */
 const packed_entry *packed_avx512(uint32_t type, bool vnni);
+const packed_entry *packed_amx(uint32_t type);
 
 #endif

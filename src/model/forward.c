@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/attn.h"
 #include "core/kernels.h"
 #include "core/packed.h"
 #include "core/quant.h"
@@ -52,6 +53,8 @@ struct fwd_state {
     float *scores;    /* (nth, n_entries) attention scores over the view, per thread */
     float *observed;  /* (nth, n_queries, n_entries) weights for kv->observe, per thread */
     size_t scores_cap, observed_cap;
+    attn_keys *runs;  /* (n_head_kv, n_spans) the view's spans, offset to each KV head */
+    size_t runs_cap;
     uint8_t *act;     /* converted activation rows of the current mat_mul */
     size_t act_cap;
     /* MoE routing of the batch */
@@ -86,6 +89,7 @@ void fwd_state_free(fwd_state *st) {
                      st->rope_cs, st->router, st->scores, st->observed, st->route_w, st->member_w, st->xe, st->eo};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(st->act);
+    free(st->runs);
     free(st->route);
     free(st->members);
     free(st);
@@ -200,6 +204,28 @@ static void pm_work(void *ctx, int ith, int nth) {
     }
 }
 
+/* Activation rows converted by the pool's threads, a contiguous share each. */
+typedef struct {
+    act_quantize_fn fn;
+    const float *x;
+    int64_t n;
+    uint8_t *dst;
+    size_t row_bytes;
+    int T;
+} quant_job;
+
+static void quant_work(void *ctx, int ith, int nth) {
+    quant_job *j = ctx;
+    for (int t = j->T * ith / nth; t < j->T * (ith + 1) / nth; t++)
+        j->fn(j->x + (size_t)t * j->n, j->dst + (size_t)t * j->row_bytes, j->n);
+}
+
+static void quantize_rows(fwd_state *st, act_quantize_fn fn, const float *x, int64_t n, int T, size_t row_bytes) {
+    quant_job j = {fn, x, n, st->act, row_bytes, T};
+    if ((int64_t)T * n < MIN_PARALLEL_MACS) quant_work(&j, 0, 1);
+    else tpool_run(st->pool, quant_work, &j);
+}
+
 /* Room for T converted activation rows of row_bytes each. */
 static err_code act_buffer(fwd_state *st, size_t row_bytes, int T, err_t *err) {
     size_t need = row_bytes * (size_t)T;
@@ -223,7 +249,7 @@ static err_code mat_mul_packed(fwd_state *st, const model_mat *w, int e, const f
     };
     err_code rc = act_buffer(st, j.act_row_bytes, T, err);
     if (rc) return rc;
-    for (int t = 0; t < T; t++) pe->quantize(x + (size_t)t * w->n_in, st->act + (size_t)t * j.act_row_bytes, w->n_in);
+    quantize_rows(st, pe->quantize, x, w->n_in, T, j.act_row_bytes);
     j.act = st->act;
     if ((int64_t)T * w->n_out * w->n_in < MIN_PARALLEL_MACS) pm_work(&j, 0, 1);
     else tpool_run(st->pool, pm_work, &j);
@@ -247,7 +273,7 @@ static err_code mat_mul(fwd_state *st, const model_mat *w, int e, const float *x
         j.act_row_bytes = kernel_act_row_bytes(k->act_type, w->n_in);
         err_code rc = act_buffer(st, j.act_row_bytes, T, err);
         if (rc) return rc;
-        for (int t = 0; t < T; t++) k->quantize(x + (size_t)t * w->n_in, st->act + (size_t)t * j.act_row_bytes, w->n_in);
+        quantize_rows(st, k->quantize, x, w->n_in, T, j.act_row_bytes);
         j.act = st->act;
     }
     if ((int64_t)T * w->n_out * w->n_in < MIN_PARALLEL_MACS) mm_work(&j, 0, 1);
@@ -260,6 +286,26 @@ static void rmsnorm(float *out, const float *x, const float *weight, int n, floa
     for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
     float scale = 1.0f / sqrtf((float)(ss / n) + eps);
     for (int i = 0; i < n; i++) out[i] = x[i] * scale * weight[i];
+}
+
+typedef struct {
+    float *out;
+    const float *x, *weight;
+    int n, T;
+    float eps;
+} norm_job;
+
+static void norm_work(void *ctx, int ith, int nth) {
+    norm_job *j = ctx;
+    for (int t = j->T * ith / nth; t < j->T * (ith + 1) / nth; t++)
+        rmsnorm(j->out + (size_t)t * j->n, j->x + (size_t)t * j->n, j->weight, j->n, j->eps);
+}
+
+/* RMSNorm of T rows of n */
+static void rmsnorm_rows(fwd_state *st, float *out, const float *x, const float *weight, int n, int T, float eps) {
+    norm_job j = {out, x, weight, n, T, eps};
+    if (T < 8) norm_work(&j, 0, 1);
+    else tpool_run(st->pool, norm_work, &j);
 }
 
 static void add_bias(float *y, const model_mat *b, int T) {
@@ -381,12 +427,74 @@ static void att_work(void *ctx, int ith, int nth) {
     }
 }
 
+/* The same with the attn kernel (core/attn.h): units are (KV head, tile of
+ * 16 queries), the queries of a KV head ordered (token, head in its group),
+ * so a tile holds all the query heads that read the same keys. */
+typedef struct {
+    fwd_state *st;
+    int n_spans, T, n_tiles; /* tiles per KV head */
+    int32_t pos0;
+    attn_fn fn;
+    atomic_int next;
+} fa_job;
+
+static void fa_work(void *ctx, int ith, int nth) {
+    fa_job *j = ctx;
+    fwd_state *st = j->st;
+    const model_hparams *hp = &st->m->hp;
+    const int group = hp->n_head / hp->n_head_kv;
+    (void)ith, (void)nth;
+    for (;;) {
+        const int unit = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (unit >= j->n_tiles * hp->n_head_kv) break;
+        const int kvh = unit / j->n_tiles, u0 = unit % j->n_tiles * ATTN_LANES;
+        const int u1 = u0 + ATTN_LANES < j->T * group ? u0 + ATTN_LANES : j->T * group;
+        attn_queries q = {.hd = hp->head_dim, .hdv = hp->head_dim_v, .scale = 1.0f / sqrtf((float)hp->head_dim),
+                          .n_q = u1 - u0};
+        for (int u = u0; u < u1; u++) {
+            const int t = u / group, h = kvh * group + u % group;
+            q.q[u - u0] = st->q + ((size_t)t * hp->n_head + h) * hp->head_dim;
+            q.qpos[u - u0] = j->pos0 + t;
+            q.out[u - u0] = st->att + ((size_t)t * hp->n_head + h) * hp->head_dim_v;
+        }
+        j->fn(&q, st->runs + (size_t)kvh * j->n_spans, j->n_spans);
+    }
+}
+
 /* Causal multi-head attention of T queries over the cache's view. */
 static err_code attention(fwd_state *st, const kv_iface *kv, int layer, int T, int32_t pos0, err_t *err) {
     const kv_span *spans;
     int n_spans = kv->view(kv->self, layer, &spans);
     size_t n_entries = 0;
     for (int s = 0; s < n_spans; s++) n_entries += (size_t)spans[s].n_tokens;
+    const model_hparams *hp = &st->m->hp;
+    const int64_t macs = (int64_t)T * hp->n_head * (int64_t)n_entries * (hp->head_dim + hp->head_dim_v);
+    if (!kv->observe && hp->head_dim <= ATTN_MAX_HEAD_DIM && hp->head_dim_v <= ATTN_MAX_HEAD_DIM) {
+        const size_t need = (size_t)n_spans * (size_t)hp->n_head_kv;
+        if (need > st->runs_cap) {
+            attn_keys *r = xrealloc(st->runs, sizeof *r * need);
+            if (!r) return err_set(err, ERR_NOMEM, "out of memory for attention");
+            st->runs = r;
+            st->runs_cap = need;
+        }
+        for (int h = 0; h < hp->n_head_kv; h++)
+            for (int s = 0; s < n_spans; s++) {
+                const kv_span *sp = &spans[s];
+                const size_t el = sp->type == QT_F16 ? 2 : 4;
+                st->runs[(size_t)h * n_spans + s] = (attn_keys){
+                    .type = sp->type, .n = sp->n_tokens, .pos = sp->pos,
+                    .k = (const uint8_t *)sp->k + (size_t)h * hp->head_dim * el,
+                    .v = (const uint8_t *)sp->v + (size_t)h * hp->head_dim_v * el,
+                    .k_stride = sp->k_row_bytes, .v_stride = sp->v_row_bytes};
+            }
+        const int group = hp->n_head / hp->n_head_kv;
+        fa_job j = {.st = st, .n_spans = n_spans, .T = T, .pos0 = pos0, .fn = attn_get(),
+                    .n_tiles = (T * group + ATTN_LANES - 1) / ATTN_LANES};
+        atomic_init(&j.next, 0);
+        if (macs < MIN_PARALLEL_MACS) fa_work(&j, 0, 1);
+        else tpool_run(st->pool, fa_work, &j);
+        return ERR_OK;
+    }
     const size_t nth = (size_t)st->nth;
     err_code rc = grow(&st->scores, &st->scores_cap, n_entries * nth, err);
     if (!rc && kv->observe) rc = grow(&st->observed, &st->observed_cap, n_entries * (size_t)T * nth, err);
@@ -395,7 +503,6 @@ static err_code attention(fwd_state *st, const kv_iface *kv, int layer, int T, i
     att_job j = {.st = st, .spans = spans, .n_spans = n_spans, .n_entries = n_entries, .T = T, .pos0 = pos0,
                  .observe = kv->observe != NULL};
     atomic_init(&j.next, 0);
-    const int64_t macs = (int64_t)T * st->m->hp.n_head * (int64_t)n_entries * (st->m->hp.head_dim + st->m->hp.head_dim_v);
     if (macs < MIN_PARALLEL_MACS) att_work(&j, 0, 1);
     else tpool_run(st->pool, att_work, &j);
     if (kv->observe) {
@@ -409,8 +516,22 @@ static err_code attention(fwd_state *st, const kv_iface *kv, int layer, int T, i
 
 /* ---------------------------------------------------------------- FFN */
 
-static void swiglu(float *g, const float *u, size_t n) {
-    for (size_t i = 0; i < n; i++) g[i] = silu(g[i]) * u[i];
+typedef struct {
+    float *g;
+    const float *u;
+    size_t n;
+} swiglu_job;
+
+static void swiglu_work(void *ctx, int ith, int nth) {
+    swiglu_job *j = ctx;
+    for (size_t i = j->n * ith / nth; i < j->n * (ith + 1) / nth; i++) j->g[i] = silu(j->g[i]) * j->u[i];
+}
+
+/* g = silu(g) * u, over the pool when there is enough of it */
+static void swiglu(fwd_state *st, float *g, const float *u, size_t n) {
+    swiglu_job j = {g, u, n};
+    if (n < (size_t)MIN_PARALLEL_MACS / 4) swiglu_work(&j, 0, 1);
+    else tpool_run(st->pool, swiglu_work, &j);
 }
 
 static err_code ffn_dense(fwd_state *st, const model_layer *L, int T, err_t *err) {
@@ -418,7 +539,7 @@ static err_code ffn_dense(fwd_state *st, const model_layer *L, int T, err_t *err
     err_code rc = mat_mul(st, &L->w_gate, 0, st->xn, T, st->hg, err);
     if (!rc) rc = mat_mul(st, &L->w_up, 0, st->xn, T, st->hu, err);
     if (rc) return rc;
-    swiglu(st->hg, st->hu, (size_t)T * hp->n_ff);
+    swiglu(st, st->hg, st->hu, (size_t)T * hp->n_ff);
     return mat_mul(st, &L->w_down, 0, st->hg, T, st->ffn_out, err);
 }
 
@@ -486,7 +607,7 @@ static err_code ffn_moe(fwd_state *st, const experts_iface *ex, int layer, int T
         rc = mat_mul(st, &w[0], 0, st->xe, n, st->hg, err);
         if (!rc) rc = mat_mul(st, &w[1], 0, st->xe, n, st->hu, err);
         if (rc) break;
-        swiglu(st->hg, st->hu, (size_t)n * hp->n_ff);
+        swiglu(st, st->hg, st->hu, (size_t)n * hp->n_ff);
         if ((rc = mat_mul(st, &w[2], 0, st->hg, n, st->eo, err))) break;
         for (int i = 0; i < n; i++) {
             float *out = st->ffn_out + (size_t)st->members[i] * E;
@@ -531,8 +652,7 @@ err_code forward(fwd_state *st, const kv_iface *kv, const experts_iface *experts
     for (int l = 0; l < hp->n_layer && !rc; l++) {
         const model_layer *L = &m->layers[l];
         /* attention: norm, q/k/v projections, RoPE, cache, attend, output projection */
-        for (int t = 0; t < n; t++)
-            rmsnorm(st->xn + (size_t)t * E, st->x + (size_t)t * E, L->attn_norm.data, E, hp->rms_eps);
+        rmsnorm_rows(st, st->xn, st->x, L->attn_norm.data, E, n, hp->rms_eps);
         if ((rc = mat_mul(st, &L->wq, 0, st->xn, n, st->q, err))) break;
         if ((rc = mat_mul(st, &L->wk, 0, st->xn, n, st->k, err))) break;
         if ((rc = mat_mul(st, &L->wv, 0, st->xn, n, st->v, err))) break;
@@ -550,8 +670,7 @@ err_code forward(fwd_state *st, const kv_iface *kv, const experts_iface *experts
         for (size_t i = 0; i < (size_t)n * E; i++) st->x[i] += st->ffn_out[i];
 
         /* FFN: norm, SwiGLU (dense or mixture of experts), residual */
-        for (int t = 0; t < n; t++)
-            rmsnorm(st->xn + (size_t)t * E, st->x + (size_t)t * E, L->ffn_norm.data, E, hp->rms_eps);
+        rmsnorm_rows(st, st->xn, st->x, L->ffn_norm.data, E, n, hp->rms_eps);
         rc = hp->n_expert > 0 ? ffn_moe(st, experts, l, n, err) : ffn_dense(st, L, n, err);
         if (rc) break;
         for (size_t i = 0; i < (size_t)n * E; i++) st->x[i] += st->ffn_out[i];

@@ -1,0 +1,53 @@
+/*
+ * attn — the attention inner loop: up to 16 queries against a list of key
+ * runs, flash-style (one pass over the keys, running max and sum, no score
+ * matrix).
+ *
+ * The 16 queries sit in the 16 lanes of a vector (a token's query heads that
+ * share one KV head, and consecutive tokens): with the queries transposed
+ * once, the scores of one key for all 16 queries are hd FMAs of a broadcast
+ * key element, and the running max, the exponentials and the sums are
+ * lane-wise, so there is no horizontal sum anywhere. Values are accumulated
+ * per query as rows (p * V[j]).
+ *
+ * Keys are walked in blocks of 16 counted from the start of each run; a key
+ * is visible to a query when its position is <= the query's. Invisible keys
+ * contribute exact zeros and a block with nothing visible changes nothing, so
+ * a query's output is the same whichever other queries share its tile and
+ * however many future keys a batch has appended: batch invariance again.
+ */
+#ifndef OCTO_CORE_ATTN_H
+#define OCTO_CORE_ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ATTN_LANES 16
+#define ATTN_MAX_HEAD_DIM 256
+
+typedef struct {
+    int hd, hdv;               /* key/query and value head sizes, <= ATTN_MAX_HEAD_DIM */
+    float scale;               /* applied to q.k */
+    int n_q;                   /* 1 .. 16 */
+    const float *q[ATTN_LANES];  /* each hd floats */
+    int32_t qpos[ATTN_LANES];
+    float *out[ATTN_LANES];      /* each hdv floats: softmax(q.K * scale) . V */
+} attn_queries;
+
+typedef struct {
+    uint32_t type;       /* QT_F32 or QT_F16 */
+    const void *k, *v;   /* the first entry's key / value for this KV head */
+    size_t k_stride, v_stride; /* bytes between entries */
+    const int32_t *pos;
+    int n;
+} attn_keys;
+
+typedef void (*attn_fn)(const attn_queries *q, const attn_keys *runs, int n_runs);
+
+/* The active kernel path's implementation. */
+attn_fn attn_get(void);
+/* The portable one (the reference), and the AVX-512 one (NULL when absent). */
+void attn_portable(const attn_queries *q, const attn_keys *runs, int n_runs);
+attn_fn attn_avx512(void);
+
+#endif

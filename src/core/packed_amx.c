@@ -1,0 +1,170 @@
+/*
+ * packed_amx — the packed Q4_0 GEMM on AMX tiles (Intel Sapphire Rapids and
+ * later), for batches of 16 tokens or more. See packed.h.
+ *
+ * The packed group layout is already AMX's B-tile layout: row j of a block
+ * holds weights 4j..4j+3 of each of the 16 rows. Once per group the nibbles
+ * are unpacked to signed bytes (nibble - 8) for a run of blocks; then, per
+ * tile of 16 tokens and per block, one TDPBSSD multiplies the tokens'
+ * activation bytes (A: 16 tokens x 32 bytes, read in place from the Q8P
+ * rows) by the block's weights (B: 8 x 64 bytes), giving the 16 x 16 exact
+ * integer block sums, which are the integers the VNNI kernel computes
+ * (there: off + sum nibble * q = sum (nibble - 8) * q). They are folded in
+ * with the same fma per block, so results equal the VNNI kernel's bit for
+ * bit; the tokens that do not fill a tile of 16 are left to it.
+ *
+ * AMX needs the kernel's permission (arch_prctl ARCH_REQ_XCOMP_PERM), asked
+ * once; each thread loads the tile configuration before its first tile op.
+ */
+#include "packed.h"
+
+#if defined(__x86_64__) && defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__) && \
+    defined(__AVX512BW__) && defined(__F16C__)
+
+#include <cpuid.h>
+#include <immintrin.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "quant.h"
+
+#define GROUP_BLOCK_BYTES (PACK_ROWS * 18)
+#define RUN_BLOCKS 64 /* blocks unpacked at a time: 32 KiB of B tiles */
+
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+
+static __thread int tiles_configured;
+
+static void configure_tiles(void) {
+    tile_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < 4; i++) c.rows[i] = 16, c.colsb[i] = 64; /* C: 16 tokens x 16 rows of int32 */
+    for (int i = 4; i < 6; i++) c.rows[i] = 16, c.colsb[i] = 32; /* A: 16 tokens x 32 activation bytes */
+    for (int i = 6; i < 8; i++) c.rows[i] = 8, c.colsb[i] = 64;  /* B: 8 groups of 4 weights x 16 rows */
+    _tile_loadconfig(&c);
+    tiles_configured = 1;
+}
+
+/* Tile numbers are immediates: C tiles 0..3 (two pairs), A tiles 4, 5, B tiles 6, 7. */
+#define DP(C, A, B, blk)                                                                          \
+    do {                                                                                          \
+        _tile_zero(C);                                                                            \
+        _tile_loadd(A, a0 + (size_t)(b0 + (blk)) * sizeof(block_q8p) + offsetof(block_q8p, qs), (long)as); \
+        _tile_loadd(B, bt[(blk)], 64);                                                            \
+        _tile_dpbssd(C, A, B);                                                                    \
+    } while (0)
+
+/* acc[t] += (float)c[t][:] * (16 row scales * token t's scale), block b */
+static inline __attribute__((always_inline)) void fold(__m512 acc[16], const int32_t c[16][16], const uint8_t *w,
+                                                       const uint8_t *a0, size_t as, int64_t b) {
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + (size_t)b * GROUP_BLOCK_BYTES)));
+    for (int t = 0; t < 16; t++) {
+        const block_q8p *ab = (const block_q8p *)(a0 + (size_t)t * as) + b;
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)c[t])),
+                                 _mm512_mul_ps(dw, _mm512_set1_ps(ab->d)), acc[t]);
+    }
+}
+
+static void gemm_amx(const void *vw, int64_t n, const void *vact, size_t as, int n_tok, float *y, size_t ys) {
+    const uint8_t *w = vw, *act = vact;
+    const int64_t nb = n / 32;
+    const int full = n_tok / 16 * 16;
+    if (full) {
+        if (!tiles_configured) configure_tiles();
+        __attribute__((aligned(64))) int8_t bt[RUN_BLOCKS][512];
+        __attribute__((aligned(64))) int32_t c[2][4][16][16];
+        for (int t = 0; t < full; t++) memset(y + (size_t)t * ys, 0, sizeof(float) * PACK_ROWS);
+        const __m512i lo = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+        for (int64_t b0 = 0; b0 < nb; b0 += RUN_BLOCKS) {
+            const int64_t nr = nb - b0 < RUN_BLOCKS ? nb - b0 : RUN_BLOCKS;
+            for (int64_t b = 0; b < nr; b++) {
+                const uint8_t *g = w + (size_t)(b0 + b) * GROUP_BLOCK_BYTES + 32;
+                for (int j = 0; j < 4; j++) {
+                    const __m512i p = _mm512_loadu_si512((const void *)(g + 64 * j));
+                    _mm512_store_si512((void *)(bt[b] + 64 * j), _mm512_sub_epi8(_mm512_and_si512(p, lo), eight));
+                    _mm512_store_si512((void *)(bt[b] + 256 + 64 * j),
+                                       _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(p, 4), lo), eight));
+                }
+            }
+            for (int t0 = 0; t0 < full; t0 += 16) {
+                __m512 acc[16];
+                for (int t = 0; t < 16; t++) acc[t] = _mm512_loadu_ps(y + (size_t)(t0 + t) * ys);
+                const uint8_t *a0 = act + (size_t)t0 * as;
+                /* blocks in fours, software-pipelined: the products of four
+                 * blocks run while the sums of the previous four, stored one
+                 * round earlier, are folded in (in block order) */
+                int64_t b = 0;
+                int cur = 0;
+                for (; b + 4 <= nr; b += 4, cur ^= 1) {
+                    DP(0, 4, 6, b);
+                    DP(1, 5, 7, b + 1);
+                    DP(2, 4, 6, b + 2);
+                    DP(3, 5, 7, b + 3);
+                    if (b)
+                        for (int i = 0; i < 4; i++) fold(acc, c[cur ^ 1][i], w, a0, as, b0 + b - 4 + i);
+                    _tile_stored(0, c[cur][0], 64);
+                    _tile_stored(1, c[cur][1], 64);
+                    _tile_stored(2, c[cur][2], 64);
+                    _tile_stored(3, c[cur][3], 64);
+                }
+                if (b)
+                    for (int i = 0; i < 4; i++) fold(acc, c[cur ^ 1][i], w, a0, as, b0 + b - 4 + i);
+                for (; b < nr; b++) {
+                    DP(0, 4, 6, b);
+                    _tile_stored(0, c[0][0], 64);
+                    fold(acc, c[0][0], w, a0, as, b0 + b);
+                }
+                for (int t = 0; t < 16; t++) _mm512_storeu_ps(y + (size_t)(t0 + t) * ys, acc[t]);
+            }
+        }
+    }
+    if (full < n_tok) {
+        const packed_entry *v = packed_avx512(QT_Q4_0, true);
+        v->gemm(w, n, act + (size_t)full * as, as, n_tok - full, y + (size_t)full * ys, ys);
+    }
+}
+#undef DP
+
+static const packed_entry AMX_Q4_0 = {QT_Q4_0, NULL, gemm_amx, "amx"};
+
+/* CPU has AMX-TILE and AMX-INT8, the OS saves their state, and grants it to us. */
+static int amx_usable(void) {
+    static int state = -1; /* races are benign: every thread computes the same */
+    if (state >= 0) return state;
+    unsigned a, b, c, d;
+    int ok = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 24)) && (d & (1u << 25));
+    if (ok) {
+        unsigned lo, hi;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        ok = (lo & (3u << 17)) == (3u << 17);
+    }
+    if (ok) ok = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+    state = ok;
+    return ok;
+}
+
+const packed_entry *packed_amx(uint32_t type) {
+    if (type != QT_Q4_0 || !amx_usable()) return NULL;
+    const packed_entry *v = packed_avx512(QT_Q4_0, true);
+    static packed_entry e;
+    if (!e.gemm) { /* the quantizer is the VNNI kernel's */
+        e = AMX_Q4_0;
+        e.quantize = v->quantize;
+    }
+    return &e;
+}
+
+#else
+
+const packed_entry *packed_amx(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+
+#endif
