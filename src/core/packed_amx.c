@@ -85,6 +85,8 @@ static void gemm_amx(const void *vw, int64_t n, const void *vact, size_t as, int
             const int64_t nr = nb - b0 < RUN_BLOCKS ? nb - b0 : RUN_BLOCKS;
             for (int64_t b = 0; b < nr; b++) {
                 const uint8_t *g = w + (size_t)(b0 + b) * GROUP_BLOCK_BYTES + 32;
+                for (int o = 0; o < GROUP_BLOCK_BYTES; o += 64) /* ahead, as the VNNI kernel */
+                    _mm_prefetch((const char *)((uintptr_t)g + 4096 + (uintptr_t)o), _MM_HINT_T0);
                 for (int j = 0; j < 4; j++) {
                     const __m512i p = _mm512_loadu_si512((const void *)(g + 64 * j));
                     _mm512_store_si512((void *)(bt[b] + 64 * j), _mm512_sub_epi8(_mm512_and_si512(p, lo), eight));

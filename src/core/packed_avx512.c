@@ -51,9 +51,10 @@ ALWAYS_INLINE void tile(const void *vw, int64_t nb, const uint8_t *act, size_t a
     const __m512i lo = _mm512_set1_epi8(0x0F);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *g = w + (size_t)b * GROUP_BLOCK_BYTES;
-        if (NT <= 2) /* decode streams the weights: ask for them ahead (the address as an integer: */
-            for (int o = 0; o < GROUP_BLOCK_BYTES; o += 64) /* it may lie past the matrix, never faults) */
-                _mm_prefetch((const char *)((uintptr_t)g + PREFETCH + (uintptr_t)o), _MM_HINT_T0);
+        /* the weights stream from memory: ask for them ahead (the address as
+         * an integer: it may lie past the matrix; a prefetch never faults) */
+        for (int o = 0; o < GROUP_BLOCK_BYTES; o += 64)
+            _mm_prefetch((const char *)((uintptr_t)g + PREFETCH + (uintptr_t)o), _MM_HINT_T0);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
         __m512i W[8];
         for (int j = 0; j < 4; j++) {
