@@ -9,17 +9,52 @@
 #include "attn.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "kernels.h"
 #include "quant.h"
 
-static void load_rows(uint32_t type, const void *base, size_t stride, int n, int dim, float *dst) {
+int attn_type_supported(uint32_t type) {
+    return type == QT_F32 || type == QT_F16 || type == QT_Q8_0 || type == QT_Q4_0 || type == QT_Q4_1;
+}
+
+void attn_widen(uint32_t type, const void *row, int off, int dim, float *dst) {
+    if (type == QT_F32) {
+        memcpy(dst, (const float *)row + off, sizeof(float) * (size_t)dim);
+        return;
+    }
+    if (type == QT_F16) {
+        for (int d = 0; d < dim; d++) dst[d] = fp16_to_fp32(((const fp16_t *)row)[off + d]);
+        return;
+    }
+    const size_t bb = quant_row_bytes(type, 32);
+    float tmp[32];
+    for (int e = off; e < off + dim;) {
+        const int b = e / 32, in = e % 32, take = 32 - in < off + dim - e ? 32 - in : off + dim - e;
+        quant_dequantize_row(type, (const uint8_t *)row + (size_t)b * bb, tmp, 32);
+        memcpy(dst + (e - off), tmp + in, sizeof(float) * (size_t)take);
+        e += take;
+    }
+}
+
+static void load_rows(const attn_keys *ks, bool key, int j0, int n, int dim, float *dst) {
+    const uint8_t *base = (const uint8_t *)(key ? ks->k : ks->v);
+    const size_t stride = key ? ks->k_stride : ks->v_stride;
+    for (int j = 0; j < n; j++)
+        attn_widen(ks->type, base + (size_t)(j0 + j) * stride, key ? ks->k_off : ks->v_off, dim, dst + (size_t)j * dim);
+}
+
+/* q.k * scale for query i and the block's keys (-inf when invisible) */
+static void block_scores(const attn_queries *q, int i, const attn_keys *ks, int j0, int n, const float *kb, float *s) {
     for (int j = 0; j < n; j++) {
-        const uint8_t *row = (const uint8_t *)base + (size_t)j * stride;
-        if (type == QT_F16)
-            for (int d = 0; d < dim; d++) dst[j * dim + d] = fp16_to_fp32(((const fp16_t *)row)[d]);
-        else memcpy(dst + (size_t)j * dim, row, sizeof(float) * (size_t)dim);
+        if (ks->pos[j0 + j] > q->qpos[i]) {
+            s[j] = -INFINITY;
+            continue;
+        }
+        float acc = 0.0f;
+        for (int d = 0; d < q->hd; d++) acc = fmaf(q->q[i][d], kb[j * q->hd + d], acc);
+        s[j] = acc * q->scale;
     }
 }
 
@@ -36,20 +71,12 @@ void attn_portable(const attn_queries *q, const attn_keys *runs, int n_runs) {
         const attn_keys *ks = &runs[r];
         for (int j0 = 0; j0 < ks->n; j0 += ATTN_LANES) {
             const int n = ks->n - j0 < ATTN_LANES ? ks->n - j0 : ATTN_LANES;
-            load_rows(ks->type, (const uint8_t *)ks->k + (size_t)j0 * ks->k_stride, ks->k_stride, n, hd, kb);
-            load_rows(ks->type, (const uint8_t *)ks->v + (size_t)j0 * ks->v_stride, ks->v_stride, n, hdv, vb);
+            load_rows(ks, true, j0, n, hd, kb);
+            load_rows(ks, false, j0, n, hdv, vb);
             for (int i = 0; i < nq; i++) {
                 float s[ATTN_LANES], bmax = -INFINITY;
-                for (int j = 0; j < n; j++) {
-                    if (ks->pos[j0 + j] > q->qpos[i]) {
-                        s[j] = -INFINITY;
-                        continue;
-                    }
-                    float acc = 0.0f;
-                    for (int d = 0; d < hd; d++) acc = fmaf(q->q[i][d], kb[j * hd + d], acc);
-                    s[j] = acc * q->scale;
-                    bmax = fmaxf(bmax, s[j]);
-                }
+                block_scores(q, i, ks, j0, n, kb, s);
+                for (int j = 0; j < n; j++) bmax = fmaxf(bmax, s[j]);
                 if (bmax == -INFINITY) continue; /* nothing visible: no change */
                 const float mn = fmaxf(m[i], bmax), corr = expf(m[i] - mn);
                 float sum = 0.0f;
@@ -67,6 +94,24 @@ void attn_portable(const attn_queries *q, const attn_keys *runs, int n_runs) {
     for (int i = 0; i < nq; i++) {
         const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
         for (int d = 0; d < hdv; d++) q->out[i][d] = o[i][d] * inv;
+    }
+    if (!q->obs) return;
+    /* the weights themselves, now that each query's max and sum are known */
+    float *obs = q->obs;
+    for (int r = 0; r < n_runs; r++) {
+        const attn_keys *ks = &runs[r];
+        for (int j0 = 0; j0 < ks->n; j0 += ATTN_LANES) {
+            const int n = ks->n - j0 < ATTN_LANES ? ks->n - j0 : ATTN_LANES;
+            load_rows(ks, true, j0, n, hd, kb);
+            for (int i = 0; i < nq; i++) {
+                if (!((q->obs_lanes >> i) & 1) || l[i] <= 0.0f) continue;
+                float s[ATTN_LANES];
+                block_scores(q, i, ks, j0, n, kb, s);
+                for (int j = 0; j < n; j++)
+                    if (s[j] != -INFINITY) obs[j0 + j] += expf(s[j] - m[i]) / l[i];
+            }
+        }
+        obs += ks->n;
     }
 }
 

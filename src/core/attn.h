@@ -32,15 +32,30 @@ typedef struct {
     const float *q[ATTN_LANES];  /* each hd floats */
     int32_t qpos[ATTN_LANES];
     float *out[ATTN_LANES];      /* each hdv floats: softmax(q.K * scale) . V */
+    /* Optional: obs[e] += the attention weight of entry e (runs in order),
+     * summed over the queries whose bit is set in obs_lanes. */
+    float *obs;
+    uint32_t obs_lanes;
 } attn_queries;
 
+/* A run of cache entries. Rows hold every KV head; this head's keys start at
+ * element k_off of a row (values at v_off). Row types: F32, F16, or the
+ * quantized tiers Q8_0, Q4_0, Q4_1 (blocks of 32 along the row; a head
+ * smaller than 32 shares its block with its neighbours), dequantized a block
+ * of 16 entries at a time inside the kernel. */
 typedef struct {
-    uint32_t type;       /* QT_F32 or QT_F16 */
-    const void *k, *v;   /* the first entry's key / value for this KV head */
+    uint32_t type;
+    const void *k, *v;   /* the first entry's row */
+    int k_off, v_off;
     size_t k_stride, v_stride; /* bytes between entries */
     const int32_t *pos;
     int n;
 } attn_keys;
+
+/* Elements [off, off + dim) of a row of type, as floats (the portable way). */
+void attn_widen(uint32_t type, const void *row, int off, int dim, float *dst);
+/* Can the kernel read rows of this type? */
+int attn_type_supported(uint32_t type);
 
 typedef void (*attn_fn)(const attn_queries *q, const attn_keys *runs, int n_runs);
 

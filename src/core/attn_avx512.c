@@ -17,6 +17,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "quant.h"
@@ -42,17 +43,80 @@ ALWAYS_INLINE __m512 exp512(__m512 x) {
 
 ALWAYS_INLINE __mmask16 tail_mask(int n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
 
-/* n rows of dim F16/F32 values, widened to F32 rows of dim */
-static void widen_rows(uint32_t type, const void *base, size_t stride, int n, int dim, float *dst) {
+/* 32 values of a Q8_0 / Q4_0 / Q4_1 block as two vectors */
+ALWAYS_INLINE void block32(uint32_t type, const uint8_t *b, __m512 *lo, __m512 *hi) {
+    if (type == QT_Q8_0) {
+        const block_q8_0 *q = (const block_q8_0 *)b;
+        const __m512 d = _mm512_set1_ps(_cvtsh_ss(q->d));
+        *lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q->qs))));
+        *hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q->qs + 16)))));
+        return;
+    }
+    const uint8_t *qs = type == QT_Q4_0 ? ((const block_q4_0 *)b)->qs : ((const block_q4_1 *)b)->qs;
+    const __m512i u = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs));
+    const __m512 ql = _mm512_cvtepi32_ps(_mm512_and_si512(u, _mm512_set1_epi32(15)));
+    const __m512 qh = _mm512_cvtepi32_ps(_mm512_srli_epi32(u, 4));
+    if (type == QT_Q4_0) {
+        const __m512 d = _mm512_set1_ps(_cvtsh_ss(((const block_q4_0 *)b)->d)), e8 = _mm512_set1_ps(8.0f);
+        *lo = _mm512_mul_ps(d, _mm512_sub_ps(ql, e8));
+        *hi = _mm512_mul_ps(d, _mm512_sub_ps(qh, e8));
+    } else {
+        const block_q4_1 *q = (const block_q4_1 *)b;
+        const __m512 d = _mm512_set1_ps(_cvtsh_ss(q->d)), m = _mm512_set1_ps(_cvtsh_ss(q->m));
+        *lo = _mm512_fmadd_ps(d, ql, m);
+        *hi = _mm512_fmadd_ps(d, qh, m);
+    }
+}
+
+/* n rows (entries j0 ..) of a run, elements [off, off + dim) of each, as F32 rows of dim */
+static void widen_rows(const attn_keys *ks, bool key, int j0, int n, int dim, float *dst) {
+    const uint8_t *base = (const uint8_t *)(key ? ks->k : ks->v);
+    const size_t stride = key ? ks->k_stride : ks->v_stride;
+    const int off = key ? ks->k_off : ks->v_off;
+    const uint32_t type = ks->type;
     for (int j = 0; j < n; j++) {
-        const uint8_t *row = (const uint8_t *)base + (size_t)j * stride;
-        for (int d = 0; d < dim; d += 16) {
-            const __mmask16 mk = tail_mask(dim - d);
-            __m512 v;
-            if (type == QT_F16) v = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, (const fp16_t *)row + d));
-            else v = _mm512_maskz_loadu_ps(mk, (const float *)row + d);
-            _mm512_mask_storeu_ps(dst + (size_t)j * dim + d, mk, v);
+        const uint8_t *row = base + (size_t)(j0 + j) * stride;
+        float *out = dst + (size_t)j * dim;
+        if (type == QT_F32 || type == QT_F16) {
+            for (int d = 0; d < dim; d += 16) {
+                const __mmask16 mk = tail_mask(dim - d);
+                __m512 v;
+                if (type == QT_F16) v = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, (const fp16_t *)row + off + d));
+                else v = _mm512_maskz_loadu_ps(mk, (const float *)row + off + d);
+                _mm512_mask_storeu_ps(out + d, mk, v);
+            }
+        } else if (off % 32 == 0 && dim % 32 == 0) {
+            const size_t bb = quant_row_bytes(type, 32);
+            for (int d = 0; d < dim; d += 32) {
+                __m512 lo, hi;
+                block32(type, row + (size_t)((off + d) / 32) * bb, &lo, &hi);
+                _mm512_storeu_ps(out + d, lo);
+                _mm512_storeu_ps(out + d + 16, hi);
+            }
+        } else {
+            attn_widen(type, row, off, dim, out); /* heads smaller than a block */
         }
+    }
+}
+
+/* scores of the block's keys for the 16 lanes, before scaling and masking */
+static void block_scores(const float (*qt)[ATTN_LANES], int hd, const float *kr, size_t kst, int n, __m512 *s) {
+    /* each key's chain of hd FMAs is the same however many keys run side by
+     * side (8 chains hide the FMA latency) */
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m512 acc[8];
+        for (int u = 0; u < 8; u++) acc[u] = _mm512_setzero_ps();
+        for (int d = 0; d < hd; d++) {
+            const __m512 qd = _mm512_load_ps(qt[d]);
+            for (int u = 0; u < 8; u++) acc[u] = _mm512_fmadd_ps(qd, _mm512_set1_ps(kr[(size_t)(j + u) * kst + d]), acc[u]);
+        }
+        for (int u = 0; u < 8; u++) s[j + u] = acc[u];
+    }
+    for (; j < n; j++) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int d = 0; d < hd; d++) acc = _mm512_fmadd_ps(_mm512_load_ps(qt[d]), _mm512_set1_ps(kr[(size_t)j * kst + d]), acc);
+        s[j] = acc;
     }
 }
 
@@ -83,6 +147,20 @@ static void pv_row(float *o, int hdv, float c, const float *p, int n, const floa
     }
 }
 
+/* the block's keys and values as F32 rows: in place for F32, else widened into kb / vb */
+static void keys_of(const attn_keys *ks, int j0, int n, int hd, int hdv, float *kb, float *vb, const float **kr,
+                    size_t *kst, const float **vr, size_t *vst) {
+    if (ks->type == QT_F32) {
+        *kr = (const float *)((const uint8_t *)ks->k + (size_t)j0 * ks->k_stride) + ks->k_off;
+        *vr = (const float *)((const uint8_t *)ks->v + (size_t)j0 * ks->v_stride) + ks->v_off;
+        *kst = ks->k_stride / sizeof(float), *vst = ks->v_stride / sizeof(float);
+        return;
+    }
+    if (kb) widen_rows(ks, true, j0, n, hd, kb);
+    if (vb) widen_rows(ks, false, j0, n, hdv, vb);
+    *kr = kb, *vr = vb, *kst = (size_t)hd, *vst = (size_t)hdv;
+}
+
 static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
     const int hd = q->hd, hdv = q->hdv, nq = q->n_q;
     __attribute__((aligned(64))) float qt[ATTN_MAX_HEAD_DIM][ATTN_LANES];
@@ -102,37 +180,14 @@ static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
         const attn_keys *ks = &runs[r];
         for (int j0 = 0; j0 < ks->n; j0 += ATTN_LANES) {
             const int n = ks->n - j0 < ATTN_LANES ? ks->n - j0 : ATTN_LANES;
-            const uint8_t *k0 = (const uint8_t *)ks->k + (size_t)j0 * ks->k_stride;
-            const uint8_t *v0 = (const uint8_t *)ks->v + (size_t)j0 * ks->v_stride;
-            const float *kr = (const float *)k0, *vr = (const float *)v0;
-            size_t kst = ks->k_stride / sizeof(float), vst = ks->v_stride / sizeof(float);
-            if (ks->type == QT_F16) {
-                widen_rows(ks->type, k0, ks->k_stride, n, hd, kb);
-                widen_rows(ks->type, v0, ks->v_stride, n, hdv, vb);
-                kr = kb, vr = vb, kst = (size_t)hd, vst = (size_t)hdv;
-            }
+            const float *kr, *vr;
+            size_t kst, vst;
+            keys_of(ks, j0, n, hd, hdv, kb, vb, &kr, &kst, &vr, &vst);
             __m512 s[ATTN_LANES];
             __mmask16 vis[ATTN_LANES];
             __m512 bmax = ninf;
-            /* scores: each key's chain of hd FMAs is the same however many
-             * keys run side by side (8 chains hide the FMA latency) */
-            int j = 0;
-            for (; j + 8 <= n; j += 8) {
-                __m512 acc[8];
-                for (int u = 0; u < 8; u++) acc[u] = _mm512_setzero_ps();
-                for (int d = 0; d < hd; d++) {
-                    const __m512 qd = _mm512_load_ps(qt[d]);
-                    for (int u = 0; u < 8; u++)
-                        acc[u] = _mm512_fmadd_ps(qd, _mm512_set1_ps(kr[(size_t)(j + u) * kst + d]), acc[u]);
-                }
-                for (int u = 0; u < 8; u++) s[j + u] = acc[u];
-            }
-            for (; j < n; j++) {
-                __m512 acc = _mm512_setzero_ps();
-                for (int d = 0; d < hd; d++)
-                    acc = _mm512_fmadd_ps(_mm512_load_ps(qt[d]), _mm512_set1_ps(kr[(size_t)j * kst + d]), acc);
-                s[j] = acc;
-            }
+            block_scores((const float(*)[ATTN_LANES])qt, hd, kr, kst, n, s);
+            int j;
             for (j = 0; j < n; j++) {
                 vis[j] = _mm512_cmp_epi32_mask(_mm512_set1_epi32(ks->pos[j0 + j]), qpos, _MM_CMPINT_LE);
                 s[j] = _mm512_mask_mov_ps(ninf, vis[j], _mm512_mul_ps(s[j], scale));
@@ -160,6 +215,28 @@ static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
     for (int i = 0; i < nq; i++) {
         const float inv = ls[i] > 0.0f ? 1.0f / ls[i] : 0.0f;
         for (int d = 0; d < hdv; d++) q->out[i][d] = o[i][d] * inv;
+    }
+    if (!q->obs) return;
+    /* the weights themselves, now that each query's max and sum are known */
+    const __mmask16 lanes = (__mmask16)(q->obs_lanes & ((1u << nq) - 1)) & _mm512_cmp_ps_mask(l, _mm512_setzero_ps(), _CMP_GT_OQ);
+    const __m512 inv_l = _mm512_maskz_div_ps(lanes, _mm512_set1_ps(1.0f), l);
+    float *obs = q->obs;
+    for (int r = 0; r < n_runs; r++) {
+        const attn_keys *ks = &runs[r];
+        for (int j0 = 0; j0 < ks->n && lanes; j0 += ATTN_LANES) {
+            const int n = ks->n - j0 < ATTN_LANES ? ks->n - j0 : ATTN_LANES;
+            const float *kr, *vr;
+            size_t kst, vst;
+            keys_of(ks, j0, n, hd, hdv, kb, NULL, &kr, &kst, &vr, &vst);
+            __m512 s[ATTN_LANES];
+            block_scores((const float(*)[ATTN_LANES])qt, hd, kr, kst, n, s);
+            for (int j = 0; j < n; j++) {
+                const __mmask16 vis = _mm512_cmp_epi32_mask(_mm512_set1_epi32(ks->pos[j0 + j]), qpos, _MM_CMPINT_LE) & lanes;
+                const __m512 p = _mm512_maskz_mul_ps(vis, exp512(_mm512_sub_ps(_mm512_mul_ps(s[j], scale), m)), inv_l);
+                obs[j0 + j] += _mm512_reduce_add_ps(p);
+            }
+        }
+        obs += ks->n;
     }
 }
 

@@ -50,9 +50,8 @@ struct fwd_state {
     float *hg, *hu;   /* (cap, n_ff) gate / up activations (dense), or one token's (MoE) */
     float *rope_cs;   /* (cap, n_rot) cos/sin pairs per token */
     float *router;    /* (n_expert) */
-    float *scores;    /* (nth, n_entries) attention scores over the view, per thread */
-    float *observed;  /* (nth, n_queries, n_entries) weights for kv->observe, per thread */
-    size_t scores_cap, observed_cap;
+    float *observed;  /* (nth, n_entries) attention weights for kv->observe, per thread */
+    size_t observed_cap;
     attn_keys *runs;  /* (n_head_kv, n_spans) the view's spans, offset to each KV head */
     size_t runs_cap;
     uint8_t *act;     /* converted activation rows of the current mat_mul */
@@ -86,7 +85,7 @@ fwd_state *fwd_state_new(const model *m, tpool *pool) {
 void fwd_state_free(fwd_state *st) {
     if (!st) return;
     float *bufs[] = {st->x, st->xn, st->q, st->k, st->v, st->att, st->ffn_out, st->hg, st->hu,
-                     st->rope_cs, st->router, st->scores, st->observed, st->route_w, st->member_w, st->xe, st->eo};
+                     st->rope_cs, st->router, st->observed, st->route_w, st->member_w, st->xe, st->eo};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(st->act);
     free(st->runs);
@@ -344,97 +343,16 @@ static void rope_apply(float *vec, int n_heads, int head_dim, int n_rot, bool ne
 
 /* ---------------------------------------------------------------- attention */
 
-typedef struct {
-    fwd_state *st;
-    const kv_span *spans;
-    int n_spans;
-    size_t n_entries;
-    int T;
-    int32_t pos0;
-    bool observe;
-    atomic_int next; /* next (token, head) pair */
-} att_job;
-
-/* q·k for one cache row of either element type */
-static float kv_dot(const kernel_entry *kd, const kv_span *sp, int j, int off, const float *q, int n) {
-    const uint8_t *row = (const uint8_t *)sp->k + (size_t)j * sp->k_row_bytes;
-    if (sp->type == QT_F16) return kd->dot((const fp16_t *)row + off, q, n);
-    return kd->dot((const float *)row + off, q, n);
-}
-
-/* out += w * v for one cache row */
-static void kv_axpy(const kv_span *sp, int j, int off, float w, float *out, int n) {
-    const uint8_t *row = (const uint8_t *)sp->v + (size_t)j * sp->v_row_bytes;
-    if (sp->type == QT_F16) {
-        const fp16_t *v = (const fp16_t *)row + off;
-        for (int i = 0; i < n; i++) out[i] += w * fp16_to_fp32(v[i]);
-    } else {
-        const float *v = (const float *)row + off;
-        for (int i = 0; i < n; i++) out[i] += w * v[i];
-    }
-}
-
-/* softmax(q·K / sqrt(hd)) · V for (token, head) pairs handed out one at a time */
-static void att_work(void *ctx, int ith, int nth) {
-    att_job *j = ctx;
-    fwd_state *st = j->st;
-    const model_hparams *hp = &st->m->hp;
-    const int hd = hp->head_dim, hdv = hp->head_dim_v, group = hp->n_head / hp->n_head_kv;
-    const float scale = 1.0f / sqrtf((float)hd);
-    float *sc = st->scores + (size_t)ith * j->n_entries;
-    float *obs = j->observe ? st->observed + (size_t)ith * j->n_entries * (size_t)j->T : NULL;
-    (void)nth;
-    for (;;) {
-        int pair = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-        if (pair >= j->T * hp->n_head) break;
-        const int t = pair / hp->n_head, h = pair % hp->n_head;
-        const int32_t qpos = j->pos0 + t;
-        const float *q = st->q + ((size_t)t * hp->n_head + h) * hd;
-        const int kvh = h / group; /* grouped-query attention: query head h reads KV head h / group */
-        /* scores over the entries visible from qpos (causal by position), -inf elsewhere */
-        float max = -INFINITY;
-        size_t e = 0;
-        for (int s = 0; s < j->n_spans; s++) {
-            const kv_span *sp = &j->spans[s];
-            const kernel_entry *kd = kernel_get(sp->type);
-            for (int r = 0; r < sp->n_tokens; r++, e++) {
-                if (sp->pos[r] > qpos) {
-                    sc[e] = -INFINITY;
-                    continue;
-                }
-                sc[e] = kv_dot(kd, sp, r, kvh * hd, q, hd) * scale;
-                if (sc[e] > max) max = sc[e];
-            }
-        }
-        float sum = 0.0f;
-        for (size_t i = 0; i < j->n_entries; i++) {
-            sc[i] = sc[i] == -INFINITY ? 0.0f : expf(sc[i] - max);
-            sum += sc[i];
-        }
-        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-        float *out = st->att + ((size_t)t * hp->n_head + h) * hdv;
-        memset(out, 0, sizeof(float) * (size_t)hdv);
-        e = 0;
-        for (int s = 0; s < j->n_spans; s++) {
-            const kv_span *sp = &j->spans[s];
-            for (int r = 0; r < sp->n_tokens; r++, e++) {
-                float w = sc[e] * inv;
-                if (w == 0.0f) continue;
-                if (obs) obs[(size_t)t * j->n_entries + e] += w;
-                kv_axpy(sp, r, kvh * hdv, w, out, hdv);
-            }
-        }
-    }
-}
-
-/* The same with the attn kernel (core/attn.h): units are (KV head, tile of
- * 16 queries), the queries of a KV head ordered (token, head in its group),
- * so a tile holds all the query heads that read the same keys. */
+/* Attention runs on the attn kernel (core/attn.h) in units of (KV head, tile
+ * of 16 queries), the queries of a KV head ordered (token, head in its
+ * group), so a tile holds the query heads that read the same keys. */
 typedef struct {
     fwd_state *st;
     int n_spans, T, n_tiles; /* tiles per KV head */
     int32_t pos0;
     attn_fn fn;
+    size_t n_entries;
+    int observe_from;        /* tokens from here on report their weights; T = none */
     atomic_int next;
 } fa_job;
 
@@ -443,7 +361,7 @@ static void fa_work(void *ctx, int ith, int nth) {
     fwd_state *st = j->st;
     const model_hparams *hp = &st->m->hp;
     const int group = hp->n_head / hp->n_head_kv;
-    (void)ith, (void)nth;
+    (void)nth;
     for (;;) {
         const int unit = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (unit >= j->n_tiles * hp->n_head_kv) break;
@@ -456,7 +374,9 @@ static void fa_work(void *ctx, int ith, int nth) {
             q.q[u - u0] = st->q + ((size_t)t * hp->n_head + h) * hp->head_dim;
             q.qpos[u - u0] = j->pos0 + t;
             q.out[u - u0] = st->att + ((size_t)t * hp->n_head + h) * hp->head_dim_v;
+            if (t >= j->observe_from) q.obs_lanes |= 1u << (u - u0);
         }
+        if (q.obs_lanes) q.obs = st->observed + (size_t)ith * j->n_entries;
         j->fn(&q, st->runs + (size_t)kvh * j->n_spans, j->n_spans);
     }
 }
@@ -464,52 +384,48 @@ static void fa_work(void *ctx, int ith, int nth) {
 /* Causal multi-head attention of T queries over the cache's view. */
 static err_code attention(fwd_state *st, const kv_iface *kv, int layer, int T, int32_t pos0, err_t *err) {
     const kv_span *spans;
-    int n_spans = kv->view(kv->self, layer, &spans);
-    size_t n_entries = 0;
-    for (int s = 0; s < n_spans; s++) n_entries += (size_t)spans[s].n_tokens;
+    const int n_spans = kv->view(kv->self, layer, &spans);
     const model_hparams *hp = &st->m->hp;
-    const int64_t macs = (int64_t)T * hp->n_head * (int64_t)n_entries * (hp->head_dim + hp->head_dim_v);
-    if (!kv->observe && hp->head_dim <= ATTN_MAX_HEAD_DIM && hp->head_dim_v <= ATTN_MAX_HEAD_DIM) {
-        const size_t need = (size_t)n_spans * (size_t)hp->n_head_kv;
-        if (need > st->runs_cap) {
-            attn_keys *r = xrealloc(st->runs, sizeof *r * need);
-            if (!r) return err_set(err, ERR_NOMEM, "out of memory for attention");
-            st->runs = r;
-            st->runs_cap = need;
-        }
-        for (int h = 0; h < hp->n_head_kv; h++)
-            for (int s = 0; s < n_spans; s++) {
-                const kv_span *sp = &spans[s];
-                const size_t el = sp->type == QT_F16 ? 2 : 4;
-                st->runs[(size_t)h * n_spans + s] = (attn_keys){
-                    .type = sp->type, .n = sp->n_tokens, .pos = sp->pos,
-                    .k = (const uint8_t *)sp->k + (size_t)h * hp->head_dim * el,
-                    .v = (const uint8_t *)sp->v + (size_t)h * hp->head_dim_v * el,
-                    .k_stride = sp->k_row_bytes, .v_stride = sp->v_row_bytes};
-            }
-        const int group = hp->n_head / hp->n_head_kv;
-        fa_job j = {.st = st, .n_spans = n_spans, .T = T, .pos0 = pos0, .fn = attn_get(),
-                    .n_tiles = (T * group + ATTN_LANES - 1) / ATTN_LANES};
-        atomic_init(&j.next, 0);
-        if (macs < MIN_PARALLEL_MACS) fa_work(&j, 0, 1);
-        else tpool_run(st->pool, fa_work, &j);
-        return ERR_OK;
+    size_t n_entries = 0;
+    for (int s = 0; s < n_spans; s++) {
+        n_entries += (size_t)spans[s].n_tokens;
+        if (!attn_type_supported(spans[s].type))
+            return err_set(err, ERR_UNSUPPORTED, "KV cache rows of type %u", spans[s].type);
     }
+    const size_t need = (size_t)n_spans * (size_t)hp->n_head_kv;
+    if (need > st->runs_cap) {
+        attn_keys *r = xrealloc(st->runs, sizeof *r * need);
+        if (!r) return err_set(err, ERR_NOMEM, "out of memory for attention");
+        st->runs = r;
+        st->runs_cap = need;
+    }
+    for (int h = 0; h < hp->n_head_kv; h++)
+        for (int s = 0; s < n_spans; s++) {
+            const kv_span *sp = &spans[s];
+            st->runs[(size_t)h * n_spans + s] = (attn_keys){
+                .type = sp->type, .n = sp->n_tokens, .pos = sp->pos, .k = sp->k, .v = sp->v,
+                .k_off = h * hp->head_dim, .v_off = h * hp->head_dim_v,
+                .k_stride = sp->k_row_bytes, .v_stride = sp->v_row_bytes};
+        }
+    const int group = hp->n_head / hp->n_head_kv;
+    fa_job j = {.st = st, .n_spans = n_spans, .T = T, .pos0 = pos0, .fn = attn_get(), .n_entries = n_entries,
+                .n_tiles = (T * group + ATTN_LANES - 1) / ATTN_LANES, .observe_from = T};
     const size_t nth = (size_t)st->nth;
-    err_code rc = grow(&st->scores, &st->scores_cap, n_entries * nth, err);
-    if (!rc && kv->observe) rc = grow(&st->observed, &st->observed_cap, n_entries * (size_t)T * nth, err);
-    if (rc) return rc;
-    if (kv->observe) memset(st->observed, 0, sizeof(float) * n_entries * (size_t)T * nth);
-    att_job j = {.st = st, .spans = spans, .n_spans = n_spans, .n_entries = n_entries, .T = T, .pos0 = pos0,
-                 .observe = kv->observe != NULL};
-    atomic_init(&j.next, 0);
-    if (macs < MIN_PARALLEL_MACS) att_work(&j, 0, 1);
-    else tpool_run(st->pool, att_work, &j);
     if (kv->observe) {
-        /* the threads' weights, summed into thread 0's buffer */
+        err_code rc = grow(&st->observed, &st->observed_cap, n_entries * nth, err);
+        if (rc) return rc;
+        memset(st->observed, 0, sizeof(float) * n_entries * nth);
+        j.observe_from = kv->observe_last > 0 && kv->observe_last < T ? T - kv->observe_last : 0;
+    }
+    atomic_init(&j.next, 0);
+    const int64_t macs = (int64_t)T * hp->n_head * (int64_t)n_entries * (hp->head_dim + hp->head_dim_v);
+    if (macs < MIN_PARALLEL_MACS) fa_work(&j, 0, 1);
+    else tpool_run(st->pool, fa_work, &j);
+    if (kv->observe) {
+        /* the threads' sums, into thread 0's buffer */
         for (size_t th = 1; th < nth; th++)
-            for (size_t i = 0; i < n_entries * (size_t)T; i++) st->observed[i] += st->observed[th * n_entries * T + i];
-        kv->observe(kv->self, layer, T, (int)n_entries, st->observed);
+            for (size_t i = 0; i < n_entries; i++) st->observed[i] += st->observed[th * n_entries + i];
+        kv->observe(kv->self, layer, T - j.observe_from, (int)n_entries, st->observed);
     }
     return ERR_OK;
 }

@@ -25,7 +25,7 @@
 typedef struct {
     int n_tokens;          /* entries in this span */
     const int32_t *pos;    /* [n_tokens] their positions */
-    uint32_t type;         /* element type of k and v rows: QT_F32 or QT_F16 */
+    uint32_t type;         /* row type: QT_F32, QT_F16, or the quantized tiers QT_Q8_0, QT_Q4_0, QT_Q4_1 */
     const void *k, *v;     /* [n_tokens] rows of n_head_kv * head_dim elements */
     size_t k_row_bytes, v_row_bytes;
 } kv_span;
@@ -36,10 +36,12 @@ typedef struct {
     err_code (*append)(void *self, int layer, int n, const int32_t *pos, const float *k, const float *v, err_t *err);
     /* Spans to attend over for layer (valid until the next append); returns their count. */
     int (*view)(void *self, int layer, const kv_span **spans);
-    /* Optional (may be NULL): attention weights of n_queries queries over the
-     * n_entries entries of the last view, in view order, summed over heads:
-     * weights[q * n_entries + e]. */
+    /* Optional (may be NULL): the attention weights of the batch's queries over
+     * the n_entries entries of the last view, in view order, summed over heads
+     * and over the batch's last observe_last queries (all of them when 0);
+     * n_queries says how many queries that is. */
     void (*observe)(void *self, int layer, int n_queries, int n_entries, const float *weights);
+    int observe_last;
 } kv_iface;
 
 #endif

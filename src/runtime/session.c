@@ -6,7 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/quant.h"
+
 err_code session_new(const model *m, int n_ctx, uint32_t kv_type, int n_threads, session **out, err_t *err) {
+    if (kv_type != QT_F32 && kv_type != QT_F16) return err_set(err, ERR_INVALID_ARG, "plain KV cache type must be f32 or f16");
+    const kv_config kv = kv_config_plain(kv_type);
+    return session_new_kv(m, n_ctx, &kv, n_threads, out, err);
+}
+
+err_code session_new_kv(const model *m, int n_ctx, const kv_config *kv, int n_threads, session **out, err_t *err) {
     *out = NULL;
     if (n_ctx < 0) return err_set(err, ERR_INVALID_ARG, "context of %d tokens", n_ctx);
     if (n_threads < 0) return err_set(err, ERR_INVALID_ARG, "%d threads", n_threads);
@@ -17,7 +25,7 @@ err_code session_new(const model *m, int n_ctx, uint32_t kv_type, int n_threads,
     s->m = m;
     s->n_ctx = n_ctx;
     err_code rc = tpool_new(n_threads, &s->pool, err);
-    if (!rc) rc = kv_plain_new(&m->hp, n_ctx, kv_type, &s->kv, err);
+    if (!rc) rc = kv_cache_new(&m->hp, kv, &s->kv, err);
     if (!rc && (!(s->fwd = fwd_state_new(m, s->pool)) || !(s->tokens = malloc(sizeof(int32_t) * (size_t)n_ctx))))
         rc = err_set(err, ERR_NOMEM, "out of memory");
     if (rc) {
@@ -30,7 +38,7 @@ err_code session_new(const model *m, int n_ctx, uint32_t kv_type, int n_threads,
 
 void session_free(session *s) {
     if (!s) return;
-    kv_plain_free(s->kv);
+    kv_cache_free(s->kv);
     fwd_state_free(s->fwd);
     tpool_free(s->pool);
     free(s->tokens);
@@ -42,10 +50,11 @@ err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, f
     if (n > s->n_ctx - s->n_past)
         return err_set(err, ERR_CONTEXT_FULL, "%d tokens do not fit: %d of %d context positions are used", n, s->n_past,
                        s->n_ctx);
-    kv_iface kv = kv_plain_iface(s->kv);
+    kv_iface kv = kv_cache_iface(s->kv);
     err_code rc = forward(s->fwd, &kv, s->experts, tokens, n, s->n_past, NULL, all_rows ? n : 1, logits, err);
+    if (!rc) rc = kv_cache_commit(s->kv, n, err);
     if (rc) {
-        kv_plain_truncate(s->kv, s->n_past);
+        kv_cache_truncate(s->kv, s->n_past);
         return rc;
     }
     memcpy(s->tokens + s->n_past, tokens, sizeof(int32_t) * (size_t)n);
@@ -58,7 +67,7 @@ void session_reset(session *s) { session_truncate(s, 0); }
 void session_truncate(session *s, int n) {
     if (n < 0) n = 0;
     if (n >= s->n_past) return;
-    kv_plain_truncate(s->kv, n);
+    kv_cache_truncate(s->kv, n);
     s->n_past = n;
 }
 

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
-#include "kv/kv_plain.h"
+#include "kv/kv_cache.h"
 #include "model/experts_iface.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -21,7 +21,7 @@
 typedef struct {
     const model *m;
     tpool *pool;      /* the model's threads */
-    kv_plain *kv;
+    kv_cache *kv;
     fwd_state *fwd;
     const experts_iface *experts; /* NULL: experts straight from the mapping */
     int n_ctx;
@@ -29,9 +29,11 @@ typedef struct {
     int32_t *tokens; /* [n_ctx] the tokens whose entries the cache holds, in order */
 } session;
 
-/* n_ctx 0 = the model's trained context; kv_type QT_F32 or QT_F16;
- * n_threads 0 = tpool_default_threads(). */
+/* n_ctx 0 = the model's trained context; kv_type QT_F32 or QT_F16 (a plain
+ * cache: every entry kept at that type); n_threads 0 = tpool_default_threads(). */
 err_code session_new(const model *m, int n_ctx, uint32_t kv_type, int n_threads, session **out, err_t *err);
+/* The same with a KV cache configuration (tiers, policy, budget). */
+err_code session_new_kv(const model *m, int n_ctx, const kv_config *kv, int n_threads, session **out, err_t *err);
 void session_free(session *s);
 
 /* Consume n tokens; logits gets n rows when all_rows, else the last row only. */

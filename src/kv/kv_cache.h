@@ -1,0 +1,94 @@
+/*
+ * kv_cache — the KV cache the runtime uses: paged, tiered by recency,
+ * evicting by a policy's scores, never over its byte budget.
+ *
+ * Storage. Each layer holds blocks of up to KV_BLOCK (64) entries; a block is
+ * one native mapping (mmap) holding its keys then its values, each entry
+ * keeping its original position, so RoPE phases and the causal rule stay
+ * right after eviction. Rows hold every KV head of a token.
+ *
+ * Tiers. A block's row type follows the age of its newest entry (in
+ * committed entries): younger than hot_tokens -> hot_type (F16), younger than
+ * warm_tokens -> warm_type (INT8: Q8_0 blocks of 32 along the row), older ->
+ * cold_type (INT4 in groups of 32: Q4_1 with a minimum, or Q4_0). Blocks are
+ * re-quantized as they age, from their F16 rows each time (never INT8 ->
+ * INT4, which would round twice). The attention kernel reads every tier
+ * directly (core/attn.h). The first anchor_tokens entries stay at hot_type
+ * and are never evicted.
+ *
+ * Budget. Committed entries' bytes never exceed budget_bytes (0 = no limit).
+ * After each commit: re-quantize by age, then, while over budget, evict the
+ * entries the policy ranks lowest (never anchors, never the recent_tokens
+ * newest), compacting and merging blocks and unmapping the freed ones.
+ *
+ * Speculation. Appended entries are tentative: attended to, but not counted
+ * against the budget, not scored, not re-quantized, until kv_cache_commit.
+ * kv_cache_rollback(n) drops the newest n tentative entries, leaving the
+ * cache exactly as before they were appended.
+ */
+#ifndef OCTO_KV_KV_CACHE_H
+#define OCTO_KV_KV_CACHE_H
+
+#include <stdint.h>
+
+#include "core/err.h"
+#include "model/kv_iface.h"
+#include "model/model.h"
+
+#define KV_BLOCK 64
+
+typedef enum { KV_POLICY_NONE = 0, KV_POLICY_WINDOW, KV_POLICY_H2O, KV_POLICY_SNAPKV, KV_POLICY_MORPHKV } kv_policy_id;
+
+typedef struct {
+    uint32_t hot_type;   /* QT_F16 (default) or QT_F32 */
+    uint32_t warm_type;  /* QT_Q8_0, or hot_type for no warm tier */
+    uint32_t cold_type;  /* QT_Q4_1 (default), QT_Q4_0, or warm_type for no cold tier */
+    int hot_tokens;      /* 128 */
+    int warm_tokens;     /* 512 */
+    int anchor_tokens;   /* 64 */
+    int recent_tokens;   /* newest entries never evicted: 128 */
+    kv_policy_id policy; /* KV_POLICY_MORPHKV */
+    uint64_t budget_bytes; /* 0 = no limit */
+    int snap_window;     /* SnapKV's observation window: 32 */
+} kv_config;
+
+kv_config kv_config_default(void);
+/* A cache that keeps everything at one type (QT_F32 or QT_F16): the reference. */
+kv_config kv_config_plain(uint32_t type);
+const char *kv_policy_name(kv_policy_id p);
+/* -1 when name is not a policy */
+int kv_policy_from_name(const char *name);
+
+typedef struct {
+    uint64_t bytes;            /* committed entries, all tiers */
+    uint64_t budget;           /* 0 = none */
+    uint64_t bytes_hot, bytes_warm, bytes_cold;
+    uint64_t mapped_bytes;     /* what the block mappings occupy (page-rounded) */
+    int64_t tokens;            /* committed entries per layer (layer 0) */
+    int64_t tokens_evicted;    /* per layer, since creation */
+    int64_t requantized;       /* blocks re-quantized to a colder tier */
+    int tentative;             /* entries appended and not yet committed */
+} kv_stats;
+
+typedef struct kv_cache kv_cache;
+
+err_code kv_cache_new(const model_hparams *hp, const kv_config *cfg, kv_cache **out, err_t *err);
+void kv_cache_free(kv_cache *c);
+
+/* The interface the forward pass uses (append, view, observe). */
+kv_iface kv_cache_iface(kv_cache *c);
+
+/* The oldest n tentative entries become part of the cache; tiering and the
+ * budget are applied. */
+err_code kv_cache_commit(kv_cache *c, int n, err_t *err);
+/* Drop the newest n tentative entries (n <= tentative). */
+void kv_cache_rollback(kv_cache *c, int n);
+/* Drop every entry at position >= pos (committed or not). */
+void kv_cache_truncate(kv_cache *c, int32_t pos);
+kv_stats kv_cache_stats(const kv_cache *c);
+const kv_config *kv_cache_config(const kv_cache *c);
+
+/* Row bytes of one token (all KV heads, K and V) at a type. */
+uint64_t kv_token_bytes(const model_hparams *hp, uint32_t type);
+
+#endif

@@ -1,0 +1,33 @@
+/*
+ * policy — how the KV cache ranks entries for eviction. One file per policy;
+ * the cache (kv_cache.c) owns the scores and does the evicting, a policy only
+ * says how attention weights fold into an entry's score and which entries
+ * go first. Anchors and the newest entries are protected by the cache, not
+ * by the policy.
+ */
+#ifndef OCTO_KV_POLICY_H
+#define OCTO_KV_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    POLICY_OBSERVE_NEVER = 0, /* scores unused */
+    POLICY_OBSERVE_ALWAYS,    /* every forward's weights */
+    POLICY_OBSERVE_PREFILL,   /* the first forward's last snap_window queries only (SnapKV) */
+} policy_observe;
+
+typedef struct {
+    const char *name;
+    bool evicts;              /* false: the cache keeps everything (and has no budget) */
+    policy_observe observe;
+    /* An entry's score after a forward whose n_queries queries gave it total weight w. */
+    float (*update)(float score, float w, int n_queries, int recent_tokens);
+    /* Eviction order: lower goes first. scored: the entry has been observed. */
+    double (*rank)(float score, bool scored, int32_t pos);
+} kv_policy;
+
+extern const kv_policy kv_policy_none, kv_policy_window, kv_policy_h2o, kv_policy_snapkv, kv_policy_morphkv;
+
+#endif

@@ -1,0 +1,447 @@
+/*
+ * test_kv — the KV cache (src/kv/kv_cache.h):
+ *
+ *   - each tier's round trip stays within its format's bound (Q8_0: half a
+ *     step of max/127; Q4_0 / Q4_1: half a step of their 4-bit grid, plus the
+ *     fp16 rounding of the scales);
+ *   - attention over a cache of mixed tiers equals attention over the same
+ *     rows dequantized, to 1e-5;
+ *   - each policy keeps exactly what its definition says on hand-made
+ *     attention patterns;
+ *   - rollback restores the cache bit for bit (rows, positions, scores);
+ *   - committed bytes never exceed the budget, checked at every commit.
+ */
+#include <string.h>
+
+#include "core/attn.h"
+#include "core/quant.h"
+#include "kv/kv_cache.h"
+#include "t.h"
+#include "util.h"
+
+static rng_t R = {0x6b76636163686521ULL};
+
+static model_hparams hparams(int n_layer, int n_head_kv, int head_dim) {
+    model_hparams hp;
+    memset(&hp, 0, sizeof hp);
+    hp.n_layer = n_layer;
+    hp.n_head = n_head_kv * 2;
+    hp.n_head_kv = n_head_kv;
+    hp.head_dim = hp.head_dim_v = head_dim;
+    return hp;
+}
+
+/* Append n tokens at positions p0.. with rows from gen (all layers), then commit. */
+static void feed(kv_cache *c, const model_hparams *hp, int32_t p0, int n, float *rows_k, float *rows_v, bool commit) {
+    kv_iface k = kv_cache_iface(c);
+    const int dim = hp->n_head_kv * hp->head_dim;
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++) pos[i] = p0 + i;
+    for (int l = 0; l < hp->n_layer; l++) {
+        err_t err = {0};
+        T_CHECK(k.append(k.self, l, n, pos, rows_k + (size_t)p0 * dim, rows_v + (size_t)p0 * dim, &err) == ERR_OK);
+    }
+    if (commit) {
+        err_t err = {0};
+        T_CHECK(kv_cache_commit(c, n, &err) == ERR_OK);
+    }
+    free(pos);
+}
+
+static float *random_rows(int n, int dim) {
+    float *x = malloc(sizeof(float) * (size_t)n * dim);
+    for (size_t i = 0; i < (size_t)n * dim; i++) x[i] = (float)rng_gauss(&R) * (i % 13 == 0 ? 4.0f : 1.0f);
+    return x;
+}
+
+/* every committed entry of layer 0 as (pos -> K row, V row) in F32 */
+static int read_back(kv_cache *c, const model_hparams *hp, int32_t *pos, float *k, float *v, uint32_t *type) {
+    kv_iface ki = kv_cache_iface(c);
+    const kv_span *sp;
+    const int ns = ki.view(ki.self, 0, &sp), dim = hp->n_head_kv * hp->head_dim;
+    int n = 0;
+    for (int s = 0; s < ns; s++)
+        for (int j = 0; j < sp[s].n_tokens; j++, n++) {
+            pos[n] = sp[s].pos[j];
+            if (type) type[n] = sp[s].type;
+            attn_widen(sp[s].type, (const uint8_t *)sp[s].k + (size_t)j * sp[s].k_row_bytes, 0, dim, k + (size_t)n * dim);
+            attn_widen(sp[s].type, (const uint8_t *)sp[s].v + (size_t)j * sp[s].v_row_bytes, 0, dim, v + (size_t)n * dim);
+        }
+    return n;
+}
+
+/* worst |x - x'| / bound over rows of 32-blocks */
+static double worst_vs_bound(uint32_t type, const float *x, const float *y, int n) {
+    double worst = 0.0;
+    for (int b = 0; b < n / 32; b++) {
+        float mn = INFINITY, mx = -INFINITY;
+        for (int i = 0; i < 32; i++) mn = fminf(mn, x[32 * b + i]), mx = fmaxf(mx, x[32 * b + i]);
+        const double amax = fmax(fabs(mn), fabs(mx));
+        double bound;
+        /* half a step, plus the step's fp16 rounding times the largest quant */
+        if (type == QT_Q8_0) bound = amax / 127 * (0.5 + 127 * 0x1p-11) + 1e-7;
+        else if (type == QT_Q4_0) bound = amax / 8 * (1 + 8 * 0x1p-11) + 1e-7; /* d = max/-8: the far end is a whole step off */
+        else if (type == QT_Q4_1) bound = (mx - mn) / 15 * 0.5 * 1.01 + 1e-3 * fabs(mn) + 1e-7;
+        else bound = amax * 0x1p-11 + 1e-7; /* F16 */
+        for (int i = 0; i < 32; i++) worst = fmax(worst, fabs(x[32 * b + i] - y[32 * b + i]) / bound);
+    }
+    return worst;
+}
+
+static void test_tiers(void) {
+    const model_hparams hp = hparams(2, 2, 64);
+    const int dim = 128, N = 300;
+    const uint32_t types[] = {QT_F16, QT_Q8_0, QT_Q4_0, QT_Q4_1};
+    float *K = random_rows(N, dim), *V = random_rows(N, dim);
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+        kv_config cfg = kv_config_plain(QT_F16);
+        cfg.warm_type = cfg.cold_type = types[t];
+        cfg.hot_tokens = cfg.warm_tokens = 0; /* everything committed goes to the tier at once */
+        kv_cache *c;
+        err_t err = {0};
+        T_CHECK(kv_cache_new(&hp, &cfg, &c, &err) == ERR_OK);
+        feed(c, &hp, 0, N, K, V, true);
+        int32_t pos[300];
+        uint32_t ty[300];
+        float *k = malloc(sizeof(float) * N * dim), *v = malloc(sizeof(float) * N * dim);
+        const int n = read_back(c, &hp, pos, k, v, ty);
+        T_EQ_INT(n, N);
+        double worst = 0.0;
+        int wrong_type = 0;
+        for (int i = 0; i < n; i++) {
+            wrong_type += ty[i] != types[t];
+            worst = fmax(worst, worst_vs_bound(types[t], K + (size_t)pos[i] * dim, k + (size_t)i * dim, dim));
+            worst = fmax(worst, worst_vs_bound(types[t], V + (size_t)pos[i] * dim, v + (size_t)i * dim, dim));
+        }
+        printf("tier %-5s round trip: worst error %.3f of the bound\n", quant_traits_of(types[t])->name, worst);
+        T_CHECKF(worst <= 1.0, "tier %u: error %.3f x the bound", types[t], worst);
+        T_EQ_INT(wrong_type, 0);
+        const kv_stats st = kv_cache_stats(c);
+        T_EQ_INT(st.bytes, (uint64_t)N * kv_token_bytes(&hp, types[t]));
+        free(k), free(v);
+        kv_cache_free(c);
+    }
+    free(K), free(V);
+}
+
+/* attention over the cache's own spans vs a double softmax over the dequantized rows */
+static void test_mixed_attention(void) {
+    const model_hparams hp = hparams(1, 2, 64);
+    const int dim = 128, N = 400;
+    kv_config cfg = kv_config_default();
+    cfg.hot_tokens = 64, cfg.warm_tokens = 192, cfg.anchor_tokens = 4, cfg.policy = KV_POLICY_NONE;
+    kv_cache *c;
+    err_t err = {0};
+    T_CHECK(kv_cache_new(&hp, &cfg, &c, &err) == ERR_OK);
+    float *K = random_rows(N, dim), *V = random_rows(N, dim);
+    for (int p = 0; p < N; p += 50) feed(c, &hp, p, 50, K, V, true);
+    const kv_stats st = kv_cache_stats(c);
+    printf("mixed tiers: %llu hot, %llu warm, %llu cold bytes\n", (unsigned long long)st.bytes_hot,
+           (unsigned long long)st.bytes_warm, (unsigned long long)st.bytes_cold);
+    T_CHECK(st.bytes_hot > 0 && st.bytes_warm > 0 && st.bytes_cold > 0);
+    int32_t pos[400];
+    float *k = malloc(sizeof(float) * N * dim), *v = malloc(sizeof(float) * N * dim);
+    const int n = read_back(c, &hp, pos, k, v, NULL);
+    kv_iface ki = kv_cache_iface(c);
+    const kv_span *sp;
+    const int ns = ki.view(ki.self, 0, &sp);
+    attn_keys runs[64];
+    double worst = 0.0;
+    attn_fn fns[2] = {attn_portable, attn_avx512()};
+    for (int f = 0; f < 2 && fns[f]; f++)
+        for (int h = 0; h < 2; h++) {
+            for (int s = 0; s < ns; s++)
+                runs[s] = (attn_keys){.type = sp[s].type, .k = sp[s].k, .v = sp[s].v, .k_off = h * 64, .v_off = h * 64,
+                                      .k_stride = sp[s].k_row_bytes, .v_stride = sp[s].v_row_bytes, .pos = sp[s].pos,
+                                      .n = sp[s].n_tokens};
+            float q[64], out[64];
+            for (int d = 0; d < 64; d++) q[d] = (float)rng_gauss(&R) * 0.3f;
+            attn_queries aq = {.hd = 64, .hdv = 64, .scale = 0.125f, .n_q = 1, .q = {q}, .qpos = {N}, .out = {out}};
+            fns[f](&aq, runs, ns);
+            /* reference */
+            double m = -INFINITY, sum = 0, ref[64] = {0};
+            double *sc = malloc(sizeof(double) * n);
+            for (int j = 0; j < n; j++) {
+                double a = 0;
+                for (int d = 0; d < 64; d++) a += (double)q[d] * k[(size_t)j * dim + h * 64 + d];
+                sc[j] = a * 0.125;
+                m = fmax(m, sc[j]);
+            }
+            for (int j = 0; j < n; j++) {
+                const double p = exp(sc[j] - m);
+                sum += p;
+                for (int d = 0; d < 64; d++) ref[d] += p * v[(size_t)j * dim + h * 64 + d];
+            }
+            double mag = 0;
+            for (int d = 0; d < 64; d++) mag = fmax(mag, fabs(ref[d] / sum));
+            for (int d = 0; d < 64; d++) worst = fmax(worst, fabs(out[d] - ref[d] / sum) / mag);
+            free(sc);
+        }
+    printf("attention over mixed tiers vs the dequantized cache: %.3g relative\n", worst);
+    T_CHECKF(worst < 1e-5, "attention over mixed tiers off by %.3g", worst);
+    free(k), free(v), free(K), free(V);
+    kv_cache_free(c);
+}
+
+/* ---- policies on hand-made patterns: 1 layer, tiny rows, F32 tiers */
+
+static kv_cache *policy_cache(const model_hparams *hp, kv_policy_id p, int anchors, int recent, int keep_tokens) {
+    kv_config cfg = kv_config_plain(QT_F32);
+    cfg.policy = p;
+    cfg.anchor_tokens = anchors;
+    cfg.recent_tokens = recent;
+    cfg.snap_window = 4;
+    cfg.budget_bytes = (uint64_t)keep_tokens * kv_token_bytes(hp, QT_F32);
+    kv_cache *c = NULL;
+    err_t err = {0};
+    if (kv_cache_new(hp, &cfg, &c, &err)) {
+        T_CHECKF(0, "kv_cache_new: %s", err.msg);
+        return NULL;
+    }
+    return c;
+}
+
+/* the positions the cache holds (layer 0), sorted */
+static int held(kv_cache *c, int32_t *pos) {
+    kv_iface ki = kv_cache_iface(c);
+    const kv_span *sp;
+    const int ns = ki.view(ki.self, 0, &sp);
+    int n = 0;
+    for (int s = 0; s < ns; s++)
+        for (int j = 0; j < sp[s].n_tokens; j++) pos[n++] = sp[s].pos[j];
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && pos[j - 1] > pos[j]; j--) {
+            int32_t t = pos[j];
+            pos[j] = pos[j - 1];
+            pos[j - 1] = t;
+        }
+    return n;
+}
+
+/* One step of decoding: append position p (tentative), observe weights w
+ * over the view (w_of(pos) for each entry), commit. */
+static void step(kv_cache *c, const model_hparams *hp, int32_t p, float (*w_of)(int32_t pos, int32_t now)) {
+    float kr[32] = {0}, vr[32] = {0};
+    kr[0] = (float)p;
+    kv_iface k = kv_cache_iface(c);
+    err_t err = {0};
+    T_CHECK(k.append(k.self, 0, 1, &p, kr, vr, &err) == ERR_OK);
+    if (k.observe) {
+        const kv_span *sp;
+        const int ns = k.view(k.self, 0, &sp);
+        float w[4096];
+        int n = 0;
+        for (int s = 0; s < ns; s++)
+            for (int j = 0; j < sp[s].n_tokens; j++) w[n++] = w_of(sp[s].pos[j], p);
+        k.observe(k.self, 0, 1, n, w);
+    }
+    T_CHECK(kv_cache_commit(c, 1, &err) == ERR_OK);
+    (void)hp;
+}
+
+/* positions divisible by 10 are attended to heavily by every query */
+static float heavy10(int32_t pos, int32_t now) {
+    (void)now;
+    return pos % 10 == 0 ? 1.0f : 0.01f;
+}
+/* until step 100 queries look at pos 5..74; after, at pos 100..169 (less strongly) */
+static float shifting(int32_t pos, int32_t now) {
+    if (now < 100) return pos >= 5 && pos < 75 ? 1.0f : 0.0f;
+    return pos >= 100 && pos < 170 ? 0.2f : 0.0f;
+}
+static float flat(int32_t pos, int32_t now) {
+    (void)pos, (void)now;
+    return 0.01f;
+}
+
+static void test_policies(void) {
+    const model_hparams hp = hparams(1, 1, 32);
+    int32_t pos[4096];
+    /* budget: 4 anchors + 16 recent + 64 slots the policy decides */
+    const int keep = 4 + 16 + 64;
+
+    /* none: everything, whatever the budget says */
+    kv_cache *c = policy_cache(&hp, KV_POLICY_NONE, 4, 16, keep);
+    for (int p = 0; p < 200; p++) step(c, &hp, p, flat);
+    T_EQ_INT(held(c, pos), 200);
+    kv_cache_free(c);
+
+    /* window: anchors 0..3 and the newest keep-4 entries */
+    c = policy_cache(&hp, KV_POLICY_WINDOW, 4, 16, keep);
+    for (int p = 0; p < 200; p++) step(c, &hp, p, flat);
+    int n = held(c, pos);
+    T_EQ_INT(n, keep);
+    bool ok = n == keep;
+    for (int i = 0; ok && i < 4; i++) ok = pos[i] == i;
+    for (int i = 4; ok && i < n; i++) ok = pos[i] == 200 - (keep - 4) + (i - 4);
+    T_CHECKF(ok, "window keeps anchors and the newest entries (first kept after anchors: %d)", n > 4 ? pos[4] : -1);
+    kv_cache_free(c);
+
+    /* h2o: the heavy hitters (multiples of 10) survive; among the rest only the recent window */
+    c = policy_cache(&hp, KV_POLICY_H2O, 4, 16, keep);
+    for (int p = 0; p < 300; p++) step(c, &hp, p, heavy10);
+    n = held(c, pos);
+    T_EQ_INT(n, keep);
+    int heavy_kept = 0, light_old = 0;
+    for (int i = 0; i < n; i++) {
+        heavy_kept += pos[i] % 10 == 0;
+        light_old += pos[i] % 10 != 0 && pos[i] >= 4 && pos[i] < 300 - 16;
+    }
+    /* 30 heavy hitters all fit in the 64 evictable slots: all kept */
+    T_EQ_INT(heavy_kept, 30);
+    printf("h2o: %d of 30 heavy hitters kept, %d light old entries kept\n", heavy_kept, light_old);
+    kv_cache_free(c);
+
+    /* morphkv vs h2o on a pattern that shifts: early queries look at 5..74
+     * (a lot), later ones at 100..169 (less); 64 slots hold one group.
+     * morphkv follows the recent queries; h2o's totals still favour the
+     * early group (100 x 1.0 against at most 300 x 0.2). */
+    int kept_recent[2] = {0, 0}, kept_early[2] = {0, 0};
+    const kv_policy_id pol[2] = {KV_POLICY_H2O, KV_POLICY_MORPHKV};
+    for (int k = 0; k < 2; k++) {
+        c = policy_cache(&hp, pol[k], 4, 16, 4 + 16 + 64);
+        for (int p = 0; p < 400; p++) step(c, &hp, p, shifting);
+        n = held(c, pos);
+        for (int i = 0; i < n; i++) {
+            kept_early[k] += pos[i] >= 5 && pos[i] < 75;
+            kept_recent[k] += pos[i] >= 100 && pos[i] < 170;
+        }
+        kv_cache_free(c);
+    }
+    printf("shifting attention: h2o keeps %d early / %d recent-focus entries, morphkv %d / %d\n", kept_early[0],
+           kept_recent[0], kept_early[1], kept_recent[1]);
+    /* h2o: all 64 slots to the early group. morphkv: the early scores fade
+     * by (15/16) per query, so the later group takes the slots, except for
+     * the later entries that left the recent window while the early
+     * scores were still higher (eviction is final): 57 of 64 here */
+    T_EQ_INT(kept_early[0], 64);
+    T_EQ_INT(kept_recent[0], 0);
+    T_CHECKF(kept_recent[1] >= 50 && kept_early[1] <= 14, "morphkv kept %d later / %d early", kept_recent[1],
+             kept_early[1]);
+
+    /* snapkv: the prefill's last 4 queries vote once; voted entries stay, later ones do not change it */
+    c = policy_cache(&hp, KV_POLICY_SNAPKV, 4, 16, keep);
+    {
+        kv_iface k = kv_cache_iface(c);
+        T_CHECK(k.observe != NULL && k.observe_last == 4);
+        float *kr = calloc(200 * 32, sizeof(float)), *vr = calloc(200 * 32, sizeof(float));
+        int32_t pp[200];
+        for (int i = 0; i < 200; i++) pp[i] = i;
+        err_t err = {0};
+        T_CHECK(k.append(k.self, 0, 200, pp, kr, vr, &err) == ERR_OK);
+        float w[200];
+        for (int i = 0; i < 200; i++) w[i] = i % 7 == 0 ? 0.5f : 0.001f; /* votes for multiples of 7 */
+        k.observe(k.self, 0, 4, 200, w);
+        T_CHECK(kv_cache_commit(c, 200, &err) == ERR_OK);
+        T_CHECK(kv_cache_iface(c).observe == NULL); /* one vote only */
+        n = held(c, pos);
+        int sevens = 0, others_old = 0;
+        for (int i = 0; i < n; i++) {
+            sevens += pos[i] % 7 == 0 && pos[i] >= 4 && pos[i] < 184;
+            others_old += pos[i] % 7 != 0 && pos[i] >= 4 && pos[i] < 184;
+        }
+        printf("snapkv: kept %d voted and %d unvoted old prompt entries of %d\n", sevens, others_old, n);
+        T_EQ_INT(n, keep);
+        T_EQ_INT(sevens, 26); /* 7, 14, ..., 182 */
+        free(kr), free(vr);
+    }
+    kv_cache_free(c);
+}
+
+/* ---- rollback and budget */
+
+typedef struct {
+    int n;
+    int32_t pos[2048];
+    uint8_t *bytes;
+    size_t len;
+} snapshot;
+
+static void snap(kv_cache *c, const model_hparams *hp, snapshot *s) {
+    s->n = 0;
+    s->len = 0;
+    free(s->bytes);
+    s->bytes = NULL;
+    kv_iface ki = kv_cache_iface(c);
+    for (int l = 0; l < hp->n_layer; l++) {
+        const kv_span *sp;
+        const int ns = ki.view(ki.self, l, &sp);
+        for (int i = 0; i < ns; i++) {
+            const size_t add = (size_t)sp[i].n_tokens * (sp[i].k_row_bytes + sp[i].v_row_bytes) + 4 * (size_t)sp[i].n_tokens + 4;
+            s->bytes = realloc(s->bytes, s->len + add);
+            memcpy(s->bytes + s->len, sp[i].k, (size_t)sp[i].n_tokens * sp[i].k_row_bytes);
+            s->len += (size_t)sp[i].n_tokens * sp[i].k_row_bytes;
+            memcpy(s->bytes + s->len, sp[i].v, (size_t)sp[i].n_tokens * sp[i].v_row_bytes);
+            s->len += (size_t)sp[i].n_tokens * sp[i].v_row_bytes;
+            memcpy(s->bytes + s->len, sp[i].pos, 4 * (size_t)sp[i].n_tokens);
+            s->len += 4 * (size_t)sp[i].n_tokens;
+            memcpy(s->bytes + s->len, &sp[i].type, 4);
+            s->len += 4;
+            if (l == 0) s->n += sp[i].n_tokens;
+        }
+    }
+}
+
+static void test_rollback_and_budget(void) {
+    const model_hparams hp = hparams(3, 2, 32);
+    const int dim = 64, N = 1200;
+    float *K = random_rows(N + 64, dim), *V = random_rows(N + 64, dim);
+    kv_config cfg = kv_config_default();
+    cfg.hot_tokens = 32, cfg.warm_tokens = 128, cfg.anchor_tokens = 8, cfg.recent_tokens = 32;
+    cfg.budget_bytes = 300 * kv_token_bytes(&hp, QT_F16) / 2; /* ~ 300 tokens at INT8 */
+    kv_cache *c;
+    err_t err = {0};
+    T_CHECK(kv_cache_new(&hp, &cfg, &c, &err) == ERR_OK);
+    snapshot a = {0}, b = {0};
+    int over = 0, rollbacks_equal = 0, rollbacks = 0;
+    uint64_t max_bytes = 0;
+    int32_t p = 0;
+    while (p < N) {
+        /* a verify batch of 1 + k tentative entries, then accept some of them */
+        const int k = 1 + (int)(rng_next(&R) % 6), accept = 1 + (int)(rng_next(&R) % (unsigned)k);
+        snap(c, &hp, &a);
+        feed(c, &hp, p, k, K, V, false);
+        T_EQ_INT(kv_cache_stats(c).tentative, k);
+        kv_cache_rollback(c, k);
+        snap(c, &hp, &b);
+        rollbacks++;
+        rollbacks_equal += a.len == b.len && !memcmp(a.bytes, b.bytes, a.len);
+        feed(c, &hp, p, k, K, V, false);
+        kv_cache_rollback(c, k - accept);
+        T_CHECK(kv_cache_commit(c, accept, &err) == ERR_OK);
+        p += accept;
+        const kv_stats st = kv_cache_stats(c);
+        over += st.bytes > cfg.budget_bytes;
+        if (st.bytes > max_bytes) max_bytes = st.bytes;
+    }
+    const kv_stats st = kv_cache_stats(c);
+    printf("budget %llu bytes: max committed %llu over %d tokens (%lld evicted per layer, %lld blocks re-quantized), "
+           "%d/%d rollbacks bit-exact\n",
+           (unsigned long long)cfg.budget_bytes, (unsigned long long)max_bytes, N, (long long)st.tokens_evicted,
+           (long long)st.requantized, rollbacks_equal, rollbacks);
+    T_EQ_INT(over, 0);
+    T_EQ_INT(rollbacks_equal, rollbacks);
+    T_CHECK(st.tokens_evicted > 0);
+    T_CHECK(st.bytes_cold > 0);
+    /* the anchors are still there */
+    int32_t pos[2048];
+    const int n = held(c, pos);
+    T_CHECK(n > 8 && pos[0] == 0 && pos[7] == 7);
+    /* truncate drops everything from a position on */
+    kv_cache_truncate(c, 100);
+    T_CHECK(held(c, pos) <= 100 && kv_cache_stats(c).tentative == 0);
+    free(a.bytes), free(b.bytes), free(K), free(V);
+    kv_cache_free(c);
+    /* a budget too small for anchors + recent is refused */
+    cfg.budget_bytes = 10 * kv_token_bytes(&hp, QT_F16);
+    T_EQ_INT(kv_cache_new(&hp, &cfg, &c, &err), ERR_INVALID_ARG);
+    printf("refused: %s\n", err.msg);
+}
+
+int main(void) {
+    test_tiers();
+    test_mixed_attention();
+    test_policies();
+    test_rollback_and_budget();
+    T_DONE();
+}
