@@ -95,9 +95,32 @@ typedef struct octo_model octo_model;
 
 typedef enum { OCTO_KV_F32 = 0, OCTO_KV_F16 = 1 } octo_kv_type;
 
+typedef enum {
+    OCTO_KV_POLICY_DEFAULT = 0, /* morphkv */
+    OCTO_KV_POLICY_NONE,        /* keep every entry (no budget) */
+    OCTO_KV_POLICY_WINDOW,      /* anchors + the most recent entries */
+    OCTO_KV_POLICY_H2O,         /* the entries with the most accumulated attention */
+    OCTO_KV_POLICY_SNAPKV,      /* the prompt entries the end of the prompt attends to */
+    OCTO_KV_POLICY_MORPHKV,     /* recent window + the entries recent queries attend to */
+} octo_kv_policy;
+
+/* The KV cache. Every field has a working default (octo_model_options_defaults). */
+typedef struct {
+    int compress;            /* 1 (default): tiers by age and eviction within a budget; 0: every entry kept at kv_type */
+    octo_kv_policy policy;
+    uint64_t budget_bytes;   /* 0 (default) = 0.6 x (free memory - weights - 256 MiB), at most the full F16 cache */
+    int hot_tokens;          /* newest entries kept at F16: default 128 */
+    int warm_tokens;         /* entries younger than this kept at INT8: default 512 */
+    int anchor_tokens;       /* first entries never evicted: default 64 */
+    int recent_tokens;       /* newest entries never evicted: default 128 */
+    int cold_bits;           /* 4 (default), 8 (no INT4 tier) or 16 (no quantization) */
+    int cold_symmetric;      /* 0 (default): INT4 groups with a minimum (asymmetric); 1: symmetric */
+} octo_kv_options;
+
 typedef struct {
     int n_ctx;               /* context in tokens; 0 = the model's trained context */
-    octo_kv_type kv_type;    /* element type of the uncompressed KV cache */
+    octo_kv_type kv_type;    /* the type of new entries (F16 by default); the only type when kv.compress = 0 */
+    octo_kv_options kv;
 } octo_model_options;
 
 octo_model_options octo_model_options_defaults(void);
@@ -123,8 +146,10 @@ typedef struct {
                                         for MoE only the used experts' share) */
     int n_threads;            /* threads the model computes with */
     char cpu_path[16];        /* kernels in use: "scalar", "avx2", "avx512" or "neon" */
-    uint64_t kv_bytes_per_token; /* at the model's KV element type */
+    uint64_t kv_bytes_per_token; /* at the type of new entries */
     int n_ctx;                /* the context this model was opened with */
+    uint64_t kv_budget_bytes; /* 0 = none */
+    char kv_plan[192];        /* how the KV budget was chosen */
 } octo_model_info;
 
 octo_model_info octo_model_info_get(const octo_model *model);
@@ -263,8 +288,12 @@ typedef struct {
     int context_tokens;           /* tokens in the KV cache now */
     int context_size;             /* tokens it can hold */
     uint64_t kv_bytes;            /* bytes of cache entries in use */
-    uint64_t kv_budget_bytes;     /* bytes the cache may use */
+    uint64_t kv_budget_bytes;     /* bytes the cache may use (without a budget: its full size at kv_type) */
     double kv_cache_utilization;  /* kv_bytes / kv_budget_bytes, 0..1 */
+    uint64_t kv_bytes_hot, kv_bytes_warm, kv_bytes_cold; /* by tier: F16 (or kv_type), INT8, INT4 */
+    int64_t kv_tokens_retained;   /* entries held per layer */
+    int64_t kv_tokens_evicted;    /* entries evicted per layer so far */
+    char kv_policy[12];           /* "morphkv", ... */
     /* optimizations: -1 when the feature is off or does not apply */
     double speculative_acceptance_rate; /* accepted / proposed draft tokens */
     double expert_cache_hit_rate;       /* MoE expert lookups served from memory */

@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "runtime/generate.h"
+#include "runtime/plan.h"
 #include "runtime/session.h"
 
 /* The public status numbers are the internal error codes. */
@@ -41,6 +42,7 @@ struct octo_model {
     err_t tok_err;           /* why tok is NULL */
     chat_family chat;
     octo_model_options opts;
+    plan plan;               /* what was decided at load (KV budget) */
     atomic_bool busy;        /* a stream is alive */
     octo_stream *stream;     /* that stream */
     gen_stats last;          /* of the last finished stream */
@@ -74,7 +76,43 @@ const char *octo_last_error(const octo_client *c) { return c ? c->err.msg : "no 
 octo_status octo_last_status(const octo_client *c) { return c ? (octo_status)c->err.code : OCTO_ERR_INVALID_ARG; }
 
 octo_model_options octo_model_options_defaults(void) {
-    return (octo_model_options){.n_ctx = 0, .kv_type = OCTO_KV_F32};
+    const kv_config k = kv_config_default();
+    return (octo_model_options){
+        .n_ctx = 0, .kv_type = OCTO_KV_F16,
+        .kv = {.compress = 1, .policy = OCTO_KV_POLICY_DEFAULT, .budget_bytes = 0, .hot_tokens = k.hot_tokens,
+               .warm_tokens = k.warm_tokens, .anchor_tokens = k.anchor_tokens, .recent_tokens = k.recent_tokens,
+               .cold_bits = 4, .cold_symmetric = 0},
+    };
+}
+
+/* The public KV options as the cache's configuration (checked). */
+static err_code kv_config_of(const octo_model_options *o, kv_config *out, err_t *err) {
+    const octo_kv_options *k = &o->kv;
+    const uint32_t hot = o->kv_type == OCTO_KV_F16 ? QT_F16 : QT_F32;
+    if (!k->compress) {
+        *out = kv_config_plain(hot);
+        return ERR_OK;
+    }
+    if ((int)k->policy < OCTO_KV_POLICY_DEFAULT || k->policy > OCTO_KV_POLICY_MORPHKV)
+        return err_set(err, ERR_INVALID_ARG, "unknown KV policy %d", (int)k->policy);
+    if (k->cold_bits != 4 && k->cold_bits != 8 && k->cold_bits != 16)
+        return err_set(err, ERR_INVALID_ARG, "KV cold_bits must be 4, 8 or 16, not %d", k->cold_bits);
+    if (k->hot_tokens < 0 || k->warm_tokens < k->hot_tokens || k->anchor_tokens < 0 || k->recent_tokens < 0)
+        return err_set(err, ERR_INVALID_ARG, "KV windows must satisfy 0 <= hot <= warm, anchors and recent >= 0");
+    kv_config c = kv_config_default();
+    static const kv_policy_id pol[] = {KV_POLICY_MORPHKV, KV_POLICY_NONE, KV_POLICY_WINDOW, KV_POLICY_H2O,
+                                       KV_POLICY_SNAPKV, KV_POLICY_MORPHKV};
+    c.policy = pol[k->policy];
+    c.hot_type = hot;
+    c.warm_type = k->cold_bits == 16 ? hot : QT_Q8_0;
+    c.cold_type = k->cold_bits == 16 ? hot : k->cold_bits == 8 ? QT_Q8_0 : k->cold_symmetric ? QT_Q4_0 : QT_Q4_1;
+    c.hot_tokens = k->hot_tokens;
+    c.warm_tokens = k->warm_tokens;
+    c.anchor_tokens = k->anchor_tokens;
+    c.recent_tokens = k->recent_tokens;
+    c.budget_bytes = k->budget_bytes;
+    *out = c;
+    return ERR_OK;
 }
 
 octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_options *opts) {
@@ -98,10 +136,14 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
         return NULL;
     }
     atomic_init(&om->busy, false);
-    err_code rc = model_load(path, &om->m, &c->err);
-    if (!rc)
-        rc = session_new(om->m, om->opts.n_ctx, om->opts.kv_type == OCTO_KV_F16 ? QT_F16 : QT_F32,
-                         c->opts.n_threads, &om->s, &c->err);
+    kv_config kv;
+    err_code rc = kv_config_of(&om->opts, &kv, &c->err);
+    if (!rc) rc = model_load(path, &om->m, &c->err);
+    if (!rc) {
+        const int n_ctx = om->opts.n_ctx ? om->opts.n_ctx : om->m->hp.n_ctx_train;
+        om->plan = plan_make(om->m, n_ctx, &kv, sysmem_available());
+        rc = session_new_kv(om->m, n_ctx, &om->plan.kv, c->opts.n_threads, &om->s, &c->err);
+    }
     if (rc) {
         octo_model_free(om);
         return NULL;
@@ -163,7 +205,9 @@ octo_model_info octo_model_info_get(const octo_model *om) {
     info.weight_bytes_per_token = m->weight_bytes_per_token;
     info.n_threads = tpool_size(om->s->pool);
     snprintf(info.cpu_path, sizeof info.cpu_path, "%s", cpu_path_name(kernels_path()));
-    info.kv_bytes_per_token = model_kv_bytes(hp, 1, om->opts.kv_type == OCTO_KV_F16 ? QT_F16 : QT_F32);
+    info.kv_bytes_per_token = kv_token_bytes(hp, om->plan.kv.hot_type);
+    info.kv_budget_bytes = om->plan.kv.budget_bytes;
+    snprintf(info.kv_plan, sizeof info.kv_plan, "%s", om->plan.kv_reason);
     info.n_ctx = om->s->n_ctx;
     /* type histogram, in type-id order */
     uint64_t count[QT_COUNT] = {0};
@@ -456,10 +500,16 @@ octo_stats octo_model_stats(const octo_model *om) {
     st.time_to_first_token_ms = g.time_to_first_token_ms;
     st.context_tokens = om->s->n_past;
     st.context_size = om->s->n_ctx;
-    uint64_t per_token = model_kv_bytes(&om->m->hp, 1, om->opts.kv_type == OCTO_KV_F16 ? QT_F16 : QT_F32);
-    st.kv_bytes = per_token * (uint64_t)om->s->n_past;
-    st.kv_budget_bytes = per_token * (uint64_t)om->s->n_ctx;
+    const kv_stats kv = kv_cache_stats(om->s->kv);
+    st.kv_bytes = kv.bytes;
+    st.kv_budget_bytes = kv.budget ? kv.budget : kv_token_bytes(&om->m->hp, om->plan.kv.hot_type) * (uint64_t)om->s->n_ctx;
     st.kv_cache_utilization = st.kv_budget_bytes ? (double)st.kv_bytes / (double)st.kv_budget_bytes : 0.0;
+    st.kv_bytes_hot = kv.bytes_hot;
+    st.kv_bytes_warm = kv.bytes_warm;
+    st.kv_bytes_cold = kv.bytes_cold;
+    st.kv_tokens_retained = kv.tokens;
+    st.kv_tokens_evicted = kv.tokens_evicted;
+    snprintf(st.kv_policy, sizeof st.kv_policy, "%s", kv_policy_name(om->plan.kv.policy));
     sysmem_usage u = sysmem_read();
     st.rss_bytes = u.rss_bytes;
     st.peak_rss_bytes = u.peak_rss_bytes;

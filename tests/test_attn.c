@@ -63,7 +63,7 @@ static void make_keys(keyset *ks, int n, uint32_t type, int hd, int hdv, int32_t
 
 static attn_keys as_run(const keyset *ks, int from, int n) {
     const size_t el = ks->type == QT_F16 ? 2 : 4, row = el * (size_t)ks->row_dim;
-    attn_keys r = {.type = ks->type, .n = n, .pos = ks->pos + from, .k_stride = row, .v_stride = row};
+    attn_keys r = {.k_type = ks->type, .v_type = ks->type, .n = n, .pos = ks->pos + from, .k_stride = row, .v_stride = row};
     r.k = (const uint8_t *)ks->k + (size_t)from * row + el * (size_t)ks->off_k;
     r.v = (const uint8_t *)ks->v + (size_t)from * row + el * (size_t)ks->off_v;
     return r;

@@ -55,7 +55,8 @@ static float *random_rows(int n, int dim) {
 }
 
 /* every committed entry of layer 0 as (pos -> K row, V row) in F32 */
-static int read_back(kv_cache *c, const model_hparams *hp, int32_t *pos, float *k, float *v, uint32_t *type) {
+static int read_back(kv_cache *c, const model_hparams *hp, int32_t *pos, float *k, float *v, uint32_t *ktype,
+                     uint32_t *vtype) {
     kv_iface ki = kv_cache_iface(c);
     const kv_span *sp;
     const int ns = ki.view(ki.self, 0, &sp), dim = hp->n_head_kv * hp->head_dim;
@@ -63,11 +64,35 @@ static int read_back(kv_cache *c, const model_hparams *hp, int32_t *pos, float *
     for (int s = 0; s < ns; s++)
         for (int j = 0; j < sp[s].n_tokens; j++, n++) {
             pos[n] = sp[s].pos[j];
-            if (type) type[n] = sp[s].type;
-            attn_widen(sp[s].type, (const uint8_t *)sp[s].k + (size_t)j * sp[s].k_row_bytes, 0, dim, k + (size_t)n * dim);
-            attn_widen(sp[s].type, (const uint8_t *)sp[s].v + (size_t)j * sp[s].v_row_bytes, 0, dim, v + (size_t)n * dim);
+            if (ktype) ktype[n] = sp[s].k_type;
+            if (vtype) vtype[n] = sp[s].v_type;
+            if (sp[s].k_type == ATTN_KC8 || sp[s].k_type == ATTN_KC4)
+                for (int d = 0; d < dim; d++)
+                    k[(size_t)n * dim + d] = attn_kc_value(sp[s].k_type, sp[s].k, sp[s].k_row_bytes, d, j);
+            else
+                attn_widen(sp[s].k_type, (const uint8_t *)sp[s].k + (size_t)j * sp[s].k_row_bytes, 0, dim, k + (size_t)n * dim);
+            attn_widen(sp[s].v_type, (const uint8_t *)sp[s].v + (size_t)j * sp[s].v_row_bytes, 0, dim, v + (size_t)n * dim);
         }
     return n;
+}
+
+/* worst |x - x'| / bound for keys by channel: per channel, half a step of (max - min) / levels */
+static double worst_channels(uint32_t type, const float *K, const float *k, const int32_t *pos, int n, int dim) {
+    double worst = 0.0;
+    const double levels = type == ATTN_KC8 ? 255 : 15;
+    for (int b0 = 0; b0 < n; b0 += 64) /* the cache's blocks hold 64 entries in order here */
+        for (int d = 0; d < dim; d++) {
+            double mn = INFINITY, mx = -INFINITY;
+            for (int j = b0; j < b0 + 64 && j < n; j++) {
+                const double x = K[(size_t)pos[j] * dim + d];
+                mn = fmin(mn, x), mx = fmax(mx, x);
+            }
+            /* half a step, the fp16 rounding of the step times the largest quant, and of the minimum */
+            const double bound = (mx - mn) / levels * (0.5 + levels * 0x1p-11) + fabs(mn) * 0x1p-11 + 1e-6;
+            for (int j = b0; j < b0 + 64 && j < n; j++)
+                worst = fmax(worst, fabs(K[(size_t)pos[j] * dim + d] - k[(size_t)j * dim + d]) / bound);
+        }
+    return worst;
 }
 
 /* worst |x - x'| / bound over rows of 32-blocks */
@@ -90,34 +115,41 @@ static double worst_vs_bound(uint32_t type, const float *x, const float *y, int 
 
 static void test_tiers(void) {
     const model_hparams hp = hparams(2, 2, 64);
-    const int dim = 128, N = 300;
-    const uint32_t types[] = {QT_F16, QT_Q8_0, QT_Q4_0, QT_Q4_1};
+    const int dim = 128, N = 320; /* five full blocks: a partly filled newest block stays hot until full */
+    const uint32_t types[] = {QT_F16, QT_Q8_0, QT_Q4_0, QT_Q4_1, QT_Q8_0, QT_Q4_1};
     float *K = random_rows(N, dim), *V = random_rows(N, dim);
     for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+        const int channels = t >= 4; /* the last two: keys by channel */
         kv_config cfg = kv_config_plain(QT_F16);
         cfg.warm_type = cfg.cold_type = types[t];
+        cfg.key_channels = channels;
         cfg.hot_tokens = cfg.warm_tokens = 0; /* everything committed goes to the tier at once */
         kv_cache *c;
         err_t err = {0};
         T_CHECK(kv_cache_new(&hp, &cfg, &c, &err) == ERR_OK);
         feed(c, &hp, 0, N, K, V, true);
-        int32_t pos[300];
-        uint32_t ty[300];
+        int32_t pos[320];
+        uint32_t kty[320], vty[320];
         float *k = malloc(sizeof(float) * N * dim), *v = malloc(sizeof(float) * N * dim);
-        const int n = read_back(c, &hp, pos, k, v, ty);
+        const int n = read_back(c, &hp, pos, k, v, kty, vty);
         T_EQ_INT(n, N);
+        const uint32_t want_k = !channels ? types[t] : types[t] == QT_Q8_0 ? ATTN_KC8 : ATTN_KC4;
         double worst = 0.0;
         int wrong_type = 0;
         for (int i = 0; i < n; i++) {
-            wrong_type += ty[i] != types[t];
-            worst = fmax(worst, worst_vs_bound(types[t], K + (size_t)pos[i] * dim, k + (size_t)i * dim, dim));
+            wrong_type += kty[i] != want_k || vty[i] != types[t];
+            if (!channels) worst = fmax(worst, worst_vs_bound(types[t], K + (size_t)pos[i] * dim, k + (size_t)i * dim, dim));
             worst = fmax(worst, worst_vs_bound(types[t], V + (size_t)pos[i] * dim, v + (size_t)i * dim, dim));
         }
-        printf("tier %-5s round trip: worst error %.3f of the bound\n", quant_traits_of(types[t])->name, worst);
+        if (channels) worst = fmax(worst, worst_channels(want_k, K, k, pos, n, dim));
+        printf("tier %-5s%s round trip: worst error %.3f of the bound\n", quant_traits_of(types[t])->name,
+               channels ? " (keys by channel)" : "", worst);
         T_CHECKF(worst <= 1.0, "tier %u: error %.3f x the bound", types[t], worst);
         T_EQ_INT(wrong_type, 0);
         const kv_stats st = kv_cache_stats(c);
-        T_EQ_INT(st.bytes, (uint64_t)N * kv_token_bytes(&hp, types[t]));
+        const uint64_t kbytes = channels ? (uint64_t)(N / 64) * dim * (4 + (want_k == ATTN_KC8 ? 64 : 32))
+                                         : (uint64_t)N * quant_row_bytes(types[t], dim);
+        T_EQ_INT(st.bytes, hp.n_layer * (kbytes + (uint64_t)N * quant_row_bytes(types[t], dim)));
         free(k), free(v);
         kv_cache_free(c);
     }
@@ -141,7 +173,7 @@ static void test_mixed_attention(void) {
     T_CHECK(st.bytes_hot > 0 && st.bytes_warm > 0 && st.bytes_cold > 0);
     int32_t pos[400];
     float *k = malloc(sizeof(float) * N * dim), *v = malloc(sizeof(float) * N * dim);
-    const int n = read_back(c, &hp, pos, k, v, NULL);
+    const int n = read_back(c, &hp, pos, k, v, NULL, NULL);
     kv_iface ki = kv_cache_iface(c);
     const kv_span *sp;
     const int ns = ki.view(ki.self, 0, &sp);
@@ -151,7 +183,7 @@ static void test_mixed_attention(void) {
     for (int f = 0; f < 2 && fns[f]; f++)
         for (int h = 0; h < 2; h++) {
             for (int s = 0; s < ns; s++)
-                runs[s] = (attn_keys){.type = sp[s].type, .k = sp[s].k, .v = sp[s].v, .k_off = h * 64, .v_off = h * 64,
+                runs[s] = (attn_keys){.k_type = sp[s].k_type, .v_type = sp[s].v_type, .k = sp[s].k, .v = sp[s].v, .k_off = h * 64, .v_off = h * 64,
                                       .k_stride = sp[s].k_row_bytes, .v_stride = sp[s].v_row_bytes, .pos = sp[s].pos,
                                       .n = sp[s].n_tokens};
             float q[64], out[64];
@@ -375,7 +407,7 @@ static void snap(kv_cache *c, const model_hparams *hp, snapshot *s) {
             s->len += (size_t)sp[i].n_tokens * sp[i].v_row_bytes;
             memcpy(s->bytes + s->len, sp[i].pos, 4 * (size_t)sp[i].n_tokens);
             s->len += 4 * (size_t)sp[i].n_tokens;
-            memcpy(s->bytes + s->len, &sp[i].type, 4);
+            memcpy(s->bytes + s->len, &sp[i].k_type, 4);
             s->len += 4;
             if (l == 0) s->n += sp[i].n_tokens;
         }

@@ -18,5 +18,6 @@ int parse_tokens(const char *s, int32_t **out, int *n_out);
 double mib(uint64_t bytes);
 
 int cmd_bench(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 
 #endif

@@ -40,6 +40,12 @@ static void help(FILE *f) {
           "      prompt and generation tokens/s (median, spread), GB/s of weights read and the\n"
           "      percentage of the machine's read bandwidth (measured in the same run), the\n"
           "      cost of forwarding T tokens at once; 'octo bench --roofline' measures only that\n"
+          "  eval -m MODEL -f TEXT [--ctx N] [--batch N] [--json] [--kv-plain] [--kv-policy P]\n"
+          "       [--kv-budget BYTES|PCT%] [--kv-hot N] [--kv-warm N] [--kv-anchors N] [--kv-recent N]\n"
+          "       [--kv-cold q4_1|q4_0|q8_0|f16]\n"
+          "      perplexity over the text's first N tokens, fed N per step (default 1), and the\n"
+          "      KV cache's cost in quality: KL divergence and top-1 agreement against an\n"
+          "      uncompressed F16 cache, KV bytes used; P: none window h2o snapkv morphkv\n"
           "  inspect -m MODEL [--kv-tokens N]\n"
           "      architecture, hyperparameters, tensors, parameter count, file bytes,\n"
           "      memory for weights and for a KV cache of N tokens (default: trained context)\n"
@@ -74,6 +80,8 @@ static int cmd_inspect(int argc, char **argv) {
     octo_client *c = octo_client_new(NULL);
     octo_model_options mo = octo_model_options_defaults();
     mo.n_ctx = 1; /* inspect does not need a cache */
+    mo.kv_type = OCTO_KV_F32; /* so kv_bytes_per_token is the f32 figure */
+    mo.kv.compress = 0;
     octo_model *m = c ? octo_load_model(c, path, &mo) : NULL;
     if (!m) {
         int rc = fail("%s", c ? octo_last_error(c) : "out of memory");
@@ -140,6 +148,8 @@ static int cmd_logits(int argc, char **argv) {
     octo_client *c = octo_client_new(NULL);
     octo_model_options mo = octo_model_options_defaults();
     mo.n_ctx = (int)n_ctx;
+    mo.kv_type = OCTO_KV_F32; /* logits for comparison with a reference: an exact cache */
+    mo.kv.compress = 0;
     octo_model *m = c ? octo_load_model(c, path, &mo) : NULL;
     int rc = 0;
     float *logits = NULL;
@@ -550,6 +560,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 2, argv + 2);
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 2, argv + 2);
+    if (!strcmp(cmd, "eval")) return cmd_eval(argc - 2, argv + 2);
     if (!strcmp(cmd, "logits")) return cmd_logits(argc - 2, argv + 2);
     if (!strcmp(cmd, "synth")) return cmd_synth(argc - 2, argv + 2);
     return usage_error("unknown command '%s'", cmd);

@@ -16,7 +16,45 @@
 #include "quant.h"
 
 int attn_type_supported(uint32_t type) {
-    return type == QT_F32 || type == QT_F16 || type == QT_Q8_0 || type == QT_Q4_0 || type == QT_Q4_1;
+    return type == QT_F32 || type == QT_F16 || type == QT_Q8_0 || type == QT_Q4_0 || type == QT_Q4_1 ||
+           type == ATTN_KC8 || type == ATTN_KC4;
+}
+
+size_t attn_kc_channel_bytes(uint32_t type, int cap) { return 4 + (size_t)(type == ATTN_KC8 ? cap : cap / 2); }
+
+void attn_kc_quantize(uint32_t type, const float *rows, int n, int dim, int cap, uint8_t *dst) {
+    const size_t cb = attn_kc_channel_bytes(type, cap);
+    const float levels = type == ATTN_KC8 ? 255.0f : 15.0f;
+    for (int c = 0; c < dim; c++) {
+        uint8_t *ch = dst + (size_t)c * cb;
+        float mn = INFINITY, mx = -INFINITY;
+        for (int j = 0; j < n; j++) {
+            const float x = rows[(size_t)j * dim + c];
+            mn = x < mn ? x : mn;
+            mx = x > mx ? x : mx;
+        }
+        if (n == 0) mn = mx = 0.0f;
+        const fp16_t d16 = fp32_to_fp16((mx - mn) / levels), m16 = fp32_to_fp16(mn);
+        memcpy(ch, &d16, 2);
+        memcpy(ch + 2, &m16, 2);
+        const float d = fp16_to_fp32(d16), m = fp16_to_fp32(m16), id = d > 0.0f ? 1.0f / d : 0.0f;
+        memset(ch + 4, 0, cb - 4);
+        for (int j = 0; j < n; j++) {
+            float q = nearbyintf((rows[(size_t)j * dim + c] - m) * id);
+            q = q < 0.0f ? 0.0f : q > levels ? levels : q;
+            if (type == ATTN_KC8) ch[4 + j] = (uint8_t)q;
+            else ch[4 + j / 2] |= (uint8_t)((int)q << (j % 2 ? 4 : 0));
+        }
+    }
+}
+
+float attn_kc_value(uint32_t type, const uint8_t *base, size_t channel_bytes, int c, int j) {
+    const uint8_t *ch = base + (size_t)c * channel_bytes;
+    fp16_t d16, m16;
+    memcpy(&d16, ch, 2);
+    memcpy(&m16, ch + 2, 2);
+    const int q = type == ATTN_KC8 ? ch[4 + j] : (ch[4 + j / 2] >> (j % 2 ? 4 : 0)) & 15;
+    return fp16_to_fp32(m16) + fp16_to_fp32(d16) * (float)q;
 }
 
 void attn_widen(uint32_t type, const void *row, int off, int dim, float *dst) {
@@ -41,8 +79,14 @@ void attn_widen(uint32_t type, const void *row, int off, int dim, float *dst) {
 static void load_rows(const attn_keys *ks, bool key, int j0, int n, int dim, float *dst) {
     const uint8_t *base = (const uint8_t *)(key ? ks->k : ks->v);
     const size_t stride = key ? ks->k_stride : ks->v_stride;
+    const uint32_t type = key ? ks->k_type : ks->v_type;
+    if (type == ATTN_KC8 || type == ATTN_KC4) {
+        for (int j = 0; j < n; j++)
+            for (int d = 0; d < dim; d++) dst[(size_t)j * dim + d] = attn_kc_value(type, base, stride, ks->k_off + d, j0 + j);
+        return;
+    }
     for (int j = 0; j < n; j++)
-        attn_widen(ks->type, base + (size_t)(j0 + j) * stride, key ? ks->k_off : ks->v_off, dim, dst + (size_t)j * dim);
+        attn_widen(type, base + (size_t)(j0 + j) * stride, key ? ks->k_off : ks->v_off, dim, dst + (size_t)j * dim);
 }
 
 /* q.k * scale for query i and the block's keys (-inf when invisible) */

@@ -38,23 +38,38 @@ typedef struct {
     uint32_t obs_lanes;
 } attn_queries;
 
+/* Keys stored by channel (KIVI): for each channel, an fp16 step d and
+ * minimum m, then one quant per entry (KC8: a byte; KC4: a nibble, entry j
+ * in the low nibble of byte j/2 when j is even, else the high one);
+ * value = m + d * q. Channels follow each other every k_stride bytes. */
+#define ATTN_KC8 0x100
+#define ATTN_KC4 0x101
+/* Bytes of one channel holding cap entries (cap even). */
+size_t attn_kc_channel_bytes(uint32_t type, int cap);
+/* Quantize n entries (rows of dim floats, stride dim) into dim channels of cap. */
+void attn_kc_quantize(uint32_t type, const float *rows, int n, int dim, int cap, uint8_t *dst);
+/* Entry j of channel c, as a float. */
+float attn_kc_value(uint32_t type, const uint8_t *base, size_t channel_bytes, int c, int j);
+
 /* A run of cache entries. Rows hold every KV head; this head's keys start at
  * element k_off of a row (values at v_off). Row types: F32, F16, or the
  * quantized tiers Q8_0, Q4_0, Q4_1 (blocks of 32 along the row; a head
- * smaller than 32 shares its block with its neighbours), dequantized a block
- * of 16 entries at a time inside the kernel. */
+ * smaller than 32 shares its block with its neighbours); keys may also be
+ * stored by channel (ATTN_KC8 / KC4: k points at channel 0, k_stride is the
+ * channel's bytes, k_off the head's first channel). Everything is
+ * dequantized 16 entries at a time inside the kernel. */
 typedef struct {
-    uint32_t type;
-    const void *k, *v;   /* the first entry's row */
+    uint32_t k_type, v_type;
+    const void *k, *v;   /* the first entry's row (or channel 0) */
     int k_off, v_off;
-    size_t k_stride, v_stride; /* bytes between entries */
+    size_t k_stride, v_stride; /* bytes between entries (between channels for KC keys) */
     const int32_t *pos;
     int n;
 } attn_keys;
 
 /* Elements [off, off + dim) of a row of type, as floats (the portable way). */
 void attn_widen(uint32_t type, const void *row, int off, int dim, float *dst);
-/* Can the kernel read rows of this type? */
+/* Can the kernel read rows (or, for keys, channels) of this type? */
 int attn_type_supported(uint32_t type);
 
 typedef void (*attn_fn)(const attn_queries *q, const attn_keys *runs, int n_runs);

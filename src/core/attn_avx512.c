@@ -73,7 +73,7 @@ static void widen_rows(const attn_keys *ks, bool key, int j0, int n, int dim, fl
     const uint8_t *base = (const uint8_t *)(key ? ks->k : ks->v);
     const size_t stride = key ? ks->k_stride : ks->v_stride;
     const int off = key ? ks->k_off : ks->v_off;
-    const uint32_t type = ks->type;
+    const uint32_t type = key ? ks->k_type : ks->v_type;
     for (int j = 0; j < n; j++) {
         const uint8_t *row = base + (size_t)(j0 + j) * stride;
         float *out = dst + (size_t)j * dim;
@@ -99,8 +99,31 @@ static void widen_rows(const attn_keys *ks, bool key, int j0, int n, int dim, fl
     }
 }
 
-/* scores of the block's keys for the 16 lanes, before scaling and masking */
-static void block_scores(const float (*qt)[ATTN_LANES], int hd, const float *kr, size_t kst, int n, __m512 *s) {
+/* keys j0 .. j0 + 15 of channels k_off .. k_off + hd - 1, transposed:
+ * dst[d * 16 + j] (the 16 quants of a channel for 16 entries are adjacent) */
+static void widen_channels(const attn_keys *ks, int j0, int hd, float *dst) {
+    const uint8_t *base = ks->k;
+    for (int d = 0; d < hd; d++) {
+        const uint8_t *ch = base + (size_t)(ks->k_off + d) * ks->k_stride;
+        fp16_t d16, m16;
+        memcpy(&d16, ch, 2);
+        memcpy(&m16, ch + 2, 2);
+        __m128i q;
+        if (ks->k_type == ATTN_KC8) q = _mm_loadu_si128((const __m128i *)(ch + 4 + j0));
+        else {
+            const __m128i v = _mm_loadl_epi64((const __m128i *)(ch + 4 + j0 / 2)), m4 = _mm_set1_epi8(0x0F);
+            q = _mm_unpacklo_epi8(_mm_and_si128(v, m4), _mm_and_si128(_mm_srli_epi16(v, 4), m4));
+        }
+        const __m512 x = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q));
+        _mm512_storeu_ps(dst + (size_t)d * ATTN_LANES,
+                         _mm512_fmadd_ps(_mm512_set1_ps(_cvtsh_ss(d16)), x, _mm512_set1_ps(_cvtsh_ss(m16))));
+    }
+}
+
+/* scores of the block's keys for the 16 lanes, before scaling and masking;
+ * key j's element d at kr[j * kst + d * dst] */
+static void block_scores(const float (*qt)[ATTN_LANES], int hd, const float *kr, size_t kst, size_t dst, int n,
+                         __m512 *s) {
     /* each key's chain of hd FMAs is the same however many keys run side by
      * side (8 chains hide the FMA latency) */
     int j = 0;
@@ -109,13 +132,13 @@ static void block_scores(const float (*qt)[ATTN_LANES], int hd, const float *kr,
         for (int u = 0; u < 8; u++) acc[u] = _mm512_setzero_ps();
         for (int d = 0; d < hd; d++) {
             const __m512 qd = _mm512_load_ps(qt[d]);
-            for (int u = 0; u < 8; u++) acc[u] = _mm512_fmadd_ps(qd, _mm512_set1_ps(kr[(size_t)(j + u) * kst + d]), acc[u]);
+            for (int u = 0; u < 8; u++) acc[u] = _mm512_fmadd_ps(qd, _mm512_set1_ps(kr[(size_t)(j + u) * kst + d * dst]), acc[u]);
         }
         for (int u = 0; u < 8; u++) s[j + u] = acc[u];
     }
     for (; j < n; j++) {
         __m512 acc = _mm512_setzero_ps();
-        for (int d = 0; d < hd; d++) acc = _mm512_fmadd_ps(_mm512_load_ps(qt[d]), _mm512_set1_ps(kr[(size_t)j * kst + d]), acc);
+        for (int d = 0; d < hd; d++) acc = _mm512_fmadd_ps(_mm512_load_ps(qt[d]), _mm512_set1_ps(kr[(size_t)j * kst + d * dst]), acc);
         s[j] = acc;
     }
 }
@@ -147,18 +170,28 @@ static void pv_row(float *o, int hdv, float c, const float *p, int n, const floa
     }
 }
 
-/* the block's keys and values as F32 rows: in place for F32, else widened into kb / vb */
+/* the block's keys and values as F32: in place for F32 rows, else widened
+ * into kb / vb; key j's element d is at kr[j * kst + d * kds] */
 static void keys_of(const attn_keys *ks, int j0, int n, int hd, int hdv, float *kb, float *vb, const float **kr,
-                    size_t *kst, const float **vr, size_t *vst) {
-    if (ks->type == QT_F32) {
+                    size_t *kst, size_t *kds, const float **vr, size_t *vst) {
+    *kds = 1;
+    if (ks->k_type == QT_F32) {
         *kr = (const float *)((const uint8_t *)ks->k + (size_t)j0 * ks->k_stride) + ks->k_off;
-        *vr = (const float *)((const uint8_t *)ks->v + (size_t)j0 * ks->v_stride) + ks->v_off;
-        *kst = ks->k_stride / sizeof(float), *vst = ks->v_stride / sizeof(float);
-        return;
+        *kst = ks->k_stride / sizeof(float);
+    } else if (kb && (ks->k_type == ATTN_KC8 || ks->k_type == ATTN_KC4)) {
+        widen_channels(ks, j0, hd, kb);
+        *kr = kb, *kst = 1, *kds = ATTN_LANES;
+    } else if (kb) {
+        widen_rows(ks, true, j0, n, hd, kb);
+        *kr = kb, *kst = (size_t)hd;
     }
-    if (kb) widen_rows(ks, true, j0, n, hd, kb);
-    if (vb) widen_rows(ks, false, j0, n, hdv, vb);
-    *kr = kb, *vr = vb, *kst = (size_t)hd, *vst = (size_t)hdv;
+    if (ks->v_type == QT_F32) {
+        *vr = (const float *)((const uint8_t *)ks->v + (size_t)j0 * ks->v_stride) + ks->v_off;
+        *vst = ks->v_stride / sizeof(float);
+    } else if (vb) {
+        widen_rows(ks, false, j0, n, hdv, vb);
+        *vr = vb, *vst = (size_t)hdv;
+    }
 }
 
 static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
@@ -180,15 +213,14 @@ static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
         const attn_keys *ks = &runs[r];
         for (int j0 = 0; j0 < ks->n; j0 += ATTN_LANES) {
             const int n = ks->n - j0 < ATTN_LANES ? ks->n - j0 : ATTN_LANES;
-            const float *kr, *vr;
-            size_t kst, vst;
-            keys_of(ks, j0, n, hd, hdv, kb, vb, &kr, &kst, &vr, &vst);
+            const float *kr = NULL, *vr = NULL;
+            size_t kst = 0, kds = 1, vst = 0;
+            keys_of(ks, j0, n, hd, hdv, kb, vb, &kr, &kst, &kds, &vr, &vst);
             __m512 s[ATTN_LANES];
             __mmask16 vis[ATTN_LANES];
             __m512 bmax = ninf;
-            block_scores((const float(*)[ATTN_LANES])qt, hd, kr, kst, n, s);
-            int j;
-            for (j = 0; j < n; j++) {
+            block_scores((const float(*)[ATTN_LANES])qt, hd, kr, kst, kds, n, s);
+            for (int j = 0; j < n; j++) {
                 vis[j] = _mm512_cmp_epi32_mask(_mm512_set1_epi32(ks->pos[j0 + j]), qpos, _MM_CMPINT_LE);
                 s[j] = _mm512_mask_mov_ps(ninf, vis[j], _mm512_mul_ps(s[j], scale));
                 bmax = _mm512_max_ps(bmax, s[j]);
@@ -225,11 +257,11 @@ static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
         const attn_keys *ks = &runs[r];
         for (int j0 = 0; j0 < ks->n && lanes; j0 += ATTN_LANES) {
             const int n = ks->n - j0 < ATTN_LANES ? ks->n - j0 : ATTN_LANES;
-            const float *kr, *vr;
-            size_t kst, vst;
-            keys_of(ks, j0, n, hd, hdv, kb, NULL, &kr, &kst, &vr, &vst);
+            const float *kr = NULL, *vr = NULL;
+            size_t kst = 0, kds = 1, vst = 0;
+            keys_of(ks, j0, n, hd, hdv, kb, NULL, &kr, &kst, &kds, &vr, &vst);
             __m512 s[ATTN_LANES];
-            block_scores((const float(*)[ATTN_LANES])qt, hd, kr, kst, n, s);
+            block_scores((const float(*)[ATTN_LANES])qt, hd, kr, kst, kds, n, s);
             for (int j = 0; j < n; j++) {
                 const __mmask16 vis = _mm512_cmp_epi32_mask(_mm512_set1_epi32(ks->pos[j0 + j]), qpos, _MM_CMPINT_LE) & lanes;
                 const __m512 p = _mm512_maskz_mul_ps(vis, exp512(_mm512_sub_ps(_mm512_mul_ps(s[j], scale), m)), inv_l);

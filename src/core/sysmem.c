@@ -29,3 +29,19 @@ sysmem_usage sysmem_read(void) {
         .pss_bytes = read_kb("/proc/self/smaps_rollup", "Pss"),
     };
 }
+
+static uint64_t read_u64(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    unsigned long long v = 0;
+    if (fscanf(f, "%llu", &v) != 1) v = 0; /* "max" reads as 0: no limit */
+    fclose(f);
+    return v;
+}
+
+uint64_t sysmem_available(void) {
+    uint64_t avail = read_kb("/proc/meminfo", "MemAvailable");
+    const uint64_t max = read_u64("/sys/fs/cgroup/memory.max"), cur = read_u64("/sys/fs/cgroup/memory.current");
+    if (max && cur && max > cur && (avail == 0 || max - cur < avail)) avail = max - cur;
+    return avail;
+}

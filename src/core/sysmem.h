@@ -18,4 +18,8 @@ typedef struct {
 
 sysmem_usage sysmem_read(void);
 
+/* Memory this process could still get: MemAvailable, lowered to what the
+ * cgroup's memory.max leaves when one applies; 0 when unknown. */
+uint64_t sysmem_available(void);
+
 #endif

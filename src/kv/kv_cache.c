@@ -15,17 +15,18 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/attn.h"
 #include "core/quant.h"
 #include "policy.h"
 
 typedef struct {
-    uint32_t type;
+    uint32_t k_type, v_type; /* per-token rows, or keys by channel (ATTN_KC8 / KC4) */
     int n;
     bool open;
     int32_t pos[KV_BLOCK];
     float score[KV_BLOCK];
     bool scored[KV_BLOCK];
-    uint8_t *mem;       /* KV_BLOCK key rows, then KV_BLOCK value rows */
+    uint8_t *mem;       /* the keys (KV_BLOCK rows, or k_dim channels), then KV_BLOCK value rows */
     size_t mem_bytes;
 } kv_block;
 
@@ -78,7 +79,7 @@ kv_config kv_config_default(void) {
     return (kv_config){
         .hot_type = QT_F16, .warm_type = QT_Q8_0, .cold_type = QT_Q4_1,
         .hot_tokens = 128, .warm_tokens = 512, .anchor_tokens = 64, .recent_tokens = 128,
-        .policy = KV_POLICY_MORPHKV, .budget_bytes = 0, .snap_window = 32,
+        .policy = KV_POLICY_MORPHKV, .budget_bytes = 0, .snap_window = 32, .key_channels = 1,
     };
 }
 
@@ -96,24 +97,45 @@ uint64_t kv_token_bytes(const model_hparams *hp, uint32_t type) {
                                     row_bytes(type, hp->n_head_kv * hp->head_dim_v));
 }
 
-static size_t entry_bytes(const kv_cache *c, uint32_t type) {
-    return row_bytes(type, c->k_dim) + row_bytes(type, c->v_dim);
+static bool by_channel(uint32_t t) { return t == ATTN_KC8 || t == ATTN_KC4; }
+
+/* bytes between entries (rows) or, for keys by channel, between channels */
+static size_t k_stride(const kv_cache *c, uint32_t t) {
+    return by_channel(t) ? attn_kc_channel_bytes(t, KV_BLOCK) : row_bytes(t, c->k_dim);
+}
+static size_t k_area(const kv_cache *c, uint32_t t) {
+    return by_channel(t) ? (size_t)c->k_dim * k_stride(c, t) : KV_BLOCK * k_stride(c, t);
+}
+
+/* The bytes n entries of a block take: what the budget counts. */
+static uint64_t block_bytes(const kv_cache *c, uint32_t kt, uint32_t vt, int n) {
+    if (n == 0) return 0;
+    /* keys by channel: each channel's step and minimum, then n quants (KC4: half a byte each; k_dim is even) */
+    const uint64_t k = by_channel(kt) ? (uint64_t)c->k_dim * 4 + (uint64_t)n * c->k_dim / (kt == ATTN_KC8 ? 1 : 2)
+                                      : (uint64_t)n * row_bytes(kt, c->k_dim);
+    return k + (uint64_t)n * row_bytes(vt, c->v_dim);
+}
+/* ... and what one more entry adds */
+static uint64_t entry_bytes(const kv_cache *c, uint32_t kt, uint32_t vt) {
+    const uint64_t k = by_channel(kt) ? (uint64_t)c->k_dim / (kt == ATTN_KC8 ? 1 : 2) : row_bytes(kt, c->k_dim);
+    return k + row_bytes(vt, c->v_dim);
 }
 
 /* ---------------------------------------------------------------- blocks */
 
-static kv_block *block_new(const kv_cache *c, uint32_t type) {
+static kv_block *block_new(const kv_cache *c, uint32_t kt, uint32_t vt) {
     kv_block *b = calloc(1, sizeof *b);
     if (!b) return NULL;
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    b->mem_bytes = (KV_BLOCK * entry_bytes(c, type) + page - 1) / page * page;
+    b->mem_bytes = (k_area(c, kt) + KV_BLOCK * row_bytes(vt, c->v_dim) + page - 1) / page * page;
     void *p = mmap(NULL, b->mem_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
         free(b);
         return NULL;
     }
     b->mem = p;
-    b->type = type;
+    b->k_type = kt;
+    b->v_type = vt;
     return b;
 }
 
@@ -123,11 +145,11 @@ static void block_free(kv_block *b) {
     free(b);
 }
 
-static uint8_t *krow(const kv_cache *c, const kv_block *b, int i) {
-    return b->mem + (size_t)i * row_bytes(b->type, c->k_dim);
+static uint8_t *krow(const kv_cache *c, const kv_block *b, int i) { /* per-token keys only */
+    return b->mem + (size_t)i * row_bytes(b->k_type, c->k_dim);
 }
 static uint8_t *vrow(const kv_cache *c, const kv_block *b, int i) {
-    return b->mem + KV_BLOCK * row_bytes(b->type, c->k_dim) + (size_t)i * row_bytes(b->type, c->v_dim);
+    return b->mem + k_area(c, b->k_type) + (size_t)i * row_bytes(b->v_type, c->v_dim);
 }
 
 /* n rows of dim floats into rows of type */
@@ -143,22 +165,42 @@ static void store_rows(uint32_t type, const float *src, int n, int dim, uint8_t 
     }
 }
 
-/* Entries [from, from + n) of src into dst at slot `at` (types may differ). */
-static void copy_entries(const kv_cache *c, kv_block *dst, int at, const kv_block *src, int from, int n) {
-    memmove(dst->pos + at, src->pos + from, sizeof(int32_t) * (size_t)n);
-    memmove(dst->score + at, src->score + from, sizeof(float) * (size_t)n);
-    memmove(dst->scored + at, src->scored + from, sizeof(bool) * (size_t)n);
-    if (dst->type == src->type) {
-        memmove(krow(c, dst, at), krow(c, src, from), (size_t)n * row_bytes(src->type, c->k_dim));
-        memmove(vrow(c, dst, at), vrow(c, src, from), (size_t)n * row_bytes(src->type, c->v_dim));
+/* entry i's key row as floats */
+static void key_f32(const kv_cache *c, const kv_block *b, int i, float *out) {
+    if (by_channel(b->k_type))
+        for (int d = 0; d < c->k_dim; d++) out[d] = attn_kc_value(b->k_type, b->mem, k_stride(c, b->k_type), d, i);
+    else quant_dequantize_row(b->k_type, krow(c, b, i), out, c->k_dim);
+}
+
+/* Move entry `from` to slot `to` of the same block (to < from). */
+static void move_entry(const kv_cache *c, kv_block *b, int to, int from) {
+    b->pos[to] = b->pos[from];
+    b->score[to] = b->score[from];
+    b->scored[to] = b->scored[from];
+    memcpy(vrow(c, b, to), vrow(c, b, from), row_bytes(b->v_type, c->v_dim));
+    if (!by_channel(b->k_type)) {
+        memcpy(krow(c, b, to), krow(c, b, from), row_bytes(b->k_type, c->k_dim));
         return;
     }
-    for (int pass = 0; pass < 2; pass++) {
-        const int dim = pass ? c->v_dim : c->k_dim;
-        for (int i = 0; i < n; i++)
-            quant_dequantize_row(src->type, pass ? vrow(c, src, from + i) : krow(c, src, from + i), c->f32 + (size_t)i * dim, dim);
-        store_rows(dst->type, c->f32, n, dim, pass ? vrow(c, dst, at) : krow(c, dst, at));
+    const size_t cb = k_stride(c, b->k_type);
+    for (int d = 0; d < c->k_dim; d++) {
+        uint8_t *q = b->mem + (size_t)d * cb + 4;
+        if (b->k_type == ATTN_KC8) q[to] = q[from];
+        else {
+            const uint8_t v = (q[from / 2] >> (from % 2 ? 4 : 0)) & 15;
+            q[to / 2] = (uint8_t)((q[to / 2] & (to % 2 ? 0x0F : 0xF0)) | v << (to % 2 ? 4 : 0));
+        }
     }
+}
+
+/* Append src's entries to dst (the same per-token types: merging). */
+static void append_entries(const kv_cache *c, kv_block *dst, const kv_block *src) {
+    memcpy(dst->pos + dst->n, src->pos, sizeof(int32_t) * (size_t)src->n);
+    memcpy(dst->score + dst->n, src->score, sizeof(float) * (size_t)src->n);
+    memcpy(dst->scored + dst->n, src->scored, sizeof(bool) * (size_t)src->n);
+    memcpy(krow(c, dst, dst->n), krow(c, src, 0), (size_t)src->n * row_bytes(src->k_type, c->k_dim));
+    memcpy(vrow(c, dst, dst->n), vrow(c, src, 0), (size_t)src->n * row_bytes(src->v_type, c->v_dim));
+    dst->n += src->n;
 }
 
 static err_code push_block(kv_layer *L, kv_block *b, err_t *err) {
@@ -256,7 +298,7 @@ static err_code cache_append(void *self, int layer, int n, const int32_t *pos, c
         kv_block *b = L->n_blocks ? L->blocks[L->n_blocks - 1] : NULL;
         if (!b || !b->open || b->n == KV_BLOCK) {
             if (b) b->open = false;
-            if (!(b = block_new(c, c->cfg.hot_type))) /* the caller rolls the tentative entries back */
+            if (!(b = block_new(c, c->cfg.hot_type, c->cfg.hot_type))) /* the caller rolls the tentative entries back */
                 return err_set(err, ERR_NOMEM, "out of memory for the KV cache");
             b->open = true;
             err_code rc = push_block(L, b, err);
@@ -267,8 +309,8 @@ static err_code cache_append(void *self, int layer, int n, const int32_t *pos, c
         }
         const int take = KV_BLOCK - b->n < n ? KV_BLOCK - b->n : n;
         const int done = n0 - n;
-        store_rows(b->type, k + (size_t)done * c->k_dim, take, c->k_dim, krow(c, b, b->n));
-        store_rows(b->type, v + (size_t)done * c->v_dim, take, c->v_dim, vrow(c, b, b->n));
+        store_rows(b->k_type, k + (size_t)done * c->k_dim, take, c->k_dim, krow(c, b, b->n));
+        store_rows(b->v_type, v + (size_t)done * c->v_dim, take, c->v_dim, vrow(c, b, b->n));
         memcpy(b->pos + b->n, pos + done, sizeof(int32_t) * (size_t)take);
         memset(b->score + b->n, 0, sizeof(float) * (size_t)take);
         memset(b->scored + b->n, 0, sizeof(bool) * (size_t)take);
@@ -295,8 +337,8 @@ static int cache_view(void *self, int layer, const kv_span **spans) {
         const kv_block *b = L->blocks[i];
         if (!b->n) continue;
         L->spans[n++] = (kv_span){
-            .n_tokens = b->n, .pos = b->pos, .type = b->type, .k = krow(c, b, 0), .v = vrow(c, b, 0),
-            .k_row_bytes = row_bytes(b->type, c->k_dim), .v_row_bytes = row_bytes(b->type, c->v_dim),
+            .n_tokens = b->n, .pos = b->pos, .k_type = b->k_type, .v_type = b->v_type, .k = b->mem,
+            .v = vrow(c, b, 0), .k_row_bytes = k_stride(c, b->k_type), .v_row_bytes = row_bytes(b->v_type, c->v_dim),
         };
     }
     *spans = L->spans;
@@ -344,21 +386,43 @@ kv_iface kv_cache_iface(kv_cache *c) {
 
 /* ---------------------------------------------------------------- commit */
 
-static uint32_t tier_for_age(const kv_cache *c, int64_t age) {
-    if (age < c->cfg.hot_tokens) return c->cfg.hot_type;
-    if (age < c->cfg.warm_tokens) return c->cfg.warm_type;
-    return c->cfg.cold_type;
+/* the key and value types of tier t (0 hot, 1 warm, 2 cold) */
+static void tier_types(const kv_cache *c, int t, uint32_t *kt, uint32_t *vt) {
+    const uint32_t v = t == 0 ? c->cfg.hot_type : t == 1 ? c->cfg.warm_type : c->cfg.cold_type;
+    *vt = v;
+    *kt = v;
+    if (c->cfg.key_channels && v != c->cfg.hot_type) *kt = v == QT_Q8_0 ? ATTN_KC8 : ATTN_KC4;
 }
 
-static int tier_rank(const kv_cache *c, uint32_t type) {
-    return type == c->cfg.hot_type ? 0 : type == c->cfg.warm_type ? 1 : 2;
+static int tier_for_age(const kv_cache *c, int64_t age) {
+    return age < c->cfg.hot_tokens ? 0 : age < c->cfg.warm_tokens ? 1 : 2;
 }
 
-static err_code requantize(kv_cache *c, kv_layer *L, int i, uint32_t type, err_t *err) {
-    kv_block *old = L->blocks[i], *b = block_new(c, type);
-    if (!b) return err_set(err, ERR_NOMEM, "out of memory re-quantizing the KV cache");
-    copy_entries(c, b, 0, old, 0, old->n);
-    b->n = old->n;
+static int tier_of(const kv_cache *c, const kv_block *b) {
+    for (int t = 0; t < 3; t++) {
+        uint32_t kt, vt;
+        tier_types(c, t, &kt, &vt);
+        if (kt == b->k_type && vt == b->v_type) return t;
+    }
+    return 2;
+}
+
+/* Re-lay block i at the types of tier t, from its values as floats. */
+static err_code requantize(kv_cache *c, kv_layer *L, int i, int t, err_t *err) {
+    kv_block *old = L->blocks[i], *b;
+    uint32_t kt, vt;
+    tier_types(c, t, &kt, &vt);
+    if (!(b = block_new(c, kt, vt))) return err_set(err, ERR_NOMEM, "out of memory re-quantizing the KV cache");
+    const int n = old->n;
+    for (int j = 0; j < n; j++) key_f32(c, old, j, c->f32 + (size_t)j * c->k_dim);
+    if (by_channel(kt)) attn_kc_quantize(kt, c->f32, n, c->k_dim, KV_BLOCK, b->mem);
+    else store_rows(kt, c->f32, n, c->k_dim, krow(c, b, 0));
+    for (int j = 0; j < n; j++) quant_dequantize_row(old->v_type, vrow(c, old, j), c->f32 + (size_t)j * c->v_dim, c->v_dim);
+    store_rows(vt, c->f32, n, c->v_dim, vrow(c, b, 0));
+    memcpy(b->pos, old->pos, sizeof(int32_t) * (size_t)n);
+    memcpy(b->score, old->score, sizeof(float) * (size_t)n);
+    memcpy(b->scored, old->scored, sizeof(bool) * (size_t)n);
+    b->n = n;
     b->open = false;
     L->blocks[i] = b;
     block_free(old);
@@ -373,7 +437,7 @@ static uint64_t layer_bytes(const kv_cache *c, const kv_layer *L, bool committed
         int n = b->n;
         if (committed_only)
             for (int j = 0; j < b->n; j++) n -= b->pos[j] >= c->commit_pos;
-        s += (uint64_t)n * entry_bytes(c, b->type);
+        s += block_bytes(c, b->k_type, b->v_type, n);
     }
     return s;
 }
@@ -409,7 +473,7 @@ static err_code evict(kv_cache *c, kv_layer *L, uint64_t limit, err_t *err) {
     int k = 0;
     for (; k < nv && bytes > limit; k++) {
         kv_block *b = L->blocks[v[k].block];
-        bytes -= entry_bytes(c, b->type);
+        bytes -= entry_bytes(c, b->k_type, b->v_type);
         b->pos[v[k].slot] = INT32_MIN; /* marked; removed below */
     }
     free(v);
@@ -422,7 +486,7 @@ static err_code evict(kv_cache *c, kv_layer *L, uint64_t limit, err_t *err) {
         int w = 0;
         for (int j = 0; j < b->n; j++) {
             if (b->pos[j] == INT32_MIN) continue;
-            if (w != j) copy_entries(c, b, w, b, j, 1);
+            if (w != j) move_entry(c, b, w, j);
             w++;
         }
         b->n = w;
@@ -435,9 +499,10 @@ static err_code evict(kv_cache *c, kv_layer *L, uint64_t limit, err_t *err) {
         }
         if (i + 1 < L->n_blocks) {
             kv_block *nx = L->blocks[i + 1];
-            if (!b->open && !nx->open && nx->type == b->type && b->n + nx->n <= KV_BLOCK) {
-                copy_entries(c, b, b->n, nx, 0, nx->n);
-                b->n += nx->n;
+            /* keys by channel share a scale per block: those blocks are not merged */
+            if (!b->open && !nx->open && nx->k_type == b->k_type && nx->v_type == b->v_type &&
+                !by_channel(b->k_type) && b->n + nx->n <= KV_BLOCK) {
+                append_entries(c, b, nx);
                 remove_block(L, i + 1);
                 continue;
             }
@@ -465,9 +530,9 @@ err_code kv_cache_commit(kv_cache *c, int n, err_t *err) {
                 if (b->pos[j] >= c->commit_pos) tentative = true;
                 else if (b->pos[j] > newest) newest = b->pos[j];
             }
-            if (tentative) continue;
-            const uint32_t want = tier_for_age(c, (int64_t)c->commit_pos - 1 - newest);
-            if (tier_rank(c, want) > tier_rank(c, b->type)) {
+            if (tentative || (b->open && b->n < KV_BLOCK)) continue; /* the open block fills up first */
+            const int want = tier_for_age(c, (int64_t)c->commit_pos - 1 - newest);
+            if (want > tier_of(c, b)) {
                 err_code rc = requantize(c, L, i, want, err);
                 if (rc) return rc;
             }
@@ -490,7 +555,7 @@ static void drop_from(kv_cache *c, int32_t pos) {
             int w = 0;
             for (int j = 0; j < b->n; j++) {
                 if (b->pos[j] >= pos) continue;
-                if (w != j) copy_entries(c, b, w, b, j, 1);
+                if (w != j) move_entry(c, b, w, j);
                 w++;
             }
             b->n = w;
@@ -502,7 +567,7 @@ static void drop_from(kv_cache *c, int32_t pos) {
         /* the newest block takes appends again if it can */
         if (L->n_blocks) {
             kv_block *b = L->blocks[L->n_blocks - 1];
-            b->open = b->type == c->cfg.hot_type && b->n < KV_BLOCK;
+            b->open = tier_of(c, b) == 0 && b->n < KV_BLOCK;
         }
     }
 }
@@ -528,7 +593,8 @@ void kv_cache_truncate(kv_cache *c, int32_t pos) {
 }
 
 kv_stats kv_cache_stats(const kv_cache *c) {
-    kv_stats s = {.budget = c->cfg.budget_bytes, .tokens_evicted = c->evicted, .requantized = c->requantized};
+    kv_stats s = {.budget = c->cfg.budget_bytes, .tokens_evicted = c->evicted / c->n_layer,
+                  .requantized = c->requantized};
     for (int l = 0; l < c->n_layer; l++) {
         const kv_layer *L = &c->layers[l];
         for (int i = 0; i < L->n_blocks; i++) {
@@ -538,10 +604,10 @@ kv_stats kv_cache_stats(const kv_cache *c) {
                 if (b->pos[j] < c->commit_pos) n++;
                 else if (l == 0) s.tentative++;
             }
-            const uint64_t bytes = (uint64_t)n * entry_bytes(c, b->type);
+            const uint64_t bytes = block_bytes(c, b->k_type, b->v_type, n);
             s.bytes += bytes;
             s.mapped_bytes += b->mem_bytes;
-            const int t = tier_rank(c, b->type);
+            const int t = tier_of(c, b);
             if (t == 0) s.bytes_hot += bytes;
             else if (t == 1) s.bytes_warm += bytes;
             else s.bytes_cold += bytes;

@@ -7,14 +7,16 @@
  * keeping its original position, so RoPE phases and the causal rule stay
  * right after eviction. Rows hold every KV head of a token.
  *
- * Tiers. A block's row type follows the age of its newest entry (in
- * committed entries): younger than hot_tokens -> hot_type (F16), younger than
- * warm_tokens -> warm_type (INT8: Q8_0 blocks of 32 along the row), older ->
- * cold_type (INT4 in groups of 32: Q4_1 with a minimum, or Q4_0). Blocks are
- * re-quantized as they age, from their F16 rows each time (never INT8 ->
- * INT4, which would round twice). The attention kernel reads every tier
- * directly (core/attn.h). The first anchor_tokens entries stay at hot_type
- * and are never evicted.
+ * Tiers. A block's types follow the age of its newest committed entry:
+ * younger than hot_tokens -> hot_type (F16), younger than warm_tokens ->
+ * INT8, older -> INT4. Values are quantized per token in groups of 32 along
+ * the row (warm_type Q8_0; cold_type Q4_1 with a minimum, or Q4_0); keys,
+ * with key_channels, per channel over the block's entries (KIVI: a key
+ * channel keeps its scale across tokens, so outlier channels cost nothing
+ * to the others, and heads smaller than 32 do not share a scale). A block
+ * is re-quantized when it ages (INT8 -> INT4 from the INT8 values) and only
+ * once it is full. The attention kernel reads every tier directly
+ * (core/attn.h). The first anchor_tokens entries are never evicted.
  *
  * Budget. Committed entries' bytes never exceed budget_bytes (0 = no limit).
  * After each commit: re-quantize by age, then, while over budget, evict the
@@ -48,6 +50,7 @@ typedef struct {
     int anchor_tokens;   /* 64 */
     int recent_tokens;   /* newest entries never evicted: 128 */
     kv_policy_id policy; /* KV_POLICY_MORPHKV */
+    int key_channels;    /* 1 (default): quantized keys by channel within a block (KIVI), values by token */
     uint64_t budget_bytes; /* 0 = no limit */
     int snap_window;     /* SnapKV's observation window: 32 */
 } kv_config;

@@ -389,8 +389,8 @@ static err_code attention(fwd_state *st, const kv_iface *kv, int layer, int T, i
     size_t n_entries = 0;
     for (int s = 0; s < n_spans; s++) {
         n_entries += (size_t)spans[s].n_tokens;
-        if (!attn_type_supported(spans[s].type))
-            return err_set(err, ERR_UNSUPPORTED, "KV cache rows of type %u", spans[s].type);
+        if (!attn_type_supported(spans[s].k_type) || !attn_type_supported(spans[s].v_type))
+            return err_set(err, ERR_UNSUPPORTED, "KV cache rows of type %u/%u", spans[s].k_type, spans[s].v_type);
     }
     const size_t need = (size_t)n_spans * (size_t)hp->n_head_kv;
     if (need > st->runs_cap) {
@@ -403,7 +403,7 @@ static err_code attention(fwd_state *st, const kv_iface *kv, int layer, int T, i
         for (int s = 0; s < n_spans; s++) {
             const kv_span *sp = &spans[s];
             st->runs[(size_t)h * n_spans + s] = (attn_keys){
-                .type = sp->type, .n = sp->n_tokens, .pos = sp->pos, .k = sp->k, .v = sp->v,
+                .k_type = sp->k_type, .v_type = sp->v_type, .n = sp->n_tokens, .pos = sp->pos, .k = sp->k, .v = sp->v,
                 .k_off = h * hp->head_dim, .v_off = h * hp->head_dim_v,
                 .k_stride = sp->k_row_bytes, .v_stride = sp->v_row_bytes};
         }
