@@ -16,6 +16,8 @@
 #include "core/attn.h"
 #include "core/quant.h"
 #include "kv/kv_cache.h"
+#include "model/model.h"
+#include "runtime/session.h"
 #include "t.h"
 #include "util.h"
 
@@ -470,7 +472,60 @@ static void test_rollback_and_budget(void) {
     printf("refused: %s\n", err.msg);
 }
 
+/* Generation over a 4096-token context with the default cache and a small
+ * budget: committed bytes stay within it after every token, through the
+ * real forward pass (attention over mixed tiers, observed weights). */
+static void test_generation_budget(void) {
+    synth_opts o = synth_defaults();
+    o.n_embd = 64, o.n_head = 4, o.n_head_kv = 2, o.n_ff = 96, o.n_layer = 2, o.n_ctx = 4096, o.seed = 5;
+    char path[512];
+    tu_tmp_path(path, sizeof path, "kvgen.gguf");
+    err_t err = {0};
+    model *m = NULL;
+    if (synth_write(&o, path, &err) || model_load(path, &m, &err)) {
+        T_CHECKF(0, "%s", err.msg);
+        remove(path);
+        return;
+    }
+    kv_config cfg = kv_config_default();
+    cfg.budget_bytes = 400 * kv_token_bytes(&m->hp, QT_F16); /* ~10 % of the context at F16 */
+    session *s = NULL;
+    T_CHECK(session_new_kv(m, 4096, &cfg, 1, &s, &err) == ERR_OK);
+    float *logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+    int32_t tok = 1;
+    int over = 0, steps = 0;
+    uint64_t peak = 0;
+    /* a 300-token prompt in one batch, then one token at a time */
+    int32_t prompt[300];
+    for (int i = 0; i < 300; i++) prompt[i] = 1 + (i * 7) % (m->hp.n_vocab - 1);
+    err_code rc = session_eval(s, prompt, 300, false, logits, &err);
+    while (!rc && s->n_past < 4096) {
+        int best = 0;
+        for (int v = 1; v < m->hp.n_vocab; v++)
+            if (logits[v] > logits[best]) best = v;
+        tok = (int32_t)(best == 2 ? 3 : best); /* stay off EOS: the context must fill */
+        rc = session_eval(s, &tok, 1, false, logits, &err);
+        const kv_stats st = kv_cache_stats(s->kv);
+        over += st.bytes > cfg.budget_bytes;
+        if (st.bytes > peak) peak = st.bytes;
+        steps++;
+    }
+    T_CHECKF(rc == ERR_OK, "%s", err.msg);
+    const kv_stats st = kv_cache_stats(s->kv);
+    printf("4096-token generation, budget %llu bytes: peak %llu after %d steps, %lld entries held, %lld evicted\n",
+           (unsigned long long)cfg.budget_bytes, (unsigned long long)peak, steps, (long long)st.tokens,
+           (long long)st.tokens_evicted);
+    T_EQ_INT(over, 0);
+    T_EQ_INT(s->n_past, 4096);
+    T_CHECK(st.tokens_evicted > 3000);
+    free(logits);
+    session_free(s);
+    model_free(m);
+    remove(path);
+}
+
 int main(void) {
+    test_generation_budget();
     test_tiers();
     test_mixed_attention();
     test_policies();

@@ -1,7 +1,7 @@
 /*
  * bench — `octo bench`: how fast a model runs here, against the roofline.
  *
- *   octo bench -m MODEL [-p 512] [-n 128] [-t N] [-r REPS] [--batch 1,2,4,8,16] [--json]
+ *   octo bench -m MODEL [-p 512] [-n 128] [-t N] [-r REPS] [--batch 1,2,4,8,16] [--kv-plain] [--json]
  *   octo bench --roofline [-t N] [--json]
  *
  * Prompt processing: -p tokens evaluated as one batch from an empty cache.
@@ -91,7 +91,7 @@ static int run_roofline(int n_threads, int json) {
 int cmd_bench(int argc, char **argv) {
     const char *path = NULL;
     long p = 512, n = 128, threads = 0, reps = 5;
-    int json = 0, roofline_only = 0, with_roofline = 1;
+    int json = 0, roofline_only = 0, with_roofline = 1, kv_plain = 0;
     int batches[MAX_BATCHES] = {1, 2, 4, 8, 16}, n_batches = 5;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -103,6 +103,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--roofline")) roofline_only = 1;
         else if (!strcmp(a, "--no-roofline")) with_roofline = 0;
+        else if (!strcmp(a, "--kv-plain")) kv_plain = 1;
         else if (!strcmp(a, "--batch") && v) {
             int32_t *b;
             int nb;
@@ -131,6 +132,7 @@ int cmd_bench(int argc, char **argv) {
     octo_client *c = octo_client_new(&co);
     octo_model_options mo = octo_model_options_defaults();
     mo.n_ctx = (int)need;
+    if (kv_plain) mo.kv.compress = 0; /* every entry kept at F16: the baseline for the tiered cache */
     octo_model *m = c ? octo_load_model(c, path, &mo) : NULL;
     if (!m) {
         int rc = fail("%s", c ? octo_last_error(c) : "out of memory");

@@ -36,7 +36,7 @@ static void help(FILE *f) {
           "      the ids of the whole text, space-separated on one line\n"
           "  detokenize -m MODEL --ids \"1 2 3\"\n"
           "      the text of the ids, as raw bytes\n"
-          "  bench -m MODEL [-p 512] [-n 128] [-t N] [-r REPS] [--batch 1,2,4,8,16] [--json]\n"
+          "  bench -m MODEL [-p 512] [-n 128] [-t N] [-r REPS] [--batch 1,2,4,8,16] [--kv-plain] [--json]\n"
           "      prompt and generation tokens/s (median, spread), GB/s of weights read and the\n"
           "      percentage of the machine's read bandwidth (measured in the same run), the\n"
           "      cost of forwarding T tokens at once; 'octo bench --roofline' measures only that\n"

@@ -379,7 +379,8 @@ kv_iface kv_cache_iface(kv_cache *c) {
                          (c->policy->observe == POLICY_OBSERVE_PREFILL && !c->prefill_observed);
     if (observe) {
         k.observe = cache_observe;
-        k.observe_last = c->policy->observe == POLICY_OBSERVE_PREFILL ? c->cfg.snap_window : 0;
+        k.observe_last = c->policy->observe == POLICY_OBSERVE_PREFILL ? c->cfg.snap_window
+                                                                       : c->policy->recent_multiple * c->cfg.recent_tokens;
     }
     return k;
 }

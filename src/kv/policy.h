@@ -22,6 +22,9 @@ typedef struct {
     const char *name;
     bool evicts;              /* false: the cache keeps everything (and has no budget) */
     policy_observe observe;
+    /* POLICY_OBSERVE_ALWAYS: only a batch's last recent_multiple x recent_tokens
+     * queries matter (0: all of them) */
+    int recent_multiple;
     /* An entry's score after a forward whose n_queries queries gave it total weight w. */
     float (*update)(float score, float w, int n_queries, int recent_tokens);
     /* Eviction order: lower goes first. scored: the entry has been observed. */

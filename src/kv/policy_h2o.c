@@ -13,4 +13,4 @@ static double rank_h2o(float score, bool scored, int32_t pos) {
     return (double)score + 1e-12 * pos;
 }
 
-const kv_policy kv_policy_h2o = {"h2o", true, POLICY_OBSERVE_ALWAYS, update_h2o, rank_h2o};
+const kv_policy kv_policy_h2o = {"h2o", true, POLICY_OBSERVE_ALWAYS, 0, update_h2o, rank_h2o};

@@ -6,4 +6,4 @@ static double rank_none(float score, bool scored, int32_t pos) {
     return pos;
 }
 
-const kv_policy kv_policy_none = {"none", false, POLICY_OBSERVE_NEVER, NULL, rank_none};
+const kv_policy kv_policy_none = {"none", false, POLICY_OBSERVE_NEVER, 0, NULL, rank_none};

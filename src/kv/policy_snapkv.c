@@ -13,4 +13,4 @@ static double rank_snapkv(float score, bool scored, int32_t pos) {
     return scored ? (double)score + 1e-12 * pos : 1e30 + pos;
 }
 
-const kv_policy kv_policy_snapkv = {"snapkv", true, POLICY_OBSERVE_PREFILL, update_snapkv, rank_snapkv};
+const kv_policy kv_policy_snapkv = {"snapkv", true, POLICY_OBSERVE_PREFILL, 0, update_snapkv, rank_snapkv};

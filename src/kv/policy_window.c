@@ -7,4 +7,4 @@ static double rank_window(float score, bool scored, int32_t pos) {
     return pos;
 }
 
-const kv_policy kv_policy_window = {"window", true, POLICY_OBSERVE_NEVER, NULL, rank_window};
+const kv_policy kv_policy_window = {"window", true, POLICY_OBSERVE_NEVER, 0, NULL, rank_window};

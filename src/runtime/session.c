@@ -8,6 +8,8 @@
 
 #include "core/quant.h"
 
+#define SESSION_CHUNK 512 /* tokens per forward pass */
+
 err_code session_new(const model *m, int n_ctx, uint32_t kv_type, int n_threads, session **out, err_t *err) {
     if (kv_type != QT_F32 && kv_type != QT_F16) return err_set(err, ERR_INVALID_ARG, "plain KV cache type must be f32 or f16");
     const kv_config kv = kv_config_plain(kv_type);
@@ -50,10 +52,21 @@ err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, f
     if (n > s->n_ctx - s->n_past)
         return err_set(err, ERR_CONTEXT_FULL, "%d tokens do not fit: %d of %d context positions are used", n, s->n_past,
                        s->n_ctx);
-    kv_iface kv = kv_cache_iface(s->kv);
-    err_code rc = forward(s->fwd, &kv, s->experts, tokens, n, s->n_past, NULL, all_rows ? n : 1, logits, err);
-    if (!rc) rc = kv_cache_commit(s->kv, n, err);
-    if (rc) {
+    /* In chunks: the forward pass's buffers grow with the batch (a 4000-token
+     * prompt of a 1B model would take ~370 MiB), and each chunk's entries
+     * are committed, so the cache stays within its budget during a long
+     * prompt. Logits do not depend on the chunking (batch invariance). */
+    err_code rc = ERR_OK;
+    for (int t0 = 0; t0 < n && !rc; t0 += SESSION_CHUNK) {
+        const int nc = n - t0 < SESSION_CHUNK ? n - t0 : SESSION_CHUNK;
+        const bool last = t0 + nc == n;
+        const int n_out = all_rows ? nc : last ? 1 : 0;
+        float *out = all_rows ? logits + (size_t)t0 * s->m->hp.n_vocab : logits;
+        kv_iface kv = kv_cache_iface(s->kv);
+        rc = forward(s->fwd, &kv, s->experts, tokens + t0, nc, s->n_past + t0, NULL, n_out, out, err);
+        if (!rc) rc = kv_cache_commit(s->kv, nc, err);
+    }
+    if (rc) { /* the entries of this call go; entries evicted meanwhile stay evicted */
         kv_cache_truncate(s->kv, s->n_past);
         return rc;
     }

@@ -3,8 +3,9 @@
  *
  * The session owns the cache the forward pass writes through and the count
  * of tokens consumed so far; eval() continues the sequence. A failed eval
- * leaves the session as it was before the call (partial cache entries are
- * rolled back), so a caller can report the error and go on.
+ * leaves the sequence as it was before the call (its cache entries are
+ * rolled back; entries a budget evicted meanwhile stay evicted), so a caller
+ * can report the error and go on.
  */
 #ifndef OCTO_RUNTIME_SESSION_H
 #define OCTO_RUNTIME_SESSION_H
