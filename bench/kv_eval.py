@@ -14,9 +14,12 @@ import subprocess
 # Tier windows scaled down for a 512-token context (the defaults are hot 128 / warm 512 / 64 anchors).
 SCALED = ["--kv-hot", "32", "--kv-warm", "128", "--kv-anchors", "4", "--kv-recent", "32"]
 ROWS = [
-    ("INT8 only (keys by channel)", ["--kv-policy", "none", "--kv-hot", "0", "--kv-warm", "100000", "--kv-cold", "q8_0"]),
+    ("INT8 only, keys by channel (default)", ["--kv-policy", "none", "--kv-hot", "0", "--kv-warm", "100000", "--kv-cold", "q8_0"]),
+    ("INT8 only, keys by token", ["--kv-policy", "none", "--kv-hot", "0", "--kv-warm", "100000", "--kv-cold", "q8_0",
+                                  "--kv-keys", "token"]),
     ("tiers F16/INT8/INT4, INT4 asymmetric (default)", SCALED + ["--kv-policy", "none"]),
     ("tiers F16/INT8/INT4, INT4 symmetric", SCALED + ["--kv-policy", "none", "--kv-cold", "q4_0"]),
+    ("tiers F16/INT8/INT4, keys by token", SCALED + ["--kv-policy", "none", "--kv-keys", "token"]),
     ("tiers, 1024 tokens", SCALED + ["--kv-policy", "none", "--ctx", "1024"]),
     ("tiers, 2048 tokens", SCALED + ["--kv-policy", "none", "--ctx", "2048"]),
     ("window, budget 25 %", SCALED + ["--kv-policy", "window", "--kv-budget", "25%"]),

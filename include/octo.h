@@ -115,6 +115,7 @@ typedef struct {
     int recent_tokens;       /* newest entries never evicted: default 128 */
     int cold_bits;           /* 4 (default), 8 (no INT4 tier) or 16 (no quantization) */
     int cold_symmetric;      /* 0 (default): INT4 groups with a minimum (asymmetric); 1: symmetric */
+    int per_token_keys;      /* 0 (default): quantized keys by channel (KIVI); 1: by token, as values */
 } octo_kv_options;
 
 typedef struct {

@@ -111,6 +111,7 @@ static err_code kv_config_of(const octo_model_options *o, kv_config *out, err_t 
     c.anchor_tokens = k->anchor_tokens;
     c.recent_tokens = k->recent_tokens;
     c.budget_bytes = k->budget_bytes;
+    c.key_channels = !k->per_token_keys;
     *out = c;
     return ERR_OK;
 }

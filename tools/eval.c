@@ -142,6 +142,12 @@ int cmd_eval(int argc, char **argv) {
             else if (!strcmp(a, "--kv-anchors")) mo.kv.anchor_tokens = (int)x;
             else mo.kv.recent_tokens = (int)x;
         }
+        else if (!strcmp(a, "--kv-keys")) {
+            NEED_VALUE;
+            if (!strcmp(v, "channel")) mo.kv.per_token_keys = 0;
+            else if (!strcmp(v, "token")) mo.kv.per_token_keys = 1;
+            else return usage_error("eval: --kv-keys is channel or token, not '%s'", v);
+        }
         else if (!strcmp(a, "--kv-cold")) {
             NEED_VALUE;
             if (!strcmp(v, "q4_1")) mo.kv.cold_bits = 4, mo.kv.cold_symmetric = 0;

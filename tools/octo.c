@@ -42,7 +42,7 @@ static void help(FILE *f) {
           "      cost of forwarding T tokens at once; 'octo bench --roofline' measures only that\n"
           "  eval -m MODEL -f TEXT [--ctx N] [--batch N] [--json] [--kv-plain] [--kv-policy P]\n"
           "       [--kv-budget BYTES|PCT%] [--kv-hot N] [--kv-warm N] [--kv-anchors N] [--kv-recent N]\n"
-          "       [--kv-cold q4_1|q4_0|q8_0|f16]\n"
+          "       [--kv-cold q4_1|q4_0|q8_0|f16] [--kv-keys channel|token]\n"
           "      perplexity over the text's first N tokens, fed N per step (default 1), and the\n"
           "      KV cache's cost in quality: KL divergence and top-1 agreement against an\n"
           "      uncompressed F16 cache, KV bytes used; P: none window h2o snapkv morphkv\n"

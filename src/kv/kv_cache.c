@@ -375,8 +375,13 @@ static void apply_pending(kv_cache *c, kv_layer *L) {
 
 kv_iface kv_cache_iface(kv_cache *c) {
     kv_iface k = {.self = c, .append = cache_append, .view = cache_view};
-    const bool observe = c->policy->observe == POLICY_OBSERVE_ALWAYS ||
-                         (c->policy->observe == POLICY_OBSERVE_PREFILL && !c->prefill_observed);
+    bool observe = c->policy->observe == POLICY_OBSERVE_ALWAYS ||
+                   (c->policy->observe == POLICY_OBSERVE_PREFILL && !c->prefill_observed);
+    /* Scores only matter once eviction can happen: not at all without a
+     * budget, and for a policy whose scores fade (morphkv) only from half
+     * the budget on, long enough before the first eviction to be ranked. */
+    if (observe && !c->cfg.budget_bytes) observe = false;
+    if (observe && c->policy->recent_multiple && kv_cache_stats(c).bytes < c->cfg.budget_bytes / 2) observe = false;
     if (observe) {
         k.observe = cache_observe;
         k.observe_last = c->policy->observe == POLICY_OBSERVE_PREFILL ? c->cfg.snap_window
