@@ -132,8 +132,17 @@ def main():
             if "other_tg" in r:
                 lines.append(f"| {r['name']} | {r['tg'] / r['other_tg']:.2f}x | {r['pp'] / r['other_pp']:.2f}x |")
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+    # Only the measured part is rewritten: text outside the markers (the reading of the
+    # figures) is kept.
+    begin, end = "<!-- bench/run.py: begin -->", "<!-- bench/run.py: end -->"
+    table = begin + "\n" + "\n".join(lines[2:]) + "\n" + end
+    old = open(a.out).read() if os.path.exists(a.out) else ""
+    if begin in old and end in old:
+        text = old[:old.index(begin)] + table + old[old.index(end) + len(end):]
+    else:
+        text = "\n".join(lines[:2]) + "\n" + table + "\n"
     with open(a.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write(text)
     print(f"wrote {a.out}", file=sys.stderr)
 
 
