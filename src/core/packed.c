@@ -10,54 +10,49 @@
 
 #include "quant.h"
 
-#define GROUP_BLOCK_BYTES (PACK_ROWS * (2 + 16)) /* one block column of a group: 288 */
+/* Q4_0: 16 scales, then 4 vectors of 64 bytes (row r's GGUF bytes qs[4j..4j+3] at 4r).
+ * Q8_0: 16 scales, then 8 vectors of 64 bytes (row r's weights 4j..4j+3 at 4r). */
+static size_t block_bytes(uint32_t type) { return type == QT_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q8_0); }
+static int vectors(uint32_t type) { return type == QT_Q4_0 ? 4 : 8; }
 
 bool packed_supported(uint32_t type, int64_t rows, int64_t n) {
-    return type == QT_Q4_0 && rows > 0 && rows % PACK_ROWS == 0 && n > 0 && n % 32 == 0;
+    return (type == QT_Q4_0 || type == QT_Q8_0) && rows > 0 && rows % PACK_ROWS == 0 && n > 0 && n % 32 == 0;
 }
 
-/* one group: GGUF rows (src) -> packed (dst), or back */
-static void pack_group(uint8_t *dst, const uint8_t *src, int64_t nb) {
-    const size_t row_bytes = (size_t)nb * sizeof(block_q4_0);
+/* one group: GGUF rows <-> packed (both block types start with an fp16 scale, then the quants) */
+static void relay_group(uint32_t type, bool pack, uint8_t *packed, uint8_t *gguf, int64_t nb) {
+    const size_t bb = block_bytes(type), row_bytes = (size_t)nb * bb, gbb = PACK_ROWS * bb;
     for (int64_t b = 0; b < nb; b++) {
-        uint8_t *g = dst + (size_t)b * GROUP_BLOCK_BYTES;
+        uint8_t *g = packed + (size_t)b * gbb;
         for (int r = 0; r < PACK_ROWS; r++) {
-            const block_q4_0 *blk = (const block_q4_0 *)(src + (size_t)r * row_bytes) + b;
-            memcpy(g + 2 * r, &blk->d, 2);
-            for (int j = 0; j < 4; j++) memcpy(g + 32 + 64 * j + 4 * r, blk->qs + 4 * j, 4);
+            uint8_t *blk = gguf + (size_t)r * row_bytes + (size_t)b * bb;
+            if (pack) memcpy(g + 2 * r, blk, 2);
+            else memcpy(blk, g + 2 * r, 2);
+            for (int j = 0; j < vectors(type); j++) {
+                if (pack) memcpy(g + 32 + 64 * j + 4 * r, blk + 2 + 4 * j, 4);
+                else memcpy(blk + 2 + 4 * j, g + 32 + 64 * j + 4 * r, 4);
+            }
         }
     }
 }
 
-static void unpack_group(uint8_t *dst, const uint8_t *src, int64_t nb) {
-    const size_t row_bytes = (size_t)nb * sizeof(block_q4_0);
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *g = src + (size_t)b * GROUP_BLOCK_BYTES;
-        for (int r = 0; r < PACK_ROWS; r++) {
-            block_q4_0 *blk = (block_q4_0 *)(dst + (size_t)r * row_bytes) + b;
-            memcpy(&blk->d, g + 2 * r, 2);
-            for (int j = 0; j < 4; j++) memcpy(blk->qs + 4 * j, g + 32 + 64 * j + 4 * r, 4);
-        }
-    }
-}
-
-static void relay(bool pack, void *w, int64_t rows, int64_t n, void *tmp) {
+static void relay(uint32_t type, bool pack, void *w, int64_t rows, int64_t n, void *tmp) {
     const int64_t nb = n / 32;
-    const size_t group_bytes = (size_t)PACK_ROWS * (size_t)nb * sizeof(block_q4_0);
+    const size_t group_bytes = (size_t)PACK_ROWS * (size_t)nb * block_bytes(type);
     for (int64_t g = 0; g < rows / PACK_ROWS; g++) {
         uint8_t *p = (uint8_t *)w + (size_t)g * group_bytes;
         memcpy(tmp, p, group_bytes);
-        if (pack) pack_group(p, tmp, nb);
-        else unpack_group(p, tmp, nb);
+        if (pack) relay_group(type, true, p, tmp, nb);
+        else relay_group(type, false, tmp, p, nb);
     }
 }
 
 void packed_pack(uint32_t type, void *w, int64_t rows, int64_t n, void *tmp) {
-    if (packed_supported(type, rows, n)) relay(true, w, rows, n, tmp);
+    if (packed_supported(type, rows, n)) relay(type, true, w, rows, n, tmp);
 }
 
 void packed_unpack(uint32_t type, void *w, int64_t rows, int64_t n, void *tmp) {
-    if (packed_supported(type, rows, n)) relay(false, w, rows, n, tmp);
+    if (packed_supported(type, rows, n)) relay(type, false, w, rows, n, tmp);
 }
 
 /* ---------------------------------------------------------------- reference */
@@ -91,7 +86,7 @@ static void gemm_q4_0p_ref(const void *w, int64_t n, const void *act, size_t act
         for (int r = 0; r < PACK_ROWS; r++) {
             float acc = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
-                const uint8_t *g = (const uint8_t *)w + (size_t)b * GROUP_BLOCK_BYTES;
+                const uint8_t *g = (const uint8_t *)w + (size_t)b * PACK_ROWS * sizeof(block_q4_0);
                 fp16_t dh;
                 memcpy(&dh, g + 2 * r, 2);
                 int32_t s = a[b].off;
@@ -107,9 +102,34 @@ static void gemm_q4_0p_ref(const void *w, int64_t n, const void *act, size_t act
     }
 }
 
-static const packed_entry REF_Q4_0 = {QT_Q4_0, quantize_q8p_ref, gemm_q4_0p_ref, "reference"};
+/* Q8_0: the block's exact integer dot product sum w * q, then the same fma */
+static void gemm_q8_0p_ref(const void *w, int64_t n, const void *act, size_t act_stride, int n_tok, float *y,
+                           size_t y_stride) {
+    const int64_t nb = n / 32;
+    for (int t = 0; t < n_tok; t++) {
+        const block_q8p *a = (const block_q8p *)((const uint8_t *)act + (size_t)t * act_stride);
+        for (int r = 0; r < PACK_ROWS; r++) {
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *g = (const uint8_t *)w + (size_t)b * PACK_ROWS * sizeof(block_q8_0);
+                fp16_t dh;
+                memcpy(&dh, g + 2 * r, 2);
+                int32_t s = 0;
+                for (int j = 0; j < 8; j++)
+                    for (int i = 0; i < 4; i++) s += (int8_t)g[32 + 64 * j + 4 * r + i] * a[b].qs[4 * j + i];
+                acc = fmaf((float)s, fp16_to_fp32(dh) * a[b].d, acc);
+            }
+            y[(size_t)t * y_stride + r] = acc;
+        }
+    }
+}
 
-const packed_entry *packed_ref(uint32_t type) { return type == QT_Q4_0 ? &REF_Q4_0 : NULL; }
+static const packed_entry REF_Q4_0 = {QT_Q4_0, quantize_q8p_ref, gemm_q4_0p_ref, "reference"};
+static const packed_entry REF_Q8_0 = {QT_Q8_0, quantize_q8p_ref, gemm_q8_0p_ref, "reference"};
+
+const packed_entry *packed_ref(uint32_t type) {
+    return type == QT_Q4_0 ? &REF_Q4_0 : type == QT_Q8_0 ? &REF_Q8_0 : NULL;
+}
 
 const packed_entry *packed_get(uint32_t type) {
     /* OCTO_PACK=0 keeps the GGUF layout (to measure what packing buys) */

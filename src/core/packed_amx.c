@@ -133,6 +133,68 @@ static void gemm_amx(const void *vw, int64_t n, const void *vact, size_t as, int
 }
 #undef DP
 
+/* Q8_0: the packed block's 8 vectors are the B tile as they lie in memory */
+#define GROUP_BLOCK_BYTES_Q8 (PACK_ROWS * 34)
+#define DP8(C, A, B, blk)                                                                         \
+    do {                                                                                          \
+        _tile_zero(C);                                                                            \
+        _tile_loadd(A, a0 + (size_t)(blk) * sizeof(block_q8p) + offsetof(block_q8p, qs), (long)as); \
+        _tile_loadd(B, w + (size_t)(blk) * GROUP_BLOCK_BYTES_Q8 + 32, 64);                          \
+        _tile_dpbssd(C, A, B);                                                                    \
+    } while (0)
+
+static inline __attribute__((always_inline)) void fold8(__m512 acc[16], const int32_t c[16][16], const uint8_t *w,
+                                                        const uint8_t *a0, size_t as, int64_t b) {
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + (size_t)b * GROUP_BLOCK_BYTES_Q8)));
+    for (int t = 0; t < 16; t++) {
+        const block_q8p *ab = (const block_q8p *)(a0 + (size_t)t * as) + b;
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)c[t])),
+                                 _mm512_mul_ps(dw, _mm512_set1_ps(ab->d)), acc[t]);
+    }
+}
+
+static void gemm_amx_q8(const void *vw, int64_t n, const void *vact, size_t as, int n_tok, float *y, size_t ys) {
+    const uint8_t *w = vw, *act = vact;
+    const int64_t nb = n / 32;
+    const int full = n_tok / 16 * 16;
+    if (full) {
+        if (!tiles_configured) configure_tiles();
+        __attribute__((aligned(64))) int32_t c[2][4][16][16];
+        for (int t0 = 0; t0 < full; t0 += 16) {
+            __m512 acc[16];
+            for (int t = 0; t < 16; t++) acc[t] = _mm512_setzero_ps();
+            const uint8_t *a0 = act + (size_t)t0 * as;
+            int64_t b = 0;
+            int cur = 0;
+            for (; b + 4 <= nb; b += 4, cur ^= 1) { /* pipelined as the Q4_0 kernel */
+                DP8(0, 4, 6, b);
+                DP8(1, 5, 7, b + 1);
+                DP8(2, 4, 6, b + 2);
+                DP8(3, 5, 7, b + 3);
+                if (b)
+                    for (int i = 0; i < 4; i++) fold8(acc, c[cur ^ 1][i], w, a0, as, b - 4 + i);
+                _tile_stored(0, c[cur][0], 64);
+                _tile_stored(1, c[cur][1], 64);
+                _tile_stored(2, c[cur][2], 64);
+                _tile_stored(3, c[cur][3], 64);
+            }
+            if (b)
+                for (int i = 0; i < 4; i++) fold8(acc, c[cur ^ 1][i], w, a0, as, b - 4 + i);
+            for (; b < nb; b++) {
+                DP8(0, 4, 6, b);
+                _tile_stored(0, c[0][0], 64);
+                fold8(acc, c[0][0], w, a0, as, b);
+            }
+            for (int t = 0; t < 16; t++) _mm512_storeu_ps(y + (size_t)(t0 + t) * ys, acc[t]);
+        }
+    }
+    if (full < n_tok) {
+        const packed_entry *v = packed_avx512(QT_Q8_0, true);
+        v->gemm(w, n, act + (size_t)full * as, as, n_tok - full, y + (size_t)full * ys, ys);
+    }
+}
+#undef DP8
+
 static const packed_entry AMX_Q4_0 = {QT_Q4_0, NULL, gemm_amx, "amx"};
 
 /* CPU has AMX-TILE and AMX-INT8, the OS saves their state, and grants it to us. */
@@ -152,14 +214,17 @@ static int amx_usable(void) {
 }
 
 const packed_entry *packed_amx(uint32_t type) {
-    if (type != QT_Q4_0 || !amx_usable()) return NULL;
-    const packed_entry *v = packed_avx512(QT_Q4_0, true);
-    static packed_entry e;
-    if (!e.gemm) { /* the quantizer is the VNNI kernel's */
-        e = AMX_Q4_0;
-        e.quantize = v->quantize;
+    if ((type != QT_Q4_0 && type != QT_Q8_0) || !amx_usable()) return NULL;
+    const packed_entry *v = packed_avx512(type, true);
+    static packed_entry e4, e8; /* written once, the same values by any thread */
+    packed_entry *e = type == QT_Q4_0 ? &e4 : &e8;
+    if (!e->gemm) { /* the quantizer is the VNNI kernel's */
+        *e = AMX_Q4_0;
+        e->weight_type = type;
+        e->quantize = v->quantize;
+        e->gemm = type == QT_Q4_0 ? gemm_amx : gemm_amx_q8;
     }
-    return &e;
+    return e;
 }
 
 #else

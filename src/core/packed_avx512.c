@@ -74,6 +74,70 @@ ALWAYS_INLINE void tile(const void *vw, int64_t nb, const uint8_t *act, size_t a
     for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ys, acc[t]);
 }
 
+/* Q8_0: signed weights, read straight from the group (8 vectors of 64 bytes).
+ * vpdpbusd multiplies unsigned by signed bytes, so the activation bytes go
+ * in as q + 128 (q xor 0x80) and the block's -128 * sum(w), which depends on
+ * the weights only, starts every token's sum: the result is sum(w * q)
+ * exactly, the integer the reference and the AMX kernel compute. */
+#define GROUP_BLOCK_BYTES_Q8 (PACK_ROWS * 34)
+
+ALWAYS_INLINE void tile_q8(const void *vw, int64_t nb, const uint8_t *act, size_t as, float *y, size_t ys,
+                           const int NT, const bool vnni) {
+    const uint8_t *w = vw;
+    __m512 acc[MAX_TILE];
+    const block_q8p *a[MAX_TILE];
+    for (int t = 0; t < NT; t++) {
+        acc[t] = _mm512_setzero_ps();
+        a[t] = (const block_q8p *)(act + (size_t)t * as);
+    }
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *g = w + (size_t)b * GROUP_BLOCK_BYTES_Q8;
+        for (int o = 0; o < GROUP_BLOCK_BYTES_Q8; o += 64)
+            _mm_prefetch((const char *)((uintptr_t)g + PREFETCH + (uintptr_t)o), _MM_HINT_T0);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
+        __m512i W[8], wsum = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j++) {
+            W[j] = _mm512_loadu_si512((const void *)(g + 32 + 64 * j));
+            wsum = dp(wsum, ones, W[j], vnni);
+        }
+        const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(wsum, 7));
+        for (int t = 0; t < NT; t++) {
+            const block_q8p *ab = a[t] + b;
+            uint32_t q4[8];
+            memcpy(q4, ab->qs, 32);
+            __m512i s = start;
+            for (int j = 0; j < 8; j++) s = dp(s, _mm512_set1_epi32((int)(q4[j] ^ 0x80808080u)), W[j], vnni);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(ab->d)), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ys, acc[t]);
+}
+
+ALWAYS_INLINE void gemm_q8(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys,
+                           const bool vnni) {
+    const int64_t nb = n / 32;
+    for (int t0 = 0; t0 < n_tok; t0 += MAX_TILE) {
+        const uint8_t *a = (const uint8_t *)act + (size_t)t0 * as;
+        float *yt = y + (size_t)t0 * ys;
+        switch (n_tok - t0 < MAX_TILE ? n_tok - t0 : MAX_TILE) {
+        case 1: tile_q8(w, nb, a, as, yt, ys, 1, vnni); break;
+        case 2: tile_q8(w, nb, a, as, yt, ys, 2, vnni); break;
+        case 3: tile_q8(w, nb, a, as, yt, ys, 3, vnni); break;
+        case 4: tile_q8(w, nb, a, as, yt, ys, 4, vnni); break;
+        case 5: tile_q8(w, nb, a, as, yt, ys, 5, vnni); break;
+        case 6: tile_q8(w, nb, a, as, yt, ys, 6, vnni); break;
+        case 7: tile_q8(w, nb, a, as, yt, ys, 7, vnni); break;
+        default: tile_q8(w, nb, a, as, yt, ys, 8, vnni); break;
+        }
+    }
+}
+
+static void gemm_q8_vnni(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys) {
+    gemm_q8(w, n, act, as, n_tok, y, ys, true);
+}
+
+
 /* n_tok tokens in tiles of up to 8 (the tile width a compile-time constant) */
 ALWAYS_INLINE void gemm(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys,
                         const bool vnni) {
@@ -122,10 +186,14 @@ static void quantize_q8p(const float *x, void *dst, int64_t n) {
 
 static const packed_entry VNNI_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_vnni, "avx512-vnni"};
 static const packed_entry NOVNNI_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_novnni, "avx512"};
+static const packed_entry VNNI_Q8_0 = {QT_Q8_0, quantize_q8p, gemm_q8_vnni, "avx512-vnni"};
+/* (without VNNI, maddubs of (q + 128) * w could saturate its 16-bit pair sums:
+ * Q8_0 keeps the GGUF layout there) */
 
 const packed_entry *packed_avx512(uint32_t type, bool vnni) {
-    if (type != QT_Q4_0) return NULL;
-    return vnni ? &VNNI_Q4_0 : &NOVNNI_Q4_0;
+    if (type == QT_Q4_0) return vnni ? &VNNI_Q4_0 : &NOVNNI_Q4_0;
+    if (type == QT_Q8_0) return vnni ? &VNNI_Q8_0 : NULL;
+    return NULL;
 }
 
 #else
