@@ -197,6 +197,13 @@ int32_t octo_token_eos(const octo_model *model);
 
 /* ---- generation ---- */
 
+typedef enum {
+    OCTO_SPEC_AUTO = 0,  /* n-gram / prompt lookup when sampling is greedy (temperature 0, no penalties): the
+                            output is then exactly that of plain decoding; off otherwise (for now) */
+    OCTO_SPEC_NONE = 1,  /* plain decoding */
+    OCTO_SPEC_NGRAM = 2, /* n-gram / prompt lookup; an error when sampling is not greedy */
+} octo_spec_mode;
+
 typedef struct {
     int max_tokens;         /* > 0; default 256 */
     float temperature;      /* >= 0; 0 = greedy; default 0.8 */
@@ -211,6 +218,8 @@ typedef struct {
     /* Optional progress of the prompt's evaluation (called from octo_stream_next). */
     void (*on_prefill)(void *user, int done_tokens, int total_tokens);
     void *user;
+    octo_spec_mode spec;    /* speculative decoding; default OCTO_SPEC_AUTO */
+    int spec_k;             /* fixed draft length 1..10; 0 = adaptive (default) */
 } octo_generate_params;
 
 octo_generate_params octo_generate_params_defaults(void);
@@ -297,6 +306,11 @@ typedef struct {
     char kv_policy[12];           /* "morphkv", ... */
     /* optimizations: -1 when the feature is off or does not apply */
     double speculative_acceptance_rate; /* accepted / proposed draft tokens */
+    int spec_proposed, spec_accepted;   /* draft tokens of the last generation */
+    int spec_steps;                     /* its verify passes */
+    int spec_k;                         /* its draft length at the end (0: speculation off) */
+    double spec_ms;                     /* time in verify passes */
+    char spec_proposer[12];             /* "ngram" or "none" */
     double expert_cache_hit_rate;       /* MoE expert lookups served from memory */
     /* process memory (0 where the system does not report it) */
     uint64_t rss_bytes, peak_rss_bytes;

@@ -335,7 +335,16 @@ static gen_params to_gen_params(const octo_generate_params *p) {
                      .repeat_last_n = p->repeat_last_n, .seed = p->seed},
         .on_prefill = p->on_prefill,
         .user = p->user,
+        .spec_k = p->spec_k,
     };
+}
+
+/* AUTO: n-gram when sampling is greedy without penalties (lossless there); NONE otherwise. */
+static gen_spec spec_of(const octo_generate_params *p) {
+    if (p->spec == OCTO_SPEC_NGRAM) return GEN_SPEC_NGRAM;
+    if (p->spec == OCTO_SPEC_AUTO && p->temperature == 0.0f && p->repeat_penalty == 1.0f && p->presence_penalty == 0.0f)
+        return GEN_SPEC_NGRAM;
+    return GEN_SPEC_NONE;
 }
 
 /* Tokenize text and start a stream on it; the model is marked busy on success. */
@@ -343,6 +352,11 @@ static octo_stream *start_stream(octo_model *om, const char *text, bool parse_sp
                                  const octo_generate_params *params) {
     octo_generate_params p = params ? *params : octo_generate_params_defaults();
     gen_params gp = to_gen_params(&p);
+    if ((int)p.spec < OCTO_SPEC_AUTO || p.spec > OCTO_SPEC_NGRAM) {
+        err_set(&om->err, ERR_INVALID_ARG, "unknown speculative mode %d", (int)p.spec);
+        return NULL;
+    }
+    gp.spec = spec_of(&p);
     if (sampler_check(&gp.sampling, &om->err)) return NULL;
     if (p.max_tokens <= 0) {
         err_set(&om->err, ERR_INVALID_ARG, "max_tokens must be positive, not %d", p.max_tokens);
@@ -488,6 +502,7 @@ octo_stats octo_model_stats(const octo_model *om) {
     octo_stats st;
     memset(&st, 0, sizeof st);
     st.speculative_acceptance_rate = -1.0;
+    snprintf(st.spec_proposer, sizeof st.spec_proposer, "none");
     st.expert_cache_hit_rate = -1.0;
     if (!om) return st;
     gen_stats g = om->stream ? gen_get_stats(om->stream->g) : om->last;
@@ -497,8 +512,19 @@ octo_stats octo_model_stats(const octo_model *om) {
     st.prefill_tokens_per_s = g.prefill_ms > 0 && g.prefill_tokens ? g.prefill_tokens * 1e3 / g.prefill_ms : 0.0;
     st.decode_tokens = g.decode_tokens;
     st.decode_ms = g.decode_ms;
-    st.decode_tokens_per_s = g.decode_ms > 0 && g.decode_evals ? g.decode_evals * 1e3 / g.decode_ms : 0.0;
+    /* tokens the decode passes produced: one per plain pass, accepted drafts + 1 per verify pass */
+    const int decoded = g.decode_evals + g.spec_accepted + g.spec_steps;
+    st.decode_tokens_per_s = g.decode_ms > 0 && decoded ? decoded * 1e3 / g.decode_ms : 0.0;
     st.time_to_first_token_ms = g.time_to_first_token_ms;
+    if (g.spec_k) {
+        st.speculative_acceptance_rate = g.spec_proposed ? (double)g.spec_accepted / g.spec_proposed : 0.0;
+        st.spec_proposed = g.spec_proposed;
+        st.spec_accepted = g.spec_accepted;
+        st.spec_steps = g.spec_steps;
+        st.spec_k = g.spec_k;
+        st.spec_ms = g.spec_ms;
+        snprintf(st.spec_proposer, sizeof st.spec_proposer, "ngram");
+    }
     st.context_tokens = om->s->n_past;
     st.context_size = om->s->n_ctx;
     const kv_stats kv = kv_cache_stats(om->s->kv);

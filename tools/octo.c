@@ -29,6 +29,7 @@ static void help(FILE *f) {
           "\n"
           "  run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
           "      [--repeat-penalty R] [--seed S] [--ctx N] [--chat] [--ids] [--stats]\n"
+          "      [--spec auto|none|ngram] [--spec-k N]\n"
           "      stream a continuation to stdout; --chat: an interactive conversation (with -p as\n"
           "      the system prompt); --ids: print the generated token ids on one line;\n"
           "      --stats: a table of speed and memory on stderr at the end\n"
@@ -337,7 +338,9 @@ static void print_stats(const octo_stats *s) {
     fprintf(stderr, "context      %6d / %d tokens, KV cache %.2f MiB (%.0f%% of %.2f MiB)\n", s->context_tokens,
             s->context_size, mib(s->kv_bytes), 100.0 * s->kv_cache_utilization, mib(s->kv_budget_bytes));
     if (s->speculative_acceptance_rate >= 0)
-        fprintf(stderr, "speculation  %.1f%% of drafted tokens accepted\n", 100.0 * s->speculative_acceptance_rate);
+        fprintf(stderr, "speculation  %s: %d of %d drafted tokens accepted (%.1f%%) in %d verify passes, k now %d\n",
+                s->spec_proposer, s->spec_accepted, s->spec_proposed, 100.0 * s->speculative_acceptance_rate,
+                s->spec_steps, s->spec_k);
     if (s->expert_cache_hit_rate >= 0)
         fprintf(stderr, "experts      %.1f%% cache hits\n", 100.0 * s->expert_cache_hit_rate);
     fprintf(stderr, "memory       %.1f MiB resident, %.1f MiB peak\n", mib(s->rss_bytes), mib(s->peak_rss_bytes));
@@ -417,6 +420,19 @@ static int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--chat")) chat = 1;
         else if (!strcmp(a, "--ids")) ids = 1;
         else if (!strcmp(a, "--stats")) stats = 1;
+        else if (!strcmp(a, "--spec") && v) {
+            if (!strcmp(v, "auto")) gp.spec = OCTO_SPEC_AUTO;
+            else if (!strcmp(v, "none")) gp.spec = OCTO_SPEC_NONE;
+            else if (!strcmp(v, "ngram")) gp.spec = OCTO_SPEC_NGRAM;
+            else return usage_error("--spec is one of auto, none, ngram (draft, self and lookahead are not built yet)");
+            i++;
+        }
+        else if (!strcmp(a, "--spec-k") && v) {
+            long k;
+            if (!parse_long(v, 1, 10, &k)) return usage_error("--spec-k takes 1..10");
+            gp.spec_k = (int)k;
+            i++;
+        }
         else return usage_error("run: unknown option '%s'", a);
     }
     if (!path) return usage_error("run needs -m MODEL");

@@ -18,9 +18,12 @@
 #include <time.h>
 
 #include "model/forward.h"
+#include "spec/ngram.h"
 
 #define PREFILL_CHUNK 256
 #define PENDING_MAX 512
+#define SPEC_MAX_K 10
+#define SPEC_WINDOW 32 /* draft tokens the adaptive length looks back over */
 
 struct generation {
     session *s;
@@ -46,6 +49,13 @@ struct generation {
     int piece_size;
     double t_start, t_prefill_end, t_decode_total;
     gen_stats stats;
+    /* speculative decoding */
+    spec_ngram *ng;
+    float *vlogits;           /* [(SPEC_MAX_K + 1) * n_vocab] a verify pass's logits */
+    int32_t queue[SPEC_MAX_K]; /* accepted draft tokens not yet returned (their entries are cached) */
+    int q_head, q_n;
+    uint8_t hist[SPEC_WINDOW];/* recent draft tokens: 1 accepted, 0 rejected */
+    int n_hist;
 };
 
 static double now_ms(void) {
@@ -82,6 +92,19 @@ err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int 
     g->out_ids = malloc(sizeof(int32_t) * (size_t)max_out);
     err_code rc = !g->prompt || !g->logits || !g->out_ids ? err_set(err, ERR_NOMEM, "out of memory") : ERR_OK;
     if (!rc) rc = sampler_new(&p->sampling, n_vocab, &g->smp, err);
+    if (!rc && p->spec != GEN_SPEC_NONE) {
+        const sampler_params *sp = &p->sampling;
+        if (sp->temperature != 0.0f || sp->repeat_penalty != 1.0f || sp->presence_penalty != 0.0f)
+            rc = err_set(err, ERR_UNSUPPORTED,
+                         "speculative decoding needs greedy sampling without penalties for now (temperature 0)");
+        else if (p->spec_k < 0 || p->spec_k > SPEC_MAX_K)
+            rc = err_set(err, ERR_INVALID_ARG, "draft length %d is outside 0..%d", p->spec_k, SPEC_MAX_K);
+        else if (!(g->vlogits = malloc(sizeof(float) * (size_t)(SPEC_MAX_K + 1) * n_vocab)))
+            rc = err_set(err, ERR_NOMEM, "out of memory");
+        else if (!(rc = ngram_new(s->n_ctx + 1, &g->ng, err)))
+            rc = ngram_push(g->ng, prompt, n_prompt, err);
+        g->stats.spec_k = p->spec_k ? p->spec_k : 4;
+    }
     if (rc) {
         gen_free(g);
         return rc;
@@ -96,6 +119,8 @@ err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int 
 void gen_free(generation *g) {
     if (!g) return;
     sampler_free(g->smp);
+    ngram_free(g->ng);
+    free(g->vlogits);
     free(g->prompt);
     free(g->logits);
     free(g->out_ids);
@@ -122,6 +147,54 @@ const int32_t *gen_tokens(const generation *g, int *n) {
 static void fail(generation *g, gen_stop why) {
     g->stop = why;
     if (why == GEN_STOP_ERROR && g->err.code == ERR_OK) g->err.code = ERR_UNSUPPORTED;
+}
+
+/* Adaptive draft length: over the last SPEC_WINDOW draft tokens, acceptance
+ * above 80 % lengthens the draft, below 50 % shortens it (2..10). */
+static void adapt(generation *g, int proposed, int accepted) {
+    for (int i = 0; i < proposed; i++) {
+        memmove(g->hist, g->hist + 1, SPEC_WINDOW - 1);
+        g->hist[SPEC_WINDOW - 1] = i < accepted;
+        if (g->n_hist < SPEC_WINDOW) g->n_hist++;
+    }
+    if (g->p.spec_k || g->n_hist < SPEC_WINDOW) return;
+    int acc = 0;
+    for (int i = 0; i < SPEC_WINDOW; i++) acc += g->hist[i];
+    if (acc * 10 > SPEC_WINDOW * 8 && g->stats.spec_k < SPEC_MAX_K) g->stats.spec_k++, g->n_hist = 0;
+    else if (acc * 2 < SPEC_WINDOW && g->stats.spec_k > 2) g->stats.spec_k--, g->n_hist = 0;
+}
+
+/* One speculative step: propose after the context, verify last + draft in
+ * one forward pass, keep the last token and the drafts the target agrees
+ * with. Returns false when nothing was proposed (decode one token instead). */
+static bool speculate(generation *g, bool *ok) {
+    session *s = g->s;
+    int32_t batch[SPEC_MAX_K + 1];
+    int room = s->n_ctx - s->n_past - 1; /* the last token takes one position */
+    int k = ngram_propose(g->ng, g->stats.spec_k < room ? g->stats.spec_k : room, batch + 1);
+    if (k <= 0) return false;
+    batch[0] = g->last;
+    const int V = s->m->hp.n_vocab;
+    const double t0 = now_ms();
+    *ok = false;
+    if (session_eval_tentative(s, batch, k + 1, g->vlogits, &g->err)) return true;
+    int a = 0; /* drafts equal to what the target picks after the tokens before them */
+    while (a < k && sampler_sample(g->smp, g->vlogits + (size_t)a * V) == batch[a + 1]) a++;
+    if (session_accept(s, batch, k + 1, a + 1, &g->err)) return true;
+    memcpy(g->logits, g->vlogits + (size_t)a * V, sizeof(float) * (size_t)V);
+    memcpy(g->queue, batch + 1, sizeof(int32_t) * (size_t)a);
+    g->q_head = 0;
+    g->q_n = a;
+    const double dt = now_ms() - t0;
+    g->t_decode_total += dt;
+    g->stats.decode_ms = g->t_decode_total;
+    g->stats.spec_ms += dt;
+    g->stats.spec_steps++;
+    g->stats.spec_proposed += k;
+    g->stats.spec_accepted += a;
+    adapt(g, k, a);
+    *ok = true;
+    return true;
 }
 
 /* Evaluate the prompt, reusing the prefix the cache already holds. */
@@ -178,6 +251,11 @@ static bool take_complete(generation *g, bool all) {
 const char *gen_next(generation *g) {
     for (;;) {
         if (g->stop != GEN_RUNNING) {
+            /* Speculation may have cached accepted drafts past the stop (or
+             * the end-of-turn token): leave the cache as plain decoding
+             * would, with every generated token but the last. */
+            if (g->ng && g->prefilled && g->n_generated > 0 && g->s->n_past > g->n_prompt + g->n_generated - 1)
+                session_truncate(g->s, g->n_prompt + g->n_generated - 1);
             /* whatever is still pending goes out once, even if incomplete */
             if (!g->flushed && take_complete(g, true)) return g->piece;
             g->flushed = true;
@@ -196,17 +274,28 @@ const char *gen_next(generation *g) {
                 g->stop = GEN_STOP_CONTEXT_FULL;
                 continue;
             }
-            double t0 = now_ms();
-            if (session_eval(g->s, &g->last, 1, false, g->logits, &g->err)) {
-                fail(g, GEN_STOP_ERROR);
-                continue;
+            bool ok = true;
+            if (g->ng && speculate(g, &ok)) {
+                if (!ok) {
+                    fail(g, GEN_STOP_ERROR);
+                    continue;
+                }
+            } else {
+                double t0 = now_ms();
+                if (session_eval(g->s, &g->last, 1, false, g->logits, &g->err)) {
+                    fail(g, GEN_STOP_ERROR);
+                    continue;
+                }
+                g->t_decode_total += now_ms() - t0;
+                g->stats.decode_ms = g->t_decode_total;
+                g->stats.decode_evals++;
             }
-            g->t_decode_total += now_ms() - t0;
-            g->stats.decode_ms = g->t_decode_total;
-            g->stats.decode_evals++;
             g->need_decode = false;
         }
-        int32_t tok = sampler_sample(g->smp, g->logits);
+        /* an accepted draft token (already in the cache), else a sample */
+        const bool queued = g->q_n > 0;
+        int32_t tok = queued ? g->queue[g->q_head] : sampler_sample(g->smp, g->logits);
+        if (queued) g->q_head++, g->q_n--;
         if (g->n_generated == 0) g->stats.time_to_first_token_ms = now_ms() - g->t_start;
         if (tokenizer_is_eog(g->tok, tok)) {
             g->stop = GEN_STOP_EOG;
@@ -217,7 +306,11 @@ const char *gen_next(generation *g) {
         g->out_ids[g->n_generated++] = tok;
         atomic_store_explicit(&g->n_published, g->n_generated, memory_order_release);
         g->stats.decode_tokens = g->n_generated;
-        g->need_decode = true;
+        g->need_decode = !queued; /* a queued token is in the cache and its successor's logits are known */
+        if (g->ng && ngram_push(g->ng, &tok, 1, &g->err)) {
+            fail(g, GEN_STOP_ERROR);
+            continue;
+        }
         if (g->n_generated >= g->p.max_tokens) g->stop = GEN_STOP_MAX_TOKENS;
         char buf[256];
         int n = tokenizer_piece(g->tok, tok, false, buf, sizeof buf);

@@ -23,9 +23,13 @@
 #include "model/tokenizer.h"
 #include "runtime/session.h"
 
+typedef enum { GEN_SPEC_NONE = 0, GEN_SPEC_NGRAM } gen_spec;
+
 typedef struct {
     int max_tokens;                /* > 0 */
     sampler_params sampling;
+    gen_spec spec;                 /* speculative decoding (greedy sampling only, so far) */
+    int spec_k;                    /* fixed draft length; 0 = adaptive (4, then 2..10) */
     void (*on_prefill)(void *user, int done, int total); /* optional progress */
     void *user;
 } gen_params;
@@ -45,6 +49,12 @@ typedef struct {
     int decode_tokens;   /* tokens generated */
     int decode_evals;    /* single-token forward passes (decode_ms covers these) */
     double prefill_ms, decode_ms, time_to_first_token_ms;
+    /* speculative decoding */
+    int spec_steps;      /* verify passes */
+    int spec_proposed;   /* draft tokens proposed */
+    int spec_accepted;   /* of those, accepted */
+    int spec_k;          /* current draft length (0: speculation off) */
+    double spec_ms;      /* time in verify passes */
 } gen_stats;
 
 typedef struct generation generation;

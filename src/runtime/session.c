@@ -75,6 +75,29 @@ err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, f
     return ERR_OK;
 }
 
+err_code session_eval_tentative(session *s, const int32_t *tokens, int n, float *logits, err_t *err) {
+    if (n <= 0 || n > SESSION_CHUNK) return err_set(err, ERR_INVALID_ARG, "a verify batch of %d tokens", n);
+    if (n > s->n_ctx - s->n_past)
+        return err_set(err, ERR_CONTEXT_FULL, "%d tokens do not fit: %d of %d context positions are used", n, s->n_past,
+                       s->n_ctx);
+    kv_iface kv = kv_cache_iface(s->kv);
+    err_code rc = forward(s->fwd, &kv, s->experts, tokens, n, s->n_past, NULL, n, logits, err);
+    if (rc) kv_cache_truncate(s->kv, s->n_past);
+    return rc;
+}
+
+err_code session_accept(session *s, const int32_t *tokens, int n, int n_keep, err_t *err) {
+    kv_cache_rollback(s->kv, n - n_keep);
+    err_code rc = kv_cache_commit(s->kv, n_keep, err);
+    if (rc) {
+        kv_cache_truncate(s->kv, s->n_past);
+        return rc;
+    }
+    memcpy(s->tokens + s->n_past, tokens, sizeof(int32_t) * (size_t)n_keep);
+    s->n_past += n_keep;
+    return ERR_OK;
+}
+
 void session_reset(session *s) { session_truncate(s, 0); }
 
 void session_truncate(session *s, int n) {

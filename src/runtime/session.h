@@ -40,6 +40,12 @@ void session_free(session *s);
 /* Consume n tokens; logits gets n rows when all_rows, else the last row only. */
 err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, float *logits, err_t *err);
 void session_reset(session *s);
+/* Speculative verification: evaluate n tokens (all rows of logits) with
+ * their cache entries left tentative, then keep the first n_keep of them
+ * (session_accept: the rest are rolled back, the cache as if they had never
+ * been evaluated). Nothing else may run between the two calls. */
+err_code session_eval_tentative(session *s, const int32_t *tokens, int n, float *logits, err_t *err);
+err_code session_accept(session *s, const int32_t *tokens, int n, int n_keep, err_t *err);
 /* Forget everything after the first n tokens (n <= n_past). */
 void session_truncate(session *s, int n);
 /* Tokens at the start of ids[0..n) that the cache already holds. */
