@@ -341,6 +341,7 @@ static void print_stats(const octo_stats *s) {
         fprintf(stderr, "speculation  %s: %d of %d drafted tokens accepted (%.1f%%) in %d verify passes, k now %d\n",
                 s->spec_proposer, s->spec_accepted, s->spec_proposed, 100.0 * s->speculative_acceptance_rate,
                 s->spec_steps, s->spec_k);
+    if (s->spec_note[0]) fprintf(stderr, "speculation  %s\n", s->spec_note);
     if (s->expert_cache_hit_rate >= 0)
         fprintf(stderr, "experts      %.1f%% cache hits\n", 100.0 * s->expert_cache_hit_rate);
     fprintf(stderr, "memory       %.1f MiB resident, %.1f MiB peak\n", mib(s->rss_bytes), mib(s->peak_rss_bytes));

@@ -56,6 +56,9 @@ struct generation {
     int q_head, q_n;
     uint8_t hist[SPEC_WINDOW];/* recent draft tokens: 1 accepted, 0 rejected */
     int n_hist;
+    int decode_passes;        /* plain and verify passes so far */
+    double plain_ms;          /* time of the plain passes (the baseline speculation must beat) */
+    bool spec_off;            /* switched off: slower than plain decoding here */
 };
 
 static double now_ms(void) {
@@ -197,6 +200,21 @@ static bool speculate(generation *g, bool *ok) {
     return true;
 }
 
+/* Speculation must pay: once 8 verify passes and 3 plain ones are timed,
+ * if a token costs more by verification than by a plain pass, speculation
+ * stays off for the rest of the generation (the stats say so). */
+static void check_speed(generation *g) {
+    if (g->stats.spec_steps < 8 || g->stats.decode_evals < 3 || g->spec_off) return;
+    const double spec = g->stats.spec_ms / (g->stats.spec_accepted + g->stats.spec_steps);
+    const double plain = g->plain_ms / g->stats.decode_evals;
+    if (spec > plain) {
+        g->spec_off = true;
+        g->stats.spec_off = 1;
+        g->stats.spec_ms_per_token = spec;
+        g->stats.plain_ms_per_token = plain;
+    }
+}
+
 /* Evaluate the prompt, reusing the prefix the cache already holds. */
 static bool prefill(generation *g) {
     session *s = g->s;
@@ -275,18 +293,24 @@ const char *gen_next(generation *g) {
                 continue;
             }
             bool ok = true;
-            if (g->ng && speculate(g, &ok)) {
+            /* until three plain passes are timed, every third pass is one */
+            const bool probe = g->stats.decode_evals < 3 && g->decode_passes % 3 == 2;
+            g->decode_passes++;
+            if (g->ng && !g->spec_off && !probe && speculate(g, &ok)) {
                 if (!ok) {
                     fail(g, GEN_STOP_ERROR);
                     continue;
                 }
+                check_speed(g);
             } else {
                 double t0 = now_ms();
                 if (session_eval(g->s, &g->last, 1, false, g->logits, &g->err)) {
                     fail(g, GEN_STOP_ERROR);
                     continue;
                 }
-                g->t_decode_total += now_ms() - t0;
+                const double dt = now_ms() - t0;
+                g->t_decode_total += dt;
+                g->plain_ms += dt;
                 g->stats.decode_ms = g->t_decode_total;
                 g->stats.decode_evals++;
             }

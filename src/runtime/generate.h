@@ -55,6 +55,8 @@ typedef struct {
     int spec_accepted;   /* of those, accepted */
     int spec_k;          /* current draft length (0: speculation off) */
     double spec_ms;      /* time in verify passes */
+    int spec_off;        /* 1: switched off, a token cost more by verification than by a plain pass */
+    double spec_ms_per_token, plain_ms_per_token; /* the figures that decided it */
 } gen_stats;
 
 typedef struct generation generation;
