@@ -122,6 +122,10 @@ typedef struct {
     int n_ctx;               /* context in tokens; 0 = the model's trained context */
     octo_kv_type kv_type;    /* the type of new entries (F16 by default); the only type when kv.compress = 0 */
     octo_kv_options kv;
+    /* Optional: a smaller model with the same vocabulary (checked token by
+     * token; a mismatch fails the load) that proposes tokens for speculative
+     * decoding. NULL: none. */
+    const char *draft_model;
 } octo_model_options;
 
 octo_model_options octo_model_options_defaults(void);
@@ -202,6 +206,7 @@ typedef enum {
                             output is then exactly that of plain decoding; off otherwise (for now) */
     OCTO_SPEC_NONE = 1,  /* plain decoding */
     OCTO_SPEC_NGRAM = 2, /* n-gram / prompt lookup; an error when sampling is not greedy */
+    OCTO_SPEC_DRAFT = 3, /* the draft model loaded with octo_model_options.draft_model (AUTO prefers it) */
 } octo_spec_mode;
 
 typedef struct {
@@ -310,7 +315,7 @@ typedef struct {
     int spec_steps;                     /* its verify passes */
     int spec_k;                         /* its draft length at the end (0: speculation off) */
     double spec_ms;                     /* time in verify passes */
-    char spec_proposer[12];             /* "ngram" or "none" */
+    char spec_proposer[12];             /* "ngram", "draft" or "none" */
     char spec_note[96];                 /* why speculation stopped, e.g. "off: 12.1 ms/token verified vs 9.8 plain" */
     double expert_cache_hit_rate;       /* MoE expert lookups served from memory */
     /* process memory (0 where the system does not report it) */

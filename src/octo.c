@@ -38,6 +38,8 @@ struct octo_model {
     octo_client *client;
     model *m;
     session *s;
+    model *draft_m;          /* optional draft model for speculative decoding */
+    session *draft_s;
     tokenizer *tok;          /* NULL when the file has no usable vocabulary */
     err_t tok_err;           /* why tok is NULL */
     chat_family chat;
@@ -116,6 +118,8 @@ static err_code kv_config_of(const octo_model_options *o, kv_config *out, err_t 
     return ERR_OK;
 }
 
+static err_code load_draft(octo_model *om, const char *path, int n_threads, err_t *err);
+
 octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_options *opts) {
     if (!c) return NULL;
     err_clear(&c->err);
@@ -161,6 +165,10 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
             client_log(c, OCTO_LOG_WARN, om->warning);
         }
     }
+    if (om->opts.draft_model && load_draft(om, om->opts.draft_model, c->opts.n_threads, &c->err)) {
+        octo_model_free(om);
+        return NULL;
+    }
     gguf_str tmpl = {0, NULL};
     gguf_get_str(om->m->gguf, "tokenizer.chat_template", &tmpl);
     om->chat = chat_detect(tmpl.ptr, tmpl.len);
@@ -173,7 +181,37 @@ void octo_model_free(octo_model *om) {
     tokenizer_free(om->tok);
     session_free(om->s);
     model_free(om->m);
+    session_free(om->draft_s);
+    model_free(om->draft_m);
     free(om);
+}
+
+/* Load the draft model and check it can propose for this one: the same
+ * vocabulary, token by token, and fewer weight bytes (what a draft step costs). */
+static err_code load_draft(octo_model *om, const char *path, int n_threads, err_t *err) {
+    err_code rc = model_load(path, &om->draft_m, err);
+    if (rc) return rc;
+    tokenizer *dt = NULL;
+    rc = tokenizer_load(om->draft_m->gguf, &dt, err);
+    if (!rc && (!om->tok || tokenizer_n_vocab(dt) != tokenizer_n_vocab(om->tok)))
+        rc = err_set(err, ERR_BAD_VALUE, "draft %s: its vocabulary has %d tokens, the model's %d", path,
+                     tokenizer_n_vocab(dt), om->tok ? tokenizer_n_vocab(om->tok) : 0);
+    for (int i = 0; !rc && i < tokenizer_n_vocab(dt); i++) {
+        char a[256], b[256];
+        const int na = tokenizer_piece(dt, i, true, a, sizeof a), nb = tokenizer_piece(om->tok, i, true, b, sizeof b);
+        if (na != nb || (na > 0 && memcmp(a, b, (size_t)(na < (int)sizeof a ? na : (int)sizeof a))))
+            rc = err_set(err, ERR_BAD_VALUE, "draft %s: token %d differs from the model's vocabulary", path, i);
+    }
+    tokenizer_free(dt);
+    if (!rc && om->draft_m->weight_bytes >= om->m->weight_bytes)
+        rc = err_set(err, ERR_INVALID_ARG, "draft %s is larger than the model: %llu weight bytes against %llu", path,
+                     (unsigned long long)om->draft_m->weight_bytes, (unsigned long long)om->m->weight_bytes);
+    if (!rc) rc = session_new(om->draft_m, om->s->n_ctx, QT_F16, n_threads, &om->draft_s, err);
+    if (rc) {
+        model_free(om->draft_m);
+        om->draft_m = NULL;
+    }
+    return rc;
 }
 
 const char *octo_model_error(const octo_model *om) { return om ? om->err.msg : "no model"; }
@@ -339,11 +377,13 @@ static gen_params to_gen_params(const octo_generate_params *p) {
     };
 }
 
-/* AUTO: n-gram when sampling is greedy without penalties (lossless there); NONE otherwise. */
-static gen_spec spec_of(const octo_generate_params *p) {
+/* AUTO: when sampling is greedy without penalties (lossless there), the
+ * draft model if one is loaded, else n-gram; NONE otherwise. */
+static gen_spec spec_of(const octo_model *om, const octo_generate_params *p) {
     if (p->spec == OCTO_SPEC_NGRAM) return GEN_SPEC_NGRAM;
+    if (p->spec == OCTO_SPEC_DRAFT) return GEN_SPEC_DRAFT;
     if (p->spec == OCTO_SPEC_AUTO && p->temperature == 0.0f && p->repeat_penalty == 1.0f && p->presence_penalty == 0.0f)
-        return GEN_SPEC_NGRAM;
+        return om->draft_s ? GEN_SPEC_DRAFT : GEN_SPEC_NGRAM;
     return GEN_SPEC_NONE;
 }
 
@@ -352,11 +392,16 @@ static octo_stream *start_stream(octo_model *om, const char *text, bool parse_sp
                                  const octo_generate_params *params) {
     octo_generate_params p = params ? *params : octo_generate_params_defaults();
     gen_params gp = to_gen_params(&p);
-    if ((int)p.spec < OCTO_SPEC_AUTO || p.spec > OCTO_SPEC_NGRAM) {
+    if ((int)p.spec < OCTO_SPEC_AUTO || p.spec > OCTO_SPEC_DRAFT) {
         err_set(&om->err, ERR_INVALID_ARG, "unknown speculative mode %d", (int)p.spec);
         return NULL;
     }
-    gp.spec = spec_of(&p);
+    if (p.spec == OCTO_SPEC_DRAFT && !om->draft_s) {
+        err_set(&om->err, ERR_INVALID_ARG, "no draft model was loaded (octo_model_options.draft_model)");
+        return NULL;
+    }
+    gp.spec = spec_of(om, &p);
+    gp.draft = om->draft_s;
     if (sampler_check(&gp.sampling, &om->err)) return NULL;
     if (p.max_tokens <= 0) {
         err_set(&om->err, ERR_INVALID_ARG, "max_tokens must be positive, not %d", p.max_tokens);
@@ -523,7 +568,7 @@ octo_stats octo_model_stats(const octo_model *om) {
         st.spec_steps = g.spec_steps;
         st.spec_k = g.spec_k;
         st.spec_ms = g.spec_ms;
-        snprintf(st.spec_proposer, sizeof st.spec_proposer, "ngram");
+        snprintf(st.spec_proposer, sizeof st.spec_proposer, "%s", g.spec_draft ? "draft" : "ngram");
         if (g.spec_off)
             snprintf(st.spec_note, sizeof st.spec_note, "off: %.1f ms/token verified vs %.1f plain",
                      g.spec_ms_per_token, g.plain_ms_per_token);

@@ -9,7 +9,10 @@
  *     (half of them input-grounded: a story, then its own first words again),
  *     and on synthetic dense and MoE models; drafts must actually be
  *     accepted somewhere, or the test proves nothing;
- *   - sampling with an explicit n-gram request is refused with a clear error.
+ *   - the same with a draft model (a synthetic Q8_0 target, its Q4_0 copy as the draft);
+ *   - sampling with an explicit request is refused with a clear error, and so
+ *     are a draft with another vocabulary, one larger than the target, and a
+ *     corrupt draft file.
  */
 #include <string.h>
 
@@ -73,10 +76,14 @@ static gen_out generate(octo_model *m, const char *prompt, octo_spec_mode spec, 
     return o;
 }
 
-/* Generate from each prompt with and without speculation; count mismatches. */
-static void compare_on(const char *label, const char *path, char **prompts, int n_prompts, int n_tokens) {
+/* Generate from each prompt with and without speculation; count mismatches.
+ * draft: a draft model's path (speculation by draft) or NULL (n-gram). */
+static void compare_on(const char *label, const char *path, const char *draft, char **prompts, int n_prompts,
+                       int n_tokens) {
     octo_client *c = octo_client_new(NULL);
-    octo_model *m = octo_load_model(c, path, NULL);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.draft_model = draft;
+    octo_model *m = octo_load_model(c, path, &mo);
     if (!m) {
         T_CHECKF(0, "[%s] load: %s", label, octo_last_error(c));
         octo_client_free(c);
@@ -89,7 +96,8 @@ static void compare_on(const char *label, const char *path, char **prompts, int 
         gen_out ref = generate(m, prompts[i], OCTO_SPEC_NONE, 0, n_tokens, NULL);
         for (size_t kk = 0; kk < sizeof ks / sizeof *ks; kk++) {
             octo_stats st;
-            gen_out o = generate(m, prompts[i], OCTO_SPEC_NGRAM, ks[kk], n_tokens, &st);
+            gen_out o = generate(m, prompts[i], draft ? OCTO_SPEC_DRAFT : OCTO_SPEC_NGRAM, ks[kk], n_tokens, &st);
+            T_CHECK(!strcmp(st.spec_proposer, draft ? "draft" : "ngram"));
             runs++;
             if (o.n != ref.n || memcmp(o.ids, ref.ids, sizeof(int32_t) * (size_t)o.n)) {
                 differ++;
@@ -108,9 +116,9 @@ static void compare_on(const char *label, const char *path, char **prompts, int 
            label, n_prompts, differ, runs, proposed, accepted, proposed ? 100.0 * accepted / proposed : 0.0, tokens, steps);
     T_EQ_INT(differ, 0);
     T_CHECKF(accepted > 0, "[%s] no draft was ever accepted: the comparison proves nothing", label);
-    /* sampling with an explicit n-gram request is an error, not a silent change of output */
+    /* sampling with an explicit request is an error, not a silent change of output */
     octo_generate_params p = octo_generate_params_defaults();
-    p.spec = OCTO_SPEC_NGRAM;
+    p.spec = draft ? OCTO_SPEC_DRAFT : OCTO_SPEC_NGRAM;
     octo_stream *s = octo_generate(m, prompts[0], &p);
     T_CHECK(s == NULL && strstr(octo_model_error(m), "greedy") != NULL);
     octo_stream_free(s);
@@ -149,6 +157,8 @@ static void synth_model(const char *path, int experts, unsigned type) {
     synth_opts o = synth_defaults();
     o.type = type;
     o.n_embd = 128, o.n_head = 4, o.n_head_kv = 2, o.n_ff = 256, o.n_vocab = 320, o.n_ctx = 512, o.seed = 11;
+    if (experts < 0) o.type = 2 /* Q4_0 */, experts = 0; /* a draft: the same weights at lower precision */
+    if (experts > 100) o.n_vocab = 330, experts = 0; /* a draft with another vocabulary */
     o.n_expert = experts, o.n_expert_used = experts ? 2 : 0;
     err_t err = {0};
     T_CHECKF(synth_write(&o, path, &err) == ERR_OK, "%s", err.msg);
@@ -159,13 +169,38 @@ int main(void) {
     /* synthetic models: random weights repeat themselves a lot under greedy decoding */
     char path[512];
     char *sp[] = {"hello hello hello", "the cat sat on the mat and the cat", "a b c d a b c d a b", "xyz"};
+    char dpath[512], bad[512];
     tu_tmp_path(path, sizeof path, "spec-dense.gguf");
-    synth_model(path, 0, 2 /* Q4_0 */);
-    compare_on("synthetic dense Q4_0", path, sp, 4, 48);
-    remove(path);
+    tu_tmp_path(dpath, sizeof dpath, "spec-draft.gguf");
+    tu_tmp_path(bad, sizeof bad, "spec-badvocab.gguf");
+    synth_model(path, 0, 8 /* Q8_0 */);
+    synth_model(dpath, -1, 8);
+    synth_model(bad, 1000, 8);
+    compare_on("synthetic dense Q8_0, n-gram", path, NULL, sp, 4, 48);
+    compare_on("synthetic dense Q8_0, Q4_0 draft", path, dpath, sp, 4, 48);
+    /* bad drafts: another vocabulary, a draft larger than the target, a file that is not a model */
+    {
+        octo_client *c = octo_client_new(NULL);
+        octo_model_options mo = octo_model_options_defaults();
+        mo.draft_model = bad;
+        T_CHECK(octo_load_model(c, path, &mo) == NULL && strstr(octo_last_error(c), "vocabulary"));
+        printf("different vocabulary: %s\n", octo_last_error(c));
+        mo.draft_model = path;
+        T_CHECK(octo_load_model(c, dpath, &mo) == NULL && strstr(octo_last_error(c), "larger"));
+        printf("draft larger than the model: %s\n", octo_last_error(c));
+        char junk[512];
+        tu_tmp_path(junk, sizeof junk, "spec-junk.gguf");
+        T_CHECK(tu_write_file(junk, "GGUF\3\0\0\0garbage", 15));
+        mo.draft_model = junk;
+        T_CHECK(octo_load_model(c, path, &mo) == NULL);
+        printf("corrupt draft: %s\n", octo_last_error(c));
+        remove(junk);
+        octo_client_free(c);
+    }
+    remove(path), remove(dpath), remove(bad);
     tu_tmp_path(path, sizeof path, "spec-moe.gguf");
     synth_model(path, 4, 8 /* Q8_0 */);
-    compare_on("synthetic MoE Q8_0", path, sp, 4, 48);
+    compare_on("synthetic MoE Q8_0, n-gram", path, NULL, sp, 4, 48);
     remove(path);
 
     const char *d = tu_data_dir();
@@ -176,7 +211,7 @@ int main(void) {
     char *prompts[60];
     const int n = make_prompts(text, prompts, 60);
     T_CHECKF(n == 60, "only %d prompts from %s", n, text);
-    compare_on("stories260K", model, prompts, n, 64);
+    compare_on("stories260K, n-gram", model, NULL, prompts, n, 64);
     for (int i = 0; i < n; i++) free(prompts[i]);
     T_DONE();
 }

@@ -29,7 +29,7 @@ static void help(FILE *f) {
           "\n"
           "  run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
           "      [--repeat-penalty R] [--seed S] [--ctx N] [--chat] [--ids] [--stats]\n"
-          "      [--spec auto|none|ngram] [--spec-k N]\n"
+          "      [--spec auto|none|ngram|draft] [--draft MODEL] [--spec-k N]\n"
           "      stream a continuation to stdout; --chat: an interactive conversation (with -p as\n"
           "      the system prompt); --ids: print the generated token ids on one line;\n"
           "      --stats: a table of speed and memory on stderr at the end\n"
@@ -201,7 +201,7 @@ static int tokenize_all(octo_model *m, const char *text, size_t len, int add_spe
     return 0;
 }
 
-static octo_model *open_model(const char *path, int n_ctx, octo_client **client) {
+static octo_model *open_model(const char *path, int n_ctx, const char *draft, octo_client **client) {
     *client = octo_client_new(NULL);
     if (!*client) {
         fail("out of memory");
@@ -209,6 +209,7 @@ static octo_model *open_model(const char *path, int n_ctx, octo_client **client)
     }
     octo_model_options mo = octo_model_options_defaults();
     mo.n_ctx = n_ctx;
+    mo.draft_model = draft;
     octo_model *m = octo_load_model(*client, path, &mo);
     if (!m) fail("%s", octo_last_error(*client));
     return m;
@@ -252,7 +253,7 @@ static int cmd_tokenize(int argc, char **argv) {
         len = strlen(text);
     }
     octo_client *c;
-    octo_model *m = open_model(path, 1, &c);
+    octo_model *m = open_model(path, 1, NULL, &c);
     int rc = m ? 0 : 1;
     int32_t *ids = NULL;
     int n = 0;
@@ -291,7 +292,7 @@ static int cmd_detokenize(int argc, char **argv) {
     int n;
     if (!parse_tokens(ids_arg, &ids, &n)) return usage_error("--ids takes space-separated non-negative ids");
     octo_client *c;
-    octo_model *m = open_model(path, 1, &c);
+    octo_model *m = open_model(path, 1, NULL, &c);
     int rc = m ? 0 : 1;
     if (!rc) {
         int len = octo_detokenize(m, ids, n, NULL, 0);
@@ -409,6 +410,7 @@ static int cmd_run(int argc, char **argv) {
     const char *path = NULL, *prompt = NULL;
     int chat = 0, ids = 0, stats = 0;
     long n_ctx = 0;
+    const char *draft = NULL;
     octo_generate_params gp = octo_generate_params_defaults();
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -425,9 +427,11 @@ static int cmd_run(int argc, char **argv) {
             if (!strcmp(v, "auto")) gp.spec = OCTO_SPEC_AUTO;
             else if (!strcmp(v, "none")) gp.spec = OCTO_SPEC_NONE;
             else if (!strcmp(v, "ngram")) gp.spec = OCTO_SPEC_NGRAM;
-            else return usage_error("--spec is one of auto, none, ngram (draft, self and lookahead are not built yet)");
+            else if (!strcmp(v, "draft")) gp.spec = OCTO_SPEC_DRAFT;
+            else return usage_error("--spec is one of auto, none, ngram, draft (self and lookahead are not built yet)");
             i++;
         }
+        else if (!strcmp(a, "--draft") && v) { draft = v; i++; }
         else if (!strcmp(a, "--spec-k") && v) {
             long k;
             if (!parse_long(v, 1, 10, &k)) return usage_error("--spec-k takes 1..10");
@@ -440,7 +444,7 @@ static int cmd_run(int argc, char **argv) {
     if (!chat && !prompt) return usage_error("run needs -p PROMPT (or --chat)");
     if (isatty(STDOUT_FILENO)) gp.on_prefill = show_prefill; /* progress only on a terminal */
     octo_client *c;
-    octo_model *m = open_model(path, (int)n_ctx, &c);
+    octo_model *m = open_model(path, (int)n_ctx, draft, &c);
     if (!m) {
         octo_client_free(c);
         return 1;

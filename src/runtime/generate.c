@@ -56,6 +56,7 @@ struct generation {
     int q_head, q_n;
     uint8_t hist[SPEC_WINDOW];/* recent draft tokens: 1 accepted, 0 rejected */
     int n_hist;
+    float *dlogits;           /* [n_vocab] the draft model's logits */
     int decode_passes;        /* plain and verify passes so far */
     double plain_ms;          /* time of the plain passes (the baseline speculation must beat) */
     bool spec_off;            /* switched off: slower than plain decoding here */
@@ -104,9 +105,14 @@ err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int 
             rc = err_set(err, ERR_INVALID_ARG, "draft length %d is outside 0..%d", p->spec_k, SPEC_MAX_K);
         else if (!(g->vlogits = malloc(sizeof(float) * (size_t)(SPEC_MAX_K + 1) * n_vocab)))
             rc = err_set(err, ERR_NOMEM, "out of memory");
+        else if (p->spec == GEN_SPEC_DRAFT && (!p->draft || p->draft->m->hp.n_vocab != n_vocab))
+            rc = err_set(err, ERR_INVALID_ARG, "draft speculation needs a draft model with the same vocabulary");
+        else if (!(g->dlogits = malloc(sizeof(float) * (size_t)n_vocab)))
+            rc = err_set(err, ERR_NOMEM, "out of memory");
         else if (!(rc = ngram_new(s->n_ctx + 1, &g->ng, err)))
             rc = ngram_push(g->ng, prompt, n_prompt, err);
         g->stats.spec_k = p->spec_k ? p->spec_k : 4;
+        g->stats.spec_draft = p->spec == GEN_SPEC_DRAFT;
     }
     if (rc) {
         gen_free(g);
@@ -124,6 +130,7 @@ void gen_free(generation *g) {
     sampler_free(g->smp);
     ngram_free(g->ng);
     free(g->vlogits);
+    free(g->dlogits);
     free(g->prompt);
     free(g->logits);
     free(g->out_ids);
@@ -167,6 +174,23 @@ static void adapt(generation *g, int proposed, int accepted) {
     else if (acc * 2 < SPEC_WINDOW && g->stats.spec_k > 2) g->stats.spec_k--, g->n_hist = 0;
 }
 
+/* The draft model's proposal: bring its cache to the target's sequence
+ * (whatever prefix they share is kept), then k greedy steps from `last`.
+ * Its entries for the proposal stay: the next call keeps what was accepted. */
+static int draft_propose(generation *g, int k, int32_t *out) {
+    session *d = g->p.draft, *t = g->s;
+    const int keep = session_common_prefix(d, t->tokens, t->n_past);
+    session_truncate(d, keep);
+    if (t->n_past > keep && session_eval(d, t->tokens + keep, t->n_past - keep, false, g->dlogits, &g->err)) return -1;
+    if (k > d->n_ctx - d->n_past) k = d->n_ctx - d->n_past;
+    int32_t cur = g->last;
+    for (int i = 0; i < k; i++) {
+        if (session_eval(d, &cur, 1, false, g->dlogits, &g->err)) return -1;
+        cur = out[i] = sampler_sample(g->smp, g->dlogits);
+    }
+    return k;
+}
+
 /* One speculative step: propose after the context, verify last + draft in
  * one forward pass, keep the last token and the drafts the target agrees
  * with. Returns false when nothing was proposed (decode one token instead). */
@@ -174,11 +198,16 @@ static bool speculate(generation *g, bool *ok) {
     session *s = g->s;
     int32_t batch[SPEC_MAX_K + 1];
     int room = s->n_ctx - s->n_past - 1; /* the last token takes one position */
-    int k = ngram_propose(g->ng, g->stats.spec_k < room ? g->stats.spec_k : room, batch + 1);
-    if (k <= 0) return false;
+    const double t0 = now_ms(); /* drafting counts as speculation's cost */
+    const int want = g->stats.spec_k < room ? g->stats.spec_k : room;
+    int k = g->p.spec == GEN_SPEC_DRAFT ? draft_propose(g, want, batch + 1) : ngram_propose(g->ng, want, batch + 1);
+    if (k < 0) { /* the draft model failed: an error like any other */
+        *ok = false;
+        return true;
+    }
+    if (k == 0) return false;
     batch[0] = g->last;
     const int V = s->m->hp.n_vocab;
-    const double t0 = now_ms();
     *ok = false;
     if (session_eval_tentative(s, batch, k + 1, g->vlogits, &g->err)) return true;
     int a = 0; /* drafts equal to what the target picks after the tokens before them */

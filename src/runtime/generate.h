@@ -23,13 +23,14 @@
 #include "model/tokenizer.h"
 #include "runtime/session.h"
 
-typedef enum { GEN_SPEC_NONE = 0, GEN_SPEC_NGRAM } gen_spec;
+typedef enum { GEN_SPEC_NONE = 0, GEN_SPEC_NGRAM, GEN_SPEC_DRAFT } gen_spec;
 
 typedef struct {
     int max_tokens;                /* > 0 */
     sampler_params sampling;
     gen_spec spec;                 /* speculative decoding (greedy sampling only, so far) */
     int spec_k;                    /* fixed draft length; 0 = adaptive (4, then 2..10) */
+    session *draft;                /* GEN_SPEC_DRAFT: the draft model's session (same vocabulary) */
     void (*on_prefill)(void *user, int done, int total); /* optional progress */
     void *user;
 } gen_params;
@@ -56,6 +57,7 @@ typedef struct {
     int spec_k;          /* current draft length (0: speculation off) */
     double spec_ms;      /* time in verify passes */
     int spec_off;        /* 1: switched off, a token cost more by verification than by a plain pass */
+    int spec_draft;      /* 1: the proposer is the draft model */
     double spec_ms_per_token, plain_ms_per_token; /* the figures that decided it */
 } gen_stats;
 
