@@ -569,7 +569,9 @@ octo_stats octo_model_stats(const octo_model *om) {
         st.spec_k = g.spec_k;
         st.spec_ms = g.spec_ms;
         snprintf(st.spec_proposer, sizeof st.spec_proposer, "%s", g.spec_draft ? "draft" : "ngram");
-        if (g.spec_off)
+        if (g.spec_off && !g.spec_accepted)
+            snprintf(st.spec_note, sizeof st.spec_note, "off: no draft accepted in %d verify passes", g.spec_steps);
+        else if (g.spec_off)
             snprintf(st.spec_note, sizeof st.spec_note, "off: %.1f ms/token verified vs %.1f plain",
                      g.spec_ms_per_token, g.plain_ms_per_token);
     }

@@ -229,14 +229,17 @@ static bool speculate(generation *g, bool *ok) {
     return true;
 }
 
-/* Speculation must pay: once 8 verify passes and 3 plain ones are timed,
- * if a token costs more by verification than by a plain pass, speculation
- * stays off for the rest of the generation (the stats say so). */
+/* Speculation must pay. Three verify passes without one accepted draft turn
+ * it off at once; after that, once 6 verify passes and 2 plain ones are
+ * timed, so does a token that costs more by verification than by a plain
+ * pass. It stays off for the rest of the generation (the stats say why). */
 static void check_speed(generation *g) {
-    if (g->stats.spec_steps < 8 || g->stats.decode_evals < 3 || g->spec_off) return;
+    if (g->spec_off) return;
+    const bool barren = g->stats.spec_steps >= 3 && g->stats.spec_accepted == 0;
+    if (!barren && (g->stats.spec_steps < 6 || g->stats.decode_evals < 2)) return;
     const double spec = g->stats.spec_ms / (g->stats.spec_accepted + g->stats.spec_steps);
-    const double plain = g->plain_ms / g->stats.decode_evals;
-    if (spec > plain) {
+    const double plain = g->stats.decode_evals ? g->plain_ms / g->stats.decode_evals : 0.0;
+    if (barren || spec > plain) {
         g->spec_off = true;
         g->stats.spec_off = 1;
         g->stats.spec_ms_per_token = spec;
@@ -322,8 +325,8 @@ const char *gen_next(generation *g) {
                 continue;
             }
             bool ok = true;
-            /* until three plain passes are timed, every third pass is one */
-            const bool probe = g->stats.decode_evals < 3 && g->decode_passes % 3 == 2;
+            /* until two plain passes are timed, every third pass is one */
+            const bool probe = g->stats.decode_evals < 2 && g->decode_passes % 3 == 2;
             g->decode_passes++;
             if (g->ng && !g->spec_off && !probe && speculate(g, &ok)) {
                 if (!ok) {
