@@ -4,6 +4,7 @@
 #   build:  cmake, a C compiler (gcc), make
 #   tests:  clang and its runtime (sanitizer build, libFuzzer target), valgrind
 #   arm:    gcc-aarch64-linux-gnu, qemu-user (scripts/test-arm.sh: cross build + qemu)
+#   bench:  python3-numpy for ../shared/tools/widen.py (the 1.1B fixtures of docs/speculative.md)
 set -e
 need=""
 command -v cmake >/dev/null 2>&1 || need="$need cmake"
@@ -13,6 +14,7 @@ command -v clang >/dev/null 2>&1 || need="$need clang"
 command -v valgrind >/dev/null 2>&1 || need="$need valgrind"
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need="$need gcc-aarch64-linux-gnu"
 command -v qemu-aarch64 >/dev/null 2>&1 || need="$need qemu-user"
+/usr/bin/python3 -c "import numpy" >/dev/null 2>&1 || need="$need python3-numpy"
 # libFuzzer and the sanitizer runtimes ship in libclang-rt-<version>-dev
 if command -v clang >/dev/null 2>&1; then
     ver=$(clang -dumpversion | cut -d. -f1)
