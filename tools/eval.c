@@ -187,14 +187,13 @@ int cmd_eval(int argc, char **argv) {
         return rc;
     }
     const octo_model_info in = octo_model_info_get(m);
-    int cap = (int)(len + 16), n = octo_tokenize(m, text, (int)len, 1, 0, NULL, 0);
+    int n = octo_tokenize(m, text, (int)len, 1, 0, NULL, 0);
     int32_t *tok = n > 0 ? malloc(sizeof(int32_t) * (size_t)n) : NULL;
     if (n <= 0 || !tok || octo_tokenize(m, text, (int)len, 1, 0, tok, n) != n) {
         free(text), free(tok);
         octo_model_free(m), octo_client_free(c);
         return fail("%s: cannot tokenize (%s)", file, n < 0 ? octo_status_name((octo_status)-n) : "empty");
     }
-    (void)cap;
     free(text);
     if (n > in.n_ctx) n = in.n_ctx;
     if (n < 2) {

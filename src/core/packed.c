@@ -57,25 +57,21 @@ void packed_unpack(uint32_t type, void *w, int64_t rows, int64_t n, void *tmp) {
 
 /* ---------------------------------------------------------------- reference */
 
-/* ggml's Q8_0 activation block (so the products are llama.cpp's): the scale
- * max|x|/127 stored as fp16, the quants rounded (half to even) from x * 127/max */
-static void quantize_q8p_ref(const float *x, void *dst, int64_t n) {
+void packed_q8p_from(const kernel_entry *k, const float *x, void *dst, int64_t n) {
     block_q8p *y = dst;
     for (int64_t b = 0; b < n / 32; b++, x += 32) {
-        float amax = 0.0f;
-        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
-        const fp16_t d16 = fp32_to_fp16(amax / 127.0f);
-        const float id = d16 != 0 ? 127.0f / amax : 0.0f;
+        block_q8_0 q;
+        k->quantize(x, &q, 32);
         int32_t sum = 0;
-        for (int i = 0; i < 32; i++) {
-            const float v = x[i] * id;
-            const int q = !(v > -128.5f) ? -128 : v > 127.5f ? 127 : (int)lrintf(v);
-            y[b].qs[i] = (int8_t)q;
-            sum += q;
-        }
-        y[b].d = fp16_to_fp32(d16);
+        for (int i = 0; i < 32; i++) sum += q.qs[i];
+        y[b].d = fp16_to_fp32(q.d);
         y[b].off = -8 * sum;
+        memcpy(y[b].qs, q.qs, 32);
     }
+}
+
+static void quantize_q8p_ref(const float *x, void *dst, int64_t n) {
+    packed_q8p_from(kernel_get_path(CPU_SCALAR, QT_Q8_0), x, dst, n);
 }
 
 static void gemm_q4_0p_ref(const void *w, int64_t n, const void *act, size_t act_stride, int n_tok, float *y,

@@ -83,6 +83,10 @@ const packed_entry *packed_ref(uint32_t type);
 /* All implementations this machine runs for a type (tests compare them). */
 int packed_all(uint32_t type, const packed_entry **out, int max);
 
+/* Q8P rows of n values from a path's Q8_0 activation quantizer k (so the
+ * rounding is the GGUF-layout kernels', ggml's), plus the offset term. */
+void packed_q8p_from(const kernel_entry *k, const float *x, void *dst, int64_t n);
+
 /* Filled by packed_avx512.c / packed_amx.c: NULL when not compiled in or
  * (AMX) when the CPU or the OS does not offer it. */
 const packed_entry *packed_avx512(uint32_t type, bool vnni);

@@ -51,19 +51,24 @@ static void configure_tiles(void) {
     tiles_configured = 1;
 }
 
-/* Tile numbers are immediates: C tiles 0..3 (two pairs), A tiles 4, 5, B tiles 6, 7. */
+/* Q8_0: the packed block's 8 vectors are the B tile as they lie in memory */
+#define GROUP_BLOCK_BYTES_Q8 (PACK_ROWS * 34)
+
+/* Tile numbers are immediates: C tiles 0..3 (two pairs), A tiles 4, 5, B
+ * tiles 6, 7. Block blk of the run: activations at b0 + blk, B tile at
+ * bsrc + blk * bstride. */
 #define DP(C, A, B, blk)                                                                          \
     do {                                                                                          \
         _tile_zero(C);                                                                            \
         _tile_loadd(A, a0 + (size_t)(b0 + (blk)) * sizeof(block_q8p) + offsetof(block_q8p, qs), (long)as); \
-        _tile_loadd(B, bt[(blk)], 64);                                                            \
+        _tile_loadd(B, bsrc + (size_t)(blk) * bstride, 64);                                       \
         _tile_dpbssd(C, A, B);                                                                    \
     } while (0)
 
 /* acc[t] += (float)c[t][:] * (16 row scales * token t's scale), block b */
 static inline __attribute__((always_inline)) void fold(__m512 acc[16], const int32_t c[16][16], const uint8_t *w,
-                                                       const uint8_t *a0, size_t as, int64_t b) {
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + (size_t)b * GROUP_BLOCK_BYTES)));
+                                                       size_t gbb, const uint8_t *a0, size_t as, int64_t b) {
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + (size_t)b * gbb)));
     for (int t = 0; t < 16; t++) {
         const block_q8p *ab = (const block_q8p *)(a0 + (size_t)t * as) + b;
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)c[t])),
@@ -71,8 +76,12 @@ static inline __attribute__((always_inline)) void fold(__m512 acc[16], const int
     }
 }
 
-static void gemm_amx(const void *vw, int64_t n, const void *vact, size_t as, int n_tok, float *y, size_t ys) {
+/* Q4_0 (q8 false: the nibbles of a run of blocks are unpacked to signed
+ * bytes first) or Q8_0 (q8 true: B tiles straight from the group) */
+static inline __attribute__((always_inline)) void gemm_tiles(const void *vw, int64_t n, const void *vact, size_t as,
+                                                             int n_tok, float *y, size_t ys, const bool q8) {
     const uint8_t *w = vw, *act = vact;
+    const size_t gbb = q8 ? GROUP_BLOCK_BYTES_Q8 : GROUP_BLOCK_BYTES;
     const int64_t nb = n / 32;
     const int full = n_tok / 16 * 16;
     if (full) {
@@ -83,9 +92,11 @@ static void gemm_amx(const void *vw, int64_t n, const void *vact, size_t as, int
         const __m512i lo = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
         for (int64_t b0 = 0; b0 < nb; b0 += RUN_BLOCKS) {
             const int64_t nr = nb - b0 < RUN_BLOCKS ? nb - b0 : RUN_BLOCKS;
-            for (int64_t b = 0; b < nr; b++) {
-                const uint8_t *g = w + (size_t)(b0 + b) * GROUP_BLOCK_BYTES + 32;
-                for (int o = 0; o < GROUP_BLOCK_BYTES; o += 64) /* ahead, as the VNNI kernel */
+            const uint8_t *bsrc = q8 ? w + (size_t)b0 * gbb + 32 : (const uint8_t *)bt;
+            const size_t bstride = q8 ? gbb : 512;
+            for (int64_t b = 0; !q8 && b < nr; b++) {
+                const uint8_t *g = w + (size_t)(b0 + b) * gbb + 32;
+                for (size_t o = 0; o < gbb; o += 64) /* ahead, as the VNNI kernel */
                     _mm_prefetch((const char *)((uintptr_t)g + 4096 + (uintptr_t)o), _MM_HINT_T0);
                 for (int j = 0; j < 4; j++) {
                     const __m512i p = _mm512_loadu_si512((const void *)(g + 64 * j));
@@ -109,91 +120,37 @@ static void gemm_amx(const void *vw, int64_t n, const void *vact, size_t as, int
                     DP(2, 4, 6, b + 2);
                     DP(3, 5, 7, b + 3);
                     if (b)
-                        for (int i = 0; i < 4; i++) fold(acc, c[cur ^ 1][i], w, a0, as, b0 + b - 4 + i);
+                        for (int i = 0; i < 4; i++) fold(acc, c[cur ^ 1][i], w, gbb, a0, as, b0 + b - 4 + i);
                     _tile_stored(0, c[cur][0], 64);
                     _tile_stored(1, c[cur][1], 64);
                     _tile_stored(2, c[cur][2], 64);
                     _tile_stored(3, c[cur][3], 64);
                 }
                 if (b)
-                    for (int i = 0; i < 4; i++) fold(acc, c[cur ^ 1][i], w, a0, as, b0 + b - 4 + i);
+                    for (int i = 0; i < 4; i++) fold(acc, c[cur ^ 1][i], w, gbb, a0, as, b0 + b - 4 + i);
                 for (; b < nr; b++) {
                     DP(0, 4, 6, b);
                     _tile_stored(0, c[0][0], 64);
-                    fold(acc, c[0][0], w, a0, as, b0 + b);
+                    fold(acc, c[0][0], w, gbb, a0, as, b0 + b);
                 }
                 for (int t = 0; t < 16; t++) _mm512_storeu_ps(y + (size_t)(t0 + t) * ys, acc[t]);
             }
         }
     }
     if (full < n_tok) {
-        const packed_entry *v = packed_avx512(QT_Q4_0, true);
+        const packed_entry *v = packed_avx512(q8 ? QT_Q8_0 : QT_Q4_0, true);
         v->gemm(w, n, act + (size_t)full * as, as, n_tok - full, y + (size_t)full * ys, ys);
     }
 }
 #undef DP
 
-/* Q8_0: the packed block's 8 vectors are the B tile as they lie in memory */
-#define GROUP_BLOCK_BYTES_Q8 (PACK_ROWS * 34)
-#define DP8(C, A, B, blk)                                                                         \
-    do {                                                                                          \
-        _tile_zero(C);                                                                            \
-        _tile_loadd(A, a0 + (size_t)(blk) * sizeof(block_q8p) + offsetof(block_q8p, qs), (long)as); \
-        _tile_loadd(B, w + (size_t)(blk) * GROUP_BLOCK_BYTES_Q8 + 32, 64);                          \
-        _tile_dpbssd(C, A, B);                                                                    \
-    } while (0)
-
-static inline __attribute__((always_inline)) void fold8(__m512 acc[16], const int32_t c[16][16], const uint8_t *w,
-                                                        const uint8_t *a0, size_t as, int64_t b) {
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + (size_t)b * GROUP_BLOCK_BYTES_Q8)));
-    for (int t = 0; t < 16; t++) {
-        const block_q8p *ab = (const block_q8p *)(a0 + (size_t)t * as) + b;
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)c[t])),
-                                 _mm512_mul_ps(dw, _mm512_set1_ps(ab->d)), acc[t]);
-    }
+static void gemm_amx(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys) {
+    gemm_tiles(w, n, act, as, n_tok, y, ys, false);
 }
 
-static void gemm_amx_q8(const void *vw, int64_t n, const void *vact, size_t as, int n_tok, float *y, size_t ys) {
-    const uint8_t *w = vw, *act = vact;
-    const int64_t nb = n / 32;
-    const int full = n_tok / 16 * 16;
-    if (full) {
-        if (!tiles_configured) configure_tiles();
-        __attribute__((aligned(64))) int32_t c[2][4][16][16];
-        for (int t0 = 0; t0 < full; t0 += 16) {
-            __m512 acc[16];
-            for (int t = 0; t < 16; t++) acc[t] = _mm512_setzero_ps();
-            const uint8_t *a0 = act + (size_t)t0 * as;
-            int64_t b = 0;
-            int cur = 0;
-            for (; b + 4 <= nb; b += 4, cur ^= 1) { /* pipelined as the Q4_0 kernel */
-                DP8(0, 4, 6, b);
-                DP8(1, 5, 7, b + 1);
-                DP8(2, 4, 6, b + 2);
-                DP8(3, 5, 7, b + 3);
-                if (b)
-                    for (int i = 0; i < 4; i++) fold8(acc, c[cur ^ 1][i], w, a0, as, b - 4 + i);
-                _tile_stored(0, c[cur][0], 64);
-                _tile_stored(1, c[cur][1], 64);
-                _tile_stored(2, c[cur][2], 64);
-                _tile_stored(3, c[cur][3], 64);
-            }
-            if (b)
-                for (int i = 0; i < 4; i++) fold8(acc, c[cur ^ 1][i], w, a0, as, b - 4 + i);
-            for (; b < nb; b++) {
-                DP8(0, 4, 6, b);
-                _tile_stored(0, c[0][0], 64);
-                fold8(acc, c[0][0], w, a0, as, b);
-            }
-            for (int t = 0; t < 16; t++) _mm512_storeu_ps(y + (size_t)(t0 + t) * ys, acc[t]);
-        }
-    }
-    if (full < n_tok) {
-        const packed_entry *v = packed_avx512(QT_Q8_0, true);
-        v->gemm(w, n, act + (size_t)full * as, as, n_tok - full, y + (size_t)full * ys, ys);
-    }
+static void gemm_amx_q8(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys) {
+    gemm_tiles(w, n, act, as, n_tok, y, ys, true);
 }
-#undef DP8
 
 static const packed_entry AMX_Q4_0 = {QT_Q4_0, NULL, gemm_amx, "amx"};
 

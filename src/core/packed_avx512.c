@@ -21,7 +21,6 @@
     defined(__F16C__)
 
 #include <immintrin.h>
-#include <math.h>
 #include <string.h>
 
 #include "quant.h"
@@ -39,41 +38,6 @@ ALWAYS_INLINE __m512i dp(__m512i acc, __m512i u, __m512i s, const bool vnni) {
     return _mm512_add_epi32(acc, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
 }
 
-ALWAYS_INLINE void tile(const void *vw, int64_t nb, const uint8_t *act, size_t as, float *y, size_t ys,
-                        const int NT, const bool vnni) {
-    const uint8_t *w = vw;
-    __m512 acc[MAX_TILE];
-    const block_q8p *a[MAX_TILE];
-    for (int t = 0; t < NT; t++) {
-        acc[t] = _mm512_setzero_ps();
-        a[t] = (const block_q8p *)(act + (size_t)t * as);
-    }
-    const __m512i lo = _mm512_set1_epi8(0x0F);
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *g = w + (size_t)b * GROUP_BLOCK_BYTES;
-        /* the weights stream from memory: ask for them ahead (the address as
-         * an integer: it may lie past the matrix; a prefetch never faults) */
-        for (int o = 0; o < GROUP_BLOCK_BYTES; o += 64)
-            _mm_prefetch((const char *)((uintptr_t)g + PREFETCH + (uintptr_t)o), _MM_HINT_T0);
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
-        __m512i W[8];
-        for (int j = 0; j < 4; j++) {
-            const __m512i p = _mm512_loadu_si512((const void *)(g + 32 + 64 * j));
-            W[j] = _mm512_and_si512(p, lo);
-            W[j + 4] = _mm512_and_si512(_mm512_srli_epi16(p, 4), lo);
-        }
-        for (int t = 0; t < NT; t++) {
-            const block_q8p *ab = a[t] + b;
-            int32_t q4[8];
-            memcpy(q4, ab->qs, 32);
-            __m512i s = _mm512_set1_epi32(ab->off);
-            for (int j = 0; j < 8; j++) s = dp(s, W[j], _mm512_set1_epi32(q4[j]), vnni);
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(ab->d)), acc[t]);
-        }
-    }
-    for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ys, acc[t]);
-}
-
 /* Q8_0: signed weights, read straight from the group (8 vectors of 64 bytes).
  * vpdpbusd multiplies unsigned by signed bytes, so the activation bytes go
  * in as q + 128 (q xor 0x80) and the block's -128 * sum(w), which depends on
@@ -81,107 +45,88 @@ ALWAYS_INLINE void tile(const void *vw, int64_t nb, const uint8_t *act, size_t a
  * exactly, the integer the reference and the AMX kernel compute. */
 #define GROUP_BLOCK_BYTES_Q8 (PACK_ROWS * 34)
 
-ALWAYS_INLINE void tile_q8(const void *vw, int64_t nb, const uint8_t *act, size_t as, float *y, size_t ys,
-                           const int NT, const bool vnni) {
+/* NT tokens against one group: Q4_0 (q8 false) or Q8_0 (q8 true), both
+ * compile-time constants after inlining */
+ALWAYS_INLINE void tile(const void *vw, int64_t nb, const uint8_t *act, size_t as, float *y, size_t ys,
+                        const int NT, const bool q8, const bool vnni) {
     const uint8_t *w = vw;
+    const size_t gbb = q8 ? GROUP_BLOCK_BYTES_Q8 : GROUP_BLOCK_BYTES;
     __m512 acc[MAX_TILE];
     const block_q8p *a[MAX_TILE];
     for (int t = 0; t < NT; t++) {
         acc[t] = _mm512_setzero_ps();
         a[t] = (const block_q8p *)(act + (size_t)t * as);
     }
-    const __m512i ones = _mm512_set1_epi8(1);
+    const __m512i lo = _mm512_set1_epi8(0x0F), ones = _mm512_set1_epi8(1);
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *g = w + (size_t)b * GROUP_BLOCK_BYTES_Q8;
-        for (int o = 0; o < GROUP_BLOCK_BYTES_Q8; o += 64)
+        const uint8_t *g = w + (size_t)b * gbb;
+        /* the weights stream from memory: ask for them ahead (the address as
+         * an integer: it may lie past the matrix; a prefetch never faults) */
+        for (size_t o = 0; o < gbb; o += 64)
             _mm_prefetch((const char *)((uintptr_t)g + PREFETCH + (uintptr_t)o), _MM_HINT_T0);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
-        __m512i W[8], wsum = _mm512_setzero_si512();
-        for (int j = 0; j < 8; j++) {
-            W[j] = _mm512_loadu_si512((const void *)(g + 32 + 64 * j));
-            wsum = dp(wsum, ones, W[j], vnni);
+        __m512i W[8], start = _mm512_setzero_si512();
+        if (q8) {
+            __m512i wsum = _mm512_setzero_si512();
+            for (int j = 0; j < 8; j++) {
+                W[j] = _mm512_loadu_si512((const void *)(g + 32 + 64 * j));
+                wsum = dp(wsum, ones, W[j], vnni);
+            }
+            start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(wsum, 7));
+        } else {
+            for (int j = 0; j < 4; j++) {
+                const __m512i p = _mm512_loadu_si512((const void *)(g + 32 + 64 * j));
+                W[j] = _mm512_and_si512(p, lo);
+                W[j + 4] = _mm512_and_si512(_mm512_srli_epi16(p, 4), lo);
+            }
         }
-        const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(wsum, 7));
         for (int t = 0; t < NT; t++) {
             const block_q8p *ab = a[t] + b;
             uint32_t q4[8];
             memcpy(q4, ab->qs, 32);
-            __m512i s = start;
-            for (int j = 0; j < 8; j++) s = dp(s, _mm512_set1_epi32((int)(q4[j] ^ 0x80808080u)), W[j], vnni);
+            __m512i s = q8 ? start : _mm512_set1_epi32(ab->off);
+            for (int j = 0; j < 8; j++)
+                s = q8 ? dp(s, _mm512_set1_epi32((int)(q4[j] ^ 0x80808080u)), W[j], vnni)
+                       : dp(s, W[j], _mm512_set1_epi32((int)q4[j]), vnni);
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(ab->d)), acc[t]);
         }
     }
     for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ys, acc[t]);
 }
 
-ALWAYS_INLINE void gemm_q8(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys,
-                           const bool vnni) {
-    const int64_t nb = n / 32;
-    for (int t0 = 0; t0 < n_tok; t0 += MAX_TILE) {
-        const uint8_t *a = (const uint8_t *)act + (size_t)t0 * as;
-        float *yt = y + (size_t)t0 * ys;
-        switch (n_tok - t0 < MAX_TILE ? n_tok - t0 : MAX_TILE) {
-        case 1: tile_q8(w, nb, a, as, yt, ys, 1, vnni); break;
-        case 2: tile_q8(w, nb, a, as, yt, ys, 2, vnni); break;
-        case 3: tile_q8(w, nb, a, as, yt, ys, 3, vnni); break;
-        case 4: tile_q8(w, nb, a, as, yt, ys, 4, vnni); break;
-        case 5: tile_q8(w, nb, a, as, yt, ys, 5, vnni); break;
-        case 6: tile_q8(w, nb, a, as, yt, ys, 6, vnni); break;
-        case 7: tile_q8(w, nb, a, as, yt, ys, 7, vnni); break;
-        default: tile_q8(w, nb, a, as, yt, ys, 8, vnni); break;
-        }
-    }
-}
-
-static void gemm_q8_vnni(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys) {
-    gemm_q8(w, n, act, as, n_tok, y, ys, true);
-}
-
-
 /* n_tok tokens in tiles of up to 8 (the tile width a compile-time constant) */
 ALWAYS_INLINE void gemm(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys,
-                        const bool vnni) {
+                        const bool q8, const bool vnni) {
     const int64_t nb = n / 32;
     for (int t0 = 0; t0 < n_tok; t0 += MAX_TILE) {
         const uint8_t *a = (const uint8_t *)act + (size_t)t0 * as;
         float *yt = y + (size_t)t0 * ys;
         switch (n_tok - t0 < MAX_TILE ? n_tok - t0 : MAX_TILE) {
-        case 1: tile(w, nb, a, as, yt, ys, 1, vnni); break;
-        case 2: tile(w, nb, a, as, yt, ys, 2, vnni); break;
-        case 3: tile(w, nb, a, as, yt, ys, 3, vnni); break;
-        case 4: tile(w, nb, a, as, yt, ys, 4, vnni); break;
-        case 5: tile(w, nb, a, as, yt, ys, 5, vnni); break;
-        case 6: tile(w, nb, a, as, yt, ys, 6, vnni); break;
-        case 7: tile(w, nb, a, as, yt, ys, 7, vnni); break;
-        default: tile(w, nb, a, as, yt, ys, 8, vnni); break;
+        case 1: tile(w, nb, a, as, yt, ys, 1, q8, vnni); break;
+        case 2: tile(w, nb, a, as, yt, ys, 2, q8, vnni); break;
+        case 3: tile(w, nb, a, as, yt, ys, 3, q8, vnni); break;
+        case 4: tile(w, nb, a, as, yt, ys, 4, q8, vnni); break;
+        case 5: tile(w, nb, a, as, yt, ys, 5, q8, vnni); break;
+        case 6: tile(w, nb, a, as, yt, ys, 6, q8, vnni); break;
+        case 7: tile(w, nb, a, as, yt, ys, 7, q8, vnni); break;
+        default: tile(w, nb, a, as, yt, ys, 8, q8, vnni); break;
         }
     }
 }
 
 static void gemm_vnni(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys) {
-    gemm(w, n, act, as, n_tok, y, ys, true);
+    gemm(w, n, act, as, n_tok, y, ys, false, true);
 }
-
 static void gemm_novnni(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys) {
-    gemm(w, n, act, as, n_tok, y, ys, false);
+    gemm(w, n, act, as, n_tok, y, ys, false, false);
+}
+static void gemm_q8_vnni(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys) {
+    gemm(w, n, act, as, n_tok, y, ys, true, true);
 }
 
-/* The reference's quantizer, 32 values at a time: the same fp16 scale,
- * 127/max and round-half-even, so the bytes are identical. */
+/* ggml's Q8_0 activation rounding, from this path's own Q8_0 quantizer */
 static void quantize_q8p(const float *x, void *dst, int64_t n) {
-    block_q8p *yb = dst;
-    for (int64_t b = 0; b < n / 32; b++, x += 32) {
-        const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
-        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
-        const unsigned short d16 = _cvtss_sh(amax / 127.0f, 0);
-        const __m512 vid = _mm512_set1_ps(d16 != 0 ? 127.0f / amax : 0.0f);
-        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, vid));
-        const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vid));
-        _mm_storeu_si128((__m128i *)yb[b].qs, _mm512_cvtsepi32_epi8(q0));
-        _mm_storeu_si128((__m128i *)(yb[b].qs + 16), _mm512_cvtsepi32_epi8(q1));
-        yb[b].d = _cvtsh_ss(d16);
-        yb[b].off = -8 * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
-    }
+    packed_q8p_from(kernel_get_path(CPU_AVX512, QT_Q8_0), x, dst, n);
 }
 
 static const packed_entry VNNI_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_vnni, "avx512-vnni"};

@@ -33,8 +33,7 @@ typedef struct {
 typedef struct {
     kv_block **blocks;
     int n_blocks, cap_blocks;
-    kv_span *spans;
-    int cap_spans;
+    kv_span *spans;     /* the view, cap_blocks long */
     /* attention weights observed during the last forward, in view order,
      * applied to the scores at commit (so tentative entries, and the entries
      * a rolled-back verify attended to, are scored only once committed) */
@@ -203,12 +202,15 @@ static void append_entries(const kv_cache *c, kv_block *dst, const kv_block *src
     dst->n += src->n;
 }
 
+/* Append a block; the view's span list grows with it, so view() never allocates. */
 static err_code push_block(kv_layer *L, kv_block *b, err_t *err) {
     if (L->n_blocks == L->cap_blocks) {
         int cap = L->cap_blocks ? 2 * L->cap_blocks : 16;
         kv_block **p = realloc(L->blocks, sizeof *p * (size_t)cap);
-        if (!p) return err_set(err, ERR_NOMEM, "out of memory for the KV cache");
-        L->blocks = p;
+        kv_span *sp = p ? realloc(L->spans, sizeof *sp * (size_t)cap) : NULL;
+        if (p) L->blocks = p;
+        if (!sp) return err_set(err, ERR_NOMEM, "out of memory for the KV cache");
+        L->spans = sp;
         L->cap_blocks = cap;
     }
     L->blocks[L->n_blocks++] = b;
@@ -323,16 +325,7 @@ static err_code cache_append(void *self, int layer, int n, const int32_t *pos, c
 static int cache_view(void *self, int layer, const kv_span **spans) {
     kv_cache *c = self;
     kv_layer *L = &c->layers[layer];
-    if (L->n_blocks > L->cap_spans) {
-        kv_span *p = realloc(L->spans, sizeof *p * (size_t)L->n_blocks);
-        if (!p) { /* keep the old list: attention then sees fewer entries, never garbage */
-            *spans = L->spans;
-            return 0;
-        }
-        L->spans = p;
-        L->cap_spans = L->n_blocks;
-    }
-    int n = 0;
+    int n = 0; /* L->spans has room for every block (push_block) */
     for (int i = 0; i < L->n_blocks; i++) {
         const kv_block *b = L->blocks[i];
         if (!b->n) continue;

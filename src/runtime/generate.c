@@ -19,11 +19,10 @@
 
 #include "model/forward.h"
 #include "spec/ngram.h"
+#include "spec/verify.h"
 
 #define PREFILL_CHUNK 256
 #define PENDING_MAX 512
-#define SPEC_MAX_K 10
-#define SPEC_WINDOW 32 /* draft tokens the adaptive length looks back over */
 
 struct generation {
     session *s;
@@ -54,8 +53,7 @@ struct generation {
     float *vlogits;           /* [(SPEC_MAX_K + 1) * n_vocab] a verify pass's logits */
     int32_t queue[SPEC_MAX_K]; /* accepted draft tokens not yet returned (their entries are cached) */
     int q_head, q_n;
-    uint8_t hist[SPEC_WINDOW];/* recent draft tokens: 1 accepted, 0 rejected */
-    int n_hist;
+    spec_length len;          /* the draft length (spec/verify.h) */
     float *dlogits;           /* [n_vocab] the draft model's logits */
     int decode_passes;        /* plain and verify passes so far */
     double plain_ms;          /* time of the plain passes (the baseline speculation must beat) */
@@ -111,7 +109,8 @@ err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int 
             rc = err_set(err, ERR_NOMEM, "out of memory");
         else if (!(rc = ngram_new(s->n_ctx + 1, &g->ng, err)))
             rc = ngram_push(g->ng, prompt, n_prompt, err);
-        g->stats.spec_k = p->spec_k ? p->spec_k : 4;
+        spec_length_init(&g->len, p->spec_k);
+        g->stats.spec_k = g->len.k;
         g->stats.spec_draft = p->spec == GEN_SPEC_DRAFT;
     }
     if (rc) {
@@ -159,21 +158,6 @@ static void fail(generation *g, gen_stop why) {
     if (why == GEN_STOP_ERROR && g->err.code == ERR_OK) g->err.code = ERR_UNSUPPORTED;
 }
 
-/* Adaptive draft length: over the last SPEC_WINDOW draft tokens, acceptance
- * above 80 % lengthens the draft, below 50 % shortens it (2..10). */
-static void adapt(generation *g, int proposed, int accepted) {
-    for (int i = 0; i < proposed; i++) {
-        memmove(g->hist, g->hist + 1, SPEC_WINDOW - 1);
-        g->hist[SPEC_WINDOW - 1] = i < accepted;
-        if (g->n_hist < SPEC_WINDOW) g->n_hist++;
-    }
-    if (g->p.spec_k || g->n_hist < SPEC_WINDOW) return;
-    int acc = 0;
-    for (int i = 0; i < SPEC_WINDOW; i++) acc += g->hist[i];
-    if (acc * 10 > SPEC_WINDOW * 8 && g->stats.spec_k < SPEC_MAX_K) g->stats.spec_k++, g->n_hist = 0;
-    else if (acc * 2 < SPEC_WINDOW && g->stats.spec_k > 2) g->stats.spec_k--, g->n_hist = 0;
-}
-
 /* The draft model's proposal: bring its cache to the target's sequence
  * (whatever prefix they share is kept), then k greedy steps from `last`.
  * Its entries for the proposal stay: the next call keeps what was accepted. */
@@ -199,7 +183,7 @@ static bool speculate(generation *g, bool *ok) {
     int32_t batch[SPEC_MAX_K + 1];
     int room = s->n_ctx - s->n_past - 1; /* the last token takes one position */
     const double t0 = now_ms(); /* drafting counts as speculation's cost */
-    const int want = g->stats.spec_k < room ? g->stats.spec_k : room;
+    const int want = g->len.k < room ? g->len.k : room;
     int k = g->p.spec == GEN_SPEC_DRAFT ? draft_propose(g, want, batch + 1) : ngram_propose(g->ng, want, batch + 1);
     if (k < 0) { /* the draft model failed: an error like any other */
         *ok = false;
@@ -210,8 +194,7 @@ static bool speculate(generation *g, bool *ok) {
     const int V = s->m->hp.n_vocab;
     *ok = false;
     if (session_eval_tentative(s, batch, k + 1, g->vlogits, &g->err)) return true;
-    int a = 0; /* drafts equal to what the target picks after the tokens before them */
-    while (a < k && sampler_sample(g->smp, g->vlogits + (size_t)a * V) == batch[a + 1]) a++;
+    const int a = spec_accept_greedy(g->smp, g->vlogits, V, batch + 1, k);
     if (session_accept(s, batch, k + 1, a + 1, &g->err)) return true;
     memcpy(g->logits, g->vlogits + (size_t)a * V, sizeof(float) * (size_t)V);
     memcpy(g->queue, batch + 1, sizeof(int32_t) * (size_t)a);
@@ -224,7 +207,8 @@ static bool speculate(generation *g, bool *ok) {
     g->stats.spec_steps++;
     g->stats.spec_proposed += k;
     g->stats.spec_accepted += a;
-    adapt(g, k, a);
+    spec_length_update(&g->len, k, a);
+    g->stats.spec_k = g->len.k;
     *ok = true;
     return true;
 }

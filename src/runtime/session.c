@@ -47,11 +47,17 @@ void session_free(session *s) {
     free(s);
 }
 
-err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, float *logits, err_t *err) {
+static err_code check_room(const session *s, int n, err_t *err) {
     if (n <= 0) return err_set(err, ERR_INVALID_ARG, "no tokens to evaluate");
     if (n > s->n_ctx - s->n_past)
         return err_set(err, ERR_CONTEXT_FULL, "%d tokens do not fit: %d of %d context positions are used", n, s->n_past,
                        s->n_ctx);
+    return ERR_OK;
+}
+
+err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, float *logits, err_t *err) {
+    err_code rc0 = check_room(s, n, err);
+    if (rc0) return rc0;
     /* In chunks: the forward pass's buffers grow with the batch (a 4000-token
      * prompt of a 1B model would take ~370 MiB), and each chunk's entries
      * are committed, so the cache stays within its budget during a long
@@ -76,12 +82,11 @@ err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, f
 }
 
 err_code session_eval_tentative(session *s, const int32_t *tokens, int n, float *logits, err_t *err) {
-    if (n <= 0 || n > SESSION_CHUNK) return err_set(err, ERR_INVALID_ARG, "a verify batch of %d tokens", n);
-    if (n > s->n_ctx - s->n_past)
-        return err_set(err, ERR_CONTEXT_FULL, "%d tokens do not fit: %d of %d context positions are used", n, s->n_past,
-                       s->n_ctx);
+    if (n > SESSION_CHUNK) return err_set(err, ERR_INVALID_ARG, "a verify batch of %d tokens", n);
+    err_code rc = check_room(s, n, err);
+    if (rc) return rc;
     kv_iface kv = kv_cache_iface(s->kv);
-    err_code rc = forward(s->fwd, &kv, s->experts, tokens, n, s->n_past, NULL, n, logits, err);
+    rc = forward(s->fwd, &kv, s->experts, tokens, n, s->n_past, NULL, n, logits, err);
     if (rc) kv_cache_truncate(s->kv, s->n_past);
     return rc;
 }
