@@ -26,9 +26,9 @@
 
 static rng_t R = {0x9e3779b97f4a7c15ULL};
 
-/* a random Q4_0 / Q8_0 matrix (rows x n) from Gaussian rows, with a few odd blocks */
+/* a random Q4_0 / Q8_0 / Q4_K matrix (rows x n) from Gaussian rows, with a few odd blocks */
 static uint32_t TYPE = QT_Q4_0;
-static uint8_t *random_q4_0(int64_t rows, int64_t n) {
+static uint8_t *random_matrix(int64_t rows, int64_t n) {
     const size_t rb = quant_row_bytes(TYPE, n);
     uint8_t *w = malloc(rb * (size_t)rows);
     float *x = malloc(sizeof(float) * (size_t)n);
@@ -49,12 +49,24 @@ static float *random_acts(int n_tok, int64_t n) {
     return x;
 }
 
+/* the value of activation i of a row in the entry's format */
+static double act_value(const packed_entry *e, const void *act, int64_t i) {
+    if (e->act_block == 32) {
+        const block_q8p *a = (const block_q8p *)act + i / 32;
+        return (double)a->d * a->qs[i % 32];
+    }
+    const block_q8kp *a = (const block_q8kp *)act + i / 256;
+    return (double)a->d * a->qs[i % 256];
+}
+
 static void test_round_trip(void) {
     const int64_t shapes[][2] = {{16, 32}, {16, 64}, {32, 96}, {48, 2048}, {16, 5632}, {64, 160}};
-    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
-        const int64_t rows = shapes[s][0], n = shapes[s][1];
+    const int64_t shapes_k[][2] = {{16, 256}, {32, 512}, {48, 2048}, {16, 5632}, {64, 768}};
+    const bool k = TYPE == QT_Q4_K;
+    for (size_t s = 0; s < (k ? sizeof shapes_k : sizeof shapes) / sizeof *shapes; s++) {
+        const int64_t rows = k ? shapes_k[s][0] : shapes[s][0], n = k ? shapes_k[s][1] : shapes[s][1];
         const size_t bytes = quant_row_bytes(TYPE, n) * (size_t)rows;
-        uint8_t *w = random_q4_0(rows, n), *orig = malloc(bytes), *tmp = malloc(bytes);
+        uint8_t *w = random_matrix(rows, n), *orig = malloc(bytes), *tmp = malloc(bytes);
         memcpy(orig, w, bytes);
         T_CHECK(packed_supported(TYPE, rows, n));
         packed_pack(TYPE, w, rows, n, tmp);
@@ -68,24 +80,25 @@ static void test_round_trip(void) {
     }
     T_CHECK(!packed_supported(TYPE, 8, 64));
     T_CHECK(!packed_supported(TYPE, 24, 64));
-    T_CHECK(!packed_supported(TYPE, 16, 48));
+    T_CHECK(!packed_supported(TYPE, 16, k ? 128 + 256 : 48));
     T_CHECK(!packed_supported(QT_Q8_K, 16, 256));
+    T_CHECK(!packed_supported(QT_Q5_K, 16, 256));
 }
 
 /* max over rows/tokens of |y - exact| / (sum |w||a| of the row): the exact
  * value from the dequantized weights and the dequantized Q8P activations */
-static double worst_vs_exact(const uint8_t *gguf_w, int64_t rows, int64_t n, const void *act, size_t as, int n_tok,
-                             const float *y) {
+static double worst_vs_exact(const packed_entry *e, const uint8_t *gguf_w, int64_t rows, int64_t n, const void *act,
+                             size_t as, int n_tok, const float *y) {
     float *wr = malloc(sizeof(float) * (size_t)n);
     const size_t rb = quant_row_bytes(TYPE, n);
     double worst = 0.0;
     for (int64_t r = 0; r < rows; r++) {
         quant_dequantize_row(TYPE, gguf_w + (size_t)r * rb, wr, n);
         for (int t = 0; t < n_tok; t++) {
-            const block_q8p *a = (const block_q8p *)((const uint8_t *)act + (size_t)t * as);
+            const uint8_t *a = (const uint8_t *)act + (size_t)t * as;
             double exact = 0.0, mag = 0.0;
             for (int64_t i = 0; i < n; i++) {
-                const double av = (double)a[i / 32].d * a[i / 32].qs[i % 32];
+                const double av = act_value(e, a, i);
                 exact += (double)wr[i] * av;
                 mag += fabs((double)wr[i] * av);
             }
@@ -104,25 +117,26 @@ static void test_gemm(void) {
     for (int i = 0; i < n_impl; i++) printf(" %s", impl[i]->name);
     printf("\n");
     T_CHECK(n_impl >= 1 && !strcmp(impl[0]->name, "reference"));
-    const int64_t ns[] = {32, 64, 96, 160, 2048, 5632 + 32};
+    const int64_t ns[] = {32, 64, 96, 160, 2048, 5632 + 32}, ns_k[] = {256, 512, 768, 2048, 5632};
+    const bool k = TYPE == QT_Q4_K;
     const int64_t rows = 32;
     double worst_all = 0.0;
-    for (size_t s = 0; s < sizeof ns / sizeof *ns; s++) {
-        const int64_t n = ns[s];
+    for (size_t s = 0; s < (k ? sizeof ns_k : sizeof ns) / sizeof *ns; s++) {
+        const int64_t n = k ? ns_k[s] : ns[s];
         const int n_tok = 40; /* AMX: two tiles of 16 and a VNNI tail */
         const size_t bytes = quant_row_bytes(TYPE, n) * (size_t)rows;
-        uint8_t *w = random_q4_0(rows, n), *gguf = malloc(bytes), *tmp = malloc(bytes);
+        uint8_t *w = random_matrix(rows, n), *gguf = malloc(bytes), *tmp = malloc(bytes);
         memcpy(gguf, w, bytes);
         packed_pack(TYPE, w, rows, n, tmp);
         float *x = random_acts(n_tok, n);
-        const size_t as = (size_t)(n / 32) * sizeof(block_q8p);
+        const size_t as = packed_act_row_bytes(impl[0], n);
         uint8_t *act_ref = malloc(as * n_tok), *act = malloc(as * n_tok);
         float *y_ref = malloc(sizeof(float) * rows * n_tok), *y = malloc(sizeof(float) * rows * n_tok);
         for (int t = 0; t < n_tok; t++) impl[0]->quantize(x + (size_t)t * n, act_ref + (size_t)t * as, n);
         const size_t gb = (size_t)PACK_ROWS * quant_row_bytes(TYPE, n);
         for (int64_t g = 0; g < rows / PACK_ROWS; g++)
             impl[0]->gemm(w + g * gb, n, act_ref, as, n_tok, y_ref + g * PACK_ROWS, (size_t)rows);
-        const double worst = worst_vs_exact(gguf, rows, n, act_ref, as, n_tok, y_ref);
+        const double worst = worst_vs_exact(impl[0], gguf, rows, n, act_ref, as, n_tok, y_ref);
         if (worst > worst_all) worst_all = worst;
         T_CHECKF(worst < 1e-5, "n=%lld: reference off the exact dot by %.3g of sum|w*a|", (long long)n, worst);
         for (int i = 1; i < n_impl; i++) {
@@ -156,7 +170,7 @@ static void test_gemm(void) {
             }
             for (int64_t g = 0; g < rows / PACK_ROWS; g++)
                 impl[0]->gemm(bad + g * gb, n, act_ref, as, n_tok, y + g * PACK_ROWS, (size_t)rows);
-            const double e = worst_vs_exact(gguf, rows, n, act_ref, as, n_tok, y);
+            const double e = worst_vs_exact(impl[0], gguf, rows, n, act_ref, as, n_tok, y);
             printf("mis-laid group: worst relative error %.3g (correct layout %.3g)\n", e, worst);
             T_CHECKF(e > 1e-3, "a mis-laid group went unnoticed (%.3g)", e);
             free(bad);
@@ -226,10 +240,10 @@ static void test_forward_batch_invariance(void) {
 }
 
 int main(void) {
-    const uint32_t types[] = {QT_Q4_0, QT_Q8_0};
-    for (int t = 0; t < 2; t++) {
+    const uint32_t types[] = {QT_Q4_0, QT_Q8_0, QT_Q4_K};
+    for (int t = 0; t < 3; t++) {
         TYPE = types[t];
-        printf("-- %s\n", TYPE == QT_Q4_0 ? "Q4_0" : "Q8_0");
+        printf("-- %s\n", quant_traits_of(TYPE)->name);
         test_round_trip();
         test_gemm();
     }

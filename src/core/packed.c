@@ -10,49 +10,67 @@
 
 #include "quant.h"
 
-/* Q4_0: 16 scales, then 4 vectors of 64 bytes (row r's GGUF bytes qs[4j..4j+3] at 4r).
- * Q8_0: 16 scales, then 8 vectors of 64 bytes (row r's weights 4j..4j+3 at 4r). */
-static size_t block_bytes(uint32_t type) { return type == QT_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q8_0); }
-static int vectors(uint32_t type) { return type == QT_Q4_0 ? 4 : 8; }
+/* The layout rule of packed.h: per GGUF block of bb bytes (QK values), H bytes
+ * of fp16 fields, then 4-byte words. */
+typedef struct {
+    size_t bb, head;
+    int64_t qk;
+} layout;
 
-bool packed_supported(uint32_t type, int64_t rows, int64_t n) {
-    return (type == QT_Q4_0 || type == QT_Q8_0) && rows > 0 && rows % PACK_ROWS == 0 && n > 0 && n % 32 == 0;
+static bool layout_of(uint32_t type, layout *l) {
+    switch (type) {
+    case QT_Q4_0: *l = (layout){sizeof(block_q4_0), 2, 32}; return true;
+    case QT_Q8_0: *l = (layout){sizeof(block_q8_0), 2, 32}; return true;
+    case QT_Q4_K: *l = (layout){sizeof(block_q4_K), 4, QK_K}; return true;
+    default: return false;
+    }
 }
 
-/* one group: GGUF rows <-> packed (both block types start with an fp16 scale, then the quants) */
-static void relay_group(uint32_t type, bool pack, uint8_t *packed, uint8_t *gguf, int64_t nb) {
-    const size_t bb = block_bytes(type), row_bytes = (size_t)nb * bb, gbb = PACK_ROWS * bb;
+bool packed_supported(uint32_t type, int64_t rows, int64_t n) {
+    layout l;
+    return layout_of(type, &l) && rows > 0 && rows % PACK_ROWS == 0 && n > 0 && n % l.qk == 0;
+}
+
+/* one group: GGUF rows <-> packed */
+static void relay_group(const layout *l, bool pack, uint8_t *packed, uint8_t *gguf, int64_t nb) {
+    const size_t row_bytes = (size_t)nb * l->bb, gbb = PACK_ROWS * l->bb;
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *g = packed + (size_t)b * gbb;
         for (int r = 0; r < PACK_ROWS; r++) {
-            uint8_t *blk = gguf + (size_t)r * row_bytes + (size_t)b * bb;
-            if (pack) memcpy(g + 2 * r, blk, 2);
-            else memcpy(blk, g + 2 * r, 2);
-            for (int j = 0; j < vectors(type); j++) {
-                if (pack) memcpy(g + 32 + 64 * j + 4 * r, blk + 2 + 4 * j, 4);
-                else memcpy(blk + 2 + 4 * j, g + 32 + 64 * j + 4 * r, 4);
+            uint8_t *blk = gguf + (size_t)r * row_bytes + (size_t)b * l->bb;
+            for (size_t h = 0; h < l->head; h += 2) {
+                uint8_t *p = g + PACK_ROWS * h + 2 * r;
+                if (pack) memcpy(p, blk + h, 2);
+                else memcpy(blk + h, p, 2);
+            }
+            for (size_t w = 0; w < (l->bb - l->head) / 4; w++) {
+                uint8_t *p = g + PACK_ROWS * l->head + 64 * w + 4 * r;
+                if (pack) memcpy(p, blk + l->head + 4 * w, 4);
+                else memcpy(blk + l->head + 4 * w, p, 4);
             }
         }
     }
 }
 
 static void relay(uint32_t type, bool pack, void *w, int64_t rows, int64_t n, void *tmp) {
-    const int64_t nb = n / 32;
-    const size_t group_bytes = (size_t)PACK_ROWS * (size_t)nb * block_bytes(type);
+    layout l;
+    if (!packed_supported(type, rows, n) || !layout_of(type, &l)) return;
+    const int64_t nb = n / l.qk;
+    const size_t group_bytes = (size_t)PACK_ROWS * (size_t)nb * l.bb;
     for (int64_t g = 0; g < rows / PACK_ROWS; g++) {
         uint8_t *p = (uint8_t *)w + (size_t)g * group_bytes;
         memcpy(tmp, p, group_bytes);
-        if (pack) relay_group(type, true, p, tmp, nb);
-        else relay_group(type, false, tmp, p, nb);
+        if (pack) relay_group(&l, true, p, tmp, nb);
+        else relay_group(&l, false, tmp, p, nb);
     }
 }
 
-void packed_pack(uint32_t type, void *w, int64_t rows, int64_t n, void *tmp) {
-    if (packed_supported(type, rows, n)) relay(type, true, w, rows, n, tmp);
-}
+void packed_pack(uint32_t type, void *w, int64_t rows, int64_t n, void *tmp) { relay(type, true, w, rows, n, tmp); }
 
-void packed_unpack(uint32_t type, void *w, int64_t rows, int64_t n, void *tmp) {
-    if (packed_supported(type, rows, n)) relay(type, false, w, rows, n, tmp);
+void packed_unpack(uint32_t type, void *w, int64_t rows, int64_t n, void *tmp) { relay(type, false, w, rows, n, tmp); }
+
+size_t packed_act_row_bytes(const packed_entry *e, int64_t n) {
+    return (size_t)(n / e->act_block) * e->act_block_bytes;
 }
 
 /* ---------------------------------------------------------------- reference */
@@ -68,6 +86,25 @@ void packed_q8p_from(const kernel_entry *k, const float *x, void *dst, int64_t n
         y[b].off = -8 * sum;
         memcpy(y[b].qs, q.qs, 32);
     }
+}
+
+void packed_q8kp_from(const kernel_entry *k, const float *x, void *dst, int64_t n) {
+    block_q8kp *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        block_q8_K q;
+        k->quantize(x, &q, QK_K);
+        int32_t s[8];
+        for (int j = 0; j < 8; j++) s[j] = q.bsums[2 * j] + q.bsums[2 * j + 1];
+        static const int pair[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+        y[b].d = q.d;
+        for (int k2 = 0; k2 < 4; k2++)
+            y[b].msum[k2] = (int32_t)((uint32_t)(uint16_t)s[pair[k2][0]] | (uint32_t)(uint16_t)s[pair[k2][1]] << 16);
+        memcpy(y[b].qs, q.qs, QK_K);
+    }
+}
+
+static void quantize_q8kp_ref(const float *x, void *dst, int64_t n) {
+    packed_q8kp_from(kernel_get_path(CPU_SCALAR, QT_Q4_K), x, dst, n);
 }
 
 static void quantize_q8p_ref(const float *x, void *dst, int64_t n) {
@@ -120,11 +157,51 @@ static void gemm_q8_0p_ref(const void *w, int64_t n, const void *act, size_t act
     }
 }
 
-static const packed_entry REF_Q4_0 = {QT_Q4_0, quantize_q8p_ref, gemm_q4_0p_ref, "reference"};
-static const packed_entry REF_Q8_0 = {QT_Q8_0, quantize_q8p_ref, gemm_q8_0p_ref, "reference"};
+/* Q4_K: per super-block the exact isum and msum of packed.h, two fmas */
+static void gemm_q4_Kp_ref(const void *w, int64_t n, const void *act, size_t act_stride, int n_tok, float *y,
+                           size_t y_stride) {
+    const int64_t nb = n / QK_K;
+    const size_t gbb = PACK_ROWS * sizeof(block_q4_K);
+    for (int t = 0; t < n_tok; t++) {
+        const block_q8kp *a = (const block_q8kp *)((const uint8_t *)act + (size_t)t * act_stride);
+        for (int r = 0; r < PACK_ROWS; r++) {
+            float acc = 0.0f, accm = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *g = (const uint8_t *)w + (size_t)b * gbb;
+                /* row r's GGUF block back from its lanes */
+                block_q4_K blk;
+                memcpy(&blk.d, g + 2 * r, 2);
+                memcpy(&blk.dmin, g + 32 + 2 * r, 2);
+                for (int v = 0; v < 3; v++) memcpy(blk.scales + 4 * v, g + 64 + 64 * v + 4 * r, 4);
+                for (int k = 0; k < 32; k++) memcpy(blk.qs + 4 * k, g + 256 + 64 * k + 4 * r, 4);
+                int32_t s[8], isum = 0, msum = 0;
+                for (int j = 0; j < 8; j++) {
+                    uint8_t sc, m;
+                    quant_k4_scale_min(blk.scales, j, &sc, &m);
+                    int32_t si = 0;
+                    s[j] = 0;
+                    for (int l = 0; l < 32; l++) {
+                        si += ((blk.qs[32 * (j / 2) + l] >> (4 * (j & 1))) & 15) * a[b].qs[32 * j + l];
+                        s[j] += a[b].qs[32 * j + l];
+                    }
+                    isum += sc * si;
+                    msum += m * s[j];
+                }
+                acc = fmaf((float)isum, fp16_to_fp32(blk.d) * a[b].d, acc);
+                accm = fmaf((float)msum, fp16_to_fp32(blk.dmin) * a[b].d, accm);
+            }
+            y[(size_t)t * y_stride + r] = acc - accm;
+        }
+    }
+}
+
+static const packed_entry REF_Q4_0 = {QT_Q4_0, quantize_q8p_ref, gemm_q4_0p_ref, 32, sizeof(block_q8p), "reference"};
+static const packed_entry REF_Q8_0 = {QT_Q8_0, quantize_q8p_ref, gemm_q8_0p_ref, 32, sizeof(block_q8p), "reference"};
+static const packed_entry REF_Q4_K = {QT_Q4_K, quantize_q8kp_ref, gemm_q4_Kp_ref, QK_K, sizeof(block_q8kp),
+                                      "reference"};
 
 const packed_entry *packed_ref(uint32_t type) {
-    return type == QT_Q4_0 ? &REF_Q4_0 : type == QT_Q8_0 ? &REF_Q8_0 : NULL;
+    return type == QT_Q4_0 ? &REF_Q4_0 : type == QT_Q8_0 ? &REF_Q8_0 : type == QT_Q4_K ? &REF_Q4_K : NULL;
 }
 
 const packed_entry *packed_get(uint32_t type) {

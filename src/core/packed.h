@@ -33,8 +33,30 @@
  * which other tokens share its batch: verifying k draft tokens gives the
  * logits that decoding them one by one gives.
  *
+ * Q8_0 is laid out the same way (8 vectors of signed bytes per block).
+ *
+ * Q4_K (256 values per super-block, per row: fp16 d and dmin, 12 bytes of
+ * 6-bit scales and mins, 128 bytes of nibbles) follows the same rule with
+ * two fp16 fields:
+ *
+ *   group g, super-block i:  16 d, then 16 dmin (fp16)          64 bytes
+ *                            3 x 64: scale bytes 4v..4v+3      192 bytes
+ *                            32 x 64: qs bytes 4k..4k+3       2048 bytes
+ *
+ * so lane r of scale vector v holds row r's scale word v, and the 8
+ * sub-block scales and mins of 16 rows are unpacked with 16-lane integer
+ * ops. Its activations are Q8_K (ggml's rounding) with the sub-block sums
+ * the mins multiply (block_q8kp). Per super-block, with exact integers
+ *   isum = sum_j sc_j * sum_k nibble_k * q_k,  msum = sum_j m_j * sum_k q_k
+ * the row accumulates acc = fma(isum, d * d_a, acc) and
+ * accm = fma(msum, dmin * d_a, accm), and y = acc - accm.
+ *
+ * In general: a GGUF block of B bytes whose first H bytes are fp16 fields
+ * is laid out as the H/2 fields of 16 rows (32 bytes each), then the rest
+ * of the block as 4-byte words, 16 rows' word w in vector w.
+ *
  * The scalar path keeps the GGUF layout (it is the reference for the file's
- * arithmetic); gemm_q4_0p_ref is the reference for this one.
+ * arithmetic); the gemm_*_ref kernels are the reference for this one.
  */
 #ifndef OCTO_CORE_PACKED_H
 #define OCTO_CORE_PACKED_H
@@ -57,6 +79,16 @@ typedef struct {
 /* y[t * y_stride + r] = row r of the group . activation row t, for r < 16 and
  * t < n_tok. w: the group's packed bytes; n: row length (multiple of 32);
  * act: n_tok rows of n/32 block_q8p, act_stride bytes apart. */
+/* Activation block of the packed Q4_K kernels (256 values): Q8_K's d and
+ * quants, and the 8 sub-block sums s_j (32 quants each) as int16 pairs in the
+ * order the kernels take them: msum[k] = s_a | s_b << 16 with (a, b) =
+ * (0, 2), (1, 3), (4, 6), (5, 7). */
+typedef struct {
+    float d;
+    int32_t msum[4];
+    int8_t qs[256];
+} block_q8kp;
+
 typedef void (*packed_gemm_fn)(const void *w, int64_t n, const void *act, size_t act_stride, int n_tok, float *y,
                                size_t y_stride);
 
@@ -64,11 +96,13 @@ typedef struct {
     uint32_t weight_type;
     act_quantize_fn quantize; /* F32 -> block_q8p rows */
     packed_gemm_fn gemm;
+    int act_block;            /* values per activation block: 32 (block_q8p) or 256 (block_q8kp) */
+    size_t act_block_bytes;
     const char *name;         /* "avx512-vnni", "amx", ... for inspect and bench */
 } packed_entry;
 
 /* Can a (rows x n) matrix of this type be packed? (rows a multiple of 16, a
- * type with a packed layout, n a multiple of its block.) */
+ * type with a packed layout, n a multiple of its block: Q4_0, Q8_0, Q4_K.) */
 bool packed_supported(uint32_t type, int64_t rows, int64_t n);
 /* Re-lay a whole (rows x n) matrix in place. tmp: PACK_ROWS rows' bytes. */
 void packed_pack(uint32_t type, void *w, int64_t rows, int64_t n, void *tmp);
@@ -83,9 +117,15 @@ const packed_entry *packed_ref(uint32_t type);
 /* All implementations this machine runs for a type (tests compare them). */
 int packed_all(uint32_t type, const packed_entry **out, int max);
 
+/* Bytes of one activation row of n values for an entry's gemm. */
+size_t packed_act_row_bytes(const packed_entry *e, int64_t n);
+
 /* Q8P rows of n values from a path's Q8_0 activation quantizer k (so the
  * rounding is the GGUF-layout kernels', ggml's), plus the offset term. */
 void packed_q8p_from(const kernel_entry *k, const float *x, void *dst, int64_t n);
+/* Q8KP rows from a path's Q8_K quantizer k (ggml's rounding). */
+void packed_q8kp_from(const kernel_entry *k, const float *x, void *dst, int64_t n);
+
 
 /* Filled by packed_avx512.c / packed_amx.c: NULL when not compiled in or
  * (AMX) when the CPU or the OS does not offer it. */

@@ -152,7 +152,7 @@ static void gemm_amx_q8(const void *w, int64_t n, const void *act, size_t as, in
     gemm_tiles(w, n, act, as, n_tok, y, ys, true);
 }
 
-static const packed_entry AMX_Q4_0 = {QT_Q4_0, NULL, gemm_amx, "amx"};
+static const packed_entry AMX_Q4_0 = {QT_Q4_0, NULL, gemm_amx, 32, sizeof(block_q8p), "amx"};
 
 /* CPU has AMX-TILE and AMX-INT8, the OS saves their state, and grants it to us. */
 static int amx_usable(void) {

@@ -1,6 +1,6 @@
 /*
- * packed_avx512 — the packed Q4_0 GEMM and its activation quantizer for
- * AVX-512 (BW), with VNNI where the CPU has it. See packed.h.
+ * packed_avx512 — the packed Q4_0, Q8_0 and Q4_K GEMMs and their activation
+ * quantizers for AVX-512 (BW), with VNNI where the CPU has it. See packed.h.
  *
  * Per block of a 16-row group: four 64-byte loads hold the group's 512
  * nibbles; masking and shifting gives eight vectors W0..W7, vector j holding
@@ -124,20 +124,132 @@ static void gemm_q8_vnni(const void *w, int64_t n, const void *act, size_t as, i
     gemm(w, n, act, as, n_tok, y, ys, true, true);
 }
 
+/* Q4_K (packed.h). Per super-block of a group: the three scale vectors give,
+ * with 16-lane word ops (ggml's get_scale_min_k4 on all rows at once), the
+ * scale bytes sc0..3 | sc4..7 and the min bytes m0..3 | m4..7 of each row;
+ * the mins, spread to int16 pairs (m0, m2), (m1, m3), ..., meet the
+ * activation's sub-block sums in four vpdpwssd. Per 64 values (chunk c,
+ * sub-blocks 2c and 2c+1: the low and the high nibbles of 8 vectors), two
+ * chains of 8 vpdpbusd give each row's two exact sub-block sums, multiplied
+ * by their scales (vpmulld) into isum. Nibbles are unsigned, as vpdpbusd
+ * wants them: no offset term. Up to 4 tokens share the unpacked weights. */
+#define GROUP_SB_BYTES_Q4K (PACK_ROWS * 144)
+#define MAX_TILE_K 4
+
+ALWAYS_INLINE __m512i dpw(__m512i acc, __m512i a, __m512i b, const bool vnni) {
+    if (vnni) return _mm512_dpwssd_epi32(acc, a, b);
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+}
+
+ALWAYS_INLINE void tile_q4k(const void *vw, int64_t nsb, const uint8_t *act, size_t as, float *y, size_t ys,
+                            const int NT, const bool vnni) {
+    const uint8_t *w = vw;
+    __m512 acc[MAX_TILE_K], accm[MAX_TILE_K];
+    const block_q8kp *a[MAX_TILE_K];
+    for (int t = 0; t < NT; t++) {
+        acc[t] = accm[t] = _mm512_setzero_ps();
+        a[t] = (const block_q8kp *)(act + (size_t)t * as);
+    }
+    const __m512i lo = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), m2 = _mm512_set1_epi8(0x03);
+    const __m512i byte0 = _mm512_set1_epi32(0xFF), pairs = _mm512_set1_epi32(0x00FF00FF);
+    for (int64_t i = 0; i < nsb; i++) {
+        const uint8_t *g = w + (size_t)i * GROUP_SB_BYTES_Q4K;
+        for (size_t o = 0; o < GROUP_SB_BYTES_Q4K; o += 64)
+            _mm_prefetch((const char *)((uintptr_t)g + PREFETCH + (uintptr_t)o), _MM_HINT_T0);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + 32)));
+        const __m512i u0 = _mm512_loadu_si512((const void *)(g + 64));
+        const __m512i u1 = _mm512_loadu_si512((const void *)(g + 128));
+        const __m512i u2 = _mm512_loadu_si512((const void *)(g + 192));
+        /* byte k of a lane: scale k (s_lo), scale 4+k (s_hi), min k, min 4+k */
+        const __m512i s_lo = _mm512_and_si512(u0, m6), m_lo = _mm512_and_si512(u1, m6);
+        const __m512i s_hi =
+            _mm512_or_si512(_mm512_and_si512(u2, lo), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), m2), 4));
+        const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), lo),
+                                             _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), m2), 4));
+        const __m512i M[4] = {_mm512_and_si512(m_lo, pairs), _mm512_and_si512(_mm512_srli_epi32(m_lo, 8), pairs),
+                              _mm512_and_si512(m_hi, pairs), _mm512_and_si512(_mm512_srli_epi32(m_hi, 8), pairs)};
+        __m512i isum[MAX_TILE_K];
+        for (int t = 0; t < NT; t++) {
+            const block_q8kp *ab = a[t] + i;
+            __m512i ms = _mm512_setzero_si512();
+            for (int k = 0; k < 4; k++) ms = dpw(ms, M[k], _mm512_set1_epi32(ab->msum[k]), vnni);
+            accm[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dmin, _mm512_set1_ps(ab->d)), accm[t]);
+            isum[t] = _mm512_setzero_si512();
+        }
+        for (int c = 0; c < 4; c++) {
+            const __m512i S = c < 2 ? s_lo : s_hi;
+            const __m512i sc0 = _mm512_and_si512(_mm512_srli_epi32(S, 16 * (c & 1)), byte0);
+            const __m512i sc1 = _mm512_and_si512(_mm512_srli_epi32(S, 16 * (c & 1) + 8), byte0);
+            __m512i WL[8], WH[8];
+            for (int j = 0; j < 8; j++) {
+                const __m512i p = _mm512_loadu_si512((const void *)(g + 256 + 64 * (8 * c + j)));
+                WL[j] = _mm512_and_si512(p, lo);
+                WH[j] = _mm512_and_si512(_mm512_srli_epi16(p, 4), lo);
+            }
+            for (int t = 0; t < NT; t++) {
+                uint32_t q4[16];
+                memcpy(q4, a[t][i].qs + 64 * c, 64);
+                __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+                for (int j = 0; j < 8; j++) {
+                    s0 = dp(s0, WL[j], _mm512_set1_epi32((int)q4[j]), vnni);
+                    s1 = dp(s1, WH[j], _mm512_set1_epi32((int)q4[8 + j]), vnni);
+                }
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(s0, sc0), _mm512_mullo_epi32(s1, sc1)));
+            }
+        }
+        for (int t = 0; t < NT; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, _mm512_set1_ps(a[t][i].d)), acc[t]);
+    }
+    for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (size_t)t * ys, _mm512_sub_ps(acc[t], accm[t]));
+}
+
+ALWAYS_INLINE void gemm_k(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys,
+                          const bool vnni) {
+    const int64_t nsb = n / 256;
+    for (int t0 = 0; t0 < n_tok; t0 += MAX_TILE_K) {
+        const uint8_t *a = (const uint8_t *)act + (size_t)t0 * as;
+        float *yt = y + (size_t)t0 * ys;
+        switch (n_tok - t0 < MAX_TILE_K ? n_tok - t0 : MAX_TILE_K) {
+        case 1: tile_q4k(w, nsb, a, as, yt, ys, 1, vnni); break;
+        case 2: tile_q4k(w, nsb, a, as, yt, ys, 2, vnni); break;
+        case 3: tile_q4k(w, nsb, a, as, yt, ys, 3, vnni); break;
+        default: tile_q4k(w, nsb, a, as, yt, ys, 4, vnni); break;
+        }
+    }
+}
+
+static void gemm_q4k_vnni(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys) {
+    gemm_k(w, n, act, as, n_tok, y, ys, true);
+}
+static void gemm_q4k_novnni(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys) {
+    gemm_k(w, n, act, as, n_tok, y, ys, false);
+}
+
+/* ggml's Q8_K activation rounding, from this path's own Q8_K quantizer */
+static void quantize_q8kp(const float *x, void *dst, int64_t n) {
+    packed_q8kp_from(kernel_get_path(CPU_AVX512, QT_Q4_K), x, dst, n);
+}
+
 /* ggml's Q8_0 activation rounding, from this path's own Q8_0 quantizer */
 static void quantize_q8p(const float *x, void *dst, int64_t n) {
     packed_q8p_from(kernel_get_path(CPU_AVX512, QT_Q8_0), x, dst, n);
 }
 
-static const packed_entry VNNI_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_vnni, "avx512-vnni"};
-static const packed_entry NOVNNI_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_novnni, "avx512"};
-static const packed_entry VNNI_Q8_0 = {QT_Q8_0, quantize_q8p, gemm_q8_vnni, "avx512-vnni"};
+#define Q8P 32, sizeof(block_q8p)
+#define Q8KP 256, sizeof(block_q8kp)
+static const packed_entry VNNI_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_vnni, Q8P, "avx512-vnni"};
+static const packed_entry NOVNNI_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_novnni, Q8P, "avx512"};
+static const packed_entry VNNI_Q8_0 = {QT_Q8_0, quantize_q8p, gemm_q8_vnni, Q8P, "avx512-vnni"};
+static const packed_entry VNNI_Q4_K = {QT_Q4_K, quantize_q8kp, gemm_q4k_vnni, Q8KP, "avx512-vnni"};
+static const packed_entry NOVNNI_Q4_K = {QT_Q4_K, quantize_q8kp, gemm_q4k_novnni, Q8KP, "avx512"};
 /* (without VNNI, maddubs of (q + 128) * w could saturate its 16-bit pair sums:
  * Q8_0 keeps the GGUF layout there) */
 
 const packed_entry *packed_avx512(uint32_t type, bool vnni) {
     if (type == QT_Q4_0) return vnni ? &VNNI_Q4_0 : &NOVNNI_Q4_0;
     if (type == QT_Q8_0) return vnni ? &VNNI_Q8_0 : NULL;
+    if (type == QT_Q4_K) return vnni ? &VNNI_Q4_K : &NOVNNI_Q4_K;
     return NULL;
 }
 

@@ -807,7 +807,7 @@ static float q3_K_dot(const void *w, const float *x, int64_t n) {
  * fifth bit of value 32j + l is bit j of qh[l].
  * ------------------------------------------------------------------------- */
 
-static void k4_scale_min_get(const uint8_t *q, int j, uint8_t *sc, uint8_t *m) {
+void quant_k4_scale_min(const uint8_t *q, int j, uint8_t *sc, uint8_t *m) {
     if (j < 4) {
         *sc = q[j] & 63;
         *m = q[j + 4] & 63;
@@ -832,7 +832,7 @@ static void k4_scale_min_set(uint8_t *q, int j, int sc, int m) {
 static void q4_K_unpack(const block_q4_K *b, kq_affine *k) {
     k->d = fp16_to_fp32(b->d);
     k->dmin = fp16_to_fp32(b->dmin);
-    for (int j = 0; j < 8; j++) k4_scale_min_get(b->scales, j, &k->sc[j], &k->mn[j]);
+    for (int j = 0; j < 8; j++) quant_k4_scale_min(b->scales, j, &k->sc[j], &k->mn[j]);
     for (int c = 0; c < 4; c++)
         for (int l = 0; l < 32; l++) {
             k->q[64 * c + l] = b->qs[32 * c + l] & 0x0F;
@@ -884,7 +884,7 @@ static float q4_K_dot(const void *w, const float *x, int64_t n) {
 static void q5_K_unpack(const block_q5_K *b, kq_affine *k) {
     k->d = fp16_to_fp32(b->d);
     k->dmin = fp16_to_fp32(b->dmin);
-    for (int j = 0; j < 8; j++) k4_scale_min_get(b->scales, j, &k->sc[j], &k->mn[j]);
+    for (int j = 0; j < 8; j++) quant_k4_scale_min(b->scales, j, &k->sc[j], &k->mn[j]);
     for (int c = 0; c < 4; c++)
         for (int l = 0; l < 32; l++) {
             const int h0 = (b->qh[l] >> (2 * c)) & 1, h1 = (b->qh[l] >> (2 * c + 1)) & 1;

@@ -136,6 +136,10 @@ void quant_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n)
 void quant_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
 float quant_dot_row(uint32_t type, const void *w, const float *x, int64_t n);
 
+/* Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7) from the
+ * block's 12 scale bytes (ggml's get_scale_min_k4). */
+void quant_k4_scale_min(const uint8_t *scales, int j, uint8_t *sc, uint8_t *m);
+
 /* Scalar conversions (round to nearest even). */
 float fp16_to_fp32(fp16_t h);
 fp16_t fp32_to_fp16(float f);

@@ -244,7 +244,7 @@ static err_code mat_mul_packed(fwd_state *st, const model_mat *w, int e, const f
         .w = (const uint8_t *)w->data + (size_t)e * (size_t)w->n_out * w->row_bytes,
         .group_bytes = (size_t)PACK_ROWS * w->row_bytes,
         .n_in = w->n_in, .n_groups = w->n_out / PACK_ROWS, .n_out = w->n_out, .T = T, .y = y,
-        .act_row_bytes = (size_t)(w->n_in / 32) * sizeof(block_q8p),
+        .act_row_bytes = packed_act_row_bytes(pe, w->n_in),
     };
     err_code rc = act_buffer(st, j.act_row_bytes, T, err);
     if (rc) return rc;
