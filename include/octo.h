@@ -60,6 +60,8 @@ typedef enum {
     OCTO_ERR_CONTEXT_FULL = 20,
     OCTO_ERR_BUSY = 21,
     OCTO_ERR_CANCELLED = 22,
+    OCTO_ERR_NO_SPACE = 23,
+    OCTO_ERR_CORRUPT = 24,
 } octo_status;
 
 /* A short stable name for a status ("truncated file", ...). */

@@ -24,7 +24,7 @@
 #include "runtime/session.h"
 
 /* The public status numbers are the internal error codes. */
-_Static_assert((int)OCTO_ERR_CANCELLED == (int)ERR_CANCELLED && (int)ERR_COUNT_ == OCTO_ERR_CANCELLED + 1,
+_Static_assert((int)OCTO_ERR_CORRUPT == (int)ERR_CORRUPT && (int)ERR_COUNT_ == OCTO_ERR_CORRUPT + 1,
                "octo_status and err_code must list the same codes");
 _Static_assert((int)OCTO_ERR_TENSOR_BOUNDS == (int)ERR_TENSOR_BOUNDS && (int)OCTO_ERR_BAD_SHAPE == (int)ERR_BAD_SHAPE,
                "octo_status and err_code must agree");

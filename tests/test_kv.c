@@ -12,10 +12,12 @@
  *   - committed bytes never exceed the budget, checked at every commit.
  */
 #include <string.h>
+#include <unistd.h>
 
 #include "core/attn.h"
 #include "core/quant.h"
 #include "kv/kv_cache.h"
+#include "kv/spill.h"
 #include "model/model.h"
 #include "runtime/session.h"
 #include "t.h"
@@ -524,7 +526,199 @@ static void test_generation_budget(void) {
     remove(path);
 }
 
+/* ---- spill */
+
+/* Feed N tokens one commit at a time (batches of 1..6), handing the cache a
+ * query row per layer before each batch as the forward does; check the
+ * budget after every commit. Returns the number of commits over budget. */
+static int feed_queries(kv_cache *c, const model_hparams *hp, int32_t p0, int N, float *K, float *V, const float *Q) {
+    kv_iface ki = kv_cache_iface(c);
+    const int qd = hp->n_head * hp->head_dim;
+    int over = 0;
+    for (int32_t p = p0; p < p0 + N;) {
+        int k = 1 + (int)(rng_next(&R) % 6);
+        if (k > p0 + N - p) k = p0 + N - p;
+        for (int l = 0; l < hp->n_layer; l++)
+            if (ki.queries) ki.queries(ki.self, l, 1, Q + (size_t)p * qd);
+        feed(c, hp, p, k, K, V, true);
+        p += k;
+        const kv_stats st = kv_cache_stats(c);
+        over += st.budget && st.bytes > st.budget;
+    }
+    return over;
+}
+
+/* entry j of span sp as F32 key and value rows */
+static void span_entry(const kv_span *sp, int j, int dim, float *k, float *v) {
+    if (sp->k_type == ATTN_KC8 || sp->k_type == ATTN_KC4)
+        for (int d = 0; d < dim; d++) k[d] = attn_kc_value(sp->k_type, sp->k, sp->k_row_bytes, d, j);
+    else attn_widen(sp->k_type, (const uint8_t *)sp->k + (size_t)j * sp->k_row_bytes, 0, dim, k);
+    attn_widen(sp->v_type, (const uint8_t *)sp->v + (size_t)j * sp->v_row_bytes, 0, dim, v);
+}
+
+/* Entries of c's view that differ from the entry at the same position in
+ * ref's (or that ref lacks): their stored values, bit for bit, every layer. */
+static int entries_differing(kv_cache *c, kv_cache *ref, const model_hparams *hp) {
+    kv_iface a = kv_cache_iface(c), b = kv_cache_iface(ref);
+    const int dim = hp->n_head_kv * hp->head_dim;
+    float *rk = malloc(sizeof(float) * 4096 * dim), *rv = malloc(sizeof(float) * 4096 * dim), k[256], v[256];
+    bool *have = calloc(4096, 1);
+    int bad = 0;
+    for (int l = 0; l < hp->n_layer; l++) {
+        const kv_span *sa, *sb;
+        memset(have, 0, 4096);
+        const int nb = b.view(b.self, l, &sb);
+        for (int i = 0; i < nb; i++)
+            for (int j = 0; j < sb[i].n_tokens; j++) {
+                const int32_t p = sb[i].pos[j];
+                span_entry(&sb[i], j, dim, rk + (size_t)p * dim, rv + (size_t)p * dim);
+                have[p] = true;
+            }
+        const int na = a.view(a.self, l, &sa);
+        for (int i = 0; i < na; i++)
+            for (int j = 0; j < sa[i].n_tokens; j++) {
+                const int32_t p = sa[i].pos[j];
+                span_entry(&sa[i], j, dim, k, v);
+                bad += !have[p] || memcmp(k, rk + (size_t)p * dim, sizeof(float) * dim) ||
+                       memcmp(v, rv + (size_t)p * dim, sizeof(float) * dim);
+            }
+    }
+    free(rk), free(rv), free(have);
+    return bad;
+}
+
+static kv_config spill_config(const model_hparams *hp, const char *dir) {
+    kv_config cfg = kv_config_default();
+    cfg.hot_tokens = 32, cfg.warm_tokens = 128, cfg.anchor_tokens = 8, cfg.recent_tokens = 32;
+    cfg.budget_bytes = 420 * kv_token_bytes(hp, QT_F16) / 2; /* hot + warm + 24 cold blocks' bounds fit */
+    cfg.spill_dir = dir;
+    return cfg;
+}
+
+/* The store alone: records read back bit for bit, slots reused, damage reported. */
+static void test_spill_store(void) {
+    const char *dir = getenv("OCTO_TMP") && *getenv("OCTO_TMP") ? getenv("OCTO_TMP") : "/tmp";
+    spill_store *s;
+    err_t err = {0};
+    T_CHECK(spill_open(dir, 10000, 0, &s, &err) == ERR_OK);
+    uint8_t *rec[8], *back = malloc(10000);
+    int slot[8], same = 0;
+    for (int i = 0; i < 8; i++) {
+        rec[i] = malloc(10000);
+        for (int j = 0; j < 10000; j++) rec[i][j] = (uint8_t)rng_next(&R);
+        T_CHECK(spill_put(s, rec[i], 10000 - i, &slot[i], &err) == ERR_OK);
+    }
+    for (int i = 7; i >= 0; i--) {
+        T_CHECK(spill_get(s, slot[i], back, 10000 - i, &err) == ERR_OK);
+        same += !memcmp(back, rec[i], 10000 - i);
+    }
+    T_EQ_INT(same, 8);
+    T_EQ_INT(spill_get(s, slot[3], back, 100, &err), ERR_CORRUPT); /* not the length written */
+    spill_release(s, slot[2]);
+    int again;
+    T_CHECK(spill_put(s, rec[7], 500, &again, &err) == ERR_OK);
+    T_EQ_INT(again, slot[2]);
+    /* one flipped bit in a payload */
+    uint8_t byte;
+    const off_t off = (off_t)(spill_get_stats(s).file_bytes / 8) * slot[5] + 4000;
+    T_CHECK(pread(spill_fd(s), &byte, 1, off) == 1);
+    byte ^= 4;
+    T_CHECK(pwrite(spill_fd(s), &byte, 1, off) == 1);
+    T_EQ_INT(spill_get(s, slot[5], back, 10000 - 5, &err), ERR_CORRUPT);
+    printf("spill store: 8 records back bit for bit, a flipped bit caught: %s\n", err.msg);
+    spill_close(s);
+    for (int i = 0; i < 8; i++) free(rec[i]);
+    free(back);
+}
+
+static void test_spill(void) {
+    const model_hparams hp = hparams(2, 2, 32);
+    const int dim = 64, N = 1500, qd = hp.n_head * hp.head_dim;
+    float *K = random_rows(N + 64, dim), *V = random_rows(N + 64, dim), *Q = random_rows(N + 64, qd);
+    const char *dir = getenv("OCTO_TMP") && *getenv("OCTO_TMP") ? getenv("OCTO_TMP") : "/tmp";
+    err_t err = {0};
+    /* the reference: the same tiers, no budget (nothing leaves) */
+    kv_config rc = spill_config(&hp, NULL);
+    rc.budget_bytes = 0;
+    kv_cache *ref, *c;
+    T_CHECK(kv_cache_new(&hp, &rc, &ref, &err) == ERR_OK);
+    feed_queries(ref, &hp, 0, N, K, V, Q);
+    {
+        kv_config cfg = spill_config(&hp, dir);
+        T_CHECK(kv_cache_new(&hp, &cfg, &c, &err) == ERR_OK);
+        const int over = feed_queries(c, &hp, 0, N, K, V, Q);
+        const kv_stats st = kv_cache_stats(c);
+        printf("spill: budget %llu, %d commits over it; %lld blocks on file, %lld written, %lld re-spilled without a "
+               "write, %lld read back (%lld hits, %.1f us each), %lld entries evicted, file %llu bytes\n",
+               (unsigned long long)st.budget, over, (long long)st.blocks_spilled, (long long)st.spill_writes,
+               (long long)st.spill_clean, (long long)st.spill_reads, (long long)st.spill_hits,
+               st.spill_reads ? st.spill_read_ns / 1e3 / st.spill_reads : 0.0, (long long)st.tokens_evicted,
+               (unsigned long long)st.spill_file_bytes);
+        T_EQ_INT(over, 0);
+        T_CHECK(st.spill_on && st.blocks_spilled > 0 && st.spill_writes > 0);
+        T_CHECKF(st.spill_reads > 0, "no block was read back in %d tokens", N);
+        T_EQ_INT(st.tokens_evicted, 0); /* with room on disk nothing is lost */
+        T_EQ_INT(st.spill_errors, 0);
+        /* resident entries, including every block read back, equal the reference's bit for bit */
+        T_EQ_INT(entries_differing(c, ref, &hp), 0);
+        /* committed entries: in memory or on file, all of them */
+        T_EQ_INT((int)st.tokens, N);
+        /* truncating inside the spilled range reads back what it must keep */
+        int32_t pos[2048];
+        kv_cache_truncate(c, 700);
+        kv_cache_truncate(ref, 700);
+        const kv_stats s2 = kv_cache_stats(c);
+        T_CHECK(held(c, pos) <= 700 && s2.spill_errors == 0);
+        T_EQ_INT(entries_differing(c, ref, &hp), 0);
+        kv_cache_free(c);
+    }
+    /* faults: each degrades to eviction, is counted, and the budget holds */
+    for (int fault = 0; fault < 4; fault++) {
+        static const char *name[] = {"unwritable directory", "disk full (file limit)", "corrupted file", "truncated file"};
+        kv_config cfg = spill_config(&hp, fault == 0 ? "/proc" : dir);
+        if (fault == 1) cfg.spill_max_bytes = 3 * 20480;
+        T_CHECK(kv_cache_new(&hp, &cfg, &c, &err) == ERR_OK);
+        int over = feed_queries(c, &hp, 0, 900, K, V, Q);
+        kv_stats st = kv_cache_stats(c);
+        if (fault >= 2) {
+            /* damage every slot, then need them: reads fail, blocks drop, values never go wrong */
+            const int fd = kv_cache_spill_fd(c);
+            T_CHECK(fd >= 0 && st.blocks_spilled > 0);
+            if (fault == 2)
+                for (uint64_t o = 100; o < st.spill_file_bytes; o += 4096) {
+                    const uint8_t junk = 0x5a;
+                    T_CHECK(pwrite(fd, &junk, 1, (off_t)o) == 1);
+                }
+            else T_CHECK(ftruncate(fd, 40) == 0);
+            over += feed_queries(c, &hp, 900, 600, K, V, Q);
+            kv_cache_truncate(c, 500); /* reads back (or drops) the spilled blocks that straddle it */
+            st = kv_cache_stats(c);
+            T_CHECKF(st.spill_dropped > 0 && st.spill_errors >= st.spill_dropped,
+                     "[%s] %lld dropped, %lld errors", name[fault], (long long)st.spill_dropped,
+                     (long long)st.spill_errors);
+            kv_cache_truncate(ref, 500);
+            T_EQ_INT(entries_differing(c, ref, &hp), 0);
+            feed_queries(ref, &hp, 500, 1000, K, V, Q); /* (ref back to full for the next case) */
+        } else {
+            T_CHECKF(st.spill_errors >= 1 && st.tokens_evicted > 0, "[%s] errors %lld, evicted %lld", name[fault],
+                     (long long)st.spill_errors, (long long)st.tokens_evicted);
+            T_CHECK(fault == 0 ? !st.spill_on
+                               : st.spill_on && st.spill_writes > 0 && st.spill_file_bytes <= cfg.spill_max_bytes);
+        }
+        printf("spill fault, %s: %d commits over budget, %lld errors, %lld blocks dropped, %lld entries evicted: %s\n",
+               name[fault], over, (long long)st.spill_errors, (long long)st.spill_dropped, (long long)st.tokens_evicted,
+               st.spill_note);
+        T_EQ_INT(over, 0);
+        T_CHECK(st.spill_note[0] != 0);
+        kv_cache_free(c);
+    }
+    kv_cache_free(ref);
+    free(K), free(V), free(Q);
+}
+
 int main(void) {
+    test_spill_store();
+    test_spill();
     test_generation_budget();
     test_tiers();
     test_mixed_attention();

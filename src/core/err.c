@@ -68,6 +68,8 @@ const char *err_code_name(err_code code) {
         [ERR_CONTEXT_FULL] = "context full",
         [ERR_BUSY] = "busy",
         [ERR_CANCELLED] = "cancelled",
+        [ERR_NO_SPACE] = "no space left",
+        [ERR_CORRUPT] = "corrupt data",
     };
     if ((int)code < 0 || code >= ERR_COUNT_ || !names[code]) return "unknown error";
     return names[code];

@@ -39,6 +39,8 @@ typedef enum {
     ERR_CONTEXT_FULL = 20,    /* a position beyond the cache or context */
     ERR_BUSY = 21,            /* the object is in use by another stream */
     ERR_CANCELLED = 22,       /* the caller cancelled */
+    ERR_NO_SPACE = 23,        /* the disk (or a quota) is full */
+    ERR_CORRUPT = 24,         /* stored data fails its check: short, wrong magic or checksum */
     ERR_COUNT_
 } err_code;
 

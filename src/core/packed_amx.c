@@ -40,14 +40,19 @@ typedef struct {
 
 static __thread int tiles_configured;
 
+/* C tiles 0..3: 16 tokens x 16 rows of int32; A tiles 4, 5: 16 tokens x 32
+ * activation bytes; B tiles 6, 7: 8 groups of 4 weights x 16 rows.
+ * A constant in memory: GCC may treat the stores of a local configuration
+ * as dead (its ldtilecfg builtin does not say it reads all 64 bytes), and at
+ * -O2 it did drop them in a test build, which then faulted at tilezero. */
+static const tile_config TILES = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 32, 32, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 8, 8},
+};
+
 static void configure_tiles(void) {
-    tile_config c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int i = 0; i < 4; i++) c.rows[i] = 16, c.colsb[i] = 64; /* C: 16 tokens x 16 rows of int32 */
-    for (int i = 4; i < 6; i++) c.rows[i] = 16, c.colsb[i] = 32; /* A: 16 tokens x 32 activation bytes */
-    for (int i = 6; i < 8; i++) c.rows[i] = 8, c.colsb[i] = 64;  /* B: 8 groups of 4 weights x 16 rows */
-    _tile_loadconfig(&c);
+    _tile_loadconfig(&TILES);
     tiles_configured = 1;
 }
 

@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -18,6 +19,7 @@
 #include "core/attn.h"
 #include "core/quant.h"
 #include "policy.h"
+#include "spill.h"
 
 typedef struct {
     uint32_t k_type, v_type; /* per-token rows, or keys by channel (ATTN_KC8 / KC4) */
@@ -26,8 +28,13 @@ typedef struct {
     int32_t pos[KV_BLOCK];
     float score[KV_BLOCK];
     bool scored[KV_BLOCK];
-    uint8_t *mem;       /* the keys (KV_BLOCK rows, or k_dim channels), then KV_BLOCK value rows */
+    uint8_t *mem;       /* the keys (KV_BLOCK rows, or k_dim channels), then KV_BLOCK value rows; NULL when spilled */
     size_t mem_bytes;
+    bool spilled;       /* mem is on file, in slot */
+    int slot;           /* -1, or a spill slot holding mem exactly as it is */
+    fp16_t *kmin, *kmax; /* per key channel over the entries (cold blocks, with spill): Quest's bound (a
+                          * ranking, so fp16 rounding is harmless; the entries themselves are exact) */
+    bool stale;         /* entries left since the bounds were taken */
 } kv_block;
 
 typedef struct {
@@ -39,17 +46,24 @@ typedef struct {
      * a rolled-back verify attended to, are scored only once committed) */
     float *pending;
     int n_pending, cap_pending, pending_queries;
+    float *last_q;      /* the newest query row seen (spill), q_dim floats */
+    bool have_q;
+    int n_spilled;
 } kv_layer;
 
 struct kv_cache {
     kv_config cfg;
     const kv_policy *policy;
-    int n_layer, k_dim, v_dim;
+    int n_layer, k_dim, v_dim, n_head, head_dim;
     kv_layer *layers;
     int32_t commit_pos;    /* entries at positions below are committed */
     bool prefill_observed; /* SnapKV has voted */
     int64_t evicted, requantized;
     float *f32;            /* scratch: one block of rows as F32 */
+    spill_store *spill;    /* NULL: no spill */
+    bool spill_full;       /* a write found no space: no more writes until a slot frees */
+    int64_t spill_clean, spill_hits, spill_errors, spill_dropped;
+    char spill_note[160];
 };
 
 static const kv_policy *policy_of(kv_policy_id id) {
@@ -135,13 +149,22 @@ static kv_block *block_new(const kv_cache *c, uint32_t kt, uint32_t vt) {
     b->mem = p;
     b->k_type = kt;
     b->v_type = vt;
+    b->slot = -1;
     return b;
 }
 
 static void block_free(kv_block *b) {
     if (!b) return;
-    munmap(b->mem, b->mem_bytes); /* the pages go back to the system at once */
+    if (b->mem) munmap(b->mem, b->mem_bytes); /* the pages go back to the system at once */
+    free(b->kmin);
+    free(b->kmax);
     free(b);
+}
+
+/* b's bytes change: a copy on file no longer matches */
+static void block_touched(kv_cache *c, kv_block *b) {
+    if (b->slot >= 0 && c->spill) spill_release(c->spill, b->slot);
+    b->slot = -1;
 }
 
 static uint8_t *krow(const kv_cache *c, const kv_block *b, int i) { /* per-token keys only */
@@ -217,13 +240,179 @@ static err_code push_block(kv_layer *L, kv_block *b, err_t *err) {
     return ERR_OK;
 }
 
-static void remove_block(kv_layer *L, int i) {
-    block_free(L->blocks[i]);
+static void remove_block(kv_cache *c, kv_layer *L, int i) {
+    kv_block *b = L->blocks[i];
+    if (b->spilled) L->n_spilled--;
+    block_touched(c, b);
+    block_free(b);
     memmove(L->blocks + i, L->blocks + i + 1, sizeof *L->blocks * (size_t)(L->n_blocks - i - 1));
     L->n_blocks--;
 }
 
+/* What a block holding n committed entries costs the budget: its entries
+ * while in memory, and its key bounds (cold blocks, with spill). */
+static uint64_t block_cost(const kv_cache *c, const kv_block *b, int n) {
+    return (b->spilled ? 0 : block_bytes(c, b->k_type, b->v_type, n)) +
+           (b->kmin ? 2ull * (uint64_t)c->k_dim * sizeof(fp16_t) : 0);
+}
+
+static uint64_t layer_bytes(const kv_cache *c, const kv_layer *L, bool committed_only) {
+    uint64_t s = 0;
+    for (int i = 0; i < L->n_blocks; i++) {
+        const kv_block *b = L->blocks[i];
+        int n = b->n;
+        if (committed_only)
+            for (int j = 0; j < b->n; j++) n -= b->pos[j] >= c->commit_pos;
+        s += block_cost(c, b, n);
+    }
+    return s;
+}
+
+/* ---------------------------------------------------------------- spill */
+
+static void spill_failed(kv_cache *c, const err_t *e) {
+    c->spill_errors++;
+    snprintf(c->spill_note, sizeof c->spill_note, "%.159s", e->msg);
+}
+
+/* Each key channel's minimum and maximum over the block's entries. */
+static err_code block_bounds(kv_cache *c, kv_block *b, err_t *err) {
+    if (!b->kmin) {
+        b->kmin = malloc(sizeof(fp16_t) * (size_t)c->k_dim);
+        b->kmax = malloc(sizeof(fp16_t) * (size_t)c->k_dim);
+        if (!b->kmin || !b->kmax) {
+            free(b->kmin), free(b->kmax);
+            b->kmin = b->kmax = NULL;
+            return err_set(err, ERR_NOMEM, "out of memory for KV block bounds");
+        }
+    }
+    b->stale = false;
+    float *lo = c->f32 + (size_t)c->k_dim, *hi = lo + c->k_dim; /* (f32 holds a block of rows: room) */
+    for (int d = 0; d < c->k_dim; d++) lo[d] = INFINITY, hi[d] = -INFINITY;
+    for (int j = 0; j < b->n; j++) {
+        key_f32(c, b, j, c->f32);
+        for (int d = 0; d < c->k_dim; d++) {
+            lo[d] = fminf(lo[d], c->f32[d]);
+            hi[d] = fmaxf(hi[d], c->f32[d]);
+        }
+    }
+    for (int d = 0; d < c->k_dim; d++) b->kmin[d] = fp32_to_fp16(lo[d]), b->kmax[d] = fp32_to_fp16(hi[d]);
+    return ERR_OK;
+}
+
+/* Quest's upper bound on the score any key of b can get from query row q:
+ * per head, sum over its channels of max(q*min, q*max); the best head. */
+static float block_bound(const kv_cache *c, const kv_block *b, const float *q) {
+    const int group = c->n_head / (c->k_dim / c->head_dim);
+    float best = -INFINITY;
+    for (int h = 0; h < c->n_head; h++) {
+        const float *qh = q + (size_t)h * c->head_dim;
+        const fp16_t *lo = b->kmin + (size_t)(h / group) * c->head_dim, *hi = b->kmax + (size_t)(h / group) * c->head_dim;
+        float s = 0.0f;
+        for (int i = 0; i < c->head_dim; i++) s += fmaxf(qh[i] * fp16_to_fp32(lo[i]), qh[i] * fp16_to_fp32(hi[i]));
+        best = fmaxf(best, s);
+    }
+    return best;
+}
+
+/* The best score q gives any key of resident block b (the bound's truth). */
+static float block_best(kv_cache *c, const kv_block *b, const float *q) {
+    const int group = c->n_head / (c->k_dim / c->head_dim);
+    float best = -INFINITY;
+    for (int j = 0; j < b->n; j++) {
+        key_f32(c, b, j, c->f32);
+        for (int h = 0; h < c->n_head; h++) {
+            const float *qh = q + (size_t)h * c->head_dim, *k = c->f32 + (size_t)(h / group) * c->head_dim;
+            float s = 0.0f;
+            for (int i = 0; i < c->head_dim; i++) s += qh[i] * k[i];
+            best = fmaxf(best, s);
+        }
+    }
+    return best;
+}
+
+/* A resident block that may go to the file: cold, closed, committed, and
+ * holding no anchor and no entry of the recent window. */
+static bool spillable(const kv_cache *c, const kv_block *b) {
+    if (b->spilled || b->open || !b->n || !b->kmin) return false;
+    for (int j = 0; j < b->n; j++) {
+        const int32_t p = b->pos[j];
+        if (p < c->cfg.anchor_tokens || p >= c->commit_pos || c->commit_pos - 1 - p < c->cfg.recent_tokens) return false;
+    }
+    return true;
+}
+
+/* Lower goes to the file first: the bound under the layer's newest query,
+ * or before any query the policy's mean rank of the entries. */
+static double spill_rank(const kv_cache *c, const kv_layer *L, const kv_block *b) {
+    if (L->have_q) return block_bound(c, b, L->last_q);
+    double s = 0.0;
+    for (int j = 0; j < b->n; j++) s += c->policy->rank(b->score[j], b->scored[j], b->pos[j]);
+    return s / b->n;
+}
+
+/* Resident b to the file: written unless its slot still holds it. */
+static err_code spill_block(kv_cache *c, kv_layer *L, kv_block *b, err_t *err) {
+    if (b->slot < 0) {
+        err_code rc = spill_put(c->spill, b->mem, b->mem_bytes, &b->slot, err);
+        if (rc) return rc;
+    } else c->spill_clean++;
+    munmap(b->mem, b->mem_bytes);
+    b->mem = NULL;
+    b->spilled = true;
+    L->n_spilled++;
+    return ERR_OK;
+}
+
+/* Spilled b back into memory (keeping its slot); on failure it stays spilled. */
+static err_code restore_block(kv_cache *c, kv_layer *L, kv_block *b, err_t *err) {
+    void *p = mmap(NULL, b->mem_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return err_set(err, ERR_NOMEM, "out of memory reading a KV block back");
+    err_code rc = spill_get(c->spill, b->slot, p, b->mem_bytes, err);
+    if (rc) {
+        munmap(p, b->mem_bytes);
+        return rc;
+    }
+    b->mem = p;
+    b->spilled = false;
+    L->n_spilled--;
+    return ERR_OK;
+}
+
+/* A spilled block whose read failed: its entries are evicted. */
+static void drop_spilled(kv_cache *c, kv_layer *L, int i, const err_t *e) {
+    spill_failed(c, e);
+    c->spill_dropped++;
+    c->evicted += L->blocks[i]->n;
+    remove_block(c, L, i);
+}
+
+/* While over limit, move the lowest-ranked spillable blocks to the file. */
+static void spill_over(kv_cache *c, kv_layer *L, uint64_t limit) {
+    uint64_t bytes = layer_bytes(c, L, true);
+    while (bytes > limit && c->spill && !c->spill_full) {
+        int pick = -1;
+        double low = INFINITY;
+        for (int i = 0; i < L->n_blocks; i++) {
+            const kv_block *b = L->blocks[i];
+            if (!spillable(c, b)) continue;
+            const double r = spill_rank(c, L, b);
+            if (pick < 0 || r < low) pick = i, low = r;
+        }
+        if (pick < 0) return;
+        err_t e = {0};
+        if (spill_block(c, L, L->blocks[pick], &e)) {
+            spill_failed(c, &e); /* a full disk or a write error: eviction from now on */
+            c->spill_full = true;
+            return;
+        }
+        bytes = layer_bytes(c, L, true);
+    }
+}
+
 /* ---------------------------------------------------------------- create */
+
+static void tier_types(const kv_cache *c, int t, uint32_t *kt, uint32_t *vt);
 
 err_code kv_cache_new(const model_hparams *hp, const kv_config *cfg, kv_cache **out, err_t *err) {
     *out = NULL;
@@ -263,12 +452,30 @@ err_code kv_cache_new(const model_hparams *hp, const kv_config *cfg, kv_cache **
     c->n_layer = hp->n_layer;
     c->k_dim = k_dim;
     c->v_dim = v_dim;
+    c->n_head = hp->n_head;
+    c->head_dim = hp->head_dim;
     c->layers = calloc((size_t)hp->n_layer, sizeof *c->layers);
     c->f32 = malloc(sizeof(float) * KV_BLOCK * (size_t)(k_dim > v_dim ? k_dim : v_dim));
     if (!c->layers || !c->f32) {
         kv_cache_free(c);
         return err_set(err, ERR_NOMEM, "out of memory");
     }
+    /* spill: only with a budget to keep; a directory that cannot take the
+     * file leaves the cache working, evicting instead (the stats say why) */
+    if (k.spill_dir && k.budget_bytes) {
+        uint32_t kt, vt;
+        tier_types(c, 2, &kt, &vt);
+        const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        const size_t payload = (k_area(c, kt) + KV_BLOCK * row_bytes(vt, c->v_dim) + page - 1) / page * page;
+        err_t e = {0};
+        if (spill_open(k.spill_dir, payload, k.spill_max_bytes, &c->spill, &e)) spill_failed(c, &e);
+        for (int l = 0; c->spill && l < c->n_layer; l++)
+            if (!(c->layers[l].last_q = malloc(sizeof(float) * (size_t)c->n_head * (size_t)c->head_dim))) {
+                kv_cache_free(c);
+                return err_set(err, ERR_NOMEM, "out of memory");
+            }
+    }
+    c->cfg.spill_dir = NULL; /* the caller's string is not kept */
     *out = c;
     return ERR_OK;
 }
@@ -281,13 +488,17 @@ void kv_cache_free(kv_cache *c) {
         free(L->blocks);
         free(L->spans);
         free(L->pending);
+        free(L->last_q);
     }
+    spill_close(c->spill);
     free(c->layers);
     free(c->f32);
     free(c);
 }
 
 const kv_config *kv_cache_config(const kv_cache *c) { return &c->cfg; }
+
+int kv_cache_spill_fd(const kv_cache *c) { return c->spill ? spill_fd(c->spill) : -1; }
 
 /* ---------------------------------------------------------------- iface */
 
@@ -328,7 +539,7 @@ static int cache_view(void *self, int layer, const kv_span **spans) {
     int n = 0; /* L->spans has room for every block (push_block) */
     for (int i = 0; i < L->n_blocks; i++) {
         const kv_block *b = L->blocks[i];
-        if (!b->n) continue;
+        if (!b->n || b->spilled) continue;
         L->spans[n++] = (kv_span){
             .n_tokens = b->n, .pos = b->pos, .k_type = b->k_type, .v_type = b->v_type, .k = b->mem,
             .v = vrow(c, b, 0), .k_row_bytes = k_stride(c, b->k_type), .v_row_bytes = row_bytes(b->v_type, c->v_dim),
@@ -357,6 +568,7 @@ static void apply_pending(kv_cache *c, kv_layer *L) {
     int e = 0;
     for (int i = 0; i < L->n_blocks && e < L->n_pending; i++) {
         kv_block *b = L->blocks[i];
+        if (b->spilled) continue; /* not in the view */
         for (int j = 0; j < b->n && e < L->n_pending; j++, e++) {
             if (b->pos[j] >= c->commit_pos) continue;
             b->score[j] = c->policy->update(b->score[j], L->pending[e], L->pending_queries, c->cfg.recent_tokens);
@@ -366,8 +578,11 @@ static void apply_pending(kv_cache *c, kv_layer *L) {
     L->n_pending = 0;
 }
 
+static void cache_queries(void *self, int layer, int n, const float *q);
+
 kv_iface kv_cache_iface(kv_cache *c) {
     kv_iface k = {.self = c, .append = cache_append, .view = cache_view};
+    if (c->spill) k.queries = cache_queries;
     bool observe = c->policy->observe == POLICY_OBSERVE_ALWAYS ||
                    (c->policy->observe == POLICY_OBSERVE_PREFILL && !c->prefill_observed);
     /* Scores only matter once eviction can happen: not at all without a
@@ -424,21 +639,11 @@ static err_code requantize(kv_cache *c, kv_layer *L, int i, int t, err_t *err) {
     b->n = n;
     b->open = false;
     L->blocks[i] = b;
+    block_touched(c, old);
     block_free(old);
     c->requantized++;
+    if (t == 2 && c->spill) return block_bounds(c, b, err);
     return ERR_OK;
-}
-
-static uint64_t layer_bytes(const kv_cache *c, const kv_layer *L, bool committed_only) {
-    uint64_t s = 0;
-    for (int i = 0; i < L->n_blocks; i++) {
-        const kv_block *b = L->blocks[i];
-        int n = b->n;
-        if (committed_only)
-            for (int j = 0; j < b->n; j++) n -= b->pos[j] >= c->commit_pos;
-        s += block_bytes(c, b->k_type, b->v_type, n);
-    }
-    return s;
 }
 
 typedef struct {
@@ -451,8 +656,9 @@ static int by_rank(const void *a, const void *b) {
     return x->rank < y->rank ? -1 : x->rank > y->rank;
 }
 
-/* Evict by the policy until the layer's committed bytes fit limit. */
+/* Spill, then evict by the policy, until the layer's committed bytes fit limit. */
 static err_code evict(kv_cache *c, kv_layer *L, uint64_t limit, err_t *err) {
+    spill_over(c, L, limit);
     uint64_t bytes = layer_bytes(c, L, true);
     if (bytes <= limit) return ERR_OK;
     int n = 0;
@@ -462,7 +668,7 @@ static err_code evict(kv_cache *c, kv_layer *L, uint64_t limit, err_t *err) {
     int nv = 0;
     for (int i = 0; i < L->n_blocks; i++) {
         const kv_block *b = L->blocks[i];
-        for (int j = 0; j < b->n; j++) {
+        for (int j = 0; j < b->n && !b->spilled; j++) {
             const int32_t p = b->pos[j];
             if (p < c->cfg.anchor_tokens || p >= c->commit_pos || c->commit_pos - 1 - p < c->cfg.recent_tokens) continue;
             v[nv++] = (victim){c->policy->rank(b->score[j], b->scored[j], p), i, j};
@@ -476,39 +682,107 @@ static err_code evict(kv_cache *c, kv_layer *L, uint64_t limit, err_t *err) {
         b->pos[v[k].slot] = INT32_MIN; /* marked; removed below */
     }
     free(v);
+    /* still over: the bounds of spilled blocks are what is left; the
+     * blocks the newest query bounds lowest go */
+    while (bytes > limit && L->n_spilled) {
+        int pick = -1;
+        double low = INFINITY;
+        for (int i = 0; i < L->n_blocks; i++)
+            if (L->blocks[i]->spilled) {
+                const double r = spill_rank(c, L, L->blocks[i]);
+                if (pick < 0 || r < low) pick = i, low = r;
+            }
+        bytes -= block_cost(c, L->blocks[pick], L->blocks[pick]->n);
+        c->evicted += L->blocks[pick]->n;
+        remove_block(c, L, pick);
+    }
     if (bytes > limit) /* cannot happen when kv_cache_new checked the budget */
         return err_set(err, ERR_CONTEXT_FULL, "the KV budget cannot hold the anchors and the recent window");
     c->evicted += k;
     /* compact each block, then merge neighbours of one type that fit together */
     for (int i = 0; i < L->n_blocks; i++) {
         kv_block *b = L->blocks[i];
+        if (b->spilled) continue;
         int w = 0;
         for (int j = 0; j < b->n; j++) {
             if (b->pos[j] == INT32_MIN) continue;
             if (w != j) move_entry(c, b, w, j);
             w++;
         }
+        if (w != b->n) block_touched(c, b), b->stale = true;
         b->n = w;
     }
     for (int i = 0; i < L->n_blocks;) {
         kv_block *b = L->blocks[i];
         if (b->n == 0 && !b->open) {
-            remove_block(L, i);
+            remove_block(c, L, i);
             continue;
         }
         if (i + 1 < L->n_blocks) {
             kv_block *nx = L->blocks[i + 1];
             /* keys by channel share a scale per block: those blocks are not merged */
-            if (!b->open && !nx->open && nx->k_type == b->k_type && nx->v_type == b->v_type &&
-                !by_channel(b->k_type) && b->n + nx->n <= KV_BLOCK) {
+            if (!b->open && !nx->open && !b->spilled && !nx->spilled && nx->k_type == b->k_type &&
+                nx->v_type == b->v_type && !by_channel(b->k_type) && b->n + nx->n <= KV_BLOCK) {
                 append_entries(c, b, nx);
-                remove_block(L, i + 1);
+                block_touched(c, b);
+                b->stale = true;
+                remove_block(c, L, i + 1);
                 continue;
             }
         }
         i++;
     }
+    /* bounds of changed cold blocks: a bound over fewer entries is tighter */
+    for (int i = 0; i < L->n_blocks; i++) {
+        kv_block *b = L->blocks[i];
+        if (b->kmin && b->stale && !b->spilled) {
+            err_code rc = block_bounds(c, b, err);
+            if (rc) return rc;
+        }
+    }
     return ERR_OK;
+}
+
+/* The layer's queries, before its attention: keep the newest row (it ranks
+ * blocks for spilling), and when a spilled block's bound beats the lowest
+ * resident cold block's, trade them. At most one trade per layer and
+ * forward; failures degrade (a failed read drops the block). */
+static void cache_queries(void *self, int layer, int n, const float *q) {
+    kv_cache *c = self;
+    kv_layer *L = &c->layers[layer];
+    const size_t q_dim = (size_t)c->n_head * (size_t)c->head_dim;
+    memcpy(L->last_q, q + (size_t)(n - 1) * q_dim, sizeof(float) * q_dim);
+    L->have_q = true;
+    if (!L->n_spilled) return;
+    int s = -1, r = -1;
+    float bs = -INFINITY, br = INFINITY;
+    for (int i = 0; i < L->n_blocks; i++) {
+        const kv_block *b = L->blocks[i];
+        if (b->spilled) {
+            const float f = block_bound(c, b, L->last_q);
+            if (s < 0 || f > bs) s = i, bs = f;
+        } else if (spillable(c, b)) {
+            const float f = block_bound(c, b, L->last_q);
+            if (r < 0 || f < br) r = i, br = f;
+        }
+    }
+    const uint64_t limit = c->cfg.budget_bytes / (uint64_t)c->n_layer;
+    kv_block *S = L->blocks[s], *R = r >= 0 ? L->blocks[r] : NULL;
+    if (R ? !(bs > br) : layer_bytes(c, L, true) + block_bytes(c, S->k_type, S->v_type, S->n) > limit) return;
+    if (R && c->spill_full && R->slot < 0) return; /* R could not leave */
+    err_t e = {0};
+    if (restore_block(c, L, S, &e)) {
+        drop_spilled(c, L, s, &e);
+        return;
+    }
+    if (R) {
+        if (block_best(c, S, L->last_q) > block_best(c, R, L->last_q)) c->spill_hits++;
+        if (spill_block(c, L, R, &e)) {
+            spill_failed(c, &e);
+            c->spill_full = true;
+        }
+    }
+    if (layer_bytes(c, L, true) > limit) evict(c, L, limit, &e); /* S larger than R, or R stayed */
 }
 
 err_code kv_cache_commit(kv_cache *c, int n, err_t *err) {
@@ -551,15 +825,33 @@ static void drop_from(kv_cache *c, int32_t pos) {
         kv_layer *L = &c->layers[l];
         for (int i = 0; i < L->n_blocks; i++) {
             kv_block *b = L->blocks[i];
+            if (b->spilled) {
+                int keep = 0;
+                for (int j = 0; j < b->n; j++) keep += b->pos[j] < pos;
+                if (keep == b->n) continue;
+                err_t e = {0};
+                if (keep == 0) { /* all of it goes: no need to read it */
+                    remove_block(c, L, i--);
+                    continue;
+                }
+                if (restore_block(c, L, b, &e)) {
+                    drop_spilled(c, L, i--, &e);
+                    continue;
+                }
+            }
             int w = 0;
             for (int j = 0; j < b->n; j++) {
                 if (b->pos[j] >= pos) continue;
                 if (w != j) move_entry(c, b, w, j);
                 w++;
             }
-            b->n = w;
+            if (w != b->n) {
+                block_touched(c, b);
+                b->n = w;
+                if (b->kmin && w) block_bounds(c, b, NULL); /* allocates nothing: cannot fail */
+            }
         }
-        while (L->n_blocks && L->blocks[L->n_blocks - 1]->n == 0) remove_block(L, L->n_blocks - 1);
+        while (L->n_blocks && L->blocks[L->n_blocks - 1]->n == 0) remove_block(c, L, L->n_blocks - 1);
         int held = 0; /* dropped entries were the newest: the end of the view order */
         for (int i = 0; i < L->n_blocks; i++) held += L->blocks[i]->n;
         if (L->n_pending > held) L->n_pending = held;
@@ -593,7 +885,16 @@ void kv_cache_truncate(kv_cache *c, int32_t pos) {
 
 kv_stats kv_cache_stats(const kv_cache *c) {
     kv_stats s = {.budget = c->cfg.budget_bytes, .tokens_evicted = c->evicted / c->n_layer,
-                  .requantized = c->requantized};
+                  .requantized = c->requantized, .spill_on = c->spill != NULL, .spill_clean = c->spill_clean,
+                  .spill_hits = c->spill_hits, .spill_errors = c->spill_errors, .spill_dropped = c->spill_dropped};
+    snprintf(s.spill_note, sizeof s.spill_note, "%s", c->spill_note);
+    if (c->spill) {
+        const spill_stats ss = spill_get_stats(c->spill);
+        s.spill_writes = ss.writes;
+        s.spill_reads = ss.reads;
+        s.spill_read_ns = ss.read_ns;
+        s.spill_file_bytes = ss.file_bytes;
+    }
     for (int l = 0; l < c->n_layer; l++) {
         const kv_layer *L = &c->layers[l];
         for (int i = 0; i < L->n_blocks; i++) {
@@ -603,9 +904,10 @@ kv_stats kv_cache_stats(const kv_cache *c) {
                 if (b->pos[j] < c->commit_pos) n++;
                 else if (l == 0) s.tentative++;
             }
-            const uint64_t bytes = block_bytes(c, b->k_type, b->v_type, n);
+            const uint64_t bytes = block_cost(c, b, n);
             s.bytes += bytes;
-            s.mapped_bytes += b->mem_bytes;
+            if (!b->spilled) s.mapped_bytes += b->mem_bytes;
+            s.blocks_spilled += b->spilled;
             const int t = tier_of(c, b);
             if (t == 0) s.bytes_hot += bytes;
             else if (t == 1) s.bytes_warm += bytes;

@@ -23,6 +23,21 @@
  * entries the policy ranks lowest (never anchors, never the recent_tokens
  * newest), compacting and merging blocks and unmapping the freed ones.
  *
+ * Spill. With spill_dir set, over budget the cache first moves whole cold
+ * blocks to a file there (spill.h) instead of evicting entries: the block
+ * whose keys the layer's latest query can score least (Quest's bound, from
+ * each channel's minimum and maximum over the block, kept in memory) goes
+ * first. Before each attention the forward hands the queries in
+ * (kv_iface.queries); when a spilled block's bound beats the lowest
+ * resident cold block's, the two trade places: one read, and one write
+ * unless the leaving block is still on file unchanged (a block read back
+ * keeps its slot: a block that bounces costs no second write). Only the
+ * bounds (two floats per key channel of each cold block) count against
+ * the budget. A failed spill (no
+ * directory, disk full, the spill_max_bytes limit) falls back to eviction; a
+ * failed read (truncated or corrupted file: every record is checksummed)
+ * drops the block as evicted. Each is counted in the stats.
+ *
  * Speculation. Appended entries are tentative: attended to, but not counted
  * against the budget, not scored, not re-quantized, until kv_cache_commit.
  * kv_cache_rollback(n) drops the newest n tentative entries, leaving the
@@ -53,6 +68,8 @@ typedef struct {
     int key_channels;    /* 1 (default): quantized keys by channel within a block (KIVI), values by token */
     uint64_t budget_bytes; /* 0 = no limit */
     int snap_window;     /* SnapKV's observation window: 32 */
+    const char *spill_dir;    /* NULL (default): no spill */
+    uint64_t spill_max_bytes; /* the spill file's limit; 0 = what the disk holds */
 } kv_config;
 
 kv_config kv_config_default(void);
@@ -71,6 +88,17 @@ typedef struct {
     int64_t tokens_evicted;    /* per layer, since creation */
     int64_t requantized;       /* blocks re-quantized to a colder tier */
     int tentative;             /* entries appended and not yet committed */
+    /* spill (all layers) */
+    int spill_on;              /* a spill file is open */
+    int64_t blocks_spilled;    /* blocks on file now */
+    int64_t spill_writes, spill_clean; /* blocks written; blocks spilled again with no write (still on file) */
+    int64_t spill_reads, spill_hits;   /* blocks read back; of those, the ones whose best key the query
+                                        * scored above every key of the block they displaced */
+    uint64_t spill_read_ns;    /* total time in reads */
+    int64_t spill_errors;      /* failed opens, writes and reads (each degraded to eviction) */
+    int64_t spill_dropped;     /* spilled blocks lost to a failed read */
+    uint64_t spill_file_bytes;
+    char spill_note[160];      /* why spill is off or failed, "" when fine */
 } kv_stats;
 
 typedef struct kv_cache kv_cache;
@@ -90,6 +118,8 @@ void kv_cache_rollback(kv_cache *c, int n);
 void kv_cache_truncate(kv_cache *c, int32_t pos);
 kv_stats kv_cache_stats(const kv_cache *c);
 const kv_config *kv_cache_config(const kv_cache *c);
+/* The spill file's descriptor, -1 without one (tests damage the file). */
+int kv_cache_spill_fd(const kv_cache *c);
 
 /* Row bytes of one token (all KV heads, K and V) at a type. */
 uint64_t kv_token_bytes(const model_hparams *hp, uint32_t type);

@@ -581,6 +581,7 @@ err_code forward(fwd_state *st, const kv_iface *kv, const experts_iface *experts
             rope_apply(st->k + (size_t)t * k_dim, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_neox, cs);
         }
         if ((rc = kv->append(kv->self, l, n, pos, st->k, st->v, err))) break;
+        if (kv->queries) kv->queries(kv->self, l, n, st->q);
         if ((rc = attention(st, kv, l, n, pos0, err))) break;
         if ((rc = mat_mul(st, &L->wo, 0, st->att, n, st->ffn_out, err))) break;
         for (size_t i = 0; i < (size_t)n * E; i++) st->x[i] += st->ffn_out[i];

@@ -45,6 +45,11 @@ typedef struct {
      * n_queries says how many queries that is. */
     void (*observe)(void *self, int layer, int n_queries, int n_entries, const float *weights);
     int observe_last;
+    /* Optional (may be NULL): the layer's n query rows ([n][n_head * head_dim]
+     * F32, after RoPE), before its view is asked for, so that a cache can bring
+     * back entries these queries will need. Never fails the forward: a cache
+     * that cannot act on them degrades by itself. */
+    void (*queries)(void *self, int layer, int n, const float *q);
 } kv_iface;
 
 #endif
