@@ -29,6 +29,19 @@ ROWS = [
     ("morphkv, budget 20 %", SCALED + ["--kv-policy", "morphkv", "--kv-budget", "20%"]),
     ("window, budget 15 %", SCALED + ["--kv-policy", "window", "--kv-budget", "15%"]),
     ("morphkv, budget 15 %", SCALED + ["--kv-policy", "morphkv", "--kv-budget", "15%"]),
+    # spill on vs off at the same budget: a longer text, so that cold blocks exist to spill
+    ("morphkv, budget 25 %, 2048 tokens, no spill", SCALED + ["--kv-policy", "morphkv", "--kv-budget", "25%", "--ctx", "2048",
+                                                              "--kv-spill", "off"]),
+    ("morphkv, budget 25 %, 2048 tokens, spill", SCALED + ["--kv-policy", "morphkv", "--kv-budget", "25%", "--ctx", "2048",
+                                                           "--kv-spill", "on", "--cache-dir", "{cache}"]),
+    ("morphkv, budget 15 %, 2048 tokens, no spill", SCALED + ["--kv-policy", "morphkv", "--kv-budget", "15%", "--ctx", "2048",
+                                                              "--kv-spill", "off"]),
+    ("morphkv, budget 15 %, 2048 tokens, spill", SCALED + ["--kv-policy", "morphkv", "--kv-budget", "15%", "--ctx", "2048",
+                                                           "--kv-spill", "on", "--cache-dir", "{cache}"]),
+    ("window, budget 15 %, 2048 tokens, no spill", SCALED + ["--kv-policy", "window", "--kv-budget", "15%", "--ctx", "2048",
+                                                             "--kv-spill", "off"]),
+    ("window, budget 15 %, 2048 tokens, spill", SCALED + ["--kv-policy", "window", "--kv-budget", "15%", "--ctx", "2048",
+                                                          "--kv-spill", "on", "--cache-dir", "{cache}"]),
 ]
 
 
@@ -37,18 +50,22 @@ def main():
     ap.add_argument("--octo", default="build/octo")
     ap.add_argument("--shared", default="../shared")
     ap.add_argument("--ctx", default="512")
+    ap.add_argument("--cache-dir", default="/tmp", help="where the spill rows put their (unlinked) spill file")
     a = ap.parse_args()
     model = f"{a.shared}/models/stories260K.gguf"
     text = f"{a.shared}/text/tinystories-valid-head.txt"
-    print("| cache | tokens | KLD mean | KLD max | top-1 agreement | perplexity (F16: ref) | KV bytes / F16 | evicted per layer |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| cache | tokens | KLD mean | KLD max | top-1 agreement | perplexity (F16: ref) | KV bytes / F16 | evicted per layer "
+          "| spill: on file, read back (hits) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     cmds = []
     for name, args in ROWS:
         ctx = ["--ctx", a.ctx] if "--ctx" not in args else []
-        cmd = [a.octo, "eval", "-m", model, "-f", text] + ctx + args + ["--json"]
+        cmd = [a.octo, "eval", "-m", model, "-f", text] + ctx + [x.replace("{cache}", a.cache_dir) for x in args] + ["--json"]
         d = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
         print(f"| {name} | {d['tokens']} | {d['kld_mean']:.6f} | {d['kld_max']:.4f} | {100 * d['top1_agreement']:.2f} % "
-              f"| {d['ppl']:.4f} ({d['ppl_ref']:.4f}) | {100 * d['kv_fraction_of_f16']:.1f} % | {d['tokens_evicted']} |")
+              f"| {d['ppl']:.4f} ({d['ppl_ref']:.4f}) | {100 * d['kv_fraction_of_f16']:.1f} % | {d['tokens_evicted']} "
+              + (f"| {d['blocks_spilled']} blocks, {d['spill_reads']} ({100 * d['spill_hit_rate']:.0f} %) |" if d["spill"]
+                 else "| — |"))
         cmds.append((name, " ".join(cmd[:1] + ["eval", "-m", "$M", "-f", "$T"] + cmd[6:-1])))
     print()
     print("Commands (M = ../shared/models/stories260K.gguf, T = ../shared/text/tinystories-valid-head.txt):")

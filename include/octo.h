@@ -75,8 +75,13 @@ typedef enum { OCTO_LOG_DEBUG = 0, OCTO_LOG_INFO = 1, OCTO_LOG_WARN = 2, OCTO_LO
 
 typedef struct {
     int n_threads;         /* 0 = the performance cores this process may use */
-    const char *device;    /* NULL = this host; a device profile name overrides it */
-    const char *cache_dir; /* NULL = none (features that spill to flash stay off) */
+    /* NULL = this host. A known phone's profile ("iphone-15-pro", "iphone-14",
+     * "pixel-8", "galaxy-s24", "android-4gb-emmc") replaces the host's memory
+     * and storage in every plan; an unknown name fails octo_load_model. */
+    const char *device;
+    /* NULL = none (features that spill to flash stay off). The KV cache's
+     * spill file is created here (and unlinked at once: nothing is left). */
+    const char *cache_dir;
     /* Optional: messages the library would otherwise keep to itself (warnings
      * such as an unknown chat template). Called on the thread that caused them. */
     void (*log)(void *user, octo_log_level level, const char *message);
@@ -118,6 +123,13 @@ typedef struct {
     int cold_bits;           /* 4 (default), 8 (no INT4 tier) or 16 (no quantization) */
     int cold_symmetric;      /* 0 (default): INT4 groups with a minimum (asymmetric); 1: symmetric */
     int per_token_keys;      /* 0 (default): quantized keys by channel (KIVI); 1: by token, as values */
+    /* Over budget, cold blocks go to a file in the client's cache_dir instead
+     * of being evicted, and come back when a query needs them.
+     * 0 (default): when there is a cache_dir on fast storage (NVMe, UFS, SSD;
+     * not eMMC, a spinning disk or tmpfs); 1: whenever there is a cache_dir;
+     * -1: never. */
+    int spill;
+    uint64_t spill_max_bytes; /* the spill file's limit; 0 (default) = what the disk holds */
 } octo_kv_options;
 
 typedef struct {
@@ -156,6 +168,7 @@ typedef struct {
     uint64_t kv_bytes_per_token; /* at the type of new entries */
     int n_ctx;                /* the context this model was opened with */
     uint64_t kv_budget_bytes; /* 0 = none */
+    char kv_spill[128];        /* whether the KV cache spills to flash, and why */
     char kv_plan[192];        /* how the KV budget was chosen */
 } octo_model_info;
 
@@ -311,6 +324,16 @@ typedef struct {
     int64_t kv_tokens_retained;   /* entries held per layer */
     int64_t kv_tokens_evicted;    /* entries evicted per layer so far */
     char kv_policy[12];           /* "morphkv", ... */
+    /* KV spill (when on): blocks on file now, written, re-spilled with no write
+     * (still on file), read back and, of those, hits (the read block held a key
+     * the query scored above every key of the block it displaced); average
+     * read latency; failures (each degraded to eviction) and the last one */
+    int kv_spill_on;
+    int64_t kv_blocks_spilled, kv_spill_writes, kv_spill_clean, kv_spill_reads, kv_spill_hits, kv_spill_errors;
+    double kv_spill_read_us;
+    double kv_spill_hit_rate;     /* hits / reads, 0 before the first read */
+    uint64_t kv_spill_file_bytes;
+    char kv_spill_note[160];
     /* optimizations: -1 when the feature is off or does not apply */
     double speculative_acceptance_rate; /* accepted / proposed draft tokens */
     int spec_proposed, spec_accepted;   /* draft tokens of the last generation */
@@ -322,6 +345,7 @@ typedef struct {
     double expert_cache_hit_rate;       /* MoE expert lookups served from memory */
     /* process memory (0 where the system does not report it) */
     uint64_t rss_bytes, peak_rss_bytes;
+    uint64_t pss_bytes;           /* proportional set size (smaps_rollup), 0 where unavailable */
     char chat_template[16];       /* the chat template family in use ("plain" when none matched) */
     char warning[160];            /* "" or a problem worth showing, e.g. an unknown chat template */
 } octo_stats;

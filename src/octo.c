@@ -95,6 +95,7 @@ static err_code kv_config_of(const octo_model_options *o, kv_config *out, err_t 
         *out = kv_config_plain(hot);
         return ERR_OK;
     }
+    if (k->spill < -1 || k->spill > 1) return err_set(err, ERR_INVALID_ARG, "KV spill is -1, 0 or 1, not %d", k->spill);
     if ((int)k->policy < OCTO_KV_POLICY_DEFAULT || k->policy > OCTO_KV_POLICY_MORPHKV)
         return err_set(err, ERR_INVALID_ARG, "unknown KV policy %d", (int)k->policy);
     if (k->cold_bits != 4 && k->cold_bits != 8 && k->cold_bits != 16)
@@ -114,6 +115,7 @@ static err_code kv_config_of(const octo_model_options *o, kv_config *out, err_t 
     c.recent_tokens = k->recent_tokens;
     c.budget_bytes = k->budget_bytes;
     c.key_channels = !k->per_token_keys;
+    c.spill_max_bytes = k->spill_max_bytes;
     *out = c;
     return ERR_OK;
 }
@@ -142,11 +144,15 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
     }
     atomic_init(&om->busy, false);
     kv_config kv;
+    plan_device dev;
     err_code rc = kv_config_of(&om->opts, &kv, &c->err);
+    if (!rc)
+        rc = plan_device_of(c->opts.device, c->opts.cache_dir,
+                            om->opts.kv.compress ? (plan_spill)om->opts.kv.spill : PLAN_SPILL_OFF, &dev, &c->err);
     if (!rc) rc = model_load(path, &om->m, &c->err);
     if (!rc) {
         const int n_ctx = om->opts.n_ctx ? om->opts.n_ctx : om->m->hp.n_ctx_train;
-        om->plan = plan_make(om->m, n_ctx, &kv, sysmem_available());
+        om->plan = plan_make(om->m, n_ctx, &kv, &dev);
         rc = session_new_kv(om->m, n_ctx, &om->plan.kv, c->opts.n_threads, &om->s, &c->err);
     }
     if (rc) {
@@ -247,6 +253,7 @@ octo_model_info octo_model_info_get(const octo_model *om) {
     info.kv_bytes_per_token = kv_token_bytes(hp, om->plan.kv.hot_type);
     info.kv_budget_bytes = om->plan.kv.budget_bytes;
     snprintf(info.kv_plan, sizeof info.kv_plan, "%s", om->plan.kv_reason);
+    snprintf(info.kv_spill, sizeof info.kv_spill, "%s", om->plan.spill_reason);
     info.n_ctx = om->s->n_ctx;
     /* type histogram, in type-id order */
     uint64_t count[QT_COUNT] = {0};
@@ -587,9 +594,21 @@ octo_stats octo_model_stats(const octo_model *om) {
     st.kv_tokens_retained = kv.tokens;
     st.kv_tokens_evicted = kv.tokens_evicted;
     snprintf(st.kv_policy, sizeof st.kv_policy, "%s", kv_policy_name(om->plan.kv.policy));
+    st.kv_spill_on = kv.spill_on;
+    st.kv_blocks_spilled = kv.blocks_spilled;
+    st.kv_spill_writes = kv.spill_writes;
+    st.kv_spill_clean = kv.spill_clean;
+    st.kv_spill_reads = kv.spill_reads;
+    st.kv_spill_hits = kv.spill_hits;
+    st.kv_spill_errors = kv.spill_errors;
+    st.kv_spill_read_us = kv.spill_reads ? kv.spill_read_ns / 1e3 / (double)kv.spill_reads : 0.0;
+    st.kv_spill_hit_rate = kv.spill_reads ? (double)kv.spill_hits / (double)kv.spill_reads : 0.0;
+    st.kv_spill_file_bytes = kv.spill_file_bytes;
+    snprintf(st.kv_spill_note, sizeof st.kv_spill_note, "%s", kv.spill_note);
     sysmem_usage u = sysmem_read();
     st.rss_bytes = u.rss_bytes;
     st.peak_rss_bytes = u.peak_rss_bytes;
+    st.pss_bytes = u.pss_bytes;
     snprintf(st.chat_template, sizeof st.chat_template, "%s", chat_family_name(om->chat));
     snprintf(st.warning, sizeof st.warning, "%s", om->warning);
     return st;

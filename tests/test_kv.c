@@ -19,6 +19,7 @@
 #include "kv/kv_cache.h"
 #include "kv/spill.h"
 #include "model/model.h"
+#include "runtime/plan.h"
 #include "runtime/session.h"
 #include "t.h"
 #include "util.h"
@@ -477,7 +478,7 @@ static void test_rollback_and_budget(void) {
 /* Generation over a 4096-token context with the default cache and a small
  * budget: committed bytes stay within it after every token, through the
  * real forward pass (attention over mixed tiers, observed weights). */
-static void test_generation_budget(void) {
+static void generation_budget(const char *spill_dir) {
     synth_opts o = synth_defaults();
     o.n_embd = 64, o.n_head = 4, o.n_head_kv = 2, o.n_ff = 96, o.n_layer = 2, o.n_ctx = 4096, o.seed = 5;
     char path[512];
@@ -491,6 +492,7 @@ static void test_generation_budget(void) {
     }
     kv_config cfg = kv_config_default();
     cfg.budget_bytes = 400 * kv_token_bytes(&m->hp, QT_F16); /* ~10 % of the context at F16 */
+    cfg.spill_dir = spill_dir;
     session *s = NULL;
     T_CHECK(session_new_kv(m, 4096, &cfg, 1, &s, &err) == ERR_OK);
     float *logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
@@ -514,16 +516,78 @@ static void test_generation_budget(void) {
     }
     T_CHECKF(rc == ERR_OK, "%s", err.msg);
     const kv_stats st = kv_cache_stats(s->kv);
-    printf("4096-token generation, budget %llu bytes: peak %llu after %d steps, %lld entries held, %lld evicted\n",
-           (unsigned long long)cfg.budget_bytes, (unsigned long long)peak, steps, (long long)st.tokens,
-           (long long)st.tokens_evicted);
+    printf("4096-token generation%s, budget %llu bytes: peak %llu after %d steps, %lld entries held, %lld evicted, "
+           "%lld blocks on file, %lld read back (%lld hits)\n",
+           spill_dir ? " with spill" : "", (unsigned long long)cfg.budget_bytes, (unsigned long long)peak, steps,
+           (long long)st.tokens, (long long)st.tokens_evicted, (long long)st.blocks_spilled, (long long)st.spill_reads,
+           (long long)st.spill_hits);
     T_EQ_INT(over, 0);
     T_EQ_INT(s->n_past, 4096);
-    T_CHECK(st.tokens_evicted > 3000);
+    if (!spill_dir) T_CHECK(st.tokens_evicted > 3000);
+    else {
+        /* through the forward's queries: blocks go out and come back, and the
+         * budget still holds. Only warm entries over budget are evicted (the
+         * default 512-token warm window nearly fills it): every cold block is
+         * kept, in memory or on file */
+        T_CHECK(st.spill_on && st.blocks_spilled > 0 && st.spill_reads > 0 && st.spill_errors == 0);
+        T_EQ_INT((int)(st.tokens + st.tokens_evicted), 4096);
+        T_CHECKF(st.tokens_evicted < 1000, "%lld entries evicted with spill on", (long long)st.tokens_evicted);
+    }
     free(logits);
     session_free(s);
     model_free(m);
     remove(path);
+}
+
+/* The plan's spill decision by device profile and storage. */
+static void test_plan_spill(void) {
+    synth_opts o = synth_defaults();
+    o.n_embd = 64, o.n_head = 4, o.n_head_kv = 2, o.n_ff = 96, o.n_layer = 2, o.n_ctx = 4096, o.seed = 9;
+    char path[512];
+    tu_tmp_path(path, sizeof path, "plan.gguf");
+    err_t err = {0};
+    model *m = NULL;
+    if (synth_write(&o, path, &err) || model_load(path, &m, &err)) {
+        T_CHECKF(0, "%s", err.msg);
+        remove(path);
+        return;
+    }
+    kv_config cfg = kv_config_default();
+    cfg.budget_bytes = 400 * kv_token_bytes(&m->hp, QT_F16);
+    const struct {
+        const char *device, *dir;
+        plan_spill mode;
+        bool on;
+    } cases[] = {
+        {"pixel-8", "/tmp", PLAN_SPILL_AUTO, true},           /* UFS */
+        {"iphone-15-pro", "/tmp", PLAN_SPILL_AUTO, true},     /* NVMe */
+        {"android-4gb-emmc", "/tmp", PLAN_SPILL_AUTO, false}, /* eMMC: hard eviction */
+        {"android-4gb-emmc", "/tmp", PLAN_SPILL_ON, true},    /* unless asked */
+        {"pixel-8", NULL, PLAN_SPILL_AUTO, false},            /* no cache directory */
+        {"pixel-8", "/tmp", PLAN_SPILL_OFF, false},
+        {NULL, "/dev/shm", PLAN_SPILL_AUTO, false},           /* tmpfs is memory */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        plan_device d;
+        T_CHECK(plan_device_of(cases[i].device, cases[i].dir, cases[i].mode, &d, &err) == ERR_OK);
+        const plan p = plan_make(m, 4096, &cfg, &d);
+        printf("plan: %-16s %-9s -> spill %s\n", cases[i].device ? cases[i].device : "host", cases[i].dir ? cases[i].dir : "-",
+               p.spill_reason);
+        T_CHECKF((p.kv.spill_dir != NULL) == cases[i].on, "case %zu: %s", i, p.spill_reason);
+    }
+    /* a profile's memory sets the budget: 4 GiB for the app on an 8 GB phone */
+    plan_device d;
+    T_CHECK(plan_device_of("pixel-8", NULL, PLAN_SPILL_AUTO, &d, &err) == ERR_OK);
+    T_CHECK(d.mem_available == 4ull << 30 && d.storage == STORAGE_UFS);
+    T_EQ_INT(plan_device_of("nokia-3310", NULL, PLAN_SPILL_AUTO, &d, &err), ERR_INVALID_ARG);
+    printf("unknown device: %s\n", err.msg);
+    model_free(m);
+    remove(path);
+}
+
+static void test_generation_budget(void) {
+    generation_budget(NULL);
+    generation_budget(getenv("OCTO_TMP") && *getenv("OCTO_TMP") ? getenv("OCTO_TMP") : "/tmp");
 }
 
 /* ---- spill */
@@ -717,6 +781,7 @@ static void test_spill(void) {
 }
 
 int main(void) {
+    test_plan_spill();
     test_spill_store();
     test_spill();
     test_generation_budget();

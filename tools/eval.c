@@ -12,6 +12,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,7 +104,7 @@ static int parse_policy(const char *s, octo_kv_policy *out) {
 }
 
 int cmd_eval(int argc, char **argv) {
-    const char *path = NULL, *file = NULL;
+    const char *path = NULL, *file = NULL, *cache_dir = NULL, *device = NULL;
     long n_ctx = 0, batch = 1;
     int json = 0, plain = 0;
     octo_model_options mo = octo_model_options_defaults();
@@ -148,6 +149,20 @@ int cmd_eval(int argc, char **argv) {
             else if (!strcmp(v, "token")) mo.kv.per_token_keys = 1;
             else return usage_error("eval: --kv-keys is channel or token, not '%s'", v);
         }
+        else if (!strcmp(a, "--cache-dir")) { NEED_VALUE; cache_dir = v; }
+        else if (!strcmp(a, "--device")) { NEED_VALUE; device = v; }
+        else if (!strcmp(a, "--kv-spill")) {
+            NEED_VALUE;
+            if (!strcmp(v, "auto")) mo.kv.spill = 0;
+            else if (!strcmp(v, "on")) mo.kv.spill = 1;
+            else if (!strcmp(v, "off")) mo.kv.spill = -1;
+            else return usage_error("eval: --kv-spill is auto, on or off, not '%s'", v);
+        }
+        else if (!strcmp(a, "--kv-spill-max")) {
+            NEED_VALUE;
+            if (!parse_long(v, 1, LONG_MAX, &x)) return usage_error("eval: bad --kv-spill-max '%s' (bytes)", v);
+            mo.kv.spill_max_bytes = (uint64_t)x;
+        }
         else if (!strcmp(a, "--kv-cold")) {
             NEED_VALUE;
             if (!strcmp(v, "q4_1")) mo.kv.cold_bits = 4, mo.kv.cold_symmetric = 0;
@@ -174,7 +189,10 @@ int cmd_eval(int argc, char **argv) {
     }
     fclose(f);
 
-    octo_client *c = octo_client_new(NULL);
+    octo_client_options co = octo_client_options_defaults();
+    co.cache_dir = cache_dir;
+    co.device = device;
+    octo_client *c = octo_client_new(&co);
     /* the reference: F16 entries, all kept */
     octo_model_options ro = octo_model_options_defaults();
     ro.kv.compress = 0;
@@ -223,12 +241,15 @@ int cmd_eval(int argc, char **argv) {
             printf("{\"tokens\": %d, \"batch\": %ld, \"ppl_ref\": %.6f, \"ppl\": %.6f, \"kld_mean\": %.6g, \"kld_max\": %.6g, "
                    "\"top1_agreement\": %.6f, \"kv_bytes_end\": %llu, \"kv_bytes_peak\": %llu, \"kv_bytes_mean\": %.0f, "
                    "\"kv_bytes_f16\": %llu, \"kv_fraction_of_f16\": %.4f, \"kv_budget\": %llu, \"kv_policy\": \"%s\", "
-                   "\"kv_bytes_hot\": %llu, \"kv_bytes_warm\": %llu, \"kv_bytes_cold\": %llu, \"tokens_evicted\": %lld}\n",
+                   "\"kv_bytes_hot\": %llu, \"kv_bytes_warm\": %llu, \"kv_bytes_cold\": %llu, \"tokens_evicted\": %lld, "
+                   "\"spill\": %d, \"blocks_spilled\": %lld, \"spill_writes\": %lld, \"spill_reads\": %lld, "
+                   "\"spill_hit_rate\": %.4f, \"spill_read_us\": %.2f, \"spill_errors\": %lld}\n",
                    n, batch, ppl_ref, ppl, kld, rt.kld_max, top1, (unsigned long long)rt.kv_bytes_end,
                    (unsigned long long)rt.kv_bytes_peak, rt.kv_bytes_mean, (unsigned long long)full_f16, frac_end,
                    (unsigned long long)rt.kv_budget, mo.kv.compress ? s.kv_policy : "plain",
                    (unsigned long long)rt.hot, (unsigned long long)rt.warm, (unsigned long long)rt.cold,
-                   (long long)rt.evicted);
+                   (long long)rt.evicted, s.kv_spill_on, (long long)s.kv_blocks_spilled, (long long)s.kv_spill_writes,
+                   (long long)s.kv_spill_reads, s.kv_spill_hit_rate, s.kv_spill_read_us, (long long)s.kv_spill_errors);
         else if (!rc) {
             printf("tokens          %d (fed %ld per step)\n", n, batch);
             printf("perplexity      %.4f (uncompressed F16 cache: %.4f)\n", ppl, ppl_ref);
@@ -240,6 +261,14 @@ int cmd_eval(int argc, char **argv) {
             printf("tiers           hot %llu, warm %llu, cold %llu bytes; %lld entries evicted per layer (%s)\n",
                    (unsigned long long)rt.hot, (unsigned long long)rt.warm, (unsigned long long)rt.cold,
                    (long long)rt.evicted, mo.kv.compress ? s.kv_policy : "plain");
+            const octo_model_info mi = octo_model_info_get(m);
+            printf("spill           %s\n", mi.kv_spill);
+            if (s.kv_spill_on)
+                printf("                %lld blocks on file at the end, %lld written, %lld re-spilled without a write, "
+                       "%lld read back (%.0f %% hits, %.1f us each), %lld errors%s%s\n",
+                       (long long)s.kv_blocks_spilled, (long long)s.kv_spill_writes, (long long)s.kv_spill_clean,
+                       (long long)s.kv_spill_reads, 100.0 * s.kv_spill_hit_rate, s.kv_spill_read_us,
+                       (long long)s.kv_spill_errors, s.kv_spill_note[0] ? ": " : "", s.kv_spill_note);
         }
         octo_model_free(m);
     }

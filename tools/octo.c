@@ -29,7 +29,7 @@ static void help(FILE *f) {
           "\n"
           "  run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
           "      [--repeat-penalty R] [--seed S] [--ctx N] [--chat] [--ids] [--stats]\n"
-          "      [--spec auto|none|ngram|draft] [--draft MODEL] [--spec-k N]\n"
+          "      [--spec auto|none|ngram|draft] [--draft MODEL] [--spec-k N] [--cache-dir DIR] [--device NAME]\n"
           "      stream a continuation to stdout; --chat: an interactive conversation (with -p as\n"
           "      the system prompt); --ids: print the generated token ids on one line;\n"
           "      --stats: a table of speed and memory on stderr at the end\n"
@@ -44,9 +44,12 @@ static void help(FILE *f) {
           "  eval -m MODEL -f TEXT [--ctx N] [--batch N] [--json] [--kv-plain] [--kv-policy P]\n"
           "       [--kv-budget BYTES|PCT%] [--kv-hot N] [--kv-warm N] [--kv-anchors N] [--kv-recent N]\n"
           "       [--kv-cold q4_1|q4_0|q8_0|f16] [--kv-keys channel|token]\n"
+          "       [--cache-dir DIR] [--kv-spill auto|on|off] [--kv-spill-max BYTES] [--device NAME]\n"
           "      perplexity over the text's first N tokens, fed N per step (default 1), and the\n"
           "      KV cache's cost in quality: KL divergence and top-1 agreement against an\n"
-          "      uncompressed F16 cache, KV bytes used; P: none window h2o snapkv morphkv\n"
+          "      uncompressed F16 cache, KV bytes used; P: none window h2o snapkv morphkv.\n"
+          "      With a cache directory, cold blocks over budget spill there (auto: only on\n"
+          "      fast storage); NAME: iphone-15-pro iphone-14 pixel-8 galaxy-s24 android-4gb-emmc\n"
           "  inspect -m MODEL [--kv-tokens N]\n"
           "      architecture, hyperparameters, tensors, parameter count, file bytes,\n"
           "      memory for weights and for a KV cache of N tokens (default: trained context)\n"
@@ -201,8 +204,14 @@ static int tokenize_all(octo_model *m, const char *text, size_t len, int add_spe
     return 0;
 }
 
+/* the client options `run` takes: where to spill, which device to plan for */
+static const char *g_cache_dir, *g_device;
+
 static octo_model *open_model(const char *path, int n_ctx, const char *draft, octo_client **client) {
-    *client = octo_client_new(NULL);
+    octo_client_options co = octo_client_options_defaults();
+    co.cache_dir = g_cache_dir;
+    co.device = g_device;
+    *client = octo_client_new(&co);
     if (!*client) {
         fail("out of memory");
         return NULL;
@@ -345,7 +354,12 @@ static void print_stats(const octo_stats *s) {
     if (s->spec_note[0]) fprintf(stderr, "speculation  %s\n", s->spec_note);
     if (s->expert_cache_hit_rate >= 0)
         fprintf(stderr, "experts      %.1f%% cache hits\n", 100.0 * s->expert_cache_hit_rate);
-    fprintf(stderr, "memory       %.1f MiB resident, %.1f MiB peak\n", mib(s->rss_bytes), mib(s->peak_rss_bytes));
+    if (s->kv_spill_on)
+        fprintf(stderr, "KV spill     %lld blocks on file, %lld written, %lld read back (%.0f%% hits, %.1f us each)%s%s\n",
+                (long long)s->kv_blocks_spilled, (long long)s->kv_spill_writes, (long long)s->kv_spill_reads,
+                100.0 * s->kv_spill_hit_rate, s->kv_spill_read_us, s->kv_spill_note[0] ? "; " : "", s->kv_spill_note);
+    fprintf(stderr, "memory       %.1f MiB resident (PSS %.1f MiB), %.1f MiB peak\n", mib(s->rss_bytes),
+            mib(s->pss_bytes), mib(s->peak_rss_bytes));
     if (s->warning[0]) fprintf(stderr, "warning      %s\n", s->warning);
 }
 
@@ -432,6 +446,8 @@ static int cmd_run(int argc, char **argv) {
             i++;
         }
         else if (!strcmp(a, "--draft") && v) { draft = v; i++; }
+        else if (!strcmp(a, "--cache-dir") && v) { g_cache_dir = v; i++; }
+        else if (!strcmp(a, "--device") && v) { g_device = v; i++; }
         else if (!strcmp(a, "--spec-k") && v) {
             long k;
             if (!parse_long(v, 1, 10, &k)) return usage_error("--spec-k takes 1..10");

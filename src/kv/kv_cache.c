@@ -161,6 +161,17 @@ static void block_free(kv_block *b) {
     free(b);
 }
 
+/* A block holding anchors lives as long as the cache: offer its pages to
+ * the kernel's same-page merging (KSM), which shares them between processes
+ * running the same prompt prefix (where the system has it on; advice only). */
+static void mark_anchor(const kv_cache *c, kv_block *b) {
+#ifdef MADV_MERGEABLE
+    if (b->n && b->mem && b->pos[0] < c->cfg.anchor_tokens) madvise(b->mem, b->mem_bytes, MADV_MERGEABLE);
+#else
+    (void)c, (void)b;
+#endif
+}
+
 /* b's bytes change: a copy on file no longer matches */
 static void block_touched(kv_cache *c, kv_block *b) {
     if (b->slot >= 0 && c->spill) spill_release(c->spill, b->slot);
@@ -528,6 +539,7 @@ static err_code cache_append(void *self, int layer, int n, const int32_t *pos, c
         memset(b->score + b->n, 0, sizeof(float) * (size_t)take);
         memset(b->scored + b->n, 0, sizeof(bool) * (size_t)take);
         b->n += take;
+        if (b->n == take) mark_anchor(c, b); /* a new block */
         n -= take;
     }
     return ERR_OK;
@@ -638,6 +650,7 @@ static err_code requantize(kv_cache *c, kv_layer *L, int i, int t, err_t *err) {
     memcpy(b->scored, old->scored, sizeof(bool) * (size_t)n);
     b->n = n;
     b->open = false;
+    mark_anchor(c, b);
     L->blocks[i] = b;
     block_touched(c, old);
     block_free(old);

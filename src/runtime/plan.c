@@ -5,8 +5,40 @@
 
 #include <stdio.h>
 
-plan plan_make(const model *m, int n_ctx, const kv_config *cfg, uint64_t mem_available) {
+#include "core/sysmem.h"
+
+err_code plan_device_of(const char *name, const char *cache_dir, plan_spill spill, plan_device *out, err_t *err) {
+    *out = (plan_device){.cache_dir = cache_dir && *cache_dir ? cache_dir : NULL, .spill = spill};
+    if (name) {
+        const device_profile *d = device_find(name);
+        if (!d) return err_set(err, ERR_INVALID_ARG, "unknown device '%s' (known: %s)", name, device_names());
+        out->device = d->name;
+        out->mem_available = d->ram_bytes - d->os_reserve_bytes;
+        out->storage = d->storage;
+        return ERR_OK;
+    }
+    out->mem_available = sysmem_available();
+    out->storage = out->cache_dir ? storage_probe(out->cache_dir) : STORAGE_UNKNOWN;
+    return ERR_OK;
+}
+
+static void plan_spill_for(plan *p, const plan_device *dev) {
+    kv_config *k = &p->kv;
+    k->spill_dir = NULL;
+    const char *why;
+    if (dev->spill == PLAN_SPILL_OFF) why = "off (asked)";
+    else if (!dev->cache_dir) why = "off: no cache directory";
+    else if (!k->budget_bytes) why = "off: no KV budget to keep";
+    else if (dev->spill == PLAN_SPILL_ON) k->spill_dir = dev->cache_dir, why = "on (asked)";
+    else if (storage_fast(dev->storage)) k->spill_dir = dev->cache_dir, why = "on: fast storage";
+    else why = "off: storage is not fast enough";
+    snprintf(p->spill_reason, sizeof p->spill_reason, "%s (%s%s%s)", why, storage_name(dev->storage),
+             dev->device ? ", device " : "", dev->device ? dev->device : "");
+}
+
+plan plan_make(const model *m, int n_ctx, const kv_config *cfg, const plan_device *dev) {
     plan p = {.kv = *cfg};
+    const uint64_t mem_available = dev->mem_available;
     kv_config *k = &p.kv;
     const uint64_t full = (uint64_t)n_ctx * kv_token_bytes(&m->hp, k->hot_type);
     const uint64_t floor = (uint64_t)(k->anchor_tokens + k->recent_tokens) * kv_token_bytes(&m->hp, k->hot_type);
@@ -14,10 +46,12 @@ plan plan_make(const model *m, int n_ctx, const kv_config *cfg, uint64_t mem_ava
         k->budget_bytes = 0;
         snprintf(p.kv_reason, sizeof p.kv_reason, "policy none: every entry kept (%llu bytes at full context)",
                  (unsigned long long)full);
+        plan_spill_for(&p, dev);
         return p;
     }
     if (k->budget_bytes) {
         snprintf(p.kv_reason, sizeof p.kv_reason, "budget given: %llu bytes", (unsigned long long)k->budget_bytes);
+        plan_spill_for(&p, dev);
         return p;
     }
     const uint64_t reserved = m->weight_bytes + PLAN_SAFETY_MARGIN;
@@ -31,5 +65,6 @@ plan plan_make(const model *m, int n_ctx, const kv_config *cfg, uint64_t mem_ava
     snprintf(p.kv_reason, sizeof p.kv_reason, "%s (free %llu MiB, weights %llu MiB, full context %llu MiB)", why,
              (unsigned long long)(mem_available >> 20), (unsigned long long)(m->weight_bytes >> 20),
              (unsigned long long)(full >> 20));
+    plan_spill_for(&p, dev);
     return p;
 }
