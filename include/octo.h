@@ -330,6 +330,7 @@ typedef struct {
      * read latency; failures (each degraded to eviction) and the last one */
     int kv_spill_on;
     int64_t kv_blocks_spilled, kv_spill_writes, kv_spill_clean, kv_spill_reads, kv_spill_hits, kv_spill_errors;
+    int64_t kv_spill_prefetched;  /* reads that found their block read ahead in the background */
     double kv_spill_read_us;
     double kv_spill_hit_rate;     /* hits / reads, 0 before the first read */
     uint64_t kv_spill_file_bytes;

@@ -600,6 +600,7 @@ octo_stats octo_model_stats(const octo_model *om) {
     st.kv_spill_clean = kv.spill_clean;
     st.kv_spill_reads = kv.spill_reads;
     st.kv_spill_hits = kv.spill_hits;
+    st.kv_spill_prefetched = kv.spill_prefetch_hits;
     st.kv_spill_errors = kv.spill_errors;
     st.kv_spill_read_us = kv.spill_reads ? kv.spill_read_ns / 1e3 / (double)kv.spill_reads : 0.0;
     st.kv_spill_hit_rate = kv.spill_reads ? (double)kv.spill_hits / (double)kv.spill_reads : 0.0;

@@ -265,10 +265,10 @@ int cmd_eval(int argc, char **argv) {
             printf("spill           %s\n", mi.kv_spill);
             if (s.kv_spill_on)
                 printf("                %lld blocks on file at the end, %lld written, %lld re-spilled without a write, "
-                       "%lld read back (%.0f %% hits, %.1f us each), %lld errors%s%s\n",
+                       "%lld read back (%.0f %% hits, %.1f us each, %lld read ahead), %lld errors%s%s\n",
                        (long long)s.kv_blocks_spilled, (long long)s.kv_spill_writes, (long long)s.kv_spill_clean,
                        (long long)s.kv_spill_reads, 100.0 * s.kv_spill_hit_rate, s.kv_spill_read_us,
-                       (long long)s.kv_spill_errors, s.kv_spill_note[0] ? ": " : "", s.kv_spill_note);
+                       (long long)s.kv_spill_prefetched, (long long)s.kv_spill_errors, s.kv_spill_note[0] ? ": " : "", s.kv_spill_note);
         }
         octo_model_free(m);
     }

@@ -49,6 +49,7 @@ typedef struct {
     float *last_q;      /* the newest query row seen (spill), q_dim floats */
     bool have_q;
     int n_spilled;
+    int prefetched;     /* the slot last asked for in the background */
 } kv_layer;
 
 struct kv_cache {
@@ -62,7 +63,7 @@ struct kv_cache {
     float *f32;            /* scratch: one block of rows as F32 */
     spill_store *spill;    /* NULL: no spill */
     bool spill_full;       /* a write found no space: no more writes until a slot frees */
-    int64_t spill_clean, spill_hits, spill_errors, spill_dropped;
+    int64_t spill_clean, spill_hits, spill_errors, spill_dropped, spill_prefetch_hits;
     char spill_note[160];
 };
 
@@ -481,7 +482,7 @@ err_code kv_cache_new(const model_hparams *hp, const kv_config *cfg, kv_cache **
         err_t e = {0};
         if (spill_open(k.spill_dir, payload, k.spill_max_bytes, &c->spill, &e)) spill_failed(c, &e);
         for (int l = 0; c->spill && l < c->n_layer; l++)
-            if (!(c->layers[l].last_q = malloc(sizeof(float) * (size_t)c->n_head * (size_t)c->head_dim))) {
+            if ((c->layers[l].prefetched = -1) && !(c->layers[l].last_q = malloc(sizeof(float) * (size_t)c->n_head * (size_t)c->head_dim))) {
                 kv_cache_free(c);
                 return err_set(err, ERR_NOMEM, "out of memory");
             }
@@ -784,6 +785,7 @@ static void cache_queries(void *self, int layer, int n, const float *q) {
     if (R ? !(bs > br) : layer_bytes(c, L, true) + block_bytes(c, S->k_type, S->v_type, S->n) > limit) return;
     if (R && c->spill_full && R->slot < 0) return; /* R could not leave */
     err_t e = {0};
+    c->spill_prefetch_hits += S->slot == L->prefetched;
     if (restore_block(c, L, S, &e)) {
         drop_spilled(c, L, s, &e);
         return;
@@ -796,6 +798,25 @@ static void cache_queries(void *self, int layer, int n, const float *q) {
         }
     }
     if (layer_bytes(c, L, true) > limit) evict(c, L, limit, &e); /* S larger than R, or R stayed */
+}
+
+/* Queries move slowly from one token to the next: the spilled block the
+ * newest query bounds highest is the likeliest to be read back at the next
+ * forward. Its read starts now, in the background (the system's read-ahead
+ * into the page cache), so the trade before that attention finds it there. */
+static void prefetch_next(kv_cache *c, kv_layer *L) {
+    if (!L->n_spilled || !L->have_q) return;
+    int best = -1;
+    float hi = -INFINITY;
+    for (int i = 0; i < L->n_blocks; i++)
+        if (L->blocks[i]->spilled) {
+            const float f = block_bound(c, L->blocks[i], L->last_q);
+            if (best < 0 || f > hi) best = i, hi = f;
+        }
+    if (best >= 0 && L->blocks[best]->slot != L->prefetched) {
+        spill_prefetch(c->spill, L->blocks[best]->slot);
+        L->prefetched = L->blocks[best]->slot;
+    }
 }
 
 err_code kv_cache_commit(kv_cache *c, int n, err_t *err) {
@@ -827,6 +848,7 @@ err_code kv_cache_commit(kv_cache *c, int n, err_t *err) {
             err_code rc = evict(c, L, limit, err);
             if (rc) return rc;
         }
+        prefetch_next(c, L);
     }
     return ERR_OK;
 }
@@ -899,12 +921,13 @@ void kv_cache_truncate(kv_cache *c, int32_t pos) {
 kv_stats kv_cache_stats(const kv_cache *c) {
     kv_stats s = {.budget = c->cfg.budget_bytes, .tokens_evicted = c->evicted / c->n_layer,
                   .requantized = c->requantized, .spill_on = c->spill != NULL, .spill_clean = c->spill_clean,
-                  .spill_hits = c->spill_hits, .spill_errors = c->spill_errors, .spill_dropped = c->spill_dropped};
+                  .spill_hits = c->spill_hits, .spill_errors = c->spill_errors, .spill_dropped = c->spill_dropped, .spill_prefetch_hits = c->spill_prefetch_hits};
     snprintf(s.spill_note, sizeof s.spill_note, "%s", c->spill_note);
     if (c->spill) {
         const spill_stats ss = spill_get_stats(c->spill);
         s.spill_writes = ss.writes;
         s.spill_reads = ss.reads;
+        s.spill_prefetches = ss.prefetches;
         s.spill_read_ns = ss.read_ns;
         s.spill_file_bytes = ss.file_bytes;
     }

@@ -92,6 +92,8 @@ typedef struct {
     int spill_on;              /* a spill file is open */
     int64_t blocks_spilled;    /* blocks on file now */
     int64_t spill_writes, spill_clean; /* blocks written; blocks spilled again with no write (still on file) */
+    int64_t spill_prefetches;  /* background read-aheads of the block likeliest to come back next */
+    int64_t spill_prefetch_hits; /* reads of a block read ahead that way */
     int64_t spill_reads, spill_hits;   /* blocks read back; of those, the ones whose best key the query
                                         * scored above every key of the block they displaced */
     uint64_t spill_read_ns;    /* total time in reads */

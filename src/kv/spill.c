@@ -156,6 +156,14 @@ err_code spill_get(spill_store *s, int slot, void *dst, size_t len, err_t *err) 
     return ERR_OK;
 }
 
+void spill_prefetch(spill_store *s, int slot) {
+    if (slot < 0 || slot >= s->n_slots) return;
+#ifdef POSIX_FADV_WILLNEED
+    posix_fadvise(s->fd, (off_t)slot * (off_t)s->slot_bytes, (off_t)s->slot_bytes, POSIX_FADV_WILLNEED);
+#endif
+    s->st.prefetches++;
+}
+
 void spill_release(spill_store *s, int slot) {
     if (slot < 0 || slot >= s->n_slots) return;
     if (s->n_free == s->cap_free) {

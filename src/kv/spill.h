@@ -26,6 +26,7 @@ typedef struct spill_store spill_store;
 
 typedef struct {
     int64_t writes, reads;          /* records written / read back (and verified) */
+    int64_t prefetches;             /* background read-aheads asked for */
     int64_t write_errors, read_errors;
     uint64_t bytes_written, bytes_read;
     uint64_t read_ns;               /* total time in reads */
@@ -42,6 +43,9 @@ void spill_close(spill_store *s);
 err_code spill_put(spill_store *s, const void *payload, size_t len, int *slot, err_t *err);
 /* Read slot's payload (exactly len bytes, as written) into dst, verified. */
 err_code spill_get(spill_store *s, int slot, void *dst, size_t len, err_t *err);
+/* Ask the system to read slot into its page cache in the background (a
+ * later spill_get then copies from memory). Advice only. */
+void spill_prefetch(spill_store *s, int slot);
 /* The slot may be reused. */
 void spill_release(spill_store *s, int slot);
 
