@@ -475,21 +475,30 @@ static void test_rollback_and_budget(void) {
     printf("refused: %s\n", err.msg);
 }
 
-/* Generation over a 4096-token context with the default cache and a small
- * budget: committed bytes stay within it after every token, through the
- * real forward pass (attention over mixed tiers, observed weights). */
-static void generation_budget(const char *spill_dir) {
+/* A small synthetic model (2 layers, 4 heads / 2 KV heads, 4096 context) written to path and
+ * loaded; NULL (the failure recorded) when either fails. */
+static model *small_model(uint64_t seed, const char *name, char *path, size_t path_size) {
     synth_opts o = synth_defaults();
-    o.n_embd = 64, o.n_head = 4, o.n_head_kv = 2, o.n_ff = 96, o.n_layer = 2, o.n_ctx = 4096, o.seed = 5;
-    char path[512];
-    tu_tmp_path(path, sizeof path, "kvgen.gguf");
+    o.n_embd = 64, o.n_head = 4, o.n_head_kv = 2, o.n_ff = 96, o.n_layer = 2, o.n_ctx = 4096, o.seed = seed;
+    tu_tmp_path(path, path_size, name);
     err_t err = {0};
     model *m = NULL;
     if (synth_write(&o, path, &err) || model_load(path, &m, &err)) {
         T_CHECKF(0, "%s", err.msg);
         remove(path);
-        return;
+        return NULL;
     }
+    return m;
+}
+
+/* Generation over a 4096-token context with the default cache and a small
+ * budget: committed bytes stay within it after every token, through the
+ * real forward pass (attention over mixed tiers, observed weights). */
+static void generation_budget(const char *spill_dir) {
+    char path[512];
+    err_t err = {0};
+    model *m = small_model(5, "kvgen.gguf", path, sizeof path);
+    if (!m) return;
     kv_config cfg = kv_config_default();
     cfg.budget_bytes = 400 * kv_token_bytes(&m->hp, QT_F16); /* ~10 % of the context at F16 */
     cfg.spill_dir = spill_dir;
@@ -541,17 +550,10 @@ static void generation_budget(const char *spill_dir) {
 
 /* The plan's spill decision by device profile and storage. */
 static void test_plan_spill(void) {
-    synth_opts o = synth_defaults();
-    o.n_embd = 64, o.n_head = 4, o.n_head_kv = 2, o.n_ff = 96, o.n_layer = 2, o.n_ctx = 4096, o.seed = 9;
     char path[512];
-    tu_tmp_path(path, sizeof path, "plan.gguf");
     err_t err = {0};
-    model *m = NULL;
-    if (synth_write(&o, path, &err) || model_load(path, &m, &err)) {
-        T_CHECKF(0, "%s", err.msg);
-        remove(path);
-        return;
-    }
+    model *m = small_model(9, "plan.gguf", path, sizeof path);
+    if (!m) return;
     kv_config cfg = kv_config_default();
     cfg.budget_bytes = 400 * kv_token_bytes(&m->hp, QT_F16);
     const struct {

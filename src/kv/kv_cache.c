@@ -137,11 +137,16 @@ static uint64_t entry_bytes(const kv_cache *c, uint32_t kt, uint32_t vt) {
 
 /* ---------------------------------------------------------------- blocks */
 
+/* A block's mapping: KV_BLOCK entries' keys and values, whole pages (also a spill slot's payload). */
+static size_t block_mem_bytes(const kv_cache *c, uint32_t kt, uint32_t vt) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (k_area(c, kt) + KV_BLOCK * row_bytes(vt, c->v_dim) + page - 1) / page * page;
+}
+
 static kv_block *block_new(const kv_cache *c, uint32_t kt, uint32_t vt) {
     kv_block *b = calloc(1, sizeof *b);
     if (!b) return NULL;
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    b->mem_bytes = (k_area(c, kt) + KV_BLOCK * row_bytes(vt, c->v_dim) + page - 1) / page * page;
+    b->mem_bytes = block_mem_bytes(c, kt, vt);
     void *p = mmap(NULL, b->mem_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
         free(b);
@@ -477,15 +482,15 @@ err_code kv_cache_new(const model_hparams *hp, const kv_config *cfg, kv_cache **
     if (k.spill_dir && k.budget_bytes) {
         uint32_t kt, vt;
         tier_types(c, 2, &kt, &vt);
-        const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-        const size_t payload = (k_area(c, kt) + KV_BLOCK * row_bytes(vt, c->v_dim) + page - 1) / page * page;
         err_t e = {0};
-        if (spill_open(k.spill_dir, payload, k.spill_max_bytes, &c->spill, &e)) spill_failed(c, &e);
-        for (int l = 0; c->spill && l < c->n_layer; l++)
-            if ((c->layers[l].prefetched = -1) && !(c->layers[l].last_q = malloc(sizeof(float) * (size_t)c->n_head * (size_t)c->head_dim))) {
+        if (spill_open(k.spill_dir, block_mem_bytes(c, kt, vt), k.spill_max_bytes, &c->spill, &e)) spill_failed(c, &e);
+        for (int l = 0; c->spill && l < c->n_layer; l++) {
+            c->layers[l].prefetched = -1;
+            if (!(c->layers[l].last_q = malloc(sizeof(float) * (size_t)c->n_head * (size_t)c->head_dim))) {
                 kv_cache_free(c);
                 return err_set(err, ERR_NOMEM, "out of memory");
             }
+        }
     }
     c->cfg.spill_dir = NULL; /* the caller's string is not kept */
     *out = c;

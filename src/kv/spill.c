@@ -110,7 +110,6 @@ err_code spill_put(spill_store *s, const void *payload, size_t len, int *slot, e
     if (s->n_free) s->n_free--;
     else s->n_slots++;
     s->st.writes++;
-    s->st.bytes_written += len;
     s->st.slots_used++;
     *slot = i;
     return ERR_OK;
@@ -151,7 +150,6 @@ err_code spill_get(spill_store *s, int slot, void *dst, size_t len, err_t *err) 
         return rc;
     }
     s->st.reads++;
-    s->st.bytes_read += len;
     s->st.read_ns += now_ns() - t0;
     return ERR_OK;
 }

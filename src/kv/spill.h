@@ -28,7 +28,6 @@ typedef struct {
     int64_t writes, reads;          /* records written / read back (and verified) */
     int64_t prefetches;             /* background read-aheads asked for */
     int64_t write_errors, read_errors;
-    uint64_t bytes_written, bytes_read;
     uint64_t read_ns;               /* total time in reads */
     uint64_t file_bytes;            /* the file's size: slots ever used */
     int slots_used;
