@@ -106,7 +106,9 @@ void attn_portable(const attn_queries *q, const attn_keys *runs, int n_runs) {
     const int hd = q->hd, hdv = q->hdv, nq = q->n_q;
     float kb[ATTN_LANES * ATTN_MAX_HEAD_DIM], vb[ATTN_LANES * ATTN_MAX_HEAD_DIM];
     float o[ATTN_LANES][ATTN_MAX_HEAD_DIM], m[ATTN_LANES], l[ATTN_LANES];
+    int32_t max_qpos = INT32_MIN;
     for (int i = 0; i < nq; i++) {
+        if (q->qpos[i] > max_qpos) max_qpos = q->qpos[i];
         m[i] = -INFINITY;
         l[i] = 0.0f;
         memset(o[i], 0, sizeof(float) * (size_t)hdv);
@@ -115,6 +117,7 @@ void attn_portable(const attn_queries *q, const attn_keys *runs, int n_runs) {
         const attn_keys *ks = &runs[r];
         for (int j0 = 0; j0 < ks->n; j0 += ATTN_LANES) {
             const int n = ks->n - j0 < ATTN_LANES ? ks->n - j0 : ATTN_LANES;
+            if (attn_block_hidden(ks->pos + j0, n, max_qpos)) continue;
             load_rows(ks, true, j0, n, hd, kb);
             load_rows(ks, false, j0, n, hdv, vb);
             for (int i = 0; i < nq; i++) {
@@ -146,6 +149,7 @@ void attn_portable(const attn_queries *q, const attn_keys *runs, int n_runs) {
         const attn_keys *ks = &runs[r];
         for (int j0 = 0; j0 < ks->n; j0 += ATTN_LANES) {
             const int n = ks->n - j0 < ATTN_LANES ? ks->n - j0 : ATTN_LANES;
+            if (attn_block_hidden(ks->pos + j0, n, max_qpos)) continue;
             load_rows(ks, true, j0, n, hd, kb);
             for (int i = 0; i < nq; i++) {
                 if (!((q->obs_lanes >> i) & 1) || l[i] <= 0.0f) continue;

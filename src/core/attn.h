@@ -67,6 +67,15 @@ typedef struct {
     int n;
 } attn_keys;
 
+/* Is every entry of a block after the last query's position? Such a block
+ * contributes exact zeros, so the kernels skip it before scoring it (in a
+ * prefill batch, half the keys a tile walks are still in its future). */
+static inline int attn_block_hidden(const int32_t *pos, int n, int32_t max_qpos) {
+    for (int j = 0; j < n; j++)
+        if (pos[j] <= max_qpos) return 0;
+    return 1;
+}
+
 /* Elements [off, off + dim) of a row of type, as floats (the portable way). */
 void attn_widen(uint32_t type, const void *row, int off, int dim, float *dst);
 /* Can the kernel read rows (or, for keys, channels) of this type? */

@@ -200,9 +200,10 @@ static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
     __attribute__((aligned(64))) float o[ATTN_LANES][ATTN_MAX_HEAD_DIM];
     __attribute__((aligned(64))) float pm[ATTN_LANES][ATTN_LANES], corr[ATTN_LANES];
     static __thread float kb[ATTN_LANES * ATTN_MAX_HEAD_DIM], vb[ATTN_LANES * ATTN_MAX_HEAD_DIM];
-    int32_t qp[ATTN_LANES];
+    int32_t qp[ATTN_LANES], max_qpos = INT32_MIN;
     for (int i = 0; i < ATTN_LANES; i++) {
         qp[i] = i < nq ? q->qpos[i] : INT32_MIN; /* empty lanes see nothing */
+        if (qp[i] > max_qpos) max_qpos = qp[i];
         for (int d = 0; d < hd; d++) qt[d][i] = i < nq ? q->q[i][d] : 0.0f;
         if (i < nq) memset(o[i], 0, sizeof(float) * (size_t)hdv);
     }
@@ -213,6 +214,7 @@ static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
         const attn_keys *ks = &runs[r];
         for (int j0 = 0; j0 < ks->n; j0 += ATTN_LANES) {
             const int n = ks->n - j0 < ATTN_LANES ? ks->n - j0 : ATTN_LANES;
+            if (attn_block_hidden(ks->pos + j0, n, max_qpos)) continue;
             const float *kr = NULL, *vr = NULL;
             size_t kst = 0, kds = 1, vst = 0;
             keys_of(ks, j0, n, hd, hdv, kb, vb, &kr, &kst, &kds, &vr, &vst);
@@ -257,6 +259,7 @@ static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
         const attn_keys *ks = &runs[r];
         for (int j0 = 0; j0 < ks->n && lanes; j0 += ATTN_LANES) {
             const int n = ks->n - j0 < ATTN_LANES ? ks->n - j0 : ATTN_LANES;
+            if (attn_block_hidden(ks->pos + j0, n, max_qpos)) continue;
             const float *kr = NULL, *vr = NULL;
             size_t kst = 0, kds = 1, vst = 0;
             keys_of(ks, j0, n, hd, hdv, kb, NULL, &kr, &kst, &kds, &vr, &vst);

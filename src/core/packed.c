@@ -70,7 +70,7 @@ void packed_pack(uint32_t type, void *w, int64_t rows, int64_t n, void *tmp) { r
 void packed_unpack(uint32_t type, void *w, int64_t rows, int64_t n, void *tmp) { relay(type, false, w, rows, n, tmp); }
 
 size_t packed_act_row_bytes(const packed_entry *e, int64_t n) {
-    return (size_t)(n / e->act_block) * e->act_block_bytes;
+    return (size_t)(n / e->act_block) * e->act_block_bytes + e->act_row_pad;
 }
 
 /* ---------------------------------------------------------------- reference */
@@ -195,10 +195,10 @@ static void gemm_q4_Kp_ref(const void *w, int64_t n, const void *act, size_t act
     }
 }
 
-static const packed_entry REF_Q4_0 = {QT_Q4_0, quantize_q8p_ref, gemm_q4_0p_ref, 32, sizeof(block_q8p), "reference"};
-static const packed_entry REF_Q8_0 = {QT_Q8_0, quantize_q8p_ref, gemm_q8_0p_ref, 32, sizeof(block_q8p), "reference"};
+static const packed_entry REF_Q4_0 = {QT_Q4_0, quantize_q8p_ref, gemm_q4_0p_ref, 32, sizeof(block_q8p), "reference", NULL, 0};
+static const packed_entry REF_Q8_0 = {QT_Q8_0, quantize_q8p_ref, gemm_q8_0p_ref, 32, sizeof(block_q8p), "reference", NULL, 0};
 static const packed_entry REF_Q4_K = {QT_Q4_K, quantize_q8kp_ref, gemm_q4_Kp_ref, QK_K, sizeof(block_q8kp),
-                                      "reference"};
+                                      "reference", NULL, 0};
 
 const packed_entry *packed_ref(uint32_t type) {
     return type == QT_Q4_0 ? &REF_Q4_0 : type == QT_Q8_0 ? &REF_Q8_0 : type == QT_Q4_K ? &REF_Q4_K : NULL;
@@ -212,6 +212,16 @@ const packed_entry *packed_get(uint32_t type) {
     const char *amx = getenv("OCTO_AMX");
     const packed_entry *e = cpu_has_int8_dot() && !(amx && !strcmp(amx, "0")) ? packed_amx(type) : NULL;
     return e ? e : packed_avx512(type, cpu_has_int8_dot());
+}
+
+const packed_entry *packed_get_batch(uint32_t type, int n_tok) {
+    const packed_entry *e = packed_get(type);
+    if (!e || n_tok < PACKED_BF16_MIN_TOKENS) return e;
+    /* OCTO_AMX=0 declines both AMX kernels, OCTO_AMX=int8 only this one */
+    const char *amx = getenv("OCTO_AMX");
+    if (amx && (!strcmp(amx, "0") || !strcmp(amx, "int8"))) return e;
+    const packed_entry *b = packed_amx_bf16(type);
+    return b ? b : e;
 }
 
 int packed_all(uint32_t type, const packed_entry **out, int max) {

@@ -33,6 +33,14 @@
  * which other tokens share its batch: verifying k draft tokens gives the
  * logits that decoding them one by one gives.
  *
+ * One exception, by design: a prefill batch (PACKED_BF16_MIN_TOKENS tokens
+ * or more) may take AMX's bf16 kernel (packed_amx.c), which rounds weights
+ * and activations to bf16 instead of activations to Q8_0 (closer to the
+ * exact product: test_packed measures both) and 1.4-2.7x faster there. It is
+ * exact across its own batch sizes and groupings, so a prompt's logits do
+ * not depend on what else is in the batch either; they differ from decode's
+ * by rounding only. Decode and verification batches stay below it.
+ *
  * Q8_0 is laid out the same way (8 vectors of signed bytes per block).
  *
  * Q4_K (256 values per super-block, per row: fp16 d and dmin, 12 bytes of
@@ -92,14 +100,26 @@ typedef struct {
 typedef void (*packed_gemm_fn)(const void *w, int64_t n, const void *act, size_t act_stride, int n_tok, float *y,
                                size_t y_stride);
 
+/* The same over n_groups consecutive groups, group_bytes apart, outputs of
+ * group g at y + 16 g: for kernels that block over several groups. */
+typedef void (*packed_gemm_groups_fn)(const void *w, size_t group_bytes, int n_groups, int64_t n, const void *act,
+                                      size_t act_stride, int n_tok, float *y, size_t y_stride);
+
 typedef struct {
     uint32_t weight_type;
-    act_quantize_fn quantize; /* F32 -> block_q8p rows */
+    act_quantize_fn quantize; /* F32 -> activation rows (block_q8p, block_q8kp or bf16) */
     packed_gemm_fn gemm;
     int act_block;            /* values per activation block: 32 (block_q8p) or 256 (block_q8kp) */
     size_t act_block_bytes;
     const char *name;         /* "avx512-vnni", "amx", ... for inspect and bench */
+    packed_gemm_groups_fn gemm_groups; /* optional: a thread's whole slice of groups in one call */
+    size_t act_row_pad;       /* bytes after each activation row (keeps rows off 4 KiB strides) */
 } packed_entry;
+
+/* Batches of at least this many tokens (prefill) may take a kernel that is
+ * not bit-identical to the one for smaller batches (AMX bf16, see
+ * packed_amx.c); below it a token's outputs never depend on its batch. */
+#define PACKED_BF16_MIN_TOKENS 64
 
 /* Can a (rows x n) matrix of this type be packed? (rows a multiple of 16, a
  * type with a packed layout, n a multiple of its block: Q4_0, Q8_0, Q4_K.) */
@@ -114,7 +134,11 @@ void packed_unpack(uint32_t type, void *w, int64_t rows, int64_t n, void *tmp);
 const packed_entry *packed_get(uint32_t type);
 /* The reference implementation (any machine). */
 const packed_entry *packed_ref(uint32_t type);
-/* All implementations this machine runs for a type (tests compare them). */
+/* The kernel for a batch of n_tok tokens: packed_get's, or for a prefill
+ * batch (n_tok >= PACKED_BF16_MIN_TOKENS) the bf16 one where there is one. */
+const packed_entry *packed_get_batch(uint32_t type, int n_tok);
+/* All bit-identical implementations this machine runs for a type (tests
+ * compare them); the bf16 prefill kernel is packed_amx_bf16's. */
 int packed_all(uint32_t type, const packed_entry **out, int max);
 
 /* Bytes of one activation row of n values for an entry's gemm. */
@@ -131,5 +155,6 @@ void packed_q8kp_from(const kernel_entry *k, const float *x, void *dst, int64_t 
  * (AMX) when the CPU or the OS does not offer it. */
 const packed_entry *packed_avx512(uint32_t type, bool vnni);
 const packed_entry *packed_amx(uint32_t type);
+const packed_entry *packed_amx_bf16(uint32_t type);
 
 #endif

@@ -190,11 +190,27 @@ typedef struct {
     size_t act_row_bytes;
     int T;
     float *y;
+    atomic_int next;  /* gemm_groups kernels: the next unit of groups to take */
 } pm_job;
+
+/* Groups per unit a thread takes at a time from a compute-bound (prefill)
+ * GEMM: fixed halves leave one core idle whenever the other runs slower
+ * (another process, a frequency drop); units of 128 rows balance that. */
+#define PM_UNIT_GROUPS 8
 
 static void pm_work(void *ctx, int ith, int nth) {
     pm_job *j = ctx;
     const int64_t lo = j->n_groups * ith / nth, hi = j->n_groups * (ith + 1) / nth;
+    if (j->pe->gemm_groups) { /* the kernel blocks over groups and tokens itself */
+        (void)lo, (void)hi;
+        for (;;) {
+            const int64_t g0 = (int64_t)atomic_fetch_add(&j->next, 1) * PM_UNIT_GROUPS;
+            if (g0 >= j->n_groups) return;
+            const int ng = (int)(j->n_groups - g0 < PM_UNIT_GROUPS ? j->n_groups - g0 : PM_UNIT_GROUPS);
+            j->pe->gemm_groups(j->w + (size_t)g0 * j->group_bytes, j->group_bytes, ng, j->n_in, j->act,
+                               j->act_row_bytes, j->T, j->y + (size_t)g0 * PACK_ROWS, (size_t)j->n_out);
+        }
+    }
     for (int t0 = 0; t0 < j->T; t0 += PACKED_TOKEN_CHUNK) {
         const int nt = j->T - t0 < PACKED_TOKEN_CHUNK ? j->T - t0 : PACKED_TOKEN_CHUNK;
         for (int64_t g = lo; g < hi; g++)
@@ -237,7 +253,7 @@ static err_code act_buffer(fwd_state *st, size_t row_bytes, int T, err_t *err) {
 }
 
 static err_code mat_mul_packed(fwd_state *st, const model_mat *w, int e, const float *x, int T, float *y, err_t *err) {
-    const packed_entry *pe = packed_get(w->type);
+    const packed_entry *pe = packed_get_batch(w->type, T);
     if (!pe) return err_set(err, ERR_UNSUPPORTED, "no packed kernel for tensor type %u", w->type);
     pm_job j = {
         .pe = pe,
@@ -246,6 +262,7 @@ static err_code mat_mul_packed(fwd_state *st, const model_mat *w, int e, const f
         .n_in = w->n_in, .n_groups = w->n_out / PACK_ROWS, .n_out = w->n_out, .T = T, .y = y,
         .act_row_bytes = packed_act_row_bytes(pe, w->n_in),
     };
+    atomic_init(&j.next, 0);
     err_code rc = act_buffer(st, j.act_row_bytes, T, err);
     if (rc) return rc;
     quantize_rows(st, pe->quantize, x, w->n_in, T, j.act_row_bytes);

@@ -61,7 +61,9 @@ err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, f
     /* In chunks: the forward pass's buffers grow with the batch (a 4000-token
      * prompt of a 1B model would take ~370 MiB), and each chunk's entries
      * are committed, so the cache stays within its budget during a long
-     * prompt. Logits do not depend on the chunking (batch invariance). */
+     * prompt. Logits do not depend on the chunking (batch invariance), except
+     * that chunks of PACKED_BF16_MIN_TOKENS or more may take the bf16 prefill
+     * kernel (core/packed.h). */
     err_code rc = ERR_OK;
     for (int t0 = 0; t0 < n && !rc; t0 += SESSION_CHUNK) {
         const int nc = n - t0 < SESSION_CHUNK ? n - t0 : SESSION_CHUNK;
