@@ -7,9 +7,7 @@
  * the running max, the rescale factor, the exponentials and the sums are
  * lane-wise; then each query's output row takes p(key, query) * V[key] for
  * the block's keys. F16 keys and values are widened once per block.
- *
- * exp is computed as 2^n * e^r with |r| <= ln2/2 and a degree-6 polynomial
- * (relative error below 2e-7), scaled with vscalefps.
+ * exp is exp512 (exp_avx512.h).
  */
 #include "attn.h"
 
@@ -20,26 +18,11 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "exp_avx512.h"
 #include "quant.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-ALWAYS_INLINE __m512 exp512(__m512 x) {
-    /* max/min return their second operand for NaN: -inf - -inf lands at -103 */
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-103.0f)), _mm512_set1_ps(88.7f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 720);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
 
 ALWAYS_INLINE __mmask16 tail_mask(int n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
 

@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "quant.h"
@@ -145,6 +146,19 @@ const kernel_entry *kernel_get_path(cpu_path p, uint32_t type) {
 }
 
 const kernel_entry *kernel_get(uint32_t type) { return kernel_get_path(kernels_path(), type); }
+
+void swiglu_scalar(float *g, const float *u, size_t n) {
+    for (size_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+swiglu_fn kernel_swiglu_path(cpu_path p) {
+    kernels_path();
+    if ((unsigned)p >= CPU_PATH_COUNT || !K.compiled[p]) return NULL;
+    const swiglu_fn f = p == CPU_AVX512 ? swiglu_avx512() : NULL;
+    return f ? f : swiglu_scalar;
+}
+
+swiglu_fn kernel_swiglu(void) { return kernel_swiglu_path(kernels_path()); }
 
 size_t kernel_act_row_bytes(uint32_t act_type, int64_t n) {
     if (act_type == QT_F32) return (size_t)n * sizeof(float);

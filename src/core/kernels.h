@@ -44,6 +44,15 @@ typedef struct {
     vec_dot4_fn dot4;         /* optional: NULL = four calls of dot */
 } kernel_entry;
 
+/* g[i] = silu(g[i]) * u[i] = g[i] / (1 + e^-g[i]) * u[i], the gated FFN's
+ * nonlinearity. Per path (the scalar one with libm's expf, AVX-512 with
+ * exp_avx512.h's), the same for any n and any split of the array. */
+typedef void (*swiglu_fn)(float *g, const float *u, size_t n);
+swiglu_fn kernel_swiglu(void);
+swiglu_fn kernel_swiglu_path(cpu_path p); /* NULL when p is not compiled in */
+void swiglu_scalar(float *g, const float *u, size_t n);
+swiglu_fn swiglu_avx512(void); /* NULL without the AVX-512 build */
+
 /* The active path (decided on first use: OCTO_CPU, else the best the CPU runs). */
 cpu_path kernels_path(void);
 const char *cpu_path_name(cpu_path p);

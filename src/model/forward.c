@@ -331,8 +331,6 @@ static void add_bias(float *y, const model_mat *b, int T) {
         for (int64_t i = 0; i < b->n_in; i++) y[(size_t)t * b->n_in + i] += bias[i];
 }
 
-static float silu(float x) { return x / (1.0f + expf(-x)); }
-
 /* cos/sin of every rotated pair for one position. */
 static void rope_angles(const model *m, int32_t pos, float *cs) {
     const model_hparams *hp = &m->hp;
@@ -457,7 +455,8 @@ typedef struct {
 
 static void swiglu_work(void *ctx, int ith, int nth) {
     swiglu_job *j = ctx;
-    for (size_t i = j->n * ith / nth; i < j->n * (ith + 1) / nth; i++) j->g[i] = silu(j->g[i]) * j->u[i];
+    const size_t lo = j->n * ith / nth, hi = j->n * (ith + 1) / nth;
+    kernel_swiglu()(j->g + lo, j->u + lo, hi - lo);
 }
 
 /* g = silu(g) * u, over the pool when there is enough of it */
