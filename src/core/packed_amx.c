@@ -392,8 +392,16 @@ const packed_entry *packed_amx(uint32_t type) {
     return e;
 }
 
+/* AMX-BF16 (CPUID.7.0:EDX[22]) and AVX512_BF16 (CPUID.7.1:EAX[5], for
+ * vcvtne2ps2bf16) on top of what amx_usable checks */
+static int bf16_usable(void) {
+    unsigned a, b, c, d, a1, b1, c1, d1;
+    return amx_usable() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22)) &&
+           __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) && (a1 & (1u << 5));
+}
+
 const packed_entry *packed_amx_bf16(uint32_t type) {
-    if ((type != QT_Q4_0 && type != QT_Q8_0) || !amx_usable()) return NULL;
+    if ((type != QT_Q4_0 && type != QT_Q8_0) || !bf16_usable()) return NULL;
     return type == QT_Q4_0 ? &AMX_BF16_Q4_0 : &AMX_BF16_Q8_0;
 }
 
