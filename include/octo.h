@@ -138,7 +138,9 @@ typedef struct {
     octo_kv_options kv;
     /* Optional: a smaller model with the same vocabulary (checked token by
      * token; a mismatch fails the load) that proposes tokens for speculative
-     * decoding. NULL: none. */
+     * decoding. NULL: NAME.draft.gguf beside the model NAME.gguf if there is
+     * one that qualifies (one that does not is skipped, with a warning in the
+     * log and the reason in octo_model_info.speculation). */
     const char *draft_model;
 } octo_model_options;
 
@@ -170,6 +172,9 @@ typedef struct {
     uint64_t kv_budget_bytes; /* 0 = none */
     char kv_spill[128];        /* whether the KV cache spills to flash, and why */
     char kv_plan[192];        /* how the KV budget was chosen */
+    char speculation[256];    /* the proposer OCTO_SPEC_AUTO uses for greedy decoding, and why:
+                                 a draft given in the options, else NAME.draft.gguf beside
+                                 the model when it fits, else n-gram */
 } octo_model_info;
 
 octo_model_info octo_model_info_get(const octo_model *model);

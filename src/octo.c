@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <stdatomic.h>
 
@@ -48,6 +49,7 @@ struct octo_model {
     atomic_bool busy;        /* a stream is alive */
     octo_stream *stream;     /* that stream */
     gen_stats last;          /* of the last finished stream */
+    char spec_reason[256];   /* the proposer chosen at load, and why */
     char warning[160];
     err_t err;
 };
@@ -121,6 +123,7 @@ static err_code kv_config_of(const octo_model_options *o, kv_config *out, err_t 
 }
 
 static err_code load_draft(octo_model *om, const char *path, int n_threads, err_t *err);
+static void find_draft(octo_model *om, const char *path, int n_threads);
 
 octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_options *opts) {
     if (!c) return NULL;
@@ -171,9 +174,14 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
             client_log(c, OCTO_LOG_WARN, om->warning);
         }
     }
-    if (om->opts.draft_model && load_draft(om, om->opts.draft_model, c->opts.n_threads, &c->err)) {
-        octo_model_free(om);
-        return NULL;
+    if (om->opts.draft_model) { /* given: any problem fails the load */
+        if (load_draft(om, om->opts.draft_model, c->opts.n_threads, &c->err)) {
+            octo_model_free(om);
+            return NULL;
+        }
+        snprintf(om->spec_reason, sizeof om->spec_reason, "draft %s (given)", om->opts.draft_model);
+    } else {
+        find_draft(om, path, c->opts.n_threads);
     }
     gguf_str tmpl = {0, NULL};
     gguf_get_str(om->m->gguf, "tokenizer.chat_template", &tmpl);
@@ -190,6 +198,32 @@ void octo_model_free(octo_model *om) {
     session_free(om->draft_s);
     model_free(om->draft_m);
     free(om);
+}
+
+/* No draft given: look beside the model for NAME.draft.gguf (NAME.gguf's
+ * stem). One that cannot serve (another vocabulary, larger, unreadable) is
+ * passed over with a warning in the log and the reason in the model info;
+ * n-gram speculation stands in. */
+static void find_draft(octo_model *om, const char *path, int n_threads) {
+    char cand[4096];
+    const size_t len = strlen(path);
+    const int stem = len > 5 && !strcmp(path + len - 5, ".gguf") ? (int)(len - 5) : (int)len;
+    if (snprintf(cand, sizeof cand, "%.*s.draft.gguf", stem, path) >= (int)sizeof cand) {
+        snprintf(om->spec_reason, sizeof om->spec_reason, "n-gram: no draft given (path too long to look beside)");
+        return;
+    }
+    if (access(cand, R_OK) != 0) {
+        snprintf(om->spec_reason, sizeof om->spec_reason, "n-gram: no draft given, none at %.200s", cand);
+        return;
+    }
+    err_t derr = {0};
+    if (load_draft(om, cand, n_threads, &derr) == ERR_OK) {
+        snprintf(om->spec_reason, sizeof om->spec_reason, "draft %.200s (found beside the model)", cand);
+        return;
+    }
+    snprintf(om->spec_reason, sizeof om->spec_reason, "n-gram: the draft beside the model was not used: %.180s",
+             derr.msg);
+    client_log(om->client, OCTO_LOG_WARN, om->spec_reason);
 }
 
 /* Load the draft model and check it can propose for this one: the same
@@ -254,6 +288,7 @@ octo_model_info octo_model_info_get(const octo_model *om) {
     info.kv_budget_bytes = om->plan.kv.budget_bytes;
     snprintf(info.kv_plan, sizeof info.kv_plan, "%s", om->plan.kv_reason);
     snprintf(info.kv_spill, sizeof info.kv_spill, "%s", om->plan.spill_reason);
+    snprintf(info.speculation, sizeof info.speculation, "%s", om->spec_reason);
     info.n_ctx = om->s->n_ctx;
     /* type histogram, in type-id order */
     uint64_t count[QT_COUNT] = {0};

@@ -197,6 +197,35 @@ int main(void) {
         remove(junk);
         octo_client_free(c);
     }
+    /* no draft given: NAME.draft.gguf beside NAME.gguf is found and used by
+     * OCTO_SPEC_AUTO; one that cannot serve is passed over, with the reason */
+    {
+        char beside[512];
+        tu_tmp_path(beside, sizeof beside, "spec-dense.draft.gguf");
+        octo_client *c = octo_client_new(NULL);
+        const char *cases[] = {"none", "a draft", "another vocabulary", "a corrupt file"};
+        const char *want[] = {"n-gram: no draft given, none at", "(found beside the model)", "vocabulary",
+                              "was not used"};
+        for (int k = 0; k < 4; k++) {
+            remove(beside);
+            if (k == 1) synth_model(beside, -1, 8);
+            if (k == 2) synth_model(beside, 1000, 8);
+            if (k == 3) T_CHECK(tu_write_file(beside, "GGUF\3\0\0\0garbage", 15));
+            octo_model *m = octo_load_model(c, path, NULL);
+            T_CHECKF(m != NULL, "[%s beside] the load failed: %s", cases[k], octo_last_error(c));
+            if (!m) continue;
+            const octo_model_info in = octo_model_info_get(m);
+            printf("%s beside the model: %s\n", cases[k], in.speculation);
+            T_CHECKF(strstr(in.speculation, want[k]) != NULL, "[%s beside] '%s'", cases[k], in.speculation);
+            octo_stats st;
+            free(generate(m, sp[1], OCTO_SPEC_AUTO, 0, 24, &st).ids);
+            T_CHECKF(!strcmp(st.spec_proposer, k == 1 ? "draft" : "ngram"), "[%s beside] AUTO used %s", cases[k],
+                     st.spec_proposer);
+            octo_model_free(m);
+        }
+        remove(beside);
+        octo_client_free(c);
+    }
     remove(path), remove(dpath), remove(bad);
     tu_tmp_path(path, sizeof path, "spec-moe.gguf");
     synth_model(path, 4, 8 /* Q8_0 */);
