@@ -273,8 +273,8 @@ static void test_gemm_bf16(void) {
             }
             e->gemm(w, n, act, as, n_tok, y2, (size_t)rows);
             worst_bad = 0.0;
+            quant_dequantize_row(TYPE, gguf, wr, n);
             for (int t = 0; t < n_tok; t++) {
-                quant_dequantize_row(TYPE, gguf, wr, n);
                 double exact = 0.0, mag = 0.0;
                 for (int64_t i = 0; i < n; i++) {
                     exact += (double)wr[i] * x[(size_t)t * n + i];

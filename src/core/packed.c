@@ -111,23 +111,32 @@ static void quantize_q8p_ref(const float *x, void *dst, int64_t n) {
     packed_q8p_from(kernel_get_path(CPU_SCALAR, QT_Q8_0), x, dst, n);
 }
 
-static void gemm_q4_0p_ref(const void *w, int64_t n, const void *act, size_t act_stride, int n_tok, float *y,
-                           size_t y_stride) {
+/* Q4_0 and Q8_0: per block the exact integer dot product (Q4_0: the offset
+ * term plus nibble * q; Q8_0: w * q), then one fma */
+static inline void gemm_32p_ref(const void *w, int64_t n, const void *act, size_t act_stride, int n_tok, float *y,
+                                size_t y_stride, bool q8) {
     const int64_t nb = n / 32;
+    const size_t gbb = PACK_ROWS * (q8 ? sizeof(block_q8_0) : sizeof(block_q4_0));
     for (int t = 0; t < n_tok; t++) {
         const block_q8p *a = (const block_q8p *)((const uint8_t *)act + (size_t)t * act_stride);
         for (int r = 0; r < PACK_ROWS; r++) {
             float acc = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
-                const uint8_t *g = (const uint8_t *)w + (size_t)b * PACK_ROWS * sizeof(block_q4_0);
+                const uint8_t *g = (const uint8_t *)w + (size_t)b * gbb;
                 fp16_t dh;
                 memcpy(&dh, g + 2 * r, 2);
-                int32_t s = a[b].off;
-                for (int j = 0; j < 4; j++)
-                    for (int i = 0; i < 4; i++) {
-                        const uint8_t q = g[32 + 64 * j + 4 * r + i];
-                        s += (q & 15) * a[b].qs[4 * j + i] + (q >> 4) * a[b].qs[16 + 4 * j + i];
-                    }
+                int32_t s = 0;
+                if (q8)
+                    for (int j = 0; j < 8; j++)
+                        for (int i = 0; i < 4; i++) s += (int8_t)g[32 + 64 * j + 4 * r + i] * a[b].qs[4 * j + i];
+                else {
+                    s = a[b].off;
+                    for (int j = 0; j < 4; j++)
+                        for (int i = 0; i < 4; i++) {
+                            const uint8_t q = g[32 + 64 * j + 4 * r + i];
+                            s += (q & 15) * a[b].qs[4 * j + i] + (q >> 4) * a[b].qs[16 + 4 * j + i];
+                        }
+                }
                 acc = fmaf((float)s, fp16_to_fp32(dh) * a[b].d, acc);
             }
             y[(size_t)t * y_stride + r] = acc;
@@ -135,26 +144,14 @@ static void gemm_q4_0p_ref(const void *w, int64_t n, const void *act, size_t act
     }
 }
 
-/* Q8_0: the block's exact integer dot product sum w * q, then the same fma */
+static void gemm_q4_0p_ref(const void *w, int64_t n, const void *act, size_t act_stride, int n_tok, float *y,
+                           size_t y_stride) {
+    gemm_32p_ref(w, n, act, act_stride, n_tok, y, y_stride, false);
+}
+
 static void gemm_q8_0p_ref(const void *w, int64_t n, const void *act, size_t act_stride, int n_tok, float *y,
                            size_t y_stride) {
-    const int64_t nb = n / 32;
-    for (int t = 0; t < n_tok; t++) {
-        const block_q8p *a = (const block_q8p *)((const uint8_t *)act + (size_t)t * act_stride);
-        for (int r = 0; r < PACK_ROWS; r++) {
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                const uint8_t *g = (const uint8_t *)w + (size_t)b * PACK_ROWS * sizeof(block_q8_0);
-                fp16_t dh;
-                memcpy(&dh, g + 2 * r, 2);
-                int32_t s = 0;
-                for (int j = 0; j < 8; j++)
-                    for (int i = 0; i < 4; i++) s += (int8_t)g[32 + 64 * j + 4 * r + i] * a[b].qs[4 * j + i];
-                acc = fmaf((float)s, fp16_to_fp32(dh) * a[b].d, acc);
-            }
-            y[(size_t)t * y_stride + r] = acc;
-        }
-    }
+    gemm_32p_ref(w, n, act, act_stride, n_tok, y, y_stride, true);
 }
 
 /* Q4_K: per super-block the exact isum and msum of packed.h, two fmas */

@@ -39,7 +39,7 @@ typedef struct {
     uint8_t rows[16];
 } tile_config;
 
-static __thread const void *tiles_loaded; /* the configuration this thread's tiles hold */
+static __thread const tile_config *tiles_loaded; /* the configuration this thread's tiles hold */
 
 /* C tiles 0..3: 16 tokens x 16 rows of int32; A tiles 4, 5: 16 tokens x 32
  * activation bytes; B tiles 6, 7: 8 groups of 4 weights x 16 rows.
@@ -173,19 +173,15 @@ static void gemm_amx_q8(const void *w, int64_t n, const void *act, size_t as, in
  * forward pass keeps every batch below the threshold (decode, verification)
  * on the int8 kernels, bit-identical at any batch size.
  *
- * Loop nest, per thread slice of groups and batch of tokens: runs of
- * BF_RUN blocks outermost (the run's activations, tokens x 2 KiB, stay in
- * L2 for every group), then pairs of groups (dequantized into bt), then
- * pairs of 16-token tiles: four accumulator tiles, two A and two B tiles,
- * so each tile loaded serves two products. Accumulators are loaded from y
- * and stored back once per run.
+ * Loop nest, per call (a unit of groups) and batch: chunks of BF_CHUNK
+ * tokens, then runs of BF_RUN blocks (a run's activations for the chunk,
+ * 256 x 4 KiB, stay in L2 for every group), then pairs of groups
+ * (dequantized into bt), then pairs of 16-token tiles: four accumulator
+ * tiles, two A and two B tiles, so each tile loaded serves two products.
+ * Accumulators are loaded from y and stored back once per run.
  */
-#ifndef BF_RUN
-#define BF_RUN 64 /* blocks of 32 values per run */
-#endif
-#ifndef BF_CHUNK
+#define BF_RUN 64    /* blocks of 32 values per run */
 #define BF_CHUNK 256 /* tokens per pass */
-#endif
 #define BF_TAIL_STRIDE (BF_RUN * 64 + 64) /* padded: rows of a tail tile */
 
 static const tile_config TILES_BF16 = {

@@ -200,9 +200,7 @@ typedef struct {
 
 static void pm_work(void *ctx, int ith, int nth) {
     pm_job *j = ctx;
-    const int64_t lo = j->n_groups * ith / nth, hi = j->n_groups * (ith + 1) / nth;
     if (j->pe->gemm_groups) { /* the kernel blocks over groups and tokens itself */
-        (void)lo, (void)hi;
         for (;;) {
             const int64_t g0 = (int64_t)atomic_fetch_add(&j->next, 1) * PM_UNIT_GROUPS;
             if (g0 >= j->n_groups) return;
@@ -211,6 +209,7 @@ static void pm_work(void *ctx, int ith, int nth) {
                                j->act_row_bytes, j->T, j->y + (size_t)g0 * PACK_ROWS, (size_t)j->n_out);
         }
     }
+    const int64_t lo = j->n_groups * ith / nth, hi = j->n_groups * (ith + 1) / nth;
     for (int t0 = 0; t0 < j->T; t0 += PACKED_TOKEN_CHUNK) {
         const int nt = j->T - t0 < PACKED_TOKEN_CHUNK ? j->T - t0 : PACKED_TOKEN_CHUNK;
         for (int64_t g = lo; g < hi; g++)
