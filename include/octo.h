@@ -172,7 +172,7 @@ typedef struct {
     uint64_t kv_budget_bytes; /* 0 = none */
     char kv_spill[128];        /* whether the KV cache spills to flash, and why */
     char kv_plan[192];        /* how the KV budget was chosen */
-    char speculation[256];    /* the proposer OCTO_SPEC_AUTO uses for greedy decoding, and why:
+    char speculation[256];    /* the proposer OCTO_SPEC_AUTO uses, and why:
                                  a draft given in the options, else NAME.draft.gguf beside
                                  the model when it fits, else n-gram */
 } octo_model_info;
@@ -222,10 +222,12 @@ int32_t octo_token_eos(const octo_model *model);
 /* ---- generation ---- */
 
 typedef enum {
-    OCTO_SPEC_AUTO = 0,  /* n-gram / prompt lookup when sampling is greedy (temperature 0, no penalties): the
-                            output is then exactly that of plain decoding; off otherwise (for now) */
+    OCTO_SPEC_AUTO = 0,  /* the draft model if one was loaded, else n-gram / prompt lookup; switched off
+                            during a generation where it does not pay. Lossless under any sampling: greedy
+                            gives exactly the text of plain decoding, sampled the same distribution
+                            (rejection sampling; the random draws differ, so the text for a seed does) */
     OCTO_SPEC_NONE = 1,  /* plain decoding */
-    OCTO_SPEC_NGRAM = 2, /* n-gram / prompt lookup; an error when sampling is not greedy */
+    OCTO_SPEC_NGRAM = 2, /* n-gram / prompt lookup */
     OCTO_SPEC_DRAFT = 3, /* the draft model loaded with octo_model_options.draft_model (AUTO prefers it) */
 } octo_spec_mode;
 

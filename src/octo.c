@@ -122,8 +122,8 @@ static err_code kv_config_of(const octo_model_options *o, kv_config *out, err_t 
     return ERR_OK;
 }
 
-static err_code load_draft(octo_model *om, const char *path, int n_threads, err_t *err);
-static void find_draft(octo_model *om, const char *path, int n_threads);
+static err_code load_draft(octo_model *om, const char *path, err_t *err);
+static void find_draft(octo_model *om, const char *path);
 
 octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_options *opts) {
     if (!c) return NULL;
@@ -175,13 +175,13 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
         }
     }
     if (om->opts.draft_model) { /* given: any problem fails the load */
-        if (load_draft(om, om->opts.draft_model, c->opts.n_threads, &c->err)) {
+        if (load_draft(om, om->opts.draft_model, &c->err)) {
             octo_model_free(om);
             return NULL;
         }
         snprintf(om->spec_reason, sizeof om->spec_reason, "draft %s (given)", om->opts.draft_model);
     } else {
-        find_draft(om, path, c->opts.n_threads);
+        find_draft(om, path);
     }
     gguf_str tmpl = {0, NULL};
     gguf_get_str(om->m->gguf, "tokenizer.chat_template", &tmpl);
@@ -193,10 +193,10 @@ void octo_model_free(octo_model *om) {
     if (!om) return;
     if (om->stream) om->stream->om = NULL; /* a stream outliving its model only reports an error */
     tokenizer_free(om->tok);
+    session_free(om->draft_s); /* first: it borrows the target session's pool */
+    model_free(om->draft_m);
     session_free(om->s);
     model_free(om->m);
-    session_free(om->draft_s);
-    model_free(om->draft_m);
     free(om);
 }
 
@@ -204,7 +204,7 @@ void octo_model_free(octo_model *om) {
  * stem). One that cannot serve (another vocabulary, larger, unreadable) is
  * passed over with a warning in the log and the reason in the model info;
  * n-gram speculation stands in. */
-static void find_draft(octo_model *om, const char *path, int n_threads) {
+static void find_draft(octo_model *om, const char *path) {
     char cand[4096];
     const size_t len = strlen(path);
     const int stem = len > 5 && !strcmp(path + len - 5, ".gguf") ? (int)(len - 5) : (int)len;
@@ -217,7 +217,7 @@ static void find_draft(octo_model *om, const char *path, int n_threads) {
         return;
     }
     err_t derr = {0};
-    if (load_draft(om, cand, n_threads, &derr) == ERR_OK) {
+    if (load_draft(om, cand, &derr) == ERR_OK) {
         snprintf(om->spec_reason, sizeof om->spec_reason, "draft %.200s (found beside the model)", cand);
         return;
     }
@@ -228,7 +228,7 @@ static void find_draft(octo_model *om, const char *path, int n_threads) {
 
 /* Load the draft model and check it can propose for this one: the same
  * vocabulary, token by token, and fewer weight bytes (what a draft step costs). */
-static err_code load_draft(octo_model *om, const char *path, int n_threads, err_t *err) {
+static err_code load_draft(octo_model *om, const char *path, err_t *err) {
     err_code rc = model_load(path, &om->draft_m, err);
     if (rc) return rc;
     tokenizer *dt = NULL;
@@ -246,7 +246,7 @@ static err_code load_draft(octo_model *om, const char *path, int n_threads, err_
     if (!rc && om->draft_m->weight_bytes >= om->m->weight_bytes)
         rc = err_set(err, ERR_INVALID_ARG, "draft %s is larger than the model: %llu weight bytes against %llu", path,
                      (unsigned long long)om->draft_m->weight_bytes, (unsigned long long)om->m->weight_bytes);
-    if (!rc) rc = session_new(om->draft_m, om->s->n_ctx, QT_F16, n_threads, &om->draft_s, err);
+    if (!rc) rc = session_new_shared(om->draft_m, om->s->n_ctx, QT_F16, om->s->pool, &om->draft_s, err);
     if (rc) {
         model_free(om->draft_m);
         om->draft_m = NULL;
@@ -419,13 +419,13 @@ static gen_params to_gen_params(const octo_generate_params *p) {
     };
 }
 
-/* AUTO: when sampling is greedy without penalties (lossless there), the
- * draft model if one is loaded, else n-gram; NONE otherwise. */
+/* AUTO: the draft model if one is loaded, else n-gram. Verification is
+ * lossless under any sampling (spec/verify.h), and a proposer that does not
+ * pay is switched off during the generation. */
 static gen_spec spec_of(const octo_model *om, const octo_generate_params *p) {
     if (p->spec == OCTO_SPEC_NGRAM) return GEN_SPEC_NGRAM;
     if (p->spec == OCTO_SPEC_DRAFT) return GEN_SPEC_DRAFT;
-    if (p->spec == OCTO_SPEC_AUTO && p->temperature == 0.0f && p->repeat_penalty == 1.0f && p->presence_penalty == 0.0f)
-        return om->draft_s ? GEN_SPEC_DRAFT : GEN_SPEC_NGRAM;
+    if (p->spec == OCTO_SPEC_AUTO) return om->draft_s ? GEN_SPEC_DRAFT : GEN_SPEC_NGRAM;
     return GEN_SPEC_NONE;
 }
 

@@ -526,50 +526,7 @@ static void test_draw(void) {
  * critical value. The tests run on sampler_sample, i.e. the full path.
  * ------------------------------------------------------------------------- */
 
-/* ln Gamma via Lanczos (g = 7, n = 9), accurate to ~1e-15 for x > 0. */
-static double ln_gamma(double x) {
-    static const double c[9] = {0.99999999999980993, 676.5203681218851, -1259.1392167224028,
-                                771.32342877765313, -176.61502916214059, 12.507343278686905,
-                                -0.13857109526572012, 9.9843695780195716e-6,
-                                1.5056327351493116e-7};
-    x -= 1.0;
-    double a = c[0];
-    const double t = x + 7.5;
-    for (int i = 1; i < 9; i++) a += c[i] / (x + i);
-    return 0.5 * log(2 * 3.141592653589793) + (x + 0.5) * log(t) - t + log(a);
-}
-
-/* Q(a, x) = Gamma(a, x) / Gamma(a): the series for x < a + 1, the continued
- * fraction (modified Lentz) otherwise (Numerical Recipes 6.2). */
-static double gamma_q(double a, double x) {
-    if (x <= 0.0) return 1.0;
-    const double lead = a * log(x) - x - ln_gamma(a);
-    if (x < a + 1.0) {
-        double ap = a, del = 1.0 / a, sum = del;
-        for (int n = 0; n < 1000 && fabs(del) > fabs(sum) * 1e-16; n++) {
-            ap += 1.0;
-            del *= x / ap;
-            sum += del;
-        }
-        return 1.0 - sum * exp(lead);
-    }
-    double b = x + 1.0 - a, c = 1.0 / DBL_MIN, d = 1.0 / b, h = d;
-    for (int i = 1; i < 1000; i++) {
-        const double an = -i * (i - a);
-        b += 2.0;
-        d = an * d + b;
-        if (fabs(d) < DBL_MIN) d = DBL_MIN;
-        c = b + an / c;
-        if (fabs(c) < DBL_MIN) c = DBL_MIN;
-        d = 1.0 / d;
-        const double del = d * c;
-        h *= del;
-        if (fabs(del - 1.0) < 1e-16) break;
-    }
-    return exp(lead) * h;
-}
-
-static double chi2_sf(double x, int df) { return gamma_q(0.5 * df, 0.5 * x); }
+static double chi2_sf(double x, int df) { return tu_chi2_sf(x, df); }
 
 /* The x with chi2_sf(x, df) == tail (bisection; sf is decreasing). */
 static double chi2_isf(double tail, int df) {
@@ -941,7 +898,38 @@ static void test_large(void) {
     free(base);
 }
 
+/* sampler_rewind: after tentative accepts are rewound, the penalties see
+ * exactly the window they saw before (also once the ring has wrapped, and
+ * for the largest rewind). */
+static void test_rewind(void) {
+    sampler_params p = sampler_defaults();
+    p.temperature = 1.0f, p.top_k = 0, p.top_p = 1.0f, p.min_p = 0.0f;
+    p.repeat_penalty = 2.0f, p.presence_penalty = 0.5f, p.repeat_last_n = 3;
+    enum { V = 40 };
+    float logits[V], pa[V], pb[V];
+    for (int i = 0; i < V; i++) logits[i] = (float)((i * 7) % 11) * 0.3f - 1.0f;
+    const int lens[] = {2, 5, 30};
+    const int rewinds[] = {1, 2, SAMPLER_REWIND_MAX};
+    for (int li = 0; li < 3; li++)
+        for (int ri = 0; ri < 3; ri++) {
+            sampler *a, *b;
+            err_t err = {0};
+            T_CHECK(sampler_new(&p, V, &a, &err) == ERR_OK && sampler_new(&p, V, &b, &err) == ERR_OK);
+            for (int i = 0; i < lens[li]; i++) sampler_accept(a, i % V), sampler_accept(b, i % V);
+            for (int i = 0; i < rewinds[ri]; i++) sampler_accept(a, (i * 13 + 5) % V);
+            sampler_distribution(a, logits, pa);
+            sampler_distribution(b, logits, pb);
+            T_CHECKF(memcmp(pa, pb, sizeof pa) != 0, "tentative accepts must change the penalties (len %d)", lens[li]);
+            sampler_rewind(a, rewinds[ri]);
+            sampler_distribution(a, logits, pa);
+            T_CHECKF(memcmp(pa, pb, sizeof pa) == 0, "after %d accepts, %d rewound: the window differs", lens[li],
+                     rewinds[ri]);
+            sampler_free(a), sampler_free(b);
+        }
+}
+
 int main(void) {
+    test_rewind();
     const char *v = getenv("T_VERBOSE");
     verbose = v && *v && *v != '0';
     test_reproducible();

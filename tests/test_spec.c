@@ -9,15 +9,26 @@
  *     (half of them input-grounded: a story, then its own first words again),
  *     and on synthetic dense and MoE models; drafts must actually be
  *     accepted somewhere, or the test proves nothing;
- *   - the same with a draft model (a synthetic Q8_0 target, its Q4_0 copy as the draft);
- *   - sampling with an explicit request is refused with a clear error, and so
- *     are a draft with another vocabulary, one larger than the target, and a
- *     corrupt draft file.
+ *   - the same with a draft model (a synthetic Q8_0 target, its Q4_0 copy as
+ *     the draft), and with repetition and presence penalties;
+ *   - sampled verification keeps the target's distribution: spec_verify on a
+ *     position-dependent toy target, the first 3 tokens' joint distribution
+ *     against the exact one (chi-square, failing at p < 2.5e-7), with a sampled
+ *     draft and with a deterministic proposer; two deliberately wrong rules
+ *     fail the same test (so it has the power to see a mistake);
+ *   - end to end on a synthetic model: the first 3 tokens of 4000 sampled
+ *     generations (temperature, top-k, top-p, min-p and a repetition
+ *     penalty) with draft and n-gram speculation against plain decoding, a
+ *     two-sample chi-square test of homogeneity at the same level;
+ *   - a draft with another vocabulary, one larger than the target, and a
+ *     corrupt draft file are clear errors.
  */
 #include <string.h>
 
+#include "model/sampler.h"
 #include "octo.h"
 #include "spec/ngram.h"
+#include "spec/verify.h"
 #include "t.h"
 #include "util.h"
 
@@ -52,9 +63,9 @@ typedef struct {
     int n;
 } gen_out;
 
-static gen_out generate(octo_model *m, const char *prompt, octo_spec_mode spec, int k, int n_tokens, octo_stats *st) {
-    octo_generate_params p = octo_generate_params_defaults();
-    p.temperature = 0.0f;
+static gen_out generate_with(octo_model *m, const char *prompt, const octo_generate_params *base, octo_spec_mode spec,
+                             int k, int n_tokens, octo_stats *st) {
+    octo_generate_params p = *base;
     p.max_tokens = n_tokens;
     p.spec = spec;
     p.spec_k = k;
@@ -74,6 +85,12 @@ static gen_out generate(octo_model *m, const char *prompt, octo_spec_mode spec, 
     octo_stream_free(s);
     if (st) *st = octo_model_stats(m);
     return o;
+}
+
+static gen_out generate(octo_model *m, const char *prompt, octo_spec_mode spec, int k, int n_tokens, octo_stats *st) {
+    octo_generate_params p = octo_generate_params_defaults();
+    p.temperature = 0.0f;
+    return generate_with(m, prompt, &p, spec, k, n_tokens, st);
 }
 
 /* Generate from each prompt with and without speculation; count mismatches.
@@ -116,12 +133,22 @@ static void compare_on(const char *label, const char *path, const char *draft, c
            label, n_prompts, differ, runs, proposed, accepted, proposed ? 100.0 * accepted / proposed : 0.0, tokens, steps);
     T_EQ_INT(differ, 0);
     T_CHECKF(accepted > 0, "[%s] no draft was ever accepted: the comparison proves nothing", label);
-    /* sampling with an explicit request is an error, not a silent change of output */
-    octo_generate_params p = octo_generate_params_defaults();
-    p.spec = draft ? OCTO_SPEC_DRAFT : OCTO_SPEC_NGRAM;
-    octo_stream *s = octo_generate(m, prompts[0], &p);
-    T_CHECK(s == NULL && strstr(octo_model_error(m), "greedy") != NULL);
-    octo_stream_free(s);
+    /* greedy with penalties: each verified row must see the drafts before it */
+    octo_generate_params pen = octo_generate_params_defaults();
+    pen.temperature = 0.0f, pen.repeat_penalty = 1.3f, pen.presence_penalty = 0.4f, pen.repeat_last_n = 24;
+    int pdiffer = 0;
+    accepted = 0;
+    for (int i = 0; i < n_prompts && i < 20; i++) {
+        gen_out ref = generate_with(m, prompts[i], &pen, OCTO_SPEC_NONE, 0, n_tokens, NULL);
+        octo_stats st;
+        gen_out o = generate_with(m, prompts[i], &pen, draft ? OCTO_SPEC_DRAFT : OCTO_SPEC_NGRAM, 4, n_tokens, &st);
+        pdiffer += o.n != ref.n || memcmp(o.ids, ref.ids, sizeof(int32_t) * (size_t)o.n);
+        accepted += st.spec_accepted;
+        free(o.ids), free(ref.ids);
+    }
+    printf("[%s] with penalties: %d generations differ, %ld drafts accepted\n", label, pdiffer, accepted);
+    T_EQ_INT(pdiffer, 0);
+    T_CHECKF(accepted > 0, "[%s] penalties: no draft was ever accepted", label);
     octo_model_free(m);
     octo_client_free(c);
 }
@@ -164,6 +191,274 @@ static void synth_model(const char *path, int experts, unsigned type) {
     T_CHECKF(synth_write(&o, path, &err) == ERR_OK, "%s", err.msg);
 }
 
+/* ---- statistics: chi-square tests ----
+ *
+ * Four tests below must pass (two on the toy target, two end to end); each
+ * fails at p < ALPHA = 2.5e-7, so by the union bound a correct build fails
+ * with probability below 1e-6 over the choice of seeds. (The seeds are fixed:
+ * a given build passes or fails every time.) */
+#define ALPHA 2.5e-7
+
+/* Goodness of fit: counts of n cells against probabilities, cells expected
+ * fewer than 5 times pooled into one. Returns the p-value; *stat_out, *df_out. */
+static double chi2_fit(const long *count, const double *prob, int n, long total, double *stat_out, int *df_out) {
+    double stat = 0, pool_e = 0;
+    long pool_c = 0;
+    int cells = 0;
+    for (int i = 0; i < n; i++) {
+        const double e = prob[i] * (double)total;
+        if (e < 5) {
+            pool_e += e, pool_c += count[i];
+            continue;
+        }
+        stat += (count[i] - e) * (count[i] - e) / e;
+        cells++;
+    }
+    if (pool_e > 0) {
+        stat += (pool_c - pool_e) * (pool_c - pool_e) / (pool_e > 1e-9 ? pool_e : 1e-9);
+        cells++;
+    }
+    *stat_out = stat;
+    *df_out = cells - 1;
+    return tu_chi2_sf(stat, cells - 1);
+}
+
+/* Homogeneity of two samples of equal size over n cells: sum over cells of
+ * (a - b)^2 / (a + b), cells with a + b < 10 pooled. */
+static double chi2_two(const long *a, const long *b, int n, double *stat_out, int *df_out) {
+    double stat = 0;
+    long pa = 0, pb = 0;
+    int cells = 0;
+    for (int i = 0; i < n; i++) {
+        if (a[i] + b[i] < 10) {
+            pa += a[i], pb += b[i];
+            continue;
+        }
+        stat += (double)(a[i] - b[i]) * (a[i] - b[i]) / (double)(a[i] + b[i]);
+        cells++;
+    }
+    if (pa + pb > 0) stat += (double)(pa - pb) * (pa - pb) / (double)(pa + pb), cells++;
+    *stat_out = stat;
+    *df_out = cells - 1;
+    return tu_chi2_sf(stat, cells - 1);
+}
+
+static void test_chi2(void) {
+    /* df 2: exp(-x/2); df 1: erfc(sqrt(x/2)); the 1e-6 quantile of df 1 is 23.928 */
+    T_NEAR(tu_chi2_sf(10, 2), exp(-5), 1e-14);
+    T_NEAR(tu_chi2_sf(0.5, 2), exp(-0.25), 1e-14);
+    T_NEAR(tu_chi2_sf(3.2, 1), erfc(sqrt(1.6)), 1e-13);
+    T_NEAR(tu_chi2_sf(23.928, 1) / 1e-6, 1.0, 1e-3);
+    /* even df: Q(a, z) = exp(-z) sum_{i<a} z^i / i! (a Poisson tail), here a = z = 100 */
+    double term = exp(-100.0), poisson = 0;
+    for (int i = 0; i < 100; i++) poisson += term, term *= 100.0 / (i + 1);
+    T_NEAR(tu_chi2_sf(200, 200) / poisson, 1.0, 1e-12);
+}
+
+/* ---- rejection sampling against the exact distribution ----
+ *
+ * A toy target whose next-token logits depend on the position only (P_pos),
+ * and a draft likewise (Q_pos), over 6 tokens. Plain decoding would emit
+ * t1 ~ p_0, t2 ~ p_1, t3 ~ p_2 independently, so the exact joint of the
+ * first 3 tokens is a product. Speculation runs verify passes of k = 3 from
+ * the current position until 3 tokens are out. */
+
+#define TV 6
+#define TPOS 8
+
+typedef int (*verify_fn)(sampler *, const float *, int, const int32_t *, const float *, int, float *, int32_t *);
+
+/* WRONG rule 1: after a rejection, draw from p instead of max(0, p - q).
+ * Mass p(x) min(1, p/q)... is counted twice for tokens the draft favours. */
+static int wrong_resample_p(sampler *smp, const float *rows, int V, const int32_t *draft, const float *q, int k,
+                            float *scratch, int32_t *next) {
+    int a = 0;
+    for (;; a++) {
+        sampler_distribution(smp, rows + (size_t)a * V, scratch);
+        if (a == k) break;
+        const double qx = q ? q[(size_t)a * V + draft[a]] : 1.0;
+        if (!(sampler_uniform(smp) * qx < scratch[draft[a]])) break;
+    }
+    *next = sampler_draw(smp, scratch);
+    return a;
+}
+
+/* WRONG rule 2: the ratio upside down, min(1, q/p). (Not every slip is
+ * wrong: accepting a sampled draft with probability p(x) and else drawing
+ * from p without x, as for a deterministic proposer, is exact too; it only
+ * accepts less often.) */
+static int wrong_inverted(sampler *smp, const float *rows, int V, const int32_t *draft, const float *q, int k,
+                          float *scratch, int32_t *next) {
+    float *p = scratch, *r = scratch + V;
+    int a = 0;
+    for (;; a++) {
+        sampler_distribution(smp, rows + (size_t)a * V, p);
+        if (a == k) {
+            *next = sampler_draw(smp, p);
+            return a;
+        }
+        const float *qa = q + (size_t)a * V;
+        const int32_t x = draft[a];
+        if (sampler_uniform(smp) * p[x] < qa[x]) continue;
+        for (int j = 0; j < V; j++) r[j] = p[j] > qa[j] ? p[j] - qa[j] : 0.0f;
+        *next = sampler_draw(smp, r);
+        if (*next < 0) *next = sampler_draw(smp, p);
+        return a;
+    }
+}
+
+/* p-value of the first 3 tokens of n_trials speculative runs. q_rule: 1 =
+ * drafts drawn from Q (passed to the rule), 0 = a deterministic proposer
+ * (always the argmax of Q, q NULL). */
+static double toy_run(verify_fn rule, int sampled_draft, long n_trials, double *stat, int *df) {
+    *stat = 0, *df = 0;
+    sampler_params sp = sampler_defaults();
+    sp.temperature = 0.9f, sp.top_k = 5, sp.top_p = 0.97f, sp.min_p = 0.02f, sp.seed = 1234;
+    sampler *smp;
+    err_t err = {0};
+    if (sampler_new(&sp, TV, &smp, &err)) return -1;
+    float P[TPOS][TV], Q[TPOS][TV], p[TPOS][TV], q[TPOS][TV], scratch[2 * TV];
+    for (int t = 0; t < TPOS; t++)
+        for (int v = 0; v < TV; v++) {
+            P[t][v] = (float)(1.3 * sin(1.7 * t + 2.1 * v) + 0.4 * v);
+            Q[t][v] = (float)(1.5 * sin(1.1 * t + 1.9 * v + 0.5) + 0.2 * (TV - v)); /* close, not equal */
+        }
+    for (int t = 0; t < TPOS; t++) sampler_distribution(smp, P[t], p[t]), sampler_distribution(smp, Q[t], q[t]);
+    long count[TV * TV * TV] = {0};
+    double prob[TV * TV * TV];
+    for (int i = 0; i < TV * TV * TV; i++) prob[i] = (double)p[0][i / (TV * TV)] * p[1][i / TV % TV] * p[2][i % TV];
+    for (long n = 0; n < n_trials; n++) {
+        int32_t out[3 + SPEC_MAX_K + 1];
+        int pos = 0;
+        while (pos < 3) {
+            const int k = 3;
+            int32_t d[3];
+            for (int i = 0; i < k; i++) {
+                if (sampled_draft) d[i] = sampler_draw(smp, q[pos + i]);
+                else {
+                    d[i] = 0;
+                    for (int v = 1; v < TV; v++)
+                        if (Q[pos + i][v] > Q[pos + i][d[i]]) d[i] = v;
+                }
+            }
+            int32_t next;
+            const int a = rule(smp, P[pos], TV, d, sampled_draft ? q[pos] : NULL, k, scratch, &next);
+            for (int i = 0; i < a; i++) out[pos++] = d[i];
+            out[pos++] = next;
+        }
+        count[(out[0] * TV + out[1]) * TV + out[2]]++;
+    }
+    sampler_free(smp);
+    return chi2_fit(count, prob, TV * TV * TV, n_trials, stat, df);
+}
+
+static void test_rejection_exact(void) {
+    const long N = 200000;
+    struct {
+        const char *name;
+        verify_fn rule;
+        int sampled, must_pass;
+    } cases[] = {
+        {"spec_verify, sampled draft", spec_verify, 1, 1},
+        {"spec_verify, deterministic proposer", spec_verify, 0, 1},
+        {"WRONG: resample from p", wrong_resample_p, 1, 0},
+        {"WRONG: min(1, q/p)", wrong_inverted, 1, 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        double stat;
+        int df;
+        const double pv = toy_run(cases[c].rule, cases[c].sampled, N, &stat, &df);
+        printf("rejection sampling, %s: chi2 %.1f on %d df, p = %.3g over %ld runs\n", cases[c].name, stat, df, pv, N);
+        if (cases[c].must_pass) T_CHECKF(pv > ALPHA, "%s: p = %g", cases[c].name, pv);
+        else T_CHECKF(pv < ALPHA, "%s: the test did not see the wrong rule (p = %g)", cases[c].name, pv);
+    }
+}
+
+/* ---- end to end: sampled generation with and without speculation ---- */
+
+static int cmp_long(const void *a, const void *b) {
+    const long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+/* The first 3 tokens of n seeded generations as one key each, sorted. */
+static long *first3(octo_model *m, const char *prompt, octo_spec_mode spec, int n, int V, long *accepted,
+                    long *proposed) {
+    octo_generate_params p = octo_generate_params_defaults();
+    p.temperature = 0.6f, p.top_k = 8, p.top_p = 0.95f, p.min_p = 0.02f, p.repeat_penalty = 1.1f;
+    p.repeat_last_n = 16, p.spec_k = 3;
+    long *keys = malloc(sizeof(long) * (size_t)n);
+    *accepted = *proposed = 0;
+    for (int i = 0; i < n; i++) {
+        p.seed = 1000003ull * (uint64_t)i + (uint64_t)spec; /* independent runs, per arm */
+        octo_stats st;
+        gen_out o = generate_with(m, prompt, &p, spec, 3, 3, &st);
+        long key = 0;
+        for (int j = 0; j < 3; j++) key = key * (V + 1) + (j < o.n ? o.ids[j] : V); /* V: ended early */
+        keys[i] = key;
+        *accepted += st.spec_accepted, *proposed += st.spec_proposed;
+        free(o.ids);
+    }
+    qsort(keys, (size_t)n, sizeof *keys, cmp_long);
+    return keys;
+}
+
+/* Cell counts of two sorted key arrays over their union. */
+static int merge_counts(const long *a, const long *b, int n, long *ca, long *cb) {
+    int i = 0, j = 0, cells = 0;
+    while (i < n || j < n) {
+        const long key = j >= n || (i < n && a[i] <= b[j]) ? a[i] : b[j];
+        ca[cells] = cb[cells] = 0;
+        while (i < n && a[i] == key) ca[cells]++, i++;
+        while (j < n && b[j] == key) cb[cells]++, j++;
+        cells++;
+    }
+    return cells;
+}
+
+static void test_sampled_end_to_end(const char *path, const char *dpath) {
+    octo_client *c = octo_client_new(NULL);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.draft_model = dpath;
+    octo_model *m = octo_load_model(c, path, &mo);
+    T_CHECKF(m != NULL, "load: %s", octo_last_error(c));
+    if (!m) {
+        octo_client_free(c);
+        return;
+    }
+    const int n = 4000, V = octo_model_info_get(m).n_vocab;
+    /* a prompt that ends in the model's own greedy continuation: it goes on
+     * repeating itself, so n-gram lookup has something to propose */
+    char prompt[4096] = "the cat sat on the mat and the cat";
+    gen_out g = generate(m, prompt, OCTO_SPEC_NONE, 0, 32, NULL);
+    const size_t len = strlen(prompt);
+    const int w = octo_detokenize(m, g.ids, g.n, prompt + len, (int)(sizeof prompt - len));
+    T_CHECK(w > 0 && w < (int)(sizeof prompt - len));
+    free(g.ids);
+    long acc, prop;
+    long *plain = first3(m, prompt, OCTO_SPEC_NONE, n, V, &acc, &prop);
+    long *ca = malloc(sizeof(long) * 2 * (size_t)n), *cb = malloc(sizeof(long) * 2 * (size_t)n);
+    const octo_spec_mode modes[] = {OCTO_SPEC_DRAFT, OCTO_SPEC_NGRAM};
+    for (int k = 0; k < 2; k++) {
+        long *spec = first3(m, prompt, modes[k], n, V, &acc, &prop);
+        const int cells = merge_counts(plain, spec, n, ca, cb);
+        double stat;
+        int df;
+        const double pv = chi2_two(ca, cb, cells, &stat, &df);
+        printf("sampled, %s vs plain: first 3 tokens of %d generations each, %d distinct; chi2 %.1f on %d df, "
+               "p = %.3g; %ld of %ld drafts accepted\n",
+               k ? "n-gram" : "draft", n, cells, stat, df, pv, acc, prop);
+        T_CHECKF(pv > ALPHA, "sampled %s: the distribution differs from plain decoding (p = %g)", k ? "n-gram" : "draft",
+                 pv);
+        /* both outcomes of the acceptance test must occur, or half the rule went untested */
+        T_CHECKF(acc > n / 10 && prop - acc > n / 10, "sampled: %ld of %ld accepted", acc, prop);
+        free(spec);
+    }
+    free(plain), free(ca), free(cb);
+    octo_model_free(m);
+    octo_client_free(c);
+}
+
 int main(void) {
     test_ngram();
     /* synthetic models: random weights repeat themselves a lot under greedy decoding */
@@ -178,6 +473,9 @@ int main(void) {
     synth_model(bad, 1000, 8);
     compare_on("synthetic dense Q8_0, n-gram", path, NULL, sp, 4, 48);
     compare_on("synthetic dense Q8_0, Q4_0 draft", path, dpath, sp, 4, 48);
+    test_chi2();
+    test_rejection_exact();
+    test_sampled_end_to_end(path, dpath);
     /* bad drafts: another vocabulary, a draft larger than the target, a file that is not a model */
     {
         octo_client *c = octo_client_new(NULL);

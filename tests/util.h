@@ -5,6 +5,7 @@
 #ifndef OCTO_TESTS_UTIL_H
 #define OCTO_TESTS_UTIL_H
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -122,5 +123,53 @@ static inline void tu_vocab_close(tu_vocab_vectors *v) {
     free(v->inp);
     free(v->out);
 }
+
+/* ---- statistics for the sampling tests ---- */
+
+/* ln Gamma via Lanczos (g = 7, n = 9), accurate to ~1e-15 for x > 0. */
+static inline double tu_ln_gamma(double x) {
+    static const double c[9] = {0.99999999999980993, 676.5203681218851, -1259.1392167224028,
+                                771.32342877765313, -176.61502916214059, 12.507343278686905,
+                                -0.13857109526572012, 9.9843695780195716e-6,
+                                1.5056327351493116e-7};
+    x -= 1.0;
+    double a = c[0];
+    const double t = x + 7.5;
+    for (int i = 1; i < 9; i++) a += c[i] / (x + i);
+    return 0.5 * log(2 * 3.141592653589793) + (x + 0.5) * log(t) - t + log(a);
+}
+
+/* Q(a, x) = Gamma(a, x) / Gamma(a): the series for x < a + 1, the continued
+ * fraction (modified Lentz) otherwise (Numerical Recipes 6.2). */
+static inline double tu_gamma_q(double a, double x) {
+    if (x <= 0.0) return 1.0;
+    const double lead = a * log(x) - x - tu_ln_gamma(a);
+    if (x < a + 1.0) {
+        double ap = a, del = 1.0 / a, sum = del;
+        for (int n = 0; n < 1000 && fabs(del) > fabs(sum) * 1e-16; n++) {
+            ap += 1.0;
+            del *= x / ap;
+            sum += del;
+        }
+        return 1.0 - sum * exp(lead);
+    }
+    double b = x + 1.0 - a, c = 1.0 / DBL_MIN, d = 1.0 / b, h = d;
+    for (int i = 1; i < 1000; i++) {
+        const double an = -i * (i - a);
+        b += 2.0;
+        d = an * d + b;
+        if (fabs(d) < DBL_MIN) d = DBL_MIN;
+        c = b + an / c;
+        if (fabs(c) < DBL_MIN) c = DBL_MIN;
+        d = 1.0 / d;
+        const double del = d * c;
+        h *= del;
+        if (fabs(del - 1.0) < 1e-16) break;
+    }
+    return exp(lead) * h;
+}
+
+/* Upper tail of the chi-square distribution with df degrees of freedom. */
+static inline double tu_chi2_sf(double x, int df) { return tu_gamma_q(0.5 * df, 0.5 * x); }
 
 #endif

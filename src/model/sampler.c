@@ -80,8 +80,9 @@ struct sampler {
     uint64_t rng[4];      /* xoshiro256** state: the draw stream */
     uint64_t pivot_state; /* splitmix64 counter for quickselect pivots only */
 
-    int32_t *hist;        /* (repeat_last_n) ring buffer of accepted tokens */
-    int hist_len;         /* how many of hist are valid, <= repeat_last_n */
+    int32_t *hist;        /* (hist_cap) ring buffer of accepted tokens */
+    int hist_cap;         /* repeat_last_n + SAMPLER_REWIND_MAX, so a rewind finds the window intact */
+    int hist_len;         /* how many of hist are valid, <= hist_cap */
     int hist_pos;         /* where the next accepted token goes */
 
     uint32_t *mark;       /* (n_vocab) epoch stamps: token seen in this window */
@@ -183,7 +184,8 @@ err_code sampler_new(const sampler_params *p, int n_vocab, sampler **out, err_t 
     s->p = *p;
     s->n_vocab = n_vocab;
     const size_t n = (size_t)n_vocab;
-    s->hist = malloc(sizeof *s->hist * (size_t)(p->repeat_last_n > 0 ? p->repeat_last_n : 1));
+    s->hist_cap = p->repeat_last_n > 0 ? p->repeat_last_n + SAMPLER_REWIND_MAX : 0;
+    s->hist = malloc(sizeof *s->hist * (size_t)(s->hist_cap > 0 ? s->hist_cap : 1));
     s->mark = calloc(n, sizeof *s->mark);
     s->logit = malloc(n * sizeof *s->logit);
     s->weight = malloc(n * sizeof *s->weight);
@@ -218,11 +220,22 @@ bool sampler_is_greedy(const sampler *s) { return s->p.temperature == 0.0f; }
  * ------------------------------------------------------------------------- */
 
 void sampler_accept(sampler *s, int32_t token) {
-    const int cap = s->p.repeat_last_n;
+    const int cap = s->hist_cap;
     if (cap == 0 || token < 0 || token >= s->n_vocab) return;
     s->hist[s->hist_pos] = token;
     s->hist_pos = (s->hist_pos + 1) % cap;
     if (s->hist_len < cap) s->hist_len++;
+}
+
+/* The ring holds SAMPLER_REWIND_MAX entries beyond the window, so undoing n
+ * of the latest accepts only moves the write position back: the entries
+ * that slide back into the window were never overwritten. hist_len may
+ * undercount what is still there, never overcount. */
+void sampler_rewind(sampler *s, int n) {
+    if (s->hist_cap == 0 || n <= 0) return;
+    if (n > s->hist_len) n = s->hist_len;
+    s->hist_pos = (s->hist_pos - n % s->hist_cap + s->hist_cap) % s->hist_cap;
+    s->hist_len -= n;
 }
 
 void sampler_reset_history(sampler *s) {
@@ -237,8 +250,9 @@ static void apply_penalties(sampler *s, float *l) {
         memset(s->mark, 0, (size_t)s->n_vocab * sizeof *s->mark);
         s->epoch = 1;
     }
-    for (int i = 0; i < s->hist_len; i++) {
-        const int32_t t = s->hist[i];
+    const int n = s->hist_len < s->p.repeat_last_n ? s->hist_len : s->p.repeat_last_n;
+    for (int i = 1; i <= n; i++) { /* the window: the latest repeat_last_n accepts */
+        const int32_t t = s->hist[(s->hist_pos - i + s->hist_cap) % s->hist_cap];
         if (s->mark[t] == s->epoch) continue; /* once per distinct token */
         s->mark[t] = s->epoch;
         float v = l[t];

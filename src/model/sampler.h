@@ -43,6 +43,11 @@ void sampler_free(sampler *s);
 /* Record an accepted token (for the penalties); sampler_sample does not.
  * Ids outside the vocabulary are ignored. */
 void sampler_accept(sampler *s, int32_t token);
+/* Undo the latest n accepts (n <= SAMPLER_REWIND_MAX, every one of them an id
+ * in the vocabulary): speculation accepts draft tokens tentatively so that
+ * each verified position sees the penalties of the drafts before it. */
+#define SAMPLER_REWIND_MAX 16
+void sampler_rewind(sampler *s, int n);
 /* Forget accepted tokens (keeps the RNG state). */
 void sampler_reset_history(sampler *s);
 

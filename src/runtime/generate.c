@@ -51,10 +51,13 @@ struct generation {
     /* speculative decoding */
     spec_ngram *ng;
     float *vlogits;           /* [(SPEC_MAX_K + 1) * n_vocab] a verify pass's logits */
-    int32_t queue[SPEC_MAX_K]; /* accepted draft tokens not yet returned (their entries are cached) */
+    int32_t queue[SPEC_MAX_K + 1]; /* tokens of a verify pass not yet returned: the accepted drafts
+                                      (their entries are cached), then the token after them (not yet) */
     int q_head, q_n;
     spec_length len;          /* the draft length (spec/verify.h) */
     float *dlogits;           /* [n_vocab] the draft model's logits */
+    float *q;                 /* [SPEC_MAX_K * n_vocab] the draft's distributions (sampled drafting) */
+    float *scratch;           /* [2 * n_vocab] for verification */
     int decode_passes;        /* plain and verify passes so far */
     double plain_ms;          /* time of the plain passes (the baseline speculation must beat) */
     bool spec_off;            /* switched off: slower than plain decoding here */
@@ -95,17 +98,15 @@ err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int 
     err_code rc = !g->prompt || !g->logits || !g->out_ids ? err_set(err, ERR_NOMEM, "out of memory") : ERR_OK;
     if (!rc) rc = sampler_new(&p->sampling, n_vocab, &g->smp, err);
     if (!rc && p->spec != GEN_SPEC_NONE) {
-        const sampler_params *sp = &p->sampling;
-        if (sp->temperature != 0.0f || sp->repeat_penalty != 1.0f || sp->presence_penalty != 0.0f)
-            rc = err_set(err, ERR_UNSUPPORTED,
-                         "speculative decoding needs greedy sampling without penalties for now (temperature 0)");
-        else if (p->spec_k < 0 || p->spec_k > SPEC_MAX_K)
+        const bool sampled = p->sampling.temperature != 0.0f;
+        if (p->spec_k < 0 || p->spec_k > SPEC_MAX_K)
             rc = err_set(err, ERR_INVALID_ARG, "draft length %d is outside 0..%d", p->spec_k, SPEC_MAX_K);
-        else if (!(g->vlogits = malloc(sizeof(float) * (size_t)(SPEC_MAX_K + 1) * n_vocab)))
-            rc = err_set(err, ERR_NOMEM, "out of memory");
         else if (p->spec == GEN_SPEC_DRAFT && (!p->draft || p->draft->m->hp.n_vocab != n_vocab))
             rc = err_set(err, ERR_INVALID_ARG, "draft speculation needs a draft model with the same vocabulary");
-        else if (!(g->dlogits = malloc(sizeof(float) * (size_t)n_vocab)))
+        else if (!(g->vlogits = malloc(sizeof(float) * (size_t)(SPEC_MAX_K + 1) * n_vocab)) ||
+                 !(g->dlogits = malloc(sizeof(float) * (size_t)n_vocab)) ||
+                 !(g->scratch = malloc(sizeof(float) * 2 * (size_t)n_vocab)) ||
+                 (sampled && p->spec == GEN_SPEC_DRAFT && !(g->q = malloc(sizeof(float) * (size_t)SPEC_MAX_K * n_vocab))))
             rc = err_set(err, ERR_NOMEM, "out of memory");
         else if (!(rc = ngram_new(s->n_ctx + 1, &g->ng, err)))
             rc = ngram_push(g->ng, prompt, n_prompt, err);
@@ -130,6 +131,8 @@ void gen_free(generation *g) {
     ngram_free(g->ng);
     free(g->vlogits);
     free(g->dlogits);
+    free(g->q);
+    free(g->scratch);
     free(g->prompt);
     free(g->logits);
     free(g->out_ids);
@@ -159,7 +162,9 @@ static void fail(generation *g, gen_stop why) {
 }
 
 /* The draft model's proposal: bring its cache to the target's sequence
- * (whatever prefix they share is kept), then k greedy steps from `last`.
+ * (whatever prefix they share is kept), then k steps from `last`, each drawn
+ * with the target's sampler (its transforms and penalties, the drafts so far
+ * accepted tentatively); sampled, the distributions drawn from go to g->q.
  * Its entries for the proposal stay: the next call keeps what was accepted. */
 static int draft_propose(generation *g, int k, int32_t *out) {
     session *d = g->p.draft, *t = g->s;
@@ -167,12 +172,22 @@ static int draft_propose(generation *g, int k, int32_t *out) {
     session_truncate(d, keep);
     if (t->n_past > keep && session_eval(d, t->tokens + keep, t->n_past - keep, false, g->dlogits, &g->err)) return -1;
     if (k > d->n_ctx - d->n_past) k = d->n_ctx - d->n_past;
+    const size_t V = (size_t)t->m->hp.n_vocab;
     int32_t cur = g->last;
-    for (int i = 0; i < k; i++) {
-        if (session_eval(d, &cur, 1, false, g->dlogits, &g->err)) return -1;
-        cur = out[i] = sampler_sample(g->smp, g->dlogits);
+    int i = 0;
+    for (; i < k; i++) {
+        if (session_eval(d, &cur, 1, false, g->dlogits, &g->err)) break;
+        if (g->q) {
+            sampler_distribution(g->smp, g->dlogits, g->q + i * V);
+            cur = sampler_draw(g->smp, g->q + i * V);
+        } else {
+            cur = sampler_sample(g->smp, g->dlogits);
+        }
+        out[i] = cur;
+        sampler_accept(g->smp, cur);
     }
-    return k;
+    sampler_rewind(g->smp, i);
+    return i < k ? -1 : k;
 }
 
 /* One speculative step: propose after the context, verify last + draft in
@@ -194,12 +209,14 @@ static bool speculate(generation *g, bool *ok) {
     const int V = s->m->hp.n_vocab;
     *ok = false;
     if (session_eval_tentative(s, batch, k + 1, g->vlogits, &g->err)) return true;
-    const int a = spec_accept_greedy(g->smp, g->vlogits, V, batch + 1, k);
+    int32_t next;
+    const float *q = g->p.spec == GEN_SPEC_DRAFT ? g->q : NULL; /* n-gram proposes deterministically */
+    const int a = spec_verify(g->smp, g->vlogits, V, batch + 1, q, k, g->scratch, &next);
     if (session_accept(s, batch, k + 1, a + 1, &g->err)) return true;
-    memcpy(g->logits, g->vlogits + (size_t)a * V, sizeof(float) * (size_t)V);
     memcpy(g->queue, batch + 1, sizeof(int32_t) * (size_t)a);
+    g->queue[a] = next;
     g->q_head = 0;
-    g->q_n = a;
+    g->q_n = a + 1;
     const double dt = now_ms() - t0;
     g->t_decode_total += dt;
     g->stats.decode_ms = g->t_decode_total;
@@ -332,7 +349,7 @@ const char *gen_next(generation *g) {
             }
             g->need_decode = false;
         }
-        /* an accepted draft token (already in the cache), else a sample */
+        /* a token of the last verify pass, else a sample */
         const bool queued = g->q_n > 0;
         int32_t tok = queued ? g->queue[g->q_head] : sampler_sample(g->smp, g->logits);
         if (queued) g->q_head++, g->q_n--;
@@ -346,7 +363,7 @@ const char *gen_next(generation *g) {
         g->out_ids[g->n_generated++] = tok;
         atomic_store_explicit(&g->n_published, g->n_generated, memory_order_release);
         g->stats.decode_tokens = g->n_generated;
-        g->need_decode = !queued; /* a queued token is in the cache and its successor's logits are known */
+        g->need_decode = g->q_n == 0; /* an accepted draft is in the cache; the pass's last token is not */
         if (g->ng && ngram_push(g->ng, &tok, 1, &g->err)) {
             fail(g, GEN_STOP_ERROR);
             continue;

@@ -28,7 +28,7 @@ typedef enum { GEN_SPEC_NONE = 0, GEN_SPEC_NGRAM, GEN_SPEC_DRAFT } gen_spec;
 typedef struct {
     int max_tokens;                /* > 0 */
     sampler_params sampling;
-    gen_spec spec;                 /* speculative decoding (greedy sampling only, so far) */
+    gen_spec spec;                 /* speculative decoding (lossless with any sampling: spec/verify.h) */
     int spec_k;                    /* fixed draft length; 0 = adaptive (4, then 2..10) */
     session *draft;                /* GEN_SPEC_DRAFT: the draft model's session (same vocabulary) */
     void (*on_prefill)(void *user, int done, int total); /* optional progress */

@@ -16,7 +16,9 @@ err_code session_new(const model *m, int n_ctx, uint32_t kv_type, int n_threads,
     return session_new_kv(m, n_ctx, &kv, n_threads, out, err);
 }
 
-err_code session_new_kv(const model *m, int n_ctx, const kv_config *kv, int n_threads, session **out, err_t *err) {
+/* pool NULL: a pool of its own with n_threads threads */
+static err_code create(const model *m, int n_ctx, const kv_config *kv, tpool *pool, int n_threads, session **out,
+                       err_t *err) {
     *out = NULL;
     if (n_ctx < 0) return err_set(err, ERR_INVALID_ARG, "context of %d tokens", n_ctx);
     if (n_threads < 0) return err_set(err, ERR_INVALID_ARG, "%d threads", n_threads);
@@ -26,7 +28,9 @@ err_code session_new_kv(const model *m, int n_ctx, const kv_config *kv, int n_th
     if (!s) return err_set(err, ERR_NOMEM, "out of memory");
     s->m = m;
     s->n_ctx = n_ctx;
-    err_code rc = tpool_new(n_threads, &s->pool, err);
+    s->pool = pool;
+    s->owns_pool = !pool;
+    err_code rc = pool ? ERR_OK : tpool_new(n_threads, &s->pool, err);
     if (!rc) rc = kv_cache_new(&m->hp, kv, &s->kv, err);
     if (!rc && (!(s->fwd = fwd_state_new(m, s->pool)) || !(s->tokens = malloc(sizeof(int32_t) * (size_t)n_ctx))))
         rc = err_set(err, ERR_NOMEM, "out of memory");
@@ -38,11 +42,21 @@ err_code session_new_kv(const model *m, int n_ctx, const kv_config *kv, int n_th
     return ERR_OK;
 }
 
+err_code session_new_kv(const model *m, int n_ctx, const kv_config *kv, int n_threads, session **out, err_t *err) {
+    return create(m, n_ctx, kv, NULL, n_threads, out, err);
+}
+
+err_code session_new_shared(const model *m, int n_ctx, uint32_t kv_type, tpool *pool, session **out, err_t *err) {
+    if (kv_type != QT_F32 && kv_type != QT_F16) return err_set(err, ERR_INVALID_ARG, "plain KV cache type must be f32 or f16");
+    const kv_config kv = kv_config_plain(kv_type);
+    return create(m, n_ctx, &kv, pool, 0, out, err);
+}
+
 void session_free(session *s) {
     if (!s) return;
     kv_cache_free(s->kv);
     fwd_state_free(s->fwd);
-    tpool_free(s->pool);
+    if (s->owns_pool) tpool_free(s->pool);
     free(s->tokens);
     free(s);
 }

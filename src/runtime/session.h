@@ -22,6 +22,7 @@
 typedef struct {
     const model *m;
     tpool *pool;      /* the model's threads */
+    bool owns_pool;   /* false: another session's pool, borrowed (it must outlive this one) */
     kv_cache *kv;
     fwd_state *fwd;
     const experts_iface *experts; /* NULL: experts straight from the mapping */
@@ -35,6 +36,10 @@ typedef struct {
 err_code session_new(const model *m, int n_ctx, uint32_t kv_type, int n_threads, session **out, err_t *err);
 /* The same with a KV cache configuration (tiers, policy, budget). */
 err_code session_new_kv(const model *m, int n_ctx, const kv_config *kv, int n_threads, session **out, err_t *err);
+/* A plain-cache session that computes on another session's pool: a draft
+ * model runs between its target's passes, never beside them, so it borrows
+ * the target's threads instead of starting (and spinning) its own. */
+err_code session_new_shared(const model *m, int n_ctx, uint32_t kv_type, tpool *pool, session **out, err_t *err);
 void session_free(session *s);
 
 /* Consume n tokens; logits gets n rows when all_rows, else the last row only. */

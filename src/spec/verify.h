@@ -2,9 +2,27 @@
  * verify — what speculation decides, apart from running the models: which
  * drafts the target accepts, and how long the next draft should be.
  *
- * Greedy verification: row i of a verify pass holds the target's logits
- * after the last token and drafts 0..i-1; draft i is accepted while it is
- * the token the target's sampler picks from that row.
+ * Row i of a verify pass holds the target's logits after the last token
+ * and drafts 0..i-1. Verification returns how many drafts are accepted and
+ * the token that follows them, drawn so that the output has exactly the
+ * distribution of plain decoding with the same sampler:
+ *
+ *   greedy   draft i is accepted while it is the token the sampler picks
+ *            from row i; the next token is the pick from the first row not
+ *            matched (row k if all were).
+ *   sampled  standard rejection sampling (Leviathan et al. 2023; Chen et al.
+ *            2023). p_i is row i's distribution after every transform of the
+ *            sampler, q_i the proposer's (after the same transforms when it
+ *            is a draft model; one-hot at the proposal when it is n-gram).
+ *            Draft x_i is accepted with probability min(1, p_i(x)/q_i(x));
+ *            the first rejection draws the next token from the normalised
+ *            max(0, p_i - q_i) and ends the step; if all k are accepted the
+ *            next token is drawn from p_k. Each emitted token is then
+ *            distributed as p given everything before it, whatever q was.
+ *
+ * The sampler's penalties see each row's own context: accepted drafts are
+ * accepted into the sampler tentatively while verifying and rewound before
+ * returning, so the caller accepts every emitted token as usual.
  *
  * Draft length: it starts at 4; over the last SPEC_WINDOW draft tokens,
  * acceptance above 80 % lengthens it by one and below 50 % shortens it by
@@ -21,8 +39,12 @@
 #define SPEC_MAX_K 10
 #define SPEC_WINDOW 32
 
-/* Drafts accepted: rows are k + 1 consecutive logit rows of n_vocab. */
-int spec_accept_greedy(sampler *smp, const float *rows, int n_vocab, const int32_t *draft, int k);
+/* Drafts accepted (0..k); *next receives the token after them. rows: k + 1
+ * consecutive logit rows of n_vocab. q: k distributions of n_vocab, the ones
+ * the drafts were drawn from, or NULL for a deterministic proposer (ignored
+ * when the sampler is greedy). scratch: 2 * n_vocab floats. k <= SPEC_MAX_K. */
+int spec_verify(sampler *smp, const float *rows, int n_vocab, const int32_t *draft, const float *q, int k,
+                float *scratch, int32_t *next);
 
 typedef struct {
     int k;                      /* the next draft's length */
