@@ -142,7 +142,19 @@ typedef struct {
      * one that qualifies (one that does not is skipped, with a warning in the
      * log and the reason in octo_model_info.speculation). */
     const char *draft_model;
+    /* With no draft_model:
+     *   OCTO_DRAFT_AUTO (default): NAME.draft.gguf beside the model, else a
+     *     self-draft (a Q4_0 copy of the model made at load) when the plan
+     *     finds that it pays (a memory-bound model with F16/BF16/F32
+     *     weights) and fits in free memory, else none (n-gram);
+     *   OCTO_DRAFT_SELF: a self-draft whenever the weights can get smaller
+     *     (an error otherwise), without looking beside the model;
+     *   OCTO_DRAFT_NONE: neither, for a model that will not speculate (it
+     *     loads faster and takes less memory). */
+    int auto_draft;
 } octo_model_options;
+
+enum { OCTO_DRAFT_NONE = -1, OCTO_DRAFT_AUTO = 0, OCTO_DRAFT_SELF = 1 };
 
 octo_model_options octo_model_options_defaults(void);
 
@@ -172,9 +184,9 @@ typedef struct {
     uint64_t kv_budget_bytes; /* 0 = none */
     char kv_spill[128];        /* whether the KV cache spills to flash, and why */
     char kv_plan[192];        /* how the KV budget was chosen */
-    char speculation[256];    /* the proposer OCTO_SPEC_AUTO uses, and why:
-                                 a draft given in the options, else NAME.draft.gguf beside
-                                 the model when it fits, else n-gram */
+    char speculation[256];    /* the proposer OCTO_SPEC_AUTO uses, and why: a draft given in
+                                 the options, else NAME.draft.gguf beside the model when it
+                                 fits, else a self-draft when it pays and fits, else n-gram */
 } octo_model_info;
 
 octo_model_info octo_model_info_get(const octo_model *model);
@@ -222,13 +234,14 @@ int32_t octo_token_eos(const octo_model *model);
 /* ---- generation ---- */
 
 typedef enum {
-    OCTO_SPEC_AUTO = 0,  /* the draft model if one was loaded, else n-gram / prompt lookup; switched off
+    OCTO_SPEC_AUTO = 0,  /* the draft model if one was loaded or made, else n-gram / prompt lookup; switched off
                             during a generation where it does not pay. Lossless under any sampling: greedy
                             gives exactly the text of plain decoding, sampled the same distribution
                             (rejection sampling; the random draws differ, so the text for a seed does) */
     OCTO_SPEC_NONE = 1,  /* plain decoding */
     OCTO_SPEC_NGRAM = 2, /* n-gram / prompt lookup */
     OCTO_SPEC_DRAFT = 3, /* the draft model loaded with octo_model_options.draft_model (AUTO prefers it) */
+    OCTO_SPEC_SELF = 4,  /* the self-draft made at load (octo_model_options.auto_draft) */
 } octo_spec_mode;
 
 typedef struct {
@@ -348,7 +361,7 @@ typedef struct {
     int spec_steps;                     /* its verify passes */
     int spec_k;                         /* its draft length at the end (0: speculation off) */
     double spec_ms;                     /* time in verify passes */
-    char spec_proposer[12];             /* "ngram", "draft" or "none" */
+    char spec_proposer[12];             /* "ngram", "draft", "self" or "none" */
     char spec_note[96];                 /* why speculation stopped, e.g. "off: 12.1 ms/token verified vs 9.8 plain" */
     double expert_cache_hit_rate;       /* MoE expert lookups served from memory */
     /* process memory (0 where the system does not report it) */

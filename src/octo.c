@@ -41,6 +41,7 @@ struct octo_model {
     session *s;
     model *draft_m;          /* optional draft model for speculative decoding */
     session *draft_s;
+    bool draft_self;         /* draft_m is the target's own low-precision copy */
     tokenizer *tok;          /* NULL when the file has no usable vocabulary */
     err_t tok_err;           /* why tok is NULL */
     chat_family chat;
@@ -49,7 +50,6 @@ struct octo_model {
     atomic_bool busy;        /* a stream is alive */
     octo_stream *stream;     /* that stream */
     gen_stats last;          /* of the last finished stream */
-    char spec_reason[256];   /* the proposer chosen at load, and why */
     char warning[160];
     err_t err;
 };
@@ -123,7 +123,8 @@ static err_code kv_config_of(const octo_model_options *o, kv_config *out, err_t 
 }
 
 static err_code load_draft(octo_model *om, const char *path, err_t *err);
-static void find_draft(octo_model *om, const char *path);
+static bool find_draft(octo_model *om, const char *path);
+static err_code make_self_draft(octo_model *om, bool asked, const plan_device *dev, err_t *err);
 
 octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_options *opts) {
     if (!c) return NULL;
@@ -139,9 +140,10 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
     }
     om->client = c;
     om->opts = opts ? *opts : octo_model_options_defaults();
-    if (om->opts.n_ctx < 0 || c->opts.n_threads < 0 || (om->opts.kv_type != OCTO_KV_F32 && om->opts.kv_type != OCTO_KV_F16)) {
-        err_set(&c->err, ERR_INVALID_ARG, "bad model options (n_ctx %d, kv_type %d)", om->opts.n_ctx,
-                (int)om->opts.kv_type);
+    if (om->opts.n_ctx < 0 || c->opts.n_threads < 0 || (om->opts.kv_type != OCTO_KV_F32 && om->opts.kv_type != OCTO_KV_F16) ||
+        om->opts.auto_draft < OCTO_DRAFT_NONE || om->opts.auto_draft > OCTO_DRAFT_SELF) {
+        err_set(&c->err, ERR_INVALID_ARG, "bad model options (n_ctx %d, kv_type %d, auto_draft %d)", om->opts.n_ctx,
+                (int)om->opts.kv_type, om->opts.auto_draft);
         free(om);
         return NULL;
     }
@@ -179,9 +181,15 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
             octo_model_free(om);
             return NULL;
         }
-        snprintf(om->spec_reason, sizeof om->spec_reason, "draft %s (given)", om->opts.draft_model);
-    } else {
-        find_draft(om, path);
+        snprintf(om->plan.spec_reason, sizeof om->plan.spec_reason, "draft %s (given)", om->opts.draft_model);
+    } else if (om->opts.auto_draft == OCTO_DRAFT_NONE) {
+        snprintf(om->plan.spec_reason, sizeof om->plan.spec_reason, "n-gram: no draft given, none looked for (asked)");
+    } else if (om->opts.auto_draft == OCTO_DRAFT_SELF || !find_draft(om, path)) {
+        if (om->opts.auto_draft == OCTO_DRAFT_SELF) snprintf(om->plan.spec_reason, sizeof om->plan.spec_reason, "n-gram");
+        if (make_self_draft(om, om->opts.auto_draft == OCTO_DRAFT_SELF, &dev, &c->err)) {
+            octo_model_free(om);
+            return NULL;
+        }
     }
     gguf_str tmpl = {0, NULL};
     gguf_get_str(om->m->gguf, "tokenizer.chat_template", &tmpl);
@@ -204,26 +212,60 @@ void octo_model_free(octo_model *om) {
  * stem). One that cannot serve (another vocabulary, larger, unreadable) is
  * passed over with a warning in the log and the reason in the model info;
  * n-gram speculation stands in. */
-static void find_draft(octo_model *om, const char *path) {
+static bool find_draft(octo_model *om, const char *path) {
     char cand[4096];
     const size_t len = strlen(path);
     const int stem = len > 5 && !strcmp(path + len - 5, ".gguf") ? (int)(len - 5) : (int)len;
     if (snprintf(cand, sizeof cand, "%.*s.draft.gguf", stem, path) >= (int)sizeof cand) {
-        snprintf(om->spec_reason, sizeof om->spec_reason, "n-gram: no draft given (path too long to look beside)");
-        return;
+        snprintf(om->plan.spec_reason, sizeof om->plan.spec_reason, "n-gram: no draft given (path too long to look beside)");
+        return false;
     }
     if (access(cand, R_OK) != 0) {
-        snprintf(om->spec_reason, sizeof om->spec_reason, "n-gram: no draft given, none at %.200s", cand);
-        return;
+        snprintf(om->plan.spec_reason, sizeof om->plan.spec_reason, "n-gram: no draft given, none at %.200s", cand);
+        return false;
     }
     err_t derr = {0};
     if (load_draft(om, cand, &derr) == ERR_OK) {
-        snprintf(om->spec_reason, sizeof om->spec_reason, "draft %.200s (found beside the model)", cand);
-        return;
+        snprintf(om->plan.spec_reason, sizeof om->plan.spec_reason, "draft %.200s (found beside the model)", cand);
+        return true;
     }
-    snprintf(om->spec_reason, sizeof om->spec_reason, "n-gram: the draft beside the model was not used: %.180s",
+    snprintf(om->plan.spec_reason, sizeof om->plan.spec_reason, "n-gram: the draft beside the model was not used: %.180s",
              derr.msg);
-    client_log(om->client, OCTO_LOG_WARN, om->spec_reason);
+    client_log(om->client, OCTO_LOG_WARN, om->plan.spec_reason);
+    return false;
+}
+
+/* No draft model: a Q4_0 copy of the target when the plan says it pays and
+ * fits (plan_self_draft), or whenever it can be made when asked. Only a copy
+ * that was asked for and cannot be made is an error; otherwise the plan's
+ * reason joins the n-gram one. */
+static err_code make_self_draft(octo_model *om, bool asked, const plan_device *dev, err_t *err) {
+    char why[192];
+    const uint64_t bytes = model_requantized_bytes(om->m, QT_Q4_0);
+    const bool pays = plan_self_draft(om->m, bytes, &om->plan, dev, why, sizeof why);
+    char *r = om->plan.spec_reason;
+    const size_t rn = sizeof om->plan.spec_reason;
+    if (!pays && !(asked && bytes)) {
+        if (asked) return err_set(err, ERR_UNSUPPORTED, "%s", why);
+        char prev[256];
+        snprintf(prev, sizeof prev, "%s", r);
+        snprintf(r, rn, "%.150s; %.100s", prev, why);
+        return ERR_OK;
+    }
+    err_code rc = model_requantize(om->m, QT_Q4_0, om->s->pool, &om->draft_m, err);
+    if (!rc) rc = session_new_shared(om->draft_m, om->s->n_ctx, QT_F16, om->s->pool, &om->draft_s, err);
+    if (rc) {
+        model_free(om->draft_m);
+        om->draft_m = NULL;
+        if (asked) return rc;
+        snprintf(r, rn, "n-gram: the self-draft could not be made: %.200s", err->msg);
+        err_clear(err);
+        return ERR_OK;
+    }
+    om->draft_self = true;
+    if (pays) snprintf(r, rn, "%s", why);
+    else snprintf(r, rn, "self-draft: a Q4_0 copy made at load (asked; %.150s)", why + strlen("no self-draft: "));
+    return ERR_OK;
 }
 
 /* Load the draft model and check it can propose for this one: the same
@@ -288,7 +330,7 @@ octo_model_info octo_model_info_get(const octo_model *om) {
     info.kv_budget_bytes = om->plan.kv.budget_bytes;
     snprintf(info.kv_plan, sizeof info.kv_plan, "%s", om->plan.kv_reason);
     snprintf(info.kv_spill, sizeof info.kv_spill, "%s", om->plan.spill_reason);
-    snprintf(info.speculation, sizeof info.speculation, "%s", om->spec_reason);
+    snprintf(info.speculation, sizeof info.speculation, "%s", om->plan.spec_reason);
     info.n_ctx = om->s->n_ctx;
     /* type histogram, in type-id order */
     uint64_t count[QT_COUNT] = {0};
@@ -424,7 +466,7 @@ static gen_params to_gen_params(const octo_generate_params *p) {
  * pay is switched off during the generation. */
 static gen_spec spec_of(const octo_model *om, const octo_generate_params *p) {
     if (p->spec == OCTO_SPEC_NGRAM) return GEN_SPEC_NGRAM;
-    if (p->spec == OCTO_SPEC_DRAFT) return GEN_SPEC_DRAFT;
+    if (p->spec == OCTO_SPEC_DRAFT || p->spec == OCTO_SPEC_SELF) return GEN_SPEC_DRAFT;
     if (p->spec == OCTO_SPEC_AUTO) return om->draft_s ? GEN_SPEC_DRAFT : GEN_SPEC_NGRAM;
     return GEN_SPEC_NONE;
 }
@@ -434,8 +476,13 @@ static octo_stream *start_stream(octo_model *om, const char *text, bool parse_sp
                                  const octo_generate_params *params) {
     octo_generate_params p = params ? *params : octo_generate_params_defaults();
     gen_params gp = to_gen_params(&p);
-    if ((int)p.spec < OCTO_SPEC_AUTO || p.spec > OCTO_SPEC_DRAFT) {
+    if ((int)p.spec < OCTO_SPEC_AUTO || p.spec > OCTO_SPEC_SELF) {
         err_set(&om->err, ERR_INVALID_ARG, "unknown speculative mode %d", (int)p.spec);
+        return NULL;
+    }
+    if (p.spec == OCTO_SPEC_SELF && !om->draft_self) {
+        err_set(&om->err, ERR_INVALID_ARG, "no self-draft was made at load (auto_draft OCTO_DRAFT_SELF asks): %s",
+                om->plan.spec_reason);
         return NULL;
     }
     if (p.spec == OCTO_SPEC_DRAFT && !om->draft_s) {
@@ -610,7 +657,8 @@ octo_stats octo_model_stats(const octo_model *om) {
         st.spec_steps = g.spec_steps;
         st.spec_k = g.spec_k;
         st.spec_ms = g.spec_ms;
-        snprintf(st.spec_proposer, sizeof st.spec_proposer, "%s", g.spec_draft ? "draft" : "ngram");
+        snprintf(st.spec_proposer, sizeof st.spec_proposer, "%s",
+                 !g.spec_draft ? "ngram" : om->draft_self ? "self" : "draft");
         if (g.spec_off && !g.spec_accepted)
             snprintf(st.spec_note, sizeof st.spec_note, "off: no draft accepted in %d verify passes", g.spec_steps);
         else if (g.spec_off)

@@ -20,6 +20,9 @@
  *     generations (temperature, top-k, top-p, min-p and a repetition
  *     penalty) with draft and n-gram speculation against plain decoding, a
  *     two-sample chi-square test of homogeneity at the same level;
+ *   - self-draft (a Q4_0 copy made at load): lossless and accepted on
+ *     stories260K, the plan's reason when it is not made, an error when asked
+ *     of a Q4_0 model;
  *   - a draft with another vocabulary, one larger than the target, and a
  *     corrupt draft file are clear errors.
  */
@@ -459,6 +462,60 @@ static void test_sampled_end_to_end(const char *path, const char *dpath) {
     octo_client_free(c);
 }
 
+/* Self-draft: a Q4_0 copy made at load. Asked for on the trained model (too
+ * small for the plan to choose it), it is lossless under greedy decoding and
+ * its drafts are accepted; the plan's reasons when it is not made; asking
+ * for one where the weights are already Q4_0 fails the load. */
+static void test_self_draft(const char *trained, char **prompts, int n_prompts) {
+    octo_client *c = octo_client_new(NULL);
+    octo_model_options mo = octo_model_options_defaults();
+    octo_model *m = octo_load_model(c, trained, &mo);
+    T_CHECKF(m != NULL, "load: %s", octo_last_error(c));
+    if (m) {
+        const octo_model_info in = octo_model_info_get(m);
+        printf("self-draft, automatic, stories260K: %s\n", in.speculation);
+        T_CHECK(strstr(in.speculation, "too little to be memory-bound") != NULL);
+        octo_generate_params p = octo_generate_params_defaults();
+        p.spec = OCTO_SPEC_SELF;
+        T_CHECK(octo_generate(m, "hi", &p) == NULL && strstr(octo_model_error(m), "no self-draft"));
+        octo_model_free(m);
+    }
+    mo.auto_draft = OCTO_DRAFT_SELF;
+    m = octo_load_model(c, trained, &mo);
+    T_CHECKF(m != NULL, "load with a self-draft: %s", octo_last_error(c));
+    if (m) {
+        printf("self-draft, asked: %s\n", octo_model_info_get(m).speculation);
+        int differ = 0;
+        long proposed = 0, accepted = 0;
+        for (int i = 0; i < n_prompts; i++) {
+            gen_out ref = generate(m, prompts[i], OCTO_SPEC_NONE, 0, 48, NULL);
+            octo_stats st;
+            gen_out o = generate(m, prompts[i], OCTO_SPEC_SELF, 0, 48, &st);
+            T_CHECK(!strcmp(st.spec_proposer, "self"));
+            differ += o.n != ref.n || memcmp(o.ids, ref.ids, sizeof(int32_t) * (size_t)o.n);
+            proposed += st.spec_proposed, accepted += st.spec_accepted;
+            free(o.ids), free(ref.ids);
+        }
+        printf("[stories260K, Q4_0 self-draft] %d prompts: %d differ from plain decoding; %ld of %ld drafts accepted\n",
+               n_prompts, differ, accepted, proposed);
+        T_EQ_INT(differ, 0);
+        T_CHECKF(accepted * 2 > proposed, "self-draft: only %ld of %ld accepted", accepted, proposed);
+        octo_model_free(m);
+    }
+    octo_client_free(c);
+}
+
+static void test_self_draft_refused(const char *q4_path) {
+    octo_client *c = octo_client_new(NULL);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.auto_draft = OCTO_DRAFT_SELF;
+    T_CHECK(octo_load_model(c, q4_path, &mo) == NULL && strstr(octo_last_error(c), "already low-precision"));
+    printf("self-draft of a Q4_0 model: %s\n", octo_last_error(c));
+    mo.auto_draft = 7;
+    T_CHECK(octo_load_model(c, q4_path, &mo) == NULL && strstr(octo_last_error(c), "auto_draft"));
+    octo_client_free(c);
+}
+
 int main(void) {
     test_ngram();
     /* synthetic models: random weights repeat themselves a lot under greedy decoding */
@@ -471,6 +528,7 @@ int main(void) {
     synth_model(path, 0, 8 /* Q8_0 */);
     synth_model(dpath, -1, 8);
     synth_model(bad, 1000, 8);
+    test_self_draft_refused(dpath);
     compare_on("synthetic dense Q8_0, n-gram", path, NULL, sp, 4, 48);
     compare_on("synthetic dense Q8_0, Q4_0 draft", path, dpath, sp, 4, 48);
     test_chi2();
@@ -539,6 +597,7 @@ int main(void) {
     const int n = make_prompts(text, prompts, 60);
     T_CHECKF(n == 60, "only %d prompts from %s", n, text);
     compare_on("stories260K, n-gram", model, NULL, prompts, n, 64);
+    test_self_draft(model, prompts, 30);
     for (int i = 0; i < n; i++) free(prompts[i]);
     T_DONE();
 }

@@ -133,6 +133,7 @@ int cmd_bench(int argc, char **argv) {
     octo_model_options mo = octo_model_options_defaults();
     mo.n_ctx = (int)need;
     if (kv_plain) mo.kv.compress = 0; /* every entry kept at F16: the baseline for the tiered cache */
+    mo.auto_draft = OCTO_DRAFT_NONE; /* bench does not speculate */
     octo_model *m = c ? octo_load_model(c, path, &mo) : NULL;
     if (!m) {
         int rc = fail("%s", c ? octo_last_error(c) : "out of memory");

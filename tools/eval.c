@@ -197,6 +197,7 @@ int cmd_eval(int argc, char **argv) {
     octo_model_options ro = octo_model_options_defaults();
     ro.kv.compress = 0;
     ro.n_ctx = (int)n_ctx;
+    ro.auto_draft = OCTO_DRAFT_NONE;
     octo_model *m = c ? octo_load_model(c, path, &ro) : NULL;
     if (!m) {
         free(text);
@@ -230,6 +231,7 @@ int cmd_eval(int argc, char **argv) {
     const uint64_t full_f16 = in.kv_bytes_per_token * (uint64_t)n; /* reference entries are F16 */
     if (budget_pct > 0) mo.kv.budget_bytes = (uint64_t)(budget_pct / 100.0 * (double)full_f16);
     mo.n_ctx = (int)n_ctx;
+    mo.auto_draft = OCTO_DRAFT_NONE;
     if (!rc && !(m = octo_load_model(c, path, &mo))) rc = fail("%s", octo_last_error(c));
     if (!rc) {
         rc = run(m, tok, n, (int)batch, V, NULL, ref, &rt);

@@ -29,7 +29,7 @@ static void help(FILE *f) {
           "\n"
           "  run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
           "      [--repeat-penalty R] [--seed S] [--ctx N] [--chat] [--ids] [--stats]\n"
-          "      [--spec auto|none|ngram|draft] [--draft MODEL] [--spec-k N] [--cache-dir DIR] [--device NAME]\n"
+          "      [--spec auto|none|ngram|draft|self] [--draft MODEL] [--spec-k N] [--cache-dir DIR] [--device NAME]\n"
           "      stream a continuation to stdout; --chat: an interactive conversation (with -p as\n"
           "      the system prompt); --ids: print the generated token ids on one line;\n"
           "      --stats: a table of speed and memory on stderr at the end\n"
@@ -155,6 +155,7 @@ static int cmd_logits(int argc, char **argv) {
     mo.n_ctx = (int)n_ctx;
     mo.kv_type = OCTO_KV_F32; /* logits for comparison with a reference: an exact cache */
     mo.kv.compress = 0;
+    mo.auto_draft = OCTO_DRAFT_NONE;
     octo_model *m = c ? octo_load_model(c, path, &mo) : NULL;
     int rc = 0;
     float *logits = NULL;
@@ -208,7 +209,8 @@ static int tokenize_all(octo_model *m, const char *text, size_t len, int add_spe
 /* the client options `run` takes: where to spill, which device to plan for */
 static const char *g_cache_dir, *g_device;
 
-static octo_model *open_model(const char *path, int n_ctx, const char *draft, octo_client **client) {
+/* auto_draft: OCTO_DRAFT_NONE for commands that never speculate */
+static octo_model *open_model(const char *path, int n_ctx, const char *draft, int auto_draft, octo_client **client) {
     octo_client_options co = octo_client_options_defaults();
     co.cache_dir = g_cache_dir;
     co.device = g_device;
@@ -220,6 +222,7 @@ static octo_model *open_model(const char *path, int n_ctx, const char *draft, oc
     octo_model_options mo = octo_model_options_defaults();
     mo.n_ctx = n_ctx;
     mo.draft_model = draft;
+    mo.auto_draft = auto_draft;
     octo_model *m = octo_load_model(*client, path, &mo);
     if (!m) fail("%s", octo_last_error(*client));
     return m;
@@ -263,7 +266,7 @@ static int cmd_tokenize(int argc, char **argv) {
         len = strlen(text);
     }
     octo_client *c;
-    octo_model *m = open_model(path, 1, NULL, &c);
+    octo_model *m = open_model(path, 1, NULL, OCTO_DRAFT_NONE, &c);
     int rc = m ? 0 : 1;
     int32_t *ids = NULL;
     int n = 0;
@@ -302,7 +305,7 @@ static int cmd_detokenize(int argc, char **argv) {
     int n;
     if (!parse_tokens(ids_arg, &ids, &n)) return usage_error("--ids takes space-separated non-negative ids");
     octo_client *c;
-    octo_model *m = open_model(path, 1, NULL, &c);
+    octo_model *m = open_model(path, 1, NULL, OCTO_DRAFT_NONE, &c);
     int rc = m ? 0 : 1;
     if (!rc) {
         int len = octo_detokenize(m, ids, n, NULL, 0);
@@ -443,7 +446,8 @@ static int cmd_run(int argc, char **argv) {
             else if (!strcmp(v, "none")) gp.spec = OCTO_SPEC_NONE;
             else if (!strcmp(v, "ngram")) gp.spec = OCTO_SPEC_NGRAM;
             else if (!strcmp(v, "draft")) gp.spec = OCTO_SPEC_DRAFT;
-            else return usage_error("--spec is one of auto, none, ngram, draft (self and lookahead are not built yet)");
+            else if (!strcmp(v, "self")) gp.spec = OCTO_SPEC_SELF;
+            else return usage_error("--spec is one of auto, none, ngram, draft, self (lookahead is not built yet)");
             i++;
         }
         else if (!strcmp(a, "--draft") && v) { draft = v; i++; }
@@ -461,7 +465,7 @@ static int cmd_run(int argc, char **argv) {
     if (!chat && !prompt) return usage_error("run needs -p PROMPT (or --chat)");
     if (isatty(STDOUT_FILENO)) gp.on_prefill = show_prefill; /* progress only on a terminal */
     octo_client *c;
-    octo_model *m = open_model(path, (int)n_ctx, draft, &c);
+    octo_model *m = open_model(path, (int)n_ctx, draft, gp.spec == OCTO_SPEC_SELF ? OCTO_DRAFT_SELF : gp.spec == OCTO_SPEC_NONE ? OCTO_DRAFT_NONE : OCTO_DRAFT_AUTO, &c);
     if (!m) {
         octo_client_free(c);
         return 1;

@@ -15,6 +15,7 @@
 
 #include "core/packed.h"
 #include "core/quant.h"
+#include "core/threadpool.h"
 
 /* ---------------------------------------------------------------- metadata */
 
@@ -230,9 +231,13 @@ static void pack_weights(model *m) {
         for (int i = 0; i < n; i++) {
             model_mat *w = mats[i];
             const int64_t rows = w->n_out * w->n_mat;
-            if (!w->data || !packed_get(w->type) || w->n_out % PACK_ROWS || !packed_supported(w->type, rows, w->n_in))
+            if (!w->data || w->packed || !packed_get(w->type) || w->n_out % PACK_ROWS ||
+                !packed_supported(w->type, rows, w->n_in))
                 continue;
-            if (!writable && !(writable = gguf_writable_data(m->gguf) != NULL)) return;
+            const uint8_t *own = m->owned;
+            if (own && ((const uint8_t *)w->data < own || (const uint8_t *)w->data >= own + m->owned_bytes))
+                continue; /* a copy's shared matrix: its source's to lay out */
+            if (!writable && !(writable = own || gguf_writable_data(m->gguf) != NULL)) return;
             const size_t need = (size_t)PACK_ROWS * w->row_bytes;
             if (need > tmp_bytes) {
                 uint8_t *t = realloc(tmp, need);
@@ -307,8 +312,158 @@ err_code model_load(const char *path, model **out, err_t *err) {
     return rc;
 }
 
+/* ---- a low-precision copy (self-draft) ---- */
+
+/* The matrices a copy converts: every layer's, and the output. */
+static int copy_mats(model *m, int l, model_mat **out) {
+    int n = 0;
+    if (l < 0) {
+        out[n++] = &m->output;
+        return n;
+    }
+    model_layer *L = &m->layers[l];
+    model_mat *ls[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) out[n++] = ls[i];
+    return n;
+}
+
+/* Worth converting: a type we can read, more bytes per row than the target type. */
+static bool converts(const model_mat *w, uint32_t type) {
+    const quant_traits *qt = quant_traits_of(w->type), *tt = quant_traits_of(type);
+    return w->data && qt && qt->dequantize && tt && w->n_in % tt->block_size == 0 &&
+           quant_row_bytes(type, w->n_in) < w->row_bytes;
+}
+
+uint64_t model_requantized_bytes(const model *src, uint32_t type) {
+    if (src->hp.n_expert > 0) return 0; /* experts stay on flash: a copy in memory would defeat that */
+    uint64_t bytes = 0;
+    for (int l = -1; l < src->hp.n_layer; l++) {
+        model_mat *mats[8];
+        const int n = copy_mats((model *)src, l, mats); /* only read */
+        for (int i = 0; i < n; i++)
+            if (converts(mats[i], type))
+                bytes += (uint64_t)quant_row_bytes(type, mats[i]->n_in) * (uint64_t)(mats[i]->n_out * mats[i]->n_mat);
+    }
+    return bytes;
+}
+
+/* Rows [r0, r0 + n) of w as F32, whatever its layout (a packed group is
+ * unpacked into tmp first; r0 is then a multiple of PACK_ROWS). */
+static void read_rows(const model_mat *w, int64_t r0, int n, float *dst, uint8_t *tmp, uint8_t *tmp2) {
+    const uint8_t *base = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+    if (w->packed) {
+        memcpy(tmp, base, (size_t)n * w->row_bytes);
+        packed_unpack(w->type, tmp, n, w->n_in, tmp2);
+        base = tmp;
+    }
+    for (int r = 0; r < n; r++) quant_dequantize_row(w->type, base + (size_t)r * w->row_bytes, dst + r * w->n_in, w->n_in);
+}
+
+/* One matrix's conversion, split by 16-row groups across the pool. */
+typedef struct {
+    const model_mat *w;
+    uint32_t type;
+    uint8_t *dst;
+    size_t rb;
+    float **f;
+    uint8_t **tmp, **tmp2;
+} requant_job;
+
+static void requant_work(void *ctx, int ith, int nth) {
+    const requant_job *j = ctx;
+    const model_mat *w = j->w;
+    const int64_t rows = w->n_out * w->n_mat, groups = (rows + PACK_ROWS - 1) / PACK_ROWS;
+    for (int64_t g = groups * ith / nth; g < groups * (ith + 1) / nth; g++) {
+        const int64_t r = g * PACK_ROWS;
+        const int nr = rows - r < PACK_ROWS ? (int)(rows - r) : PACK_ROWS;
+        read_rows(w, r, nr, j->f[ith], j->tmp[ith], j->tmp2[ith]);
+        for (int i = 0; i < nr; i++)
+            quant_quantize_row(j->type, j->f[ith] + i * w->n_in, j->dst + (size_t)(r + i) * j->rb, w->n_in);
+    }
+}
+
+#define REQUANT_MAX_THREADS 64
+
+err_code model_requantize(const model *src, uint32_t type, tpool *pool, model **out, err_t *err) {
+    *out = NULL;
+    const uint64_t bytes = model_requantized_bytes(src, type);
+    if (bytes == 0)
+        return err_set(err, ERR_UNSUPPORTED, src->hp.n_expert > 0 ? "no low-precision copy of a mixture of experts"
+                                                                  : "no matrix of this model gets smaller as %s",
+                       quant_traits_of(type) ? quant_traits_of(type)->name : "that type");
+    model *m = calloc(1, sizeof *m);
+    if (!m) return err_set(err, ERR_NOMEM, "out of memory");
+    *m = *src;
+    m->gguf = NULL;
+    m->packed_bytes = 0;
+    m->layers = malloc(sizeof *m->layers * (size_t)src->hp.n_layer);
+    m->owned_bytes = (bytes + 63) & ~(uint64_t)63;
+    m->owned = aligned_alloc(64, m->owned_bytes);
+    int64_t max_n = 0;
+    size_t max_row = 0;
+    for (int l = -1; l < src->hp.n_layer; l++) {
+        model_mat *mats[8];
+        const int n = copy_mats((model *)src, l, mats); /* only read */
+        for (int i = 0; i < n; i++) {
+            if (mats[i]->row_bytes > max_row) max_row = mats[i]->row_bytes;
+            if (mats[i]->n_in > max_n) max_n = mats[i]->n_in;
+        }
+    }
+    int nth = pool ? tpool_size(pool) : 1;
+    if (nth > REQUANT_MAX_THREADS) nth = REQUANT_MAX_THREADS;
+    float *f[REQUANT_MAX_THREADS] = {0};
+    uint8_t *tmp[REQUANT_MAX_THREADS] = {0}, *tmp2[REQUANT_MAX_THREADS] = {0};
+    bool ok = m->layers && m->owned;
+    for (int t = 0; t < nth; t++) {
+        f[t] = malloc(sizeof(float) * PACK_ROWS * (size_t)max_n);
+        tmp[t] = malloc(PACK_ROWS * max_row);
+        tmp2[t] = malloc(PACK_ROWS * max_row);
+        ok = ok && f[t] && tmp[t] && tmp2[t];
+    }
+    if (ok) {
+        memcpy(m->layers, src->layers, sizeof *m->layers * (size_t)src->hp.n_layer);
+        m->output_tied = false; /* the output gets its own low-precision copy; the embedding stays */
+        uint8_t *dst = m->owned;
+        for (int l = -1; l < m->hp.n_layer; l++) {
+            model_mat *mats[8];
+            const int n = copy_mats(m, l, mats);
+            for (int i = 0; i < n; i++) {
+                model_mat *w = mats[i];
+                if (!converts(w, type)) continue;
+                const model_mat from = *w;
+                requant_job j = {&from, type, dst, quant_row_bytes(type, w->n_in), f, tmp, tmp2};
+                tpool_run(nth > 1 ? pool : NULL, requant_work, &j);
+                w->data = dst;
+                w->type = type;
+                w->row_bytes = j.rb;
+                w->packed = false;
+                dst += (size_t)(w->n_out * w->n_mat) * j.rb;
+            }
+        }
+    }
+    for (int t = 0; t < nth; t++) free(f[t]), free(tmp[t]), free(tmp2[t]);
+    if (!ok) {
+        model_free(m);
+        return err_set(err, ERR_NOMEM, "out of memory for a %s copy of %.0f MiB", quant_traits_of(type)->name,
+                       (double)bytes / (1 << 20));
+    }
+    /* all but one embedding row is idle in decode (the copy's output is its own) */
+    m->weight_bytes = m->tok_embd.row_bytes * (uint64_t)m->hp.n_vocab + m->output_norm.row_bytes;
+    for (int l = -1; l < m->hp.n_layer; l++) {
+        model_mat *mats[8];
+        const int n = copy_mats(m, l, mats);
+        for (int i = 0; i < n; i++) m->weight_bytes += (uint64_t)mats[i]->row_bytes * (uint64_t)(mats[i]->n_out * mats[i]->n_mat);
+        if (l >= 0) m->weight_bytes += m->layers[l].attn_norm.row_bytes + m->layers[l].ffn_norm.row_bytes;
+    }
+    m->weight_bytes_per_token = m->weight_bytes - m->tok_embd.row_bytes * (uint64_t)(m->hp.n_vocab - 1);
+    pack_weights(m);
+    *out = m;
+    return ERR_OK;
+}
+
 void model_free(model *m) {
     if (!m) return;
+    free(m->owned);
     free(m->layers);
     gguf_close(m->gguf);
     free(m);

@@ -18,6 +18,7 @@
 
 #include "core/err.h"
 #include "core/gguf.h"
+#include "core/threadpool.h"
 
 typedef enum { ARCH_LLAMA, ARCH_QWEN2 } model_arch;
 
@@ -78,6 +79,8 @@ typedef struct {
     uint64_t weight_bytes;
     uint64_t weight_bytes_per_token; /* read to decode one token: every matrix once, one
                                         embedding row, and for MoE only the used experts' share */
+    void *owned;           /* a requantized copy's matrices (gguf NULL: the rest is its source's) */
+    uint64_t owned_bytes;
 } model;
 
 /* Open path, read hyperparameters, bind tensors. */
@@ -85,6 +88,16 @@ err_code model_load(const char *path, model **out, err_t *err);
 /* The same over an already opened GGUF (takes ownership of g, also on failure). */
 err_code model_from_gguf(gguf_ctx *g, model **out, err_t *err);
 void model_free(model *m);
+
+/* A copy of src with every layer matrix and the output quantized to `type`
+ * (those already as small are shared), in memory of its own and packed for
+ * the active path; norms and the embedding table stay src's, so src must
+ * outlive it. For a self-draft: the same function at lower precision.
+ * pool (NULL: this thread) does the conversion.
+ * ERR_UNSUPPORTED when nothing would get smaller. */
+err_code model_requantize(const model *src, uint32_t type, tpool *pool, model **out, err_t *err);
+/* The bytes model_requantize would allocate (0: nothing converts). */
+uint64_t model_requantized_bytes(const model *src, uint32_t type);
 
 /* Bytes of a KV cache of n_tokens tokens with elements of type (F32/F16). */
 uint64_t model_kv_bytes(const model_hparams *hp, uint64_t n_tokens, uint32_t type);

@@ -68,3 +68,33 @@ plan plan_make(const model *m, int n_ctx, const kv_config *cfg, const plan_devic
     plan_spill_for(&p, dev);
     return p;
 }
+
+bool plan_self_draft(const model *m, uint64_t copy_bytes, const plan *p, const plan_device *dev, char *why, size_t n) {
+    const double mib = 1.0 / (1 << 20);
+    const uint64_t per_token = m->weight_bytes_per_token;
+    const double c = per_token ? (double)copy_bytes / (double)per_token : 1.0;
+    if (!copy_bytes) {
+        snprintf(why, n, "no self-draft: %s", m->hp.n_expert ? "a mixture of experts keeps its experts on flash"
+                                                             : "the weights are already low-precision");
+        return false;
+    }
+    if (per_token < PLAN_SELF_MIN_BYTES) {
+        snprintf(why, n, "no self-draft: %.1f MiB per token is too little to be memory-bound (%.0f needed)",
+                 (double)per_token * mib, (double)PLAN_SELF_MIN_BYTES * mib);
+        return false;
+    }
+    if (c > PLAN_SELF_MAX_COST) {
+        snprintf(why, n, "no self-draft: the copy would read %.2f of the model's bytes per token (at most %.2f pays)", c,
+                 PLAN_SELF_MAX_COST);
+        return false;
+    }
+    const uint64_t need = m->weight_bytes + copy_bytes + p->kv.budget_bytes + PLAN_SAFETY_MARGIN;
+    if (!dev->mem_available || dev->mem_available < need) {
+        snprintf(why, n, "no self-draft: free memory %.0f MiB, %.0f MiB needed (weights, a %.0f MiB copy, KV budget)",
+                 (double)dev->mem_available * mib, (double)need * mib, (double)copy_bytes * mib);
+        return false;
+    }
+    snprintf(why, n, "self-draft: a Q4_0 copy made at load (%.0f MiB, %.2f of the model's bytes per token)",
+             (double)copy_bytes * mib, c);
+    return true;
+}
