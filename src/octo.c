@@ -185,7 +185,6 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
     } else if (om->opts.auto_draft == OCTO_DRAFT_NONE) {
         snprintf(om->plan.spec_reason, sizeof om->plan.spec_reason, "n-gram: no draft given, none looked for (asked)");
     } else if (om->opts.auto_draft == OCTO_DRAFT_SELF || !find_draft(om, path)) {
-        if (om->opts.auto_draft == OCTO_DRAFT_SELF) snprintf(om->plan.spec_reason, sizeof om->plan.spec_reason, "n-gram");
         if (make_self_draft(om, om->opts.auto_draft == OCTO_DRAFT_SELF, &dev, &c->err)) {
             octo_model_free(om);
             return NULL;

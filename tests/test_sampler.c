@@ -526,14 +526,13 @@ static void test_draw(void) {
  * critical value. The tests run on sampler_sample, i.e. the full path.
  * ------------------------------------------------------------------------- */
 
-static double chi2_sf(double x, int df) { return tu_chi2_sf(x, df); }
 
-/* The x with chi2_sf(x, df) == tail (bisection; sf is decreasing). */
+/* The x with tu_chi2_sf(x, df) == tail (bisection; sf is decreasing). */
 static double chi2_isf(double tail, int df) {
     double lo = 0.0, hi = 1000.0;
     for (int i = 0; i < 200; i++) {
         const double mid = 0.5 * (lo + hi);
-        if (chi2_sf(mid, df) > tail) lo = mid;
+        if (tu_chi2_sf(mid, df) > tail) lo = mid;
         else hi = mid;
     }
     return 0.5 * (lo + hi);

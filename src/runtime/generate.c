@@ -210,8 +210,8 @@ static bool speculate(generation *g, bool *ok) {
     *ok = false;
     if (session_eval_tentative(s, batch, k + 1, g->vlogits, &g->err)) return true;
     int32_t next;
-    const float *q = g->p.spec == GEN_SPEC_DRAFT ? g->q : NULL; /* n-gram proposes deterministically */
-    const int a = spec_verify(g->smp, g->vlogits, V, batch + 1, q, k, g->scratch, &next);
+    /* g->q is NULL unless a draft model sampled: n-gram proposes deterministically */
+    const int a = spec_verify(g->smp, g->vlogits, V, batch + 1, g->q, k, g->scratch, &next);
     if (session_accept(s, batch, k + 1, a + 1, &g->err)) return true;
     memcpy(g->queue, batch + 1, sizeof(int32_t) * (size_t)a);
     g->queue[a] = next;

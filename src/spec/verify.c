@@ -32,7 +32,6 @@ static int32_t draw_residual(sampler *smp, const float *p, const float *q, int32
 
 int spec_verify(sampler *smp, const float *rows, int n_vocab, const int32_t *draft, const float *q, int k,
                 float *scratch, int32_t *next) {
-    if (k > SPEC_MAX_K) k = SPEC_MAX_K;
     int a;
     if (sampler_is_greedy(smp)) {
         a = verify_greedy(smp, rows, n_vocab, draft, k, next);

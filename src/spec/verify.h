@@ -42,7 +42,7 @@
 /* Drafts accepted (0..k); *next receives the token after them. rows: k + 1
  * consecutive logit rows of n_vocab. q: k distributions of n_vocab, the ones
  * the drafts were drawn from, or NULL for a deterministic proposer (ignored
- * when the sampler is greedy). scratch: 2 * n_vocab floats. k <= SPEC_MAX_K. */
+ * when the sampler is greedy). scratch: 2 * n_vocab floats. */
 int spec_verify(sampler *smp, const float *rows, int n_vocab, const int32_t *draft, const float *q, int k,
                 float *scratch, int32_t *next);
 
