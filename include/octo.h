@@ -242,6 +242,8 @@ typedef enum {
     OCTO_SPEC_NGRAM = 2, /* n-gram / prompt lookup */
     OCTO_SPEC_DRAFT = 3, /* the draft model loaded with octo_model_options.draft_model (AUTO prefers it) */
     OCTO_SPEC_SELF = 4,  /* the self-draft made at load (octo_model_options.auto_draft) */
+    OCTO_SPEC_LOOKAHEAD = 5, /* lookahead decoding: Jacobi iteration with an n-gram pool, in the verify pass
+                                (prompt lookup's draft first when there is one); never chosen by AUTO */
 } octo_spec_mode;
 
 typedef struct {
@@ -259,7 +261,12 @@ typedef struct {
     void (*on_prefill)(void *user, int done_tokens, int total_tokens);
     void *user;
     octo_spec_mode spec;    /* speculative decoding; default OCTO_SPEC_AUTO */
-    int spec_k;             /* fixed draft length 1..10; 0 = adaptive (default) */
+    int spec_k;             /* fixed draft length 1..10, for experiments: speculation then also stays on when it
+                               does not pay; 0 = adaptive and switched off where it does not pay (default) */
+    /* OCTO_SPEC_LOOKAHEAD: window columns W (1..16), n-gram size N (2..6),
+     * n-grams kept per first token G (1..16), a pass being 1 + (N-1)(W+1)
+     * tokens at most 63; all 0 = 5, 3, 4 (default) */
+    int lookahead_w, lookahead_n, lookahead_g;
 } octo_generate_params;
 
 octo_generate_params octo_generate_params_defaults(void);
@@ -361,7 +368,10 @@ typedef struct {
     int spec_steps;                     /* its verify passes */
     int spec_k;                         /* its draft length at the end (0: speculation off) */
     double spec_ms;                     /* time in verify passes */
-    char spec_proposer[12];             /* "ngram", "draft", "self" or "none" */
+    char spec_proposer[12];             /* "ngram", "draft", "self", "lookahead" or "none" */
+    int lookahead_ngrams, lookahead_new; /* lookahead: n-grams its window made, and of those, new to its pool */
+    int lookahead_pool_proposed, lookahead_pool_accepted; /* drafts taken from that pool (the rest are prompt
+                                                              lookup's), and of those, accepted */
     char spec_note[96];                 /* why speculation stopped, e.g. "off: 12.1 ms/token verified vs 9.8 plain" */
     double expert_cache_hit_rate;       /* MoE expert lookups served from memory */
     /* process memory (0 where the system does not report it) */

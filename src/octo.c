@@ -457,6 +457,7 @@ static gen_params to_gen_params(const octo_generate_params *p) {
         .on_prefill = p->on_prefill,
         .user = p->user,
         .spec_k = p->spec_k,
+        .lookahead = {.w = p->lookahead_w, .n = p->lookahead_n, .g = p->lookahead_g},
     };
 }
 
@@ -465,6 +466,7 @@ static gen_params to_gen_params(const octo_generate_params *p) {
  * pay is switched off during the generation. */
 static gen_spec spec_of(const octo_model *om, const octo_generate_params *p) {
     if (p->spec == OCTO_SPEC_NGRAM) return GEN_SPEC_NGRAM;
+    if (p->spec == OCTO_SPEC_LOOKAHEAD) return GEN_SPEC_LOOKAHEAD;
     if (p->spec == OCTO_SPEC_DRAFT || p->spec == OCTO_SPEC_SELF) return GEN_SPEC_DRAFT;
     if (p->spec == OCTO_SPEC_AUTO) return om->draft_s ? GEN_SPEC_DRAFT : GEN_SPEC_NGRAM;
     return GEN_SPEC_NONE;
@@ -475,7 +477,7 @@ static octo_stream *start_stream(octo_model *om, const char *text, bool parse_sp
                                  const octo_generate_params *params) {
     octo_generate_params p = params ? *params : octo_generate_params_defaults();
     gen_params gp = to_gen_params(&p);
-    if ((int)p.spec < OCTO_SPEC_AUTO || p.spec > OCTO_SPEC_SELF) {
+    if ((int)p.spec < OCTO_SPEC_AUTO || p.spec > OCTO_SPEC_LOOKAHEAD) {
         err_set(&om->err, ERR_INVALID_ARG, "unknown speculative mode %d", (int)p.spec);
         return NULL;
     }
@@ -657,7 +659,11 @@ octo_stats octo_model_stats(const octo_model *om) {
         st.spec_k = g.spec_k;
         st.spec_ms = g.spec_ms;
         snprintf(st.spec_proposer, sizeof st.spec_proposer, "%s",
-                 !g.spec_draft ? "ngram" : om->draft_self ? "self" : "draft");
+                 g.spec_lookahead ? "lookahead" : !g.spec_draft ? "ngram" : om->draft_self ? "self" : "draft");
+        st.lookahead_ngrams = g.la_ngrams;
+        st.lookahead_new = g.la_new;
+        st.lookahead_pool_proposed = g.la_pool_proposed;
+        st.lookahead_pool_accepted = g.la_pool_accepted;
         if (g.spec_off && !g.spec_accepted)
             snprintf(st.spec_note, sizeof st.spec_note, "off: no draft accepted in %d verify passes", g.spec_steps);
         else if (g.spec_off)

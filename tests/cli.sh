@@ -80,6 +80,14 @@ expect 2 1 "$octo" run -m "$tmp/m.gguf" -p "ab" -n 0
 expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "a long prompt for a tiny context" --ctx 4
 grep -q "context" "$tmp/err" && ok || bad "context message"
 expect 2 1 "$octo" run -m "$tmp/m.gguf"
+# lookahead decoding: the same greedy ids as plain decoding; bad W,N,G are one clear line
+"$octo" run -m "$tmp/m.gguf" -p "ab ab ab" -n 40 --ids --temp 0 --spec none >"$tmp/plain" 2>/dev/null
+expect 0 0 "$octo" run -m "$tmp/m.gguf" -p "ab ab ab" -n 40 --ids --temp 0 --spec lookahead --lookahead 4,3,2
+cmp -s "$tmp/out" "$tmp/plain" && ok || bad "--spec lookahead changed the greedy ids"
+expect 2 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --lookahead 4,3
+expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --spec lookahead --lookahead 16,6,4
+grep -q "63 at most" "$tmp/err" && ok || bad "lookahead size message: $(cat "$tmp/err")"
+expect 2 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --spec sideways
 printf 'hello\nhow are you\n' | "$octo" run -m "$tmp/m.gguf" --chat -n 4 --seed 2 >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 0 ] && [ "$(wc -l <"$tmp/out")" -eq 2 ] && ok || bad "--chat: $(cat "$tmp/err")"
 

@@ -73,13 +73,15 @@ static void free_keys(keyset *ks) {
     free(ks->pos), free(ks->kf), free(ks->vf), free(ks->k), free(ks->v);
 }
 
-/* double-precision reference; extra_future: also attend to keys up to qpos + 1 (a wrong rule) */
-static void reference(const keyset *ks, const float *q, int32_t qpos, float scale, int extra, double *out) {
+/* double-precision reference; extra_future: also attend to keys up to qpos + 1 (a wrong rule);
+ * seen: NULL, or which keys the query sees (instead of the causal rule) */
+static void reference_seen(const keyset *ks, const float *q, int32_t qpos, float scale, int extra, const bool *seen,
+                           double *out) {
     double m = -INFINITY, sum = 0.0;
     double *s = malloc(sizeof(double) * (size_t)ks->n);
     for (int j = 0; j < ks->n; j++) {
         s[j] = -INFINITY;
-        if (ks->pos[j] > qpos + extra) continue;
+        if (seen ? !seen[j] : ks->pos[j] > qpos + extra) continue;
         double acc = 0.0;
         for (int d = 0; d < ks->hd; d++) acc += (double)q[d] * ks->kf[(size_t)j * ks->hd + d];
         s[j] = acc * scale;
@@ -94,6 +96,61 @@ static void reference(const keyset *ks, const float *q, int32_t qpos, float scal
     }
     for (int d = 0; d < ks->hdv; d++) out[d] = sum > 0 ? out[d] / sum : 0.0;
     free(s);
+}
+
+static void reference(const keyset *ks, const float *q, int32_t qpos, float scale, int extra, double *out) {
+    reference_seen(ks, q, qpos, scale, extra, NULL, out);
+}
+
+/* A tree batch (lookahead decoding's): 40 cache entries, then 24 batch
+ * entries whose ancestry is a random tree with a linear trunk of 5. Each
+ * batch query is checked against the reference over the prefix and its
+ * ancestors; a trunk query must equal, bit for bit, the causal query over
+ * the keys up to its own (which is what keeps verification exact); and
+ * ignoring the tree (seeing a sibling) is caught. */
+static void tree_batch(attn_fn fn, const char *name) {
+    enum { P = 40, B = 24, TRUNK = 5 };
+    keyset ks;
+    make_keys(&ks, P + B, QT_F16, 64, 64, 0);
+    for (int j = 0; j < P + B; j++) ks.pos[j] = j;
+    uint64_t anc[B];
+    for (int t = 0; t < B; t++) {
+        const int parent = t == 0 ? -1 : t < TRUNK ? t - 1 : (int)(rng_next(&R) % (uint64_t)t);
+        anc[t] = (parent < 0 ? 0 : anc[parent]) | 1ull << t;
+    }
+    float qs[B][64], outs[B][64], one[64];
+    double ref[64], err = 0.0, mag = 1e-30, bad = 0.0;
+    attn_keys run = as_run(&ks, 0, P + B);
+    for (int t0 = 0; t0 < B; t0 += 16) {
+        attn_queries q = {.hd = 64, .hdv = 64, .scale = 0.125f, .n_q = B - t0 < 16 ? B - t0 : 16, .tree = 1,
+                          .tree_pos0 = P};
+        for (int i = 0; i < q.n_q; i++) {
+            for (int d = 0; d < 64; d++) qs[t0 + i][d] = (float)rng_gauss(&R);
+            q.q[i] = qs[t0 + i], q.out[i] = outs[t0 + i], q.qpos[i] = P + t0 + i, q.anc[i] = anc[t0 + i];
+        }
+        fn(&q, &run, 1);
+    }
+    for (int t = 0; t < B; t++) {
+        bool seen[P + B];
+        for (int j = 0; j < P + B; j++) seen[j] = j < P || (j - P <= t && ((anc[t] >> (j - P)) & 1));
+        reference_seen(&ks, qs[t], P + t, 0.125f, 0, seen, ref);
+        for (int d = 0; d < 64; d++) err = fmax(err, fabs(outs[t][d] - ref[d])), mag = fmax(mag, fabs(ref[d]));
+        if (t >= TRUNK) { /* the causal rule would also show it the batch entries before it */
+            reference(&ks, qs[t], P + t, 0.125f, 0, ref);
+            for (int d = 0; d < 64; d++) bad = fmax(bad, fabs(outs[t][d] - ref[d]));
+        }
+    }
+    T_CHECKF(err / mag < 2e-6, "%s: tree batch relative error %.3g", name, err / mag);
+    T_CHECKF(bad / mag > 1e-3, "%s: a tree query seeing its siblings went unnoticed (%.3g)", name, bad / mag);
+    int trunk_diff = 0;
+    for (int t = 0; t < TRUNK; t++) {
+        attn_queries q = {.hd = 64, .hdv = 64, .scale = 0.125f, .n_q = 1, .q = {qs[t]}, .qpos = {P + t}, .out = {one}};
+        attn_keys part = as_run(&ks, 0, P + t + 1);
+        fn(&q, &part, 1);
+        trunk_diff += memcmp(one, outs[t], sizeof one) != 0;
+    }
+    T_CHECKF(trunk_diff == 0, "%s: %d of %d trunk queries differ from plain causal attention", name, trunk_diff, TRUNK);
+    free_keys(&ks);
 }
 
 int main(void) {
@@ -181,6 +238,7 @@ int main(void) {
         T_CHECKF(mismatches == 0, "%s: %d of 15 queries change when later keys are in the view", names[f], mismatches);
         free_keys(&ks);
     }
+    for (int f = 0; f < n_impl; f++) tree_batch(impl[f], names[f]);
     for (int f = 0; f < n_impl; f++) printf("%-9s worst relative error vs double: %.3g\n", names[f], worst[f]);
     T_DONE();
 }

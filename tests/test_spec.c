@@ -10,15 +10,20 @@
  *     and on synthetic dense and MoE models; drafts must actually be
  *     accepted somewhere, or the test proves nothing;
  *   - the same with a draft model (a synthetic Q8_0 target, its Q4_0 copy as
- *     the draft), and with repetition and presence penalties;
+ *     the draft), with lookahead decoding (whose pool's drafts are counted
+ *     apart), and with repetition and presence penalties;
+ *   - tree batches: lookahead passes with candidates right, then wrong, at
+ *     random lengths: the trunk's logits equal plain decoding's bit for bit,
+ *     the F32 cache afterwards equals plain decoding's entry for entry, and a
+ *     window row equals plain decoding of its column's sequence;
  *   - sampled verification keeps the target's distribution: spec_verify on a
  *     position-dependent toy target, the first 3 tokens' joint distribution
- *     against the exact one (chi-square, failing at p < 2.5e-7), with a sampled
+ *     against the exact one (chi-square, failing at p < 2e-7), with a sampled
  *     draft and with a deterministic proposer; two deliberately wrong rules
  *     fail the same test (so it has the power to see a mistake);
  *   - end to end on a synthetic model: the first 3 tokens of 4000 sampled
  *     generations (temperature, top-k, top-p, min-p and a repetition
- *     penalty) with draft and n-gram speculation against plain decoding, a
+ *     penalty) with draft, n-gram and lookahead speculation against plain decoding, a
  *     two-sample chi-square test of homogeneity at the same level;
  *   - self-draft (a Q4_0 copy made at load): lossless and accepted on
  *     stories260K, the plan's reason when it is not made, an error when asked
@@ -28,8 +33,12 @@
  */
 #include <string.h>
 
+#include "core/quant.h"
+#include "model/model.h"
 #include "model/sampler.h"
 #include "octo.h"
+#include "runtime/session.h"
+#include "spec/lookahead.h"
 #include "spec/ngram.h"
 #include "spec/verify.h"
 #include "t.h"
@@ -97,9 +106,12 @@ static gen_out generate(octo_model *m, const char *prompt, octo_spec_mode spec, 
 }
 
 /* Generate from each prompt with and without speculation; count mismatches.
- * draft: a draft model's path (speculation by draft) or NULL (n-gram). */
-static void compare_on(const char *label, const char *path, const char *draft, char **prompts, int n_prompts,
-                       int n_tokens) {
+ * draft: a draft model's path (speculation by draft) or NULL (n-gram, or
+ * lookahead when asked). */
+static void compare_mode(const char *label, const char *path, const char *draft, octo_spec_mode mode, char **prompts,
+                         int n_prompts, int n_tokens) {
+    const char *proposer = mode == OCTO_SPEC_DRAFT ? "draft" : mode == OCTO_SPEC_LOOKAHEAD ? "lookahead" : "ngram";
+    long pool_proposed = 0, pool_accepted = 0;
     octo_client *c = octo_client_new(NULL);
     octo_model_options mo = octo_model_options_defaults();
     mo.draft_model = draft;
@@ -116,8 +128,9 @@ static void compare_on(const char *label, const char *path, const char *draft, c
         gen_out ref = generate(m, prompts[i], OCTO_SPEC_NONE, 0, n_tokens, NULL);
         for (size_t kk = 0; kk < sizeof ks / sizeof *ks; kk++) {
             octo_stats st;
-            gen_out o = generate(m, prompts[i], draft ? OCTO_SPEC_DRAFT : OCTO_SPEC_NGRAM, ks[kk], n_tokens, &st);
-            T_CHECK(!strcmp(st.spec_proposer, draft ? "draft" : "ngram"));
+            gen_out o = generate(m, prompts[i], mode, ks[kk], n_tokens, &st);
+            T_CHECKF(!strcmp(st.spec_proposer, proposer), "[%s] proposer %s", label, st.spec_proposer);
+            pool_proposed += st.lookahead_pool_proposed, pool_accepted += st.lookahead_pool_accepted;
             runs++;
             if (o.n != ref.n || memcmp(o.ids, ref.ids, sizeof(int32_t) * (size_t)o.n)) {
                 differ++;
@@ -134,6 +147,9 @@ static void compare_on(const char *label, const char *path, const char *draft, c
     printf("[%s] %d prompts x 4 draft settings: %d of %d generations differ from plain decoding; "
            "%ld drafts proposed, %ld accepted (%.1f %%), %ld tokens in %ld verify passes\n",
            label, n_prompts, differ, runs, proposed, accepted, proposed ? 100.0 * accepted / proposed : 0.0, tokens, steps);
+    if (mode == OCTO_SPEC_LOOKAHEAD)
+        printf("[%s] of those drafts, %ld came from the window's pool, %ld of them accepted\n", label, pool_proposed,
+               pool_accepted);
     T_EQ_INT(differ, 0);
     T_CHECKF(accepted > 0, "[%s] no draft was ever accepted: the comparison proves nothing", label);
     /* greedy with penalties: each verified row must see the drafts before it */
@@ -144,7 +160,7 @@ static void compare_on(const char *label, const char *path, const char *draft, c
     for (int i = 0; i < n_prompts && i < 20; i++) {
         gen_out ref = generate_with(m, prompts[i], &pen, OCTO_SPEC_NONE, 0, n_tokens, NULL);
         octo_stats st;
-        gen_out o = generate_with(m, prompts[i], &pen, draft ? OCTO_SPEC_DRAFT : OCTO_SPEC_NGRAM, 4, n_tokens, &st);
+        gen_out o = generate_with(m, prompts[i], &pen, mode, 4, n_tokens, &st);
         pdiffer += o.n != ref.n || memcmp(o.ids, ref.ids, sizeof(int32_t) * (size_t)o.n);
         accepted += st.spec_accepted;
         free(o.ids), free(ref.ids);
@@ -154,6 +170,11 @@ static void compare_on(const char *label, const char *path, const char *draft, c
     T_CHECKF(accepted > 0, "[%s] penalties: no draft was ever accepted", label);
     octo_model_free(m);
     octo_client_free(c);
+}
+
+static void compare_on(const char *label, const char *path, const char *draft, char **prompts, int n_prompts,
+                       int n_tokens) {
+    compare_mode(label, path, draft, draft ? OCTO_SPEC_DRAFT : OCTO_SPEC_NGRAM, prompts, n_prompts, n_tokens);
 }
 
 /* 60 prompts from the TinyStories text: 30 story openings, and 30 input-grounded
@@ -194,13 +215,159 @@ static void synth_model(const char *path, int experts, unsigned type) {
     T_CHECKF(synth_write(&o, path, &err) == ERR_OK, "%s", err.msg);
 }
 
+/* ---- tree batches (lookahead decoding's passes) ---- */
+
+static int32_t argmax_row(const float *x, int n) {
+    int32_t b = 0;
+    for (int j = 1; j < n; j++)
+        if (x[j] > x[b]) b = j;
+    return b;
+}
+
+/* Every cache entry of a, by position, equals b's bit for bit (F32 caches);
+ * returns the entries that differ or that b lacks, -1 when the counts differ. */
+static int caches_differ(session *a, session *b) {
+    int bad = 0;
+    const int dim = a->m->hp.n_head_kv * a->m->hp.head_dim;
+    for (int l = 0; l < a->m->hp.n_layer; l++) {
+        kv_iface ia = kv_cache_iface(a->kv), ib = kv_cache_iface(b->kv);
+        const kv_span *sa, *sb;
+        const int na = ia.view(ia.self, l, &sa);
+        int count_a = 0, count_b = 0;
+        for (int i = 0; i < na; i++) count_a += sa[i].n_tokens;
+        const int nb = ib.view(ib.self, l, &sb);
+        for (int i = 0; i < nb; i++) count_b += sb[i].n_tokens;
+        if (count_a != count_b) return -1;
+        for (int i = 0; i < na; i++)
+            for (int j = 0; j < sa[i].n_tokens; j++) {
+                const float *ka = (const float *)((const uint8_t *)sa[i].k + (size_t)j * sa[i].k_row_bytes);
+                const float *va = (const float *)((const uint8_t *)sa[i].v + (size_t)j * sa[i].v_row_bytes);
+                int found = 0;
+                for (int i2 = 0; i2 < nb && !found; i2++)
+                    for (int j2 = 0; j2 < sb[i2].n_tokens && !found; j2++) {
+                        if (sb[i2].pos[j2] != sa[i].pos[j]) continue;
+                        found = 1;
+                        bad += memcmp(ka, (const uint8_t *)sb[i2].k + (size_t)j2 * sb[i2].k_row_bytes, sizeof(float) * dim) ||
+                               memcmp(va, (const uint8_t *)sb[i2].v + (size_t)j2 * sb[i2].v_row_bytes, sizeof(float) * dim);
+                    }
+                bad += !found;
+            }
+    }
+    return bad;
+}
+
+/* The window computes what it claims: the last column's last-level row
+ * equals (to rounding) plain decoding of its sequence: the root, level 0's
+ * columns, then the column's tokens on the levels above. */
+static void window_check(const model *m, const session *s, const int32_t *tokens, int m_len, int W, int levels,
+                         const float *row) {
+    session *c = NULL;
+    err_t err = {0};
+    const int V = m->hp.n_vocab, base = 1 + m_len, i = W - 1;
+    int32_t seq[64];
+    int n = 0;
+    seq[n++] = tokens[0];
+    for (int c0 = 0; c0 <= i; c0++) seq[n++] = tokens[base + c0];
+    for (int l = 1; l < levels; l++) seq[n++] = tokens[base + l * W + i];
+    float *lg = malloc(sizeof(float) * (size_t)V);
+    T_CHECK(session_new(m, 256, QT_F32, 1, &c, &err) == ERR_OK);
+    T_CHECK(session_eval(c, s->tokens, s->n_past, false, lg, &err) == ERR_OK);
+    T_CHECK(session_eval(c, seq, n, false, lg, &err) == ERR_OK);
+    double d = 0.0, mag = 1e-30;
+    for (int v = 0; v < V; v++) d = fmax(d, fabs(lg[v] - row[v])), mag = fmax(mag, fabs(lg[v]));
+    printf("lookahead window: column %d at level %d (a sequence of %d) against plain decoding: relative difference %.2g\n",
+           i, levels - 1, n, d / mag);
+    T_CHECKF(levels == 3 && d / mag < 1e-4, "window row: levels %d, relative difference %.3g", levels, d / mag);
+    free(lg);
+    session_free(c);
+}
+
+/* Lookahead passes against plain decoding, through the session: each pass
+ * holds the root, a candidate that is the plain continuation for a random
+ * length and then (half the time) wrong, and the real lookahead window. The
+ * trunk's rows must equal plain decoding's logits bit for bit, the accepted
+ * length must be the candidate's correct prefix, and after every mix of
+ * accepted and rejected tokens the F32 cache must equal plain decoding's,
+ * entry for entry. */
+static void test_tree_rollback(const char *path) {
+    model *m = NULL;
+    err_t err = {0};
+    if (model_load(path, &m, &err)) {
+        T_CHECKF(0, "%s", err.msg);
+        return;
+    }
+    const int V = m->hp.n_vocab, N_GEN = 120;
+    session *ref = NULL, *s = NULL;
+    T_CHECK(session_new(m, 256, QT_F32, 1, &ref, &err) == ERR_OK && session_new(m, 256, QT_F32, 1, &s, &err) == ERR_OK);
+    const int32_t prompt[6] = {5, 17, 33, 17, 5, 90};
+    float *rl = malloc(sizeof(float) * (size_t)V * (N_GEN + 1)), *tl = malloc(sizeof(float) * (size_t)V * 64);
+    int32_t seq[128];
+    /* plain decoding: the tokens and the logits after each */
+    T_CHECK(session_eval(ref, prompt, 6, false, rl, &err) == ERR_OK);
+    for (int i = 0; i < N_GEN; i++) {
+        seq[i] = argmax_row(rl + (size_t)i * V, V);
+        T_CHECK(session_eval(ref, &seq[i], 1, false, rl + (size_t)(i + 1) * V, &err) == ERR_OK);
+    }
+    spec_lookahead *la = NULL;
+    const lookahead_params lp = {.w = 4, .n = 4, .g = 2};
+    T_CHECK(lookahead_new(&lp, V, prompt, 6, &la, &err) == ERR_OK);
+    T_CHECK(session_eval(s, prompt, 6, false, tl, &err) == ERR_OK);
+    rng_t r = {77};
+    int done = 0, passes = 0, accepted = 0, rejected = 0, row_diff = 0, len_wrong = 0;
+    while (done < N_GEN - 12) {
+        /* the root is seq[done]; plain decoding's continuation is seq[done + 1 ..] */
+        int32_t cand[8], tokens[64], rows[64];
+        uint64_t anc[64];
+        const int m_len = (int)(rng_next(&r) % 6), good = m_len ? (int)(rng_next(&r) % (uint64_t)(m_len + 1)) : 0;
+        for (int j = 0; j < m_len; j++) cand[j] = j < good ? seq[done + 1 + j] : (seq[done + 1 + j] + 1 + j) % V;
+        int n_rows;
+        const int n = lookahead_layout(la, seq[done], cand, m_len, tokens, anc, rows, &n_rows);
+        if (session_eval_tree(s, tokens, n, anc, rows, n_rows, tl, &err)) {
+            T_CHECKF(0, "%s", err.msg);
+            break;
+        }
+        /* rows 0 .. m_len: plain decoding's logits after seq[done] and the candidate's correct prefix */
+        int a = 0;
+        while (a < m_len && cand[a] == argmax_row(tl + (size_t)a * V, V)) a++;
+        len_wrong += a != good;
+        for (int j = 0; j <= a; j++) row_diff += memcmp(tl + (size_t)j * V, rl + (size_t)(done + 1 + j) * V, sizeof(float) * V) != 0;
+        if (passes == 3) window_check(m, s, tokens, m_len, lp.w, lookahead_window_tokens(la) / lp.w,
+                                      tl + (size_t)(m_len + lp.w) * V);
+        lookahead_update(la, tl + (size_t)(m_len + 1) * V, V);
+        if (session_accept(s, tokens, n, a + 1, &err)) {
+            T_CHECKF(0, "%s", err.msg);
+            break;
+        }
+        accepted += a, rejected += m_len - a;
+        done += a + 1;
+        passes++;
+    }
+    /* the reference up to the same length */
+    session_truncate(ref, 6 + done);
+    const int cdiff = caches_differ(s, ref);
+    int made, kept;
+    lookahead_counts(la, &made, &kept);
+    printf("tree batches: %d passes of up to %d tokens, %d candidate tokens accepted, %d rejected; "
+           "%d trunk rows differ from plain decoding, %d accepted lengths wrong, %d cache entries differ; "
+           "the window made %d n-grams (%d new)\n",
+           passes, 1 + 5 + lookahead_window_tokens(la), accepted, rejected, row_diff, len_wrong, cdiff, made, kept);
+    T_EQ_INT(row_diff, 0);
+    T_EQ_INT(len_wrong, 0);
+    T_EQ_INT(cdiff, 0);
+    T_CHECK(accepted > 20 && rejected > 20 && made > 0);
+    lookahead_free(la);
+    free(rl), free(tl);
+    session_free(s), session_free(ref);
+    model_free(m);
+}
+
 /* ---- statistics: chi-square tests ----
  *
- * Four tests below must pass (two on the toy target, two end to end); each
- * fails at p < ALPHA = 2.5e-7, so by the union bound a correct build fails
+ * Five tests below must pass (two on the toy target, three end to end); each
+ * fails at p < ALPHA = 2e-7, so by the union bound a correct build fails
  * with probability below 1e-6 over the choice of seeds. (The seeds are fixed:
  * a given build passes or fails every time.) */
-#define ALPHA 2.5e-7
+#define ALPHA 2e-7
 
 /* Goodness of fit: counts of n cells against probabilities, cells expected
  * fewer than 5 times pooled into one. Returns the p-value; *stat_out, *df_out. */
@@ -441,8 +608,9 @@ static void test_sampled_end_to_end(const char *path, const char *dpath) {
     long acc, prop;
     long *plain = first3(m, prompt, OCTO_SPEC_NONE, n, V, &acc, &prop);
     long *ca = malloc(sizeof(long) * 2 * (size_t)n), *cb = malloc(sizeof(long) * 2 * (size_t)n);
-    const octo_spec_mode modes[] = {OCTO_SPEC_DRAFT, OCTO_SPEC_NGRAM};
-    for (int k = 0; k < 2; k++) {
+    const octo_spec_mode modes[] = {OCTO_SPEC_DRAFT, OCTO_SPEC_NGRAM, OCTO_SPEC_LOOKAHEAD};
+    const char *names[] = {"draft", "n-gram", "lookahead"};
+    for (int k = 0; k < 3; k++) {
         long *spec = first3(m, prompt, modes[k], n, V, &acc, &prop);
         const int cells = merge_counts(plain, spec, n, ca, cb);
         double stat;
@@ -450,9 +618,8 @@ static void test_sampled_end_to_end(const char *path, const char *dpath) {
         const double pv = chi2_two(ca, cb, cells, &stat, &df);
         printf("sampled, %s vs plain: first 3 tokens of %d generations each, %d distinct; chi2 %.1f on %d df, "
                "p = %.3g; %ld of %ld drafts accepted\n",
-               k ? "n-gram" : "draft", n, cells, stat, df, pv, acc, prop);
-        T_CHECKF(pv > ALPHA, "sampled %s: the distribution differs from plain decoding (p = %g)", k ? "n-gram" : "draft",
-                 pv);
+               names[k], n, cells, stat, df, pv, acc, prop);
+        T_CHECKF(pv > ALPHA, "sampled %s: the distribution differs from plain decoding (p = %g)", names[k], pv);
         /* both outcomes of the acceptance test must occur, or half the rule went untested */
         T_CHECKF(acc > n / 10 && prop - acc > n / 10, "sampled: %ld of %ld accepted", acc, prop);
         free(spec);
@@ -529,7 +696,9 @@ int main(void) {
     synth_model(dpath, -1, 8);
     synth_model(bad, 1000, 8);
     test_self_draft_refused(dpath);
+    test_tree_rollback(path);
     compare_on("synthetic dense Q8_0, n-gram", path, NULL, sp, 4, 48);
+    compare_mode("synthetic dense Q8_0, lookahead", path, NULL, OCTO_SPEC_LOOKAHEAD, sp, 4, 48);
     compare_on("synthetic dense Q8_0, Q4_0 draft", path, dpath, sp, 4, 48);
     test_chi2();
     test_rejection_exact();
@@ -586,6 +755,7 @@ int main(void) {
     tu_tmp_path(path, sizeof path, "spec-moe.gguf");
     synth_model(path, 4, 8 /* Q8_0 */);
     compare_on("synthetic MoE Q8_0, n-gram", path, NULL, sp, 4, 48);
+    compare_mode("synthetic MoE Q8_0, lookahead", path, NULL, OCTO_SPEC_LOOKAHEAD, sp, 4, 48);
     remove(path);
 
     const char *d = tu_data_dir();
@@ -597,6 +767,7 @@ int main(void) {
     const int n = make_prompts(text, prompts, 60);
     T_CHECKF(n == 60, "only %d prompts from %s", n, text);
     compare_on("stories260K, n-gram", model, NULL, prompts, n, 64);
+    compare_mode("stories260K, lookahead", model, NULL, OCTO_SPEC_LOOKAHEAD, prompts, n, 64);
     test_self_draft(model, prompts, 30);
     for (int i = 0; i < n; i++) free(prompts[i]);
     T_DONE();

@@ -29,7 +29,8 @@ static void help(FILE *f) {
           "\n"
           "  run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
           "      [--repeat-penalty R] [--seed S] [--ctx N] [--chat] [--ids] [--stats]\n"
-          "      [--spec auto|none|ngram|draft|self] [--draft MODEL] [--spec-k N] [--cache-dir DIR] [--device NAME]\n"
+          "      [--spec auto|none|ngram|draft|self|lookahead] [--draft MODEL] [--spec-k N] [--lookahead W,N,G]\n"
+          "      [--cache-dir DIR] [--device NAME]\n"
           "      stream a continuation to stdout; --chat: an interactive conversation (with -p as\n"
           "      the system prompt); --ids: print the generated token ids on one line;\n"
           "      --stats: a table of speed and memory on stderr at the end\n"
@@ -355,6 +356,9 @@ static void print_stats(const octo_stats *s) {
         fprintf(stderr, "speculation  %s: %d of %d drafted tokens accepted (%.1f%%) in %d verify passes, k now %d\n",
                 s->spec_proposer, s->spec_accepted, s->spec_proposed, 100.0 * s->speculative_acceptance_rate,
                 s->spec_steps, s->spec_k);
+    if (s->lookahead_ngrams)
+        fprintf(stderr, "lookahead    the window made %d n-grams, %d of them new to the pool; %d of %d drafts from the pool accepted\n",
+                s->lookahead_ngrams, s->lookahead_new, s->lookahead_pool_accepted, s->lookahead_pool_proposed);
     if (s->spec_note[0]) fprintf(stderr, "speculation  %s\n", s->spec_note);
     if (s->expert_cache_hit_rate >= 0)
         fprintf(stderr, "experts      %.1f%% cache hits\n", 100.0 * s->expert_cache_hit_rate);
@@ -447,7 +451,14 @@ static int cmd_run(int argc, char **argv) {
             else if (!strcmp(v, "ngram")) gp.spec = OCTO_SPEC_NGRAM;
             else if (!strcmp(v, "draft")) gp.spec = OCTO_SPEC_DRAFT;
             else if (!strcmp(v, "self")) gp.spec = OCTO_SPEC_SELF;
-            else return usage_error("--spec is one of auto, none, ngram, draft, self (lookahead is not built yet)");
+            else if (!strcmp(v, "lookahead")) gp.spec = OCTO_SPEC_LOOKAHEAD;
+            else return usage_error("--spec is one of auto, none, ngram, draft, self, lookahead");
+            i++;
+        }
+        else if (!strcmp(a, "--lookahead") && v) {
+            char tail;
+            if (sscanf(v, "%d,%d,%d%c", &gp.lookahead_w, &gp.lookahead_n, &gp.lookahead_g, &tail) != 3)
+                return usage_error("--lookahead takes W,N,G (e.g. 5,3,4)");
             i++;
         }
         else if (!strcmp(a, "--draft") && v) { draft = v; i++; }
@@ -465,7 +476,7 @@ static int cmd_run(int argc, char **argv) {
     if (!chat && !prompt) return usage_error("run needs -p PROMPT (or --chat)");
     if (isatty(STDOUT_FILENO)) gp.on_prefill = show_prefill; /* progress only on a terminal */
     octo_client *c;
-    octo_model *m = open_model(path, (int)n_ctx, draft, gp.spec == OCTO_SPEC_SELF ? OCTO_DRAFT_SELF : gp.spec == OCTO_SPEC_NONE ? OCTO_DRAFT_NONE : OCTO_DRAFT_AUTO, &c);
+    octo_model *m = open_model(path, (int)n_ctx, draft, gp.spec == OCTO_SPEC_SELF ? OCTO_DRAFT_SELF : gp.spec == OCTO_SPEC_NONE || gp.spec == OCTO_SPEC_LOOKAHEAD ? OCTO_DRAFT_NONE : OCTO_DRAFT_AUTO, &c);
     if (!m) {
         octo_client_free(c);
         return 1;

@@ -92,7 +92,7 @@ static void load_rows(const attn_keys *ks, bool key, int j0, int n, int dim, flo
 /* q.k * scale for query i and the block's keys (-inf when invisible) */
 static void block_scores(const attn_queries *q, int i, const attn_keys *ks, int j0, int n, const float *kb, float *s) {
     for (int j = 0; j < n; j++) {
-        if (ks->pos[j0 + j] > q->qpos[i]) {
+        if (ks->pos[j0 + j] > q->qpos[i] || !attn_tree_sees(q, i, ks->pos[j0 + j])) {
             s[j] = -INFINITY;
             continue;
         }

@@ -36,7 +36,25 @@ typedef struct {
      * summed over the queries whose bit is set in obs_lanes. */
     float *obs;
     uint32_t obs_lanes;
+    /* Optional tree batch (tree != 0): the batch's own entries sit at
+     * positions tree_pos0 .. tree_pos0 + 63, one per batch token, and lane i
+     * sees the one at tree_pos0 + s only when bit s of anc[i] is set (its
+     * ancestors and itself). Entries before tree_pos0 follow the causal rule
+     * alone. A lane whose anc is every bit up to its own sees exactly what
+     * the causal rule shows it. */
+    int tree;
+    int32_t tree_pos0;
+    uint64_t anc[ATTN_LANES];
 } attn_queries;
+
+#define ATTN_TREE_MAX 64
+
+/* Does lane i see an entry at position p under the tree rule? (The causal
+ * rule is checked apart.) */
+static inline int attn_tree_sees(const attn_queries *q, int i, int32_t p) {
+    if (!q->tree || p < q->tree_pos0 || p - q->tree_pos0 >= ATTN_TREE_MAX) return 1;
+    return (int)((q->anc[i] >> (p - q->tree_pos0)) & 1u);
+}
 
 /* Keys stored by channel (KIVI): for each channel, an fp16 step d and
  * minimum m, then one quant per entry (KC8: a byte; KC4: a nibble, entry j

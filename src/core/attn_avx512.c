@@ -191,6 +191,13 @@ static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
         if (i < nq) memset(o[i], 0, sizeof(float) * (size_t)hdv);
     }
     const __m512i qpos = _mm512_loadu_si512(qp);
+    /* a tree batch: the lanes that see each of its entries */
+    __mmask16 tree_lanes[ATTN_TREE_MAX];
+    if (q->tree)
+        for (int s = 0; s < ATTN_TREE_MAX; s++) {
+            tree_lanes[s] = 0;
+            for (int i = 0; i < nq; i++) tree_lanes[s] |= (__mmask16)(((q->anc[i] >> s) & 1u) << i);
+        }
     const __m512 scale = _mm512_set1_ps(q->scale), ninf = _mm512_set1_ps(-INFINITY);
     __m512 m = ninf, l = _mm512_setzero_ps();
     for (int r = 0; r < n_runs; r++) {
@@ -206,7 +213,9 @@ static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
             __m512 bmax = ninf;
             block_scores((const float(*)[ATTN_LANES])qt, hd, kr, kst, kds, n, s);
             for (int j = 0; j < n; j++) {
-                vis[j] = _mm512_cmp_epi32_mask(_mm512_set1_epi32(ks->pos[j0 + j]), qpos, _MM_CMPINT_LE);
+                const int32_t p = ks->pos[j0 + j];
+                vis[j] = _mm512_cmp_epi32_mask(_mm512_set1_epi32(p), qpos, _MM_CMPINT_LE);
+                if (q->tree && p >= q->tree_pos0 && p - q->tree_pos0 < ATTN_TREE_MAX) vis[j] &= tree_lanes[p - q->tree_pos0];
                 s[j] = _mm512_mask_mov_ps(ninf, vis[j], _mm512_mul_ps(s[j], scale));
                 bmax = _mm512_max_ps(bmax, s[j]);
             }
@@ -249,7 +258,9 @@ static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
             __m512 s[ATTN_LANES];
             block_scores((const float(*)[ATTN_LANES])qt, hd, kr, kst, kds, n, s);
             for (int j = 0; j < n; j++) {
-                const __mmask16 vis = _mm512_cmp_epi32_mask(_mm512_set1_epi32(ks->pos[j0 + j]), qpos, _MM_CMPINT_LE) & lanes;
+                const int32_t kp = ks->pos[j0 + j];
+                __mmask16 vis = _mm512_cmp_epi32_mask(_mm512_set1_epi32(kp), qpos, _MM_CMPINT_LE) & lanes;
+                if (q->tree && kp >= q->tree_pos0 && kp - q->tree_pos0 < ATTN_TREE_MAX) vis &= tree_lanes[kp - q->tree_pos0];
                 const __m512 p = _mm512_maskz_mul_ps(vis, exp512(_mm512_sub_ps(_mm512_mul_ps(s[j], scale), m)), inv_l);
                 obs[j0 + j] += _mm512_reduce_add_ps(p);
             }

@@ -367,6 +367,8 @@ typedef struct {
     attn_fn fn;
     size_t n_entries;
     int observe_from;        /* tokens from here on report their weights; T = none */
+    int observe_to;          /* ... and before this one (T, or a tree batch's trunk) */
+    const uint64_t *anc;     /* a tree batch's ancestry (forward_tree), or NULL */
     atomic_int next;
 } fa_job;
 
@@ -382,21 +384,24 @@ static void fa_work(void *ctx, int ith, int nth) {
         const int kvh = unit / j->n_tiles, u0 = unit % j->n_tiles * ATTN_LANES;
         const int u1 = u0 + ATTN_LANES < j->T * group ? u0 + ATTN_LANES : j->T * group;
         attn_queries q = {.hd = hp->head_dim, .hdv = hp->head_dim_v, .scale = 1.0f / sqrtf((float)hp->head_dim),
-                          .n_q = u1 - u0};
+                          .n_q = u1 - u0, .tree = j->anc != NULL, .tree_pos0 = j->pos0};
         for (int u = u0; u < u1; u++) {
             const int t = u / group, h = kvh * group + u % group;
             q.q[u - u0] = st->q + ((size_t)t * hp->n_head + h) * hp->head_dim;
             q.qpos[u - u0] = j->pos0 + t;
             q.out[u - u0] = st->att + ((size_t)t * hp->n_head + h) * hp->head_dim_v;
-            if (t >= j->observe_from) q.obs_lanes |= 1u << (u - u0);
+            if (j->anc) q.anc[u - u0] = j->anc[t];
+            if (t >= j->observe_from && t < j->observe_to) q.obs_lanes |= 1u << (u - u0);
         }
         if (q.obs_lanes) q.obs = st->observed + (size_t)ith * j->n_entries;
         j->fn(&q, st->runs + (size_t)kvh * j->n_spans, j->n_spans);
     }
 }
 
-/* Causal multi-head attention of T queries over the cache's view. */
-static err_code attention(fwd_state *st, const kv_iface *kv, int layer, int T, int32_t pos0, err_t *err) {
+/* Causal multi-head attention of T queries over the cache's view; anc: a
+ * tree batch's ancestry (trunk: its leading tokens in a line), or NULL. */
+static err_code attention(fwd_state *st, const kv_iface *kv, int layer, int T, int32_t pos0, const uint64_t *anc,
+                          int trunk, err_t *err) {
     const kv_span *spans;
     const int n_spans = kv->view(kv->self, layer, &spans);
     const model_hparams *hp = &st->m->hp;
@@ -423,13 +428,16 @@ static err_code attention(fwd_state *st, const kv_iface *kv, int layer, int T, i
         }
     const int group = hp->n_head / hp->n_head_kv;
     fa_job j = {.st = st, .n_spans = n_spans, .T = T, .pos0 = pos0, .fn = attn_get(), .n_entries = n_entries,
-                .n_tiles = (T * group + ATTN_LANES - 1) / ATTN_LANES, .observe_from = T};
+                .n_tiles = (T * group + ATTN_LANES - 1) / ATTN_LANES, .observe_from = T, .observe_to = T, .anc = anc};
     const size_t nth = (size_t)st->nth;
     if (kv->observe) {
         err_code rc = grow(&st->observed, &st->observed_cap, n_entries * nth, err);
         if (rc) return rc;
         memset(st->observed, 0, sizeof(float) * n_entries * nth);
-        j.observe_from = kv->observe_last > 0 && kv->observe_last < T ? T - kv->observe_last : 0;
+        /* a tree batch reports its trunk only: the branches are guesses, gone after the pass */
+        const int U = anc ? trunk : T;
+        j.observe_to = U;
+        j.observe_from = kv->observe_last > 0 && kv->observe_last < U ? U - kv->observe_last : 0;
     }
     atomic_init(&j.next, 0);
     const int64_t macs = (int64_t)T * hp->n_head * (int64_t)n_entries * (hp->head_dim + hp->head_dim_v);
@@ -439,7 +447,7 @@ static err_code attention(fwd_state *st, const kv_iface *kv, int layer, int T, i
         /* the threads' sums, into thread 0's buffer */
         for (size_t th = 1; th < nth; th++)
             for (size_t i = 0; i < n_entries; i++) st->observed[i] += st->observed[th * n_entries + i];
-        kv->observe(kv->self, layer, T - j.observe_from, (int)n_entries, st->observed);
+        kv->observe(kv->self, layer, j.observe_to - j.observe_from, (int)n_entries, st->observed);
     }
     return ERR_OK;
 }
@@ -553,6 +561,12 @@ static err_code ffn_moe(fwd_state *st, const experts_iface *ex, int layer, int T
 
 err_code forward(fwd_state *st, const kv_iface *kv, const experts_iface *experts, const int32_t *tokens, int n,
                  int32_t pos0, const int32_t *out_rows, int n_out, float *logits, err_t *err) {
+    return forward_tree(st, kv, experts, tokens, n, pos0, NULL, out_rows, n_out, logits, err);
+}
+
+err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *experts, const int32_t *tokens, int n,
+                      int32_t pos0, const uint64_t *anc, const int32_t *out_rows, int n_out, float *logits,
+                      err_t *err) {
     const model *m = st->m;
     const model_hparams *hp = &m->hp;
     const int E = hp->n_embd;
@@ -567,14 +581,27 @@ err_code forward(fwd_state *st, const kv_iface *kv, const experts_iface *experts
     for (int t = 0; t < n; t++)
         if (tokens[t] < 0 || tokens[t] >= hp->n_vocab)
             return err_set(err, ERR_INVALID_ARG, "token id %d is outside the vocabulary of %d", tokens[t], hp->n_vocab);
+    int trunk = n; /* a tree batch's leading tokens that form a line */
+    if (anc) {
+        if (n > ATTN_TREE_MAX) return err_set(err, ERR_INVALID_ARG, "a tree batch of %d tokens (%d at most)", n, ATTN_TREE_MAX);
+        trunk = 0;
+        for (int t = 0; t < n; t++) {
+            const uint64_t self = 1ull << t, upto = self | (self - 1);
+            if (!(anc[t] & self) || (anc[t] & ~upto))
+                return err_set(err, ERR_INVALID_ARG, "tree token %d: its ancestry must hold itself and earlier tokens only", t);
+            if (trunk == t && anc[t] == upto) trunk = t + 1;
+        }
+    }
     err_code rc = reserve(st, n, err);
     if (rc) return rc;
 
-    /* token embeddings, and the RoPE angles of each position */
+    /* token embeddings, and the RoPE angles of each position (a tree token's
+     * is its depth: pos0 + the number of its ancestors) */
     for (int t = 0; t < n; t++) {
         const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)tokens[t] * m->tok_embd.row_bytes;
         quant_dequantize_row(m->tok_embd.type, row, st->x + (size_t)t * E, E);
-        rope_angles(m, pos0 + t, st->rope_cs + (size_t)t * hp->n_rot);
+        const int depth = anc ? __builtin_popcountll(anc[t]) - 1 : t;
+        rope_angles(m, pos0 + depth, st->rope_cs + (size_t)t * hp->n_rot);
     }
     int32_t pos_buf[256], *pos = n <= 256 ? pos_buf : malloc(sizeof(int32_t) * (size_t)n);
     if (!pos) return err_set(err, ERR_NOMEM, "out of memory");
@@ -597,7 +624,7 @@ err_code forward(fwd_state *st, const kv_iface *kv, const experts_iface *experts
         }
         if ((rc = kv->append(kv->self, l, n, pos, st->k, st->v, err))) break;
         if (kv->queries) kv->queries(kv->self, l, n, st->q);
-        if ((rc = attention(st, kv, l, n, pos0, err))) break;
+        if ((rc = attention(st, kv, l, n, pos0, anc, trunk, err))) break;
         if ((rc = mat_mul(st, &L->wo, 0, st->att, n, st->ffn_out, err))) break;
         for (size_t i = 0; i < (size_t)n * E; i++) st->x[i] += st->ffn_out[i];
 

@@ -34,4 +34,19 @@ void fwd_state_free(fwd_state *st);
 err_code forward(fwd_state *st, const kv_iface *kv, const experts_iface *experts, const int32_t *tokens, int n,
                  int32_t pos0, const int32_t *out_rows, int n_out, float *logits, err_t *err);
 
+/*
+ * A tree batch: several continuations of the cache verified or explored in
+ * one pass (lookahead decoding). anc[t] has bit s set for each batch token s
+ * that token t attends to, itself included; only earlier tokens may be
+ * ancestors, and n <= 64. Token t is computed at position pos0 + (its
+ * ancestors - 1) while its cache entry is stored at pos0 + t, a distinct
+ * slot, so that the tokens a caller keeps must be a leading run in a line
+ * (anc[t] = every bit up to t): those are stored where plain decoding would
+ * store them, and their rows equal plain decoding's bit for bit. Only that
+ * trunk reports attention weights to the cache.
+ */
+err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *experts, const int32_t *tokens, int n,
+                      int32_t pos0, const uint64_t *anc, const int32_t *out_rows, int n_out, float *logits,
+                      err_t *err);
+
 #endif

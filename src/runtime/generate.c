@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "model/forward.h"
+#include "spec/lookahead.h"
 #include "spec/ngram.h"
 #include "spec/verify.h"
 
@@ -50,6 +51,8 @@ struct generation {
     gen_stats stats;
     /* speculative decoding */
     spec_ngram *ng;
+    spec_lookahead *la;       /* GEN_SPEC_LOOKAHEAD: the window and its pool */
+    int proposing_steps;      /* verify passes that had a draft */
     float *vlogits;           /* [(SPEC_MAX_K + 1) * n_vocab] a verify pass's logits */
     int32_t queue[SPEC_MAX_K + 1]; /* tokens of a verify pass not yet returned: the accepted drafts
                                       (their entries are cached), then the token after them (not yet) */
@@ -103,16 +106,21 @@ err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int 
             rc = err_set(err, ERR_INVALID_ARG, "draft length %d is outside 0..%d", p->spec_k, SPEC_MAX_K);
         else if (p->spec == GEN_SPEC_DRAFT && (!p->draft || p->draft->m->hp.n_vocab != n_vocab))
             rc = err_set(err, ERR_INVALID_ARG, "draft speculation needs a draft model with the same vocabulary");
-        else if (!(g->vlogits = malloc(sizeof(float) * (size_t)(SPEC_MAX_K + 1) * n_vocab)) ||
+        else if (!(g->vlogits = malloc(sizeof(float) * (size_t)(SPEC_MAX_K + 1 + LOOKAHEAD_MAX_W) * n_vocab)) ||
                  !(g->dlogits = malloc(sizeof(float) * (size_t)n_vocab)) ||
                  !(g->scratch = malloc(sizeof(float) * 2 * (size_t)n_vocab)) ||
                  (sampled && p->spec == GEN_SPEC_DRAFT && !(g->q = malloc(sizeof(float) * (size_t)SPEC_MAX_K * n_vocab))))
             rc = err_set(err, ERR_NOMEM, "out of memory");
         else if (!(rc = ngram_new(s->n_ctx + 1, &g->ng, err)))
             rc = ngram_push(g->ng, prompt, n_prompt, err);
+        if (!rc && p->spec == GEN_SPEC_LOOKAHEAD) {
+            const lookahead_params *lp = &p->lookahead, def = lookahead_params_default();
+            rc = lookahead_new(!lp->w && !lp->n && !lp->g ? &def : lp, n_vocab, prompt, n_prompt, &g->la, err);
+        }
         spec_length_init(&g->len, p->spec_k);
         g->stats.spec_k = g->len.k;
         g->stats.spec_draft = p->spec == GEN_SPEC_DRAFT;
+        g->stats.spec_lookahead = p->spec == GEN_SPEC_LOOKAHEAD;
     }
     if (rc) {
         gen_free(g);
@@ -129,6 +137,7 @@ void gen_free(generation *g) {
     if (!g) return;
     sampler_free(g->smp);
     ngram_free(g->ng);
+    lookahead_free(g->la);
     free(g->vlogits);
     free(g->dlogits);
     free(g->q);
@@ -190,10 +199,32 @@ static int draft_propose(generation *g, int k, int32_t *out) {
     return i < k ? -1 : k;
 }
 
+/* A verify pass is done: queue the a accepted drafts and the token after
+ * them, and count. */
+static void verified(generation *g, const int32_t *draft, int k, int a, int32_t next, double t0) {
+    memcpy(g->queue, draft, sizeof(int32_t) * (size_t)a);
+    g->queue[a] = next;
+    g->q_head = 0;
+    g->q_n = a + 1;
+    const double dt = now_ms() - t0;
+    g->t_decode_total += dt;
+    g->stats.decode_ms = g->t_decode_total;
+    g->stats.spec_ms += dt;
+    g->stats.spec_steps++;
+    g->stats.spec_proposed += k;
+    g->stats.spec_accepted += a;
+    if (k > 0) g->proposing_steps++;
+    spec_length_update(&g->len, k, a);
+    g->stats.spec_k = g->len.k;
+}
+
 /* One speculative step: propose after the context, verify last + draft in
  * one forward pass, keep the last token and the drafts the target agrees
  * with. Returns false when nothing was proposed (decode one token instead). */
+static bool speculate_lookahead(generation *g, bool *ok);
+
 static bool speculate(generation *g, bool *ok) {
+    if (g->la) return speculate_lookahead(g, ok);
     session *s = g->s;
     int32_t batch[SPEC_MAX_K + 1];
     int room = s->n_ctx - s->n_past - 1; /* the last token takes one position */
@@ -213,31 +244,53 @@ static bool speculate(generation *g, bool *ok) {
     /* g->q is NULL unless a draft model sampled: n-gram proposes deterministically */
     const int a = spec_verify(g->smp, g->vlogits, V, batch + 1, g->q, k, g->scratch, &next);
     if (session_accept(s, batch, k + 1, a + 1, &g->err)) return true;
-    memcpy(g->queue, batch + 1, sizeof(int32_t) * (size_t)a);
-    g->queue[a] = next;
-    g->q_head = 0;
-    g->q_n = a + 1;
-    const double dt = now_ms() - t0;
-    g->t_decode_total += dt;
-    g->stats.decode_ms = g->t_decode_total;
-    g->stats.spec_ms += dt;
-    g->stats.spec_steps++;
-    g->stats.spec_proposed += k;
-    g->stats.spec_accepted += a;
-    spec_length_update(&g->len, k, a);
-    g->stats.spec_k = g->len.k;
+    verified(g, batch + 1, k, a, next, t0);
     *ok = true;
     return true;
 }
 
-/* Speculation must pay. Three verify passes without one accepted draft turn
- * it off at once; after that, once 6 verify passes and 2 plain ones are
- * timed, so does a token that costs more by verification than by a plain
- * pass. It stays off for the rest of the generation (the stats say why). */
+/* One lookahead pass: the root, a candidate (prompt lookup's, else the
+ * pool's), and the window, in one tree batch; the trunk is verified as any
+ * draft, the window's last level moves the Jacobi iteration on. Returns false
+ * near the end of the context, where the window no longer fits. */
+static bool speculate_lookahead(generation *g, bool *ok) {
+    session *s = g->s;
+    int32_t batch[LOOKAHEAD_MAX_BATCH], cand[SPEC_MAX_K], rows[LOOKAHEAD_MAX_BATCH];
+    uint64_t anc[LOOKAHEAD_MAX_BATCH];
+    const int win = lookahead_window_tokens(g->la);
+    int want = g->len.k;
+    if (want > LOOKAHEAD_MAX_BATCH - 1 - win) want = LOOKAHEAD_MAX_BATCH - 1 - win;
+    if (1 + want + win > s->n_ctx - s->n_past) return false;
+    const double t0 = now_ms();
+    int m = ngram_propose(g->ng, want, cand);
+    const bool pooled = m == 0;
+    if (pooled) m = lookahead_candidate(g->la, g->last, want, cand);
+    int n_rows;
+    const int n = lookahead_layout(g->la, g->last, cand, m, batch, anc, rows, &n_rows);
+    const int V = s->m->hp.n_vocab;
+    *ok = false;
+    if (session_eval_tree(s, batch, n, anc, rows, n_rows, g->vlogits, &g->err)) return true;
+    int32_t next;
+    const int a = spec_verify(g->smp, g->vlogits, V, cand, NULL, m, g->scratch, &next);
+    lookahead_update(g->la, g->vlogits + (size_t)(m + 1) * V, V);
+    lookahead_counts(g->la, &g->stats.la_ngrams, &g->stats.la_new);
+    if (pooled) g->stats.la_pool_proposed += m, g->stats.la_pool_accepted += a;
+    if (session_accept(s, batch, n, a + 1, &g->err)) return true;
+    verified(g, cand, m, a, next, t0);
+    *ok = true;
+    return true;
+}
+
+/* Speculation must pay. Three verify passes with drafts and not one draft
+ * accepted turn it off at once; after that, once 6 verify passes (16 for
+ * lookahead, whose pool fills as it goes) and 2 plain ones are timed, so
+ * does a token that costs more by verification than by a plain pass. It
+ * stays off for the rest of the generation (the stats say why). A fixed
+ * draft length (gen_params.spec_k) is an experiment and is never switched off. */
 static void check_speed(generation *g) {
-    if (g->spec_off) return;
-    const bool barren = g->stats.spec_steps >= 3 && g->stats.spec_accepted == 0;
-    if (!barren && (g->stats.spec_steps < 6 || g->stats.decode_evals < 2)) return;
+    if (g->spec_off || g->p.spec_k) return; /* a fixed length is an experiment: it runs as asked */
+    const bool barren = g->proposing_steps >= 3 && g->stats.spec_accepted == 0;
+    if (!barren && (g->stats.spec_steps < (g->la ? 16 : 6) || g->stats.decode_evals < 2)) return;
     const double spec = g->stats.spec_ms / (g->stats.spec_accepted + g->stats.spec_steps);
     const double plain = g->stats.decode_evals ? g->plain_ms / g->stats.decode_evals : 0.0;
     if (barren || spec > plain) {

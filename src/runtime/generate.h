@@ -22,15 +22,17 @@
 #include "model/sampler.h"
 #include "model/tokenizer.h"
 #include "runtime/session.h"
+#include "spec/lookahead.h"
 
-typedef enum { GEN_SPEC_NONE = 0, GEN_SPEC_NGRAM, GEN_SPEC_DRAFT } gen_spec;
+typedef enum { GEN_SPEC_NONE = 0, GEN_SPEC_NGRAM, GEN_SPEC_DRAFT, GEN_SPEC_LOOKAHEAD } gen_spec;
 
 typedef struct {
     int max_tokens;                /* > 0 */
     sampler_params sampling;
     gen_spec spec;                 /* speculative decoding (lossless with any sampling: spec/verify.h) */
-    int spec_k;                    /* fixed draft length; 0 = adaptive (4, then 2..10) */
+    int spec_k;                    /* fixed draft length, never switched off (experiments); 0 = adaptive (4, then 2..10) */
     session *draft;                /* GEN_SPEC_DRAFT: the draft model's session (same vocabulary) */
+    lookahead_params lookahead;    /* GEN_SPEC_LOOKAHEAD: W, N, G (all 0: lookahead_params_default()) */
     void (*on_prefill)(void *user, int done, int total); /* optional progress */
     void *user;
 } gen_params;
@@ -58,6 +60,9 @@ typedef struct {
     double spec_ms;      /* time in verify passes */
     int spec_off;        /* 1: switched off, a token cost more by verification than by a plain pass */
     int spec_draft;      /* 1: the proposer is the draft model */
+    int spec_lookahead;  /* 1: lookahead decoding (the draft is prompt lookup's, else the window's pool) */
+    int la_ngrams, la_new; /* lookahead: n-grams the window made, and of those, new to the pool */
+    int la_pool_proposed, la_pool_accepted; /* lookahead: drafts that came from the pool, and were accepted */
     double spec_ms_per_token, plain_ms_per_token; /* the figures that decided it */
 } gen_stats;
 

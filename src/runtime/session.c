@@ -111,6 +111,16 @@ err_code session_eval_tentative(session *s, const int32_t *tokens, int n, float 
     return rc;
 }
 
+err_code session_eval_tree(session *s, const int32_t *tokens, int n, const uint64_t *anc, const int32_t *out_rows,
+                           int n_out, float *logits, err_t *err) {
+    err_code rc = check_room(s, n, err);
+    if (rc) return rc;
+    kv_iface kv = kv_cache_iface(s->kv);
+    rc = forward_tree(s->fwd, &kv, s->experts, tokens, n, s->n_past, anc, out_rows, n_out, logits, err);
+    if (rc) kv_cache_truncate(s->kv, s->n_past);
+    return rc;
+}
+
 err_code session_accept(session *s, const int32_t *tokens, int n, int n_keep, err_t *err) {
     kv_cache_rollback(s->kv, n - n_keep);
     err_code rc = kv_cache_commit(s->kv, n_keep, err);

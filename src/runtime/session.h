@@ -50,6 +50,10 @@ void session_reset(session *s);
  * (session_accept: the rest are rolled back, the cache as if they had never
  * been evaluated). Nothing else may run between the two calls. */
 err_code session_eval_tentative(session *s, const int32_t *tokens, int n, float *logits, err_t *err);
+/* The same for a tree batch (model/forward.h: forward_tree): the logits of
+ * out_rows only; session_accept may then keep a leading run of the trunk. */
+err_code session_eval_tree(session *s, const int32_t *tokens, int n, const uint64_t *anc, const int32_t *out_rows,
+                           int n_out, float *logits, err_t *err);
 err_code session_accept(session *s, const int32_t *tokens, int n, int n_keep, err_t *err);
 /* Forget everything after the first n tokens (n <= n_past). */
 void session_truncate(session *s, int n);
