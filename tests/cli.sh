@@ -88,6 +88,11 @@ expect 2 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --lookahead 4,3
 expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --spec lookahead --lookahead 16,6,4
 grep -q "63 at most" "$tmp/err" && ok || bad "lookahead size message: $(cat "$tmp/err")"
 expect 2 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --spec sideways
+# bench --spec: the comparison as JSON; --spec none and a stray --prompt are usage errors
+expect 0 0 "$octo" bench -m "$tmp/m.gguf" --spec ngram --prompt "ab ab ab ab" -n 24 -r 1 --json
+grep -q '"speedup": {"median": ' "$tmp/out" && grep -q '"spec": "ngram"' "$tmp/out" && ok || bad "bench --spec json: $(cat "$tmp/out")"
+expect 2 1 "$octo" bench -m "$tmp/m.gguf" --spec none
+expect 2 1 "$octo" bench -m "$tmp/m.gguf" --prompt "ab"
 printf 'hello\nhow are you\n' | "$octo" run -m "$tmp/m.gguf" --chat -n 4 --seed 2 >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 0 ] && [ "$(wc -l <"$tmp/out")" -eq 2 ] && ok || bad "--chat: $(cat "$tmp/err")"
 

@@ -3,6 +3,8 @@
  *
  *   octo bench -m MODEL [-p 512] [-n 128] [-t N] [-r REPS] [--batch 1,2,4,8,16] [--kv-plain] [--json]
  *   octo bench --roofline [-t N] [--json]
+ *   octo bench -m MODEL --spec MODE [--draft MODEL] [--spec-k N] [--lookahead W,N,G]
+ *              [--prompt TEXT | --prompt-file FILE] [-n 128] [-r REPS] [--temp T] [--json]
  *
  * Prompt processing: -p tokens evaluated as one batch from an empty cache.
  * Generation: -n tokens decoded one at a time from an empty cache. Each is
@@ -12,7 +14,16 @@
  * the same run (before and after, the better kept) and decode is given as a
  * percentage of it. The batch table is what speculative decoding lives on:
  * the time to forward T tokens at once, as a multiple of one.
+ *
+ * With --spec, the bench is speculative decoding's instead: the same
+ * generation (prompt, -n tokens, sampling) with --spec none and with MODE,
+ * alternated rep by rep, their decode tokens/s (median), the ratio, and what
+ * the speculation did: acceptance, tokens per verify pass, the cost of a pass
+ * in plain tokens, and the speedup the formula (1 - a^(k+1)) / ((1 - a)(1 + k c))
+ * expects at the measured acceptance a, mean draft length k and c, the cost
+ * of one draft token in plain tokens (the pass's cost above one, over k).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,10 +99,102 @@ static int run_roofline(int n_threads, int json) {
     return 0;
 }
 
+typedef struct {
+    double tps;            /* decode tokens/s */
+    int tokens, proposed, accepted, steps, k;
+    double spec_ms, decode_ms;
+    char proposer[12], note[96];
+} gen_run;
+
+static int generate_once(octo_model *m, const char *prompt, const octo_generate_params *gp, gen_run *out) {
+    octo_stream *s = octo_generate(m, prompt, gp);
+    if (!s) return fail("%s", octo_model_error(m));
+    while (octo_stream_next(s)) {
+    }
+    int rc = octo_stream_status(s) == OCTO_OK ? 0 : fail("%s", octo_stream_error(s));
+    octo_stream_free(s);
+    const octo_stats st = octo_model_stats(m);
+    *out = (gen_run){.tps = st.decode_tokens_per_s, .tokens = st.decode_tokens, .proposed = st.spec_proposed,
+                     .accepted = st.spec_accepted, .steps = st.spec_steps, .k = st.spec_k, .spec_ms = st.spec_ms,
+                     .decode_ms = st.decode_ms};
+    snprintf(out->proposer, sizeof out->proposer, "%s", st.spec_proposer);
+    snprintf(out->note, sizeof out->note, "%s", st.spec_note);
+    return rc;
+}
+
+/* `octo bench --spec`: plain and speculative generation, alternated. */
+static int run_spec_bench(const char *path, const char *draft, const char *prompt, octo_generate_params gp, long n,
+                          long reps, int threads, int json) {
+    octo_client_options co = octo_client_options_defaults();
+    co.n_threads = threads;
+    octo_client *c = octo_client_new(&co);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.draft_model = draft;
+    mo.auto_draft = gp.spec == OCTO_SPEC_SELF ? OCTO_DRAFT_SELF
+                    : gp.spec == OCTO_SPEC_NGRAM || gp.spec == OCTO_SPEC_LOOKAHEAD ? OCTO_DRAFT_NONE
+                                                                                   : OCTO_DRAFT_AUTO;
+    octo_model *m = c ? octo_load_model(c, path, &mo) : NULL;
+    if (!m) {
+        int rc = fail("%s", c ? octo_last_error(c) : "out of memory");
+        octo_client_free(c);
+        return rc;
+    }
+    gp.max_tokens = (int)n;
+    octo_generate_params plain = gp;
+    plain.spec = OCTO_SPEC_NONE;
+    double a_tps[MAX_REPS], b_tps[MAX_REPS], ratio[MAX_REPS];
+    long proposed = 0, accepted = 0, steps = 0;
+    double spec_ms = 0, plain_ms_tok = 0;
+    gen_run a = {0}, b = {0};
+    int rc = 0;
+    /* a warm-up pair pages the weights in */
+    for (long r = -1; r < reps && !rc; r++) {
+        if ((rc = generate_once(m, prompt, &plain, &a)) || (rc = generate_once(m, prompt, &gp, &b))) break;
+        if (r < 0) continue;
+        a_tps[r] = a.tps, b_tps[r] = b.tps, ratio[r] = a.tps > 0 ? b.tps / a.tps : 0;
+        proposed += b.proposed, accepted += b.accepted, steps += b.steps, spec_ms += b.spec_ms;
+        plain_ms_tok += a.decode_ms / (a.tokens > 1 ? a.tokens - 1 : 1);
+    }
+    if (!rc) {
+        const spread sa = summarize(a_tps, (int)reps), sb = summarize(b_tps, (int)reps), sr = summarize(ratio, (int)reps);
+        const double alpha = proposed ? (double)accepted / proposed : 0.0, k = steps ? (double)proposed / steps : 0.0;
+        const double per_pass = steps ? (double)(accepted + steps) / steps : 0.0;
+        const double pass_cost = steps && plain_ms_tok > 0 ? (spec_ms / steps) / (plain_ms_tok / reps) : 0.0;
+        const double cost_c = k > 0 ? (pass_cost - 1.0) / k : 0.0;
+        const double formula = alpha < 1.0 && k > 0 ? (1.0 - pow(alpha, k + 1.0)) / ((1.0 - alpha) * (1.0 + k * cost_c)) : 0.0;
+        if (json)
+            printf("{\"model\": \"%s\", \"spec\": \"%s\", \"tokens\": %ld, \"reps\": %ld, "
+                   "\"plain_tokens_per_s\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
+                   "\"spec_tokens_per_s\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
+                   "\"speedup\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}, \"acceptance\": %.4f, "
+                   "\"mean_k\": %.2f, \"tokens_per_pass\": %.3f, \"pass_cost\": %.3f, \"c\": %.3f, "
+                   "\"formula_speedup\": %.3f, \"k_at_end\": %d, \"note\": \"%s\"}\n",
+                   path, b.proposer, n, reps, sa.median, sa.min, sa.max, sb.median, sb.min, sb.max, sr.median, sr.min,
+                   sr.max, alpha, k, per_pass, pass_cost, cost_c, formula, b.k, b.note);
+        else {
+            printf("model        %s, %ld tokens, %ld alternated repetitions (median, min..max)\n", path, n, reps);
+            printf("plain        %9.2f tokens/s  (%.2f..%.2f)\n", sa.median, sa.min, sa.max);
+            printf("%-12s %9.2f tokens/s  (%.2f..%.2f)\n", b.proposer, sb.median, sb.min, sb.max);
+            printf("speedup      %.2fx  (%.2f..%.2f, per pair)\n", sr.median, sr.min, sr.max);
+            printf("speculation  %.1f%% of %ld drafts accepted, %.2f drafts and %.2f tokens per verify pass, k at end %d\n",
+                   100.0 * alpha, proposed, k, per_pass, b.k);
+            printf("formula      (1 - a^(k+1)) / ((1 - a)(1 + k c)) = %.2fx at a = %.3f, k = %.2f, c = %.3f "
+                   "(a pass costs %.2f plain tokens)\n", formula, alpha, k, cost_c, pass_cost);
+            if (b.note[0]) printf("note         %s (last run)\n", b.note);
+        }
+    }
+    octo_model_free(m);
+    octo_client_free(c);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv) {
     const char *path = NULL;
     long p = 512, n = 128, threads = 0, reps = 5;
-    int json = 0, roofline_only = 0, with_roofline = 1, kv_plain = 0;
+    int json = 0, roofline_only = 0, with_roofline = 1, kv_plain = 0, spec = -1;
+    const char *draft = NULL, *prompt = NULL, *prompt_file = NULL;
+    octo_generate_params gp = octo_generate_params_defaults();
+    gp.temperature = 0.0f;
     int batches[MAX_BATCHES] = {1, 2, 4, 8, 16}, n_batches = 5;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -104,6 +207,17 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--roofline")) roofline_only = 1;
         else if (!strcmp(a, "--no-roofline")) with_roofline = 0;
         else if (!strcmp(a, "--kv-plain")) kv_plain = 1;
+        else if (!strcmp(a, "--spec") && v) { if (!parse_spec_mode(v, &spec)) return usage_error("--spec is one of " SPEC_MODE_NAMES); i++; }
+        else if (!strcmp(a, "--draft") && v) { draft = v; i++; }
+        else if (!strcmp(a, "--prompt") && v) { prompt = v; i++; }
+        else if (!strcmp(a, "--prompt-file") && v) { prompt_file = v; i++; }
+        else if (!strcmp(a, "--temp") && v) { if (!parse_float(v, &gp.temperature)) return usage_error("--temp takes a number"); i++; }
+        else if (!strcmp(a, "--seed") && v) { long s; if (!parse_long(v, 0, 1L << 62, &s)) return usage_error("--seed takes a count"); gp.seed = (uint64_t)s; i++; }
+        else if (!strcmp(a, "--spec-k") && v) { long k; if (!parse_long(v, 1, 10, &k)) return usage_error("--spec-k takes 1..10"); gp.spec_k = (int)k; i++; }
+        else if (!strcmp(a, "--lookahead") && v) {
+            if (!parse_lookahead(v, &gp.lookahead_w, &gp.lookahead_n, &gp.lookahead_g)) return usage_error("--lookahead takes W,N,G (e.g. 5,3,4)");
+            i++;
+        }
         else if (!strcmp(a, "--batch") && v) {
             int32_t *b;
             int nb;
@@ -119,6 +233,20 @@ int cmd_bench(int argc, char **argv) {
     }
     if (roofline_only) return run_roofline((int)threads, json);
     if (!path) return usage_error("bench needs -m MODEL (or --roofline)");
+    if ((prompt || prompt_file || draft) && spec < 0) return usage_error("--prompt, --prompt-file and --draft go with --spec");
+    if (spec >= 0) {
+        if (spec == OCTO_SPEC_NONE) return usage_error("bench --spec compares a mode with none: give another mode");
+        if (prompt && prompt_file) return usage_error("give --prompt or --prompt-file, not both");
+        if (n == 0) return usage_error("bench --spec needs -n > 0");
+        char *text = NULL;
+        size_t len;
+        if (prompt_file && read_text_file(prompt_file, &text, &len)) return 1;
+        gp.spec = (octo_spec_mode)spec;
+        const int rc = run_spec_bench(path, draft, text ? text : prompt ? prompt : "Once upon a time", gp, n,
+                                      reps, (int)threads, json);
+        free(text);
+        return rc;
+    }
     if (p == 0 && n == 0) return usage_error("nothing to measure: -p and -n are both 0");
 
     int max_batch = 0;

@@ -9,6 +9,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "octo.h"
 
 int usage_error(const char *fmt, ...) {
     va_list ap;
@@ -79,3 +82,50 @@ int parse_tokens(const char *s, int32_t **out, int *n_out) {
 
 
 double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+int read_text_file(const char *path, char **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail("%s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    for (size_t r; buf && (r = fread(buf + n, 1, cap - n, f)) > 0;) {
+        n += r;
+        if (n == cap) {
+            char *more = realloc(buf, (cap *= 2) + 1);
+            if (!more) free(buf);
+            buf = more;
+        }
+    }
+    const int bad = ferror(f);
+    fclose(f);
+    if (!buf) return fail("out of memory reading %s", path);
+    if (bad) {
+        free(buf);
+        return fail("%s: read error", path);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+int parse_spec_mode(const char *s, int *mode) {
+    static const struct {
+        const char *name;
+        int mode;
+    } modes[] = {{"auto", OCTO_SPEC_AUTO}, {"none", OCTO_SPEC_NONE}, {"ngram", OCTO_SPEC_NGRAM},
+                 {"draft", OCTO_SPEC_DRAFT}, {"self", OCTO_SPEC_SELF}, {"lookahead", OCTO_SPEC_LOOKAHEAD}};
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
+        if (!strcmp(s, modes[i].name)) {
+            *mode = modes[i].mode;
+            return 1;
+        }
+    return 0;
+}
+
+int parse_lookahead(const char *s, int *w, int *n, int *g) {
+    char tail;
+    return sscanf(s, "%d,%d,%d%c", w, n, g, &tail) == 3;
+}

@@ -4,6 +4,7 @@
 #ifndef OCTO_TOOLS_CLI_H
 #define OCTO_TOOLS_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* "octo: <message> (see 'octo help')" on stderr; returns 2. */
@@ -16,6 +17,15 @@ int parse_float(const char *s, float *out);
 /* Space- or comma-separated non-negative ids into a malloc'd array; returns 1 on success. */
 int parse_tokens(const char *s, int32_t **out, int *n_out);
 double mib(uint64_t bytes);
+/* A whole file, NUL-terminated, into *out (malloc'd) and *len; 0 on
+ * success, else the error is printed (fail) and 1 returned. */
+int read_text_file(const char *path, char **out, size_t *len);
+/* --spec NAME: auto none ngram draft self lookahead; 1 on success. */
+int parse_spec_mode(const char *s, int *mode);
+/* --lookahead W,N,G; 1 on success. */
+int parse_lookahead(const char *s, int *w, int *n, int *g);
+#define SPEC_MODE_NAMES "auto, none, ngram, draft, self, lookahead"
+
 
 int cmd_bench(int argc, char **argv);
 int cmd_eval(int argc, char **argv);

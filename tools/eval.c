@@ -176,18 +176,9 @@ int cmd_eval(int argc, char **argv) {
     }
     if (!path || !file) return usage_error("eval needs -m MODEL and -f TEXT");
     if (plain) mo.kv.compress = 0;
-    FILE *f = fopen(file, "rb");
-    if (!f) return fail("%s: cannot open", file);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)len + 1);
-    if (!text || fread(text, 1, (size_t)len, f) != (size_t)len) {
-        fclose(f);
-        free(text);
-        return fail("%s: cannot read", file);
-    }
-    fclose(f);
+    char *text;
+    size_t len;
+    if (read_text_file(file, &text, &len)) return 1;
 
     octo_client_options co = octo_client_options_defaults();
     co.cache_dir = cache_dir;

@@ -42,6 +42,9 @@ static void help(FILE *f) {
           "      prompt and generation tokens/s (median, spread), GB/s of weights read and the\n"
           "      percentage of the machine's read bandwidth (measured in the same run), the\n"
           "      cost of forwarding T tokens at once; 'octo bench --roofline' measures only that\n"
+          "  bench -m MODEL --spec MODE [--draft MODEL] [--spec-k N] [--lookahead W,N,G] [--prompt T | --prompt-file F]\n"
+          "      [-n 128] [-r REPS] [--temp T] [--seed S] [--json]\n"
+          "      speculative decoding against plain, alternated: tokens/s, speedup, acceptance, the formula's figure\n"
           "  eval -m MODEL -f TEXT [--ctx N] [--batch N] [--json] [--kv-plain] [--kv-policy P]\n"
           "       [--kv-budget BYTES|PCT%] [--kv-hot N] [--kv-warm N] [--kv-anchors N] [--kv-recent N]\n"
           "       [--kv-cold q4_1|q4_0|q8_0|f16] [--kv-keys channel|token]\n"
@@ -246,22 +249,7 @@ static int cmd_tokenize(int argc, char **argv) {
     char *buf = NULL;
     size_t len = 0;
     if (file) {
-        FILE *f = fopen(file, "rb");
-        if (!f) return fail("%s: %s", file, strerror(errno));
-        size_t cap = 1 << 16;
-        buf = malloc(cap);
-        for (size_t r; buf && (r = fread(buf + len, 1, cap - len, f)) > 0;) {
-            len += r;
-            if (len == cap) {
-                char *more = realloc(buf, cap *= 2);
-                if (!more) { free(buf); buf = NULL; }
-                else buf = more;
-            }
-        }
-        int bad = ferror(f);
-        fclose(f);
-        if (!buf) return fail("out of memory reading %s", file);
-        if (bad) { free(buf); return fail("%s: read error", file); }
+        if (read_text_file(file, &buf, &len)) return 1;
         text = buf;
     } else {
         len = strlen(text);
@@ -446,18 +434,13 @@ static int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--ids")) ids = 1;
         else if (!strcmp(a, "--stats")) stats = 1;
         else if (!strcmp(a, "--spec") && v) {
-            if (!strcmp(v, "auto")) gp.spec = OCTO_SPEC_AUTO;
-            else if (!strcmp(v, "none")) gp.spec = OCTO_SPEC_NONE;
-            else if (!strcmp(v, "ngram")) gp.spec = OCTO_SPEC_NGRAM;
-            else if (!strcmp(v, "draft")) gp.spec = OCTO_SPEC_DRAFT;
-            else if (!strcmp(v, "self")) gp.spec = OCTO_SPEC_SELF;
-            else if (!strcmp(v, "lookahead")) gp.spec = OCTO_SPEC_LOOKAHEAD;
-            else return usage_error("--spec is one of auto, none, ngram, draft, self, lookahead");
+            int mode;
+            if (!parse_spec_mode(v, &mode)) return usage_error("--spec is one of " SPEC_MODE_NAMES);
+            gp.spec = (octo_spec_mode)mode;
             i++;
         }
         else if (!strcmp(a, "--lookahead") && v) {
-            char tail;
-            if (sscanf(v, "%d,%d,%d%c", &gp.lookahead_w, &gp.lookahead_n, &gp.lookahead_g, &tail) != 3)
+            if (!parse_lookahead(v, &gp.lookahead_w, &gp.lookahead_n, &gp.lookahead_g))
                 return usage_error("--lookahead takes W,N,G (e.g. 5,3,4)");
             i++;
         }

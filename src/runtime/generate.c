@@ -282,7 +282,7 @@ static bool speculate_lookahead(generation *g, bool *ok) {
 }
 
 /* Speculation must pay. Three verify passes with drafts and not one draft
- * accepted turn it off at once; after that, once 6 verify passes (16 for
+ * accepted turn it off at once; after that, once 6 verify passes (8 for
  * lookahead, whose pool fills as it goes) and 2 plain ones are timed, so
  * does a token that costs more by verification than by a plain pass. It
  * stays off for the rest of the generation (the stats say why). A fixed
@@ -290,7 +290,7 @@ static bool speculate_lookahead(generation *g, bool *ok) {
 static void check_speed(generation *g) {
     if (g->spec_off || g->p.spec_k) return; /* a fixed length is an experiment: it runs as asked */
     const bool barren = g->proposing_steps >= 3 && g->stats.spec_accepted == 0;
-    if (!barren && (g->stats.spec_steps < (g->la ? 16 : 6) || g->stats.decode_evals < 2)) return;
+    if (!barren && (g->stats.spec_steps < (g->la ? 8 : 6) || g->stats.decode_evals < 2)) return;
     const double spec = g->stats.spec_ms / (g->stats.spec_accepted + g->stats.spec_steps);
     const double plain = g->stats.decode_evals ? g->plain_ms / g->stats.decode_evals : 0.0;
     if (barren || spec > plain) {
