@@ -709,8 +709,14 @@ ALWAYS_INLINE void dot_q2_K_n(KERNEL_ARGS) {
 }
 
 /* ---------------------------------------------------------------------------
- * Float weights x F32 activations: each weight chunk is converted once and
- * multiplied into 4 accumulators per activation row.
+ * Float weights x F32 activations, written once for NR weight rows (1 or 2)
+ * and NA activation rows (1 or 4). Each (row, activation) pair sums in two
+ * accumulators, the 16-value chunks of every 32 taking turns, so a chunk's
+ * arithmetic is the same whatever else the call computes: dot, dot4 and
+ * dot2x4 agree bit for bit. dot2x4 is the batch kernel: a weight chunk is
+ * converted once for 4 activation rows and an activation chunk loaded once
+ * for 2 weight rows, 12 loads for 16 FMAs where one row against 4 takes 20
+ * (the loads, not the FMAs, bound a verify batch's float matmul).
  * ------------------------------------------------------------------------- */
 
 ALWAYS_INLINE __m512 load16_f32(const float *p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
@@ -721,32 +727,45 @@ ALWAYS_INLINE __m512 load16_bf16(const bf16_t *p, __mmask16 m) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
-#define FLOAT_DOT(name, WT, LOAD)                                                               \
-    ALWAYS_INLINE void name(const void *vw, const void *va, size_t stride, int64_t n, float *out, const int NA) { \
-        const WT *w = vw;                                                                       \
-        ACT_ROWS(float, x, va, stride, NA);                                                     \
-        __m512 s0[4], s1[4], s2[4], s3[4];                                                      \
-        UNROLL for (int t = 0; t < NA; t++) s0[t] = s1[t] = s2[t] = s3[t] = _mm512_setzero_ps(); \
-        int64_t i = 0;                                                                          \
-        for (; i + 64 <= n; i += 64) {                                                          \
-            prefetch_ahead(w + i, 64 * sizeof(WT));                                             \
-            const __m512 w0 = LOAD(w + i, 0xFFFF), w1 = LOAD(w + i + 16, 0xFFFF);               \
-            const __m512 w2 = LOAD(w + i + 32, 0xFFFF), w3 = LOAD(w + i + 48, 0xFFFF);          \
-            UNROLL for (int t = 0; t < NA; t++) {                                               \
-                s0[t] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x[t] + i), s0[t]);                  \
-                s1[t] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x[t] + i + 16), s1[t]);             \
-                s2[t] = _mm512_fmadd_ps(w2, _mm512_loadu_ps(x[t] + i + 32), s2[t]);             \
-                s3[t] = _mm512_fmadd_ps(w3, _mm512_loadu_ps(x[t] + i + 48), s3[t]);             \
-            }                                                                                   \
-        }                                                                                       \
-        for (; i < n; i += 16) {                                                                \
-            const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);        \
-            const __m512 w0 = LOAD(w + i, m);                                                   \
-            UNROLL for (int t = 0; t < NA; t++)                                                 \
-                s0[t] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, x[t] + i), s0[t]);         \
-        }                                                                                       \
-        UNROLL for (int t = 0; t < NA; t++)                                                     \
-            out[t] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0[t], s1[t]), _mm512_add_ps(s2[t], s3[t]))); \
+#define FLOAT_DOT(name, WT, LOAD)                                                                 \
+    ALWAYS_INLINE void name(const void *vw, size_t w_stride, const void *va, size_t stride, int64_t n, float *out, \
+                            const int NR, const int NA) {                                         \
+        const WT *w[2];                                                                           \
+        UNROLL for (int r = 0; r < NR; r++) w[r] = (const WT *)((const uint8_t *)vw + (size_t)r * w_stride); \
+        ACT_ROWS(float, x, va, stride, NA);                                                       \
+        __m512 s0[2][4], s1[2][4];                                                                \
+        UNROLL for (int r = 0; r < NR; r++) UNROLL for (int t = 0; t < NA; t++) s0[r][t] = s1[r][t] = _mm512_setzero_ps(); \
+        int64_t i = 0;                                                                            \
+        for (; i + 32 <= n; i += 32) {                                                            \
+            __m512 wa[2], wb[2];                                                                  \
+            UNROLL for (int r = 0; r < NR; r++) {                                                 \
+                prefetch_ahead(w[r] + i, 32 * sizeof(WT));                                        \
+                wa[r] = LOAD(w[r] + i, 0xFFFF);                                                   \
+                wb[r] = LOAD(w[r] + i + 16, 0xFFFF);                                              \
+            }                                                                                     \
+            UNROLL for (int t = 0; t < NA; t++) {                                                 \
+                const __m512 xa = _mm512_loadu_ps(x[t] + i), xb = _mm512_loadu_ps(x[t] + i + 16); \
+                UNROLL for (int r = 0; r < NR; r++) {                                             \
+                    s0[r][t] = _mm512_fmadd_ps(wa[r], xa, s0[r][t]);                              \
+                    s1[r][t] = _mm512_fmadd_ps(wb[r], xb, s1[r][t]);                              \
+                }                                                                                 \
+            }                                                                                     \
+        }                                                                                         \
+        /* the last 1..31 values: the first chunk to s0, the second to s1, as above */           \
+        for (int c = 0; i < n; i += 16, c++) {                                                    \
+            const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);          \
+            __m512 wv[2];                                                                         \
+            UNROLL for (int r = 0; r < NR; r++) wv[r] = LOAD(w[r] + i, m);                        \
+            UNROLL for (int t = 0; t < NA; t++) {                                                 \
+                const __m512 xv = _mm512_maskz_loadu_ps(m, x[t] + i);                             \
+                UNROLL for (int r = 0; r < NR; r++) {                                             \
+                    if (c == 0) s0[r][t] = _mm512_fmadd_ps(wv[r], xv, s0[r][t]);                  \
+                    else s1[r][t] = _mm512_fmadd_ps(wv[r], xv, s1[r][t]);                         \
+                }                                                                                 \
+            }                                                                                     \
+        }                                                                                         \
+        UNROLL for (int r = 0; r < NR; r++) UNROLL for (int t = 0; t < NA; t++)                   \
+            out[r * NA + t] = _mm512_reduce_add_ps(_mm512_add_ps(s0[r][t], s1[r][t]));            \
     }
 
 FLOAT_DOT(dot_f32_n, float, load16_f32)
@@ -762,10 +781,15 @@ FLOAT_DOT(dot_bf16_n, bf16_t, load16_bf16)
 #define FLOAT_VARIANTS(name)                                                                      \
     static float name(const void *w, const void *a, int64_t n) {                                  \
         float o[1];                                                                               \
-        name##_n(w, a, 0, n, o, 1);                                                               \
+        name##_n(w, 0, a, 0, n, o, 1, 1);                                                         \
         return o[0];                                                                              \
     }                                                                                             \
-    static void name##4(const void *w, const void *a, size_t s, int64_t n, float out[4]) { name##_n(w, a, s, n, out, 4); }
+    static void name##4(const void *w, const void *a, size_t s, int64_t n, float out[4]) {        \
+        name##_n(w, 0, a, s, n, out, 1, 4);                                                       \
+    }                                                                                             \
+    static void name##2x4(const void *w, size_t ws, const void *a, size_t s, int64_t n, float out[8]) { \
+        name##_n(w, ws, a, s, n, out, 2, 4);                                                      \
+    }
 
 FLOAT_VARIANTS(dot_f32)
 FLOAT_VARIANTS(dot_f16)
@@ -811,19 +835,19 @@ void kernels_fill_avx512(kernel_entry table[], int n_types, bool int8_dot) {
         uint32_t type;
         kernel_entry e;
     } rows[] = {
-        {QT_F32, {QT_F32, NULL, dot_f32, dot_f324}},
-        {QT_F16, {QT_F32, NULL, dot_f16, dot_f164}},
-        {QT_BF16, {QT_F32, NULL, dot_bf16, dot_bf164}},
-        {QT_Q4_0, {QT_Q8_0, act_quantize_q8_0, K(dot_q4_0), K4(dot_q4_0)}},
-        {QT_Q5_0, {QT_Q8_0, act_quantize_q8_0, K(dot_q5_0), K4(dot_q5_0)}},
-        {QT_Q8_0, {QT_Q8_0, act_quantize_q8_0, K(dot_q8_0), K4(dot_q8_0)}},
-        {QT_Q4_1, {QT_Q8_1, act_quantize_q8_1, K(dot_q4_1), K4(dot_q4_1)}},
-        {QT_Q5_1, {QT_Q8_1, act_quantize_q8_1, K(dot_q5_1), K4(dot_q5_1)}},
-        {QT_Q4_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q4_K), K4(dot_q4_K)}},
-        {QT_Q5_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q5_K), K4(dot_q5_K)}},
-        {QT_Q6_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q6_K), K4(dot_q6_K)}},
-        {QT_Q2_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q2_K), K4(dot_q2_K)}},
-        {QT_Q3_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q3_K), K4(dot_q3_K)}},
+        {QT_F32, {QT_F32, NULL, dot_f32, dot_f324, dot_f322x4}},
+        {QT_F16, {QT_F32, NULL, dot_f16, dot_f164, dot_f162x4}},
+        {QT_BF16, {QT_F32, NULL, dot_bf16, dot_bf164, dot_bf162x4}},
+        {QT_Q4_0, {QT_Q8_0, act_quantize_q8_0, K(dot_q4_0), K4(dot_q4_0), NULL}},
+        {QT_Q5_0, {QT_Q8_0, act_quantize_q8_0, K(dot_q5_0), K4(dot_q5_0), NULL}},
+        {QT_Q8_0, {QT_Q8_0, act_quantize_q8_0, K(dot_q8_0), K4(dot_q8_0), NULL}},
+        {QT_Q4_1, {QT_Q8_1, act_quantize_q8_1, K(dot_q4_1), K4(dot_q4_1), NULL}},
+        {QT_Q5_1, {QT_Q8_1, act_quantize_q8_1, K(dot_q5_1), K4(dot_q5_1), NULL}},
+        {QT_Q4_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q4_K), K4(dot_q4_K), NULL}},
+        {QT_Q5_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q5_K), K4(dot_q5_K), NULL}},
+        {QT_Q6_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q6_K), K4(dot_q6_K), NULL}},
+        {QT_Q2_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q2_K), K4(dot_q2_K), NULL}},
+        {QT_Q3_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q3_K), K4(dot_q3_K), NULL}},
     };
 #undef K
 #undef K4
