@@ -301,7 +301,7 @@ static long n_dot4_checks[QT_COUNT], n_dot4_exact[QT_COUNT];
  * equals dot on each row, on every path that has one, with the rows
  * contiguous and at a larger stride (the buffer ends right after the last
  * row, so ASan sees any read past it). */
-static long n_dot2x4_checks[QT_COUNT], n_dot2x4_exact[QT_COUNT];
+static long n_dot2xn_checks[QT_COUNT], n_dot2xn_exact[QT_COUNT];
 
 static void check_dot4(uint32_t type, const void *w, const void *w2, const float *wd, const void *a0, int64_t n,
                        int mode, const tested_path *paths, int n_paths, uint64_t *s) {
@@ -348,23 +348,26 @@ static void check_dot4(uint32_t type, const void *w, const void *w2, const float
                          paths[p].name, quant_traits_of(type)->name, (long long)n, mode, stride, r,
                          out[r], d, mag[r]);
             }
-            if (!e->dot2x4) continue;
-            /* two weight rows (w, then w2 at an odd stride) x the 4 rows: each output is dot's, to the bit */
+            if (!e->dot2xn) continue;
+            /* two weight rows (w, then w2 at an odd stride) x 1..4 of the rows: each output is dot's, to the bit */
             const size_t wb = quant_row_bytes(type, n), wst = wb + 6;
             uint8_t *wbuf = malloc(wst + wb);
             memcpy(wbuf, w, wb);
             memset(wbuf + wb, 0x5A, wst - wb);
             memcpy(wbuf + wst, w2, wb);
-            float o8[8];
-            e->dot2x4(wbuf, wst, buf, stride, n, o8);
-            for (int wr = 0; wr < 2; wr++)
-                for (int r = 0; r < 4; r++) {
-                    const float d = e->dot(wbuf + wr * wst, buf + r * stride, n);
-                    n_dot2x4_checks[type]++;
-                    n_dot2x4_exact[type] += o8[wr * 4 + r] == d;
-                    T_CHECKF(o8[wr * 4 + r] == d, "%s %s n=%lld stride %zu weight row %d row %d: dot2x4 %.9g vs dot %.9g",
-                             paths[p].name, quant_traits_of(type)->name, (long long)n, stride, wr, r, o8[wr * 4 + r], d);
-                }
+            for (int na = 1; na <= 4; na++) {
+                float o8[8];
+                e->dot2xn(wbuf, wst, buf, stride, n, na, o8);
+                for (int wr = 0; wr < 2; wr++)
+                    for (int r = 0; r < na; r++) {
+                        const float d = e->dot(wbuf + wr * wst, buf + r * stride, n);
+                        n_dot2xn_checks[type]++;
+                        n_dot2xn_exact[type] += o8[wr * na + r] == d;
+                        T_CHECKF(o8[wr * na + r] == d, "%s %s n=%lld stride %zu na %d weight row %d row %d: dot2xn %.9g vs dot %.9g",
+                                 paths[p].name, quant_traits_of(type)->name, (long long)n, stride, na, wr, r,
+                                 o8[wr * na + r], d);
+                    }
+            }
             free(wbuf);
         }
         free(buf);
@@ -565,16 +568,16 @@ int main(void) {
             printf(" %s %.1e %ld/%ld", quant_traits_of(types[t])->name, worst_rel4[types[t]],
                    n_dot4_exact[types[t]], n_dot4_checks[types[t]]);
     printf("\n");
-    long n2x4 = 0;
-    printf("dot2x4 (paths with one) equal to dot, exact/checked:");
+    long n2xn = 0;
+    printf("dot2xn (paths with one) equal to dot, exact/checked:");
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
-        if (n_dot2x4_checks[types[t]]) {
-            printf(" %s %ld/%ld", quant_traits_of(types[t])->name, n_dot2x4_exact[types[t]], n_dot2x4_checks[types[t]]);
-            n2x4 += n_dot2x4_checks[types[t]];
+        if (n_dot2xn_checks[types[t]]) {
+            printf(" %s %ld/%ld", quant_traits_of(types[t])->name, n_dot2xn_exact[types[t]], n_dot2xn_checks[types[t]]);
+            n2xn += n_dot2xn_checks[types[t]];
         }
     printf("\n");
 #if defined(__x86_64__)
-    if (cpu_path_supported(CPU_AVX512)) T_CHECKF(n2x4 > 0, "the AVX-512 path's dot2x4 was never checked");
+    if (cpu_path_supported(CPU_AVX512)) T_CHECKF(n2xn > 0, "the AVX-512 path's dot2xn was never checked");
 #endif
     T_DONE();
 }

@@ -37,18 +37,18 @@ typedef float (*vec_dot_fn)(const void *w, const void *act, int64_t n);
  * row's blocks are unpacked once for four tokens. */
 typedef void (*vec_dot4_fn)(const void *w, const void *act, size_t act_stride, int64_t n, float out[4]);
 
-/* Two weight rows (w, w + w_stride) against 4 activation rows: out[r * 4 + i]
- * = dot(w_r, act_i). The batch kernel where a path has one: each activation
- * chunk is loaded once for both rows. */
-typedef void (*vec_dot2x4_fn)(const void *w, size_t w_stride, const void *act, size_t act_stride, int64_t n,
-                              float out[8]);
+/* Two weight rows (w, w + w_stride) against na (1..4) activation rows:
+ * out[r * na + i] = dot(w_r, act_i). The batch kernel where a path has one:
+ * each activation chunk is loaded once for both rows. */
+typedef void (*vec_dot2xn_fn)(const void *w, size_t w_stride, const void *act, size_t act_stride, int64_t n, int na,
+                              float *out);
 
 typedef struct {
     uint32_t act_type;        /* QT_Q8_0, QT_Q8_1, QT_Q8_K or QT_F32 */
     act_quantize_fn quantize; /* NULL when act_type is QT_F32 */
     vec_dot_fn dot;
     vec_dot4_fn dot4;         /* optional: NULL = four calls of dot */
-    vec_dot2x4_fn dot2x4;     /* optional; its outputs equal dot's bit for bit, as dot4's do */
+    vec_dot2xn_fn dot2xn;     /* optional; its outputs equal dot's bit for bit, as dot4's do */
 } kernel_entry;
 
 /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + e^-g[i]) * u[i], the gated FFN's

@@ -713,10 +713,12 @@ ALWAYS_INLINE void dot_q2_K_n(KERNEL_ARGS) {
  * and NA activation rows (1 or 4). Each (row, activation) pair sums in two
  * accumulators, the 16-value chunks of every 32 taking turns, so a chunk's
  * arithmetic is the same whatever else the call computes: dot, dot4 and
- * dot2x4 agree bit for bit. dot2x4 is the batch kernel: a weight chunk is
- * converted once for 4 activation rows and an activation chunk loaded once
- * for 2 weight rows, 12 loads for 16 FMAs where one row against 4 takes 20
- * (the loads, not the FMAs, bound a verify batch's float matmul).
+ * dot2xn agree bit for bit. dot2xn is the batch kernel: a weight chunk is
+ * converted once for up to 4 activation rows and an activation chunk loaded
+ * once for 2 weight rows, 12 loads for 16 FMAs where one row against 4 takes
+ * 20 (the loads, not the FMAs, bound a verify batch's float matmul); with 2
+ * or 3 tokens its independent sums also hide the FMA latency that a lone
+ * dot per token, two chains deep, would wait on.
  * ------------------------------------------------------------------------- */
 
 ALWAYS_INLINE __m512 load16_f32(const float *p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
@@ -787,8 +789,13 @@ FLOAT_DOT(dot_bf16_n, bf16_t, load16_bf16)
     static void name##4(const void *w, const void *a, size_t s, int64_t n, float out[4]) {        \
         name##_n(w, 0, a, s, n, out, 1, 4);                                                       \
     }                                                                                             \
-    static void name##2x4(const void *w, size_t ws, const void *a, size_t s, int64_t n, float out[8]) { \
-        name##_n(w, ws, a, s, n, out, 2, 4);                                                      \
+    static void name##2xn(const void *w, size_t ws, const void *a, size_t s, int64_t n, int na, float *out) { \
+        switch (na) {                                                                             \
+        case 1: name##_n(w, ws, a, s, n, out, 2, 1); break;                                       \
+        case 2: name##_n(w, ws, a, s, n, out, 2, 2); break;                                       \
+        case 3: name##_n(w, ws, a, s, n, out, 2, 3); break;                                       \
+        default: name##_n(w, ws, a, s, n, out, 2, 4); break;                                      \
+        }                                                                                         \
     }
 
 FLOAT_VARIANTS(dot_f32)
@@ -835,9 +842,9 @@ void kernels_fill_avx512(kernel_entry table[], int n_types, bool int8_dot) {
         uint32_t type;
         kernel_entry e;
     } rows[] = {
-        {QT_F32, {QT_F32, NULL, dot_f32, dot_f324, dot_f322x4}},
-        {QT_F16, {QT_F32, NULL, dot_f16, dot_f164, dot_f162x4}},
-        {QT_BF16, {QT_F32, NULL, dot_bf16, dot_bf164, dot_bf162x4}},
+        {QT_F32, {QT_F32, NULL, dot_f32, dot_f324, dot_f322xn}},
+        {QT_F16, {QT_F32, NULL, dot_f16, dot_f164, dot_f162xn}},
+        {QT_BF16, {QT_F32, NULL, dot_bf16, dot_bf164, dot_bf162xn}},
         {QT_Q4_0, {QT_Q8_0, act_quantize_q8_0, K(dot_q4_0), K4(dot_q4_0), NULL}},
         {QT_Q5_0, {QT_Q8_0, act_quantize_q8_0, K(dot_q5_0), K4(dot_q5_0), NULL}},
         {QT_Q8_0, {QT_Q8_0, act_quantize_q8_0, K(dot_q8_0), K4(dot_q8_0), NULL}},

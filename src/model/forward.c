@@ -161,22 +161,19 @@ static void mm_work(void *ctx, int ith, int nth) {
         for (int t0 = 0; t0 < j->T; t0 += MM_TOKEN_TILE) {
             int t1 = t0 + MM_TOKEN_TILE < j->T ? t0 + MM_TOKEN_TILE : j->T;
             int r = r0;
-            if (j->k->dot2x4 && t1 - t0 >= 4) /* pairs of rows against 4 tokens at a time */
+            if (j->k->dot2xn && t1 - t0 >= 2) /* pairs of rows against up to 4 tokens at a time */
                 for (; r + 2 <= r1; r += 2) {
                     const uint8_t *row = j->w + (size_t)r * j->row_bytes;
-                    int t = t0;
-                    for (float o[8]; t + 4 <= t1; t += 4) {
-                        j->k->dot2x4(row, j->row_bytes, j->act + (size_t)t * j->act_row_bytes, j->act_row_bytes,
-                                     j->n_in, o);
-                        for (int i = 0; i < 4; i++) {
+                    for (int t = t0; t < t1; t += 4) {
+                        const int na = t1 - t < 4 ? t1 - t : 4;
+                        float o[8];
+                        j->k->dot2xn(row, j->row_bytes, j->act + (size_t)t * j->act_row_bytes, j->act_row_bytes,
+                                     j->n_in, na, o);
+                        for (int i = 0; i < na; i++) {
                             j->y[(size_t)(t + i) * j->n_out + r] = o[i];
-                            j->y[(size_t)(t + i) * j->n_out + r + 1] = o[4 + i];
+                            j->y[(size_t)(t + i) * j->n_out + r + 1] = o[na + i];
                         }
                     }
-                    for (; t < t1; t++)
-                        for (int i = 0; i < 2; i++)
-                            j->y[(size_t)t * j->n_out + r + i] =
-                                j->k->dot(row + (size_t)i * j->row_bytes, j->act + (size_t)t * j->act_row_bytes, j->n_in);
                 }
             for (; r < r1; r++) {
                 const void *row = j->w + (size_t)r * j->row_bytes;
