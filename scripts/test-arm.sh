@@ -29,7 +29,7 @@ done
 B=build-arm
 QEMU="qemu-aarch64 -L /usr/aarch64-linux-gnu"
 echo "== configure and build ($B)"
-cmake -S . -B "$B" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B "$B" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release -DOCTO_TEST_TIMEOUT=2400 >/dev/null
 cmake --build "$B" -j 2 --target octo test_kernels test_quant test_golden test_forward_ref test_attn test_kv test_spec
 mkdir -p "$B/testtmp"
 probe="$B/testtmp/probe.gguf"

@@ -47,7 +47,7 @@ typedef struct {
     int w, n, g; /* window columns, n-gram size (levels + 1), candidates kept per first token */
 } lookahead_params;
 
-/* W 5, N 3, G 4: a pass of 11 tokens plus the candidate (tuned on 2 cores: docs/speculative.md) */
+/* W 5, N 3, G 4: a pass of 11 tokens plus the candidate (on 2 cores no setting tried paid: docs/speculative.md) */
 lookahead_params lookahead_params_default(void);
 
 typedef struct spec_lookahead spec_lookahead;
