@@ -177,6 +177,14 @@ static void keys_of(const attn_keys *ks, int j0, int n, int hd, int hdv, float *
     }
 }
 
+/* The causal rule's lanes for a key at position p, narrowed in a tree batch
+ * to the lanes whose ancestry holds it (tree_lanes: per batch entry). */
+ALWAYS_INLINE __mmask16 visible(const attn_queries *q, const __mmask16 *tree_lanes, __m512i qpos, int32_t p) {
+    __mmask16 v = _mm512_cmp_epi32_mask(_mm512_set1_epi32(p), qpos, _MM_CMPINT_LE);
+    if (q->tree && p >= q->tree_pos0 && p - q->tree_pos0 < ATTN_TREE_MAX) v &= tree_lanes[p - q->tree_pos0];
+    return v;
+}
+
 static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
     const int hd = q->hd, hdv = q->hdv, nq = q->n_q;
     __attribute__((aligned(64))) float qt[ATTN_MAX_HEAD_DIM][ATTN_LANES];
@@ -213,9 +221,7 @@ static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
             __m512 bmax = ninf;
             block_scores((const float(*)[ATTN_LANES])qt, hd, kr, kst, kds, n, s);
             for (int j = 0; j < n; j++) {
-                const int32_t p = ks->pos[j0 + j];
-                vis[j] = _mm512_cmp_epi32_mask(_mm512_set1_epi32(p), qpos, _MM_CMPINT_LE);
-                if (q->tree && p >= q->tree_pos0 && p - q->tree_pos0 < ATTN_TREE_MAX) vis[j] &= tree_lanes[p - q->tree_pos0];
+                vis[j] = visible(q, tree_lanes, qpos, ks->pos[j0 + j]);
                 s[j] = _mm512_mask_mov_ps(ninf, vis[j], _mm512_mul_ps(s[j], scale));
                 bmax = _mm512_max_ps(bmax, s[j]);
             }
@@ -258,9 +264,7 @@ static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
             __m512 s[ATTN_LANES];
             block_scores((const float(*)[ATTN_LANES])qt, hd, kr, kst, kds, n, s);
             for (int j = 0; j < n; j++) {
-                const int32_t kp = ks->pos[j0 + j];
-                __mmask16 vis = _mm512_cmp_epi32_mask(_mm512_set1_epi32(kp), qpos, _MM_CMPINT_LE) & lanes;
-                if (q->tree && kp >= q->tree_pos0 && kp - q->tree_pos0 < ATTN_TREE_MAX) vis &= tree_lanes[kp - q->tree_pos0];
+                const __mmask16 vis = visible(q, tree_lanes, qpos, ks->pos[j0 + j]) & lanes;
                 const __m512 p = _mm512_maskz_mul_ps(vis, exp512(_mm512_sub_ps(_mm512_mul_ps(s[j], scale), m)), inv_l);
                 obs[j0 + j] += _mm512_reduce_add_ps(p);
             }

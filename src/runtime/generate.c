@@ -53,7 +53,7 @@ struct generation {
     spec_ngram *ng;
     spec_lookahead *la;       /* GEN_SPEC_LOOKAHEAD: the window and its pool */
     int proposing_steps;      /* verify passes that had a draft */
-    float *vlogits;           /* [(SPEC_MAX_K + 1) * n_vocab] a verify pass's logits */
+    float *vlogits;           /* [(SPEC_MAX_K + 1 + LOOKAHEAD_MAX_W) * n_vocab] a verify pass's logits */
     int32_t queue[SPEC_MAX_K + 1]; /* tokens of a verify pass not yet returned: the accepted drafts
                                       (their entries are cached), then the token after them (not yet) */
     int q_head, q_n;
@@ -218,11 +218,11 @@ static void verified(generation *g, const int32_t *draft, int k, int a, int32_t 
     g->stats.spec_k = g->len.k;
 }
 
+static bool speculate_lookahead(generation *g, bool *ok);
+
 /* One speculative step: propose after the context, verify last + draft in
  * one forward pass, keep the last token and the drafts the target agrees
  * with. Returns false when nothing was proposed (decode one token instead). */
-static bool speculate_lookahead(generation *g, bool *ok);
-
 static bool speculate(generation *g, bool *ok) {
     if (g->la) return speculate_lookahead(g, ok);
     session *s = g->s;

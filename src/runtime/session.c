@@ -103,12 +103,7 @@ err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, f
 
 err_code session_eval_tentative(session *s, const int32_t *tokens, int n, float *logits, err_t *err) {
     if (n > SESSION_CHUNK) return err_set(err, ERR_INVALID_ARG, "a verify batch of %d tokens", n);
-    err_code rc = check_room(s, n, err);
-    if (rc) return rc;
-    kv_iface kv = kv_cache_iface(s->kv);
-    rc = forward(s->fwd, &kv, s->experts, tokens, n, s->n_past, NULL, n, logits, err);
-    if (rc) kv_cache_truncate(s->kv, s->n_past);
-    return rc;
+    return session_eval_tree(s, tokens, n, NULL, NULL, n, logits, err);
 }
 
 err_code session_eval_tree(session *s, const int32_t *tokens, int n, const uint64_t *anc, const int32_t *out_rows,

@@ -117,8 +117,10 @@ static int group_of(spec_lookahead *la, int32_t t) {
         int32_t *s = realloc(la->slots, sizeof(int32_t) * (size_t)cap * la->p.g * (size_t)(la->p.n - 1));
         if (!s) return -1;
         la->slots = s;
-        uint8_t *u = realloc(la->used, (size_t)cap), *nx = u ? realloc(la->next, (size_t)cap) : NULL;
-        if (u) la->used = u;
+        uint8_t *u = realloc(la->used, (size_t)cap);
+        if (!u) return -1;
+        la->used = u;
+        uint8_t *nx = realloc(la->next, (size_t)cap);
         if (!nx) return -1;
         la->next = nx;
         la->cap_groups = cap;
