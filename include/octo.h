@@ -181,9 +181,9 @@ typedef struct {
     char cpu_path[16];        /* kernels in use: "scalar", "avx2", "avx512" or "neon" */
     uint64_t kv_bytes_per_token; /* at the type of new entries */
     int n_ctx;                /* the context this model was opened with */
-    uint64_t kv_budget_bytes; /* 0 = none */
+    uint64_t kv_budget_bytes; /* 0 = none; with a draft model, its cache's share included */
     char kv_spill[128];        /* whether the KV cache spills to flash, and why */
-    char kv_plan[192];        /* how the KV budget was chosen */
+    char kv_plan[256];        /* how the KV budget was chosen (and shared with a draft) */
     char speculation[256];    /* the proposer OCTO_SPEC_AUTO uses, and why: a draft given in
                                  the options, else NAME.draft.gguf beside the model when it
                                  fits, else a self-draft when it pays and fits, else n-gram */
@@ -344,11 +344,12 @@ typedef struct {
     /* context and KV cache */
     int context_tokens;           /* tokens in the KV cache now */
     int context_size;             /* tokens it can hold */
-    uint64_t kv_bytes;            /* bytes of cache entries in use */
-    uint64_t kv_budget_bytes;     /* bytes the cache may use (without a budget: its full size at kv_type) */
+    uint64_t kv_bytes;            /* bytes of cache entries in use (the draft model's cache included: one budget) */
+    uint64_t kv_draft_bytes;      /* of those, the draft model's */
+    uint64_t kv_budget_bytes;     /* bytes the caches may use (without a budget: their full size at kv_type) */
     double kv_cache_utilization;  /* kv_bytes / kv_budget_bytes, 0..1 */
-    uint64_t kv_bytes_hot, kv_bytes_warm, kv_bytes_cold; /* by tier: F16 (or kv_type), INT8, INT4 */
-    int64_t kv_tokens_retained;   /* entries held per layer */
+    uint64_t kv_bytes_hot, kv_bytes_warm, kv_bytes_cold; /* by tier: F16 (or kv_type), INT8, INT4 (both caches) */
+    int64_t kv_tokens_retained;   /* entries the model's cache holds per layer */
     int64_t kv_tokens_evicted;    /* entries evicted per layer so far */
     char kv_policy[12];           /* "morphkv", ... */
     /* KV spill (when on): blocks on file now, written, re-spilled with no write

@@ -38,6 +38,7 @@ struct octo_client {
 struct octo_model {
     octo_client *client;
     model *m;
+    tpool *pool;             /* the model's threads: its session and its draft's compute on them */
     session *s;
     model *draft_m;          /* optional draft model for speculative decoding */
     session *draft_s;
@@ -155,15 +156,12 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
         rc = plan_device_of(c->opts.device, c->opts.cache_dir,
                             om->opts.kv.compress ? (plan_spill)om->opts.kv.spill : PLAN_SPILL_OFF, &dev, &c->err);
     if (!rc) rc = model_load(path, &om->m, &c->err);
-    if (!rc) {
-        const int n_ctx = om->opts.n_ctx ? om->opts.n_ctx : om->m->hp.n_ctx_train;
-        om->plan = plan_make(om->m, n_ctx, &kv, &dev);
-        rc = session_new_kv(om->m, n_ctx, &om->plan.kv, c->opts.n_threads, &om->s, &c->err);
-    }
+    if (!rc) rc = tpool_new(c->opts.n_threads ? c->opts.n_threads : tpool_default_threads(), &om->pool, &c->err);
     if (rc) {
         octo_model_free(om);
         return NULL;
     }
+    const int n_ctx = om->opts.n_ctx ? om->opts.n_ctx : om->m->hp.n_ctx_train;
     /* A model without a vocabulary still computes logits; text calls say why they cannot. */
     if (tokenizer_load(om->m->gguf, &om->tok, &om->tok_err) == ERR_OK) {
         if (tokenizer_n_vocab(om->tok) != om->m->hp.n_vocab) {
@@ -176,19 +174,39 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
             client_log(c, OCTO_LOG_WARN, om->warning);
         }
     }
+    /* The draft first (the self-draft's decision needs the plan without
+     * one), then the plan that shares the KV budget with it, then the caches. */
+    char spec_reason[sizeof om->plan.spec_reason];
+    om->plan = plan_make(om->m, NULL, n_ctx, &kv, &dev);
     if (om->opts.draft_model) { /* given: any problem fails the load */
-        if (load_draft(om, om->opts.draft_model, &c->err)) {
-            octo_model_free(om);
-            return NULL;
-        }
+        rc = load_draft(om, om->opts.draft_model, &c->err);
         snprintf(om->plan.spec_reason, sizeof om->plan.spec_reason, "draft %s (given)", om->opts.draft_model);
     } else if (om->opts.auto_draft == OCTO_DRAFT_NONE) {
         snprintf(om->plan.spec_reason, sizeof om->plan.spec_reason, "n-gram: no draft given, none looked for (asked)");
     } else if (om->opts.auto_draft == OCTO_DRAFT_SELF || !find_draft(om, path)) {
-        if (make_self_draft(om, om->opts.auto_draft == OCTO_DRAFT_SELF, &dev, &c->err)) {
-            octo_model_free(om);
-            return NULL;
+        rc = make_self_draft(om, om->opts.auto_draft == OCTO_DRAFT_SELF, &dev, &c->err);
+    }
+    memcpy(spec_reason, om->plan.spec_reason, sizeof spec_reason);
+    if (!rc && om->draft_m) {
+        om->plan = plan_make(om->m, om->draft_m, n_ctx, &kv, &dev);
+        err_t derr = {0};
+        const bool asked = om->opts.draft_model || om->opts.auto_draft == OCTO_DRAFT_SELF;
+        rc = session_new_shared(om->draft_m, n_ctx, &om->plan.draft_kv, om->pool, &om->draft_s, asked ? &c->err : &derr);
+        if (rc && !asked) { /* found or made by itself: n-gram stands in, the log says why */
+            rc = ERR_OK;
+            model_free(om->draft_m);
+            om->draft_m = NULL;
+            om->draft_self = false;
+            snprintf(spec_reason, sizeof spec_reason, "n-gram: the draft's cache could not be made: %.190s", derr.msg);
+            client_log(c, OCTO_LOG_WARN, spec_reason);
+            om->plan = plan_make(om->m, NULL, n_ctx, &kv, &dev);
         }
+    }
+    memcpy(om->plan.spec_reason, spec_reason, sizeof spec_reason);
+    if (!rc) rc = session_new_shared(om->m, n_ctx, &om->plan.kv, om->pool, &om->s, &c->err);
+    if (rc) {
+        octo_model_free(om);
+        return NULL;
     }
     gguf_str tmpl = {0, NULL};
     gguf_get_str(om->m->gguf, "tokenizer.chat_template", &tmpl);
@@ -200,9 +218,10 @@ void octo_model_free(octo_model *om) {
     if (!om) return;
     if (om->stream) om->stream->om = NULL; /* a stream outliving its model only reports an error */
     tokenizer_free(om->tok);
-    session_free(om->draft_s); /* first: it borrows the target session's pool */
+    session_free(om->draft_s);
     model_free(om->draft_m);
     session_free(om->s);
+    tpool_free(om->pool); /* after the sessions that compute on it */
     model_free(om->m);
     free(om);
 }
@@ -251,8 +270,7 @@ static err_code make_self_draft(octo_model *om, bool asked, const plan_device *d
         snprintf(r, rn, "%.150s; %.100s", prev, why);
         return ERR_OK;
     }
-    err_code rc = model_requantize(om->m, QT_Q4_0, om->s->pool, &om->draft_m, err);
-    if (!rc) rc = session_new_shared(om->draft_m, om->s->n_ctx, QT_F16, om->s->pool, &om->draft_s, err);
+    err_code rc = model_requantize(om->m, QT_Q4_0, om->pool, &om->draft_m, err);
     if (rc) {
         model_free(om->draft_m);
         om->draft_m = NULL;
@@ -287,7 +305,6 @@ static err_code load_draft(octo_model *om, const char *path, err_t *err) {
     if (!rc && om->draft_m->weight_bytes >= om->m->weight_bytes)
         rc = err_set(err, ERR_INVALID_ARG, "draft %s is larger than the model: %llu weight bytes against %llu", path,
                      (unsigned long long)om->draft_m->weight_bytes, (unsigned long long)om->m->weight_bytes);
-    if (!rc) rc = session_new_shared(om->draft_m, om->s->n_ctx, QT_F16, om->s->pool, &om->draft_s, err);
     if (rc) {
         model_free(om->draft_m);
         om->draft_m = NULL;
@@ -323,10 +340,10 @@ octo_model_info octo_model_info_get(const octo_model *om) {
     info.file_bytes = m->gguf->size;
     info.weight_bytes = m->weight_bytes;
     info.weight_bytes_per_token = m->weight_bytes_per_token;
-    info.n_threads = tpool_size(om->s->pool);
+    info.n_threads = tpool_size(om->pool);
     snprintf(info.cpu_path, sizeof info.cpu_path, "%s", cpu_path_name(kernels_path()));
     info.kv_bytes_per_token = kv_token_bytes(hp, om->plan.kv.hot_type);
-    info.kv_budget_bytes = om->plan.kv.budget_bytes;
+    info.kv_budget_bytes = om->plan.kv.budget_bytes + om->plan.draft_kv.budget_bytes;
     snprintf(info.kv_plan, sizeof info.kv_plan, "%s", om->plan.kv_reason);
     snprintf(info.kv_spill, sizeof info.kv_spill, "%s", om->plan.spill_reason);
     snprintf(info.speculation, sizeof info.speculation, "%s", om->plan.spec_reason);
@@ -673,12 +690,18 @@ octo_stats octo_model_stats(const octo_model *om) {
     st.context_tokens = om->s->n_past;
     st.context_size = om->s->n_ctx;
     const kv_stats kv = kv_cache_stats(om->s->kv);
-    st.kv_bytes = kv.bytes;
-    st.kv_budget_bytes = kv.budget ? kv.budget : kv_token_bytes(&om->m->hp, om->plan.kv.hot_type) * (uint64_t)om->s->n_ctx;
+    /* the draft's cache shares the budget (runtime/plan.h): counted in the totals */
+    const kv_stats dkv = om->draft_s ? kv_cache_stats(om->draft_s->kv) : (kv_stats){0};
+    const uint64_t full = (kv_token_bytes(&om->m->hp, om->plan.kv.hot_type) +
+                           (om->draft_s ? kv_token_bytes(&om->draft_m->hp, om->plan.kv.hot_type) : 0)) *
+                          (uint64_t)om->s->n_ctx;
+    st.kv_bytes = kv.bytes + dkv.bytes;
+    st.kv_draft_bytes = dkv.bytes;
+    st.kv_budget_bytes = kv.budget ? kv.budget + dkv.budget : full;
     st.kv_cache_utilization = st.kv_budget_bytes ? (double)st.kv_bytes / (double)st.kv_budget_bytes : 0.0;
-    st.kv_bytes_hot = kv.bytes_hot;
-    st.kv_bytes_warm = kv.bytes_warm;
-    st.kv_bytes_cold = kv.bytes_cold;
+    st.kv_bytes_hot = kv.bytes_hot + dkv.bytes_hot;
+    st.kv_bytes_warm = kv.bytes_warm + dkv.bytes_warm;
+    st.kv_bytes_cold = kv.bytes_cold + dkv.bytes_cold;
     st.kv_tokens_retained = kv.tokens;
     st.kv_tokens_evicted = kv.tokens_evicted;
     snprintf(st.kv_policy, sizeof st.kv_policy, "%s", kv_policy_name(om->plan.kv.policy));

@@ -572,7 +572,7 @@ static void test_plan_spill(void) {
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         plan_device d;
         T_CHECK(plan_device_of(cases[i].device, cases[i].dir, cases[i].mode, &d, &err) == ERR_OK);
-        const plan p = plan_make(m, 4096, &cfg, &d);
+        const plan p = plan_make(m, NULL, 4096, &cfg, &d);
         printf("plan: %-16s %-9s -> spill %s\n", cases[i].device ? cases[i].device : "host", cases[i].dir ? cases[i].dir : "-",
                p.spill_reason);
         T_CHECKF((p.kv.spill_dir != NULL) == cases[i].on, "case %zu: %s", i, p.spill_reason);
@@ -585,6 +585,51 @@ static void test_plan_spill(void) {
     printf("unknown device: %s\n", err.msg);
     model_free(m);
     remove(path);
+}
+
+/* With a draft model the derived budget reserves its weights too and is
+ * shared in whole tokens, in proportion to each model's bytes per token;
+ * a given budget is shared the same way; the draft's cache never spills. */
+static void test_plan_draft(void) {
+    char path[512], dpath[512];
+    err_t err = {0};
+    model *m = small_model(9, "plan-t.gguf", path, sizeof path), *d = NULL;
+    synth_opts o = synth_defaults();
+    o.n_embd = 32, o.n_head = 2, o.n_head_kv = 1, o.n_ff = 48, o.n_layer = 1, o.n_ctx = 4096, o.seed = 3;
+    tu_tmp_path(dpath, sizeof dpath, "plan-d.gguf");
+    T_CHECKF(synth_write(&o, dpath, &err) == ERR_OK && model_load(dpath, &d, &err) == ERR_OK, "%s", err.msg);
+    if (!m || !d) goto out;
+    const uint64_t tb = kv_token_bytes(&m->hp, QT_F16), db = kv_token_bytes(&d->hp, QT_F16);
+    T_CHECK(tb != db); /* unequal shares, so a split by halves would fail below */
+    kv_config cfg = kv_config_default();
+    plan_device dev = {.mem_available = 0, .storage = STORAGE_NVME, .cache_dir = "/tmp", .spill = PLAN_SPILL_ON};
+    /* free memory that leaves 0.6 x 1000 tokens of both caches after the weights and the margin */
+    const uint64_t extra = 1000 * (tb + db) * 10 / 6 + 77;
+    dev.mem_available = m->weight_bytes + d->weight_bytes + PLAN_SAFETY_MARGIN + extra;
+    const uint64_t b = extra / 10 * 6;
+    plan p = plan_make(m, d, 4096, &cfg, &dev);
+    printf("plan with a draft: %s\n", p.kv_reason);
+    T_CHECK(p.kv.budget_bytes + p.draft_kv.budget_bytes == b);
+    T_EQ_INT((int)(p.kv.budget_bytes % tb), 0);
+    T_EQ_INT((int)(p.kv.budget_bytes / tb), (int)(b / (tb + db)));
+    T_CHECK(p.draft_kv.budget_bytes >= b / (tb + db) * db && p.draft_kv.budget_bytes < (b / (tb + db) + 1) * db + tb);
+    T_CHECK(p.kv.spill_dir != NULL && p.draft_kv.spill_dir == NULL && p.draft_kv.policy == p.kv.policy);
+    T_CHECK(strstr(p.kv_reason, "shared with the draft") != NULL);
+    /* without the draft, its weights and its share go to the model's cache */
+    const plan alone = plan_make(m, NULL, 4096, &cfg, &dev);
+    T_CHECK(alone.kv.budget_bytes == (extra + d->weight_bytes) / 10 * 6 && alone.draft_kv.budget_bytes == 0);
+    /* a given budget is the two caches' together */
+    cfg.budget_bytes = 300 * (tb + db) + 5;
+    p = plan_make(m, d, 4096, &cfg, &dev);
+    T_CHECK(p.kv.budget_bytes == 300 * tb && p.draft_kv.budget_bytes == 300 * db + 5);
+    /* memory for the whole context of both: no budget for either */
+    cfg.budget_bytes = 0;
+    dev.mem_available = 1ull << 34;
+    p = plan_make(m, d, 4096, &cfg, &dev);
+    T_CHECK(p.kv.budget_bytes == 0 && p.draft_kv.budget_bytes == 0);
+out:
+    model_free(m), model_free(d);
+    remove(path), remove(dpath);
 }
 
 static void test_generation_budget(void) {
@@ -784,6 +829,7 @@ static void test_spill(void) {
 
 int main(void) {
     test_plan_spill();
+    test_plan_draft();
     test_spill_store();
     test_spill();
     test_generation_budget();

@@ -672,6 +672,71 @@ static void test_self_draft(const char *trained, char **prompts, int n_prompts) 
     octo_client_free(c);
 }
 
+/* The draft's cache lives in the model's KV budget (runtime/plan.h): a
+ * given budget is shared in whole tokens, both caches stay within their
+ * shares through a generation that makes them evict, and the stats count
+ * the draft's bytes in the total. */
+static void test_draft_budget(const char *path, const char *dpath) {
+    octo_client *c = octo_client_new(NULL);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.auto_draft = OCTO_DRAFT_NONE;
+    octo_model *m = octo_load_model(c, path, &mo);
+    T_CHECKF(m != NULL, "load: %s", octo_last_error(c));
+    if (!m) {
+        octo_client_free(c);
+        return;
+    }
+    const uint64_t tb = octo_model_info_get(m).kv_bytes_per_token; /* the draft has the same shape */
+    octo_model_free(m);
+    const int tokens = 260; /* the anchors (64) and recent window (128) fit, the 512-token context does not */
+    const uint64_t budget = (uint64_t)tokens * 2 * tb + 100, target_share = (uint64_t)tokens * tb;
+    mo.kv.budget_bytes = budget;
+    m = octo_load_model(c, path, &mo); /* no draft: the whole budget is the model's */
+    T_CHECK(m && !strstr(octo_model_info_get(m).kv_plan, "shared"));
+    octo_model_free(m);
+    mo.draft_model = dpath;
+    m = octo_load_model(c, path, &mo);
+    T_CHECKF(m != NULL, "load: %s", octo_last_error(c));
+    if (!m) {
+        octo_client_free(c);
+        return;
+    }
+    const octo_model_info in = octo_model_info_get(m);
+    printf("KV budget with a draft: %s\n", in.kv_plan);
+    T_CHECK(in.kv_budget_bytes == budget && strstr(in.kv_plan, "shared with the draft: 260 tokens"));
+    octo_generate_params p = octo_generate_params_defaults();
+    p.temperature = 0.0f;
+    p.spec = OCTO_SPEC_DRAFT;
+    p.spec_k = 4;
+    p.max_tokens = 420;
+    octo_stream *s = octo_generate(m, "the cat sat on the mat and the cat", &p);
+    T_CHECKF(s != NULL, "generate: %s", octo_model_error(m));
+    int over = 0, pieces = 0;
+    uint64_t draft_peak = 0;
+    while (s && octo_stream_next(s)) {
+        const octo_stats st = octo_model_stats(m);
+        over += st.kv_bytes > budget || st.kv_bytes - st.kv_draft_bytes > target_share ||
+                st.kv_draft_bytes > budget - target_share;
+        if (st.kv_draft_bytes > draft_peak) draft_peak = st.kv_draft_bytes;
+        pieces++;
+    }
+    T_CHECK(s && octo_stream_status(s) == OCTO_OK);
+    octo_stream_free(s);
+    const octo_stats st = octo_model_stats(m);
+    printf("KV budget with a draft: %d pieces, %d over a share; at the end %llu bytes of %llu (the draft's %llu, "
+           "peak %llu), %lld entries evicted per layer; %d of %d drafts accepted\n",
+           pieces, over, (unsigned long long)st.kv_bytes, (unsigned long long)st.kv_budget_bytes,
+           (unsigned long long)st.kv_draft_bytes, (unsigned long long)draft_peak, (long long)st.kv_tokens_evicted,
+           st.spec_accepted, st.spec_proposed);
+    T_EQ_INT(over, 0);
+    T_CHECK(st.kv_budget_bytes == budget && st.kv_tokens_evicted > 0);
+    /* the draft's cache filled its share: it was bounded by the budget, not by a short generation */
+    T_CHECKF(draft_peak > (budget - target_share) / 2, "draft cache peaked at %llu bytes", (unsigned long long)draft_peak);
+    T_CHECK(st.spec_accepted > 0);
+    octo_model_free(m);
+    octo_client_free(c);
+}
+
 static void test_self_draft_refused(const char *q4_path) {
     octo_client *c = octo_client_new(NULL);
     octo_model_options mo = octo_model_options_defaults();
@@ -703,6 +768,7 @@ int main(void) {
     test_chi2();
     test_rejection_exact();
     test_sampled_end_to_end(path, dpath);
+    test_draft_budget(path, dpath);
     /* bad drafts: another vocabulary, a draft larger than the target, a file that is not a model */
     {
         octo_client *c = octo_client_new(NULL);

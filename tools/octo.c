@@ -338,8 +338,10 @@ static void print_stats(const octo_stats *s) {
     fprintf(stderr, "generation   %6d tokens in %8.1f ms  %9.1f tokens/s\n", s->decode_tokens, s->decode_ms,
             s->decode_tokens_per_s);
     fprintf(stderr, "first token  %8.1f ms\n", s->time_to_first_token_ms);
-    fprintf(stderr, "context      %6d / %d tokens, KV cache %.2f MiB (%.0f%% of %.2f MiB)\n", s->context_tokens,
+    fprintf(stderr, "context      %6d / %d tokens, KV cache %.2f MiB (%.0f%% of %.2f MiB)", s->context_tokens,
             s->context_size, mib(s->kv_bytes), 100.0 * s->kv_cache_utilization, mib(s->kv_budget_bytes));
+    if (s->kv_draft_bytes) fprintf(stderr, ", the draft's %.2f MiB of it", mib(s->kv_draft_bytes));
+    fputc('\n', stderr);
     if (s->speculative_acceptance_rate >= 0)
         fprintf(stderr, "speculation  %s: %d of %d drafted tokens accepted (%.1f%%) in %d verify passes, k now %d\n",
                 s->spec_proposer, s->spec_accepted, s->spec_proposed, 100.0 * s->speculative_acceptance_rate,

@@ -4,6 +4,7 @@
 #include "plan.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "core/sysmem.h"
 
@@ -36,35 +37,53 @@ static void plan_spill_for(plan *p, const plan_device *dev) {
              dev->device ? ", device " : "", dev->device ? dev->device : "");
 }
 
-plan plan_make(const model *m, int n_ctx, const kv_config *cfg, const plan_device *dev) {
+/* The budget b shared between the caches in whole tokens: the target's
+ * share holds as many tokens as the draft's. Writes the split to why. */
+static void plan_share(plan *p, uint64_t b, uint64_t tb, uint64_t db, char *why, size_t n) {
+    const uint64_t tokens = b / (tb + db);
+    p->kv.budget_bytes = b ? tokens * tb : 0;
+    p->draft_kv.budget_bytes = b ? b - tokens * tb : 0;
+    if (b) snprintf(why, n, "; shared with the draft: %llu tokens, %llu + %llu bytes", (unsigned long long)tokens,
+                    (unsigned long long)p->kv.budget_bytes, (unsigned long long)p->draft_kv.budget_bytes);
+    else snprintf(why, n, "; the draft's cache unbounded too");
+}
+
+plan plan_make(const model *m, const model *draft, int n_ctx, const kv_config *cfg, const plan_device *dev) {
     plan p = {.kv = *cfg};
     const uint64_t mem_available = dev->mem_available;
     kv_config *k = &p.kv;
-    const uint64_t full = (uint64_t)n_ctx * kv_token_bytes(&m->hp, k->hot_type);
-    const uint64_t floor = (uint64_t)(k->anchor_tokens + k->recent_tokens) * kv_token_bytes(&m->hp, k->hot_type);
+    const uint64_t tb = kv_token_bytes(&m->hp, k->hot_type), db = draft ? kv_token_bytes(&draft->hp, k->hot_type) : 0;
+    const uint64_t full = (uint64_t)n_ctx * (tb + db);
+    const uint64_t floor = (uint64_t)(k->anchor_tokens + k->recent_tokens) * (tb + db);
+    const uint64_t weights = m->weight_bytes + (draft ? draft->weight_bytes : 0);
+    char share[96] = "";
+    uint64_t b = k->budget_bytes;
     if (k->policy == KV_POLICY_NONE) {
-        k->budget_bytes = 0;
+        b = 0;
         snprintf(p.kv_reason, sizeof p.kv_reason, "policy none: every entry kept (%llu bytes at full context)",
                  (unsigned long long)full);
-        plan_spill_for(&p, dev);
-        return p;
+    } else if (b) {
+        snprintf(p.kv_reason, sizeof p.kv_reason, "budget given: %llu bytes", (unsigned long long)b);
+    } else {
+        const uint64_t reserved = weights + PLAN_SAFETY_MARGIN;
+        const uint64_t avail = mem_available > reserved ? mem_available - reserved : 0;
+        b = avail / 10 * 6;
+        const char *why = "0.6 x (free memory - weights - 256 MiB)";
+        if (!mem_available) b = full, why = "free memory unknown: the full context";
+        if (b >= full) b = 0, why = "0.6 x free memory holds the whole context: no budget needed";
+        else if (b < floor) b = floor, why = "free memory is short: the anchors and recent window only";
+        snprintf(p.kv_reason, sizeof p.kv_reason, "%s (free %llu MiB, weights %llu MiB, full context %llu MiB)", why,
+                 (unsigned long long)(mem_available >> 20), (unsigned long long)(weights >> 20),
+                 (unsigned long long)(full >> 20));
     }
-    if (k->budget_bytes) {
-        snprintf(p.kv_reason, sizeof p.kv_reason, "budget given: %llu bytes", (unsigned long long)k->budget_bytes);
-        plan_spill_for(&p, dev);
-        return p;
-    }
-    const uint64_t reserved = m->weight_bytes + PLAN_SAFETY_MARGIN;
-    const uint64_t avail = mem_available > reserved ? mem_available - reserved : 0;
-    uint64_t b = avail / 10 * 6;
-    const char *why = "0.6 x (free memory - weights - 256 MiB)";
-    if (!mem_available) b = full, why = "free memory unknown: the full context";
-    if (b >= full) b = 0, why = "0.6 x free memory holds the whole context: no budget needed";
-    else if (b < floor) b = floor, why = "free memory is short: the anchors and recent window only";
     k->budget_bytes = b;
-    snprintf(p.kv_reason, sizeof p.kv_reason, "%s (free %llu MiB, weights %llu MiB, full context %llu MiB)", why,
-             (unsigned long long)(mem_available >> 20), (unsigned long long)(m->weight_bytes >> 20),
-             (unsigned long long)(full >> 20));
+    if (draft) {
+        p.draft_kv = *k;
+        p.draft_kv.spill_dir = NULL;
+        plan_share(&p, b, tb, db, share, sizeof share);
+        const size_t len = strlen(p.kv_reason);
+        snprintf(p.kv_reason + len, sizeof p.kv_reason - len, "%s", share);
+    }
     plan_spill_for(&p, dev);
     return p;
 }

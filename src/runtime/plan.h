@@ -7,6 +7,14 @@
  * that can never bind is no budget), never less than the anchors and the
  * recent window (below that the cache cannot work; the plan says so).
  *
+ * A draft model's cache lives in the same budget (DESIGN.md: one budget).
+ * With a draft, its weights are reserved beside the target's, and the
+ * budget (derived or given) is shared in proportion to the two models'
+ * bytes per cached token, in whole tokens: both caches then keep the same
+ * span of context. The draft's cache takes the target's tiers and policy;
+ * it never spills (one spill file per model, and a draft that lost an entry
+ * only proposes worse, never wrongly).
+ *
  * Self-draft (speculative decoding's third choice, after a draft given and
  * one found beside the model): a copy of the target at low precision, made
  * at load, when it pays and fits. It pays when the target is memory-bound
@@ -47,7 +55,8 @@ typedef struct {
 
 typedef struct {
     kv_config kv;            /* kv.spill_dir points into the plan_device's cache_dir */
-    char kv_reason[192];     /* how the budget was chosen, for inspect / stats */
+    kv_config draft_kv;      /* the draft model's cache (plan_make with a draft) */
+    char kv_reason[256];     /* how the budget was chosen, for inspect / stats */
     char spill_reason[128];  /* whether the cache spills, and why */
     char spec_reason[256];   /* the proposer speculative decoding uses, and why */
 } plan;
@@ -55,8 +64,9 @@ typedef struct {
 /* The host, or profile `name` when not NULL (ERR_INVALID_ARG when unknown). */
 err_code plan_device_of(const char *name, const char *cache_dir, plan_spill spill, plan_device *out, err_t *err);
 
-/* cfg.budget_bytes 0 = derive it from dev->mem_available. */
-plan plan_make(const model *m, int n_ctx, const kv_config *cfg, const plan_device *dev);
+/* cfg.budget_bytes 0 = derive it from dev->mem_available; given, it is the
+ * budget of both caches together. draft NULL = no draft model. */
+plan plan_make(const model *m, const model *draft, int n_ctx, const kv_config *cfg, const plan_device *dev);
 
 /* Should a self-draft of copy_bytes (its per-token bytes) be made? Writes
  * the reason either way. */

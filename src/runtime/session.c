@@ -41,19 +41,15 @@ err_code session_new_kv(const model *m, int n_ctx, const kv_config *kv, int n_th
 }
 
 /* A plain cache: every entry kept at kv_type (F32 or F16). */
-static err_code create_plain(const model *m, int n_ctx, uint32_t kv_type, tpool *pool, int n_threads, session **out,
-                             err_t *err) {
+err_code session_new(const model *m, int n_ctx, uint32_t kv_type, int n_threads, session **out, err_t *err) {
     if (kv_type != QT_F32 && kv_type != QT_F16) return err_set(err, ERR_INVALID_ARG, "plain KV cache type must be f32 or f16");
     const kv_config kv = kv_config_plain(kv_type);
-    return create(m, n_ctx, &kv, pool, n_threads, out, err);
+    return create(m, n_ctx, &kv, NULL, n_threads, out, err);
 }
 
-err_code session_new(const model *m, int n_ctx, uint32_t kv_type, int n_threads, session **out, err_t *err) {
-    return create_plain(m, n_ctx, kv_type, NULL, n_threads, out, err);
-}
-
-err_code session_new_shared(const model *m, int n_ctx, uint32_t kv_type, tpool *pool, session **out, err_t *err) {
-    return create_plain(m, n_ctx, kv_type, pool, 0, out, err);
+err_code session_new_shared(const model *m, int n_ctx, const kv_config *kv, tpool *pool, session **out, err_t *err) {
+    if (!pool) return err_set(err, ERR_INVALID_ARG, "no thread pool to share");
+    return create(m, n_ctx, kv, pool, 0, out, err);
 }
 
 void session_free(session *s) {

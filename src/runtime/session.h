@@ -36,10 +36,11 @@ typedef struct {
 err_code session_new(const model *m, int n_ctx, uint32_t kv_type, int n_threads, session **out, err_t *err);
 /* The same with a KV cache configuration (tiers, policy, budget). */
 err_code session_new_kv(const model *m, int n_ctx, const kv_config *kv, int n_threads, session **out, err_t *err);
-/* A plain-cache session that computes on another session's pool: a draft
- * model runs between its target's passes, never beside them, so it borrows
- * the target's threads instead of starting (and spinning) its own. */
-err_code session_new_shared(const model *m, int n_ctx, uint32_t kv_type, tpool *pool, session **out, err_t *err);
+/* A session that computes on a pool it does not own (it must outlive the
+ * session): a model's session and its draft's share one, since a draft runs
+ * between its target's passes, never beside them, and threads of its own
+ * would only spin against the target's. */
+err_code session_new_shared(const model *m, int n_ctx, const kv_config *kv, tpool *pool, session **out, err_t *err);
 void session_free(session *s);
 
 /* Consume n tokens; logits gets n rows when all_rows, else the last row only. */
