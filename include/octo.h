@@ -178,6 +178,8 @@ typedef struct {
     uint64_t weight_bytes_per_token; /* of those, read to decode one token (one embedding row,
                                         for MoE only the used experts' share) */
     int n_threads;            /* threads the model computes with */
+    char cores[160];          /* where they run: on cores of different capacity, the model's on the
+                                 performance cores and a draft model's on the efficiency cores */
     char cpu_path[16];        /* kernels in use: "scalar", "avx2", "avx512" or "neon" */
     uint64_t kv_bytes_per_token; /* at the type of new entries */
     int n_ctx;                /* the context this model was opened with */

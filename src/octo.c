@@ -38,7 +38,9 @@ struct octo_client {
 struct octo_model {
     octo_client *client;
     model *m;
-    tpool *pool;             /* the model's threads: its session and its draft's compute on them */
+    tpool *pool;             /* the model's threads (and its draft's, with one class of cores) */
+    tpool *draft_pool;       /* the draft's threads on the efficiency cores, or NULL (plan_place) */
+    plan_cores cores;        /* where the threads run, and why */
     session *s;
     model *draft_m;          /* optional draft model for speculative decoding */
     session *draft_s;
@@ -156,7 +158,12 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
         rc = plan_device_of(c->opts.device, c->opts.cache_dir,
                             om->opts.kv.compress ? (plan_spill)om->opts.kv.spill : PLAN_SPILL_OFF, &dev, &c->err);
     if (!rc) rc = model_load(path, &om->m, &c->err);
-    if (!rc) rc = tpool_new(c->opts.n_threads ? c->opts.n_threads : tpool_default_threads(), &om->pool, &c->err);
+    cpu_classes cc;
+    cpu_classes_read(NULL, &cc);
+    om->cores = plan_place(&cc, c->opts.n_threads, false);
+    if (!rc)
+        rc = om->cores.on_perf ? tpool_new_on(om->cores.threads, cc.perf, cc.n_perf, &om->pool, &c->err)
+                               : tpool_new(om->cores.threads, &om->pool, &c->err);
     if (rc) {
         octo_model_free(om);
         return NULL;
@@ -189,14 +196,24 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
     memcpy(spec_reason, om->plan.spec_reason, sizeof spec_reason);
     if (!rc && om->draft_m) {
         om->plan = plan_make(om->m, om->draft_m, n_ctx, &kv, &dev);
+        om->cores = plan_place(&cc, c->opts.n_threads, true);
         err_t derr = {0};
+        if (om->cores.draft_threads && tpool_new_on(om->cores.draft_threads, cc.eff, cc.n_eff, &om->draft_pool, &derr)) {
+            om->cores = plan_place(&cc, c->opts.n_threads, false); /* the draft computes on the model's threads */
+            snprintf(om->cores.reason, sizeof om->cores.reason, "the draft's threads could not be placed: %.100s", derr.msg);
+            client_log(c, OCTO_LOG_WARN, om->cores.reason);
+        }
         const bool asked = om->opts.draft_model || om->opts.auto_draft == OCTO_DRAFT_SELF;
-        rc = session_new_shared(om->draft_m, n_ctx, &om->plan.draft_kv, om->pool, &om->draft_s, asked ? &c->err : &derr);
+        rc = session_new_shared(om->draft_m, n_ctx, &om->plan.draft_kv, om->draft_pool ? om->draft_pool : om->pool,
+                                &om->draft_s, asked ? &c->err : &derr);
         if (rc && !asked) { /* found or made by itself: n-gram stands in, the log says why */
             rc = ERR_OK;
             model_free(om->draft_m);
             om->draft_m = NULL;
             om->draft_self = false;
+            tpool_free(om->draft_pool);
+            om->draft_pool = NULL;
+            om->cores = plan_place(&cc, c->opts.n_threads, false);
             snprintf(spec_reason, sizeof spec_reason, "n-gram: the draft's cache could not be made: %.190s", derr.msg);
             client_log(c, OCTO_LOG_WARN, spec_reason);
             om->plan = plan_make(om->m, NULL, n_ctx, &kv, &dev);
@@ -221,7 +238,8 @@ void octo_model_free(octo_model *om) {
     session_free(om->draft_s);
     model_free(om->draft_m);
     session_free(om->s);
-    tpool_free(om->pool); /* after the sessions that compute on it */
+    tpool_free(om->draft_pool); /* after the sessions that compute on them */
+    tpool_free(om->pool);
     model_free(om->m);
     free(om);
 }
@@ -341,6 +359,7 @@ octo_model_info octo_model_info_get(const octo_model *om) {
     info.weight_bytes = m->weight_bytes;
     info.weight_bytes_per_token = m->weight_bytes_per_token;
     info.n_threads = tpool_size(om->pool);
+    snprintf(info.cores, sizeof info.cores, "%s", om->cores.reason);
     snprintf(info.cpu_path, sizeof info.cpu_path, "%s", cpu_path_name(kernels_path()));
     info.kv_bytes_per_token = kv_token_bytes(hp, om->plan.kv.hot_type);
     info.kv_budget_bytes = om->plan.kv.budget_bytes + om->plan.draft_kv.budget_bytes;

@@ -29,14 +29,20 @@
  *     stories260K, the plan's reason when it is not made, an error when asked
  *     of a Q4_0 model;
  *   - a draft with another vocabulary, one larger than the target, and a
- *     corrupt draft file are clear errors.
+ *     corrupt draft file are clear errors;
+ *   - the draft's cache within the model's KV budget (its share, through a
+ *     generation that evicts); the draft on a pool placed on other cores
+ *     (cores of different capacity), lossless.
  */
+#define _GNU_SOURCE /* cpu_set_t */
+#include <sched.h>
 #include <string.h>
 
 #include "core/quant.h"
 #include "model/model.h"
 #include "model/sampler.h"
 #include "octo.h"
+#include "runtime/generate.h"
 #include "runtime/session.h"
 #include "spec/lookahead.h"
 #include "spec/ngram.h"
@@ -737,6 +743,72 @@ static void test_draft_budget(const char *path, const char *dpath) {
     octo_client_free(c);
 }
 
+/* Cores of different capacity (runtime/plan.h): the draft computes on a
+ * pool of its own placed on other cores than the model's. Placed so on this
+ * machine's first two cores, greedy output equals plain decoding's, drafts
+ * are accepted, and the calling thread ends with the cores it started with. */
+static void test_placed_draft(const char *path, const char *dpath) {
+    cpu_set_t mine;
+    int cores[2], n = 0;
+    T_CHECK(sched_getaffinity(0, sizeof mine, &mine) == 0);
+    for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
+        if (CPU_ISSET(c, &mine)) cores[n++] = c;
+    if (n < 2) {
+        printf("placed draft: one core to run on, not checked\n");
+        return;
+    }
+    err_t err = {0};
+    model *m = NULL, *d = NULL;
+    tokenizer *tok = NULL;
+    tpool *mp = NULL, *dp = NULL;
+    session *s = NULL, *ds = NULL;
+    const short big = (short)cores[0], little = (short)cores[1];
+    const kv_config plain = kv_config_plain(QT_F32);
+    if (model_load(path, &m, &err) || model_load(dpath, &d, &err) || tokenizer_load(m->gguf, &tok, &err) ||
+        tpool_new_on(1, &big, 1, &mp, &err) || tpool_new_on(1, &little, 1, &dp, &err) ||
+        session_new_shared(m, 256, &plain, mp, &s, &err) ||
+        session_new_shared(d, 256, &plain, dp, &ds, &err)) {
+        T_CHECKF(0, "placed draft: %s", err.msg);
+        goto out;
+    }
+    const int32_t prompt[] = {1, 40, 41, 42, 43, 40, 41};
+    int32_t ids[2][64];
+    int got[2] = {0, 0}, accepted = 0, moved = 0;
+    for (int run = 0; run < 2; run++) {
+        session_reset(s), session_reset(ds);
+        gen_params gp = {.max_tokens = 64, .sampling = sampler_defaults(), .spec = run ? GEN_SPEC_DRAFT : GEN_SPEC_NONE,
+                         .spec_k = run ? 4 : 0, .draft = run ? ds : NULL};
+        gp.sampling.temperature = 0.0f;
+        generation *g = NULL;
+        if (gen_start(s, tok, prompt, 7, &gp, &g, &err)) {
+            T_CHECKF(0, "placed draft: %s", err.msg);
+            break;
+        }
+        while (gen_next(g)) {
+            cpu_set_t now;
+            sched_getaffinity(0, sizeof now, &now);
+            moved += !CPU_EQUAL(&now, &mine);
+        }
+        T_CHECKF(gen_error(g)->code == ERR_OK, "placed draft: %s", gen_error(g)->msg);
+        const int32_t *t = gen_tokens(g, &got[run]);
+        memcpy(ids[run], t, sizeof(int32_t) * (size_t)got[run]);
+        if (run) accepted = gen_get_stats(g).spec_accepted;
+        gen_free(g);
+    }
+    printf("placed draft (model on core %d, draft on core %d): %d and %d tokens, %s; %d drafts accepted; "
+           "the caller left elsewhere %d times\n",
+           big, little, got[0], got[1], got[0] == got[1] && !memcmp(ids[0], ids[1], sizeof(int32_t) * (size_t)got[0]) ? "identical" : "DIFFERENT",
+           accepted, moved);
+    T_CHECK(got[0] > 0 && got[0] == got[1] && !memcmp(ids[0], ids[1], sizeof(int32_t) * (size_t)got[0]));
+    T_CHECK(accepted > 0);
+    T_EQ_INT(moved, 0);
+out:
+    session_free(ds), session_free(s);
+    tpool_free(dp), tpool_free(mp);
+    tokenizer_free(tok);
+    model_free(d), model_free(m);
+}
+
 static void test_self_draft_refused(const char *q4_path) {
     octo_client *c = octo_client_new(NULL);
     octo_model_options mo = octo_model_options_defaults();
@@ -769,6 +841,7 @@ int main(void) {
     test_rejection_exact();
     test_sampled_end_to_end(path, dpath);
     test_draft_budget(path, dpath);
+    test_placed_draft(path, dpath);
     /* bad drafts: another vocabulary, a draft larger than the target, a file that is not a model */
     {
         octo_client *c = octo_client_new(NULL);

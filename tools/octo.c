@@ -121,6 +121,7 @@ static int cmd_inspect(int argc, char **argv) {
            mib(in.kv_bytes_per_token * (uint64_t)kv_tokens), kv_tokens,
            mib(in.kv_bytes_per_token * (uint64_t)kv_tokens / 2));
     printf("compute:        %s kernels, %d threads\n", in.cpu_path, in.n_threads);
+    printf("cores:          %s\n", in.cores);
     printf("speculation:    %s\n", in.speculation);
     printf("resident:       %.2f MiB after load (+%.2f MiB for this model; weights are paged in when used)\n",
            mib(after.rss_bytes), mib(after.rss_bytes > before.rss_bytes ? after.rss_bytes - before.rss_bytes : 0));

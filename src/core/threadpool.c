@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -45,6 +46,8 @@ struct tpool {
     atomic_int pending;
     atomic_int sleepers;
     atomic_bool stop;
+    bool pinned;              /* workers run only on `cpus` */
+    cpu_set_t cpus;
     pthread_mutex_t mu;
     pthread_cond_t cv;
 };
@@ -76,12 +79,16 @@ static void *worker_main(void *arg) {
     }
 }
 
-err_code tpool_new(int n_threads, tpool **out, err_t *err) {
+_Static_assert(sizeof(cpu_set_t) == sizeof(((tpool_affinity *)0)->mask), "tpool_affinity holds a cpu_set_t");
+
+/* cpus NULL: workers run anywhere */
+static err_code create(int n_threads, const cpu_set_t *cpus, tpool **out, err_t *err) {
     *out = NULL;
     if (n_threads < 1 || n_threads > 1024) return err_set(err, ERR_INVALID_ARG, "%d threads", n_threads);
     tpool *p = calloc(1, sizeof *p);
     if (!p) return err_set(err, ERR_NOMEM, "out of memory");
     p->n = n_threads;
+    if (cpus) p->pinned = true, p->cpus = *cpus;
     atomic_init(&p->generation, 0);
     atomic_init(&p->pending, 0);
     atomic_init(&p->sleepers, 0);
@@ -101,9 +108,48 @@ err_code tpool_new(int n_threads, tpool **out, err_t *err) {
             tpool_free(p);
             return err_set(err, ERR_NOMEM, "could not start worker thread %d of %d", i, n_threads);
         }
+        if (cpus && pthread_setaffinity_np(w->thread, sizeof *cpus, cpus) != 0) {
+            p->n = i + 1;
+            tpool_free(p);
+            return err_set(err, ERR_INVALID_ARG, "could not place worker thread %d on its cores", i);
+        }
     }
     *out = p;
     return ERR_OK;
+}
+
+err_code tpool_new(int n_threads, tpool **out, err_t *err) { return create(n_threads, NULL, out, err); }
+
+err_code tpool_new_on(int n_threads, const short *cpus, int n_cpus, tpool **out, err_t *err) {
+    *out = NULL;
+    if (n_cpus < 1) return err_set(err, ERR_INVALID_ARG, "no cores to place a pool on");
+    cpu_set_t set, allowed;
+    CPU_ZERO(&set);
+    const bool known = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
+    for (int i = 0; i < n_cpus; i++) {
+        if (cpus[i] < 0 || cpus[i] >= CPU_SETSIZE) return err_set(err, ERR_INVALID_ARG, "no core %d", cpus[i]);
+        if (known && !CPU_ISSET(cpus[i], &allowed))
+            return err_set(err, ERR_INVALID_ARG, "core %d is not one this process may run on", cpus[i]);
+        CPU_SET(cpus[i], &set);
+    }
+    return create(n_threads, &set, out, err);
+}
+
+void tpool_pin_caller(const tpool *p, tpool_affinity *prev) {
+    prev->saved = 0;
+    if (!p || !p->pinned) return;
+    cpu_set_t cur;
+    if (pthread_getaffinity_np(pthread_self(), sizeof cur, &cur) != 0) return;
+    if (pthread_setaffinity_np(pthread_self(), sizeof p->cpus, &p->cpus) != 0) return;
+    memcpy(prev->mask, &cur, sizeof cur);
+    prev->saved = 1;
+}
+
+void tpool_unpin_caller(const tpool_affinity *prev) {
+    if (!prev->saved) return;
+    cpu_set_t cur;
+    memcpy(&cur, prev->mask, sizeof cur);
+    pthread_setaffinity_np(pthread_self(), sizeof cur, &cur);
 }
 
 void tpool_free(tpool *p) {
@@ -147,23 +193,56 @@ int tpool_default_threads(void) {
     if (sched_getaffinity(0, sizeof set, &set) == 0) allowed = CPU_COUNT(&set);
     if (allowed <= 0) allowed = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (allowed <= 0) allowed = 1;
-    /* big.LITTLE: count only the cores of the highest capacity */
-    int max_cap = 0, n_max = 0;
-    for (int cpu = 0; cpu < 1024; cpu++) {
-        char path[96];
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/cpu_capacity", cpu);
+    cpu_classes cc;
+    cpu_classes_read(NULL, &cc);
+    return cc.n_eff > 0 && cc.n_perf > 0 && cc.n_perf < allowed ? cc.n_perf : allowed;
+}
+
+static int cmp_int(const void *a, const void *b) { return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b); }
+
+void cpu_classes_read(const char *root, cpu_classes *out) {
+    memset(out, 0, sizeof *out);
+    cpu_set_t allowed;
+    bool filter = false;
+    if (!root) {
+        root = "/sys/devices/system/cpu";
+        filter = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
+    }
+    int n = 0, misses = 0, local_cap[TPOOL_MAX_CPUS];
+    short id[TPOOL_MAX_CPUS];
+    for (int cpu = 0; cpu < TPOOL_MAX_CPUS && misses < 64; cpu++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/cpu%d/cpu_capacity", root, cpu);
         FILE *f = fopen(path, "r");
-        if (!f) {
-            if (cpu == 0) break;
+        if (!f) { /* offline or absent; numbering may have gaps */
+            misses++;
             continue;
         }
-        int cap = 0;
-        if (fscanf(f, "%d", &cap) == 1) {
-            if (cap > max_cap) { max_cap = cap; n_max = 1; }
-            else if (cap == max_cap) n_max++;
-        }
+        misses = 0;
+        int c = 0;
+        const bool ok = fscanf(f, "%d", &c) == 1 && c > 0;
         fclose(f);
+        if (!ok || (filter && !CPU_ISSET(cpu, &allowed))) continue;
+        id[n] = (short)cpu;
+        local_cap[n++] = c;
     }
-    if (n_max > 0 && n_max < allowed) return n_max;
-    return allowed;
+    if (!n) return;
+    int sorted[TPOOL_MAX_CPUS];
+    memcpy(sorted, local_cap, sizeof(int) * (size_t)n);
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_int);
+    /* the split: the largest ratio between consecutive distinct capacities */
+    int threshold = sorted[0];
+    double best = 1.0;
+    for (int i = 1; i < n; i++)
+        if (sorted[i] != sorted[i - 1] && (double)sorted[i] / sorted[i - 1] > best)
+            best = (double)sorted[i] / sorted[i - 1], threshold = sorted[i];
+    for (int i = 0; i < n; i++) {
+        if (local_cap[i] >= threshold) {
+            out->perf[out->n_perf++] = id[i];
+            if (!out->perf_capacity || local_cap[i] < out->perf_capacity) out->perf_capacity = local_cap[i];
+        } else {
+            out->eff[out->n_eff++] = id[i];
+            if (!out->eff_capacity || local_cap[i] < out->eff_capacity) out->eff_capacity = local_cap[i];
+        }
+    }
 }

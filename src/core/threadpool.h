@@ -24,7 +24,34 @@ int tpool_size(const tpool *p);
 void tpool_run(tpool *p, tpool_fn fn, void *ctx);
 
 /* Threads to use by default: the performance cores this process may run on
- * (cores of the highest cpu_capacity where the kernel reports capacities). */
+ * (cpu_classes below; every allowed core where there is one class). */
 int tpool_default_threads(void);
+
+/* Cores by capacity. Where the kernel reports cpu_capacity
+ * (ROOT/cpuN/cpu_capacity; ROOT NULL = /sys/devices/system/cpu, then only
+ * the CPUs this process may run on) and the capacities differ, the cores
+ * split where the ratio between consecutive distinct capacities is largest:
+ * efficiency cores below, performance cores above (a phone's prime and big
+ * cores are both performance cores). n_eff 0: one class, or no capacities. */
+#define TPOOL_MAX_CPUS 1024
+typedef struct {
+    int n_perf, n_eff;
+    int perf_capacity, eff_capacity; /* the lowest of each class */
+    short perf[TPOOL_MAX_CPUS], eff[TPOOL_MAX_CPUS];
+} cpu_classes;
+void cpu_classes_read(const char *root, cpu_classes *out);
+
+/* A pool whose workers run only on cpus[0..n_cpus); the caller (thread 0)
+ * runs where it is unless pinned with tpool_pin_caller. */
+err_code tpool_new_on(int n_threads, const short *cpus, int n_cpus, tpool **out, err_t *err);
+/* Move the calling thread onto the pool's CPUs (nothing for a pool made by
+ * tpool_new), saving where it could run before; tpool_unpin_caller puts it
+ * back. Two system calls: for phases of work, not for each job. */
+typedef struct {
+    unsigned long mask[TPOOL_MAX_CPUS / (8 * sizeof(unsigned long))];
+    int saved;
+} tpool_affinity;
+void tpool_pin_caller(const tpool *p, tpool_affinity *prev);
+void tpool_unpin_caller(const tpool_affinity *prev);
 
 #endif

@@ -175,7 +175,19 @@ static void fail(generation *g, gen_stop why) {
  * with the target's sampler (its transforms and penalties, the drafts so far
  * accepted tentatively); sampled, the distributions drawn from go to g->q.
  * Its entries for the proposal stay: the next call keeps what was accepted. */
+static int draft_propose_on(generation *g, int k, int32_t *out);
+
+/* On cores of different capacity the draft computes on the efficiency
+ * cores (runtime/plan.h): the calling thread moves there for the proposal. */
 static int draft_propose(generation *g, int k, int32_t *out) {
+    tpool_affinity prev;
+    tpool_pin_caller(g->p.draft->pool, &prev);
+    const int r = draft_propose_on(g, k, out);
+    tpool_unpin_caller(&prev);
+    return r;
+}
+
+static int draft_propose_on(generation *g, int k, int32_t *out) {
     session *d = g->p.draft, *t = g->s;
     const int keep = session_common_prefix(d, t->tokens, t->n_past);
     session_truncate(d, keep);
@@ -352,7 +364,18 @@ static bool take_complete(generation *g, bool all) {
     return true;
 }
 
+static const char *next_piece(generation *g);
+
+/* The calling thread computes on the model's cores while it is here. */
 const char *gen_next(generation *g) {
+    tpool_affinity prev;
+    tpool_pin_caller(g->s->pool, &prev);
+    const char *piece = next_piece(g);
+    tpool_unpin_caller(&prev);
+    return piece;
+}
+
+static const char *next_piece(generation *g) {
     for (;;) {
         if (g->stop != GEN_RUNNING) {
             /* Speculation may have cached accepted drafts past the stop (or

@@ -117,3 +117,25 @@ bool plan_self_draft(const model *m, uint64_t copy_bytes, const plan *p, const p
              (double)copy_bytes * mib, c);
     return true;
 }
+
+plan_cores plan_place(const cpu_classes *cc, int threads_asked, bool has_draft) {
+    plan_cores c = {.threads = threads_asked ? threads_asked : tpool_default_threads()};
+    if (!cc->n_eff || !cc->n_perf) {
+        snprintf(c.reason, sizeof c.reason, "%d threads; one class of cores%s", c.threads,
+                 has_draft ? ", the draft computes on the same threads" : "");
+        return c;
+    }
+    if (c.threads > cc->n_perf) {
+        snprintf(c.reason, sizeof c.reason, "%d threads asked, more than the %d performance cores: not placed%s",
+                 c.threads, cc->n_perf, has_draft ? "; the draft computes on the same threads" : "");
+        return c;
+    }
+    c.on_perf = true;
+    c.draft_threads = has_draft ? cc->n_eff : 0;
+    const size_t len = (size_t)snprintf(c.reason, sizeof c.reason, "%d threads on the %d performance cores (capacity %d+)",
+                                        c.threads, cc->n_perf, cc->perf_capacity);
+    if (has_draft && len < sizeof c.reason)
+        snprintf(c.reason + len, sizeof c.reason - len, "; the draft on the %d efficiency cores (capacity %d+)", cc->n_eff,
+                 cc->eff_capacity);
+    return c;
+}

@@ -24,6 +24,14 @@
  * 1.1x at c = 0.53 (of Q8_0). It fits when the weights, the copy, the KV
  * budget and the safety margin are within free memory.
  *
+ * Cores. Where the CPU has cores of different capacity (core/threadpool.h:
+ * cpu_classes), the model's threads run on the performance cores and a
+ * draft model's on the efficiency cores, in a pool of its own: drafting is
+ * many small sequential passes that a little core runs at a fraction of the
+ * power, and verification is the batch that needs the big ones. A thread
+ * count asked for beyond the performance cores is not placed. With one
+ * class of cores nothing is placed, and the draft shares the model's pool.
+ *
  * Spill (DESIGN.md: only where storage is fast): on when there is a cache
  * directory and its storage is NVMe, UFS or an SSD (device.h), or when the
  * caller forces it; never without a budget to keep.
@@ -34,6 +42,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/threadpool.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "runtime/device.h"
@@ -43,6 +52,17 @@
 #define PLAN_SELF_MAX_COST 0.35
 
 typedef enum { PLAN_SPILL_AUTO = 0, PLAN_SPILL_ON = 1, PLAN_SPILL_OFF = -1 } plan_spill;
+
+/* Where the threads run (see Cores above). */
+typedef struct {
+    int threads;       /* the model's pool */
+    bool on_perf;      /* its workers on the performance cores only */
+    int draft_threads; /* 0: a draft computes on the model's pool; else on a pool of the efficiency cores */
+    char reason[160];
+} plan_cores;
+
+/* threads_asked 0 = tpool_default_threads(). */
+plan_cores plan_place(const cpu_classes *cc, int threads_asked, bool has_draft);
 
 /* What the plan is made for: the host's probe or a named profile's. */
 typedef struct {
