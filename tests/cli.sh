@@ -79,6 +79,8 @@ expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --top-p 1.5
 expect 2 1 "$octo" run -m "$tmp/m.gguf" -p "ab" -n 0
 expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "a long prompt for a tiny context" --ctx 4
 grep -q "context" "$tmp/err" && ok || bad "context message"
+# a generation that never started has no stats table: the error line only
+expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "a long prompt for a tiny context" --ctx 4 --stats
 expect 2 1 "$octo" run -m "$tmp/m.gguf"
 # lookahead decoding: the same greedy ids as plain decoding; bad W,N,G are one clear line
 "$octo" run -m "$tmp/m.gguf" -p "ab ab ab" -n 40 --ids --temp 0 --spec none >"$tmp/plain" 2>/dev/null

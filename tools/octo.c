@@ -471,11 +471,12 @@ static int cmd_run(int argc, char **argv) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
-    int rc = 0;
+    int rc = 0, started = 0; /* streams that ran: without one there are no stats to show */
     if (!chat) {
         octo_stream *st = octo_generate(m, prompt, &gp);
         if (!st) rc = fail("%s", octo_model_error(m));
         else {
+            started++;
             rc = drain(st, ids, NULL, NULL);
             octo_stream_free(st);
         }
@@ -506,6 +507,7 @@ static int cmd_run(int argc, char **argv) {
             msgs[n_msgs++] = (octo_message){"user", user};
             octo_stream *st = octo_chat(m, msgs, n_msgs, &gp);
             if (!st) { rc = fail("%s", octo_model_error(m)); break; }
+            started++;
             char *reply = calloc(1, 1);
             size_t reply_len = 0;
             rc = drain(st, ids, &reply, &reply_len);
@@ -520,7 +522,7 @@ static int cmd_run(int argc, char **argv) {
         free(owned);
         free(msgs);
     }
-    if (stats) {
+    if (stats && started) {
         fflush(stdout);
         octo_stats s = octo_model_stats(m);
         print_stats(&s);
