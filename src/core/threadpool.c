@@ -30,6 +30,17 @@
 #endif
 
 #define SPIN_ROUNDS 200000
+/* Past this many rounds a spinning thread offers its core every 64 rounds:
+ * when the pool has more threads than free cores (threads asked beyond the
+ * cores, or another process busy), the thread it waits for may be the one
+ * its spinning keeps off the core. With a core each, sched_yield returns at
+ * once. */
+#define SPIN_YIELD_AFTER 2000
+
+static inline void spin_wait(int spins) {
+    cpu_relax();
+    if (spins > SPIN_YIELD_AFTER && spins % 64 == 0) sched_yield();
+}
 
 typedef struct {
     tpool *pool;
@@ -62,7 +73,7 @@ static void *worker_main(void *arg) {
         while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen) {
             if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return NULL;
             if (++spins < SPIN_ROUNDS) {
-                cpu_relax();
+                spin_wait(spins);
                 continue;
             }
             pthread_mutex_lock(&p->mu);
@@ -184,7 +195,7 @@ void tpool_run(tpool *p, tpool_fn fn, void *ctx) {
         pthread_mutex_unlock(&p->mu);
     }
     fn(ctx, 0, p->n);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) cpu_relax();
+    for (int spins = 1; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++) spin_wait(spins);
 }
 
 int tpool_default_threads(void) {
