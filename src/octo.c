@@ -161,9 +161,16 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
     cpu_classes cc;
     cpu_classes_read(NULL, &cc);
     om->cores = plan_place(&cc, c->opts.n_threads, false);
-    if (!rc)
-        rc = om->cores.on_perf ? tpool_new_on(om->cores.threads, cc.perf, cc.n_perf, &om->pool, &c->err)
-                               : tpool_new(om->cores.threads, &om->pool, &c->err);
+    if (!rc && om->cores.on_perf) {
+        err_t perr = {0};
+        if (tpool_new_on(om->cores.threads, cc.perf, cc.n_perf, &om->pool, &perr)) { /* unplaced, not failed */
+            cc.n_eff = 0; /* nothing else is placed either */
+            om->cores = plan_place(&cc, c->opts.n_threads, false);
+            snprintf(om->cores.reason, sizeof om->cores.reason, "the threads could not be placed: %.120s", perr.msg);
+            client_log(c, OCTO_LOG_WARN, om->cores.reason);
+        }
+    }
+    if (!rc && !om->pool) rc = tpool_new(om->cores.threads, &om->pool, &c->err);
     if (rc) {
         octo_model_free(om);
         return NULL;
