@@ -176,6 +176,8 @@ static void test_place(void) {
     c = plan_place(&two, 4, true);
     printf("place, 4+4 with a draft: %s\n", c.reason);
     T_CHECK(c.on_perf && c.threads == 4 && c.draft_threads == 4 && strstr(c.reason, "efficiency"));
+    c = plan_place(&two, 0, true); /* the default: the performance cores of these classes, not this host's */
+    T_CHECK(c.on_perf && c.threads == 4 && c.draft_threads == 4);
     c = plan_place(&two, 3, false);
     T_CHECK(c.on_perf && c.threads == 3 && c.draft_threads == 0 && !strstr(c.reason, "draft"));
     c = plan_place(&two, 6, true); /* more than the performance cores: not placed */

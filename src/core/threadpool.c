@@ -199,14 +199,14 @@ void tpool_run(tpool *p, tpool_fn fn, void *ctx) {
 }
 
 int tpool_default_threads(void) {
-    cpu_set_t set;
-    int allowed = 0;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) allowed = CPU_COUNT(&set);
-    if (allowed <= 0) allowed = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (allowed <= 0) allowed = 1;
     cpu_classes cc;
     cpu_classes_read(NULL, &cc);
-    return cc.n_eff > 0 && cc.n_perf > 0 && cc.n_perf < allowed ? cc.n_perf : allowed;
+    return cpu_classes_threads(&cc);
+}
+
+int cpu_classes_threads(const cpu_classes *cc) {
+    if (cc->n_eff > 0 && cc->n_perf > 0) return cc->n_perf;
+    return cc->n_allowed > 0 ? cc->n_allowed : 1;
 }
 
 static int cmp_int(const void *a, const void *b) { return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b); }
@@ -215,9 +215,11 @@ void cpu_classes_read(const char *root, cpu_classes *out) {
     memset(out, 0, sizeof *out);
     cpu_set_t allowed;
     bool filter = false;
+    const bool root_given = root != NULL;
     if (!root) {
         root = "/sys/devices/system/cpu";
         filter = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
+        out->n_allowed = filter ? CPU_COUNT(&allowed) : (int)sysconf(_SC_NPROCESSORS_ONLN);
     }
     int n = 0, misses = 0, local_cap[TPOOL_MAX_CPUS];
     short id[TPOOL_MAX_CPUS];
@@ -237,6 +239,7 @@ void cpu_classes_read(const char *root, cpu_classes *out) {
         id[n] = (short)cpu;
         local_cap[n++] = c;
     }
+    if (root_given) out->n_allowed = n;
     if (!n) return;
     int sorted[TPOOL_MAX_CPUS];
     memcpy(sorted, local_cap, sizeof(int) * (size_t)n);

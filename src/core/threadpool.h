@@ -32,14 +32,18 @@ int tpool_default_threads(void);
  * the CPUs this process may run on) and the capacities differ, the cores
  * split where the ratio between consecutive distinct capacities is largest:
  * efficiency cores below, performance cores above (a phone's prime and big
- * cores are both performance cores). n_eff 0: one class, or no capacities. */
+ * cores are both performance cores). n_eff 0: one class, or no capacities.
+ * n_allowed: the CPUs this process may run on (ROOT given: n_perf + n_eff). */
 #define TPOOL_MAX_CPUS 1024
 typedef struct {
-    int n_perf, n_eff;
+    int n_perf, n_eff, n_allowed;
     int perf_capacity, eff_capacity; /* the lowest of each class */
     short perf[TPOOL_MAX_CPUS], eff[TPOOL_MAX_CPUS];
 } cpu_classes;
 void cpu_classes_read(const char *root, cpu_classes *out);
+/* The default thread count for those cores: the performance cores where
+ * there are two classes, else every allowed core (tpool_default_threads). */
+int cpu_classes_threads(const cpu_classes *cc);
 
 /* A pool whose workers run only on cpus[0..n_cpus); the caller (thread 0)
  * runs where it is unless pinned with tpool_pin_caller. */

@@ -41,8 +41,8 @@ static void plan_spill_for(plan *p, const plan_device *dev) {
  * share holds as many tokens as the draft's. Writes the split to why. */
 static void plan_share(plan *p, uint64_t b, uint64_t tb, uint64_t db, char *why, size_t n) {
     const uint64_t tokens = b / (tb + db);
-    p->kv.budget_bytes = b ? tokens * tb : 0;
-    p->draft_kv.budget_bytes = b ? b - tokens * tb : 0;
+    p->kv.budget_bytes = tokens * tb;
+    p->draft_kv.budget_bytes = b - tokens * tb;
     if (b) snprintf(why, n, "; shared with the draft: %llu tokens, %llu + %llu bytes", (unsigned long long)tokens,
                     (unsigned long long)p->kv.budget_bytes, (unsigned long long)p->draft_kv.budget_bytes);
     else snprintf(why, n, "; the draft's cache unbounded too");
@@ -119,7 +119,7 @@ bool plan_self_draft(const model *m, uint64_t copy_bytes, const plan *p, const p
 }
 
 plan_cores plan_place(const cpu_classes *cc, int threads_asked, bool has_draft) {
-    plan_cores c = {.threads = threads_asked ? threads_asked : tpool_default_threads()};
+    plan_cores c = {.threads = threads_asked ? threads_asked : cpu_classes_threads(cc)};
     if (!cc->n_eff || !cc->n_perf) {
         snprintf(c.reason, sizeof c.reason, "%d threads; one class of cores%s", c.threads,
                  has_draft ? ", the draft computes on the same threads" : "");

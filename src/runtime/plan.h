@@ -61,7 +61,7 @@ typedef struct {
     char reason[160];
 } plan_cores;
 
-/* threads_asked 0 = tpool_default_threads(). */
+/* threads_asked 0 = cpu_classes_threads(cc). */
 plan_cores plan_place(const cpu_classes *cc, int threads_asked, bool has_draft);
 
 /* What the plan is made for: the host's probe or a named profile's. */
