@@ -32,17 +32,34 @@
  * 1B Q4_0 model, against 18.5-19.5 without and 19.9-20.5 at 1 KiB */
 #define PREFETCH 4096
 
+/* four activation bytes in every lane, read where they lie: as a 32-bit load
+ * the compiler folds into the dot product's {1to16} broadcast operand. (A
+ * copy of the block into integer registers first cost a move and a
+ * register-to-vector broadcast per instruction, more than the dot product
+ * itself on AMD Zen 4.) */
+typedef int32_t __attribute__((may_alias, aligned(1))) i32_any;
+ALWAYS_INLINE __m512i bcast4(const int8_t *p) { return _mm512_set1_epi32(*(const i32_any *)p); }
+
+/* acc += u . (the four bytes at p, in every lane), VNNI with the broadcast
+ * folded into the instruction (GCC 12 does not fold it itself) */
+ALWAYS_INLINE __m512i dp_bcast(__m512i acc, __m512i u, const int8_t *p) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const i32_any *)p));
+    return acc;
+}
+
 ALWAYS_INLINE __m512i dp(__m512i acc, __m512i u, __m512i s, const bool vnni) {
     if (vnni) return _mm512_dpbusd_epi32(acc, u, s);
     const __m512i p = _mm512_maddubs_epi16(u, s);
     return _mm512_add_epi32(acc, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
 }
 
-/* Q8_0: signed weights, read straight from the group (8 vectors of 64 bytes).
- * vpdpbusd multiplies unsigned by signed bytes, so the activation bytes go
- * in as q + 128 (q xor 0x80) and the block's -128 * sum(w), which depends on
- * the weights only, starts every token's sum: the result is sum(w * q)
- * exactly, the integer the reference and the AMX kernel compute. */
+/* Q8_0: signed weights, read from the group (8 vectors of 64 bytes).
+ * vpdpbusd multiplies unsigned by signed bytes, and only its signed operand
+ * can be a broadcast from memory: the weights go in as w + 128 (w xor 0x80,
+ * once per block for every token) and the activations as they are, so each
+ * token's sum starts at -128 * sum(q) = 16 * off: the result is sum(w * q)
+ * exactly, the integer the reference and the AMX kernel compute. (Only the
+ * VNNI kernel takes Q8_0: maddubs would saturate on bytes up to 255.) */
 #define GROUP_BLOCK_BYTES_Q8 (PACK_ROWS * 34)
 
 /* NT tokens against one group: Q4_0 (q8 false) or Q8_0 (q8 true), both
@@ -57,7 +74,7 @@ ALWAYS_INLINE void tile(const void *vw, int64_t nb, const uint8_t *act, size_t a
         acc[t] = _mm512_setzero_ps();
         a[t] = (const block_q8p *)(act + (size_t)t * as);
     }
-    const __m512i lo = _mm512_set1_epi8(0x0F), ones = _mm512_set1_epi8(1);
+    const __m512i lo = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *g = w + (size_t)b * gbb;
         /* the weights stream from memory: ask for them ahead (the address as
@@ -65,14 +82,9 @@ ALWAYS_INLINE void tile(const void *vw, int64_t nb, const uint8_t *act, size_t a
         for (size_t o = 0; o < gbb; o += 64)
             _mm_prefetch((const char *)((uintptr_t)g + PREFETCH + (uintptr_t)o), _MM_HINT_T0);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
-        __m512i W[8], start = _mm512_setzero_si512();
+        __m512i W[8];
         if (q8) {
-            __m512i wsum = _mm512_setzero_si512();
-            for (int j = 0; j < 8; j++) {
-                W[j] = _mm512_loadu_si512((const void *)(g + 32 + 64 * j));
-                wsum = dp(wsum, ones, W[j], vnni);
-            }
-            start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(wsum, 7));
+            for (int j = 0; j < 8; j++) W[j] = _mm512_xor_si512(_mm512_loadu_si512((const void *)(g + 32 + 64 * j)), flip);
         } else {
             for (int j = 0; j < 4; j++) {
                 const __m512i p = _mm512_loadu_si512((const void *)(g + 32 + 64 * j));
@@ -82,12 +94,9 @@ ALWAYS_INLINE void tile(const void *vw, int64_t nb, const uint8_t *act, size_t a
         }
         for (int t = 0; t < NT; t++) {
             const block_q8p *ab = a[t] + b;
-            uint32_t q4[8];
-            memcpy(q4, ab->qs, 32);
-            __m512i s = q8 ? start : _mm512_set1_epi32(ab->off);
-            for (int j = 0; j < 8; j++)
-                s = q8 ? dp(s, _mm512_set1_epi32((int)(q4[j] ^ 0x80808080u)), W[j], vnni)
-                       : dp(s, W[j], _mm512_set1_epi32((int)q4[j]), vnni);
+            __m512i s = _mm512_set1_epi32(ab->off);
+            if (q8) s = _mm512_slli_epi32(s, 4);
+            for (int j = 0; j < 8; j++) s = vnni ? dp_bcast(s, W[j], ab->qs + 4 * j) : dp(s, W[j], bcast4(ab->qs + 4 * j), vnni);
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(ab->d)), acc[t]);
         }
     }
@@ -188,12 +197,11 @@ ALWAYS_INLINE void tile_q4k(const void *vw, int64_t nsb, const uint8_t *act, siz
                 WH[j] = _mm512_and_si512(_mm512_srli_epi16(p, 4), lo);
             }
             for (int t = 0; t < NT; t++) {
-                uint32_t q4[16];
-                memcpy(q4, a[t][i].qs + 64 * c, 64);
+                const int8_t *q = a[t][i].qs + 64 * c;
                 __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
                 for (int j = 0; j < 8; j++) {
-                    s0 = dp(s0, WL[j], _mm512_set1_epi32((int)q4[j]), vnni);
-                    s1 = dp(s1, WH[j], _mm512_set1_epi32((int)q4[8 + j]), vnni);
+                    s0 = vnni ? dp_bcast(s0, WL[j], q + 4 * j) : dp(s0, WL[j], bcast4(q + 4 * j), vnni);
+                    s1 = vnni ? dp_bcast(s1, WH[j], q + 32 + 4 * j) : dp(s1, WH[j], bcast4(q + 32 + 4 * j), vnni);
                 }
                 isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(s0, sc0), _mm512_mullo_epi32(s1, sc1)));
             }
