@@ -335,6 +335,8 @@ int cmd_bench(int argc, char **argv) {
                    spp.min, spp.max, n, stg.median, stg.min, stg.max, gbps, bw, bw > 0 ? 100.0 * gbps / bw : 0.0);
             for (int k = 0; k < n_batches; k++)
                 printf("%s\"%d\": %.3f", k ? ", " : "", batches[k], base > 0 ? ratio[k] / base : 0.0);
+            printf("}, \"batch_seconds\": {");
+            for (int k = 0; k < n_batches; k++) printf("%s\"%d\": %.6f", k ? ", " : "", batches[k], ratio[k]);
             printf("}, \"peak_rss_bytes\": %llu, \"kv_bytes\": %llu}\n", (unsigned long long)mem.peak_rss_bytes,
                    (unsigned long long)kv);
         } else {
@@ -353,6 +355,9 @@ int cmd_bench(int argc, char **argv) {
             for (int k = 0; k < n_batches; k++)
                 printf("%s%d: %.2fx", k ? "  " : "", batches[k], base > 0 ? ratio[k] / base : 0.0);
             printf("  (time to forward T tokens / time for 1, after %d tokens of context)\n", prefix);
+            printf("batch time  ");
+            for (int k = 0; k < n_batches; k++) printf("%s%d: %.2f ms", k ? "  " : "", batches[k], 1e3 * ratio[k]);
+            putchar('\n');
             printf("memory      peak RSS %.1f MiB = weights %.1f MiB + KV %.1f MiB + other %.1f MiB\n",
                    mib(mem.peak_rss_bytes), mib(in.weight_bytes), mib(kv),
                    mib(mem.peak_rss_bytes > in.weight_bytes + kv ? mem.peak_rss_bytes - in.weight_bytes - kv : 0));

@@ -50,6 +50,7 @@
 #include <string.h>
 
 #include "exp_avx512.h"
+#include "q8_avx512.h"
 #include "quant.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
@@ -138,20 +139,6 @@ ALWAYS_INLINE __m512 scale_pair_scalar_hi16(float d0, float d1) {
 /* ---------------------------------------------------------------------------
  * Activation quantizers (same operations as kernels_scalar.c, same bytes)
  * ------------------------------------------------------------------------- */
-
-ALWAYS_INLINE int act_q8_0_block(const float *x, fp16_t *d16, int8_t *qs, float *d_out) {
-    const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-    const float d = amax / 127.0f;
-    *d16 = _cvtss_sh(d, 0);
-    *d_out = d;
-    const __m512 id = _mm512_set1_ps(*d16 != 0 ? 127.0f / amax : 0.0f);
-    const __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id));
-    const __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));
-    _mm_storeu_si128((__m128i *)qs, _mm512_cvtsepi32_epi8(i0));
-    _mm_storeu_si128((__m128i *)(qs + 16), _mm512_cvtsepi32_epi8(i1));
-    return _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
-}
 
 static void act_quantize_q8_0(const float *x, void *dst, int64_t n) {
     block_q8_0 *y = dst;

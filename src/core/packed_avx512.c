@@ -23,6 +23,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "q8_avx512.h"
 #include "quant.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
@@ -240,8 +241,17 @@ static void quantize_q8kp(const float *x, void *dst, int64_t n) {
 }
 
 /* ggml's Q8_0 activation rounding, from this path's own Q8_0 quantizer */
+/* Q8P rows: the AVX-512 path's Q8_0 rounding (q8_avx512.h), d widened once
+ * and the offset term from the same sum; the same bytes packed_q8p_from
+ * gives with the path's quantizer, without a call and a copy per block */
 static void quantize_q8p(const float *x, void *dst, int64_t n) {
-    packed_q8p_from(kernel_get_path(CPU_AVX512, QT_Q8_0), x, dst, n);
+    block_q8p *y = dst;
+    for (int64_t b = 0; b < n / 32; b++, x += 32) {
+        fp16_t d16;
+        float d;
+        y[b].off = -8 * act_q8_0_block(x, &d16, y[b].qs, &d);
+        y[b].d = _cvtsh_ss(d16);
+    }
 }
 
 #define Q8P 32, sizeof(block_q8p)

@@ -190,47 +190,63 @@ static void mm_work(void *ctx, int ith, int nth) {
     }
 }
 
-/* Packed matrices (core/packed.h): each thread takes a contiguous slice of
- * the 16-row groups and runs the group GEMM over chunks of tokens; a chunk's
- * activations (128 tokens x n_in/32 blocks of 40 bytes: at most 0.9 MB for
- * an FFN of 5632) stay in the core's L2 while the slice's weights stream by. */
+/* Packed matrices (core/packed.h). One job covers up to PM_MAX_MATS
+ * matrices of the same input (q, k and v; gate and up): the activations are
+ * converted once and the pool is woken once. The matrices' 16-row groups are
+ * cut into units of PM_UNIT_GROUPS (128 rows), numbered across the matrices.
+ * A decode (one token, memory-bound) gives each thread a contiguous half of
+ * the units, one long stream per core. A batch (compute-bound: prefill,
+ * verification) hands units out from an atomic counter, so a core the host
+ * slows down no longer leaves the other idle at the end of every product;
+ * within a unit the group GEMM runs over chunks of tokens, whose activations
+ * (128 tokens x n_in/32 blocks of 40 bytes: at most 0.9 MB for an FFN of
+ * 5632) stay in the core's L2 while the unit's weights stream by. */
 #define PACKED_TOKEN_CHUNK 128
+#define PM_UNIT_GROUPS 8
+#define PM_MAX_MATS 3
 
 typedef struct {
     const packed_entry *pe;
-    const uint8_t *w;
+    int n_mats;
+    const uint8_t *w[PM_MAX_MATS];
+    float *y[PM_MAX_MATS];
+    int64_t n_groups[PM_MAX_MATS], n_out[PM_MAX_MATS];
+    int unit0[PM_MAX_MATS + 1]; /* first unit of each matrix; unit0[n_mats]: all units */
     size_t group_bytes;
-    int64_t n_in, n_groups, n_out;
+    int64_t n_in;
     const uint8_t *act;
     size_t act_row_bytes;
     int T;
-    float *y;
-    atomic_int next;  /* gemm_groups kernels: the next unit of groups to take */
+    atomic_int next; /* the next unit to take (batches) */
 } pm_job;
 
-/* Groups per unit a thread takes at a time from a compute-bound (prefill)
- * GEMM: fixed halves leave one core idle whenever the other runs slower
- * (another process, a frequency drop); units of 128 rows balance that. */
-#define PM_UNIT_GROUPS 8
+static void pm_unit(const pm_job *j, int u) {
+    int i = 0;
+    while (u >= j->unit0[i + 1]) i++;
+    const int64_t g0 = (int64_t)(u - j->unit0[i]) * PM_UNIT_GROUPS;
+    const int ng = (int)(j->n_groups[i] - g0 < PM_UNIT_GROUPS ? j->n_groups[i] - g0 : PM_UNIT_GROUPS);
+    const uint8_t *w = j->w[i] + (size_t)g0 * j->group_bytes;
+    float *y = j->y[i] + (size_t)g0 * PACK_ROWS;
+    if (j->pe->gemm_groups) { /* the kernel blocks over groups and tokens itself */
+        j->pe->gemm_groups(w, j->group_bytes, ng, j->n_in, j->act, j->act_row_bytes, j->T, y, (size_t)j->n_out[i]);
+        return;
+    }
+    for (int t0 = 0; t0 < j->T; t0 += PACKED_TOKEN_CHUNK) {
+        const int nt = j->T - t0 < PACKED_TOKEN_CHUNK ? j->T - t0 : PACKED_TOKEN_CHUNK;
+        for (int g = 0; g < ng; g++)
+            j->pe->gemm(w + (size_t)g * j->group_bytes, j->n_in, j->act + (size_t)t0 * j->act_row_bytes,
+                        j->act_row_bytes, nt, y + (size_t)t0 * j->n_out[i] + (size_t)g * PACK_ROWS, (size_t)j->n_out[i]);
+    }
+}
 
 static void pm_work(void *ctx, int ith, int nth) {
     pm_job *j = ctx;
-    if (j->pe->gemm_groups) { /* the kernel blocks over groups and tokens itself */
-        for (;;) {
-            const int64_t g0 = (int64_t)atomic_fetch_add(&j->next, 1) * PM_UNIT_GROUPS;
-            if (g0 >= j->n_groups) return;
-            const int ng = (int)(j->n_groups - g0 < PM_UNIT_GROUPS ? j->n_groups - g0 : PM_UNIT_GROUPS);
-            j->pe->gemm_groups(j->w + (size_t)g0 * j->group_bytes, j->group_bytes, ng, j->n_in, j->act,
-                               j->act_row_bytes, j->T, j->y + (size_t)g0 * PACK_ROWS, (size_t)j->n_out);
-        }
+    const int nu = j->unit0[j->n_mats];
+    if (j->T == 1) {
+        for (int u = nu * ith / nth; u < nu * (ith + 1) / nth; u++) pm_unit(j, u);
+        return;
     }
-    const int64_t lo = j->n_groups * ith / nth, hi = j->n_groups * (ith + 1) / nth;
-    for (int t0 = 0; t0 < j->T; t0 += PACKED_TOKEN_CHUNK) {
-        const int nt = j->T - t0 < PACKED_TOKEN_CHUNK ? j->T - t0 : PACKED_TOKEN_CHUNK;
-        for (int64_t g = lo; g < hi; g++)
-            j->pe->gemm(j->w + (size_t)g * j->group_bytes, j->n_in, j->act + (size_t)t0 * j->act_row_bytes,
-                        j->act_row_bytes, nt, j->y + (size_t)t0 * j->n_out + (size_t)g * PACK_ROWS, (size_t)j->n_out);
-    }
+    for (int u; (u = atomic_fetch_add(&j->next, 1)) < nu;) pm_unit(j, u);
 }
 
 /* Activation rows converted by the pool's threads, a contiguous share each. */
@@ -266,29 +282,37 @@ static err_code act_buffer(fwd_state *st, size_t row_bytes, int T, err_t *err) {
     return ERR_OK;
 }
 
-static err_code mat_mul_packed(fwd_state *st, const model_mat *w, int e, const float *x, int T, float *y, err_t *err) {
-    const packed_entry *pe = packed_get_batch(w->type, T);
-    if (!pe) return err_set(err, ERR_UNSUPPORTED, "no packed kernel for tensor type %u", w->type);
-    pm_job j = {
-        .pe = pe,
-        .w = (const uint8_t *)w->data + (size_t)e * (size_t)w->n_out * w->row_bytes,
-        .group_bytes = (size_t)PACK_ROWS * w->row_bytes,
-        .n_in = w->n_in, .n_groups = w->n_out / PACK_ROWS, .n_out = w->n_out, .T = T, .y = y,
-        .act_row_bytes = packed_act_row_bytes(pe, w->n_in),
-    };
+/* ys[i] = W_i[e] · x for the n packed matrices ws (same type and input
+ * length, so one kernel and one conversion of x serve them all) */
+static err_code mat_mul_packed(fwd_state *st, const model_mat *const *ws, int n, int e, const float *x, int T,
+                               float *const *ys, err_t *err) {
+    const model_mat *w0 = ws[0];
+    const packed_entry *pe = packed_get_batch(w0->type, T);
+    if (!pe) return err_set(err, ERR_UNSUPPORTED, "no packed kernel for tensor type %u", w0->type);
+    pm_job j = {.pe = pe, .n_mats = n, .group_bytes = (size_t)PACK_ROWS * w0->row_bytes, .n_in = w0->n_in, .T = T,
+                .act_row_bytes = packed_act_row_bytes(pe, w0->n_in)};
+    int64_t macs = 0;
+    for (int i = 0; i < n; i++) {
+        j.w[i] = (const uint8_t *)ws[i]->data + (size_t)e * (size_t)ws[i]->n_out * ws[i]->row_bytes;
+        j.y[i] = ys[i];
+        j.n_out[i] = ws[i]->n_out;
+        j.n_groups[i] = ws[i]->n_out / PACK_ROWS;
+        j.unit0[i + 1] = j.unit0[i] + (int)((j.n_groups[i] + PM_UNIT_GROUPS - 1) / PM_UNIT_GROUPS);
+        macs += (int64_t)T * ws[i]->n_out * ws[i]->n_in;
+    }
     atomic_init(&j.next, 0);
     err_code rc = act_buffer(st, j.act_row_bytes, T, err);
     if (rc) return rc;
-    quantize_rows(st, pe->quantize, x, w->n_in, T, j.act_row_bytes);
+    quantize_rows(st, pe->quantize, x, w0->n_in, T, j.act_row_bytes);
     j.act = st->act;
-    if ((int64_t)T * w->n_out * w->n_in < MIN_PARALLEL_MACS) pm_work(&j, 0, 1);
+    if (macs < MIN_PARALLEL_MACS) pm_work(&j, 0, 1);
     else tpool_run(st->pool, pm_work, &j);
     return ERR_OK;
 }
 
 /* y[t] = W[e] · x[t] for t < T. x rows are W->n_in long, y rows W->n_out. */
 static err_code mat_mul(fwd_state *st, const model_mat *w, int e, const float *x, int T, float *y, err_t *err) {
-    if (w->packed) return mat_mul_packed(st, w, e, x, T, y, err);
+    if (w->packed) return mat_mul_packed(st, &w, 1, e, x, T, &y, err);
     const kernel_entry *k = kernel_get(w->type);
     if (!k) return err_set(err, ERR_UNSUPPORTED, "no kernel for tensor type %u", w->type);
     mm_job j = {
@@ -309,6 +333,19 @@ static err_code mat_mul(fwd_state *st, const model_mat *w, int e, const float *x
     if ((int64_t)T * w->n_out * w->n_in < MIN_PARALLEL_MACS) mm_work(&j, 0, 1);
     else tpool_run(st->pool, mm_work, &j);
     return ERR_OK;
+}
+
+/* ys[i] = W_i[e] · x[t] for n matrices of the same input: in one packed job
+ * when they share a type (the usual q/k/v and gate/up), else one by one */
+static err_code mat_mul_set(fwd_state *st, const model_mat *const *ws, int n, int e, const float *x, int T,
+                            float *const *ys, err_t *err) {
+    bool same = true;
+    for (int i = 0; i < n; i++)
+        same = same && ws[i]->packed && ws[i]->type == ws[0]->type && ws[i]->n_in == ws[0]->n_in;
+    if (same) return mat_mul_packed(st, ws, n, e, x, T, ys, err);
+    err_code rc = ERR_OK;
+    for (int i = 0; i < n && !rc; i++) rc = mat_mul(st, ws[i], e, x, T, ys[i], err);
+    return rc;
 }
 
 static void rmsnorm(float *out, const float *x, const float *weight, int n, float eps) {
@@ -490,8 +527,8 @@ static void swiglu(fwd_state *st, float *g, const float *u, size_t n) {
 
 static err_code ffn_dense(fwd_state *st, const model_layer *L, int T, err_t *err) {
     const model_hparams *hp = &st->m->hp;
-    err_code rc = mat_mul(st, &L->w_gate, 0, st->xn, T, st->hg, err);
-    if (!rc) rc = mat_mul(st, &L->w_up, 0, st->xn, T, st->hu, err);
+    err_code rc = mat_mul_set(st, (const model_mat *[]){&L->w_gate, &L->w_up}, 2, 0, st->xn, T,
+                              (float *[]){st->hg, st->hu}, err);
     if (rc) return rc;
     swiglu(st, st->hg, st->hu, (size_t)T * hp->n_ff);
     return mat_mul(st, &L->w_down, 0, st->hg, T, st->ffn_out, err);
@@ -558,8 +595,7 @@ static err_code ffn_moe(fwd_state *st, const experts_iface *ex, int layer, int T
         else model_expert_mats(m, layer, e, w);
         if (rc) break;
         for (int i = 0; i < n; i++) memcpy(st->xe + (size_t)i * E, st->xn + (size_t)st->members[i] * E, sizeof(float) * E);
-        rc = mat_mul(st, &w[0], 0, st->xe, n, st->hg, err);
-        if (!rc) rc = mat_mul(st, &w[1], 0, st->xe, n, st->hu, err);
+        rc = mat_mul_set(st, (const model_mat *[]){&w[0], &w[1]}, 2, 0, st->xe, n, (float *[]){st->hg, st->hu}, err);
         if (rc) break;
         swiglu(st, st->hg, st->hu, (size_t)n * hp->n_ff);
         if ((rc = mat_mul(st, &w[2], 0, st->hg, n, st->eo, err))) break;
@@ -626,9 +662,9 @@ err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *ex
         const model_layer *L = &m->layers[l];
         /* attention: norm, q/k/v projections, RoPE, cache, attend, output projection */
         rmsnorm_rows(st, st->xn, st->x, L->attn_norm.data, E, n, hp->rms_eps);
-        if ((rc = mat_mul(st, &L->wq, 0, st->xn, n, st->q, err))) break;
-        if ((rc = mat_mul(st, &L->wk, 0, st->xn, n, st->k, err))) break;
-        if ((rc = mat_mul(st, &L->wv, 0, st->xn, n, st->v, err))) break;
+        if ((rc = mat_mul_set(st, (const model_mat *[]){&L->wq, &L->wk, &L->wv}, 3, 0, st->xn, n,
+                              (float *[]){st->q, st->k, st->v}, err)))
+            break;
         add_bias(st->q, &L->bq, n);
         add_bias(st->k, &L->bk, n);
         add_bias(st->v, &L->bv, n);
