@@ -92,13 +92,16 @@ def main():
         row = {
             "name": name, "desc": desc, "file_mib": os.path.getsize(path) / 2**20,
             "tg": med("gen_tokens_per_s"), "pp": med("prompt_tokens_per_s"),
-            "gbps": med("achieved_gbps"), "bw": max(r["read_bandwidth_gbps"] for r in octo_runs),
+            "gbps": med("achieved_gbps"), "bw": statistics.median(r["read_bandwidth_gbps"] for r in octo_runs),
+            "bw_lo": min(r["read_bandwidth_min_gbps"] for r in octo_runs),
+            "bw_hi": max(r["read_bandwidth_max_gbps"] for r in octo_runs),
+            "pct": statistics.median(r["roofline_pct"] for r in octo_runs),
             "rss_mib": max(r["peak_rss_bytes"] for r in octo_runs) / 2**20,
-            "batch": octo_runs[-1]["batch_cost"], "path": octo_runs[-1]["cpu_path"],
+            "batch": octo_runs[-1]["batch_cost"], "batch_s": octo_runs[-1]["batch_seconds"],
+            "path": octo_runs[-1]["cpu_path"],
             "bytes_tok_mib": octo_runs[-1]["weight_bytes_per_token"] / 2**20,
             "kv_mib": octo_runs[-1]["kv_bytes"] / 2**20,
         }
-        row["pct"] = 100.0 * row["gbps"] / row["bw"] if row["bw"] else 0.0
         if other:
             row["other_pp"] = statistics.median(o[0] for o in other if o[0])
             row["other_tg"] = statistics.median(o[1] for o in other if o[1])
@@ -110,7 +113,9 @@ def main():
              f"{os.cpu_count()} cores, {a.threads} threads, kernels `{rows[0]['path'] if rows else '?'}`. "
              f"Prompt {a.prompt} tokens, generation {a.gen} tokens, medians of {a.reps} repetitions. "
              "Read bandwidth is measured in the same run by `octo bench` (1 GiB streamed by every thread, "
-             "best of 5, before and after the model's runs). Every model is larger than the "
+             "best of 5, just before and just after each repetition's decode); the percentage is the median "
+             "over repetitions of each decode against the better of its two probes, since a shared host's "
+             "bandwidth moves within seconds (the range of all probes is given). Every model is larger than the "
              "last-level cache. Synthetic models with random weights (`octo synth`): speed does not "
              "depend on the values.", "",
              "| model | file MiB | read/token MiB | decode tok/s | GB/s | % of read bandwidth | prefill tok/s | "
@@ -118,13 +123,15 @@ def main():
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['name']} ({r['desc']}) | {r['file_mib']:.0f} | {r['bytes_tok_mib']:.0f} | {r['tg']:.2f} | "
-                     f"{r['gbps']:.1f} | {r['pct']:.0f}% (of {r['bw']:.1f}) | {r['pp']:.1f} | "
+                     f"{r['gbps']:.1f} | {r['pct']:.0f}% (of {r['bw']:.1f}, {r['bw_lo']:.0f}..{r['bw_hi']:.0f}) | {r['pp']:.1f} | "
                      f"{r['pp'] / r['tg']:.1f}x | {r['rss_mib']:.0f} | {r['file_mib'] + r['kv_mib']:.0f} |")
-    lines += ["", "Cost of forwarding T tokens at once (after 64 tokens of context), as a multiple of one token:", "",
-              "| model | " + " | ".join(f"T={k}" for k in rows[0]["batch"]) + " |" if rows else "",
-              "|---|" + "---:|" * (len(rows[0]["batch"]) if rows else 0)]
+    lines += ["", "Cost of forwarding T tokens at once (after 64 tokens of context), as a multiple of one token "
+              "(the one token's time in ms first):", "",
+              "| model | T=1 ms | " + " | ".join(f"T={k}" for k in rows[0]["batch"]) + " |" if rows else "",
+              "|---|---:|" + "---:|" * (len(rows[0]["batch"]) if rows else 0)]
     for r in rows:
-        lines.append(f"| {r['name']} | " + " | ".join(f"{v:.2f}x" for v in r["batch"].values()) + " |")
+        lines.append(f"| {r['name']} | {1e3 * r['batch_s'].get('1', 0):.1f} | "
+                     + " | ".join(f"{v:.2f}x" for v in r["batch"].values()) + " |")
     if any("other_tg" in r for r in rows):
         lines += ["", f"Against llama.cpp (`{a.llama_bench}`), alternating run by run:", "",
                   "| model | octo decode / llama.cpp | octo prefill / llama.cpp |", "|---|---:|---:|"]

@@ -275,7 +275,12 @@ int cmd_bench(int argc, char **argv) {
     double bt[MAX_BATCHES][MAX_REPS];
     int rc = 0;
     if (!tok || !logits || !pp || !tg) rc = fail("out of memory");
-    double bw_before = !rc && with_roofline ? measure_bandwidth(in.n_threads) : 0.0;
+    /* the bandwidth is probed just before and just after each repetition's
+     * decode, and each decode judged against its own moment: on a shared host
+     * the bandwidth moves within seconds (here 33 to 68 GB/s), so one probe
+     * at the start and one at the end can miss the state a decode ran in */
+    double probe[2 * MAX_REPS], pct[MAX_REPS];
+    int n_probe = 0;
 
     if (!rc) {
         fill_tokens(tok, (int)need, in.n_vocab, 1234u);
@@ -293,10 +298,17 @@ int cmd_bench(int argc, char **argv) {
         if (n > 0) {
             octo_reset(m);
             if (octo_eval(m, tok, 1, logits, OCTO_LOGITS_LAST)) { rc = fail("%s", octo_model_error(m)); break; }
+            const double bw_a = with_roofline ? measure_bandwidth(in.n_threads) : 0.0;
             double t0 = now_s();
             for (long i = 0; i < n && !rc; i++)
                 if (octo_eval(m, tok + 1 + i, 1, logits, OCTO_LOGITS_LAST)) rc = fail("%s", octo_model_error(m));
             tg[r] = (double)n / (now_s() - t0);
+            if (with_roofline) {
+                const double bw_b = measure_bandwidth(in.n_threads), bw_r = bw_a > bw_b ? bw_a : bw_b;
+                probe[n_probe++] = bw_a;
+                probe[n_probe++] = bw_b;
+                pct[r] = bw_r > 0 ? 100.0 * tg[r] * (double)in.weight_bytes_per_token / 1e9 / bw_r : 0.0;
+            }
         }
         /* batch cost: T tokens at once after a fixed prefix, rewound each time */
         octo_reset(m);
@@ -308,11 +320,15 @@ int cmd_bench(int argc, char **argv) {
             octo_truncate(m, prefix);
         }
     }
-    double bw_after = !rc && with_roofline ? measure_bandwidth(in.n_threads) : 0.0;
     if (!rc) {
         spread spp = p > 0 ? summarize(pp, (int)reps) : (spread){0, 0, 0};
         spread stg = n > 0 ? summarize(tg, (int)reps) : (spread){0, 0, 0};
-        double bw = bw_before > bw_after ? bw_before : bw_after;
+        /* probes that failed (0) are left out */
+        int n_ok = 0;
+        for (int i = 0; i < n_probe; i++)
+            if (probe[i] > 0) probe[n_ok++] = probe[i];
+        const spread sbw = n_ok ? summarize(probe, n_ok) : (spread){0, 0, 0};
+        const double bw = sbw.median, bw_pct = n > 0 && n_ok == n_probe && n_ok ? summarize(pct, (int)reps).median : 0.0;
         double gbps = stg.median * (double)in.weight_bytes_per_token / 1e9;
         double base = 0;
         double ratio[MAX_BATCHES];
@@ -328,11 +344,12 @@ int cmd_bench(int argc, char **argv) {
                    "\"weight_bytes_per_token\": %llu, \"threads\": %d, \"cpu_path\": \"%s\", \"reps\": %ld, "
                    "\"prompt_tokens\": %ld, \"prompt_tokens_per_s\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
                    "\"gen_tokens\": %ld, \"gen_tokens_per_s\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
-                   "\"achieved_gbps\": %.2f, \"read_bandwidth_gbps\": %.2f, \"roofline_pct\": %.1f, "
+                   "\"achieved_gbps\": %.2f, \"read_bandwidth_gbps\": %.2f, \"read_bandwidth_min_gbps\": %.2f, "
+                   "\"read_bandwidth_max_gbps\": %.2f, \"roofline_pct\": %.1f, "
                    "\"batch_cost\": {",
                    path, in.arch, in.tensor_types, (unsigned long long)in.n_params,
                    (unsigned long long)in.weight_bytes_per_token, in.n_threads, in.cpu_path, reps, p, spp.median,
-                   spp.min, spp.max, n, stg.median, stg.min, stg.max, gbps, bw, bw > 0 ? 100.0 * gbps / bw : 0.0);
+                   spp.min, spp.max, n, stg.median, stg.min, stg.max, gbps, bw, sbw.min, sbw.max, bw_pct);
             for (int k = 0; k < n_batches; k++)
                 printf("%s\"%d\": %.3f", k ? ", " : "", batches[k], base > 0 ? ratio[k] / base : 0.0);
             printf("}, \"batch_seconds\": {");
@@ -346,7 +363,9 @@ int cmd_bench(int argc, char **argv) {
             if (n > 0) {
                 printf("generation  %5ld tokens   %9.2f tokens/s  (%.2f..%.2f)\n", n, stg.median, stg.min, stg.max);
                 printf("weights     %.1f MiB read per token -> %.2f GB/s", mib(in.weight_bytes_per_token), gbps);
-                if (bw > 0) printf(" = %.1f%% of the measured %.2f GB/s read bandwidth", 100.0 * gbps / bw, bw);
+                if (bw_pct > 0)
+                    printf(" = %.1f%% of the read bandwidth measured beside each repetition (%.2f GB/s, %.2f..%.2f)",
+                           bw_pct, bw, sbw.min, sbw.max);
                 putchar('\n');
             }
             if (p > 0 && n > 0)
