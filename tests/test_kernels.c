@@ -276,7 +276,7 @@ static int collect_paths(tested_path *out) {
             snprintf(tv->name, sizeof tv->name, "%s-noint8dot", cpu_path_name((cpu_path)p));
             tv->path = (cpu_path)p;
 #if defined(__x86_64__)
-            if (p == CPU_AVX512) kernels_fill_avx512(tv->table, QT_COUNT, false);
+            if (p == CPU_AVX512) kernels_fill_avx512(tv->table, QT_COUNT, false, true); /* prefetch: results do not depend on it */
 #endif
 #if defined(__aarch64__)
             if (p == CPU_NEON) kernels_fill_neon(tv->table, QT_COUNT, false);

@@ -79,10 +79,12 @@ const kernel_entry *kernel_get_path(cpu_path p, uint32_t weight_type);
 size_t kernel_act_row_bytes(uint32_t act_type, int64_t n);
 
 /* Per-path tables, filled by kernels_<path>.c (entries left zero fall back to
- * scalar). int8_dot: the CPU has VNNI (x86) or the dot-product extension (ARM). */
+ * scalar). int8_dot: the CPU has VNNI (x86) or the dot-product extension (ARM).
+ * sw_prefetch: the AVX-512 row kernels ask for weight bytes ahead of use
+ * (false on AMD, whose hardware prefetcher does better alone: kernels.c). */
 void kernels_fill_scalar(kernel_entry table[], int n_types);
 void kernels_fill_avx2(kernel_entry table[], int n_types);
-void kernels_fill_avx512(kernel_entry table[], int n_types, bool int8_dot);
+void kernels_fill_avx512(kernel_entry table[], int n_types, bool int8_dot, bool sw_prefetch);
 void kernels_fill_neon(kernel_entry table[], int n_types, bool int8_dot);
 
 #endif

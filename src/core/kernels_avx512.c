@@ -77,10 +77,13 @@ ALWAYS_INLINE __m512i load2x256(const void *lo, const void *hi) {
 
 /* Weight rows are streamed once per token: ask for the bytes PREFETCH_BYTES
  * ahead of those being read (usually the next row), which keeps a single
- * core close to DRAM bandwidth. Prefetches never fault, and the address is
- * formed as an integer so no pointer leaves its object. */
+ * Intel core close to DRAM bandwidth (sw_prefetch; kernels.c turns it off on
+ * AMD). Prefetches never fault, and the address is formed as an integer so
+ * no pointer leaves its object. */
 #define PREFETCH_BYTES 2048
+static bool sw_prefetch = true; /* set once, by kernels_fill_avx512 */
 ALWAYS_INLINE void prefetch_ahead(const void *p, size_t bytes) {
+    if (!sw_prefetch) return;
     for (size_t o = 0; o < bytes; o += 64)
         _mm_prefetch((const char *)(uintptr_t)((uintptr_t)p + PREFETCH_BYTES + o), _MM_HINT_T0);
 }
@@ -820,7 +823,8 @@ VARIANTS(dot_q2_K)
 VARIANTS(dot_q3_K)
 #undef VARIANTS
 
-void kernels_fill_avx512(kernel_entry table[], int n_types, bool int8_dot) {
+void kernels_fill_avx512(kernel_entry table[], int n_types, bool int8_dot, bool prefetch) {
+    sw_prefetch = prefetch;
     /* every AVX-512 CPU this path runs on has AVX2+FMA+F16C: start from those */
     kernels_fill_avx2(table, n_types);
 #define K(fn) (int8_dot ? fn##_vnni : fn##_novnni)
@@ -864,10 +868,11 @@ swiglu_fn swiglu_avx512(void) { return swiglu_512; }
 
 #else /* x86-64 built without the AVX-512 flags: every type uses the scalar kernel */
 
-void kernels_fill_avx512(kernel_entry table[], int n_types, bool int8_dot) {
+void kernels_fill_avx512(kernel_entry table[], int n_types, bool int8_dot, bool prefetch) {
     (void)table;
     (void)n_types;
     (void)int8_dot;
+    (void)prefetch;
 }
 
 swiglu_fn swiglu_avx512(void) { return NULL; }
