@@ -95,7 +95,7 @@ def main():
             "gbps": med("achieved_gbps"), "bw": statistics.median(r["read_bandwidth_gbps"] for r in octo_runs),
             "bw_lo": min(r["read_bandwidth_min_gbps"] for r in octo_runs),
             "bw_hi": max(r["read_bandwidth_max_gbps"] for r in octo_runs),
-            "pct": statistics.median(r["roofline_pct"] for r in octo_runs),
+            "pct": statistics.median(r["roofline_pct"] for r in octo_runs),  # decode median / probe median
             "rss_mib": max(r["peak_rss_bytes"] for r in octo_runs) / 2**20,
             "batch": octo_runs[-1]["batch_cost"], "batch_s": octo_runs[-1]["batch_seconds"],
             "path": octo_runs[-1]["cpu_path"],
@@ -113,9 +113,9 @@ def main():
              f"{os.cpu_count()} cores, {a.threads} threads, kernels `{rows[0]['path'] if rows else '?'}`. "
              f"Prompt {a.prompt} tokens, generation {a.gen} tokens, medians of {a.reps} repetitions. "
              "Read bandwidth is measured in the same run by `octo bench` (1 GiB streamed by every thread, "
-             "best of 5, just before and just after each repetition's decode); the percentage is the median "
-             "over repetitions of each decode against the better of its two probes, since a shared host's "
-             "bandwidth moves within seconds (the range of all probes is given). Every model is larger than the "
+             "best of 5, just before and just after each repetition's decode); the percentage is the decode's "
+             "median against the probes' median, since a shared host's bandwidth moves within seconds, faster "
+             "than a decode run lasts (the range of all probes is given). Every model is larger than the "
              "last-level cache. Synthetic models with random weights (`octo synth`): speed does not "
              "depend on the values.", "",
              "| model | file MiB | read/token MiB | decode tok/s | GB/s | % of read bandwidth | prefill tok/s | "

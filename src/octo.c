@@ -161,9 +161,11 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
     cpu_classes cc;
     cpu_classes_read(NULL, &cc);
     om->cores = plan_place(&cc, c->opts.n_threads, false);
+    bool unplaced = false; /* then the reason below stands, whatever the draft */
     if (!rc && om->cores.on_perf) {
         err_t perr = {0};
         if (tpool_new_on(om->cores.threads, cc.perf, cc.n_perf, &om->pool, &perr)) { /* unplaced, not failed */
+            unplaced = true;
             cc.n_eff = 0; /* nothing else is placed either */
             om->cores = plan_place(&cc, c->opts.n_threads, false);
             snprintf(om->cores.reason, sizeof om->cores.reason, "the threads could not be placed: %.120s", perr.msg);
@@ -203,7 +205,7 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
     memcpy(spec_reason, om->plan.spec_reason, sizeof spec_reason);
     if (!rc && om->draft_m) {
         om->plan = plan_make(om->m, om->draft_m, n_ctx, &kv, &dev);
-        om->cores = plan_place(&cc, c->opts.n_threads, true);
+        if (!unplaced) om->cores = plan_place(&cc, c->opts.n_threads, true);
         err_t derr = {0};
         if (om->cores.draft_threads && tpool_new_on(om->cores.draft_threads, cc.eff, cc.n_eff, &om->draft_pool, &derr)) {
             om->cores = plan_place(&cc, c->opts.n_threads, false); /* the draft computes on the model's threads */
@@ -220,7 +222,7 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
             om->draft_self = false;
             tpool_free(om->draft_pool);
             om->draft_pool = NULL;
-            om->cores = plan_place(&cc, c->opts.n_threads, false);
+            if (!unplaced) om->cores = plan_place(&cc, c->opts.n_threads, false);
             snprintf(spec_reason, sizeof spec_reason, "n-gram: the draft's cache could not be made: %.190s", derr.msg);
             client_log(c, OCTO_LOG_WARN, spec_reason);
             om->plan = plan_make(om->m, NULL, n_ctx, &kv, &dev);

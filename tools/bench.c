@@ -276,10 +276,12 @@ int cmd_bench(int argc, char **argv) {
     int rc = 0;
     if (!tok || !logits || !pp || !tg) rc = fail("out of memory");
     /* the bandwidth is probed just before and just after each repetition's
-     * decode, and each decode judged against its own moment: on a shared host
-     * the bandwidth moves within seconds (here 33 to 68 GB/s), so one probe
-     * at the start and one at the end can miss the state a decode ran in */
-    double probe[2 * MAX_REPS], pct[MAX_REPS];
+     * decode, and the decode's median judged against the probes' median: on
+     * a shared host the bandwidth moves within seconds (here 33 to 68 GB/s),
+     * faster than a decode run lasts, so two probes at the ends of the whole
+     * run, or one decode against its own two probes, can land in different
+     * states (both gave decodes at 120 % of their probe) */
+    double probe[2 * MAX_REPS];
     int n_probe = 0;
 
     if (!rc) {
@@ -304,10 +306,8 @@ int cmd_bench(int argc, char **argv) {
                 if (octo_eval(m, tok + 1 + i, 1, logits, OCTO_LOGITS_LAST)) rc = fail("%s", octo_model_error(m));
             tg[r] = (double)n / (now_s() - t0);
             if (with_roofline) {
-                const double bw_b = measure_bandwidth(in.n_threads), bw_r = bw_a > bw_b ? bw_a : bw_b;
                 probe[n_probe++] = bw_a;
-                probe[n_probe++] = bw_b;
-                pct[r] = bw_r > 0 ? 100.0 * tg[r] * (double)in.weight_bytes_per_token / 1e9 / bw_r : 0.0;
+                probe[n_probe++] = measure_bandwidth(in.n_threads);
             }
         }
         /* batch cost: T tokens at once after a fixed prefix, rewound each time */
@@ -328,7 +328,7 @@ int cmd_bench(int argc, char **argv) {
         for (int i = 0; i < n_probe; i++)
             if (probe[i] > 0) probe[n_ok++] = probe[i];
         const spread sbw = n_ok ? summarize(probe, n_ok) : (spread){0, 0, 0};
-        const double bw = sbw.median, bw_pct = n > 0 && n_ok == n_probe && n_ok ? summarize(pct, (int)reps).median : 0.0;
+        const double bw = sbw.median;
         double gbps = stg.median * (double)in.weight_bytes_per_token / 1e9;
         double base = 0;
         double ratio[MAX_BATCHES];
@@ -349,7 +349,7 @@ int cmd_bench(int argc, char **argv) {
                    "\"batch_cost\": {",
                    path, in.arch, in.tensor_types, (unsigned long long)in.n_params,
                    (unsigned long long)in.weight_bytes_per_token, in.n_threads, in.cpu_path, reps, p, spp.median,
-                   spp.min, spp.max, n, stg.median, stg.min, stg.max, gbps, bw, sbw.min, sbw.max, bw_pct);
+                   spp.min, spp.max, n, stg.median, stg.min, stg.max, gbps, bw, sbw.min, sbw.max, bw > 0 ? 100.0 * gbps / bw : 0.0);
             for (int k = 0; k < n_batches; k++)
                 printf("%s\"%d\": %.3f", k ? ", " : "", batches[k], base > 0 ? ratio[k] / base : 0.0);
             printf("}, \"batch_seconds\": {");
@@ -363,9 +363,9 @@ int cmd_bench(int argc, char **argv) {
             if (n > 0) {
                 printf("generation  %5ld tokens   %9.2f tokens/s  (%.2f..%.2f)\n", n, stg.median, stg.min, stg.max);
                 printf("weights     %.1f MiB read per token -> %.2f GB/s", mib(in.weight_bytes_per_token), gbps);
-                if (bw_pct > 0)
-                    printf(" = %.1f%% of the read bandwidth measured beside each repetition (%.2f GB/s, %.2f..%.2f)",
-                           bw_pct, bw, sbw.min, sbw.max);
+                if (bw > 0)
+                    printf(" = %.1f%% of the read bandwidth measured beside the repetitions (median %.2f GB/s, %.2f..%.2f)",
+                           100.0 * gbps / bw, bw, sbw.min, sbw.max);
                 putchar('\n');
             }
             if (p > 0 && n > 0)
