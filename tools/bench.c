@@ -300,15 +300,12 @@ int cmd_bench(int argc, char **argv) {
         if (n > 0) {
             octo_reset(m);
             if (octo_eval(m, tok, 1, logits, OCTO_LOGITS_LAST)) { rc = fail("%s", octo_model_error(m)); break; }
-            const double bw_a = with_roofline ? measure_bandwidth(in.n_threads) : 0.0;
+            if (with_roofline) probe[n_probe++] = measure_bandwidth(in.n_threads);
             double t0 = now_s();
             for (long i = 0; i < n && !rc; i++)
                 if (octo_eval(m, tok + 1 + i, 1, logits, OCTO_LOGITS_LAST)) rc = fail("%s", octo_model_error(m));
             tg[r] = (double)n / (now_s() - t0);
-            if (with_roofline) {
-                probe[n_probe++] = bw_a;
-                probe[n_probe++] = measure_bandwidth(in.n_threads);
-            }
+            if (with_roofline) probe[n_probe++] = measure_bandwidth(in.n_threads);
         }
         /* batch cost: T tokens at once after a fixed prefix, rewound each time */
         octo_reset(m);
@@ -331,10 +328,10 @@ int cmd_bench(int argc, char **argv) {
         const double bw = sbw.median;
         double gbps = stg.median * (double)in.weight_bytes_per_token / 1e9;
         double base = 0;
-        double ratio[MAX_BATCHES];
+        double bsec[MAX_BATCHES]; /* median seconds per batch size */
         for (int k = 0; k < n_batches; k++) {
             spread s = summarize(bt[k], (int)reps);
-            ratio[k] = s.median;
+            bsec[k] = s.median;
             if (batches[k] == 1) base = s.median;
         }
         octo_memory mem = octo_memory_usage();
@@ -351,9 +348,9 @@ int cmd_bench(int argc, char **argv) {
                    (unsigned long long)in.weight_bytes_per_token, in.n_threads, in.cpu_path, reps, p, spp.median,
                    spp.min, spp.max, n, stg.median, stg.min, stg.max, gbps, bw, sbw.min, sbw.max, bw > 0 ? 100.0 * gbps / bw : 0.0);
             for (int k = 0; k < n_batches; k++)
-                printf("%s\"%d\": %.3f", k ? ", " : "", batches[k], base > 0 ? ratio[k] / base : 0.0);
+                printf("%s\"%d\": %.3f", k ? ", " : "", batches[k], base > 0 ? bsec[k] / base : 0.0);
             printf("}, \"batch_seconds\": {");
-            for (int k = 0; k < n_batches; k++) printf("%s\"%d\": %.6f", k ? ", " : "", batches[k], ratio[k]);
+            for (int k = 0; k < n_batches; k++) printf("%s\"%d\": %.6f", k ? ", " : "", batches[k], bsec[k]);
             printf("}, \"peak_rss_bytes\": %llu, \"kv_bytes\": %llu}\n", (unsigned long long)mem.peak_rss_bytes,
                    (unsigned long long)kv);
         } else {
@@ -372,10 +369,10 @@ int cmd_bench(int argc, char **argv) {
                 printf("prefill     %.1fx faster per token than decode\n", spp.median / (stg.median > 0 ? stg.median : 1));
             printf("batch cost  ");
             for (int k = 0; k < n_batches; k++)
-                printf("%s%d: %.2fx", k ? "  " : "", batches[k], base > 0 ? ratio[k] / base : 0.0);
+                printf("%s%d: %.2fx", k ? "  " : "", batches[k], base > 0 ? bsec[k] / base : 0.0);
             printf("  (time to forward T tokens / time for 1, after %d tokens of context)\n", prefix);
             printf("batch time  ");
-            for (int k = 0; k < n_batches; k++) printf("%s%d: %.2f ms", k ? "  " : "", batches[k], 1e3 * ratio[k]);
+            for (int k = 0; k < n_batches; k++) printf("%s%d: %.2f ms", k ? "  " : "", batches[k], 1e3 * bsec[k]);
             putchar('\n');
             printf("memory      peak RSS %.1f MiB = weights %.1f MiB + KV %.1f MiB + other %.1f MiB\n",
                    mib(mem.peak_rss_bytes), mib(in.weight_bytes), mib(kv),

@@ -33,11 +33,10 @@
  * 1B Q4_0 model, against 18.5-19.5 without and 19.9-20.5 at 1 KiB */
 #define PREFETCH 4096
 
-/* four activation bytes in every lane, read where they lie: as a 32-bit load
- * the compiler folds into the dot product's {1to16} broadcast operand. (A
- * copy of the block into integer registers first cost a move and a
- * register-to-vector broadcast per instruction, more than the dot product
- * itself on AMD Zen 4.) */
+/* four activation bytes in every lane, broadcast straight from memory (the
+ * kernels without VNNI; dp_bcast below for VNNI). A copy of the block into
+ * integer registers first cost a move and a register-to-vector broadcast per
+ * instruction, more than the dot product itself on AMD Zen 4. */
 typedef int32_t __attribute__((may_alias, aligned(1))) i32_any;
 ALWAYS_INLINE __m512i bcast4(const int8_t *p) { return _mm512_set1_epi32(*(const i32_any *)p); }
 
@@ -52,6 +51,11 @@ ALWAYS_INLINE __m512i dp(__m512i acc, __m512i u, __m512i s, const bool vnni) {
     if (vnni) return _mm512_dpbusd_epi32(acc, u, s);
     const __m512i p = _mm512_maddubs_epi16(u, s);
     return _mm512_add_epi32(acc, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
+}
+
+/* acc += u . (the four signed bytes at p, in every lane) */
+ALWAYS_INLINE __m512i dp_at(__m512i acc, __m512i u, const int8_t *p, const bool vnni) {
+    return vnni ? dp_bcast(acc, u, p) : dp(acc, u, bcast4(p), false);
 }
 
 /* Q8_0: signed weights, read from the group (8 vectors of 64 bytes).
@@ -97,7 +101,7 @@ ALWAYS_INLINE void tile(const void *vw, int64_t nb, const uint8_t *act, size_t a
             const block_q8p *ab = a[t] + b;
             __m512i s = _mm512_set1_epi32(ab->off);
             if (q8) s = _mm512_slli_epi32(s, 4);
-            for (int j = 0; j < 8; j++) s = vnni ? dp_bcast(s, W[j], ab->qs + 4 * j) : dp(s, W[j], bcast4(ab->qs + 4 * j), vnni);
+            for (int j = 0; j < 8; j++) s = dp_at(s, W[j], ab->qs + 4 * j, vnni);
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(ab->d)), acc[t]);
         }
     }
@@ -201,8 +205,8 @@ ALWAYS_INLINE void tile_q4k(const void *vw, int64_t nsb, const uint8_t *act, siz
                 const int8_t *q = a[t][i].qs + 64 * c;
                 __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
                 for (int j = 0; j < 8; j++) {
-                    s0 = vnni ? dp_bcast(s0, WL[j], q + 4 * j) : dp(s0, WL[j], bcast4(q + 4 * j), vnni);
-                    s1 = vnni ? dp_bcast(s1, WH[j], q + 32 + 4 * j) : dp(s1, WH[j], bcast4(q + 32 + 4 * j), vnni);
+                    s0 = dp_at(s0, WL[j], q + 4 * j, vnni);
+                    s1 = dp_at(s1, WH[j], q + 32 + 4 * j, vnni);
                 }
                 isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(s0, sc0), _mm512_mullo_epi32(s1, sc1)));
             }
