@@ -88,6 +88,18 @@ ALWAYS_INLINE void prefetch_ahead(const void *p, size_t bytes) {
         _mm_prefetch((const char *)(uintptr_t)((uintptr_t)p + PREFETCH_BYTES + o), _MM_HINT_T0);
 }
 
+/* A batch (several activation rows: verification, prefill) prefetches on
+ * every CPU. Its FMAs keep the core busy, and the hardware prefetcher alone
+ * then leaves the memory idle between bursts: on the AMD EPYC, a verify pass
+ * of 5 tokens of the 1.1B F16 model went from 148-164 ms to 116-130, with
+ * one token taking 70-92 ms. 8 KiB ahead is the next pair of 2048-wide F16
+ * rows; 1, 2 and 4 KiB measured no better. */
+#define PREFETCH_BATCH_BYTES 16384
+ALWAYS_INLINE void prefetch_batch(const void *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64)
+        _mm_prefetch((const char *)(uintptr_t)((uintptr_t)p + PREFETCH_BATCH_BYTES + o), _MM_HINT_T1);
+}
+
 /* acc + sum of 4 (unsigned u * signed s) products per int32 lane. Exact when
  * the 16-bit pair sums of maddubs cannot saturate (u <= 128 here). */
 ALWAYS_INLINE __m512i dpbusd(__m512i acc, __m512i u, __m512i s, const bool vnni) {
@@ -708,7 +720,10 @@ ALWAYS_INLINE void dot_q2_K_n(KERNEL_ARGS) {
  * once for 2 weight rows, 12 loads for 16 FMAs where one row against 4 takes
  * 20 (the loads, not the FMAs, bound a verify batch's float matmul); with 2
  * or 3 tokens its independent sums also hide the FMA latency that a lone
- * dot per token, two chains deep, would wait on.
+ * dot per token, two chains deep, would wait on. The loop is unrolled twice:
+ * on the AMD EPYC (Zen 4) 2 rows x 4 tokens from L1 went from 10.2 to 15.1
+ * MACs per cycle (of 16), 2 x 2 and 2 x 3 to 14.5; the order of each sum is
+ * unchanged.
  * ------------------------------------------------------------------------- */
 
 ALWAYS_INLINE __m512 load16_f32(const float *p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
@@ -728,10 +743,11 @@ ALWAYS_INLINE __m512 load16_bf16(const bf16_t *p, __mmask16 m) {
         __m512 s0[2][4], s1[2][4];                                                                \
         UNROLL for (int r = 0; r < NR; r++) UNROLL for (int t = 0; t < NA; t++) s0[r][t] = s1[r][t] = _mm512_setzero_ps(); \
         int64_t i = 0;                                                                            \
-        for (; i + 32 <= n; i += 32) {                                                            \
+        _Pragma("GCC unroll 2") for (; i + 32 <= n; i += 32) {                                   \
             __m512 wa[2], wb[2];                                                                  \
             UNROLL for (int r = 0; r < NR; r++) {                                                 \
-                prefetch_ahead(w[r] + i, 32 * sizeof(WT));                                        \
+                if (NA > 1) prefetch_batch(w[r] + i, 32 * sizeof(WT));                               \
+                else prefetch_ahead(w[r] + i, 32 * sizeof(WT));                                   \
                 wa[r] = LOAD(w[r] + i, 0xFFFF);                                                   \
                 wb[r] = LOAD(w[r] + i + 16, 0xFFFF);                                              \
             }                                                                                     \

@@ -161,11 +161,15 @@ static void mm_work(void *ctx, int ith, int nth) {
         for (int t0 = 0; t0 < j->T; t0 += MM_TOKEN_TILE) {
             int t1 = t0 + MM_TOKEN_TILE < j->T ? t0 + MM_TOKEN_TILE : j->T;
             int r = r0;
-            if (j->k->dot2xn && t1 - t0 >= 2) /* pairs of rows against up to 4 tokens at a time */
+            /* pairs of rows against up to 4 tokens at a time, the tokens cut
+             * in even calls (5 = 3 + 2, not 4 + 1: a call of one token waits
+             * on its FMA chains, and costs as much as one of two) */
+            if (j->k->dot2xn && t1 - t0 >= 2)
                 for (; r + 2 <= r1; r += 2) {
                     const uint8_t *row = j->w + (size_t)r * j->row_bytes;
-                    for (int t = t0; t < t1; t += 4) {
-                        const int na = t1 - t < 4 ? t1 - t : 4;
+                    for (int t = t0, na; t < t1; t += na) {
+                        const int left = t1 - t, calls = (left + 3) / 4;
+                        na = (left + calls - 1) / calls;
                         float o[8];
                         j->k->dot2xn(row, j->row_bytes, j->act + (size_t)t * j->act_row_bytes, j->act_row_bytes,
                                      j->n_in, na, o);
