@@ -370,7 +370,8 @@ typedef struct {
     int spec_proposed, spec_accepted;   /* draft tokens of the last generation */
     int spec_steps;                     /* its verify passes */
     int spec_k;                         /* its draft length at the end (0: speculation off) */
-    double spec_ms;                     /* time in verify passes */
+    double spec_ms;                     /* time in speculative steps, proposing and verifying */
+    double spec_draft_ms;               /* of spec_ms, the time proposing (the draft's steps, a lookup) */
     char spec_proposer[12];             /* "ngram", "draft", "self", "lookahead" or "none" */
     int lookahead_ngrams, lookahead_new; /* lookahead: n-grams its window made, and of those, new to its pool */
     int lookahead_pool_proposed, lookahead_pool_accepted; /* drafts taken from that pool (the rest are prompt

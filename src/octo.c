@@ -703,6 +703,7 @@ octo_stats octo_model_stats(const octo_model *om) {
         st.spec_steps = g.spec_steps;
         st.spec_k = g.spec_k;
         st.spec_ms = g.spec_ms;
+        st.spec_draft_ms = g.spec_draft_ms;
         snprintf(st.spec_proposer, sizeof st.spec_proposer, "%s",
                  g.spec_lookahead ? "lookahead" : !g.spec_draft ? "ngram" : om->draft_self ? "self" : "draft");
         st.lookahead_ngrams = g.la_ngrams;

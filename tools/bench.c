@@ -102,7 +102,7 @@ static int run_roofline(int n_threads, int json) {
 typedef struct {
     double tps;            /* decode tokens/s */
     int tokens, proposed, accepted, steps, k;
-    double spec_ms, decode_ms;
+    double spec_ms, draft_ms, decode_ms;
     char proposer[12], note[96];
 } gen_run;
 
@@ -116,7 +116,7 @@ static int generate_once(octo_model *m, const char *prompt, const octo_generate_
     const octo_stats st = octo_model_stats(m);
     *out = (gen_run){.tps = st.decode_tokens_per_s, .tokens = st.decode_tokens, .proposed = st.spec_proposed,
                      .accepted = st.spec_accepted, .steps = st.spec_steps, .k = st.spec_k, .spec_ms = st.spec_ms,
-                     .decode_ms = st.decode_ms};
+                     .draft_ms = st.spec_draft_ms, .decode_ms = st.decode_ms};
     snprintf(out->proposer, sizeof out->proposer, "%s", st.spec_proposer);
     snprintf(out->note, sizeof out->note, "%s", st.spec_note);
     return rc;
@@ -144,7 +144,7 @@ static int run_spec_bench(const char *path, const char *draft, const char *promp
     plain.spec = OCTO_SPEC_NONE;
     double a_tps[MAX_REPS], b_tps[MAX_REPS], ratio[MAX_REPS];
     long proposed = 0, accepted = 0, steps = 0;
-    double spec_ms = 0, plain_ms_tok = 0;
+    double spec_ms = 0, draft_ms = 0, plain_ms_tok = 0;
     gen_run a = {0}, b = {0};
     int rc = 0;
     /* a warm-up pair pages the weights in */
@@ -152,7 +152,7 @@ static int run_spec_bench(const char *path, const char *draft, const char *promp
         if ((rc = generate_once(m, prompt, &plain, &a)) || (rc = generate_once(m, prompt, &gp, &b))) break;
         if (r < 0) continue;
         a_tps[r] = a.tps, b_tps[r] = b.tps, ratio[r] = a.tps > 0 ? b.tps / a.tps : 0;
-        proposed += b.proposed, accepted += b.accepted, steps += b.steps, spec_ms += b.spec_ms;
+        proposed += b.proposed, accepted += b.accepted, steps += b.steps, spec_ms += b.spec_ms, draft_ms += b.draft_ms;
         plain_ms_tok += a.decode_ms / (a.tokens > 1 ? a.tokens - 1 : 1);
     }
     if (!rc) {
@@ -161,6 +161,7 @@ static int run_spec_bench(const char *path, const char *draft, const char *promp
         const double per_pass = steps ? (double)(accepted + steps) / steps : 0.0;
         const double pass_cost = steps && plain_ms_tok > 0 ? (spec_ms / steps) / (plain_ms_tok / reps) : 0.0;
         const double cost_c = k > 0 ? (pass_cost - 1.0) / k : 0.0;
+        const double draft_cost = spec_ms > 0 ? pass_cost * draft_ms / spec_ms : 0.0; /* of pass_cost */
         const double formula = alpha < 1.0 && k > 0 ? (1.0 - pow(alpha, k + 1.0)) / ((1.0 - alpha) * (1.0 + k * cost_c)) : 0.0;
         if (json)
             printf("{\"model\": \"%s\", \"spec\": \"%s\", \"tokens\": %ld, \"reps\": %ld, "
@@ -168,9 +169,9 @@ static int run_spec_bench(const char *path, const char *draft, const char *promp
                    "\"spec_tokens_per_s\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
                    "\"speedup\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}, \"acceptance\": %.4f, "
                    "\"mean_k\": %.2f, \"tokens_per_pass\": %.3f, \"pass_cost\": %.3f, \"c\": %.3f, "
-                   "\"formula_speedup\": %.3f, \"k_at_end\": %d, \"note\": \"%s\"}\n",
+                   "\"pass_cost_proposing\": %.3f, \"formula_speedup\": %.3f, \"k_at_end\": %d, \"note\": \"%s\"}\n",
                    path, b.proposer, n, reps, sa.median, sa.min, sa.max, sb.median, sb.min, sb.max, sr.median, sr.min,
-                   sr.max, alpha, k, per_pass, pass_cost, cost_c, formula, b.k, b.note);
+                   sr.max, alpha, k, per_pass, pass_cost, cost_c, draft_cost, formula, b.k, b.note);
         else {
             printf("model        %s, %ld tokens, %ld alternated repetitions (median, min..max)\n", path, n, reps);
             printf("plain        %9.2f tokens/s  (%.2f..%.2f)\n", sa.median, sa.min, sa.max);
@@ -179,7 +180,8 @@ static int run_spec_bench(const char *path, const char *draft, const char *promp
             printf("speculation  %.1f%% of %ld drafts accepted, %.2f drafts and %.2f tokens per verify pass, k at end %d\n",
                    100.0 * alpha, proposed, k, per_pass, b.k);
             printf("formula      (1 - a^(k+1)) / ((1 - a)(1 + k c)) = %.2fx at a = %.3f, k = %.2f, c = %.3f "
-                   "(a pass costs %.2f plain tokens)\n", formula, alpha, k, cost_c, pass_cost);
+                   "(a pass costs %.2f plain tokens: %.2f proposing, %.2f verifying)\n", formula, alpha, k, cost_c,
+                   pass_cost, draft_cost, pass_cost - draft_cost);
             if (b.note[0]) printf("note         %s (last run)\n", b.note);
         }
     }

@@ -344,9 +344,11 @@ static void print_stats(const octo_stats *s) {
     if (s->kv_draft_bytes) fprintf(stderr, ", the draft's %.2f MiB of it", mib(s->kv_draft_bytes));
     fputc('\n', stderr);
     if (s->speculative_acceptance_rate >= 0)
-        fprintf(stderr, "speculation  %s: %d of %d drafted tokens accepted (%.1f%%) in %d verify passes, k now %d\n",
+        fprintf(stderr,
+                "speculation  %s: %d of %d drafted tokens accepted (%.1f%%) in %d verify passes, k now %d; "
+                "%.0f ms proposing, %.0f ms verifying\n",
                 s->spec_proposer, s->spec_accepted, s->spec_proposed, 100.0 * s->speculative_acceptance_rate,
-                s->spec_steps, s->spec_k);
+                s->spec_steps, s->spec_k, s->spec_draft_ms, s->spec_ms - s->spec_draft_ms);
     if (s->lookahead_ngrams)
         fprintf(stderr, "lookahead    the window made %d n-grams, %d of them new to the pool; %d of %d drafts from the pool accepted\n",
                 s->lookahead_ngrams, s->lookahead_new, s->lookahead_pool_accepted, s->lookahead_pool_proposed);

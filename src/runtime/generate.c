@@ -189,15 +189,29 @@ static int draft_propose(generation *g, int k, int32_t *out) {
 
 static int draft_propose_on(generation *g, int k, int32_t *out) {
     session *d = g->p.draft, *t = g->s;
-    const int keep = session_common_prefix(d, t->tokens, t->n_past);
+    int keep = session_common_prefix(d, t->tokens, t->n_past);
     session_truncate(d, keep);
-    if (t->n_past > keep && session_eval(d, t->tokens + keep, t->n_past - keep, false, g->dlogits, &g->err)) return -1;
-    if (k > d->n_ctx - d->n_past) k = d->n_ctx - d->n_past;
+    /* The draft lacks the target's last few tokens (the token the target
+     * chose itself, and a draft it never ran): they go into one batch with
+     * `last`, the first step, which costs a memory-bound draft about one
+     * step; a long gap (the prompt) goes first, on its own. */
+    if (t->n_past - keep > SPEC_MAX_K) {
+        if (session_eval(d, t->tokens + keep, t->n_past - SPEC_MAX_K - keep, false, g->dlogits, &g->err)) return -1;
+        keep = t->n_past - SPEC_MAX_K;
+    }
+    if (k > d->n_ctx - t->n_past) k = d->n_ctx - t->n_past; /* the k steps take n_past .. n_past + k - 1 */
+    if (k <= 0) return 0; /* no room in the draft's context: decode plainly */
     const size_t V = (size_t)t->m->hp.n_vocab;
+    int32_t first[SPEC_MAX_K + 1];
+    const int n_first = t->n_past - keep + 1;
+    memcpy(first, t->tokens + keep, sizeof(int32_t) * (size_t)(n_first - 1));
+    first[n_first - 1] = g->last;
     int32_t cur = g->last;
     int i = 0;
     for (; i < k; i++) {
-        if (session_eval(d, &cur, 1, false, g->dlogits, &g->err)) break;
+        if (i == 0 ? session_eval(d, first, n_first, false, g->dlogits, &g->err)
+                   : session_eval(d, &cur, 1, false, g->dlogits, &g->err))
+            break;
         if (g->q) {
             sampler_distribution(g->smp, g->dlogits, g->q + i * V);
             cur = sampler_draw(g->smp, g->q + i * V);
@@ -243,6 +257,7 @@ static bool speculate(generation *g, bool *ok) {
     const double t0 = now_ms(); /* drafting counts as speculation's cost */
     const int want = g->len.k < room ? g->len.k : room;
     int k = g->p.spec == GEN_SPEC_DRAFT ? draft_propose(g, want, batch + 1) : ngram_propose(g->ng, want, batch + 1);
+    g->stats.spec_draft_ms += now_ms() - t0;
     if (k < 0) { /* the draft model failed: an error like any other */
         *ok = false;
         return true;
@@ -277,6 +292,7 @@ static bool speculate_lookahead(generation *g, bool *ok) {
     int m = ngram_propose(g->ng, want, cand);
     const bool pooled = m == 0;
     if (pooled) m = lookahead_candidate(g->la, g->last, want, cand);
+    g->stats.spec_draft_ms += now_ms() - t0;
     int n_rows;
     const int n = lookahead_layout(g->la, g->last, cand, m, batch, anc, rows, &n_rows);
     const int V = s->m->hp.n_vocab;

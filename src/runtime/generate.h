@@ -57,7 +57,8 @@ typedef struct {
     int spec_proposed;   /* draft tokens proposed */
     int spec_accepted;   /* of those, accepted */
     int spec_k;          /* current draft length (0: speculation off) */
-    double spec_ms;      /* time in verify passes */
+    double spec_ms;      /* time in speculative steps: proposing and verifying */
+    double spec_draft_ms; /* of spec_ms, the time proposing (the draft model's steps, a lookup) */
     int spec_off;        /* 1: switched off, a token cost more by verification than by a plain pass */
     int spec_draft;      /* 1: the proposer is the draft model */
     int spec_lookahead;  /* 1: lookahead decoding (the draft is prompt lookup's, else the window's pool) */
