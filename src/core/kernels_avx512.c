@@ -91,9 +91,9 @@ ALWAYS_INLINE void prefetch_ahead(const void *p, size_t bytes) {
 /* A batch (several activation rows: verification, prefill) prefetches on
  * every CPU. Its FMAs keep the core busy, and the hardware prefetcher alone
  * then leaves the memory idle between bursts: on the AMD EPYC, a verify pass
- * of 5 tokens of the 1.1B F16 model went from 148-164 ms to 116-130, with
- * one token taking 70-92 ms. 8 KiB ahead is the next pair of 2048-wide F16
- * rows; 1, 2 and 4 KiB measured no better. */
+ * of 5 tokens of the 1.1B F16 model went from 148-164 ms to 74-82, with one
+ * token taking 50-92 ms. Into L2 (T1) 16 KiB ahead; T0 at 1-8 KiB gave
+ * 114-137 ms, T1 at 8-64 KiB and T2 at 16 KiB 74-94. */
 #define PREFETCH_BATCH_BYTES 16384
 ALWAYS_INLINE void prefetch_batch(const void *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64)
