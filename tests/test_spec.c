@@ -665,7 +665,7 @@ static void test_self_draft(const char *trained, char **prompts, int n_prompts) 
             octo_stats st;
             gen_out o = generate(m, prompts[i], OCTO_SPEC_SELF, 0, 48, &st);
             T_CHECK(!strcmp(st.spec_proposer, "self"));
-            /* proposing is part of speculation's time, and here most of it: k draft steps to one verify pass */
+            /* proposing is counted within speculation's time, never beside it */
             T_CHECKF(st.spec_draft_ms > 0 && st.spec_draft_ms < st.spec_ms, "proposing %.3f ms of %.3f",
                      st.spec_draft_ms, st.spec_ms);
             differ += o.n != ref.n || memcmp(o.ids, ref.ids, sizeof(int32_t) * (size_t)o.n);

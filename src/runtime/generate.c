@@ -226,8 +226,8 @@ static int draft_propose_on(generation *g, int k, int32_t *out) {
 }
 
 /* A verify pass is done: queue the a accepted drafts and the token after
- * them, and count. */
-static void verified(generation *g, const int32_t *draft, int k, int a, int32_t next, double t0) {
+ * them, and count. The step began at t0; its proposal was ready at t1. */
+static void verified(generation *g, const int32_t *draft, int k, int a, int32_t next, double t0, double t1) {
     memcpy(g->queue, draft, sizeof(int32_t) * (size_t)a);
     g->queue[a] = next;
     g->q_head = 0;
@@ -236,6 +236,7 @@ static void verified(generation *g, const int32_t *draft, int k, int a, int32_t 
     g->t_decode_total += dt;
     g->stats.decode_ms = g->t_decode_total;
     g->stats.spec_ms += dt;
+    g->stats.spec_draft_ms += t1 - t0;
     g->stats.spec_steps++;
     g->stats.spec_proposed += k;
     g->stats.spec_accepted += a;
@@ -257,7 +258,7 @@ static bool speculate(generation *g, bool *ok) {
     const double t0 = now_ms(); /* drafting counts as speculation's cost */
     const int want = g->len.k < room ? g->len.k : room;
     int k = g->p.spec == GEN_SPEC_DRAFT ? draft_propose(g, want, batch + 1) : ngram_propose(g->ng, want, batch + 1);
-    g->stats.spec_draft_ms += now_ms() - t0;
+    const double t1 = now_ms();
     if (k < 0) { /* the draft model failed: an error like any other */
         *ok = false;
         return true;
@@ -271,7 +272,7 @@ static bool speculate(generation *g, bool *ok) {
     /* g->q is NULL unless a draft model sampled: n-gram proposes deterministically */
     const int a = spec_verify(g->smp, g->vlogits, V, batch + 1, g->q, k, g->scratch, &next);
     if (session_accept(s, batch, k + 1, a + 1, &g->err)) return true;
-    verified(g, batch + 1, k, a, next, t0);
+    verified(g, batch + 1, k, a, next, t0, t1);
     *ok = true;
     return true;
 }
@@ -292,7 +293,7 @@ static bool speculate_lookahead(generation *g, bool *ok) {
     int m = ngram_propose(g->ng, want, cand);
     const bool pooled = m == 0;
     if (pooled) m = lookahead_candidate(g->la, g->last, want, cand);
-    g->stats.spec_draft_ms += now_ms() - t0;
+    const double t1 = now_ms();
     int n_rows;
     const int n = lookahead_layout(g->la, g->last, cand, m, batch, anc, rows, &n_rows);
     const int V = s->m->hp.n_vocab;
@@ -304,7 +305,7 @@ static bool speculate_lookahead(generation *g, bool *ok) {
     lookahead_counts(g->la, &g->stats.la_ngrams, &g->stats.la_new);
     if (pooled) g->stats.la_pool_proposed += m, g->stats.la_pool_accepted += a;
     if (session_accept(s, batch, n, a + 1, &g->err)) return true;
-    verified(g, cand, m, a, next, t0);
+    verified(g, cand, m, a, next, t0, t1);
     *ok = true;
     return true;
 }
