@@ -21,11 +21,24 @@
  * the client (octo_last_error). The library never prints, exits or aborts on
  * bad input.
  *
- * Threads: a client may be shared between threads. A model serves one stream
- * at a time: while a stream is alive, octo_generate / octo_chat / octo_eval on
- * the same model fail with OCTO_ERR_BUSY. octo_stream_cancel may be called
- * from any thread; every other stream function from one thread at a time.
+ * Lifetimes: a model keeps its client alive. octo_client_free may come before
+ * octo_model_free; the client is released with the last model loaded from it.
+ * A stream that outlives its model only reports an error.
+ *
+ * Threads: a client may be shared between threads; octo_last_error and
+ * octo_last_status report the last failure of a call made on this client by
+ * the calling thread, so threads never read each other's errors. A model
+ * serves one stream at a time: while a stream is alive, octo_generate /
+ * octo_chat / octo_eval / octo_truncate on the same model fail with
+ * OCTO_ERR_BUSY. While a stream runs on one thread, other threads may call,
+ * on that stream or its model, only: octo_stream_cancel,
+ * octo_stream_token_count, octo_model_stats (a snapshot taken between tokens:
+ * the stream pauses for it), octo_model_info_get and octo_memory_usage. Every
+ * other call on the stream or its model comes from one thread at a time.
  * Load one model object per concurrent conversation.
+ *
+ * Ranges: every size-like parameter has a documented range and is checked
+ * (docs/limits.md lists them all); a value outside it is OCTO_ERR_INVALID_ARG.
  */
 #ifndef OCTO_H
 #define OCTO_H
@@ -35,6 +48,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Upper bounds of the size-like parameters (docs/limits.md). */
+#define OCTO_MAX_CONTEXT (1 << 24)       /* tokens: n_ctx and the KV windows */
+#define OCTO_MAX_THREADS 1024            /* octo_client_options.n_threads */
+#define OCTO_MAX_REPEAT_LAST_N (1 << 20) /* octo_generate_params.repeat_last_n */
 
 typedef enum {
     OCTO_OK = 0,
@@ -74,7 +92,7 @@ typedef struct octo_client octo_client;
 typedef enum { OCTO_LOG_DEBUG = 0, OCTO_LOG_INFO = 1, OCTO_LOG_WARN = 2, OCTO_LOG_ERROR = 3 } octo_log_level;
 
 typedef struct {
-    int n_threads;         /* 0 = the performance cores this process may use */
+    int n_threads;         /* 0..OCTO_MAX_THREADS; 0 = the performance cores this process may use */
     /* NULL = this host. A known phone's profile ("iphone-15-pro", "iphone-14",
      * "pixel-8", "galaxy-s24", "android-4gb-emmc") replaces the host's memory
      * and storage in every plan; an unknown name fails octo_load_model. */
@@ -91,8 +109,11 @@ typedef struct {
 octo_client_options octo_client_options_defaults(void);
 /* opts NULL = defaults. Returns NULL only when out of memory. */
 octo_client *octo_client_new(const octo_client_options *opts);
+/* Releases the caller's hold: the client itself lives on while models loaded
+ * from it do (their log callback keeps working). */
 void octo_client_free(octo_client *client);
-/* The message of the last failure of a call made on this client ("" if none). */
+/* The message of the last failure of a call made on this client by the calling
+ * thread ("" if none); valid until that thread's next call on the client. */
 const char *octo_last_error(const octo_client *client);
 octo_status octo_last_status(const octo_client *client);
 
@@ -116,6 +137,7 @@ typedef struct {
     int compress;            /* 1 (default): tiers by age and eviction within a budget; 0: every entry kept at kv_type */
     octo_kv_policy policy;
     uint64_t budget_bytes;   /* 0 (default) = 0.6 x (free memory - weights - 256 MiB), at most the full F16 cache */
+    /* windows in tokens, each 0..OCTO_MAX_CONTEXT, hot <= warm */
     int hot_tokens;          /* newest entries kept at F16: default 128 */
     int warm_tokens;         /* entries younger than this kept at INT8: default 512 */
     int anchor_tokens;       /* first entries never evicted: default 64 */
@@ -133,7 +155,7 @@ typedef struct {
 } octo_kv_options;
 
 typedef struct {
-    int n_ctx;               /* context in tokens; 0 = the model's trained context */
+    int n_ctx;               /* context in tokens, 0..OCTO_MAX_CONTEXT; 0 = the model's trained context */
     octo_kv_type kv_type;    /* the type of new entries (F16 by default); the only type when kv.compress = 0 */
     octo_kv_options kv;
     /* Optional: a smaller model with the same vocabulary (checked token by
@@ -163,6 +185,8 @@ octo_model_options octo_model_options_defaults(void);
 octo_model *octo_load_model(octo_client *client, const char *path, const octo_model_options *opts);
 void octo_model_free(octo_model *model);
 const char *octo_model_error(const octo_model *model);
+/* The status of the last call on this model that failed (OCTO_OK after a success). */
+octo_status octo_model_status(const octo_model *model);
 
 typedef struct {
     char arch[32];            /* general.architecture */
@@ -256,7 +280,7 @@ typedef struct {
     float min_p;            /* [0, 1]; 0 = off; default 0.05 */
     float repeat_penalty;   /* > 0; 1 = off (default) */
     float presence_penalty; /* 0 = off (default) */
-    int repeat_last_n;      /* tokens the penalties look at; default 64 */
+    int repeat_last_n;      /* tokens the penalties look at, 0..OCTO_MAX_REPEAT_LAST_N; default 64 */
     uint64_t seed;          /* the same seed gives the same text; default 0 */
     int parse_special;      /* recognise special-token text in the prompt; default 0 (octo_chat: always) */
     /* Optional progress of the prompt's evaluation (called from octo_stream_next). */

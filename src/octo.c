@@ -10,7 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 
 #include "core/err.h"
 #include "core/kernels.h"
@@ -29,11 +31,33 @@ _Static_assert((int)OCTO_ERR_CORRUPT == (int)ERR_CORRUPT && (int)ERR_COUNT_ == O
                "octo_status and err_code must list the same codes");
 _Static_assert((int)OCTO_ERR_TENSOR_BOUNDS == (int)ERR_TENSOR_BOUNDS && (int)OCTO_ERR_BAD_SHAPE == (int)ERR_BAD_SHAPE,
                "octo_status and err_code must agree");
+_Static_assert(OCTO_MAX_REPEAT_LAST_N == SAMPLER_MAX_HISTORY, "one bound for the penalty window");
 
+/* A client lives while its caller holds it or a model loaded from it exists
+ * (refs). Its errors are per thread: see client_err. */
 struct octo_client {
     octo_client_options opts;
-    err_t err;
+    atomic_int refs;
+    uint64_t id; /* never reused, unlike the address */
 };
+
+/* The last failure of a call on a client, kept per thread: two threads
+ * loading through one client never see each other's message. */
+static _Thread_local struct {
+    uint64_t client_id;
+    err_t err;
+} tl_client_err;
+
+/* This thread's error record for client c, cleared for a new call. */
+static err_t *client_err(const octo_client *c) {
+    tl_client_err.client_id = c->id;
+    err_clear(&tl_client_err.err);
+    return &tl_client_err.err;
+}
+
+static void client_release(octo_client *c) {
+    if (c && atomic_fetch_sub(&c->refs, 1) == 1) free(c);
+}
 
 struct octo_model {
     octo_client *client;
@@ -53,6 +77,7 @@ struct octo_model {
     atomic_bool busy;        /* a stream is alive */
     octo_stream *stream;     /* that stream */
     gen_stats last;          /* of the last finished stream */
+    pthread_mutex_t lock;    /* held while a token is made or stats are read: stats are a snapshot */
     char warning[160];
     err_t err;
 };
@@ -71,16 +96,28 @@ const char *octo_status_name(octo_status status) { return err_code_name((err_cod
 octo_client_options octo_client_options_defaults(void) { return (octo_client_options){.n_threads = 0}; }
 
 octo_client *octo_client_new(const octo_client_options *opts) {
+    static atomic_uint_fast64_t next_id = 1;
     octo_client *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->opts = opts ? *opts : octo_client_options_defaults();
+    atomic_init(&c->refs, 1);
+    c->id = atomic_fetch_add(&next_id, 1);
     return c;
 }
 
-void octo_client_free(octo_client *c) { free(c); }
+void octo_client_free(octo_client *c) { client_release(c); }
 
-const char *octo_last_error(const octo_client *c) { return c ? c->err.msg : "no client"; }
-octo_status octo_last_status(const octo_client *c) { return c ? (octo_status)c->err.code : OCTO_ERR_INVALID_ARG; }
+static bool err_is_for(const octo_client *c) { return c && tl_client_err.client_id == c->id; }
+
+const char *octo_last_error(const octo_client *c) {
+    if (!c) return "no client";
+    return err_is_for(c) ? tl_client_err.err.msg : "";
+}
+
+octo_status octo_last_status(const octo_client *c) {
+    if (!c) return OCTO_ERR_INVALID_ARG;
+    return err_is_for(c) ? (octo_status)tl_client_err.err.code : OCTO_OK;
+}
 
 octo_model_options octo_model_options_defaults(void) {
     const kv_config k = kv_config_default();
@@ -105,8 +142,12 @@ static err_code kv_config_of(const octo_model_options *o, kv_config *out, err_t 
         return err_set(err, ERR_INVALID_ARG, "unknown KV policy %d", (int)k->policy);
     if (k->cold_bits != 4 && k->cold_bits != 8 && k->cold_bits != 16)
         return err_set(err, ERR_INVALID_ARG, "KV cold_bits must be 4, 8 or 16, not %d", k->cold_bits);
-    if (k->hot_tokens < 0 || k->warm_tokens < k->hot_tokens || k->anchor_tokens < 0 || k->recent_tokens < 0)
-        return err_set(err, ERR_INVALID_ARG, "KV windows must satisfy 0 <= hot <= warm, anchors and recent >= 0");
+    if (k->hot_tokens < 0 || k->warm_tokens < k->hot_tokens || k->anchor_tokens < 0 || k->recent_tokens < 0 ||
+        k->warm_tokens > OCTO_MAX_CONTEXT || k->anchor_tokens > OCTO_MAX_CONTEXT || k->recent_tokens > OCTO_MAX_CONTEXT)
+        return err_set(err, ERR_INVALID_ARG,
+                       "KV windows must satisfy 0 <= hot <= warm <= %d, 0 <= anchors, recent <= %d (got %d, %d, %d, %d)",
+                       OCTO_MAX_CONTEXT, OCTO_MAX_CONTEXT, k->hot_tokens, k->warm_tokens, k->anchor_tokens,
+                       k->recent_tokens);
     kv_config c = kv_config_default();
     static const kv_policy_id pol[] = {KV_POLICY_MORPHKV, KV_POLICY_NONE, KV_POLICY_WINDOW, KV_POLICY_H2O,
                                        KV_POLICY_SNAPKV, KV_POLICY_MORPHKV};
@@ -131,33 +172,38 @@ static err_code make_self_draft(octo_model *om, bool asked, const plan_device *d
 
 octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_options *opts) {
     if (!c) return NULL;
-    err_clear(&c->err);
+    err_t *cerr = client_err(c);
     if (!path) {
-        err_set(&c->err, ERR_INVALID_ARG, "no model path given");
+        err_set(cerr, ERR_INVALID_ARG, "no model path given");
         return NULL;
     }
     octo_model *om = calloc(1, sizeof *om);
     if (!om) {
-        err_set(&c->err, ERR_NOMEM, "out of memory");
+        err_set(cerr, ERR_NOMEM, "out of memory");
         return NULL;
     }
-    om->client = c;
     om->opts = opts ? *opts : octo_model_options_defaults();
-    if (om->opts.n_ctx < 0 || c->opts.n_threads < 0 || (om->opts.kv_type != OCTO_KV_F32 && om->opts.kv_type != OCTO_KV_F16) ||
+    if (om->opts.n_ctx < 0 || om->opts.n_ctx > OCTO_MAX_CONTEXT || c->opts.n_threads < 0 ||
+        c->opts.n_threads > OCTO_MAX_THREADS || (om->opts.kv_type != OCTO_KV_F32 && om->opts.kv_type != OCTO_KV_F16) ||
         om->opts.auto_draft < OCTO_DRAFT_NONE || om->opts.auto_draft > OCTO_DRAFT_SELF) {
-        err_set(&c->err, ERR_INVALID_ARG, "bad model options (n_ctx %d, kv_type %d, auto_draft %d)", om->opts.n_ctx,
-                (int)om->opts.kv_type, om->opts.auto_draft);
+        err_set(cerr, ERR_INVALID_ARG,
+                "bad model options (n_ctx %d of 0..%d, n_threads %d of 0..%d, kv_type %d, auto_draft %d)",
+                om->opts.n_ctx, OCTO_MAX_CONTEXT, c->opts.n_threads, OCTO_MAX_THREADS, (int)om->opts.kv_type,
+                om->opts.auto_draft);
         free(om);
         return NULL;
     }
+    om->client = c;
+    atomic_fetch_add(&c->refs, 1); /* released by octo_model_free */
+    pthread_mutex_init(&om->lock, NULL);
     atomic_init(&om->busy, false);
     kv_config kv;
     plan_device dev;
-    err_code rc = kv_config_of(&om->opts, &kv, &c->err);
+    err_code rc = kv_config_of(&om->opts, &kv, cerr);
     if (!rc)
         rc = plan_device_of(c->opts.device, c->opts.cache_dir,
-                            om->opts.kv.compress ? (plan_spill)om->opts.kv.spill : PLAN_SPILL_OFF, &dev, &c->err);
-    if (!rc) rc = model_load(path, &om->m, &c->err);
+                            om->opts.kv.compress ? (plan_spill)om->opts.kv.spill : PLAN_SPILL_OFF, &dev, cerr);
+    if (!rc) rc = model_load(path, &om->m, cerr);
     cpu_classes cc;
     cpu_classes_read(NULL, &cc);
     om->cores = plan_place(&cc, c->opts.n_threads, false);
@@ -172,7 +218,7 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
             client_log(c, OCTO_LOG_WARN, om->cores.reason);
         }
     }
-    if (!rc && !om->pool) rc = tpool_new(om->cores.threads, &om->pool, &c->err);
+    if (!rc && !om->pool) rc = tpool_new(om->cores.threads, &om->pool, cerr);
     if (rc) {
         octo_model_free(om);
         return NULL;
@@ -195,12 +241,12 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
     char spec_reason[sizeof om->plan.spec_reason];
     om->plan = plan_make(om->m, NULL, n_ctx, &kv, &dev);
     if (om->opts.draft_model) { /* given: any problem fails the load */
-        rc = load_draft(om, om->opts.draft_model, &c->err);
+        rc = load_draft(om, om->opts.draft_model, cerr);
         snprintf(om->plan.spec_reason, sizeof om->plan.spec_reason, "draft %s (given)", om->opts.draft_model);
     } else if (om->opts.auto_draft == OCTO_DRAFT_NONE) {
         snprintf(om->plan.spec_reason, sizeof om->plan.spec_reason, "n-gram: no draft given, none looked for (asked)");
     } else if (om->opts.auto_draft == OCTO_DRAFT_SELF || !find_draft(om, path)) {
-        rc = make_self_draft(om, om->opts.auto_draft == OCTO_DRAFT_SELF, &dev, &c->err);
+        rc = make_self_draft(om, om->opts.auto_draft == OCTO_DRAFT_SELF, &dev, cerr);
     }
     memcpy(spec_reason, om->plan.spec_reason, sizeof spec_reason);
     if (!rc && om->draft_m) {
@@ -214,7 +260,7 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
         }
         const bool asked = om->opts.draft_model || om->opts.auto_draft == OCTO_DRAFT_SELF;
         rc = session_new_shared(om->draft_m, n_ctx, &om->plan.draft_kv, om->draft_pool ? om->draft_pool : om->pool,
-                                &om->draft_s, asked ? &c->err : &derr);
+                                &om->draft_s, asked ? cerr : &derr);
         if (rc && !asked) { /* found or made by itself: n-gram stands in, the log says why */
             rc = ERR_OK;
             model_free(om->draft_m);
@@ -229,7 +275,7 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
         }
     }
     memcpy(om->plan.spec_reason, spec_reason, sizeof spec_reason);
-    if (!rc) rc = session_new_shared(om->m, n_ctx, &om->plan.kv, om->pool, &om->s, &c->err);
+    if (!rc) rc = session_new_shared(om->m, n_ctx, &om->plan.kv, om->pool, &om->s, cerr);
     if (rc) {
         octo_model_free(om);
         return NULL;
@@ -250,6 +296,8 @@ void octo_model_free(octo_model *om) {
     tpool_free(om->draft_pool); /* after the sessions that compute on them */
     tpool_free(om->pool);
     model_free(om->m);
+    pthread_mutex_destroy(&om->lock);
+    client_release(om->client);
     free(om);
 }
 
@@ -340,6 +388,7 @@ static err_code load_draft(octo_model *om, const char *path, err_t *err) {
 }
 
 const char *octo_model_error(const octo_model *om) { return om ? om->err.msg : "no model"; }
+octo_status octo_model_status(const octo_model *om) { return om ? (octo_status)om->err.code : OCTO_ERR_INVALID_ARG; }
 
 octo_model_info octo_model_info_get(const octo_model *om) {
     octo_model_info info;
@@ -443,7 +492,7 @@ int octo_tokenize(octo_model *om, const char *text, int len, int add_special, in
         tok_list_free(&l);
         return -(int)rc;
     }
-    memcpy(ids, l.ids, sizeof(int32_t) * (size_t)(l.n < cap ? l.n : cap));
+    if (cap > 0 && l.n > 0) memcpy(ids, l.ids, sizeof(int32_t) * (size_t)(l.n < cap ? l.n : cap));
     int n = l.n;
     tok_list_free(&l);
     return n;
@@ -564,7 +613,9 @@ static octo_stream *start_stream(octo_model *om, const char *text, bool parse_sp
         return NULL;
     }
     st->om = om;
+    pthread_mutex_lock(&om->lock);
     om->stream = st;
+    pthread_mutex_unlock(&om->lock);
     return st;
 }
 
@@ -607,7 +658,10 @@ octo_stream *octo_chat(octo_model *om, const octo_message *msgs, int n, const oc
 
 const char *octo_stream_next(octo_stream *st) {
     if (!st || !st->om) return NULL;
-    return gen_next(st->g);
+    pthread_mutex_lock(&st->om->lock); /* octo_model_stats reads between tokens */
+    const char *piece = gen_next(st->g);
+    pthread_mutex_unlock(&st->om->lock);
+    return piece;
 }
 
 int octo_stream_piece_size(const octo_stream *st) { return st && st->om ? gen_piece_size(st->g) : 0; }
@@ -640,8 +694,8 @@ int32_t octo_stream_last_token(const octo_stream *st) { return st && st->om ? ge
 
 int octo_stream_tokens(const octo_stream *st, const int32_t **ids) {
     int n = 0;
-    *ids = NULL;
-    if (st && st->om) *ids = gen_tokens(st->g, &n);
+    const int32_t *all = st && st->om ? gen_tokens(st->g, &n) : NULL;
+    if (ids) *ids = all; /* NULL ids: the count alone */
     return n;
 }
 
@@ -654,8 +708,10 @@ void octo_stream_cancel(octo_stream *st) {
 void octo_stream_free(octo_stream *st) {
     if (!st) return;
     if (st->om) {
+        pthread_mutex_lock(&st->om->lock);
         st->om->last = gen_get_stats(st->g);
         st->om->stream = NULL;
+        pthread_mutex_unlock(&st->om->lock);
         atomic_store(&st->om->busy, false);
     }
     gen_free(st->g);
@@ -678,7 +734,19 @@ octo_status octo_generate_cb(octo_model *om, const char *prompt, const octo_gene
     return rc;
 }
 
+static octo_stats stats_snapshot(const octo_model *om);
+
+/* Taken between tokens: a stream running on another thread pauses for it. */
 octo_stats octo_model_stats(const octo_model *om) {
+    if (!om) return stats_snapshot(NULL);
+    octo_model *m = (octo_model *)om; /* the lock is not part of the model's value */
+    pthread_mutex_lock(&m->lock);
+    octo_stats st = stats_snapshot(om);
+    pthread_mutex_unlock(&m->lock);
+    return st;
+}
+
+static octo_stats stats_snapshot(const octo_model *om) {
     octo_stats st;
     memset(&st, 0, sizeof st);
     st.speculative_acceptance_rate = -1.0;

@@ -5,6 +5,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,7 +48,7 @@ int parse_float(const char *s, float *out) {
     char *end;
     errno = 0;
     float v = strtof(s, &end);
-    if (errno || end == s || *end) return 0;
+    if (errno || end == s || *end || !isfinite(v)) return 0; /* "nan", "inf": never a meaningful setting */
     *out = v;
     return 1;
 }
@@ -92,6 +93,11 @@ int read_text_file(const char *path, char **out, size_t *len) {
     char *buf = malloc(cap + 1);
     for (size_t r; buf && (r = fread(buf + n, 1, cap - n, f)) > 0;) {
         n += r;
+        if (n == cap && cap >= CLI_MAX_TEXT_BYTES) { /* /dev/zero, a runaway pipe: stop before memory runs out */
+            free(buf);
+            fclose(f);
+            return fail("%s: longer than %d MiB, the most a text input may be", path, CLI_MAX_TEXT_BYTES >> 20);
+        }
         if (n == cap) {
             char *more = realloc(buf, (cap *= 2) + 1);
             if (!more) free(buf);
@@ -128,4 +134,16 @@ int parse_spec_mode(const char *s, int *mode) {
 int parse_lookahead(const char *s, int *w, int *n, int *g) {
     char tail;
     return sscanf(s, "%d,%d,%d%c", w, n, g, &tail) == 3;
+}
+
+int finish_stdout(int rc) {
+    /* a full disk or a closed pipe shows only here: stdio kept the error */
+    errno = 0;
+    const int flushed = fflush(stdout) == 0 && !ferror(stdout);
+    const int e = errno;
+    if (fclose(stdout) != 0 || !flushed) {
+        const int why = e ? e : errno;
+        if (!rc) rc = fail("cannot write the output: %s", why ? strerror(why) : "write error");
+    }
+    return rc;
 }

@@ -20,6 +20,10 @@ double mib(uint64_t bytes);
 /* A whole file, NUL-terminated, into *out (malloc'd) and *len; 0 on
  * success, else the error is printed (fail) and 1 returned. */
 int read_text_file(const char *path, char **out, size_t *len);
+#define CLI_MAX_TEXT_BYTES (256 << 20) /* a larger text input is refused */
+/* Flush and close stdout; a write error becomes the command's failure (one
+ * line, exit 1) when rc was 0. Returns the exit code. */
+int finish_stdout(int rc);
 /* --spec NAME: auto none ngram draft self lookahead; 1 on success. */
 int parse_spec_mode(const char *s, int *mode);
 /* --lookahead W,N,G; 1 on success. */

@@ -221,6 +221,8 @@ int cmd_eval(int argc, char **argv) {
     octo_model_free(m);
     const uint64_t full_f16 = in.kv_bytes_per_token * (uint64_t)n; /* reference entries are F16 */
     if (budget_pct > 0) mo.kv.budget_bytes = (uint64_t)(budget_pct / 100.0 * (double)full_f16);
+    if (!rc && budget_pct > 0 && mo.kv.budget_bytes == 0) /* 0 would mean "no budget": the opposite of what was asked */
+        rc = fail("--kv-budget %g%% of %llu bytes rounds to 0 bytes", budget_pct, (unsigned long long)full_f16);
     mo.n_ctx = (int)n_ctx;
     mo.auto_draft = OCTO_DRAFT_NONE;
     if (!rc && !(m = octo_load_model(c, path, &mo))) rc = fail("%s", octo_last_error(c));

@@ -23,6 +23,7 @@
 #include "cli.h"
 #include "model/synth.h" /* internal: synthetic model writer, used by `octo synth` */
 #include "core/quant.h"  /* internal: type names for `octo synth --type` */
+#include "core/atomic_write.h" /* internal: output files written whole or not at all */
 
 static void help(FILE *f) {
     fputs("usage: octo <command> [options]\n"
@@ -69,7 +70,8 @@ static void help(FILE *f) {
           f);
 }
 
-static int tokenize_all(octo_model *m, const char *text, size_t len, int add_special, int32_t **out, int *n_out);
+static int tokenize_all(octo_model *m, const char *text, size_t len, int add_special, int parse_special, int32_t **out,
+                        int *n_out);
 
 
 /* ---------------------------------------------------------------- inspect */
@@ -165,20 +167,21 @@ static int cmd_logits(int argc, char **argv) {
     int rc = 0;
     float *logits = NULL;
     if (!m) rc = fail("%s", c ? octo_last_error(c) : "out of memory");
-    if (!rc && prompt && tokenize_all(m, prompt, strlen(prompt), 1, &tokens, &n)) rc = 1;
+    if (!rc && prompt && tokenize_all(m, prompt, strlen(prompt), 1, 0, &tokens, &n)) rc = 1;
     if (!rc) {
         octo_model_info in = octo_model_info_get(m);
         logits = malloc(sizeof(float) * (size_t)n * (size_t)in.n_vocab);
         if (!logits) rc = fail("out of memory for %d x %d logits", n, in.n_vocab);
         else if (octo_eval(m, tokens, n, logits, OCTO_LOGITS_ALL) != OCTO_OK) rc = fail("%s", octo_model_error(m));
         if (!rc) {
-            FILE *f = fopen(out_path, "wb");
-            size_t count = (size_t)n * (size_t)in.n_vocab;
-            if (!f) rc = fail("%s: %s", out_path, strerror(errno));
-            else {
-                /* float32 little-endian: the host order on every target octo builds for */
-                size_t w = fwrite(logits, sizeof(float), count, f);
-                if (fclose(f) != 0 || w != count) rc = fail("%s: write failed", out_path);
+            /* float32 little-endian: the host order on every target octo builds for */
+            atomic_file f;
+            err_t err = {0};
+            if (atomic_file_open(&f, out_path, &err) ||
+                atomic_file_write(&f, logits, sizeof(float) * (size_t)n * (size_t)in.n_vocab, &err) ||
+                atomic_file_commit(&f, &err)) {
+                atomic_file_abort(&f);
+                rc = fail("%s", err.msg);
             }
         }
     }
@@ -190,17 +193,20 @@ static int cmd_logits(int argc, char **argv) {
 }
 
 /* Tokenize text into a malloc'd array (one line on stderr on failure). */
-static int tokenize_all(octo_model *m, const char *text, size_t len, int add_special, int32_t **out, int *n_out) {
+static int tokenize_all(octo_model *m, const char *text, size_t len, int add_special, int parse_special, int32_t **out,
+                        int *n_out) {
     if (len > (size_t)INT32_MAX) return fail("the text is too long (%zu bytes)", len);
     int cap = (int)len + 16;
     int32_t *ids = malloc(sizeof *ids * (size_t)cap);
     if (!ids) return fail("out of memory");
-    int n = octo_tokenize(m, text, (int)len, add_special, 0, ids, cap);
-    if (n > cap) { /* cannot happen for these vocabularies, but the API allows it */
+    int n = octo_tokenize(m, text, (int)len, add_special, parse_special, ids, cap);
+    if (n > cap) { /* byte fallback can make more ids than bytes: ask again with room for all */
         int32_t *more = realloc(ids, sizeof *ids * (size_t)n);
         if (!more) { free(ids); return fail("out of memory"); }
         ids = more;
-        n = octo_tokenize(m, text, (int)len, add_special, 0, ids, n);
+        cap = n;
+        n = octo_tokenize(m, text, (int)len, add_special, parse_special, ids, cap);
+        if (n > cap) n = -OCTO_ERR_INVALID_ARG; /* the library counted differently twice: never read past cap */
     }
     if (n < 0) {
         free(ids);
@@ -260,12 +266,7 @@ static int cmd_tokenize(int argc, char **argv) {
     int rc = m ? 0 : 1;
     int32_t *ids = NULL;
     int n = 0;
-    if (!rc) {
-        int cap = (int)len + 16;
-        ids = malloc(sizeof *ids * (size_t)cap);
-        n = ids ? octo_tokenize(m, text, (int)len, !no_bos, special, ids, cap) : -OCTO_ERR_NOMEM;
-        if (n < 0) rc = fail("%s", octo_model_error(m));
-    }
+    if (!rc) rc = tokenize_all(m, text, len, !no_bos, special, &ids, &n);
     if (!rc) {
         int32_t bos = octo_token_bos(m);
         int first = 1;
@@ -364,6 +365,20 @@ static void print_stats(const octo_stats *s) {
     if (s->warning[0]) fprintf(stderr, "warning      %s\n", s->warning);
 }
 
+/* A stream that ended short of what was asked is not a success: Ctrl-C
+ * exits 130 as a shell expects, a full context 1; each with one line. */
+static int stop_status(octo_stream *st) {
+    switch (octo_stream_stop_reason(st)) {
+    case OCTO_STOP_CANCELLED:
+        fail("interrupted");
+        return 130;
+    case OCTO_STOP_CONTEXT_FULL:
+        return fail("stopped after %d tokens: the context is full (a larger --ctx holds more)",
+                    octo_stream_token_count(st));
+    default: return 0;
+    }
+}
+
 /* Drain a stream to stdout (text, or ids on one line). Returns 0 or 1 after printing the error. */
 static int drain(octo_stream *st, int ids, char **reply, size_t *reply_len) {
     g_running = st;
@@ -396,7 +411,7 @@ static int drain(octo_stream *st, int ids, char **reply, size_t *reply_len) {
     }
     fflush(stdout);
     if (octo_stream_status(st) != OCTO_OK) return fail("%s", octo_stream_error(st));
-    return 0;
+    return stop_status(st);
 }
 
 static int parse_sampling(const char *a, const char *v, octo_generate_params *gp, int *consumed) {
@@ -419,6 +434,97 @@ static int parse_sampling(const char *a, const char *v, octo_generate_params *gp
         return 0;
     }
     return 0;
+}
+
+/* The conversation so far: messages and the strings they point at. */
+typedef struct {
+    octo_message *msgs;
+    char **owned; /* [i] is msgs[i].content's own copy (NULL for the system prompt) */
+    int n;
+} chat_history;
+
+static int history_add(chat_history *h, const char *role, char *content) {
+    octo_message *m = realloc(h->msgs, sizeof *m * (size_t)(h->n + 1));
+    if (m) h->msgs = m;
+    char **o = m ? realloc(h->owned, sizeof *o * (size_t)(h->n + 1)) : NULL;
+    if (o) h->owned = o;
+    if (!m || !o) return 0;
+    h->msgs[h->n] = (octo_message){role, content};
+    h->owned[h->n++] = strcmp(role, "system") ? content : NULL;
+    return 1;
+}
+
+/* Forget the oldest exchange after the system prompt; 0 when none is left
+ * but the newest message. */
+static int history_drop_oldest(chat_history *h) {
+    const int first = h->n && !strcmp(h->msgs[0].role, "system");
+    if (h->n - first <= 1) return 0;
+    const int k = h->n - first >= 3 ? 2 : 1; /* a user line and its reply */
+    for (int i = first; i < first + k; i++) free(h->owned[i]);
+    memmove(h->msgs + first, h->msgs + first + k, sizeof *h->msgs * (size_t)(h->n - first - k));
+    memmove(h->owned + first, h->owned + first + k, sizeof *h->owned * (size_t)(h->n - first - k));
+    h->n -= k;
+    return 1;
+}
+
+static void history_free(chat_history *h) {
+    for (int i = 0; i < h->n; i++) free(h->owned[i]);
+    free(h->owned);
+    free(h->msgs);
+}
+
+/* One turn: the reply to the history's last message, printed and added.
+ * When the history no longer fits the context, the oldest exchanges go
+ * first; a message that does not fit alone is dropped with one line. */
+static int chat_turn(octo_model *m, chat_history *h, int ids, const octo_generate_params *gp, int *started) {
+    octo_stream *st;
+    while (!(st = octo_chat(m, h->msgs, h->n, gp)) && octo_model_status(m) == OCTO_ERR_CONTEXT_FULL &&
+           history_drop_oldest(h)) {
+    }
+    if (!st) {
+        fail("%s", octo_model_error(m));
+        if (octo_model_status(m) != OCTO_ERR_CONTEXT_FULL) return 1;
+        free(h->owned[--h->n]); /* this message alone is too long: the session goes on without it */
+        return 0;
+    }
+    (*started)++;
+    char *reply = calloc(1, 1);
+    size_t reply_len = 0;
+    int rc = drain(st, ids, &reply, &reply_len);
+    if (octo_stream_stop_reason(st) == OCTO_STOP_CONTEXT_FULL) rc = 0; /* a reply cut short: the next turn makes room */
+    octo_stream_free(st);
+    putchar('\n');
+    if (rc || !reply || !history_add(h, "assistant", reply)) {
+        free(reply);
+        return rc ? rc : fail("out of memory");
+    }
+    return 0;
+}
+
+/* interactive: one user line per turn (any length); the history is resent and the cache reuses its prefix */
+static int chat_session(octo_model *m, const char *system, int ids, const octo_generate_params *gp, int *started) {
+    chat_history h = {0};
+    int rc = system && !history_add(&h, "system", (char *)system) ? fail("out of memory") : 0;
+    const int tty = isatty(STDIN_FILENO);
+    char *line = NULL;
+    size_t line_cap = 0;
+    while (!rc) {
+        if (tty) { fputs("> ", stderr); fflush(stderr); }
+        ssize_t len = getline(&line, &line_cap, stdin);
+        if (len < 0) break;
+        line[strcspn(line, "\n")] = '\0';
+        if (!line[0]) continue;
+        char *user = strdup(line);
+        if (!user || !history_add(&h, "user", user)) {
+            free(user);
+            rc = fail("out of memory");
+            break;
+        }
+        rc = chat_turn(m, &h, ids, gp, started);
+    }
+    free(line);
+    history_free(&h);
+    return rc;
 }
 
 static int cmd_run(int argc, char **argv) {
@@ -482,47 +588,9 @@ static int cmd_run(int argc, char **argv) {
             rc = drain(st, ids, NULL, NULL);
             octo_stream_free(st);
         }
-        if (!ids && !rc) putchar('\n');
+        if (!ids) putchar('\n');
     } else {
-        /* interactive: one user line per turn; the history is resent and the cache reuses its prefix */
-        octo_message *msgs = NULL;
-        int n_msgs = 0;
-        char **owned = NULL;
-        int tty = isatty(STDIN_FILENO);
-        if (prompt) {
-            msgs = realloc(msgs, sizeof *msgs * (size_t)(n_msgs + 1));
-            msgs[n_msgs++] = (octo_message){"system", prompt};
-        }
-        char line[8192];
-        for (;;) {
-            if (tty) { fputs("> ", stderr); fflush(stderr); }
-            if (!fgets(line, sizeof line, stdin)) break;
-            line[strcspn(line, "\n")] = '\0';
-            if (!line[0]) continue;
-            char *user = strdup(line);
-            octo_message *more = realloc(msgs, sizeof *msgs * (size_t)(n_msgs + 2));
-            char **more_owned = realloc(owned, sizeof *owned * (size_t)(n_msgs + 2));
-            if (!user || !more || !more_owned) { free(user); if (more) msgs = more; if (more_owned) owned = more_owned; rc = fail("out of memory"); break; }
-            msgs = more;
-            owned = more_owned;
-            owned[n_msgs] = user;
-            msgs[n_msgs++] = (octo_message){"user", user};
-            octo_stream *st = octo_chat(m, msgs, n_msgs, &gp);
-            if (!st) { rc = fail("%s", octo_model_error(m)); break; }
-            started++;
-            char *reply = calloc(1, 1);
-            size_t reply_len = 0;
-            rc = drain(st, ids, &reply, &reply_len);
-            octo_stream_free(st);
-            putchar('\n');
-            if (rc || !reply) { free(reply); break; }
-            owned[n_msgs] = reply;
-            msgs[n_msgs++] = (octo_message){"assistant", reply};
-        }
-        for (int i = 0; i < n_msgs; i++)
-            if (strcmp(msgs[i].role, "system")) free(owned[i]);
-        free(owned);
-        free(msgs);
+        rc = chat_session(m, prompt, ids, &gp, &started);
     }
     if (stats && started) {
         fflush(stdout);
@@ -595,16 +663,15 @@ static int cmd_synth(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         help(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return finish_stdout(argc < 2 ? 2 : 0);
     }
-    const char *cmd = argv[1];
-    if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
-    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 2, argv + 2);
-    if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 2, argv + 2);
-    if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);
-    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 2, argv + 2);
-    if (!strcmp(cmd, "eval")) return cmd_eval(argc - 2, argv + 2);
-    if (!strcmp(cmd, "logits")) return cmd_logits(argc - 2, argv + 2);
-    if (!strcmp(cmd, "synth")) return cmd_synth(argc - 2, argv + 2);
-    return usage_error("unknown command '%s'", cmd);
+    static const struct {
+        const char *name;
+        int (*run)(int argc, char **argv);
+    } cmds[] = {{"run", cmd_run},         {"tokenize", cmd_tokenize}, {"detokenize", cmd_detokenize},
+                {"inspect", cmd_inspect}, {"bench", cmd_bench},       {"eval", cmd_eval},
+                {"logits", cmd_logits},   {"synth", cmd_synth}};
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
+        if (!strcmp(argv[1], cmds[i].name)) return finish_stdout(cmds[i].run(argc - 2, argv + 2));
+    return usage_error("unknown command '%s'", argv[1]);
 }

@@ -9,13 +9,48 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Bytes of the valid UTF-8 character at p (n bytes left), or 0 when it is not one. */
+static size_t utf8_len(const unsigned char *p, size_t n) {
+    const size_t len = p[0] < 0x80 ? 1 : (p[0] & 0xE0) == 0xC0 ? 2 : (p[0] & 0xF0) == 0xE0 ? 3 : (p[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (!len || len > n || (len == 2 && p[0] < 0xC2)) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    return len;
+}
+
+/* Copy src into dst (cap bytes, NUL-terminated) with control bytes and
+ * invalid UTF-8 written as \xNN: names read from a file cannot move a
+ * terminal's cursor or forge a log line. */
+static void copy_escaped(char *dst, size_t cap, const char *src) {
+    const unsigned char *p = (const unsigned char *)src;
+    size_t n = strlen(src), o = 0;
+    while (n && o + 1 < cap) {
+        size_t len = utf8_len(p, n);
+        if (len && !(len == 1 && (*p < 0x20 || *p == 0x7F))) {
+            if (o + len >= cap) break;
+            memcpy(dst + o, p, len);
+        } else {
+            if (o + 4 >= cap) break;
+            snprintf(dst + o, 5, "\\x%02X", *p);
+            len = 1;
+            o += 3;
+        }
+        o += len;
+        p += len;
+        n -= len;
+    }
+    dst[o] = '\0';
+}
+
 err_code err_set(err_t *e, err_code code, const char *fmt, ...) {
     if (!e) return code;
     e->code = code;
+    char raw[sizeof e->msg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    copy_escaped(e->msg, sizeof e->msg, raw);
     return code;
 }
 
@@ -24,8 +59,10 @@ err_code err_prefix(err_t *e, const char *fmt, ...) {
     char head[160], old[sizeof e->msg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(head, sizeof head, fmt, ap);
+    char raw[sizeof head];
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    copy_escaped(head, sizeof head, raw);
     memcpy(old, e->msg, sizeof old);
     /* head, ": ", then as much of the old message as fits */
     size_t n = strlen(head), cap = sizeof e->msg - 1;

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "atomic_write.h"
 #include "quant.h"
 
 #define GGUF_MAX_ARRAY_DEPTH 8
@@ -247,6 +248,31 @@ static err_code read_tensor_info(cursor *c, gguf_tensor *t) {
     return cur_u64(c, &t->offset, "tensor offset");
 }
 
+/* Flag every tensor whose bytes overlap another's (two names for one range
+ * are legal GGUF, but whoever rewrites a tensor in place must know). */
+static int by_start(const void *a, const void *b) {
+    const gguf_tensor *x = *(const gguf_tensor *const *)a, *y = *(const gguf_tensor *const *)b;
+    return x->data < y->data ? -1 : x->data > y->data;
+}
+
+static err_code mark_shared(gguf_ctx *g, err_t *err) {
+    if (g->n_tensors < 2) return ERR_OK;
+    gguf_tensor **order = malloc(sizeof *order * g->n_tensors);
+    if (!order) return err_set(err, ERR_NOMEM, "out of memory");
+    for (uint64_t i = 0; i < g->n_tensors; i++) order[i] = &g->tensors[i];
+    qsort(order, g->n_tensors, sizeof *order, by_start);
+    /* sweep: the tensor reaching furthest so far overlaps any that starts before its end */
+    gguf_tensor *reach = order[0];
+    for (uint64_t i = 1; i < g->n_tensors; i++) {
+        gguf_tensor *t = order[i];
+        if (t->n_bytes && reach->n_bytes && (const uint8_t *)t->data < (const uint8_t *)reach->data + reach->n_bytes)
+            t->shares_bytes = reach->shares_bytes = true;
+        if ((const uint8_t *)t->data + t->n_bytes > (const uint8_t *)reach->data + reach->n_bytes) reach = t;
+    }
+    free(order);
+    return ERR_OK;
+}
+
 static err_code parse(gguf_ctx *g, err_t *err) {
     cursor c = {g->base, g->size, 0, err};
     uint32_t magic;
@@ -306,8 +332,8 @@ static err_code parse(gguf_ctx *g, err_t *err) {
     if (al) {
         if (al->value.type != GGUF_UINT32)
             rc = err_set(err, ERR_BAD_VALUE, "general.alignment must be u32, not %s", gguf_type_name(al->value.type));
-        else if (al->value.v.u64 == 0 || (al->value.v.u64 & (al->value.v.u64 - 1)))
-            rc = err_set(err, ERR_BAD_VALUE, "general.alignment %llu is not a power of two",
+        else if (al->value.v.u64 < 8 || (al->value.v.u64 & (al->value.v.u64 - 1)))
+            rc = err_set(err, ERR_BAD_VALUE, "general.alignment %llu is not a power of two of at least 8",
                          (unsigned long long)al->value.v.u64);
         else
             g->alignment = al->value.v.u64;
@@ -339,7 +365,7 @@ static err_code parse(gguf_ctx *g, err_t *err) {
                            (unsigned long long)t->n_bytes, (unsigned long long)t->offset, (unsigned long long)g->size);
         t->data = g->base + start;
     }
-    return ERR_OK;
+    return mark_shared(g, err);
 }
 
 static err_code open_common(gguf_ctx *g, gguf_ctx **out, err_t *err) {
@@ -369,11 +395,16 @@ err_code gguf_open(const char *path, gguf_ctx **out, err_t *err) {
         return err_set(err, ERR_IO, "%s: %s", path, strerror(errno));
     }
     if (S_ISDIR(st.st_mode)) return err_set(err, ERR_IS_DIR, "%s is a directory, not a model file", path);
-    int fd = open(path, O_RDONLY);
+    /* O_NONBLOCK: a FIFO swapped in after the stat must not hang the open */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return err_set(err, ERR_IO, "%s: %s", path, strerror(errno));
     if (fstat(fd, &st) != 0) {
         close(fd);
         return err_set(err, ERR_IO, "%s: %s", path, strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode)) { /* a FIFO, socket or device: nothing to map */
+        close(fd);
+        return err_set(err, ERR_IO, "%s is not a regular file", path);
     }
     if (st.st_size == 0) {
         close(fd);
@@ -761,15 +792,12 @@ err_code gguf_writer_write(gguf_writer *w, const char *path, gguf_fill_fn fill, 
         free(h.p);
         return err_set(err, ERR_INVALID_ARG, "tensors without data and no fill callback");
     }
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        free(h.p);
-        return err_set(err, ERR_IO, "%s: %s", path, strerror(errno));
-    }
-    err_code rc = ERR_OK;
-    void *buf = max_fill ? malloc(max_fill) : NULL;
-    if (max_fill && !buf) rc = err_set(err, ERR_NOMEM, "out of memory for a %llu-byte tensor", (unsigned long long)max_fill);
-    if (!rc && fwrite(h.p, 1, h.n, f) != h.n) rc = err_set(err, ERR_IO, "%s: write failed", path);
+    atomic_file f;
+    err_code rc = atomic_file_open(&f, path, err);
+    void *buf = NULL;
+    if (!rc && max_fill && !(buf = malloc(max_fill)))
+        rc = err_set(err, ERR_NOMEM, "out of memory for a %llu-byte tensor", (unsigned long long)max_fill);
+    if (!rc) rc = atomic_file_write(&f, h.p, h.n, err);
     for (size_t i = 0; !rc && i < w->n_t; i++) {
         wtensor *t = &w->t[i];
         const void *src = t->data;
@@ -777,16 +805,16 @@ err_code gguf_writer_write(gguf_writer *w, const char *path, gguf_fill_fn fill, 
             rc = fill(user, i, buf, t->n_bytes, err);
             src = buf;
         }
-        if (!rc && fwrite(src, 1, t->n_bytes, f) != t->n_bytes) rc = err_set(err, ERR_IO, "%s: write failed", path);
+        if (!rc) rc = atomic_file_write(&f, src, t->n_bytes, err);
         uint64_t pad = align_up(t->n_bytes, alignment) - t->n_bytes;
         while (!rc && pad) {
             uint64_t k = pad < sizeof zeros ? pad : sizeof zeros;
-            if (fwrite(zeros, 1, k, f) != k) rc = err_set(err, ERR_IO, "%s: write failed", path);
+            rc = atomic_file_write(&f, zeros, k, err);
             pad -= k;
         }
     }
-    if (fclose(f) != 0 && !rc) rc = err_set(err, ERR_IO, "%s: close failed: %s", path, strerror(errno));
-    if (rc) remove(path);
+    if (!rc) rc = atomic_file_commit(&f, err); /* the target changes only here */
+    else atomic_file_abort(&f);
     free(buf);
     free(h.p);
     return rc;

@@ -83,6 +83,7 @@ typedef struct {
     uint64_t n_elements;
     uint64_t n_bytes;
     const void *data;          /* inside the mapping */
+    bool shares_bytes;         /* its bytes overlap another tensor's: never rewrite them in place */
 } gguf_tensor;
 
 typedef struct {

@@ -261,7 +261,9 @@ static void quantize_q8p(const float *x, void *dst, int64_t n) {
     for (int64_t b = 0; b < n / 32; b++, x += 32) {
         fp16_t d16;
         float d;
-        y[b].off = -8 * act_q8_0_block(x, &d16, y[b].qs, &d);
+        /* unsigned: with a NaN or Inf lane the sum is garbage (d is not finite then, and so is every
+         * product), and must not be signed overflow */
+        y[b].off = (int32_t)(0u - 8u * (uint32_t)act_q8_0_block(x, &d16, y[b].qs, &d));
         y[b].d = _cvtsh_ss(d16);
     }
 }

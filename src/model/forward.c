@@ -614,6 +614,19 @@ static err_code ffn_moe(fwd_state *st, const experts_iface *ex, int layer, int T
 
 /* ---------------------------------------------------------------- forward */
 
+/* NaN or Inf logits (a weight or hyperparameter that is not a finite number)
+ * would be sampled as token 0 forever: stop with an error instead. One pass
+ * over the rows, next to the output matmul's n_embd x n_vocab. */
+static err_code check_finite(const float *logits, size_t n, int32_t pos0, err_t *err) {
+    float acc = 0.0f;
+    for (size_t i = 0; i < n; i++) acc += logits[i] * 0.0f; /* stays 0 unless some logit is NaN or Inf */
+    if (acc == 0.0f) return ERR_OK;
+    return err_set(err, ERR_BAD_VALUE,
+                   "the model computed non-finite logits (NaN or Inf) at position %d: its weights hold values "
+                   "that are not finite numbers",
+                   (int)pos0);
+}
+
 err_code forward(fwd_state *st, const kv_iface *kv, const experts_iface *experts, const int32_t *tokens, int n,
                  int32_t pos0, const int32_t *out_rows, int n_out, float *logits, err_t *err) {
     return forward_tree(st, kv, experts, tokens, n, pos0, NULL, out_rows, n_out, logits, err);
@@ -697,5 +710,7 @@ err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *ex
         int t = out_rows ? out_rows[i] : (n_out == n ? i : n - n_out + i);
         rmsnorm(st->xn + (size_t)i * E, st->x + (size_t)t * E, m->output_norm.data, E, hp->rms_eps);
     }
-    return n_out ? mat_mul(st, &m->output, 0, st->xn, n_out, logits, err) : ERR_OK;
+    if (!n_out) return ERR_OK;
+    rc = mat_mul(st, &m->output, 0, st->xn, n_out, logits, err);
+    return rc ? rc : check_finite(logits, (size_t)n_out * (size_t)m->hp.n_vocab, pos0, err);
 }

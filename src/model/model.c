@@ -9,6 +9,7 @@
  */
 #include "model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +62,7 @@ static err_code get_float(const gguf_ctx *g, const char *arch, const char *name,
     if (!gguf_get_f32(g, key, out))
         return err_set(err, ERR_BAD_VALUE, "metadata key '%s' must be a float, not %s", key,
                        gguf_type_name(kv->value.type));
-    if (!(*out == *out) || *out < 0.0f)
+    if (!isfinite(*out) || *out < 0.0f) /* inf or NaN would only give garbage logits */
         return err_set(err, ERR_BAD_VALUE, "metadata key '%s' is %g", key, (double)*out);
     return ERR_OK;
 }
@@ -121,6 +122,8 @@ static err_code read_hparams(const gguf_ctx *g, model_hparams *hp, err_t *err) {
         return err_set(err, ERR_UNSUPPORTED, "RoPE scaling type '%.*s' is not supported (none, linear)",
                        (int)(st.len > 32 ? 32 : st.len), st.ptr);
     if (factor > 0.0f && !(has_type && gguf_str_eq(st, "none"))) hp->rope_freq_scale = 1.0f / factor;
+    if (!isfinite(hp->rope_freq_scale))
+        return err_set(err, ERR_BAD_VALUE, "%s.rope scaling factor %g is too small", a, (double)factor);
     return ERR_OK;
 }
 
@@ -162,6 +165,7 @@ static err_code bind(binder *b, model_mat *m, const char *name, int64_t ne0, int
     m->n_out = want[1];
     m->n_mat = want[2];
     m->row_bytes = quant_row_bytes(t->type, want[0]);
+    m->shared = t->shares_bytes;
     b->n_params += t->n_elements;
     b->bytes += t->n_bytes;
     return ERR_OK;
@@ -231,7 +235,7 @@ static void pack_weights(model *m) {
         for (int i = 0; i < n; i++) {
             model_mat *w = mats[i];
             const int64_t rows = w->n_out * w->n_mat;
-            if (!w->data || w->packed || !packed_get(w->type) || w->n_out % PACK_ROWS ||
+            if (!w->data || w->packed || w->shared || !packed_get(w->type) || w->n_out % PACK_ROWS ||
                 !packed_supported(w->type, rows, w->n_in))
                 continue;
             const uint8_t *own = m->owned;

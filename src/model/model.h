@@ -53,6 +53,7 @@ typedef struct {
     int64_t n_mat;  /* ne[2]: experts (1 for plain matrices) */
     size_t row_bytes;
     bool packed;    /* re-laid at load for the active path's packed kernels (core/packed.h) */
+    bool shared;    /* its bytes are another tensor's too: kept in the GGUF layout (never packed) */
 } model_mat;
 
 typedef struct {

@@ -163,9 +163,9 @@ err_code sampler_check(const sampler_params *p, err_t *err) {
     if (isnan(p->presence_penalty))
         return err_set(err, ERR_INVALID_ARG, "sampler: presence_penalty must be a number (got %g)",
                        (double)p->presence_penalty);
-    if (p->repeat_last_n < 0)
-        return err_set(err, ERR_INVALID_ARG, "sampler: repeat_last_n must be >= 0 (got %d)",
-                       p->repeat_last_n);
+    if (p->repeat_last_n < 0 || p->repeat_last_n > SAMPLER_MAX_HISTORY)
+        return err_set(err, ERR_INVALID_ARG, "sampler: repeat_last_n must be in 0..%d (got %d)",
+                       SAMPLER_MAX_HISTORY, p->repeat_last_n);
     return ERR_OK;
 }
 
@@ -184,8 +184,9 @@ err_code sampler_new(const sampler_params *p, int n_vocab, sampler **out, err_t 
     s->p = *p;
     s->n_vocab = n_vocab;
     const size_t n = (size_t)n_vocab;
+    /* repeat_last_n <= SAMPLER_MAX_HISTORY (checked above), so the sum fits an int */
     s->hist_cap = p->repeat_last_n > 0 ? p->repeat_last_n + SAMPLER_REWIND_MAX : 0;
-    s->hist = malloc(sizeof *s->hist * (size_t)(s->hist_cap > 0 ? s->hist_cap : 1));
+    s->hist = malloc(sizeof *s->hist * (s->hist_cap > 0 ? (size_t)s->hist_cap : 1));
     s->mark = calloc(n, sizeof *s->mark);
     s->logit = malloc(n * sizeof *s->logit);
     s->weight = malloc(n * sizeof *s->weight);

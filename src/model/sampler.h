@@ -47,6 +47,8 @@ void sampler_accept(sampler *s, int32_t token);
  * in the vocabulary): speculation accepts draft tokens tentatively so that
  * each verified position sees the penalties of the drafts before it. */
 #define SAMPLER_REWIND_MAX 16
+/* The longest penalty window (octo.h's OCTO_MAX_REPEAT_LAST_N). */
+#define SAMPLER_MAX_HISTORY (1 << 20)
 void sampler_rewind(sampler *s, int n);
 /* Forget accepted tokens (keeps the RNG state). */
 void sampler_reset_history(sampler *s);

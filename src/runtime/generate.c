@@ -23,7 +23,7 @@
 #include "spec/verify.h"
 
 #define PREFILL_CHUNK 256
-#define PENDING_MAX 512
+#define PENDING_MAX 512 /* the pending buffer's first size */
 
 struct generation {
     session *s;
@@ -43,9 +43,9 @@ struct generation {
     bool flushed;
     atomic_bool cancel;
     err_t err;
-    char pending[PENDING_MAX]; /* bytes not yet returned */
-    int n_pending;
-    char piece[PENDING_MAX + 1];
+    char *pending;          /* [pending_cap] bytes not yet returned */
+    int n_pending, pending_cap;
+    char *piece;            /* [pending_cap + 1] */
     int piece_size;
     double t_start, t_prefill_end, t_decode_total;
     gen_stats stats;
@@ -98,7 +98,12 @@ err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int 
     g->logits = malloc(sizeof(float) * (size_t)n_vocab);
     int max_out = p->max_tokens < s->n_ctx ? p->max_tokens : s->n_ctx;
     g->out_ids = malloc(sizeof(int32_t) * (size_t)max_out);
-    err_code rc = !g->prompt || !g->logits || !g->out_ids ? err_set(err, ERR_NOMEM, "out of memory") : ERR_OK;
+    g->pending_cap = PENDING_MAX; /* grown for a longer piece (grow_pending) */
+    g->pending = malloc(PENDING_MAX);
+    g->piece = malloc(PENDING_MAX + 1);
+    err_code rc = !g->prompt || !g->logits || !g->out_ids || !g->pending || !g->piece
+                      ? err_set(err, ERR_NOMEM, "out of memory")
+                      : ERR_OK;
     if (!rc) rc = sampler_new(&p->sampling, n_vocab, &g->smp, err);
     if (!rc && p->spec != GEN_SPEC_NONE) {
         const bool sampled = p->sampling.temperature != 0.0f;
@@ -145,6 +150,8 @@ void gen_free(generation *g) {
     free(g->prompt);
     free(g->logits);
     free(g->out_ids);
+    free(g->pending);
+    free(g->piece);
     free(g);
 }
 
@@ -381,6 +388,30 @@ static bool take_complete(generation *g, bool all) {
     return true;
 }
 
+/* Room for at least need pending bytes (a token's piece may be long). */
+static bool grow_pending(generation *g, int need) {
+    if (need <= g->pending_cap) return true;
+    const int cap = need > INT32_MAX / 2 ? need : 2 * need;
+    char *p = realloc(g->pending, (size_t)cap), *q = p ? realloc(g->piece, (size_t)cap + 1) : NULL;
+    if (p) g->pending = p;
+    if (!q) return false;
+    g->piece = q;
+    g->pending_cap = cap;
+    return true;
+}
+
+/* Append the bytes of tok to the pending buffer, however long its piece. */
+static err_code append_piece(generation *g, int32_t tok) {
+    int room = g->pending_cap - g->n_pending;
+    int n = tokenizer_piece(g->tok, tok, false, g->pending + g->n_pending, room);
+    if (n > room) {
+        if (!grow_pending(g, g->n_pending + n)) return err_set(&g->err, ERR_NOMEM, "out of memory for a token's text");
+        n = tokenizer_piece(g->tok, tok, false, g->pending + g->n_pending, n);
+    }
+    if (n > 0) g->n_pending += n;
+    return ERR_OK;
+}
+
 static const char *next_piece(generation *g);
 
 /* The calling thread computes on the model's cores while it is here. */
@@ -462,13 +493,9 @@ static const char *next_piece(generation *g) {
             continue;
         }
         if (g->n_generated >= g->p.max_tokens) g->stop = GEN_STOP_MAX_TOKENS;
-        char buf[256];
-        int n = tokenizer_piece(g->tok, tok, false, buf, sizeof buf);
-        if (n > (int)sizeof buf) n = (int)sizeof buf; /* no vocabulary has pieces this long */
-        if (n > 0) {
-            if (g->n_pending + n > PENDING_MAX) take_complete(g, true); /* cannot happen with valid UTF-8 */
-            memcpy(g->pending + g->n_pending, buf, (size_t)n);
-            g->n_pending += n;
+        if (append_piece(g, tok)) {
+            fail(g, GEN_STOP_ERROR);
+            continue;
         }
         if (g->stop == GEN_RUNNING && take_complete(g, false)) return g->piece;
     }

@@ -3,13 +3,24 @@
  */
 #include "plan.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/sysmem.h"
 
 err_code plan_device_of(const char *name, const char *cache_dir, plan_spill spill, plan_device *out, err_t *err) {
     *out = (plan_device){.cache_dir = cache_dir && *cache_dir ? cache_dir : NULL, .spill = spill};
+    struct stat st;
+    if (out->cache_dir && stat(out->cache_dir, &st) != 0)
+        return err_set(err, errno == ENOENT ? ERR_NOT_FOUND : ERR_IO, "cache directory %s: %s", out->cache_dir,
+                       errno == ENOENT ? "no such directory" : strerror(errno));
+    if (out->cache_dir && !S_ISDIR(st.st_mode))
+        return err_set(err, ERR_INVALID_ARG, "cache directory %s is not a directory", out->cache_dir);
+    if (out->cache_dir && access(out->cache_dir, W_OK | X_OK) != 0)
+        return err_set(err, ERR_IO, "cache directory %s is not writable: %s", out->cache_dir, strerror(errno));
     if (name) {
         const device_profile *d = device_find(name);
         if (!d) return err_set(err, ERR_INVALID_ARG, "unknown device '%s' (known: %s)", name, device_names());
