@@ -98,6 +98,68 @@ expect 2 1 "$octo" bench -m "$tmp/m.gguf" --prompt "ab"
 printf 'hello\nhow are you\n' | "$octo" run -m "$tmp/m.gguf" --chat -n 4 --seed 2 >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 0 ] && [ "$(wc -l <"$tmp/out")" -eq 2 ] && ok || bad "--chat: $(cat "$tmp/err")"
 
+# ---- reliability (issue 17): what a full disk, a strange path and a careless flag did
+# every command's output goes to stdout: a write error there is one line and exit 1, never 0
+"$octo" synth -o "$tmp/big.gguf" --ctx 100000 --vocab 300 --embd 32 --layers 1 --heads 2 --kv-heads 1 --ff 32 --seed 5
+printf 'Hi there\n' >"$tmp/t.txt"
+for cmd in "run -m $tmp/m.gguf -p ab -n 4" "tokenize -m $tmp/m.gguf --text ab" "detokenize -m $tmp/m.gguf --ids 1,260" \
+           "inspect -m $tmp/m.gguf" "eval -m $tmp/m.gguf -f $tmp/t.txt --ctx 8" "bench -m $tmp/m.gguf -p 8 -n 4 -r 1" "help"; do
+    # shellcheck disable=SC2086
+    $octo $cmd >/dev/full 2>"$tmp/err"; rc=$?
+    [ $rc -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "cannot write the output" "$tmp/err" && ok || bad "$cmd >/dev/full: exit $rc, $(cat "$tmp/err")"
+done
+# synth -o never deletes what it did not create: a symlink, a FIFO, a directory are refused untouched
+cp "$tmp/m.gguf" "$tmp/keep.gguf"
+ln -s "$tmp/keep.gguf" "$tmp/link.gguf"
+expect 1 1 "$octo" synth -o "$tmp/link.gguf" --seed 9
+[ -L "$tmp/link.gguf" ] && cmp -s "$tmp/keep.gguf" "$tmp/m.gguf" && ok || bad "synth -o symlink changed something"
+mkfifo "$tmp/fifo"
+expect 1 1 "$octo" synth -o "$tmp/fifo" --seed 9
+[ -p "$tmp/fifo" ] && ok || bad "synth -o FIFO removed it"
+expect 1 1 "$octo" logits -m "$tmp/m.gguf" --tokens "1 2" --out "$tmp/fifo"
+[ -p "$tmp/fifo" ] && ok || bad "logits --out FIFO removed it"
+# a write that fails half-way (the file size limit stands in for a full disk) leaves the old model whole
+sh -c "trap '' XFSZ; ulimit -f 16; exec \"$octo\" synth -o \"$tmp/keep.gguf\" --seed 9" >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -eq 1 ] && cmp -s "$tmp/keep.gguf" "$tmp/m.gguf" && ok || bad "synth over a model, write failed: exit $rc, $(cat "$tmp/err")"
+[ -z "$(ls -A "$tmp" | grep '^\.keep')" ] && ok || bad "synth left its temporary file: $(ls -A "$tmp")"
+expect 0 0 "$octo" synth -o "$tmp/keep.gguf" --seed 9
+cmp -s "$tmp/keep.gguf" "$tmp/m.gguf" && bad "synth -o over a model did not replace it" || ok
+# inspect on a FIFO answers at once instead of hanging in open
+expect 1 1 timeout 10 "$octo" inspect -m "$tmp/fifo"
+grep -q "not a regular file" "$tmp/err" && ok || bad "inspect FIFO: $(cat "$tmp/err")"
+# tokenize prints exactly the ids it has: byte fallback makes more ids than bytes
+text=$(i=0; while [ $i -lt 3000 ]; do printf ' \303'; i=$((i + 1)); done)
+expect 0 0 "$octo" tokenize -m "$tmp/m.gguf" --text "$text" --no-bos
+# the synthetic vocabulary has no lone "▁": 3 byte ids for it, then 4 a repetition (space, then \303's byte)
+n=$(wc -w <"$tmp/out")
+[ "$n" -eq 12003 ] && ok || bad "tokenize printed $n ids, want 12003"
+[ -z "$(tr ' ' '\n' <"$tmp/out" | awk '$1 >= 300')" ] && ok || bad "tokenize printed ids outside the vocabulary"
+# eval on an endless input stops at the text limit; budgets that mean nothing are refused
+expect 1 1 "$octo" eval -m "$tmp/m.gguf" -f /dev/zero
+grep -q "MiB" "$tmp/err" && ok || bad "eval /dev/zero: $(cat "$tmp/err")"
+expect 2 1 "$octo" eval -m "$tmp/m.gguf" -f "$tmp/t.txt" --kv-budget nan%
+expect 1 1 "$octo" eval -m "$tmp/m.gguf" -f "$tmp/t.txt" --kv-budget 0.000001%
+grep -q "rounds to 0" "$tmp/err" && ok || bad "tiny budget: $(cat "$tmp/err")"
+expect 1 1 "$octo" run -m "$tmp/m.gguf" -p ab -n 2 --cache-dir /nonexistent/dir
+grep -q "no such directory" "$tmp/err" && ok || bad "cache dir: $(cat "$tmp/err")"
+# a generation cut short is not a success: a full context exits 1, Ctrl-C 130, each with one line
+expect 1 1 "$octo" run -m "$tmp/m.gguf" -p ab -n 200 --ctx 16 --temp 0
+grep -q "context is full" "$tmp/err" && ok || bad "context full: $(cat "$tmp/err")"
+"$octo" run -m "$tmp/big.gguf" -p ab -n 99000 --temp 0 --spec none >"$tmp/out" 2>"$tmp/err" & # greedy: ~8900 tokens before EOS
+pid=$!
+sleep 1
+kill -INT $pid
+wait $pid
+rc=$?
+[ $rc -eq 130 ] && grep -q "interrupted" "$tmp/err" && ok || bad "SIGINT: exit $rc, $(cat "$tmp/err")"
+# --chat: a 20 000-byte line is one turn, and a history longer than the context forgets its oldest turns
+(head -c 20000 /dev/zero | tr '\0' 'a'; echo; i=0; while [ $i -lt 12 ]; do echo "ab ab ab ab"; i=$((i + 1)); done) |
+    "$octo" run -m "$tmp/m.gguf" --chat -n 8 --ctx 64 --temp 0 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && [ "$(wc -l <"$tmp/out")" -eq 12 ] && [ "$(grep -c 'the context holds' "$tmp/err")" -eq 1 ] && ok ||
+    bad "--chat long line / long history: exit $rc, $(wc -l <"$tmp/out") replies, $(cat "$tmp/err")"
+
 # against llama.cpp: the stories260K prompt "Once upon a time" row by row
 if [ -n "$shared" ] && [ -f "$shared/golden/cases/stories260k-once.txt" ]; then
     toks=$(sed -n 's/^prompt_tokens: //p' "$shared/golden/cases/stories260k-once.txt")

@@ -252,6 +252,11 @@ static void test_hostile(void) {
     s = good(); s.dup_tensor = 1; T_EQ_INT(try_spec(s), ERR_BAD_METADATA);
     s = good(); s.align = 24; T_EQ_INT(try_spec(s), ERR_BAD_VALUE);
     s = good(); s.align = 64; T_EQ_INT(try_spec(s), ERR_OK);
+    /* GGUF requires a multiple of 8: 1, 2 and 4 would make misaligned loads (SIGBUS on strict CPUs) */
+    s = good(); s.align = 1; T_EQ_INT(try_spec(s), ERR_BAD_VALUE);
+    s = good(); s.align = 2; T_EQ_INT(try_spec(s), ERR_BAD_VALUE);
+    s = good(); s.align = 4; T_EQ_INT(try_spec(s), ERR_BAD_VALUE);
+    s = good(); s.align = 8; T_EQ_INT(try_spec(s), ERR_OK);
     s = good(); s.nested_depth = 3; T_EQ_INT(try_spec(s), ERR_OK);
     s = good(); s.nested_depth = 100; T_EQ_INT(try_spec(s), ERR_BAD_METADATA);
 

@@ -98,7 +98,7 @@ static err_code add(synth_ctx *c, tspec *spec, const char *name, uint32_t type, 
     return ERR_OK;
 }
 
-static err_code add_vocab(gguf_writer *w, int n_vocab, err_t *err) {
+static err_code add_vocab(gguf_writer *w, int n_vocab, int piece_bytes, err_t *err) {
     char **tok = calloc((size_t)n_vocab, sizeof *tok);
     float *score = malloc(sizeof(float) * (size_t)n_vocab);
     int32_t *type = malloc(sizeof(int32_t) * (size_t)n_vocab);
@@ -119,7 +119,13 @@ static err_code add_vocab(gguf_writer *w, int n_vocab, err_t *err) {
             else if (j < n1 + n1 * n1) snprintf(buf, sizeof buf, "\xe2\x96\x81%c%c", letters[(j - n1) / n1], letters[(j - n1) % n1]);
             else snprintf(buf, sizeof buf, "<extra_%d>", j);
         }
-        if (!(tok[i] = strdup(buf))) rc = err_set(err, ERR_NOMEM, "out of memory");
+        const size_t len = strlen(buf), pad = ty == 1 && (int)len < piece_bytes ? (size_t)piece_bytes - len : 0;
+        if (!(tok[i] = malloc(len + pad + 1))) rc = err_set(err, ERR_NOMEM, "out of memory");
+        else { /* long pieces: the last letter repeated */
+            memcpy(tok[i], buf, len);
+            memset(tok[i] + len, buf[len - 1], pad);
+            tok[i][len + pad] = '\0';
+        }
         score[i] = ty == 1 ? -(float)(i - 259) : 0.0f;
         type[i] = ty;
     }
@@ -188,7 +194,7 @@ err_code synth_write(const synth_opts *o, const char *path, err_t *err) {
             gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)o->n_expert_used);
         }
         gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)o->n_vocab);
-        rc = add_vocab(w, o->n_vocab, err);
+        rc = add_vocab(w, o->n_vocab, o->piece_bytes, err);
     }
 #undef KEY
     if (!rc) rc = add(&c, c.t, "token_embd.weight", et, KIND_MATRIX, E, o->n_vocab, 0, err);

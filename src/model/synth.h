@@ -35,6 +35,7 @@ typedef struct {
     float rms_eps;
     uint64_t seed;
     uint32_t gguf_version;   /* 2 or 3 */
+    int piece_bytes;         /* > 0: ordinary vocabulary pieces padded to this many bytes (long pieces) */
 } synth_opts;
 
 /* A small dense llama: 2 layers, 64 wide, 4/2 heads, FFN 96, vocab 300, F32. */

@@ -1,0 +1,440 @@
+/*
+ * test_reliability — what a hostile file and a careless caller did to the
+ * public API, one test per finding (issue 17), each failing on the code
+ * before its fix: sizes out of range, a client freed before its model, a
+ * client shared by threads, stats read during a stream, two tensors on one
+ * range of bytes, non-finite weights and hyperparameters, the size query of
+ * octo_tokenize, long vocabulary pieces, escaped error text.
+ *
+ * Needs no ../shared: every model is made here (model/synth.h).
+ */
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/gguf.h"
+#include "core/quant.h"
+#include "octo.h"
+#include "t.h"
+#include "util.h"
+
+static char g_model[512]; /* the plain synthetic model most tests load */
+
+static int write_model(const char *path, synth_opts o) {
+    err_t e = {0};
+    const err_code rc = synth_write(&o, path, &e);
+    if (rc) fprintf(stderr, "synth: %s\n", e.msg);
+    return rc == ERR_OK;
+}
+
+static octo_model *load(octo_client *c, const char *path) {
+    octo_model_options mo = octo_model_options_defaults();
+    mo.auto_draft = OCTO_DRAFT_NONE;
+    return octo_load_model(c, path, &mo);
+}
+
+/* Tokens a stream makes before it ends; -1 if it could not start. */
+static int drain(octo_model *m, const char *prompt, const octo_generate_params *gp, octo_status *status) {
+    octo_stream *st = octo_generate(m, prompt, gp);
+    if (!st) return -1;
+    while (octo_stream_next(st)) {
+    }
+    const int n = octo_stream_token_count(st);
+    *status = octo_stream_status(st);
+    octo_stream_free(st);
+    return n;
+}
+
+/* 1: repeat_last_n near INT_MAX overflowed the history ring's size. */
+static void test_size_bounds(void) {
+    octo_client *c = octo_client_new(NULL);
+    octo_model *m = load(c, g_model);
+    T_CHECK(m != NULL);
+    if (!m) return;
+    const int bad[] = {INT_MAX - 15, INT_MAX, OCTO_MAX_REPEAT_LAST_N + 1, -1};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        octo_generate_params gp = octo_generate_params_defaults();
+        gp.repeat_last_n = bad[i];
+        gp.max_tokens = 4;
+        T_CHECK(octo_generate(m, "ab", &gp) == NULL);
+        T_EQ_INT(octo_model_status(m), OCTO_ERR_INVALID_ARG);
+        T_CHECK(strstr(octo_model_error(m), "repeat_last_n") != NULL);
+    }
+    octo_generate_params gp = octo_generate_params_defaults();
+    gp.repeat_last_n = OCTO_MAX_REPEAT_LAST_N; /* the largest allowed works */
+    gp.repeat_penalty = 1.1f;
+    gp.max_tokens = 6;
+    octo_status st = OCTO_ERR_IO;
+    T_EQ_INT(drain(m, "ab", &gp, &st), 6);
+    T_EQ_INT(st, OCTO_OK);
+    octo_model_free(m);
+
+    /* n_ctx, threads and KV windows past their bounds fail the load with a message */
+    octo_model_options mo = octo_model_options_defaults();
+    mo.n_ctx = INT_MAX;
+    T_CHECK(octo_load_model(c, g_model, &mo) == NULL);
+    T_EQ_INT(octo_last_status(c), OCTO_ERR_INVALID_ARG);
+    mo = octo_model_options_defaults();
+    mo.kv.warm_tokens = INT_MAX;
+    mo.kv.recent_tokens = INT_MAX;
+    T_CHECK(octo_load_model(c, g_model, &mo) == NULL);
+    T_EQ_INT(octo_last_status(c), OCTO_ERR_INVALID_ARG);
+    octo_client_free(c);
+    octo_client_options co = octo_client_options_defaults();
+    co.n_threads = OCTO_MAX_THREADS + 1;
+    c = octo_client_new(&co);
+    T_CHECK(load(c, g_model) == NULL);
+    T_EQ_INT(octo_last_status(c), OCTO_ERR_INVALID_ARG);
+    octo_client_free(c);
+}
+
+static void count_log(void *user, octo_log_level level, const char *msg) {
+    (void)level, (void)msg;
+    (*(int *)user)++;
+}
+
+/* 6: the model logs through its client; freeing the client first was a use after free. */
+static void test_client_lifetime(void) {
+    int logs = 0;
+    octo_client_options co = octo_client_options_defaults();
+    co.log = count_log;
+    co.log_user = &logs;
+    octo_client *c = octo_client_new(&co);
+    octo_model *m = load(c, g_model);
+    T_CHECK(m != NULL);
+    octo_client_free(c); /* before the model: the model keeps it */
+    if (!m) return;
+    const octo_message msg = {"user", "ab"};
+    octo_generate_params gp = octo_generate_params_defaults();
+    gp.max_tokens = 2;
+    octo_stream *st = octo_chat(m, &msg, 1, &gp); /* no chat template: a warning through the client's log */
+    T_CHECK(st != NULL);
+    while (st && octo_stream_next(st)) {
+    }
+    octo_stream_free(st);
+    T_EQ_INT(logs, 1);
+    octo_model_free(m); /* releases the client too (ASan and valgrind see no leak) */
+}
+
+typedef struct {
+    octo_client *c;
+    int fail_loads; /* this thread loads a missing file; else a real one */
+    int wrong;      /* answers that belonged to another thread */
+} loader;
+
+static void *load_loop(void *arg) {
+    loader *l = arg;
+    for (int i = 0; i < 40; i++) {
+        octo_model *m = load(l->c, l->fail_loads ? "/nonexistent/octo-model.gguf" : g_model);
+        const octo_status s = octo_last_status(l->c);
+        const char *msg = octo_last_error(l->c);
+        if (l->fail_loads) l->wrong += m != NULL || s != OCTO_ERR_NOT_FOUND || !strstr(msg, "no such file");
+        else l->wrong += m == NULL || s != OCTO_OK || msg[0] != '\0';
+        octo_model_free(m);
+    }
+    return NULL;
+}
+
+/* 7: threads sharing a client read each other's errors (68 of 300 failures read "" and OK). */
+static void test_shared_client(void) {
+    octo_client_options co = octo_client_options_defaults();
+    co.n_threads = 1;
+    octo_client *c = octo_client_new(&co);
+    loader l[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        l[i] = (loader){c, i % 2, 0};
+        pthread_create(&th[i], NULL, load_loop, &l[i]);
+    }
+    int wrong = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        wrong += l[i].wrong;
+    }
+    T_EQ_INT(wrong, 0);
+    octo_client_free(c);
+}
+
+typedef struct {
+    octo_model *m;
+    atomic_int stop, snapshots;
+    int bad;
+} watcher;
+
+static void *watch_stats(void *arg) {
+    watcher *w = arg;
+    int last = 0;
+    while (!atomic_load(&w->stop)) {
+        const octo_stats s = octo_model_stats(w->m);
+        w->bad += s.context_tokens < last || s.kv_tokens_retained > s.context_tokens ||
+                  s.context_tokens > s.context_size;
+        last = s.context_tokens;
+        atomic_fetch_add(&w->snapshots, 1);
+    }
+    return NULL;
+}
+
+/* 13: octo_model_stats during a stream raced with the cache (48 TSan reports). */
+static void test_stats_during_stream(void) {
+    octo_client *c = octo_client_new(NULL);
+    octo_model *m = load(c, g_model);
+    T_CHECK(m != NULL);
+    if (!m) return;
+    watcher w = {.m = m};
+    pthread_t th;
+    pthread_create(&th, NULL, watch_stats, &w);
+    octo_generate_params gp = octo_generate_params_defaults();
+    gp.max_tokens = 200;
+    octo_stream *st = octo_generate(m, "ab", &gp);
+    T_CHECK(st != NULL);
+    int during = 0; /* tokens after which the watcher took a snapshot before the next one began */
+    while (st && octo_stream_next(st)) {
+        const int seen = atomic_load(&w.snapshots);
+        for (int spin = 0; spin < 100000 && atomic_load(&w.snapshots) == seen; spin++) sched_yield();
+        during += atomic_load(&w.snapshots) > seen;
+    }
+    T_CHECK(octo_stream_token_count(st) > 8);
+    octo_stream_free(st);
+    atomic_store(&w.stop, 1);
+    pthread_join(th, NULL);
+    T_CHECKF(during > 8, "snapshots between %d tokens", during);
+    T_EQ_INT(w.bad, 0);
+    octo_model_free(m);
+    octo_client_free(c);
+}
+
+/* Byte offset of tensor name's data offset field in the header, or 0. */
+static size_t offset_field(const unsigned char *file, size_t size, const char *name) {
+    const size_t n = strlen(name);
+    for (size_t i = 8; i + n + 8 < size; i++)
+        if (!memcmp(file + i, name, n) && file[i + n] == 2 && !memcmp(file + i - 8, &(uint64_t){n}, 8))
+            return i + n + 4 + 2 * 8 + 4; /* name, n_dims = 2, ne[0..1], type */
+    return 0;
+}
+
+/* max |a - b| over n floats (NaN counts as infinitely different) */
+static double max_diff(const float *a, const float *b, size_t n) {
+    double d = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double x = fabs((double)a[i] - (double)b[i]);
+        d = x > d || x != x ? (x != x ? INFINITY : x) : d;
+    }
+    return d;
+}
+
+static int eval_all(const char *path, const int32_t *toks, int n, float *logits) {
+    octo_client *c = octo_client_new(NULL);
+    octo_model *m = load(c, path);
+    const int ok = m && octo_eval(m, toks, n, logits, OCTO_LOGITS_ALL) == OCTO_OK;
+    octo_model_free(m);
+    octo_client_free(c);
+    return ok;
+}
+
+/* 5: output.weight at token_embd.weight's offset was packed twice: token 0 forever. */
+static void test_shared_tensor_bytes(void) {
+    char path[512];
+    tu_tmp_path(path, sizeof path, "shared.gguf");
+    synth_opts o = synth_defaults();
+    o.n_vocab = 320; /* a multiple of the 16-row groups packing takes */
+    o.type = QT_Q8_0;
+    o.embd_type = o.output_type = QT_Q4_0;
+    T_CHECK(write_model(path, o));
+    size_t size = 0;
+    unsigned char *file = tu_read_file(path, &size);
+    const size_t out_at = file ? offset_field(file, size, "output.weight") : 0;
+    const size_t emb_at = file ? offset_field(file, size, "token_embd.weight") : 0;
+    T_CHECK(out_at && emb_at);
+    if (!out_at || !emb_at) return free(file);
+    memcpy(file + out_at, file + emb_at, 8); /* the output reads the embedding's bytes */
+    T_CHECK(tu_write_file(path, file, size));
+    gguf_ctx *g = NULL;
+    T_EQ_INT(gguf_open_buffer(file, size, &g, NULL), ERR_OK);
+    const gguf_tensor *t = g ? gguf_find_tensor(g, "output.weight") : NULL;
+    T_CHECK(t && t->shares_bytes && gguf_find_tensor(g, "token_embd.weight")->shares_bytes);
+    T_CHECK(g && !gguf_find_tensor(g, "output_norm.weight")->shares_bytes);
+    gguf_close(g);
+
+    enum { N = 12 };
+    const int32_t toks[N] = {1, 260, 261, 262, 263, 5, 100, 270, 280, 290, 299, 7};
+    static float packed[N * 320], plain[N * 320];
+    T_CHECK(eval_all(path, toks, N, packed));
+    setenv("OCTO_PACK", "0", 1); /* the GGUF layout throughout: the reference */
+    T_CHECK(eval_all(path, toks, N, plain));
+    unsetenv("OCTO_PACK");
+    const double d = max_diff(packed, plain, (size_t)N * 320);
+    T_CHECKF(d <= 1e-4, "max |packed - plain| = %g", d);
+    free(file);
+    remove(path);
+}
+
+/* A Q8_0 model with F32 embedding and output whose element 3 of row `row`
+ * of `tensor` is v, loaded. */
+static octo_model *corrupt_model(octo_client *c, const char *path, const char *tensor, int row, float v) {
+    synth_opts o = synth_defaults();
+    o.type = QT_Q8_0;
+    o.embd_type = o.output_type = QT_F32;
+    if (!write_model(path, o)) return NULL;
+    size_t size = 0;
+    unsigned char *file = tu_read_file(path, &size);
+    gguf_ctx *g = NULL;
+    int ok = file && gguf_open_buffer(file, size, &g, NULL) == ERR_OK;
+    if (ok) {
+        const gguf_tensor *t = gguf_find_tensor(g, tensor);
+        const size_t at = (size_t)((const unsigned char *)t->data - file) + sizeof(float) * (size_t)o.n_embd * (size_t)row;
+        memcpy(file + at + 4 * 3, &v, 4);
+        ok = tu_write_file(path, file, size);
+    }
+    gguf_close(g);
+    free(file);
+    return ok ? load(c, path) : NULL;
+}
+
+/* 10: inf / NaN hyperparameters and weights gave token 0 forever with exit 0. */
+static void test_non_finite(void) {
+    char path[512];
+    tu_tmp_path(path, sizeof path, "nonfinite.gguf");
+    octo_client *c = octo_client_new(NULL);
+    const float bad[] = {INFINITY, NAN};
+    for (int i = 0; i < 2; i++) {
+        synth_opts o = synth_defaults();
+        o.rms_eps = bad[i];
+        T_CHECK(write_model(path, o));
+        T_CHECK(load(c, path) == NULL);
+        T_EQ_INT(octo_last_status(c), OCTO_ERR_BAD_VALUE);
+        o = synth_defaults();
+        o.rope_freq_base = bad[i];
+        T_CHECK(write_model(path, o));
+        T_CHECK(load(c, path) == NULL);
+        T_EQ_INT(octo_last_status(c), OCTO_ERR_BAD_VALUE);
+    }
+    /* a NaN / Inf in the embedding row of the last token, then in the output
+     * matrix, with packed Q8_0 layers between (their quantizer must not overflow) */
+    for (int i = 0; i < 4; i++) {
+        const char *tensor = i < 2 ? "token_embd.weight" : "output.weight";
+        octo_model *m = corrupt_model(c, path, tensor, i < 2 ? 260 : 5, bad[i % 2]);
+        T_CHECK(m != NULL);
+        if (!m) continue;
+        static float logits[300];
+        const int32_t toks[2] = {1, 260};
+        T_CHECKF(octo_eval(m, toks, 2, logits, OCTO_LOGITS_LAST) == OCTO_ERR_BAD_VALUE, "%s: %g", tensor,
+                 (double)bad[i % 2]);
+        T_CHECK(strstr(octo_model_error(m), "non-finite") != NULL);
+        T_EQ_INT(octo_n_past(m), 0); /* a failed call leaves the sequence as it was */
+        if (i >= 2) { /* every logit row reads the output matrix: generation stops with the error */
+            octo_generate_params gp = octo_generate_params_defaults();
+            gp.max_tokens = 5;
+            octo_stream *st = octo_generate(m, "ab", &gp);
+            T_CHECK(st != NULL);
+            T_CHECK(st && octo_stream_next(st) == NULL);
+            T_EQ_INT(octo_stream_status(st), OCTO_ERR_BAD_VALUE);
+            T_EQ_INT(octo_stream_stop_reason(st), OCTO_STOP_ERROR);
+            octo_stream_free(st);
+        }
+        octo_model_free(m);
+    }
+    octo_client_free(c);
+    remove(path);
+}
+
+/* 12: the documented size query (NULL, 0) was memcpy(NULL, ..., 0); 13: octo_stream_tokens(st, NULL). */
+static void test_size_query(void) {
+    octo_client *c = octo_client_new(NULL);
+    octo_model *m = load(c, g_model);
+    T_CHECK(m != NULL);
+    if (!m) return;
+    const char text[] = " \xc3 \xc3 \xc3 hello"; /* byte fallback: more ids than bytes */
+    const int n = octo_tokenize(m, text, (int)strlen(text), 1, 0, NULL, 0);
+    int32_t ids[64];
+    T_CHECK(n > (int)strlen(text) / 2);
+    T_EQ_INT(octo_tokenize(m, text, (int)strlen(text), 1, 0, ids, 64), n);
+    T_EQ_INT(octo_tokenize(m, text, (int)strlen(text), 1, 0, ids, 2), n); /* the total, whatever the cap */
+    octo_generate_params gp = octo_generate_params_defaults();
+    gp.max_tokens = 3;
+    octo_stream *st = octo_generate(m, "ab", &gp);
+    while (st && octo_stream_next(st)) {
+    }
+    T_EQ_INT(octo_stream_tokens(st, NULL), 3);
+    octo_stream_free(st);
+    octo_model_free(m);
+    octo_client_free(c);
+}
+
+/* 13: stream pieces over 256 bytes were cut (a 605-byte token printed 256). */
+static void test_long_pieces(void) {
+    char path[512];
+    tu_tmp_path(path, sizeof path, "long.gguf");
+    synth_opts o = synth_defaults();
+    o.n_vocab = 1000; /* most of it ordinary pieces, each 605 bytes */
+    o.piece_bytes = 605;
+    T_CHECK(write_model(path, o));
+    octo_client *c = octo_client_new(NULL);
+    octo_model *m = load(c, path);
+    T_CHECK(m != NULL);
+    octo_generate_params gp = octo_generate_params_defaults();
+    gp.max_tokens = 24;
+    gp.seed = 5;
+    octo_stream *st = m ? octo_generate(m, "ab", &gp) : NULL;
+    int long_pieces = 0, cut = 0;
+    for (const char *p; st && (p = octo_stream_next(st));) {
+        char want[1024];
+        const int n = octo_token_piece(m, octo_stream_last_token(st), want, sizeof want);
+        cut += octo_stream_piece_size(st) != n || memcmp(p, want, (size_t)n);
+        long_pieces += n >= 605;
+    }
+    T_CHECK(long_pieces > 0);
+    T_EQ_INT(cut, 0);
+    octo_stream_free(st);
+    octo_model_free(m);
+    octo_client_free(c);
+    remove(path);
+}
+
+/* 13: bytes from a file reached messages as they were (terminal and log injection). */
+static void test_escaped_errors(void) {
+    err_t e = {0};
+    err_set(&e, ERR_BAD_VALUE, "key '%s'", "a\033[2Jb\nc\xff\xc3\xa9");
+    T_CHECKF(!strcmp(e.msg, "key 'a\\x1B[2Jb\\x0Ac\\xFF\xc3\xa9'"), "%s", e.msg);
+    char path[512];
+    tu_tmp_path(path, sizeof path, "arch.gguf");
+    T_CHECK(write_model(path, synth_defaults()));
+    size_t size = 0;
+    unsigned char *file = tu_read_file(path, &size);
+    unsigned char *at = NULL;
+    for (size_t i = 0; file && !at && i + 20 <= size; i++)
+        if (!memcmp(file + i, "general.architecture", 20)) at = file + i;
+    T_CHECK(at != NULL);
+    if (at) {
+        memcpy(at + 20 + 4 + 8, "l\033[2J", 5); /* the value "llama", same length */
+        T_CHECK(tu_write_file(path, file, size));
+        octo_client *c = octo_client_new(NULL);
+        T_CHECK(load(c, path) == NULL);
+        T_EQ_INT(octo_last_status(c), OCTO_ERR_UNSUPPORTED_ARCH);
+        T_CHECKF(strstr(octo_last_error(c), "'l\\x1B[2J'") && !strchr(octo_last_error(c), '\033'), "%s",
+                 octo_last_error(c));
+        octo_client_free(c);
+    }
+    free(file);
+    remove(path);
+}
+
+int main(void) {
+    tu_tmp_path(g_model, sizeof g_model, "reliability.gguf");
+    synth_opts o = synth_defaults();
+    o.n_ctx = 256;
+    if (!write_model(g_model, o)) return 1;
+    test_size_bounds();
+    test_client_lifetime();
+    test_shared_client();
+    test_stats_during_stream();
+    test_shared_tensor_bytes();
+    test_non_finite();
+    test_size_query();
+    test_long_pieces();
+    test_escaped_errors();
+    remove(g_model);
+    T_DONE();
+}
