@@ -1,26 +1,50 @@
 #!/bin/sh
-# run.sh BUILD_DIR SECONDS — make a seed corpus of valid synthetic models
-# (every tensor type, dense and MoE, GGUF v2 and v3) and fuzz the reader.
-# Exits non-zero on any crash, leak or sanitizer report.
+# run.sh BUILD_DIR SECONDS [TARGET...] — fuzz each target (default: gguf
+# model tokenizer parsers) for SECONDS. Before fuzzing, every input kept in
+# fuzz/regressions/TARGET/ is replayed (a crash once found stays a test);
+# the corpus is fuzz/corpus/TARGET/ (kept in the repo) plus, for the model
+# readers, valid synthetic models of every tensor type made here. A crash
+# is saved to fuzz/regressions/TARGET/ (commit it with its fix) and fails
+# the run, as does any leak or sanitizer report.
 set -e
 build=$1
 secs=${2:-60}
-corpus=$build/fuzz-corpus
-mkdir -p "$corpus" "$build/fuzz-crashes"
+shift 2 || shift $#
+targets=${*:-gguf model tokenizer parsers}
+here=$(cd "$(dirname "$0")" && pwd)
+seeds=$build/fuzz-seeds
+mkdir -p "$seeds"
 i=0
 for t in f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1; do
     i=$((i + 1))
-    "$build/octo" synth -o "$corpus/seed-$t.gguf" --type "$t" --vocab 259 --embd 32 --layers 1 --heads 2 --kv-heads 1 --ff 32 --ctx 16 --tied --seed $i
+    "$build/octo" synth -o "$seeds/seed-$t.gguf" --type "$t" --vocab 259 --embd 32 --layers 1 --heads 2 --kv-heads 1 --ff 32 --ctx 16 --tied --seed $i
 done
-"$build/octo" synth -o "$corpus/seed-moe.gguf" --type q8_0 --vocab 259 --embd 32 --layers 1 --heads 2 --kv-heads 1 --ff 32 --experts 4 --experts-used 2
-"$build/octo" synth -o "$corpus/seed-qwen2.gguf" --arch qwen2 --vocab 259 --embd 32 --layers 1 --heads 2 --kv-heads 2 --ff 32 --gguf-version 2
-"$build/octo" synth -o "$corpus/seed-k.gguf" --type q4_k --vocab 259 --embd 256 --layers 1 --heads 2 --kv-heads 1 --ff 256 --tied
-rc=0
-"$build/fuzz_gguf" -max_total_time="$secs" -max_len=131072 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
-    -artifact_prefix="$build/fuzz-crashes/" "$corpus" >"$build/fuzz.log" 2>&1 || rc=$?
-tail -n 12 "$build/fuzz.log"
-if [ "$rc" -ne 0 ]; then
-    echo "fuzz_gguf failed (exit $rc); inputs in $build/fuzz-crashes/"
-    exit 1
-fi
-echo "fuzz: no crash in $secs s"
+"$build/octo" synth -o "$seeds/seed-moe.gguf" --type q8_0 --vocab 259 --embd 32 --layers 1 --heads 2 --kv-heads 1 --ff 32 --experts 4 --experts-used 2
+"$build/octo" synth -o "$seeds/seed-qwen2.gguf" --arch qwen2 --vocab 259 --embd 32 --layers 1 --heads 2 --kv-heads 2 --ff 32 --gguf-version 2
+"$build/octo" synth -o "$seeds/seed-k.gguf" --type q4_k --vocab 259 --embd 256 --layers 1 --heads 2 --kv-heads 1 --ff 256 --tied
+failed=""
+for t in $targets; do
+    fuzzer=$build/fuzz_$t
+    kept=$here/regressions/$t
+    corpus=$build/fuzz-corpus-$t
+    mkdir -p "$kept" "$corpus"
+    extra=""
+    case $t in gguf | model) extra=$seeds ;; esac
+    rc=0
+    if [ -n "$(ls -A "$kept")" ]; then
+        "$fuzzer" -runs=0 "$kept"/* >"$build/fuzz-$t-replay.log" 2>&1 || rc=$?
+        [ "$rc" -eq 0 ] && echo "fuzz_$t: $(ls "$kept" | wc -l) kept regression inputs replayed, no crash" ||
+            { tail -n 20 "$build/fuzz-$t-replay.log"; failed="$failed $t(replay)"; }
+    fi
+    rc=0
+    "$fuzzer" -max_total_time="$secs" -max_len=131072 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+        -artifact_prefix="$kept/" "$corpus" "$here/corpus/$t" $extra >"$build/fuzz-$t.log" 2>&1 || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        tail -n 30 "$build/fuzz-$t.log"
+        echo "fuzz_$t failed (exit $rc); the input is kept in fuzz/regressions/$t/"
+        failed="$failed $t"
+    else
+        echo "fuzz_$t: no crash in $secs s ($(sed -n 's/^stat::number_of_executed_units: *//p' "$build/fuzz-$t.log") inputs)"
+    fi
+done
+[ -z "$failed" ] || { echo "fuzzing failed:$failed"; exit 1; }

@@ -462,8 +462,7 @@ octo_status octo_truncate(octo_model *om, int n) {
     if (atomic_load(&om->busy)) return (octo_status)err_set(&om->err, ERR_BUSY, "the model is serving a stream");
     if (n < 0 || n > om->s->n_past)
         return (octo_status)err_set(&om->err, ERR_INVALID_ARG, "cannot truncate %d tokens to %d", om->s->n_past, n);
-    session_truncate(om->s, n);
-    return OCTO_OK;
+    return (octo_status)session_rewind(om->s, n, &om->err);
 }
 
 void octo_reset(octo_model *om) {

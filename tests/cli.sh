@@ -108,6 +108,11 @@ for cmd in "run -m $tmp/m.gguf -p ab -n 4" "tokenize -m $tmp/m.gguf --text ab" "
     $octo $cmd >/dev/full 2>"$tmp/err"; rc=$?
     [ $rc -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "cannot write the output" "$tmp/err" && ok || bad "$cmd >/dev/full: exit $rc, $(cat "$tmp/err")"
 done
+# and each of them works (the sanitizer pass runs this script: every command once)
+expect 0 0 "$octo" eval -m "$tmp/m.gguf" -f "$tmp/t.txt" --ctx 8
+grep -q "^perplexity" "$tmp/out" && ok || bad "eval printed no perplexity: $(cat "$tmp/out")"
+expect 0 0 "$octo" bench -m "$tmp/m.gguf" -p 8 -n 4 -r 1 --batch 1,2
+grep -q "tokens/s" "$tmp/out" && ok || bad "bench printed no speed: $(cat "$tmp/out")"
 # synth -o never deletes what it did not create: a symlink, a FIFO, a directory are refused untouched
 cp "$tmp/m.gguf" "$tmp/keep.gguf"
 ln -s "$tmp/keep.gguf" "$tmp/link.gguf"

@@ -421,6 +421,57 @@ static void test_escaped_errors(void) {
     remove(path);
 }
 
+static octo_model *load_tiered(octo_client *c) {
+    octo_model_options mo = octo_model_options_defaults();
+    mo.auto_draft = OCTO_DRAFT_NONE;
+    mo.kv.hot_tokens = 8; /* tiers that age within a short test */
+    mo.kv.warm_tokens = 24;
+    return octo_load_model(c, g_model, &mo);
+}
+
+/* 9: after octo_truncate (or prefix reuse), kept entries stayed at the tier
+ * the discarded tokens had aged them into (max logit difference 0.67). */
+static void test_truncate_as_never_seen(void) {
+    enum { N = 200, KEEP = 100, MORE = 10, V = 300 };
+    int32_t toks[N];
+    rng_t r = {11};
+    for (int i = 0; i < N; i++) toks[i] = 3 + (int32_t)(rng_next(&r) % (V - 3));
+    static float seen[MORE * V], fresh[MORE * V], last[V];
+    octo_client *c = octo_client_new(NULL);
+    octo_model *a = load_tiered(c), *b = load_tiered(c);
+    T_CHECK(a && b);
+    if (!a || !b) return;
+    T_EQ_INT(octo_eval(a, toks, 120, last, OCTO_LOGITS_LAST), OCTO_OK);
+    T_EQ_INT(octo_eval(a, toks + 120, N - 120, last, OCTO_LOGITS_LAST), OCTO_OK);
+    T_EQ_INT(octo_truncate(a, KEEP), OCTO_OK);
+    T_EQ_INT(octo_n_past(a), KEEP);
+    T_EQ_INT(octo_eval(a, toks + KEEP, MORE, seen, OCTO_LOGITS_ALL), OCTO_OK);
+    T_EQ_INT(octo_eval(b, toks, KEEP, last, OCTO_LOGITS_LAST), OCTO_OK);
+    T_EQ_INT(octo_eval(b, toks + KEEP, MORE, fresh, OCTO_LOGITS_ALL), OCTO_OK);
+    const double d = max_diff(seen, fresh, (size_t)MORE * V);
+    T_CHECKF(d == 0, "truncated vs fresh: max |diff| %g", d);
+    octo_model_free(b);
+
+    /* a second generation on the same model object: the text of a fresh one */
+    char prompt[600] = "";
+    for (int i = 0; i < 40; i++) strcat(prompt, i % 3 ? "ab " : "ee ta ");
+    char text[2][2048]; /* a fresh cache, then the same prompt again: its prefix reused, aged by the first reply */
+    octo_reset(a);
+    for (int run = 0; run < 2; run++) {
+        octo_generate_params gp = octo_generate_params_defaults();
+        gp.temperature = 0;
+        gp.max_tokens = 60;
+        gp.spec = OCTO_SPEC_NONE;
+        text[run][0] = '\0';
+        octo_stream *st = octo_generate(a, prompt, &gp);
+        for (const char *p; st && (p = octo_stream_next(st));) strncat(text[run], p, sizeof text[run] - strlen(text[run]) - 1);
+        octo_stream_free(st);
+    }
+    T_CHECKF(!strcmp(text[0], text[1]) && text[0][0], "fresh '%s' / reused '%s'", text[0], text[1]);
+    octo_model_free(a);
+    octo_client_free(c);
+}
+
 int main(void) {
     tu_tmp_path(g_model, sizeof g_model, "reliability.gguf");
     synth_opts o = synth_defaults();
@@ -435,6 +486,7 @@ int main(void) {
     test_size_query();
     test_long_pieces();
     test_escaped_errors();
+    test_truncate_as_never_seen();
     remove(g_model);
     T_DONE();
 }

@@ -455,7 +455,7 @@ err_code kv_cache_new(const model_hparams *hp, const kv_config *cfg, kv_cache **
     if (!pol->evicts) k.budget_bytes = 0;
     if (k.budget_bytes) {
         /* the anchors and the recent window must fit at the hot type */
-        const uint64_t floor = (uint64_t)(k.anchor_tokens + k.recent_tokens) * kv_token_bytes(hp, k.hot_type);
+        const uint64_t floor = ((uint64_t)k.anchor_tokens + (uint64_t)k.recent_tokens) * kv_token_bytes(hp, k.hot_type);
         if (k.budget_bytes < floor)
             return err_set(err, ERR_INVALID_ARG,
                            "a KV budget of %llu bytes cannot hold %d anchor and %d recent tokens (%llu bytes needed)",
@@ -921,6 +921,25 @@ void kv_cache_truncate(kv_cache *c, int32_t pos) {
     if (pos < 0) pos = 0;
     drop_from(c, pos);
     if (c->commit_pos > pos) c->commit_pos = pos;
+}
+
+int32_t kv_cache_stale_from(const kv_cache *c, int32_t n) {
+    int32_t from = n;
+    for (int l = 0; l < c->n_layer; l++) {
+        const kv_layer *L = &c->layers[l];
+        for (int i = 0; i < L->n_blocks; i++) {
+            const kv_block *b = L->blocks[i];
+            int32_t newest = INT32_MIN; /* of the entries that would stay */
+            for (int j = 0; j < b->n; j++)
+                if (b->pos[j] < n && b->pos[j] > newest) newest = b->pos[j];
+            if (newest == INT32_MIN) continue;
+            if (tier_of(c, b) > tier_for_age(c, (int64_t)n - 1 - newest)) {
+                if (b->pos[0] < from) from = b->pos[0]; /* blocks hold ascending positions */
+                break;
+            }
+        }
+    }
+    return from;
 }
 
 kv_stats kv_cache_stats(const kv_cache *c) {

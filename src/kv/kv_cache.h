@@ -118,6 +118,12 @@ err_code kv_cache_commit(kv_cache *c, int n, err_t *err);
 void kv_cache_rollback(kv_cache *c, int n);
 /* Drop every entry at position >= pos (committed or not). */
 void kv_cache_truncate(kv_cache *c, int32_t pos);
+/* Were the cache truncated to its first n positions, the lowest position
+ * whose block is held at a colder tier than a cache that never saw the rest
+ * would hold it (the discarded tokens aged it), or n when none is: what must
+ * be computed again for "as if never seen". Entries the budget evicted stay
+ * evicted. */
+int32_t kv_cache_stale_from(const kv_cache *c, int32_t n);
 kv_stats kv_cache_stats(const kv_cache *c);
 const kv_config *kv_cache_config(const kv_cache *c);
 /* The spill file's descriptor, -1 without one (tests damage the file). */

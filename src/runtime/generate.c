@@ -342,6 +342,7 @@ static bool prefill(generation *g) {
     session *s = g->s;
     int keep = session_common_prefix(s, g->prompt, g->n_prompt);
     if (keep == g->n_prompt) keep--; /* the last token must run again to give logits */
+    keep = session_reusable(s, keep); /* entries the last generation aged are computed again */
     session_truncate(s, keep);
     for (int i = keep; i < g->n_prompt; i += PREFILL_CHUNK) {
         if (atomic_load(&g->cancel)) {

@@ -133,6 +133,33 @@ void session_truncate(session *s, int n) {
     s->n_past = n;
 }
 
+/* A stale block (kv_cache_stale_from) is not the only difference: every
+ * entry computed after it attended to it at its fresher tier, so a cache
+ * that never saw the rest is made only by computing everything again. The
+ * rewinds that matter most (a chat turn's few unused tokens) rarely age a
+ * block across a tier boundary, and then keep everything. */
+int session_reusable(const session *s, int n) {
+    if (n > s->n_past) n = s->n_past;
+    return n <= 0 || kv_cache_stale_from(s->kv, n) < n ? 0 : n;
+}
+
+err_code session_rewind(session *s, int n, err_t *err) {
+    const int keep = session_reusable(s, n);
+    session_truncate(s, keep);
+    if (keep >= n) return ERR_OK;
+    /* the tokens to run again are the session's own: copied out, as session_eval copies them back in */
+    int32_t *again = malloc(sizeof(int32_t) * (size_t)(n - keep));
+    float *logits = malloc(sizeof(float) * (size_t)s->m->hp.n_vocab); /* the last row, unused */
+    err_code rc = again && logits ? ERR_OK : err_set(err, ERR_NOMEM, "out of memory");
+    if (!rc) {
+        memcpy(again, s->tokens + keep, sizeof(int32_t) * (size_t)(n - keep));
+        rc = session_eval(s, again, n - keep, false, logits, err);
+    }
+    free(again);
+    free(logits);
+    return rc;
+}
+
 int session_common_prefix(const session *s, const int32_t *ids, int n) {
     int i = 0;
     while (i < n && i < s->n_past && s->tokens[i] == ids[i]) i++;

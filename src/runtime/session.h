@@ -56,8 +56,17 @@ err_code session_eval_tentative(session *s, const int32_t *tokens, int n, float 
 err_code session_eval_tree(session *s, const int32_t *tokens, int n, const uint64_t *anc, const int32_t *out_rows,
                            int n_out, float *logits, err_t *err);
 err_code session_accept(session *s, const int32_t *tokens, int n, int n_keep, err_t *err);
-/* Forget everything after the first n tokens (n <= n_past). */
+/* Forget everything after the first n tokens (n <= n_past). Entries the
+ * forgotten tokens aged into a colder tier stay there: see session_rewind. */
 void session_truncate(session *s, int n);
+/* Of the first n tokens, how many a truncation keeps exactly as a session
+ * that never saw the rest would hold them: n, or 0 when the rest aged a
+ * block into a colder tier (kv_cache_stale_from). */
+int session_reusable(const session *s, int n);
+/* Keep the first n tokens as if the rest had never been seen: truncate,
+ * then compute again the entries the forgotten tokens had aged. On failure
+ * the session holds the first session_reusable(s, n) tokens. */
+err_code session_rewind(session *s, int n, err_t *err);
 /* Tokens at the start of ids[0..n) that the cache already holds. */
 int session_common_prefix(const session *s, const int32_t *ids, int n);
 
