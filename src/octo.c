@@ -195,7 +195,11 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
     }
     om->client = c;
     atomic_fetch_add(&c->refs, 1); /* released by octo_model_free */
-    pthread_mutex_init(&om->lock, NULL);
+    pthread_mutexattr_t ma; /* recursive: a progress or log callback may ask for stats inside a token */
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&om->lock, &ma);
+    pthread_mutexattr_destroy(&ma);
     atomic_init(&om->busy, false);
     kv_config kv;
     plan_device dev;

@@ -177,6 +177,12 @@ static void *watch_stats(void *arg) {
     return NULL;
 }
 
+static void stats_in_callback(void *user, int done, int total) {
+    (void)done, (void)total;
+    const octo_stats s = octo_model_stats(user); /* inside octo_stream_next: must not wait for itself */
+    (void)s;
+}
+
 /* 13: octo_model_stats during a stream raced with the cache (48 TSan reports). */
 static void test_stats_during_stream(void) {
     octo_client *c = octo_client_new(NULL);
@@ -188,6 +194,8 @@ static void test_stats_during_stream(void) {
     pthread_create(&th, NULL, watch_stats, &w);
     octo_generate_params gp = octo_generate_params_defaults();
     gp.max_tokens = 200;
+    gp.on_prefill = stats_in_callback;
+    gp.user = m;
     octo_stream *st = octo_generate(m, "ab", &gp);
     T_CHECK(st != NULL);
     int during = 0; /* tokens after which the watcher took a snapshot before the next one began */
