@@ -370,7 +370,8 @@ typedef struct {
     /* context and KV cache */
     int context_tokens;           /* tokens in the KV cache now */
     int context_size;             /* tokens it can hold */
-    uint64_t kv_bytes;            /* bytes of cache entries in use (the draft model's cache included: one budget) */
+    uint64_t kv_bytes;            /* bytes the cache holds resident: whole 64-entry blocks, page-rounded, with their
+                                     bookkeeping; what the budget bounds (the draft model's cache included: one budget) */
     uint64_t kv_draft_bytes;      /* of those, the draft model's */
     uint64_t kv_budget_bytes;     /* bytes the caches may use (without a budget: their full size at kv_type) */
     double kv_cache_utilization;  /* kv_bytes / kv_budget_bytes, 0..1 */

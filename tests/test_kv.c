@@ -154,7 +154,8 @@ static void test_tiers(void) {
         const kv_stats st = kv_cache_stats(c);
         const uint64_t kbytes = channels ? (uint64_t)(N / 64) * dim * (4 + (want_k == ATTN_KC8 ? 64 : 32))
                                          : (uint64_t)N * quant_row_bytes(types[t], dim);
-        T_EQ_INT(st.bytes, hp.n_layer * (kbytes + (uint64_t)N * quant_row_bytes(types[t], dim)));
+        T_EQ_INT(st.entry_bytes, hp.n_layer * (kbytes + (uint64_t)N * quant_row_bytes(types[t], dim)));
+        T_CHECK(st.bytes > st.mapped_bytes && st.bytes < st.mapped_bytes + 5 * hp.n_layer * 1024); /* + bookkeeping */
         free(k), free(v);
         kv_cache_free(c);
     }
@@ -222,13 +223,16 @@ static void test_mixed_attention(void) {
 
 /* ---- policies on hand-made patterns: 1 layer, tiny rows, F32 tiers */
 
-static kv_cache *policy_cache(const model_hparams *hp, kv_policy_id p, int anchors, int recent, int keep_tokens) {
+/* The budget is counted in mapped blocks of 64 entries (16 KiB each here):
+ * the smallest, 3 blocks (kv_budget_floor), holds the anchors' block, the
+ * recent window's and the block being filled: 129 to 192 entries. */
+static kv_cache *policy_cache(const model_hparams *hp, kv_policy_id p, int anchors, int recent) {
     kv_config cfg = kv_config_plain(QT_F32);
     cfg.policy = p;
     cfg.anchor_tokens = anchors;
     cfg.recent_tokens = recent;
     cfg.snap_window = 4;
-    cfg.budget_bytes = (uint64_t)keep_tokens * kv_token_bytes(hp, QT_F32);
+    cfg.budget_bytes = kv_budget_floor(hp, &cfg);
     kv_cache *c = NULL;
     err_t err = {0};
     if (kv_cache_new(hp, &cfg, &c, &err)) {
@@ -281,10 +285,10 @@ static float heavy10(int32_t pos, int32_t now) {
     (void)now;
     return pos % 10 == 0 ? 1.0f : 0.01f;
 }
-/* until step 100 queries look at pos 5..74; after, at pos 100..169 (less strongly) */
+/* until step 200 queries look at pos 5..194; after, at pos 200..389 (less strongly) */
 static float shifting(int32_t pos, int32_t now) {
-    if (now < 100) return pos >= 5 && pos < 75 ? 1.0f : 0.0f;
-    return pos >= 100 && pos < 170 ? 0.2f : 0.0f;
+    if (now < 200) return pos >= 5 && pos < 195 ? 1.0f : 0.0f;
+    return pos >= 200 && pos < 390 ? 0.2f : 0.0f;
 }
 static float flat(int32_t pos, int32_t now) {
     (void)pos, (void)now;
@@ -294,92 +298,90 @@ static float flat(int32_t pos, int32_t now) {
 static void test_policies(void) {
     const model_hparams hp = hparams(1, 1, 32);
     int32_t pos[4096];
-    /* budget: 4 anchors + 16 recent + 64 slots the policy decides */
-    const int keep = 4 + 16 + 64;
+    /* 4 anchors, 16 recent, a budget of 3 blocks: 129..192 entries held (policy_cache) */
+    const int lo = 129, hi = 192;
 
     /* none: everything, whatever the budget says */
-    kv_cache *c = policy_cache(&hp, KV_POLICY_NONE, 4, 16, keep);
+    kv_cache *c = policy_cache(&hp, KV_POLICY_NONE, 4, 16);
     for (int p = 0; p < 200; p++) step(c, &hp, p, flat);
     T_EQ_INT(held(c, pos), 200);
     kv_cache_free(c);
 
-    /* window: anchors 0..3 and the newest keep-4 entries */
-    c = policy_cache(&hp, KV_POLICY_WINDOW, 4, 16, keep);
-    for (int p = 0; p < 200; p++) step(c, &hp, p, flat);
+    /* window: anchors 0..3 and a run of the newest entries */
+    c = policy_cache(&hp, KV_POLICY_WINDOW, 4, 16);
+    for (int p = 0; p < 300; p++) step(c, &hp, p, flat);
     int n = held(c, pos);
-    T_EQ_INT(n, keep);
-    bool ok = n == keep;
+    T_CHECKF(n >= lo && n <= hi, "window holds %d", n);
+    bool ok = n >= lo;
     for (int i = 0; ok && i < 4; i++) ok = pos[i] == i;
-    for (int i = 4; ok && i < n; i++) ok = pos[i] == 200 - (keep - 4) + (i - 4);
+    for (int i = 4; ok && i < n; i++) ok = pos[i] == 300 - (n - 4) + (i - 4);
     T_CHECKF(ok, "window keeps anchors and the newest entries (first kept after anchors: %d)", n > 4 ? pos[4] : -1);
     kv_cache_free(c);
 
-    /* h2o: the heavy hitters (multiples of 10) survive; among the rest only the recent window */
-    c = policy_cache(&hp, KV_POLICY_H2O, 4, 16, keep);
-    for (int p = 0; p < 300; p++) step(c, &hp, p, heavy10);
+    /* h2o: the heavy hitters (multiples of 10) survive; among the rest only the newest */
+    c = policy_cache(&hp, KV_POLICY_H2O, 4, 16);
+    for (int p = 0; p < 600; p++) step(c, &hp, p, heavy10);
     n = held(c, pos);
-    T_EQ_INT(n, keep);
+    T_CHECKF(n >= lo && n <= hi, "h2o holds %d", n);
     int heavy_kept = 0, light_old = 0;
     for (int i = 0; i < n; i++) {
         heavy_kept += pos[i] % 10 == 0;
-        light_old += pos[i] % 10 != 0 && pos[i] >= 4 && pos[i] < 300 - 16;
+        light_old += pos[i] % 10 != 0 && pos[i] >= 4 && pos[i] < 600 - 64;
     }
-    /* 30 heavy hitters all fit in the 64 evictable slots: all kept */
-    T_EQ_INT(heavy_kept, 30);
-    printf("h2o: %d of 30 heavy hitters kept, %d light old entries kept\n", heavy_kept, light_old);
+    /* 60 heavy hitters all fit in the 109+ evictable slots: all kept */
+    T_EQ_INT(heavy_kept, 60);
+    printf("h2o: %d of 60 heavy hitters kept, %d light old entries kept, %d held\n", heavy_kept, light_old, n);
     kv_cache_free(c);
 
-    /* morphkv vs h2o on a pattern that shifts: early queries look at 5..74
-     * (a lot), later ones at 100..169 (less); 64 slots hold one group.
+    /* morphkv vs h2o on a pattern that shifts: early queries look at 5..194
+     * (a lot), later ones at 200..389 (less); the slots hold one group at most.
      * morphkv follows the recent queries; h2o's totals still favour the
-     * early group (100 x 1.0 against at most 300 x 0.2). */
-    int kept_recent[2] = {0, 0}, kept_early[2] = {0, 0};
+     * early group (200 x 1.0 against at most 500 x 0.2). */
+    int kept_recent[2] = {0, 0}, kept_early[2] = {0, 0}, held_n[2] = {0, 0};
     const kv_policy_id pol[2] = {KV_POLICY_H2O, KV_POLICY_MORPHKV};
     for (int k = 0; k < 2; k++) {
-        c = policy_cache(&hp, pol[k], 4, 16, 4 + 16 + 64);
-        for (int p = 0; p < 400; p++) step(c, &hp, p, shifting);
-        n = held(c, pos);
+        c = policy_cache(&hp, pol[k], 4, 16);
+        for (int p = 0; p < 700; p++) step(c, &hp, p, shifting);
+        n = held_n[k] = held(c, pos);
         for (int i = 0; i < n; i++) {
-            kept_early[k] += pos[i] >= 5 && pos[i] < 75;
-            kept_recent[k] += pos[i] >= 100 && pos[i] < 170;
+            kept_early[k] += pos[i] >= 5 && pos[i] < 195;
+            kept_recent[k] += pos[i] >= 200 && pos[i] < 390;
         }
         kv_cache_free(c);
     }
-    printf("shifting attention: h2o keeps %d early / %d recent-focus entries, morphkv %d / %d\n", kept_early[0],
-           kept_recent[0], kept_early[1], kept_recent[1]);
-    /* h2o: all 64 slots to the early group. morphkv: the early scores fade
-     * by (15/16) per query, so the later group takes the slots, except for
-     * the later entries that left the recent window while the early
-     * scores were still higher (eviction is final): 57 of 64 here */
-    T_EQ_INT(kept_early[0], 64);
+    printf("shifting attention: h2o keeps %d early / %d recent-focus entries of %d, morphkv %d / %d of %d\n",
+           kept_early[0], kept_recent[0], held_n[0], kept_early[1], kept_recent[1], held_n[1]);
+    /* h2o: the slots to the early group. morphkv: the early scores fade by
+     * (15/16) per query, so the later group takes them (109 / 0 and 0 / 109 here) */
     T_EQ_INT(kept_recent[0], 0);
-    T_CHECKF(kept_recent[1] >= 50 && kept_early[1] <= 14, "morphkv kept %d later / %d early", kept_recent[1],
+    T_CHECKF(kept_early[0] >= 100, "h2o kept %d early of %d", kept_early[0], held_n[0]);
+    T_CHECKF(kept_recent[1] >= 100 && kept_early[1] <= 10, "morphkv kept %d later / %d early", kept_recent[1],
              kept_early[1]);
 
     /* snapkv: the prefill's last 4 queries vote once; voted entries stay, later ones do not change it */
-    c = policy_cache(&hp, KV_POLICY_SNAPKV, 4, 16, keep);
+    c = policy_cache(&hp, KV_POLICY_SNAPKV, 4, 16);
     {
         kv_iface k = kv_cache_iface(c);
         T_CHECK(k.observe != NULL && k.observe_last == 4);
-        float *kr = calloc(200 * 32, sizeof(float)), *vr = calloc(200 * 32, sizeof(float));
-        int32_t pp[200];
-        for (int i = 0; i < 200; i++) pp[i] = i;
+        float *kr = calloc(400 * 32, sizeof(float)), *vr = calloc(400 * 32, sizeof(float));
+        int32_t pp[400];
+        for (int i = 0; i < 400; i++) pp[i] = i;
         err_t err = {0};
-        T_CHECK(k.append(k.self, 0, 200, pp, kr, vr, &err) == ERR_OK);
-        float w[200];
-        for (int i = 0; i < 200; i++) w[i] = i % 7 == 0 ? 0.5f : 0.001f; /* votes for multiples of 7 */
-        k.observe(k.self, 0, 4, 200, w);
-        T_CHECK(kv_cache_commit(c, 200, &err) == ERR_OK);
+        T_CHECK(k.append(k.self, 0, 400, pp, kr, vr, &err) == ERR_OK);
+        float w[400];
+        for (int i = 0; i < 400; i++) w[i] = i % 7 == 0 ? 0.5f : 0.001f; /* votes for multiples of 7 */
+        k.observe(k.self, 0, 4, 400, w);
+        T_CHECK(kv_cache_commit(c, 400, &err) == ERR_OK);
         T_CHECK(kv_cache_iface(c).observe == NULL); /* one vote only */
         n = held(c, pos);
         int sevens = 0, others_old = 0;
         for (int i = 0; i < n; i++) {
-            sevens += pos[i] % 7 == 0 && pos[i] >= 4 && pos[i] < 184;
-            others_old += pos[i] % 7 != 0 && pos[i] >= 4 && pos[i] < 184;
+            sevens += pos[i] % 7 == 0 && pos[i] >= 4 && pos[i] < 384;
+            others_old += pos[i] % 7 != 0 && pos[i] >= 4 && pos[i] < 384;
         }
         printf("snapkv: kept %d voted and %d unvoted old prompt entries of %d\n", sevens, others_old, n);
-        T_EQ_INT(n, keep);
-        T_EQ_INT(sevens, 26); /* 7, 14, ..., 182 */
+        T_CHECKF(n >= lo && n <= hi, "snapkv holds %d", n);
+        T_EQ_INT(sevens, 54); /* 7, 14, ..., 378 */
         free(kr), free(vr);
     }
     kv_cache_free(c);
@@ -425,7 +427,7 @@ static void test_rollback_and_budget(void) {
     float *K = random_rows(N + 64, dim), *V = random_rows(N + 64, dim);
     kv_config cfg = kv_config_default();
     cfg.hot_tokens = 32, cfg.warm_tokens = 128, cfg.anchor_tokens = 8, cfg.recent_tokens = 32;
-    cfg.budget_bytes = 300 * kv_token_bytes(&hp, QT_F16) / 2; /* ~ 300 tokens at INT8 */
+    cfg.budget_bytes = kv_budget_floor(&hp, &cfg) * 3 / 2; /* 4.5 blocks a layer (the floor: 3) */
     kv_cache *c;
     err_t err = {0};
     T_CHECK(kv_cache_new(&hp, &cfg, &c, &err) == ERR_OK);
@@ -500,7 +502,8 @@ static void generation_budget(const char *spill_dir) {
     model *m = small_model(5, "kvgen.gguf", path, sizeof path);
     if (!m) return;
     kv_config cfg = kv_config_default();
-    cfg.budget_bytes = 400 * kv_token_bytes(&m->hp, QT_F16); /* ~10 % of the context at F16 */
+    /* ~10 % of the context at F16; with spill, room for the hot and warm windows' blocks */
+    cfg.budget_bytes = (spill_dir ? 800 : 400) * kv_token_bytes(&m->hp, QT_F16);
     cfg.spill_dir = spill_dir;
     session *s = NULL;
     T_CHECK(session_new_kv(m, 4096, &cfg, 1, &s, &err) == ERR_OK);
@@ -539,7 +542,9 @@ static void generation_budget(const char *spill_dir) {
          * default 512-token warm window nearly fills it): every cold block is
          * kept, in memory or on file */
         T_CHECK(st.spill_on && st.blocks_spilled > 0 && st.spill_reads > 0 && st.spill_errors == 0);
-        T_EQ_INT((int)(st.tokens + st.tokens_evicted), 4096);
+        /* (tokens: layer 0's; tokens_evicted: the mean over layers, which can differ by a block's trade) */
+        T_CHECKF(llabs(st.tokens + st.tokens_evicted - 4096) < m->hp.n_layer, "%lld held + %lld evicted",
+                 (long long)st.tokens, (long long)st.tokens_evicted);
         T_CHECKF(st.tokens_evicted < 1000, "%lld entries evicted with spill on", (long long)st.tokens_evicted);
     }
     free(logits);
@@ -701,7 +706,7 @@ static int entries_differing(kv_cache *c, kv_cache *ref, const model_hparams *hp
 static kv_config spill_config(const model_hparams *hp, const char *dir) {
     kv_config cfg = kv_config_default();
     cfg.hot_tokens = 32, cfg.warm_tokens = 128, cfg.anchor_tokens = 8, cfg.recent_tokens = 32;
-    cfg.budget_bytes = 420 * kv_token_bytes(hp, QT_F16) / 2; /* hot + warm + 24 cold blocks' bounds fit */
+    cfg.budget_bytes = 2 * kv_budget_floor(hp, &cfg); /* hot + warm + 24 cold blocks' bounds fit */
     cfg.spill_dir = dir;
     return cfg;
 }

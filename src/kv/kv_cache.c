@@ -129,13 +129,18 @@ static uint64_t block_bytes(const kv_cache *c, uint32_t kt, uint32_t vt, int n) 
                                       : (uint64_t)n * row_bytes(kt, c->k_dim);
     return k + (uint64_t)n * row_bytes(vt, c->v_dim);
 }
-/* ... and what one more entry adds */
-static uint64_t entry_bytes(const kv_cache *c, uint32_t kt, uint32_t vt) {
-    const uint64_t k = by_channel(kt) ? (uint64_t)c->k_dim / (kt == ATTN_KC8 ? 1 : 2) : row_bytes(kt, c->k_dim);
-    return k + row_bytes(vt, c->v_dim);
-}
 
 /* ---------------------------------------------------------------- blocks */
+
+uint64_t kv_budget_floor(const model_hparams *hp, const kv_config *cfg) {
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    const int k_dim = hp->n_head_kv * hp->head_dim, v_dim = hp->n_head_kv * hp->head_dim_v;
+    const uint64_t block = ((uint64_t)KV_BLOCK * (row_bytes(cfg->hot_type, k_dim) + row_bytes(cfg->hot_type, v_dim)) +
+                            page - 1) / page * page + sizeof(kv_block); /* what block_cost charges */
+    const uint64_t anchors = ((uint64_t)cfg->anchor_tokens + KV_BLOCK - 1) / KV_BLOCK;
+    const uint64_t recent = ((uint64_t)cfg->recent_tokens + KV_BLOCK - 1) / KV_BLOCK;
+    return (uint64_t)hp->n_layer * (anchors + recent + 1) * block;
+}
 
 /* A block's mapping: KV_BLOCK entries' keys and values, whole pages (also a spill slot's payload). */
 static size_t block_mem_bytes(const kv_cache *c, uint32_t kt, uint32_t vt) {
@@ -232,14 +237,23 @@ static void move_entry(const kv_cache *c, kv_block *b, int to, int from) {
     }
 }
 
-/* Append src's entries to dst (the same per-token types: merging). */
+/* Append src's entries to dst (the same types: merging). Keys by channel
+ * share a scale per channel over their block, so merged ones are quantized
+ * again over the union, from their values (c->f32 holds KV_BLOCK rows). */
 static void append_entries(const kv_cache *c, kv_block *dst, const kv_block *src) {
+    const int n = dst->n + src->n;
+    if (by_channel(dst->k_type)) {
+        for (int j = 0; j < dst->n; j++) key_f32(c, dst, j, c->f32 + (size_t)j * c->k_dim);
+        for (int j = 0; j < src->n; j++) key_f32(c, src, j, c->f32 + (size_t)(dst->n + j) * c->k_dim);
+        attn_kc_quantize(dst->k_type, c->f32, n, c->k_dim, KV_BLOCK, dst->mem);
+    } else {
+        memcpy(krow(c, dst, dst->n), krow(c, src, 0), (size_t)src->n * row_bytes(src->k_type, c->k_dim));
+    }
     memcpy(dst->pos + dst->n, src->pos, sizeof(int32_t) * (size_t)src->n);
     memcpy(dst->score + dst->n, src->score, sizeof(float) * (size_t)src->n);
     memcpy(dst->scored + dst->n, src->scored, sizeof(bool) * (size_t)src->n);
-    memcpy(krow(c, dst, dst->n), krow(c, src, 0), (size_t)src->n * row_bytes(src->k_type, c->k_dim));
     memcpy(vrow(c, dst, dst->n), vrow(c, src, 0), (size_t)src->n * row_bytes(src->v_type, c->v_dim));
-    dst->n += src->n;
+    dst->n = n;
 }
 
 /* Append a block; the view's span list grows with it, so view() never allocates. */
@@ -266,11 +280,19 @@ static void remove_block(kv_cache *c, kv_layer *L, int i) {
     L->n_blocks--;
 }
 
-/* What a block holding n committed entries costs the budget: its entries
- * while in memory, and its key bounds (cold blocks, with spill). */
+/* What a block holding n committed entries costs the budget: in memory, its
+ * whole mapping of KV_BLOCK entries, in pages (they stay resident
+ * however few entries are left: the budget bounds memory, not a count), its
+ * own bookkeeping, and its key bounds (cold blocks, with spill). A block of tentative entries
+ * only costs nothing until they are committed. */
 static uint64_t block_cost(const kv_cache *c, const kv_block *b, int n) {
-    return (b->spilled ? 0 : block_bytes(c, b->k_type, b->v_type, n)) +
+    return (b->spilled || !n ? 0 : b->mem_bytes) + (n ? sizeof *b : 0) +
            (b->kmin ? 2ull * (uint64_t)c->k_dim * sizeof(fp16_t) : 0);
+}
+
+/* Can evict() merge nx into b (neighbours at rest in memory, of one layout)? */
+static bool mergeable(const kv_block *b, const kv_block *nx) {
+    return !b->open && !nx->open && !b->spilled && !nx->spilled && nx->k_type == b->k_type && nx->v_type == b->v_type;
 }
 
 static uint64_t layer_bytes(const kv_cache *c, const kv_layer *L, bool committed_only) {
@@ -454,8 +476,7 @@ err_code kv_cache_new(const model_hparams *hp, const kv_config *cfg, kv_cache **
     if (!pol) return err_set(err, ERR_INVALID_ARG, "unknown KV eviction policy %d", (int)k.policy);
     if (!pol->evicts) k.budget_bytes = 0;
     if (k.budget_bytes) {
-        /* the anchors and the recent window must fit at the hot type */
-        const uint64_t floor = ((uint64_t)k.anchor_tokens + (uint64_t)k.recent_tokens) * kv_token_bytes(hp, k.hot_type);
+        const uint64_t floor = kv_budget_floor(hp, &k);
         if (k.budget_bytes < floor)
             return err_set(err, ERR_INVALID_ARG,
                            "a KV budget of %llu bytes cannot hold %d anchor and %d recent tokens (%llu bytes needed)",
@@ -675,6 +696,86 @@ static int by_rank(const void *a, const void *b) {
     return x->rank < y->rank ? -1 : x->rank > y->rank;
 }
 
+static int committed_in(const kv_cache *c, const kv_block *b) {
+    int n = 0;
+    for (int j = 0; j < b->n; j++) n += b->pos[j] >= c->commit_pos ? 0 : 1;
+    return n;
+}
+
+/* The layer's cost once evict() has compacted its blocks to left[i]
+ * committed entries each and merged neighbours that fit together. */
+static uint64_t merged_cost(const kv_cache *c, const kv_layer *L, const int *left) {
+    uint64_t s = 0;
+    for (int i = 0; i < L->n_blocks;) {
+        const kv_block *b = L->blocks[i];
+        int64_t n = left[i];
+        int j = i + 1;
+        if (by_channel(b->k_type)) { /* whole neighbours, while they fit */
+            for (; j < L->n_blocks && mergeable(b, L->blocks[j]) && n + left[j] <= KV_BLOCK; j++) n += left[j];
+            s += n ? block_cost(c, b, (int)n) : 0; /* an emptied block goes */
+        } else { /* a run of one per-token type is packed densely */
+            for (; j < L->n_blocks && mergeable(b, L->blocks[j]); j++) n += left[j];
+            s += (uint64_t)((n + KV_BLOCK - 1) / KV_BLOCK) * block_cost(c, b, 1);
+        }
+        i = j;
+    }
+    return s;
+}
+
+/* Move the first k entries of src to the end of dst (per-token rows of one type). */
+static void take_front(const kv_cache *c, kv_block *dst, kv_block *src, int k) {
+    const size_t kb = row_bytes(src->k_type, c->k_dim), vb = row_bytes(src->v_type, c->v_dim);
+    const int rest = src->n - k;
+    memcpy(krow(c, dst, dst->n), krow(c, src, 0), (size_t)k * kb);
+    memcpy(vrow(c, dst, dst->n), vrow(c, src, 0), (size_t)k * vb);
+    memcpy(dst->pos + dst->n, src->pos, sizeof(int32_t) * (size_t)k);
+    memcpy(dst->score + dst->n, src->score, sizeof(float) * (size_t)k);
+    memcpy(dst->scored + dst->n, src->scored, sizeof(bool) * (size_t)k);
+    dst->n += k;
+    memmove(krow(c, src, 0), krow(c, src, k), (size_t)rest * kb);
+    memmove(vrow(c, src, 0), vrow(c, src, k), (size_t)rest * vb);
+    memmove(src->pos, src->pos + k, sizeof(int32_t) * (size_t)rest);
+    memmove(src->score, src->score + k, sizeof(float) * (size_t)rest);
+    memmove(src->scored, src->scored + k, sizeof(bool) * (size_t)rest);
+    src->n = rest;
+}
+
+/* After eviction: drop the marked entries, then pack each run of blocks of
+ * one type into as few as hold it (merged_cost's arithmetic): per-token
+ * rows move forward; blocks with keys by channel merge whole when they fit
+ * (their keys quantized again over the union); emptied blocks are unmapped. */
+static void compact_layer(kv_cache *c, kv_layer *L) {
+    for (int i = 0; i < L->n_blocks; i++) {
+        kv_block *b = L->blocks[i];
+        if (b->spilled) continue;
+        int w = 0;
+        for (int j = 0; j < b->n; j++) {
+            if (b->pos[j] == INT32_MIN) continue;
+            if (w != j) move_entry(c, b, w, j);
+            w++;
+        }
+        if (w != b->n) block_touched(c, b), b->stale = true;
+        b->n = w;
+    }
+    for (int i = 0; i < L->n_blocks;) {
+        kv_block *b = L->blocks[i];
+        if (b->n == 0 && !b->open) {
+            remove_block(c, L, i);
+            continue;
+        }
+        kv_block *nx = i + 1 < L->n_blocks ? L->blocks[i + 1] : NULL;
+        if (!nx || b->n == KV_BLOCK || !mergeable(b, nx) || (by_channel(b->k_type) && b->n + nx->n > KV_BLOCK)) {
+            i++;
+            continue;
+        }
+        if (by_channel(b->k_type)) append_entries(c, b, nx);
+        else take_front(c, b, nx, KV_BLOCK - b->n < nx->n ? KV_BLOCK - b->n : nx->n);
+        block_touched(c, b), b->stale = true;
+        if (by_channel(b->k_type) || nx->n == 0) remove_block(c, L, i + 1); /* all of it moved */
+        else block_touched(c, nx), nx->stale = true;
+    }
+}
+
 /* Spill, then evict by the policy, until the layer's committed bytes fit limit. */
 static err_code evict(kv_cache *c, kv_layer *L, uint64_t limit, err_t *err) {
     spill_over(c, L, limit);
@@ -694,12 +795,21 @@ static err_code evict(kv_cache *c, kv_layer *L, uint64_t limit, err_t *err) {
         }
     }
     qsort(v, (size_t)nv, sizeof *v, by_rank);
+    /* evict in rank order until the layer, compacted and merged as below, fits */
+    int *left = malloc(sizeof *left * (size_t)L->n_blocks);
+    if (!left) {
+        free(v);
+        return err_set(err, ERR_NOMEM, "out of memory choosing KV entries to evict");
+    }
+    for (int i = 0; i < L->n_blocks; i++) left[i] = committed_in(c, L->blocks[i]);
     int k = 0;
     for (; k < nv && bytes > limit; k++) {
         kv_block *b = L->blocks[v[k].block];
-        bytes -= entry_bytes(c, b->k_type, b->v_type);
         b->pos[v[k].slot] = INT32_MIN; /* marked; removed below */
+        left[v[k].block]--;
+        bytes = merged_cost(c, L, left);
     }
+    free(left);
     free(v);
     /* still over: the bounds of spilled blocks are what is left; the
      * blocks the newest query bounds lowest go */
@@ -718,39 +828,7 @@ static err_code evict(kv_cache *c, kv_layer *L, uint64_t limit, err_t *err) {
     if (bytes > limit) /* cannot happen when kv_cache_new checked the budget */
         return err_set(err, ERR_CONTEXT_FULL, "the KV budget cannot hold the anchors and the recent window");
     c->evicted += k;
-    /* compact each block, then merge neighbours of one type that fit together */
-    for (int i = 0; i < L->n_blocks; i++) {
-        kv_block *b = L->blocks[i];
-        if (b->spilled) continue;
-        int w = 0;
-        for (int j = 0; j < b->n; j++) {
-            if (b->pos[j] == INT32_MIN) continue;
-            if (w != j) move_entry(c, b, w, j);
-            w++;
-        }
-        if (w != b->n) block_touched(c, b), b->stale = true;
-        b->n = w;
-    }
-    for (int i = 0; i < L->n_blocks;) {
-        kv_block *b = L->blocks[i];
-        if (b->n == 0 && !b->open) {
-            remove_block(c, L, i);
-            continue;
-        }
-        if (i + 1 < L->n_blocks) {
-            kv_block *nx = L->blocks[i + 1];
-            /* keys by channel share a scale per block: those blocks are not merged */
-            if (!b->open && !nx->open && !b->spilled && !nx->spilled && nx->k_type == b->k_type &&
-                nx->v_type == b->v_type && !by_channel(b->k_type) && b->n + nx->n <= KV_BLOCK) {
-                append_entries(c, b, nx);
-                block_touched(c, b);
-                b->stale = true;
-                remove_block(c, L, i + 1);
-                continue;
-            }
-        }
-        i++;
-    }
+    compact_layer(c, L);
     /* bounds of changed cold blocks: a bound over fewer entries is tighter */
     for (int i = 0; i < L->n_blocks; i++) {
         kv_block *b = L->blocks[i];
@@ -966,6 +1044,7 @@ kv_stats kv_cache_stats(const kv_cache *c) {
             }
             const uint64_t bytes = block_cost(c, b, n);
             s.bytes += bytes;
+            s.entry_bytes += b->spilled ? 0 : block_bytes(c, b->k_type, b->v_type, n);
             if (!b->spilled) s.mapped_bytes += b->mem_bytes;
             s.blocks_spilled += b->spilled;
             const int t = tier_of(c, b);

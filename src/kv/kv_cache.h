@@ -18,10 +18,14 @@
  * once it is full. The attention kernel reads every tier directly
  * (core/attn.h). The first anchor_tokens entries are never evicted.
  *
- * Budget. Committed entries' bytes never exceed budget_bytes (0 = no limit).
+ * Budget. The blocks holding committed entries never occupy more than
+ * budget_bytes (0 = no limit), counted as resident: each block's whole
+ * mapping, page-rounded, and its bookkeeping, however few entries it holds.
  * After each commit: re-quantize by age, then, while over budget, evict the
  * entries the policy ranks lowest (never anchors, never the recent_tokens
- * newest), compacting and merging blocks and unmapping the freed ones.
+ * newest) until the layer, packed into as few blocks as hold it, fits;
+ * blocks with keys by channel merge whole (keys quantized again over the
+ * union); freed blocks are unmapped.
  *
  * Spill. With spill_dir set, over budget the cache first moves whole cold
  * blocks to a file there (spill.h) instead of evicting entries: the block
@@ -73,6 +77,10 @@ typedef struct {
 } kv_config;
 
 kv_config kv_config_default(void);
+/* The smallest budget a cache of cfg can keep for hp: per layer, whole hot
+ * blocks (the budget counts mapped blocks, not entries) for the anchors, the
+ * recent window and the block being filled. */
+uint64_t kv_budget_floor(const model_hparams *hp, const kv_config *cfg);
 /* A cache that keeps everything at one type (QT_F32 or QT_F16): the reference. */
 kv_config kv_config_plain(uint32_t type);
 const char *kv_policy_name(kv_policy_id p);
@@ -80,7 +88,8 @@ const char *kv_policy_name(kv_policy_id p);
 int kv_policy_from_name(const char *name);
 
 typedef struct {
-    uint64_t bytes;            /* committed entries, all tiers */
+    uint64_t bytes;            /* what the budget counts: the blocks holding committed entries, whole */
+    uint64_t entry_bytes;      /* of those, the committed entries' own bytes */
     uint64_t budget;           /* 0 = none */
     uint64_t bytes_hot, bytes_warm, bytes_cold;
     uint64_t mapped_bytes;     /* what the block mappings occupy (page-rounded) */

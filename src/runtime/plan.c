@@ -65,7 +65,7 @@ plan plan_make(const model *m, const model *draft, int n_ctx, const kv_config *c
     kv_config *k = &p.kv;
     const uint64_t tb = kv_token_bytes(&m->hp, k->hot_type), db = draft ? kv_token_bytes(&draft->hp, k->hot_type) : 0;
     const uint64_t full = (uint64_t)n_ctx * (tb + db);
-    const uint64_t floor = (uint64_t)(k->anchor_tokens + k->recent_tokens) * (tb + db);
+    const uint64_t floor = kv_budget_floor(&m->hp, k) + (draft ? kv_budget_floor(&draft->hp, k) : 0);
     const uint64_t weights = m->weight_bytes + (draft ? draft->weight_bytes : 0);
     char share[96] = "";
     uint64_t b = k->budget_bytes;
