@@ -170,11 +170,15 @@ static err_code load_draft(octo_model *om, const char *path, err_t *err);
 static bool find_draft(octo_model *om, const char *path);
 static err_code make_self_draft(octo_model *om, bool asked, const plan_device *dev, err_t *err);
 
-octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_options *opts) {
-    if (!c) return NULL;
-    err_t *cerr = client_err(c);
-    if (!path) {
-        err_set(cerr, ERR_INVALID_ARG, "no model path given");
+/* A model object with checked options, holding its client, not yet loaded; NULL with cerr set. */
+static octo_model *model_new(octo_client *c, const octo_model_options *opts, err_t *cerr) {
+    const octo_model_options o = opts ? *opts : octo_model_options_defaults();
+    if (o.n_ctx < 0 || o.n_ctx > OCTO_MAX_CONTEXT || c->opts.n_threads < 0 || c->opts.n_threads > OCTO_MAX_THREADS ||
+        (o.kv_type != OCTO_KV_F32 && o.kv_type != OCTO_KV_F16) || o.auto_draft < OCTO_DRAFT_NONE ||
+        o.auto_draft > OCTO_DRAFT_SELF) {
+        err_set(cerr, ERR_INVALID_ARG,
+                "bad model options (n_ctx %d of 0..%d, n_threads %d of 0..%d, kv_type %d, auto_draft %d)", o.n_ctx,
+                OCTO_MAX_CONTEXT, c->opts.n_threads, OCTO_MAX_THREADS, (int)o.kv_type, o.auto_draft);
         return NULL;
     }
     octo_model *om = calloc(1, sizeof *om);
@@ -182,17 +186,7 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
         err_set(cerr, ERR_NOMEM, "out of memory");
         return NULL;
     }
-    om->opts = opts ? *opts : octo_model_options_defaults();
-    if (om->opts.n_ctx < 0 || om->opts.n_ctx > OCTO_MAX_CONTEXT || c->opts.n_threads < 0 ||
-        c->opts.n_threads > OCTO_MAX_THREADS || (om->opts.kv_type != OCTO_KV_F32 && om->opts.kv_type != OCTO_KV_F16) ||
-        om->opts.auto_draft < OCTO_DRAFT_NONE || om->opts.auto_draft > OCTO_DRAFT_SELF) {
-        err_set(cerr, ERR_INVALID_ARG,
-                "bad model options (n_ctx %d of 0..%d, n_threads %d of 0..%d, kv_type %d, auto_draft %d)",
-                om->opts.n_ctx, OCTO_MAX_CONTEXT, c->opts.n_threads, OCTO_MAX_THREADS, (int)om->opts.kv_type,
-                om->opts.auto_draft);
-        free(om);
-        return NULL;
-    }
+    om->opts = o;
     om->client = c;
     atomic_fetch_add(&c->refs, 1); /* released by octo_model_free */
     pthread_mutexattr_t ma; /* recursive: a progress or log callback may ask for stats inside a token */
@@ -201,6 +195,18 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
     pthread_mutex_init(&om->lock, &ma);
     pthread_mutexattr_destroy(&ma);
     atomic_init(&om->busy, false);
+    return om;
+}
+
+octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_options *opts) {
+    if (!c) return NULL;
+    err_t *cerr = client_err(c);
+    if (!path) {
+        err_set(cerr, ERR_INVALID_ARG, "no model path given");
+        return NULL;
+    }
+    octo_model *om = model_new(c, opts, cerr);
+    if (!om) return NULL;
     kv_config kv;
     plan_device dev;
     err_code rc = kv_config_of(&om->opts, &kv, cerr);

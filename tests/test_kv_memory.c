@@ -17,6 +17,20 @@
 
 enum { N_TOKENS = 4096, CHUNK = 32, VOCAB = 300 };
 
+/* AddressSanitizer keeps freed memory in quarantine and adds shadow memory:
+ * there, resident memory says nothing about the cache, so only the run (and
+ * the budget's own count) is checked. */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
 /* kv bytes per token at F16: 4 layers x 4 KV heads x (128 + 128) x 2 = 8 KiB (heads of 128, as in most models) */
 static int write_model(const char *path) {
     synth_opts o = synth_defaults();
@@ -100,11 +114,14 @@ int main(void) {
         const double peak = run(path, pols[i].p, budget, &kv_end);
         printf("%-8s resident above the start %.2f MiB (budget %.2f MiB), kv_bytes at the end %.2f MiB\n",
                pols[i].name, peak / 1048576.0, budget / 1048576.0, kv_end / 1048576.0);
-        T_CHECKF(peak >= 0 && peak <= 1.05 * (double)budget, "%s: %.2f MiB resident for a %.2f MiB budget",
-                 pols[i].name, peak / 1048576.0, budget / 1048576.0);
+        T_CHECK(peak >= 0);
+        if (!UNDER_ASAN)
+            T_CHECKF(peak <= 1.05 * (double)budget, "%s: %.2f MiB resident for a %.2f MiB budget", pols[i].name,
+                     peak / 1048576.0, budget / 1048576.0);
         T_CHECKF(kv_end <= budget && kv_end > budget / 2, "%s: kv_bytes %llu", pols[i].name,
                  (unsigned long long)kv_end);
     }
+    if (UNDER_ASAN) printf("resident memory not judged under AddressSanitizer (quarantine and shadow memory)\n");
     remove(path);
     T_DONE();
 }
