@@ -295,15 +295,16 @@ static bool mergeable(const kv_block *b, const kv_block *nx) {
     return !b->open && !nx->open && !b->spilled && !nx->spilled && nx->k_type == b->k_type && nx->v_type == b->v_type;
 }
 
-static uint64_t layer_bytes(const kv_cache *c, const kv_layer *L, bool committed_only) {
+static int committed_in(const kv_cache *c, const kv_block *b) {
+    int n = 0;
+    for (int j = 0; j < b->n; j++) n += b->pos[j] < c->commit_pos;
+    return n;
+}
+
+/* What the layer's committed entries cost the budget now. */
+static uint64_t layer_bytes(const kv_cache *c, const kv_layer *L) {
     uint64_t s = 0;
-    for (int i = 0; i < L->n_blocks; i++) {
-        const kv_block *b = L->blocks[i];
-        int n = b->n;
-        if (committed_only)
-            for (int j = 0; j < b->n; j++) n -= b->pos[j] >= c->commit_pos;
-        s += block_cost(c, b, n);
-    }
+    for (int i = 0; i < L->n_blocks; i++) s += block_cost(c, L->blocks[i], committed_in(c, L->blocks[i]));
     return s;
 }
 
@@ -428,7 +429,7 @@ static void drop_spilled(kv_cache *c, kv_layer *L, int i, const err_t *e) {
 
 /* While over limit, move the lowest-ranked spillable blocks to the file. */
 static void spill_over(kv_cache *c, kv_layer *L, uint64_t limit) {
-    uint64_t bytes = layer_bytes(c, L, true);
+    uint64_t bytes = layer_bytes(c, L);
     while (bytes > limit && c->spill && !c->spill_full) {
         int pick = -1;
         double low = INFINITY;
@@ -445,7 +446,7 @@ static void spill_over(kv_cache *c, kv_layer *L, uint64_t limit) {
             c->spill_full = true;
             return;
         }
-        bytes = layer_bytes(c, L, true);
+        bytes = layer_bytes(c, L);
     }
 }
 
@@ -696,12 +697,6 @@ static int by_rank(const void *a, const void *b) {
     return x->rank < y->rank ? -1 : x->rank > y->rank;
 }
 
-static int committed_in(const kv_cache *c, const kv_block *b) {
-    int n = 0;
-    for (int j = 0; j < b->n; j++) n += b->pos[j] >= c->commit_pos ? 0 : 1;
-    return n;
-}
-
 /* The layer's cost once evict() has compacted its blocks to left[i]
  * committed entries each and merged neighbours that fit together. */
 static uint64_t merged_cost(const kv_cache *c, const kv_layer *L, const int *left) {
@@ -779,7 +774,7 @@ static void compact_layer(kv_cache *c, kv_layer *L) {
 /* Spill, then evict by the policy, until the layer's committed bytes fit limit. */
 static err_code evict(kv_cache *c, kv_layer *L, uint64_t limit, err_t *err) {
     spill_over(c, L, limit);
-    uint64_t bytes = layer_bytes(c, L, true);
+    uint64_t bytes = layer_bytes(c, L);
     if (bytes <= limit) return ERR_OK;
     int n = 0;
     for (int i = 0; i < L->n_blocks; i++) n += L->blocks[i]->n;
@@ -865,7 +860,7 @@ static void cache_queries(void *self, int layer, int n, const float *q) {
     }
     const uint64_t limit = c->cfg.budget_bytes / (uint64_t)c->n_layer;
     kv_block *S = L->blocks[s], *R = r >= 0 ? L->blocks[r] : NULL;
-    if (R ? !(bs > br) : layer_bytes(c, L, true) + block_bytes(c, S->k_type, S->v_type, S->n) > limit) return;
+    if (R ? !(bs > br) : layer_bytes(c, L) + block_bytes(c, S->k_type, S->v_type, S->n) > limit) return;
     if (R && c->spill_full && R->slot < 0) return; /* R could not leave */
     err_t e = {0};
     c->spill_prefetch_hits += S->slot == L->prefetched;
@@ -880,7 +875,7 @@ static void cache_queries(void *self, int layer, int n, const float *q) {
             c->spill_full = true;
         }
     }
-    if (layer_bytes(c, L, true) > limit) evict(c, L, limit, &e); /* S larger than R, or R stayed */
+    if (layer_bytes(c, L) > limit) evict(c, L, limit, &e); /* S larger than R, or R stayed */
 }
 
 /* Queries move slowly from one token to the next: the spilled block the
