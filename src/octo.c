@@ -565,7 +565,7 @@ static gen_params to_gen_params(const octo_generate_params *p) {
 }
 
 /* AUTO: the draft model if one is loaded, else n-gram. Verification is
- * lossless under any sampling (spec/verify.h), and a proposer that does not
+ * lossless under any sampling (speculative/verify.h), and a proposer that does not
  * pay is switched off during the generation. */
 static gen_spec spec_of(const octo_model *om, const octo_generate_params *p) {
     if (p->spec == OCTO_SPEC_NGRAM) return GEN_SPEC_NGRAM;

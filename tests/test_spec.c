@@ -44,9 +44,9 @@
 #include "octo.h"
 #include "runtime/generate.h"
 #include "runtime/session.h"
-#include "spec/lookahead.h"
-#include "spec/ngram.h"
-#include "spec/verify.h"
+#include "speculative/lookahead.h"
+#include "speculative/ngram.h"
+#include "speculative/verify.h"
 #include "t.h"
 #include "util.h"
 

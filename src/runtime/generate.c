@@ -18,9 +18,9 @@
 #include <time.h>
 
 #include "model/forward.h"
-#include "spec/lookahead.h"
-#include "spec/ngram.h"
-#include "spec/verify.h"
+#include "speculative/lookahead.h"
+#include "speculative/ngram.h"
+#include "speculative/verify.h"
 
 #define PREFILL_CHUNK 256
 #define PENDING_MAX 512 /* the pending buffer's first size */
@@ -57,7 +57,7 @@ struct generation {
     int32_t queue[SPEC_MAX_K + 1]; /* tokens of a verify pass not yet returned: the accepted drafts
                                       (their entries are cached), then the token after them (not yet) */
     int q_head, q_n;
-    spec_length len;          /* the draft length (spec/verify.h) */
+    spec_length len;          /* the draft length (speculative/verify.h) */
     float *dlogits;           /* [n_vocab] the draft model's logits */
     float *q;                 /* [SPEC_MAX_K * n_vocab] the draft's distributions (sampled drafting) */
     float *scratch;           /* [2 * n_vocab] for verification */

@@ -22,14 +22,14 @@
 #include "model/sampler.h"
 #include "model/tokenizer.h"
 #include "runtime/session.h"
-#include "spec/lookahead.h"
+#include "speculative/lookahead.h"
 
 typedef enum { GEN_SPEC_NONE = 0, GEN_SPEC_NGRAM, GEN_SPEC_DRAFT, GEN_SPEC_LOOKAHEAD } gen_spec;
 
 typedef struct {
     int max_tokens;                /* > 0 */
     sampler_params sampling;
-    gen_spec spec;                 /* speculative decoding (lossless with any sampling: spec/verify.h) */
+    gen_spec spec;                 /* speculative decoding (lossless with any sampling: speculative/verify.h) */
     int spec_k;                    /* fixed draft length, never switched off (experiments); 0 = adaptive (4, then 2..10) */
     session *draft;                /* GEN_SPEC_DRAFT: the draft model's session (same vocabulary) */
     lookahead_params lookahead;    /* GEN_SPEC_LOOKAHEAD: W, N, G (all 0: lookahead_params_default()) */

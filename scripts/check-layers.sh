@@ -1,0 +1,83 @@
+#!/bin/sh
+# check-layers.sh — every #include "..." in src/ and tools/ goes to its own
+# layer or one below it (docs/architecture.md has the table). Run from the
+# repository root; exits 1 and names each offending line when one does not.
+#
+#   rank  layer        folder
+#   0     core         src/core/
+#   1     model        src/model/
+#   2     kv           src/kv/          (from model: only model/kv_iface.h)
+#   2     moe          src/moe/         (from model: only model/experts_iface.h)
+#   2     speculative  src/speculative/ (from model: the sampler and tokenizer only)
+#   3     runtime      src/runtime/
+#   4     api          src/octo.c, include/octo.h
+#   5     tools        tools/ (may include internals: each such line says why)
+#
+# The three layers of rank 2 are peers that must not know each other: the KV
+# cache does not know which experts are resident, the expert cache does not
+# know the KV cache, and speculation reaches the model it drafts with only
+# through speculative/proposer.h's narrow interface.
+cd "$(dirname "$0")/.." || exit 2
+
+layer_of() { # path (a file, or an include's target) -> layer name
+    case "$1" in
+    src/core/* | core/*) echo core ;;
+    src/model/* | model/*) echo model ;;
+    src/kv/* | kv/*) echo kv ;;
+    src/moe/* | moe/*) echo moe ;;
+    src/speculative/* | speculative/*) echo speculative ;;
+    src/runtime/* | runtime/*) echo runtime ;;
+    src/octo.c | octo.h | include/octo.h) echo api ;;
+    tools/*) echo tools ;;
+    *) echo unknown ;;
+    esac
+}
+
+rank_of() {
+    case "$1" in
+    core) echo 0 ;; model) echo 1 ;; kv | moe | speculative) echo 2 ;;
+    runtime) echo 3 ;; api) echo 4 ;; tools) echo 5 ;; *) echo 9 ;;
+    esac
+}
+
+# "ok" or why the include of target (a path from src/) by a file of layer is wrong
+judge() { # from_layer to_layer target
+    from=$1 to=$2 target=$3
+    [ "$to" = unknown ] && { echo "includes $target, which is in no layer"; return; }
+    [ "$from" = "$to" ] && { echo ok; return; }
+    if [ "$(rank_of "$to")" -ge "$(rank_of "$from")" ]; then
+        echo "$from includes $target from $to, a layer at or above its own"; return
+    fi
+    case "$from:$target" in
+    kv:model/kv_iface.h | moe:model/experts_iface.h) echo ok ;;
+    kv:model/* | moe:model/*) echo "$from may know the model only through its interface header, not $target" ;;
+    speculative:model/sampler.h | speculative:model/tokenizer.h) echo ok ;;
+    speculative:model/*) echo "speculative may use the model's sampler and tokenizer only, not $target" ;;
+    *) echo ok ;;
+    esac
+}
+
+out=$(mktemp) || exit 2
+bad=0
+for f in $(find src tools -name '*.[ch]' | sort); do
+    from=$(layer_of "$f")
+    dir=$(dirname "$f")
+    grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" | while IFS= read -r line; do
+        n=${line%%:*}
+        inc=$(printf '%s\n' "$line" | sed 's/^[^"]*"\([^"]*\)".*/\1/')
+        # a bare name is a file beside the includer; else a path from src/ (or octo.h)
+        if [ -f "$dir/$inc" ] && [ "${inc#*/}" = "$inc" ]; then target=${dir#src/}/$inc; else target=$inc; fi
+        case "$f" in tools/*) [ -f "tools/$inc" ] && continue ;; esac
+        verdict=$(judge "$from" "$(layer_of "$target")" "$target")
+        [ "$verdict" = ok ] || echo "$f:$n: $verdict"
+    done
+done >"$out" 2>&1 || true
+if [ -s "$out" ]; then
+    cat "$out"
+    echo "check-layers: $(wc -l <"$out") include(s) break the layering (docs/architecture.md)"
+    bad=1
+else
+    echo "check-layers: every include in src/ and tools/ goes to its own layer or below"
+fi
+rm -f "$out"
+exit $bad
