@@ -25,6 +25,7 @@
 #include "runtime/generate.h"
 #include "runtime/plan.h"
 #include "runtime/session.h"
+#include "speculative/proposer.h"
 
 /* The public status numbers are the internal error codes. */
 _Static_assert((int)OCTO_ERR_CORRUPT == (int)ERR_CORRUPT && (int)ERR_COUNT_ == OCTO_ERR_CORRUPT + 1,
@@ -564,15 +565,17 @@ static gen_params to_gen_params(const octo_generate_params *p) {
     };
 }
 
-/* AUTO: the draft model if one is loaded, else n-gram. Verification is
- * lossless under any sampling (speculative/verify.h), and a proposer that does not
- * pay is switched off during the generation. */
-static gen_spec spec_of(const octo_model *om, const octo_generate_params *p) {
-    if (p->spec == OCTO_SPEC_NGRAM) return GEN_SPEC_NGRAM;
-    if (p->spec == OCTO_SPEC_LOOKAHEAD) return GEN_SPEC_LOOKAHEAD;
-    if (p->spec == OCTO_SPEC_DRAFT || p->spec == OCTO_SPEC_SELF) return GEN_SPEC_DRAFT;
-    if (p->spec == OCTO_SPEC_AUTO) return om->draft_s ? GEN_SPEC_DRAFT : GEN_SPEC_NGRAM;
-    return GEN_SPEC_NONE;
+/* The proposer of a mode: AUTO is the draft model if one is loaded, else
+ * n-gram. Verification is lossless under any sampling (speculative/verify.h),
+ * and a proposer that does not pay is switched off during the generation.
+ * A proposer that drafts with a model runs the loaded one: "self" when it is
+ * the target's own copy. */
+static const proposer_ops *proposer_of(const octo_model *om, octo_spec_mode mode) {
+    if (mode == OCTO_SPEC_NONE) return NULL;
+    const proposer_ops *p = mode == OCTO_SPEC_AUTO ? (om->draft_s ? &proposer_draft : &proposer_ngram)
+                                                   : spec_proposer_at((int)mode - OCTO_SPEC_NONE - 1);
+    if (p && p->needs_lm) p = om->draft_self ? &proposer_self : &proposer_draft;
+    return p;
 }
 
 /* Tokenize text and start a stream on it; the model is marked busy on success. */
@@ -580,20 +583,20 @@ static octo_stream *start_stream(octo_model *om, const char *text, bool parse_sp
                                  const octo_generate_params *params) {
     octo_generate_params p = params ? *params : octo_generate_params_defaults();
     gen_params gp = to_gen_params(&p);
-    if ((int)p.spec < OCTO_SPEC_AUTO || p.spec > OCTO_SPEC_LOOKAHEAD) {
+    if ((int)p.spec < OCTO_SPEC_AUTO || (int)p.spec > OCTO_SPEC_NONE + spec_proposer_count()) {
         err_set(&om->err, ERR_INVALID_ARG, "unknown speculative mode %d", (int)p.spec);
         return NULL;
     }
+    gp.proposer = proposer_of(om, p.spec);
     if (p.spec == OCTO_SPEC_SELF && !om->draft_self) {
         err_set(&om->err, ERR_INVALID_ARG, "no self-draft was made at load (auto_draft OCTO_DRAFT_SELF asks): %s",
                 om->plan.spec_reason);
         return NULL;
     }
-    if (p.spec == OCTO_SPEC_DRAFT && !om->draft_s) {
+    if (gp.proposer && gp.proposer->needs_lm && !om->draft_s) {
         err_set(&om->err, ERR_INVALID_ARG, "no draft model was loaded (octo_model_options.draft_model)");
         return NULL;
     }
-    gp.spec = spec_of(om, &p);
     gp.draft = om->draft_s;
     if (sampler_check(&gp.sampling, &om->err)) return NULL;
     if (p.max_tokens <= 0) {
@@ -781,12 +784,11 @@ static octo_stats stats_snapshot(const octo_model *om) {
         st.spec_k = g.spec_k;
         st.spec_ms = g.spec_ms;
         st.spec_draft_ms = g.spec_draft_ms;
-        snprintf(st.spec_proposer, sizeof st.spec_proposer, "%s",
-                 g.spec_lookahead ? "lookahead" : !g.spec_draft ? "ngram" : om->draft_self ? "self" : "draft");
-        st.lookahead_ngrams = g.la_ngrams;
-        st.lookahead_new = g.la_new;
-        st.lookahead_pool_proposed = g.la_pool_proposed;
-        st.lookahead_pool_accepted = g.la_pool_accepted;
+        snprintf(st.spec_proposer, sizeof st.spec_proposer, "%s", g.spec_proposer);
+        st.lookahead_ngrams = g.proposer.ngrams;
+        st.lookahead_new = g.proposer.ngrams_new;
+        st.lookahead_pool_proposed = g.proposer.pool_proposed;
+        st.lookahead_pool_accepted = g.proposer.pool_accepted;
         if (g.spec_off && !g.spec_accepted)
             snprintf(st.spec_note, sizeof st.spec_note, "off: no draft accepted in %d verify passes", g.spec_steps);
         else if (g.spec_off)

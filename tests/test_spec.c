@@ -779,7 +779,7 @@ static void test_placed_draft(const char *path, const char *dpath) {
     int got[2] = {0, 0}, accepted = 0, moved = 0;
     for (int run = 0; run < 2; run++) {
         session_reset(s), session_reset(ds);
-        gen_params gp = {.max_tokens = 64, .sampling = sampler_defaults(), .spec = run ? GEN_SPEC_DRAFT : GEN_SPEC_NONE,
+        gen_params gp = {.max_tokens = 64, .sampling = sampler_defaults(), .proposer = run ? &proposer_draft : NULL,
                          .spec_k = run ? 4 : 0, .draft = run ? ds : NULL};
         gp.sampling.temperature = 0.0f;
         generation *g = NULL;

@@ -18,12 +18,35 @@
 #include <time.h>
 
 #include "model/forward.h"
-#include "speculative/lookahead.h"
-#include "speculative/ngram.h"
+#include "speculative/proposer.h"
 #include "speculative/verify.h"
 
 #define PREFILL_CHUNK 256
 #define PENDING_MAX 512 /* the pending buffer's first size */
+
+/* The draft model as a proposer sees it (speculative/proposer.h: spec_lm):
+ * its session; on cores of different capacity it computes on the
+ * efficiency cores (runtime/plan.h), where the calling thread moves for a
+ * proposal. */
+typedef struct {
+    spec_lm lm;
+    session *s;
+    tpool_affinity prev;
+} draft_lm;
+
+static int lm_common_prefix(void *c, const int32_t *t, int n) { return session_common_prefix(((draft_lm *)c)->s, t, n); }
+static void lm_truncate(void *c, int n) { session_truncate(((draft_lm *)c)->s, n); }
+static err_code lm_eval(void *c, const int32_t *t, int n, float *logits, err_t *err) {
+    return session_eval(((draft_lm *)c)->s, t, n, false, logits, err);
+}
+static void lm_enter(void *c) { tpool_pin_caller(((draft_lm *)c)->s->pool, &((draft_lm *)c)->prev); }
+static void lm_leave(void *c) { tpool_unpin_caller(&((draft_lm *)c)->prev); }
+
+static void draft_lm_init(draft_lm *d, session *s) {
+    d->s = s;
+    d->lm = (spec_lm){.ctx = d, .n_ctx = s->n_ctx, .common_prefix = lm_common_prefix, .truncate = lm_truncate,
+                      .eval = lm_eval, .enter = lm_enter, .leave = lm_leave};
+}
 
 struct generation {
     session *s;
@@ -50,16 +73,15 @@ struct generation {
     double t_start, t_prefill_end, t_decode_total;
     gen_stats stats;
     /* speculative decoding */
-    spec_ngram *ng;
-    spec_lookahead *la;       /* GEN_SPEC_LOOKAHEAD: the window and its pool */
+    void *prop;               /* the proposer's state (g->p.proposer); NULL: plain decoding */
+    spec_pass pass;           /* the pass it laid out */
+    draft_lm lm;              /* the draft model, for a proposer that needs one */
     int proposing_steps;      /* verify passes that had a draft */
     float *vlogits;           /* [(SPEC_MAX_K + 1 + LOOKAHEAD_MAX_W) * n_vocab] a verify pass's logits */
     int32_t queue[SPEC_MAX_K + 1]; /* tokens of a verify pass not yet returned: the accepted drafts
                                       (their entries are cached), then the token after them (not yet) */
     int q_head, q_n;
     spec_length len;          /* the draft length (speculative/verify.h) */
-    float *dlogits;           /* [n_vocab] the draft model's logits */
-    float *q;                 /* [SPEC_MAX_K * n_vocab] the draft's distributions (sampled drafting) */
     float *scratch;           /* [2 * n_vocab] for verification */
     int decode_passes;        /* plain and verify passes so far */
     double plain_ms;          /* time of the plain passes (the baseline speculation must beat) */
@@ -70,6 +92,29 @@ static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* The proposer and the buffers a verify pass needs. */
+static err_code spec_start(generation *g, const int32_t *prompt, int n_prompt, err_t *err) {
+    const gen_params *p = &g->p;
+    const int n_vocab = g->s->m->hp.n_vocab;
+    if (p->spec_k < 0 || p->spec_k > SPEC_MAX_K)
+        return err_set(err, ERR_INVALID_ARG, "draft length %d is outside 0..%d", p->spec_k, SPEC_MAX_K);
+    if (p->proposer->needs_lm && (!p->draft || p->draft->m->hp.n_vocab != n_vocab))
+        return err_set(err, ERR_INVALID_ARG, "draft speculation needs a draft model with the same vocabulary");
+    if (!(g->vlogits = malloc(sizeof(float) * (size_t)(SPEC_MAX_K + 1 + LOOKAHEAD_MAX_W) * n_vocab)) ||
+        !(g->scratch = malloc(sizeof(float) * 2 * (size_t)n_vocab)))
+        return err_set(err, ERR_NOMEM, "out of memory");
+    if (p->proposer->needs_lm) draft_lm_init(&g->lm, p->draft);
+    const spec_setup su = {.n_vocab = n_vocab, .n_ctx = g->s->n_ctx, .prompt = prompt, .n_prompt = n_prompt,
+                           .smp = g->smp, .sampled = p->sampling.temperature != 0.0f,
+                           .lm = p->proposer->needs_lm ? &g->lm.lm : NULL, .lookahead = p->lookahead};
+    err_code rc = p->proposer->create(&su, &g->prop, err);
+    if (rc) return rc;
+    spec_length_init(&g->len, p->spec_k);
+    g->stats.spec_k = g->len.k;
+    g->stats.spec_proposer = p->proposer->name;
+    return ERR_OK;
 }
 
 err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int n_prompt, const gen_params *p,
@@ -105,28 +150,7 @@ err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int 
                       ? err_set(err, ERR_NOMEM, "out of memory")
                       : ERR_OK;
     if (!rc) rc = sampler_new(&p->sampling, n_vocab, &g->smp, err);
-    if (!rc && p->spec != GEN_SPEC_NONE) {
-        const bool sampled = p->sampling.temperature != 0.0f;
-        if (p->spec_k < 0 || p->spec_k > SPEC_MAX_K)
-            rc = err_set(err, ERR_INVALID_ARG, "draft length %d is outside 0..%d", p->spec_k, SPEC_MAX_K);
-        else if (p->spec == GEN_SPEC_DRAFT && (!p->draft || p->draft->m->hp.n_vocab != n_vocab))
-            rc = err_set(err, ERR_INVALID_ARG, "draft speculation needs a draft model with the same vocabulary");
-        else if (!(g->vlogits = malloc(sizeof(float) * (size_t)(SPEC_MAX_K + 1 + LOOKAHEAD_MAX_W) * n_vocab)) ||
-                 !(g->dlogits = malloc(sizeof(float) * (size_t)n_vocab)) ||
-                 !(g->scratch = malloc(sizeof(float) * 2 * (size_t)n_vocab)) ||
-                 (sampled && p->spec == GEN_SPEC_DRAFT && !(g->q = malloc(sizeof(float) * (size_t)SPEC_MAX_K * n_vocab))))
-            rc = err_set(err, ERR_NOMEM, "out of memory");
-        else if (!(rc = ngram_new(s->n_ctx + 1, &g->ng, err)))
-            rc = ngram_push(g->ng, prompt, n_prompt, err);
-        if (!rc && p->spec == GEN_SPEC_LOOKAHEAD) {
-            const lookahead_params *lp = &p->lookahead, def = lookahead_params_default();
-            rc = lookahead_new(!lp->w && !lp->n && !lp->g ? &def : lp, n_vocab, prompt, n_prompt, &g->la, err);
-        }
-        spec_length_init(&g->len, p->spec_k);
-        g->stats.spec_k = g->len.k;
-        g->stats.spec_draft = p->spec == GEN_SPEC_DRAFT;
-        g->stats.spec_lookahead = p->spec == GEN_SPEC_LOOKAHEAD;
-    }
+    if (!rc && p->proposer) rc = spec_start(g, prompt, n_prompt, err);
     if (rc) {
         gen_free(g);
         return rc;
@@ -140,12 +164,9 @@ err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int 
 
 void gen_free(generation *g) {
     if (!g) return;
+    if (g->prop) g->p.proposer->free(g->prop);
     sampler_free(g->smp);
-    ngram_free(g->ng);
-    lookahead_free(g->la);
     free(g->vlogits);
-    free(g->dlogits);
-    free(g->q);
     free(g->scratch);
     free(g->prompt);
     free(g->logits);
@@ -161,7 +182,11 @@ void gen_cancel(generation *g) {
 
 gen_stop gen_stop_reason(const generation *g) { return g->stop; }
 const err_t *gen_error(const generation *g) { return &g->err; }
-gen_stats gen_get_stats(const generation *g) { return g->stats; }
+gen_stats gen_get_stats(const generation *g) {
+    gen_stats st = g->stats;
+    if (g->prop) g->p.proposer->stats(g->prop, &st.proposer);
+    return st;
+}
 int32_t gen_last_token(const generation *g) { return g->last; }
 int gen_piece_size(const generation *g) { return g->piece_size; }
 
@@ -175,61 +200,6 @@ const int32_t *gen_tokens(const generation *g, int *n) {
 static void fail(generation *g, gen_stop why) {
     g->stop = why;
     if (why == GEN_STOP_ERROR && g->err.code == ERR_OK) g->err.code = ERR_UNSUPPORTED;
-}
-
-/* The draft model's proposal: bring its cache to the target's sequence
- * (whatever prefix they share is kept), then k steps from `last`, each drawn
- * with the target's sampler (its transforms and penalties, the drafts so far
- * accepted tentatively); sampled, the distributions drawn from go to g->q.
- * Its entries for the proposal stay: the next call keeps what was accepted. */
-static int draft_propose_on(generation *g, int k, int32_t *out);
-
-/* On cores of different capacity the draft computes on the efficiency
- * cores (runtime/plan.h): the calling thread moves there for the proposal. */
-static int draft_propose(generation *g, int k, int32_t *out) {
-    tpool_affinity prev;
-    tpool_pin_caller(g->p.draft->pool, &prev);
-    const int r = draft_propose_on(g, k, out);
-    tpool_unpin_caller(&prev);
-    return r;
-}
-
-static int draft_propose_on(generation *g, int k, int32_t *out) {
-    session *d = g->p.draft, *t = g->s;
-    int keep = session_common_prefix(d, t->tokens, t->n_past);
-    session_truncate(d, keep);
-    /* The draft lacks the target's last few tokens (the token the target
-     * chose itself, and a draft it never ran): they go into one batch with
-     * `last`, the first step, which costs a memory-bound draft about one
-     * step; a long gap (the prompt) goes first, on its own. */
-    if (t->n_past - keep > SPEC_MAX_K) {
-        if (session_eval(d, t->tokens + keep, t->n_past - SPEC_MAX_K - keep, false, g->dlogits, &g->err)) return -1;
-        keep = t->n_past - SPEC_MAX_K;
-    }
-    if (k > d->n_ctx - t->n_past) k = d->n_ctx - t->n_past; /* the k steps take n_past .. n_past + k - 1 */
-    if (k <= 0) return 0; /* no room in the draft's context: decode plainly */
-    const size_t V = (size_t)t->m->hp.n_vocab;
-    int32_t first[SPEC_MAX_K + 1];
-    const int n_first = t->n_past - keep + 1;
-    memcpy(first, t->tokens + keep, sizeof(int32_t) * (size_t)(n_first - 1));
-    first[n_first - 1] = g->last;
-    int32_t cur = g->last;
-    int i = 0;
-    for (; i < k; i++) {
-        if (i == 0 ? session_eval(d, first, n_first, false, g->dlogits, &g->err)
-                   : session_eval(d, &cur, 1, false, g->dlogits, &g->err))
-            break;
-        if (g->q) {
-            sampler_distribution(g->smp, g->dlogits, g->q + i * V);
-            cur = sampler_draw(g->smp, g->q + i * V);
-        } else {
-            cur = sampler_sample(g->smp, g->dlogits);
-        }
-        out[i] = cur;
-        sampler_accept(g->smp, cur);
-    }
-    sampler_rewind(g->smp, i);
-    return i < k ? -1 : k;
 }
 
 /* A verify pass is done: queue the a accepted drafts and the token after
@@ -252,67 +222,33 @@ static void verified(generation *g, const int32_t *draft, int k, int a, int32_t 
     g->stats.spec_k = g->len.k;
 }
 
-static bool speculate_lookahead(generation *g, bool *ok);
-
-/* One speculative step: propose after the context, verify last + draft in
- * one forward pass, keep the last token and the drafts the target agrees
- * with. Returns false when nothing was proposed (decode one token instead). */
+/* One speculative step: the proposer lays out a pass (the last token, its
+ * drafts, any branches), the target runs it with its entries tentative, the
+ * drafts it agrees with are kept and the rest of the entries rolled back
+ * (session_accept: the one place the tentative region is repaired). Returns
+ * false when the proposer has nothing this step (decode one token instead). */
 static bool speculate(generation *g, bool *ok) {
-    if (g->la) return speculate_lookahead(g, ok);
     session *s = g->s;
-    int32_t batch[SPEC_MAX_K + 1];
-    int room = s->n_ctx - s->n_past - 1; /* the last token takes one position */
+    spec_pass *pass = &g->pass;
+    const spec_view v = {.tokens = s->tokens, .n_past = s->n_past, .last = g->last, .n_ctx = s->n_ctx};
     const double t0 = now_ms(); /* drafting counts as speculation's cost */
-    const int want = g->len.k < room ? g->len.k : room;
-    int k = g->p.spec == GEN_SPEC_DRAFT ? draft_propose(g, want, batch + 1) : ngram_propose(g->ng, want, batch + 1);
+    const int n = g->p.proposer->propose(g->prop, &v, g->len.k, pass, &g->err);
     const double t1 = now_ms();
-    if (k < 0) { /* the draft model failed: an error like any other */
+    if (n < 0) { /* the draft model failed: an error like any other */
         *ok = false;
         return true;
     }
-    if (k == 0) return false;
-    batch[0] = g->last;
+    if (n == 0) return false;
     const int V = s->m->hp.n_vocab;
     *ok = false;
-    if (session_eval_tentative(s, batch, k + 1, g->vlogits, &g->err)) return true;
+    if (pass->tree ? session_eval_tree(s, pass->tokens, n, pass->anc, pass->rows, pass->n_rows, g->vlogits, &g->err)
+                   : session_eval_tentative(s, pass->tokens, n, g->vlogits, &g->err))
+        return true;
     int32_t next;
-    /* g->q is NULL unless a draft model sampled: n-gram proposes deterministically */
-    const int a = spec_verify(g->smp, g->vlogits, V, batch + 1, g->q, k, g->scratch, &next);
-    if (session_accept(s, batch, k + 1, a + 1, &g->err)) return true;
-    verified(g, batch + 1, k, a, next, t0, t1);
-    *ok = true;
-    return true;
-}
-
-/* One lookahead pass: the root, a candidate (prompt lookup's, else the
- * pool's), and the window, in one tree batch; the trunk is verified as any
- * draft, the window's last level moves the Jacobi iteration on. Returns false
- * near the end of the context, where the window no longer fits. */
-static bool speculate_lookahead(generation *g, bool *ok) {
-    session *s = g->s;
-    int32_t batch[LOOKAHEAD_MAX_BATCH], cand[SPEC_MAX_K], rows[LOOKAHEAD_MAX_BATCH];
-    uint64_t anc[LOOKAHEAD_MAX_BATCH];
-    const int win = lookahead_window_tokens(g->la);
-    int want = g->len.k;
-    if (want > LOOKAHEAD_MAX_BATCH - 1 - win) want = LOOKAHEAD_MAX_BATCH - 1 - win;
-    if (1 + want + win > s->n_ctx - s->n_past) return false;
-    const double t0 = now_ms();
-    int m = ngram_propose(g->ng, want, cand);
-    const bool pooled = m == 0;
-    if (pooled) m = lookahead_candidate(g->la, g->last, want, cand);
-    const double t1 = now_ms();
-    int n_rows;
-    const int n = lookahead_layout(g->la, g->last, cand, m, batch, anc, rows, &n_rows);
-    const int V = s->m->hp.n_vocab;
-    *ok = false;
-    if (session_eval_tree(s, batch, n, anc, rows, n_rows, g->vlogits, &g->err)) return true;
-    int32_t next;
-    const int a = spec_verify(g->smp, g->vlogits, V, cand, NULL, m, g->scratch, &next);
-    lookahead_update(g->la, g->vlogits + (size_t)(m + 1) * V, V);
-    lookahead_counts(g->la, &g->stats.la_ngrams, &g->stats.la_new);
-    if (pooled) g->stats.la_pool_proposed += m, g->stats.la_pool_accepted += a;
-    if (session_accept(s, batch, n, a + 1, &g->err)) return true;
-    verified(g, cand, m, a, next, t0, t1);
+    const int a = spec_verify(g->smp, g->vlogits, V, pass->tokens + 1, pass->q, pass->k, g->scratch, &next);
+    g->p.proposer->verified(g->prop, pass, g->vlogits, V, a);
+    if (session_accept(s, pass->tokens, n, a + 1, &g->err)) return true;
+    verified(g, pass->tokens + 1, pass->k, a, next, t0, t1);
     *ok = true;
     return true;
 }
@@ -326,7 +262,7 @@ static bool speculate_lookahead(generation *g, bool *ok) {
 static void check_speed(generation *g) {
     if (g->spec_off || g->p.spec_k) return; /* a fixed length is an experiment: it runs as asked */
     const bool barren = g->proposing_steps >= 3 && g->stats.spec_accepted == 0;
-    if (!barren && (g->stats.spec_steps < (g->la ? 8 : 6) || g->stats.decode_evals < 2)) return;
+    if (!barren && (g->stats.spec_steps < g->p.proposer->min_passes || g->stats.decode_evals < 2)) return;
     const double spec = g->stats.spec_ms / (g->stats.spec_accepted + g->stats.spec_steps);
     const double plain = g->stats.decode_evals ? g->plain_ms / g->stats.decode_evals : 0.0;
     if (barren || spec > plain) {
@@ -430,7 +366,7 @@ static const char *next_piece(generation *g) {
             /* Speculation may have cached accepted drafts past the stop (or
              * the end-of-turn token): leave the cache as plain decoding
              * would, with every generated token but the last. */
-            if (g->ng && g->prefilled && g->n_generated > 0 && g->s->n_past > g->n_prompt + g->n_generated - 1)
+            if (g->prop && g->prefilled && g->n_generated > 0 && g->s->n_past > g->n_prompt + g->n_generated - 1)
                 session_truncate(g->s, g->n_prompt + g->n_generated - 1);
             /* whatever is still pending goes out once, even if incomplete */
             if (!g->flushed && take_complete(g, true)) return g->piece;
@@ -454,7 +390,7 @@ static const char *next_piece(generation *g) {
             /* until two plain passes are timed, every third pass is one */
             const bool probe = g->stats.decode_evals < 2 && g->decode_passes % 3 == 2;
             g->decode_passes++;
-            if (g->ng && !g->spec_off && !probe && speculate(g, &ok)) {
+            if (g->prop && !g->spec_off && !probe && speculate(g, &ok)) {
                 if (!ok) {
                     fail(g, GEN_STOP_ERROR);
                     continue;
@@ -489,7 +425,7 @@ static const char *next_piece(generation *g) {
         atomic_store_explicit(&g->n_published, g->n_generated, memory_order_release);
         g->stats.decode_tokens = g->n_generated;
         g->need_decode = g->q_n == 0; /* an accepted draft is in the cache; the pass's last token is not */
-        if (g->ng && ngram_push(g->ng, &tok, 1, &g->err)) {
+        if (g->prop && g->p.proposer->push(g->prop, &tok, 1, &g->err)) {
             fail(g, GEN_STOP_ERROR);
             continue;
         }

@@ -22,17 +22,17 @@
 #include "model/sampler.h"
 #include "model/tokenizer.h"
 #include "runtime/session.h"
-#include "speculative/lookahead.h"
-
-typedef enum { GEN_SPEC_NONE = 0, GEN_SPEC_NGRAM, GEN_SPEC_DRAFT, GEN_SPEC_LOOKAHEAD } gen_spec;
+#include "speculative/proposer.h"
 
 typedef struct {
     int max_tokens;                /* > 0 */
     sampler_params sampling;
-    gen_spec spec;                 /* speculative decoding (lossless with any sampling: speculative/verify.h) */
+    /* speculative decoding (lossless with any sampling: speculative/verify.h);
+     * NULL: plain decoding */
+    const proposer_ops *proposer;
     int spec_k;                    /* fixed draft length, never switched off (experiments); 0 = adaptive (4, then 2..10) */
-    session *draft;                /* GEN_SPEC_DRAFT: the draft model's session (same vocabulary) */
-    lookahead_params lookahead;    /* GEN_SPEC_LOOKAHEAD: W, N, G (all 0: lookahead_params_default()) */
+    session *draft;                /* a proposer that needs_lm: the draft model's session (same vocabulary) */
+    lookahead_params lookahead;    /* lookahead: W, N, G (all 0: lookahead_params_default()) */
     void (*on_prefill)(void *user, int done, int total); /* optional progress */
     void *user;
 } gen_params;
@@ -60,10 +60,8 @@ typedef struct {
     double spec_ms;      /* time in speculative steps: proposing and verifying */
     double spec_draft_ms; /* of spec_ms, the time proposing (the draft model's steps, a lookup) */
     int spec_off;        /* 1: switched off, a token cost more by verification than by a plain pass */
-    int spec_draft;      /* 1: the proposer is the draft model */
-    int spec_lookahead;  /* 1: lookahead decoding (the draft is prompt lookup's, else the window's pool) */
-    int la_ngrams, la_new; /* lookahead: n-grams the window made, and of those, new to the pool */
-    int la_pool_proposed, la_pool_accepted; /* lookahead: drafts that came from the pool, and were accepted */
+    const char *spec_proposer; /* its name (proposer_ops.name), NULL when not speculating */
+    spec_proposer_stats proposer; /* the proposer's own counters (lookahead's pool) */
     double spec_ms_per_token, plain_ms_per_token; /* the figures that decided it */
 } gen_stats;
 

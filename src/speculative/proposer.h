@@ -1,0 +1,113 @@
+/*
+ * proposer — what every speculative proposer is: something that, given the
+ * target's context, lays out one verify pass (the last token, up to k draft
+ * tokens after it, and for lookahead extra branches), hears how many drafts
+ * the target accepted, and sees every token that joins the sequence.
+ *
+ * One file per proposer, each exporting one proposer_ops:
+ *   proposer_ngram.c      prompt lookup over the context (ngram.c's table)
+ *   proposer_draft.c      a smaller model with the same vocabulary ("draft"),
+ *                         or the target's own low-precision copy ("self")
+ *   proposer_lookahead.c  Jacobi iteration with an n-gram pool (lookahead.c)
+ * and one table (proposer_table.c) whose rows give their names; the API's
+ * octo_spec_mode numbers after OCTO_SPEC_NONE are the table's rows in order,
+ * and the CLI and `eval` take the same names. Adding a proposer: a new file
+ * with its proposer_ops, and a row in the table.
+ *
+ * A proposer never runs the target: the generation loop (runtime/generate.c)
+ * runs the pass, verifies it (verify.h) and keeps the accepted entries. A
+ * proposer that drafts with a model reaches it through spec_lm, which the
+ * runtime implements over a session: this layer knows no sessions, caches
+ * or memory budgets.
+ */
+#ifndef OCTO_SPEC_PROPOSER_H
+#define OCTO_SPEC_PROPOSER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "model/sampler.h"
+#include "speculative/lookahead.h"
+#include "speculative/verify.h"
+
+/* A pass is at most this many tokens: a chain of 1 + SPEC_MAX_K, or a
+ * lookahead tree (below the prefill kernel's 64). */
+#define SPEC_MAX_PASS LOOKAHEAD_MAX_BATCH
+
+/* A model a proposer may run (the draft): the runtime's session behind it. */
+typedef struct {
+    void *ctx;
+    int n_ctx;
+    /* tokens at the start of its cache that equal tokens[0..n) */
+    int (*common_prefix)(void *ctx, const int32_t *tokens, int n);
+    void (*truncate)(void *ctx, int n);
+    /* append tokens to its cache; logits of the last one */
+    err_code (*eval)(void *ctx, const int32_t *tokens, int n, float *logits, err_t *err);
+    /* around a proposal: the calling thread moves to the draft's cores and back */
+    void (*enter)(void *ctx);
+    void (*leave)(void *ctx);
+} spec_lm;
+
+/* What a proposer is made with. */
+typedef struct {
+    int n_vocab;
+    int n_ctx;                 /* the target's context */
+    const int32_t *prompt;     /* the context so far (the proposer may index it) */
+    int n_prompt;
+    sampler *smp;              /* the target's sampler: a draft model draws with its transforms */
+    bool sampled;              /* not greedy: a draft model keeps the distributions it drew from */
+    const spec_lm *lm;         /* the model to draft with, for proposers whose needs_lm is set */
+    lookahead_params lookahead; /* lookahead: W, N, G (all 0: lookahead_params_default()) */
+} spec_setup;
+
+/* The target at a step. */
+typedef struct {
+    const int32_t *tokens;     /* its cached tokens */
+    int n_past;
+    int32_t last;              /* the newest token, not cached yet: the pass's first */
+    int n_ctx;
+} spec_view;
+
+/* One verify pass as the proposer lays it out. */
+typedef struct {
+    int32_t tokens[SPEC_MAX_PASS]; /* last, the k drafts, then any branches */
+    int n;                     /* tokens in the pass: 1 + k for a chain */
+    int k;                     /* drafts: tokens[1 .. k], one line from `last` */
+    const float *q;            /* k distributions the drafts were drawn from, or NULL (deterministic) */
+    bool tree;                 /* branches after the drafts: anc and rows say how they attend */
+    uint64_t anc[SPEC_MAX_PASS]; /* tree: token i attends to the tokens whose bits are set */
+    int32_t rows[SPEC_MAX_PASS]; /* tree: the rows whose logits come back, the k + 1 chain rows first */
+    int n_rows;
+} spec_pass;
+
+/* Counters only some proposers have (0 otherwise). */
+typedef struct {
+    int ngrams, ngrams_new;    /* lookahead: n-grams the window made, and of those, new to the pool */
+    int pool_proposed, pool_accepted; /* lookahead: drafts that came from the pool, and were accepted */
+} spec_proposer_stats;
+
+typedef struct {
+    const char *name;
+    bool needs_lm;             /* drafts with a model (spec_setup.lm) */
+    int min_passes;            /* verify passes timed before its speed is judged (generate.c) */
+    err_code (*create)(const spec_setup *s, void **state, err_t *err);
+    /* Lay out a pass with up to k drafts: returns the drafts (0: none this
+     * step, decode plainly) or -1 on an error (err says why). */
+    int (*propose)(void *state, const spec_view *v, int k, spec_pass *pass, err_t *err);
+    /* The pass ran: logits of its rows, `accepted` of its k drafts kept. */
+    void (*verified)(void *state, const spec_pass *pass, const float *logits, int n_vocab, int accepted);
+    /* tokens joined the sequence (each emitted token, once) */
+    err_code (*push)(void *state, const int32_t *tokens, int n, err_t *err);
+    void (*stats)(const void *state, spec_proposer_stats *out);
+    void (*free)(void *state);
+} proposer_ops;
+
+extern const proposer_ops proposer_ngram, proposer_draft, proposer_self, proposer_lookahead;
+
+/* The table (proposer_table.c): row i is the public mode OCTO_SPEC_NONE + 1 + i. */
+int spec_proposer_count(void);
+const proposer_ops *spec_proposer_at(int i); /* NULL outside 0..count-1 */
+int spec_proposer_index(const char *name);   /* -1: no such proposer */
+
+#endif
