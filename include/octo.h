@@ -270,7 +270,16 @@ typedef enum {
     OCTO_SPEC_SELF = 4,  /* the self-draft made at load (octo_model_options.auto_draft) */
     OCTO_SPEC_LOOKAHEAD = 5, /* lookahead decoding: Jacobi iteration with an n-gram pool, in the verify pass
                                 (prompt lookup's draft first when there is one); never chosen by AUTO */
+    /* A proposer added after these has the next number, and its name works
+     * everywhere a name does (octo_spec_mode_from_name, the CLI's --spec). */
 } octo_spec_mode;
+
+/* The name of a mode ("auto", "none", "ngram", "draft", "self", "lookahead",
+ * ...), or NULL for a number that is none: counting from 0 up to the first
+ * NULL lists them all. */
+const char *octo_spec_mode_name(int mode);
+/* The mode of a name, or -1 when there is no such mode. */
+int octo_spec_mode_from_name(const char *name);
 
 typedef struct {
     int max_tokens;         /* > 0; default 256 */

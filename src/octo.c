@@ -578,6 +578,20 @@ static const proposer_ops *proposer_of(const octo_model *om, octo_spec_mode mode
     return p;
 }
 
+const char *octo_spec_mode_name(int mode) {
+    if (mode == OCTO_SPEC_AUTO) return "auto";
+    if (mode == OCTO_SPEC_NONE) return "none";
+    const proposer_ops *p = spec_proposer_at(mode - OCTO_SPEC_NONE - 1);
+    return p ? p->name : NULL;
+}
+
+int octo_spec_mode_from_name(const char *name) {
+    if (!name) return -1;
+    for (int m = 0; octo_spec_mode_name(m); m++)
+        if (!strcmp(name, octo_spec_mode_name(m))) return m;
+    return -1;
+}
+
 /* Tokenize text and start a stream on it; the model is marked busy on success. */
 static octo_stream *start_stream(octo_model *om, const char *text, bool parse_special,
                                  const octo_generate_params *params) {

@@ -90,6 +90,7 @@ expect 2 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --lookahead 4,3
 expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --spec lookahead --lookahead 16,6,4
 grep -q "63 at most" "$tmp/err" && ok || bad "lookahead size message: $(cat "$tmp/err")"
 expect 2 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --spec sideways
+grep -q "one of auto, none, ngram, draft, self, lookahead (see" "$tmp/err" && ok || bad "--spec sideways: $(cat "$tmp/err")"
 # bench --spec: the comparison as JSON; --spec none and a stray --prompt are usage errors
 expect 0 0 "$octo" bench -m "$tmp/m.gguf" --spec ngram --prompt "ab ab ab ab" -n 24 -r 1 --json
 grep -q '"speedup": {"median": ' "$tmp/out" && grep -q '"spec": "ngram"' "$tmp/out" && ok || bad "bench --spec json: $(cat "$tmp/out")"

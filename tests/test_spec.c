@@ -823,7 +823,24 @@ static void test_self_draft_refused(const char *q4_path) {
     octo_client_free(c);
 }
 
+/* One table of proposer names (speculative/proposer_table.c) behind the
+ * public modes: each name gives its enum number and back, the list ends. */
+static void test_mode_names(void) {
+    static const char *want[] = {"auto", "none", "ngram", "draft", "self", "lookahead"};
+    for (int m = 0; m < 6; m++) {
+        T_CHECKF(octo_spec_mode_name(m) && !strcmp(octo_spec_mode_name(m), want[m]), "mode %d is named %s", m,
+                 octo_spec_mode_name(m) ? octo_spec_mode_name(m) : "(null)");
+        T_EQ_INT(octo_spec_mode_from_name(want[m]), m);
+    }
+    T_EQ_INT(octo_spec_mode_from_name("lookahead"), OCTO_SPEC_LOOKAHEAD);
+    T_EQ_INT(octo_spec_mode_from_name("self"), OCTO_SPEC_SELF);
+    T_CHECK(octo_spec_mode_name(6) == NULL && octo_spec_mode_name(-1) == NULL);
+    T_EQ_INT(octo_spec_mode_from_name("sideways"), -1);
+    T_EQ_INT(octo_spec_mode_from_name(NULL), -1);
+}
+
 int main(void) {
+    test_mode_names();
     test_ngram();
     /* synthetic models: random weights repeat themselves a lot under greedy decoding */
     char path[512];

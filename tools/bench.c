@@ -209,7 +209,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--roofline")) roofline_only = 1;
         else if (!strcmp(a, "--no-roofline")) with_roofline = 0;
         else if (!strcmp(a, "--kv-plain")) kv_plain = 1;
-        else if (!strcmp(a, "--spec") && v) { if (!parse_spec_mode(v, &spec)) return usage_error("--spec is one of " SPEC_MODE_NAMES); i++; }
+        else if (!strcmp(a, "--spec") && v) { if (!parse_spec_mode(v, &spec)) return usage_error("--spec is one of %s", spec_mode_names()); i++; }
         else if (!strcmp(a, "--draft") && v) { draft = v; i++; }
         else if (!strcmp(a, "--prompt") && v) { prompt = v; i++; }
         else if (!strcmp(a, "--prompt-file") && v) { prompt_file = v; i++; }

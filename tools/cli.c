@@ -118,17 +118,21 @@ int read_text_file(const char *path, char **out, size_t *len) {
 }
 
 int parse_spec_mode(const char *s, int *mode) {
-    static const struct {
-        const char *name;
-        int mode;
-    } modes[] = {{"auto", OCTO_SPEC_AUTO}, {"none", OCTO_SPEC_NONE}, {"ngram", OCTO_SPEC_NGRAM},
-                 {"draft", OCTO_SPEC_DRAFT}, {"self", OCTO_SPEC_SELF}, {"lookahead", OCTO_SPEC_LOOKAHEAD}};
-    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
-        if (!strcmp(s, modes[i].name)) {
-            *mode = modes[i].mode;
-            return 1;
-        }
-    return 0;
+    const int m = octo_spec_mode_from_name(s);
+    if (m >= 0) *mode = m;
+    return m >= 0;
+}
+
+const char *spec_mode_names(void) {
+    static char names[256];
+    size_t off = 0;
+    names[0] = '\0';
+    for (int m = 0; octo_spec_mode_name(m) && off < sizeof names; m++) {
+        const int w = snprintf(names + off, sizeof names - off, "%s%s", m ? ", " : "", octo_spec_mode_name(m));
+        if (w < 0) break;
+        off += (size_t)w;
+    }
+    return names;
 }
 
 int parse_lookahead(const char *s, int *w, int *n, int *g) {

@@ -24,11 +24,12 @@ int read_text_file(const char *path, char **out, size_t *len);
 /* Flush and close stdout; a write error becomes the command's failure (one
  * line, exit 1) when rc was 0. Returns the exit code. */
 int finish_stdout(int rc);
-/* --spec NAME: auto none ngram draft self lookahead; 1 on success. */
+/* --spec NAME: a name of octo_spec_mode_name (auto none ngram draft self lookahead ...); 1 on success. */
 int parse_spec_mode(const char *s, int *mode);
+/* Every mode's name, comma-separated, for a usage error. */
+const char *spec_mode_names(void);
 /* --lookahead W,N,G; 1 on success. */
 int parse_lookahead(const char *s, int *w, int *n, int *g);
-#define SPEC_MODE_NAMES "auto, none, ngram, draft, self, lookahead"
 
 
 int cmd_bench(int argc, char **argv);

@@ -546,7 +546,7 @@ static int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--stats")) stats = 1;
         else if (!strcmp(a, "--spec") && v) {
             int mode;
-            if (!parse_spec_mode(v, &mode)) return usage_error("--spec is one of " SPEC_MODE_NAMES);
+            if (!parse_spec_mode(v, &mode)) return usage_error("--spec is one of %s", spec_mode_names());
             gp.spec = (octo_spec_mode)mode;
             i++;
         }
