@@ -22,6 +22,7 @@
 #include "model/chat_template.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
+#include "runtime/bundle.h"
 #include "runtime/generate.h"
 #include "runtime/plan.h"
 #include "runtime/session.h"
@@ -33,6 +34,8 @@ _Static_assert((int)OCTO_ERR_CORRUPT == (int)ERR_CORRUPT && (int)ERR_COUNT_ == O
 _Static_assert((int)OCTO_ERR_TENSOR_BOUNDS == (int)ERR_TENSOR_BOUNDS && (int)OCTO_ERR_BAD_SHAPE == (int)ERR_BAD_SHAPE,
                "octo_status and err_code must agree");
 _Static_assert(OCTO_MAX_REPEAT_LAST_N == SAMPLER_MAX_HISTORY, "one bound for the penalty window");
+_Static_assert((int)OCTO_DRAFT_NONE == (int)BUNDLE_DRAFT_NONE && (int)OCTO_DRAFT_SELF == (int)BUNDLE_DRAFT_SELF,
+               "the draft choices are the bundle's");
 
 /* A client lives while its caller holds it or a model loaded from it exists
  * (refs). Its errors are per thread: see client_err. */
@@ -62,24 +65,13 @@ static void client_release(octo_client *c) {
 
 struct octo_model {
     octo_client *client;
-    model *m;
-    tpool *pool;             /* the model's threads (and its draft's, with one class of cores) */
-    tpool *draft_pool;       /* the draft's threads on the efficiency cores, or NULL (plan_place) */
-    plan_cores cores;        /* where the threads run, and why */
-    session *s;
-    model *draft_m;          /* optional draft model for speculative decoding */
-    session *draft_s;
-    bool draft_self;         /* draft_m is the target's own low-precision copy */
-    tokenizer *tok;          /* NULL when the file has no usable vocabulary */
-    err_t tok_err;           /* why tok is NULL */
-    chat_family chat;
+    bundle *b;               /* the model, its draft, threads, plan and sessions (runtime/bundle.h) */
     octo_model_options opts;
-    plan plan;               /* what was decided at load (KV budget) */
     atomic_bool busy;        /* a stream is alive */
     octo_stream *stream;     /* that stream */
     gen_stats last;          /* of the last finished stream */
     pthread_mutex_t lock;    /* held while a token is made or stats are read: stats are a snapshot */
-    char warning[160];
+    char warning[160];       /* the tokenizer's, or the chat template's */
     err_t err;
 };
 
@@ -167,10 +159,6 @@ static err_code kv_config_of(const octo_model_options *o, kv_config *out, err_t 
     return ERR_OK;
 }
 
-static err_code load_draft(octo_model *om, const char *path, err_t *err);
-static bool find_draft(octo_model *om, const char *path);
-static err_code make_self_draft(octo_model *om, bool asked, const plan_device *dev, err_t *err);
-
 /* A model object with checked options, holding its client, not yet loaded; NULL with cerr set. */
 static octo_model *model_new(octo_client *c, const octo_model_options *opts, err_t *cerr) {
     const octo_model_options o = opts ? *opts : octo_model_options_defaults();
@@ -199,6 +187,8 @@ static octo_model *model_new(octo_client *c, const octo_model_options *opts, err
     return om;
 }
 
+static void warn_client(void *client, const char *msg) { client_log(client, OCTO_LOG_WARN, msg); }
+
 octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_options *opts) {
     if (!c) return NULL;
     err_t *cerr = client_err(c);
@@ -208,194 +198,29 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
     }
     octo_model *om = model_new(c, opts, cerr);
     if (!om) return NULL;
-    kv_config kv;
-    plan_device dev;
-    err_code rc = kv_config_of(&om->opts, &kv, cerr);
+    bundle_options bo = {.n_ctx = om->opts.n_ctx, .n_threads = c->opts.n_threads,
+                         .draft_model = om->opts.draft_model, .auto_draft = (bundle_draft)om->opts.auto_draft,
+                         .warn = warn_client, .warn_user = c};
+    err_code rc = kv_config_of(&om->opts, &bo.kv, cerr);
     if (!rc)
         rc = plan_device_of(c->opts.device, c->opts.cache_dir,
-                            om->opts.kv.compress ? (plan_spill)om->opts.kv.spill : PLAN_SPILL_OFF, &dev, cerr);
-    if (!rc) rc = model_load(path, &om->m, cerr);
-    cpu_classes cc;
-    cpu_classes_read(NULL, &cc);
-    om->cores = plan_place(&cc, c->opts.n_threads, false);
-    bool unplaced = false; /* then the reason below stands, whatever the draft */
-    if (!rc && om->cores.on_perf) {
-        err_t perr = {0};
-        if (tpool_new_on(om->cores.threads, cc.perf, cc.n_perf, &om->pool, &perr)) { /* unplaced, not failed */
-            unplaced = true;
-            cc.n_eff = 0; /* nothing else is placed either */
-            om->cores = plan_place(&cc, c->opts.n_threads, false);
-            snprintf(om->cores.reason, sizeof om->cores.reason, "the threads could not be placed: %.120s", perr.msg);
-            client_log(c, OCTO_LOG_WARN, om->cores.reason);
-        }
-    }
-    if (!rc && !om->pool) rc = tpool_new(om->cores.threads, &om->pool, cerr);
+                            om->opts.kv.compress ? (plan_spill)om->opts.kv.spill : PLAN_SPILL_OFF, &bo.dev, cerr);
+    if (!rc) rc = bundle_load(path, &bo, &om->b, cerr);
     if (rc) {
         octo_model_free(om);
         return NULL;
     }
-    const int n_ctx = om->opts.n_ctx ? om->opts.n_ctx : om->m->hp.n_ctx_train;
-    /* A model without a vocabulary still computes logits; text calls say why they cannot. */
-    if (tokenizer_load(om->m->gguf, &om->tok, &om->tok_err) == ERR_OK) {
-        if (tokenizer_n_vocab(om->tok) != om->m->hp.n_vocab) {
-            err_set(&om->tok_err, ERR_BAD_VALUE, "the vocabulary has %d tokens but the model %d",
-                    tokenizer_n_vocab(om->tok), om->m->hp.n_vocab);
-            tokenizer_free(om->tok);
-            om->tok = NULL;
-        } else if (tokenizer_warning(om->tok)[0]) {
-            snprintf(om->warning, sizeof om->warning, "%s", tokenizer_warning(om->tok));
-            client_log(c, OCTO_LOG_WARN, om->warning);
-        }
-    }
-    /* The draft first (the self-draft's decision needs the plan without
-     * one), then the plan that shares the KV budget with it, then the caches. */
-    char spec_reason[sizeof om->plan.spec_reason];
-    om->plan = plan_make(om->m, NULL, n_ctx, &kv, &dev);
-    if (om->opts.draft_model) { /* given: any problem fails the load */
-        rc = load_draft(om, om->opts.draft_model, cerr);
-        snprintf(om->plan.spec_reason, sizeof om->plan.spec_reason, "draft %s (given)", om->opts.draft_model);
-    } else if (om->opts.auto_draft == OCTO_DRAFT_NONE) {
-        snprintf(om->plan.spec_reason, sizeof om->plan.spec_reason, "n-gram: no draft given, none looked for (asked)");
-    } else if (om->opts.auto_draft == OCTO_DRAFT_SELF || !find_draft(om, path)) {
-        rc = make_self_draft(om, om->opts.auto_draft == OCTO_DRAFT_SELF, &dev, cerr);
-    }
-    memcpy(spec_reason, om->plan.spec_reason, sizeof spec_reason);
-    if (!rc && om->draft_m) {
-        om->plan = plan_make(om->m, om->draft_m, n_ctx, &kv, &dev);
-        if (!unplaced) om->cores = plan_place(&cc, c->opts.n_threads, true);
-        err_t derr = {0};
-        if (om->cores.draft_threads && tpool_new_on(om->cores.draft_threads, cc.eff, cc.n_eff, &om->draft_pool, &derr)) {
-            om->cores = plan_place(&cc, c->opts.n_threads, false); /* the draft computes on the model's threads */
-            snprintf(om->cores.reason, sizeof om->cores.reason, "the draft's threads could not be placed: %.100s", derr.msg);
-            client_log(c, OCTO_LOG_WARN, om->cores.reason);
-        }
-        const bool asked = om->opts.draft_model || om->opts.auto_draft == OCTO_DRAFT_SELF;
-        rc = session_new_shared(om->draft_m, n_ctx, &om->plan.draft_kv, om->draft_pool ? om->draft_pool : om->pool,
-                                &om->draft_s, asked ? cerr : &derr);
-        if (rc && !asked) { /* found or made by itself: n-gram stands in, the log says why */
-            rc = ERR_OK;
-            model_free(om->draft_m);
-            om->draft_m = NULL;
-            om->draft_self = false;
-            tpool_free(om->draft_pool);
-            om->draft_pool = NULL;
-            if (!unplaced) om->cores = plan_place(&cc, c->opts.n_threads, false);
-            snprintf(spec_reason, sizeof spec_reason, "n-gram: the draft's cache could not be made: %.190s", derr.msg);
-            client_log(c, OCTO_LOG_WARN, spec_reason);
-            om->plan = plan_make(om->m, NULL, n_ctx, &kv, &dev);
-        }
-    }
-    memcpy(om->plan.spec_reason, spec_reason, sizeof spec_reason);
-    if (!rc) rc = session_new_shared(om->m, n_ctx, &om->plan.kv, om->pool, &om->s, cerr);
-    if (rc) {
-        octo_model_free(om);
-        return NULL;
-    }
-    gguf_str tmpl = {0, NULL};
-    gguf_get_str(om->m->gguf, "tokenizer.chat_template", &tmpl);
-    om->chat = chat_detect(tmpl.ptr, tmpl.len);
+    snprintf(om->warning, sizeof om->warning, "%s", om->b->warning);
     return om;
 }
 
 void octo_model_free(octo_model *om) {
     if (!om) return;
     if (om->stream) om->stream->om = NULL; /* a stream outliving its model only reports an error */
-    tokenizer_free(om->tok);
-    session_free(om->draft_s);
-    model_free(om->draft_m);
-    session_free(om->s);
-    tpool_free(om->draft_pool); /* after the sessions that compute on them */
-    tpool_free(om->pool);
-    model_free(om->m);
+    bundle_free(om->b);
     pthread_mutex_destroy(&om->lock);
     client_release(om->client);
     free(om);
-}
-
-/* No draft given: look beside the model for NAME.draft.gguf (NAME.gguf's
- * stem). One that cannot serve (another vocabulary, larger, unreadable) is
- * passed over with a warning in the log and the reason in the model info;
- * n-gram speculation stands in. */
-static bool find_draft(octo_model *om, const char *path) {
-    char cand[4096];
-    const size_t len = strlen(path);
-    const int stem = len > 5 && !strcmp(path + len - 5, ".gguf") ? (int)(len - 5) : (int)len;
-    if (snprintf(cand, sizeof cand, "%.*s.draft.gguf", stem, path) >= (int)sizeof cand) {
-        snprintf(om->plan.spec_reason, sizeof om->plan.spec_reason, "n-gram: no draft given (path too long to look beside)");
-        return false;
-    }
-    if (access(cand, R_OK) != 0) {
-        snprintf(om->plan.spec_reason, sizeof om->plan.spec_reason, "n-gram: no draft given, none at %.200s", cand);
-        return false;
-    }
-    err_t derr = {0};
-    if (load_draft(om, cand, &derr) == ERR_OK) {
-        snprintf(om->plan.spec_reason, sizeof om->plan.spec_reason, "draft %.200s (found beside the model)", cand);
-        return true;
-    }
-    snprintf(om->plan.spec_reason, sizeof om->plan.spec_reason, "n-gram: the draft beside the model was not used: %.180s",
-             derr.msg);
-    client_log(om->client, OCTO_LOG_WARN, om->plan.spec_reason);
-    return false;
-}
-
-/* No draft model: a Q4_0 copy of the target when the plan says it pays and
- * fits (plan_self_draft), or whenever it can be made when asked. Only a copy
- * that was asked for and cannot be made is an error; otherwise the plan's
- * reason joins the n-gram one. */
-static err_code make_self_draft(octo_model *om, bool asked, const plan_device *dev, err_t *err) {
-    char why[192];
-    const uint64_t bytes = model_requantized_bytes(om->m, QT_Q4_0);
-    const bool pays = plan_self_draft(om->m, bytes, &om->plan, dev, why, sizeof why);
-    char *r = om->plan.spec_reason;
-    const size_t rn = sizeof om->plan.spec_reason;
-    if (!pays && !(asked && bytes)) {
-        if (asked) return err_set(err, ERR_UNSUPPORTED, "%s", why);
-        char prev[256];
-        snprintf(prev, sizeof prev, "%s", r);
-        snprintf(r, rn, "%.150s; %.100s", prev, why);
-        return ERR_OK;
-    }
-    err_code rc = model_requantize(om->m, QT_Q4_0, om->pool, &om->draft_m, err);
-    if (rc) {
-        model_free(om->draft_m);
-        om->draft_m = NULL;
-        if (asked) return rc;
-        snprintf(r, rn, "n-gram: the self-draft could not be made: %.200s", err->msg);
-        err_clear(err);
-        return ERR_OK;
-    }
-    om->draft_self = true;
-    if (pays) snprintf(r, rn, "%s", why);
-    else snprintf(r, rn, "self-draft: a Q4_0 copy made at load (asked; %.150s)", why + strlen("no self-draft: "));
-    return ERR_OK;
-}
-
-/* Load the draft model and check it can propose for this one: the same
- * vocabulary, token by token, and fewer weight bytes (what a draft step costs). */
-static err_code load_draft(octo_model *om, const char *path, err_t *err) {
-    err_code rc = model_load(path, &om->draft_m, err);
-    if (rc) return rc;
-    tokenizer *dt = NULL;
-    rc = tokenizer_load(om->draft_m->gguf, &dt, err);
-    if (!rc && (!om->tok || tokenizer_n_vocab(dt) != tokenizer_n_vocab(om->tok)))
-        rc = err_set(err, ERR_BAD_VALUE, "draft %s: its vocabulary has %d tokens, the model's %d", path,
-                     tokenizer_n_vocab(dt), om->tok ? tokenizer_n_vocab(om->tok) : 0);
-    for (int i = 0; !rc && i < tokenizer_n_vocab(dt); i++) {
-        char a[256], b[256];
-        const int na = tokenizer_piece(dt, i, true, a, sizeof a), nb = tokenizer_piece(om->tok, i, true, b, sizeof b);
-        if (na != nb || (na > 0 && memcmp(a, b, (size_t)(na < (int)sizeof a ? na : (int)sizeof a))))
-            rc = err_set(err, ERR_BAD_VALUE, "draft %s: token %d differs from the model's vocabulary", path, i);
-    }
-    tokenizer_free(dt);
-    if (!rc && om->draft_m->weight_bytes >= om->m->weight_bytes)
-        rc = err_set(err, ERR_INVALID_ARG, "draft %s is larger than the model: %llu weight bytes against %llu", path,
-                     (unsigned long long)om->draft_m->weight_bytes, (unsigned long long)om->m->weight_bytes);
-    if (rc) {
-        model_free(om->draft_m);
-        om->draft_m = NULL;
-    }
-    return rc;
 }
 
 const char *octo_model_error(const octo_model *om) { return om ? om->err.msg : "no model"; }
@@ -405,7 +230,7 @@ octo_model_info octo_model_info_get(const octo_model *om) {
     octo_model_info info;
     memset(&info, 0, sizeof info);
     if (!om) return info;
-    const model *m = om->m;
+    const model *m = om->b->m;
     const model_hparams *hp = &m->hp;
     memcpy(info.arch, hp->arch_name, sizeof info.arch);
     info.n_vocab = hp->n_vocab;
@@ -427,15 +252,15 @@ octo_model_info octo_model_info_get(const octo_model *om) {
     info.file_bytes = m->gguf->size;
     info.weight_bytes = m->weight_bytes;
     info.weight_bytes_per_token = m->weight_bytes_per_token;
-    info.n_threads = tpool_size(om->pool);
-    snprintf(info.cores, sizeof info.cores, "%s", om->cores.reason);
+    info.n_threads = tpool_size(om->b->pool);
+    snprintf(info.cores, sizeof info.cores, "%s", om->b->cores.reason);
     snprintf(info.cpu_path, sizeof info.cpu_path, "%s", cpu_path_name(kernels_path()));
-    info.kv_bytes_per_token = kv_token_bytes(hp, om->plan.kv.hot_type);
-    info.kv_budget_bytes = om->plan.kv.budget_bytes + om->plan.draft_kv.budget_bytes;
-    snprintf(info.kv_plan, sizeof info.kv_plan, "%s", om->plan.kv_reason);
-    snprintf(info.kv_spill, sizeof info.kv_spill, "%s", om->plan.spill_reason);
-    snprintf(info.speculation, sizeof info.speculation, "%s", om->plan.spec_reason);
-    info.n_ctx = om->s->n_ctx;
+    info.kv_bytes_per_token = kv_token_bytes(hp, om->b->plan.kv.hot_type);
+    info.kv_budget_bytes = om->b->plan.kv.budget_bytes + om->b->plan.draft_kv.budget_bytes;
+    snprintf(info.kv_plan, sizeof info.kv_plan, "%s", om->b->plan.kv_reason);
+    snprintf(info.kv_spill, sizeof info.kv_spill, "%s", om->b->plan.spill_reason);
+    snprintf(info.speculation, sizeof info.speculation, "%s", om->b->plan.spec_reason);
+    info.n_ctx = om->b->s->n_ctx;
     /* type histogram, in type-id order */
     uint64_t count[QT_COUNT] = {0};
     for (uint64_t i = 0; i < m->gguf->n_tensors; i++)
@@ -462,30 +287,30 @@ octo_status octo_eval(octo_model *om, const int32_t *tokens, int n, float *logit
     if (atomic_load(&om->busy)) return (octo_status)err_set(&om->err, ERR_BUSY, "the model is serving a stream");
     if (!tokens || !logits || (mode != OCTO_LOGITS_LAST && mode != OCTO_LOGITS_ALL))
         return (octo_status)err_set(&om->err, ERR_INVALID_ARG, "octo_eval: tokens and logits are required");
-    return (octo_status)session_eval(om->s, tokens, n, mode == OCTO_LOGITS_ALL, logits, &om->err);
+    return (octo_status)session_eval(om->b->s, tokens, n, mode == OCTO_LOGITS_ALL, logits, &om->err);
 }
 
-int octo_n_past(const octo_model *om) { return om ? om->s->n_past : 0; }
+int octo_n_past(const octo_model *om) { return om ? om->b->s->n_past : 0; }
 
 octo_status octo_truncate(octo_model *om, int n) {
     if (!om) return OCTO_ERR_INVALID_ARG;
     err_clear(&om->err);
     if (atomic_load(&om->busy)) return (octo_status)err_set(&om->err, ERR_BUSY, "the model is serving a stream");
-    if (n < 0 || n > om->s->n_past)
-        return (octo_status)err_set(&om->err, ERR_INVALID_ARG, "cannot truncate %d tokens to %d", om->s->n_past, n);
-    return (octo_status)session_rewind(om->s, n, &om->err);
+    if (n < 0 || n > om->b->s->n_past)
+        return (octo_status)err_set(&om->err, ERR_INVALID_ARG, "cannot truncate %d tokens to %d", om->b->s->n_past, n);
+    return (octo_status)session_rewind(om->b->s, n, &om->err);
 }
 
 void octo_reset(octo_model *om) {
-    if (om && !atomic_load(&om->busy)) session_reset(om->s);
+    if (om && !atomic_load(&om->busy)) session_reset(om->b->s);
 }
 
 /* ---------------------------------------------------------------- text */
 
 static err_code need_tokenizer(octo_model *om) {
-    if (om->tok) return ERR_OK;
-    return err_set(&om->err, om->tok_err.code ? om->tok_err.code : ERR_UNSUPPORTED, "%s",
-                   om->tok_err.msg[0] ? om->tok_err.msg : "the model has no vocabulary");
+    if (om->b->tok) return ERR_OK;
+    return err_set(&om->err, om->b->tok_err.code ? om->b->tok_err.code : ERR_UNSUPPORTED, "%s",
+                   om->b->tok_err.msg[0] ? om->b->tok_err.msg : "the model has no vocabulary");
 }
 
 int octo_tokenize(octo_model *om, const char *text, int len, int add_special, int parse_special, int32_t *ids,
@@ -497,7 +322,7 @@ int octo_tokenize(octo_model *om, const char *text, int len, int add_special, in
     err_code rc = need_tokenizer(om);
     if (rc) return -(int)rc;
     tok_list l = {0};
-    rc = tokenizer_encode(om->tok, text, (size_t)len, add_special != 0, parse_special != 0, &l, &om->err);
+    rc = tokenizer_encode(om->b->tok, text, (size_t)len, add_special != 0, parse_special != 0, &l, &om->err);
     if (rc) {
         tok_list_free(&l);
         return -(int)rc;
@@ -514,10 +339,10 @@ int octo_token_piece(octo_model *om, int32_t id, char *buf, int cap) {
     if (cap < 0 || (cap > 0 && !buf)) return -(int)err_set(&om->err, ERR_INVALID_ARG, "octo_token_piece: no buffer");
     err_code rc = need_tokenizer(om);
     if (rc) return -(int)rc;
-    int n = tokenizer_piece(om->tok, id, false, buf, cap);
+    int n = tokenizer_piece(om->b->tok, id, false, buf, cap);
     if (n < 0)
         return -(int)err_set(&om->err, ERR_INVALID_ARG, "token id %d is outside the vocabulary of %d", id,
-                             tokenizer_n_vocab(om->tok));
+                             tokenizer_n_vocab(om->b->tok));
     return n;
 }
 
@@ -528,18 +353,18 @@ int octo_detokenize(octo_model *om, const int32_t *ids, int n, char *buf, int ca
         return -(int)err_set(&om->err, ERR_INVALID_ARG, "octo_detokenize: bad arguments");
     err_code rc = need_tokenizer(om);
     if (rc) return -(int)rc;
-    int total = tokenizer_decode(om->tok, ids, n, buf, cap);
+    int total = tokenizer_decode(om->b->tok, ids, n, buf, cap);
     if (total < 0) {
         for (int i = 0; i < n; i++)
-            if (ids[i] < 0 || ids[i] >= tokenizer_n_vocab(om->tok))
+            if (ids[i] < 0 || ids[i] >= tokenizer_n_vocab(om->b->tok))
                 return -(int)err_set(&om->err, ERR_INVALID_ARG, "token id %d is outside the vocabulary of %d", ids[i],
-                                     tokenizer_n_vocab(om->tok));
+                                     tokenizer_n_vocab(om->b->tok));
     }
     return total;
 }
 
-int32_t octo_token_bos(const octo_model *om) { return om && om->tok ? tokenizer_bos(om->tok) : -1; }
-int32_t octo_token_eos(const octo_model *om) { return om && om->tok ? tokenizer_eos(om->tok) : -1; }
+int32_t octo_token_bos(const octo_model *om) { return om && om->b->tok ? tokenizer_bos(om->b->tok) : -1; }
+int32_t octo_token_eos(const octo_model *om) { return om && om->b->tok ? tokenizer_eos(om->b->tok) : -1; }
 
 /* ---------------------------------------------------------------- generation */
 
@@ -565,19 +390,6 @@ static gen_params to_gen_params(const octo_generate_params *p) {
     };
 }
 
-/* The proposer of a mode: AUTO is the draft model if one is loaded, else
- * n-gram. Verification is lossless under any sampling (speculative/verify.h),
- * and a proposer that does not pay is switched off during the generation.
- * A proposer that drafts with a model runs the loaded one: "self" when it is
- * the target's own copy. */
-static const proposer_ops *proposer_of(const octo_model *om, octo_spec_mode mode) {
-    if (mode == OCTO_SPEC_NONE) return NULL;
-    const proposer_ops *p = mode == OCTO_SPEC_AUTO ? (om->draft_s ? &proposer_draft : &proposer_ngram)
-                                                   : spec_proposer_at((int)mode - OCTO_SPEC_NONE - 1);
-    if (p && p->needs_lm) p = om->draft_self ? &proposer_self : &proposer_draft;
-    return p;
-}
-
 const char *octo_spec_mode_name(int mode) {
     if (mode == OCTO_SPEC_AUTO) return "auto";
     if (mode == OCTO_SPEC_NONE) return "none";
@@ -601,17 +413,12 @@ static octo_stream *start_stream(octo_model *om, const char *text, bool parse_sp
         err_set(&om->err, ERR_INVALID_ARG, "unknown speculative mode %d", (int)p.spec);
         return NULL;
     }
-    gp.proposer = proposer_of(om, p.spec);
-    if (p.spec == OCTO_SPEC_SELF && !om->draft_self) {
-        err_set(&om->err, ERR_INVALID_ARG, "no self-draft was made at load (auto_draft OCTO_DRAFT_SELF asks): %s",
-                om->plan.spec_reason);
+    /* AUTO: the bundle's choice; a named mode: its row of the proposer table */
+    if (p.spec != OCTO_SPEC_NONE &&
+        bundle_proposer(om->b, p.spec == OCTO_SPEC_AUTO ? NULL : spec_proposer_at((int)p.spec - OCTO_SPEC_NONE - 1),
+                        &gp.proposer, &om->err))
         return NULL;
-    }
-    if (gp.proposer && gp.proposer->needs_lm && !om->draft_s) {
-        err_set(&om->err, ERR_INVALID_ARG, "no draft model was loaded (octo_model_options.draft_model)");
-        return NULL;
-    }
-    gp.draft = om->draft_s;
+    gp.draft = om->b->draft_s;
     if (sampler_check(&gp.sampling, &om->err)) return NULL;
     if (p.max_tokens <= 0) {
         err_set(&om->err, ERR_INVALID_ARG, "max_tokens must be positive, not %d", p.max_tokens);
@@ -629,9 +436,9 @@ static octo_stream *start_stream(octo_model *om, const char *text, bool parse_sp
     }
     tok_list l = {0};
     octo_stream *st = NULL;
-    err_code rc = tokenizer_encode(om->tok, text, strlen(text), true, parse_special, &l, &om->err);
+    err_code rc = tokenizer_encode(om->b->tok, text, strlen(text), true, parse_special, &l, &om->err);
     if (!rc && !(st = calloc(1, sizeof *st))) rc = err_set(&om->err, ERR_NOMEM, "out of memory");
-    if (!rc) rc = gen_start(om->s, om->tok, l.ids, l.n, &gp, &st->g, &om->err);
+    if (!rc) rc = gen_start(om->b->s, om->b->tok, l.ids, l.n, &gp, &st->g, &om->err);
     tok_list_free(&l);
     if (rc) {
         free(st);
@@ -669,10 +476,10 @@ octo_stream *octo_chat(octo_model *om, const octo_message *msgs, int n, const oc
     }
     for (int i = 0; i < n; i++) cm[i] = (chat_message){msgs[i].role, msgs[i].content};
     char *text = NULL;
-    err_code rc = chat_format(om->chat, cm, n, &text, &om->err);
+    err_code rc = chat_format(om->b->chat, cm, n, &text, &om->err);
     free(cm);
     if (rc) return NULL;
-    if (om->chat == CHAT_PLAIN) {
+    if (om->b->chat == CHAT_PLAIN) {
         snprintf(om->warning, sizeof om->warning,
                  "the model's chat template is missing or not recognised; messages were joined as a plain prompt");
         client_log(om->client, OCTO_LOG_WARN, om->warning);
@@ -809,24 +616,20 @@ static octo_stats stats_snapshot(const octo_model *om) {
             snprintf(st.spec_note, sizeof st.spec_note, "off: %.1f ms/token verified vs %.1f plain",
                      g.spec_ms_per_token, g.plain_ms_per_token);
     }
-    st.context_tokens = om->s->n_past;
-    st.context_size = om->s->n_ctx;
-    const kv_stats kv = kv_cache_stats(om->s->kv);
-    /* the draft's cache shares the budget (runtime/plan.h): counted in the totals */
-    const kv_stats dkv = om->draft_s ? kv_cache_stats(om->draft_s->kv) : (kv_stats){0};
-    const uint64_t full = (kv_token_bytes(&om->m->hp, om->plan.kv.hot_type) +
-                           (om->draft_s ? kv_token_bytes(&om->draft_m->hp, om->plan.kv.hot_type) : 0)) *
-                          (uint64_t)om->s->n_ctx;
-    st.kv_bytes = kv.bytes + dkv.bytes;
-    st.kv_draft_bytes = dkv.bytes;
-    st.kv_budget_bytes = kv.budget ? kv.budget + dkv.budget : full;
+    st.context_tokens = om->b->s->n_past;
+    st.context_size = om->b->s->n_ctx;
+    const bundle_kv_stats bk = bundle_kv_stats_get(om->b);
+    const kv_stats kv = bk.kv; /* the draft's bytes included */
+    st.kv_bytes = kv.bytes;
+    st.kv_draft_bytes = bk.draft_bytes;
+    st.kv_budget_bytes = bk.budget_bytes;
     st.kv_cache_utilization = st.kv_budget_bytes ? (double)st.kv_bytes / (double)st.kv_budget_bytes : 0.0;
-    st.kv_bytes_hot = kv.bytes_hot + dkv.bytes_hot;
-    st.kv_bytes_warm = kv.bytes_warm + dkv.bytes_warm;
-    st.kv_bytes_cold = kv.bytes_cold + dkv.bytes_cold;
+    st.kv_bytes_hot = kv.bytes_hot;
+    st.kv_bytes_warm = kv.bytes_warm;
+    st.kv_bytes_cold = kv.bytes_cold;
     st.kv_tokens_retained = kv.tokens;
     st.kv_tokens_evicted = kv.tokens_evicted;
-    snprintf(st.kv_policy, sizeof st.kv_policy, "%s", kv_policy_name(om->plan.kv.policy));
+    snprintf(st.kv_policy, sizeof st.kv_policy, "%s", kv_policy_name(om->b->plan.kv.policy));
     st.kv_spill_on = kv.spill_on;
     st.kv_blocks_spilled = kv.blocks_spilled;
     st.kv_spill_writes = kv.spill_writes;
@@ -843,7 +646,7 @@ static octo_stats stats_snapshot(const octo_model *om) {
     st.rss_bytes = u.rss_bytes;
     st.peak_rss_bytes = u.peak_rss_bytes;
     st.pss_bytes = u.pss_bytes;
-    snprintf(st.chat_template, sizeof st.chat_template, "%s", chat_family_name(om->chat));
+    snprintf(st.chat_template, sizeof st.chat_template, "%s", chat_family_name(om->b->chat));
     snprintf(st.warning, sizeof st.warning, "%s", om->warning);
     return st;
 }

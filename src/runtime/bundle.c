@@ -1,0 +1,271 @@
+/*
+ * bundle — see bundle.h. The load, in order:
+ *   1. the model's weights (model_load);
+ *   2. its threads, placed on the performance cores when the CPU has two
+ *      classes (plan_place), else everywhere;
+ *   3. its tokenizer (a model without one still computes logits);
+ *   4. the draft: the one given, else NAME.draft.gguf beside the model, else
+ *      a Q4_0 self-draft when the plan says it pays (or when asked), else
+ *      none (n-gram speculation needs no model);
+ *   5. the plan with the draft, which splits the KV budget between the two
+ *      caches, and the draft's threads on the efficiency cores;
+ *   6. the sessions, and the chat template.
+ * A draft found or made by itself that cannot serve is dropped with a
+ * warning and its reason in plan.spec_reason; one that was asked for fails
+ * the load.
+ */
+#include "bundle.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/quant.h"
+
+static void warn(const bundle_options *o, const char *msg) {
+    if (o->warn && msg && *msg) o->warn(o->warn_user, msg);
+}
+
+/* Threads on the performance cores when there are two classes; a placement
+ * the system refuses leaves them unplaced (not an error). *unplaced: then
+ * nothing else is placed either. */
+static err_code place_threads(bundle *b, const bundle_options *o, cpu_classes *cc, bool *unplaced, err_t *err) {
+    cpu_classes_read(NULL, cc);
+    b->cores = plan_place(cc, o->n_threads, false);
+    *unplaced = false;
+    if (b->cores.on_perf) {
+        err_t perr = {0};
+        if (tpool_new_on(b->cores.threads, cc->perf, cc->n_perf, &b->pool, &perr)) {
+            *unplaced = true;
+            cc->n_eff = 0;
+            b->cores = plan_place(cc, o->n_threads, false);
+            snprintf(b->cores.reason, sizeof b->cores.reason, "the threads could not be placed: %.120s", perr.msg);
+            warn(o, b->cores.reason);
+        }
+    }
+    return b->pool ? ERR_OK : tpool_new(b->cores.threads, &b->pool, err);
+}
+
+/* The vocabulary, when the file has a usable one; else tok_err says why. */
+static void load_tokenizer(bundle *b, const bundle_options *o) {
+    if (tokenizer_load(b->m->gguf, &b->tok, &b->tok_err) != ERR_OK) return;
+    if (tokenizer_n_vocab(b->tok) != b->m->hp.n_vocab) {
+        err_set(&b->tok_err, ERR_BAD_VALUE, "the vocabulary has %d tokens but the model %d", tokenizer_n_vocab(b->tok),
+                b->m->hp.n_vocab);
+        tokenizer_free(b->tok);
+        b->tok = NULL;
+    } else if (tokenizer_warning(b->tok)[0]) {
+        snprintf(b->warning, sizeof b->warning, "%s", tokenizer_warning(b->tok));
+        warn(o, b->warning);
+    }
+}
+
+/* Load the draft model and check it can propose for this one: the same
+ * vocabulary, token by token, and fewer weight bytes (what a draft step costs). */
+static err_code load_draft(bundle *b, const char *path, err_t *err) {
+    err_code rc = model_load(path, &b->draft_m, err);
+    if (rc) return rc;
+    tokenizer *dt = NULL;
+    rc = tokenizer_load(b->draft_m->gguf, &dt, err);
+    if (!rc && (!b->tok || tokenizer_n_vocab(dt) != tokenizer_n_vocab(b->tok)))
+        rc = err_set(err, ERR_BAD_VALUE, "draft %s: its vocabulary has %d tokens, the model's %d", path,
+                     tokenizer_n_vocab(dt), b->tok ? tokenizer_n_vocab(b->tok) : 0);
+    for (int i = 0; !rc && i < tokenizer_n_vocab(dt); i++) {
+        char x[256], y[256];
+        const int nx = tokenizer_piece(dt, i, true, x, sizeof x), ny = tokenizer_piece(b->tok, i, true, y, sizeof y);
+        if (nx != ny || (nx > 0 && memcmp(x, y, (size_t)(nx < (int)sizeof x ? nx : (int)sizeof x))))
+            rc = err_set(err, ERR_BAD_VALUE, "draft %s: token %d differs from the model's vocabulary", path, i);
+    }
+    tokenizer_free(dt);
+    if (!rc && b->draft_m->weight_bytes >= b->m->weight_bytes)
+        rc = err_set(err, ERR_INVALID_ARG, "draft %s is larger than the model: %llu weight bytes against %llu", path,
+                     (unsigned long long)b->draft_m->weight_bytes, (unsigned long long)b->m->weight_bytes);
+    if (rc) {
+        model_free(b->draft_m);
+        b->draft_m = NULL;
+    }
+    return rc;
+}
+
+/* No draft given: look beside the model for NAME.draft.gguf (NAME.gguf's
+ * stem). One that cannot serve (another vocabulary, larger, unreadable) is
+ * passed over with a warning and the reason in the plan; n-gram stands in. */
+static bool find_draft(bundle *b, const char *path, const bundle_options *o) {
+    char cand[4096], *r = b->plan.spec_reason;
+    const size_t rn = sizeof b->plan.spec_reason, len = strlen(path);
+    const int stem = len > 5 && !strcmp(path + len - 5, ".gguf") ? (int)(len - 5) : (int)len;
+    if (snprintf(cand, sizeof cand, "%.*s.draft.gguf", stem, path) >= (int)sizeof cand) {
+        snprintf(r, rn, "n-gram: no draft given (path too long to look beside)");
+        return false;
+    }
+    if (access(cand, R_OK) != 0) {
+        snprintf(r, rn, "n-gram: no draft given, none at %.200s", cand);
+        return false;
+    }
+    err_t derr = {0};
+    if (load_draft(b, cand, &derr) == ERR_OK) {
+        snprintf(r, rn, "draft %.200s (found beside the model)", cand);
+        return true;
+    }
+    snprintf(r, rn, "n-gram: the draft beside the model was not used: %.180s", derr.msg);
+    warn(o, r);
+    return false;
+}
+
+/* No draft model: a Q4_0 copy of the target when the plan says it pays and
+ * fits (plan_self_draft), or whenever it can be made when asked. Only a copy
+ * that was asked for and cannot be made is an error; otherwise the plan's
+ * reason joins the n-gram one. */
+static err_code make_self_draft(bundle *b, bool asked, const plan_device *dev, err_t *err) {
+    char why[192];
+    const uint64_t bytes = model_requantized_bytes(b->m, QT_Q4_0);
+    const bool pays = plan_self_draft(b->m, bytes, &b->plan, dev, why, sizeof why);
+    char *r = b->plan.spec_reason;
+    const size_t rn = sizeof b->plan.spec_reason;
+    if (!pays && !(asked && bytes)) {
+        if (asked) return err_set(err, ERR_UNSUPPORTED, "%s", why);
+        char prev[256];
+        snprintf(prev, sizeof prev, "%s", r);
+        snprintf(r, rn, "%.150s; %.100s", prev, why);
+        return ERR_OK;
+    }
+    err_code rc = model_requantize(b->m, QT_Q4_0, b->pool, &b->draft_m, err);
+    if (rc) {
+        model_free(b->draft_m);
+        b->draft_m = NULL;
+        if (asked) return rc;
+        snprintf(r, rn, "n-gram: the self-draft could not be made: %.200s", err->msg);
+        err_clear(err);
+        return ERR_OK;
+    }
+    b->draft_self = true;
+    if (pays) snprintf(r, rn, "%s", why);
+    else snprintf(r, rn, "self-draft: a Q4_0 copy made at load (asked; %.150s)", why + strlen("no self-draft: "));
+    return ERR_OK;
+}
+
+/* Step 4: the draft, if any (plan.spec_reason says which and why). */
+static err_code choose_draft(bundle *b, const char *path, const bundle_options *o, err_t *err) {
+    if (o->draft_model) { /* given: any problem fails the load */
+        err_code rc = load_draft(b, o->draft_model, err);
+        snprintf(b->plan.spec_reason, sizeof b->plan.spec_reason, "draft %s (given)", o->draft_model);
+        return rc;
+    }
+    if (o->auto_draft == BUNDLE_DRAFT_NONE) {
+        snprintf(b->plan.spec_reason, sizeof b->plan.spec_reason, "n-gram: no draft given, none looked for (asked)");
+        return ERR_OK;
+    }
+    if (o->auto_draft == BUNDLE_DRAFT_SELF || !find_draft(b, path, o))
+        return make_self_draft(b, o->auto_draft == BUNDLE_DRAFT_SELF, &o->dev, err);
+    return ERR_OK;
+}
+
+/* A draft found or made by itself whose cache could not be made: n-gram
+ * stands in, the plan goes back to one cache, the warning says why. */
+static void drop_draft(bundle *b, const bundle_options *o, const cpu_classes *cc, bool unplaced, int n_ctx,
+                       const char *why, char *spec_reason, size_t rn) {
+    model_free(b->draft_m);
+    b->draft_m = NULL;
+    b->draft_self = false;
+    tpool_free(b->draft_pool);
+    b->draft_pool = NULL;
+    if (!unplaced) b->cores = plan_place(cc, o->n_threads, false);
+    snprintf(spec_reason, rn, "n-gram: the draft's cache could not be made: %.190s", why);
+    warn(o, spec_reason);
+    b->plan = plan_make(b->m, NULL, n_ctx, &o->kv, &o->dev);
+}
+
+/* Step 5: the plan that shares the KV budget with the draft, the draft's
+ * threads on the efficiency cores, its session. */
+static err_code plan_with_draft(bundle *b, const bundle_options *o, cpu_classes *cc, bool unplaced, int n_ctx,
+                                char *spec_reason, size_t rn, err_t *err) {
+    b->plan = plan_make(b->m, b->draft_m, n_ctx, &o->kv, &o->dev);
+    if (!unplaced) b->cores = plan_place(cc, o->n_threads, true);
+    err_t derr = {0};
+    if (b->cores.draft_threads && tpool_new_on(b->cores.draft_threads, cc->eff, cc->n_eff, &b->draft_pool, &derr)) {
+        b->cores = plan_place(cc, o->n_threads, false); /* the draft computes on the model's threads */
+        snprintf(b->cores.reason, sizeof b->cores.reason, "the draft's threads could not be placed: %.100s", derr.msg);
+        warn(o, b->cores.reason);
+    }
+    const bool asked = o->draft_model || o->auto_draft == BUNDLE_DRAFT_SELF;
+    err_code rc = session_new_shared(b->draft_m, n_ctx, &b->plan.draft_kv, b->draft_pool ? b->draft_pool : b->pool,
+                                     &b->draft_s, asked ? err : &derr);
+    if (rc && !asked) {
+        drop_draft(b, o, cc, unplaced, n_ctx, derr.msg, spec_reason, rn);
+        rc = ERR_OK;
+    }
+    return rc;
+}
+
+err_code bundle_load(const char *path, const bundle_options *o, bundle **out, err_t *err) {
+    *out = NULL;
+    bundle *b = calloc(1, sizeof *b);
+    if (!b) return err_set(err, ERR_NOMEM, "out of memory");
+    cpu_classes cc;
+    bool unplaced = false;
+    err_code rc = model_load(path, &b->m, err);
+    if (!rc) rc = place_threads(b, o, &cc, &unplaced, err);
+    if (rc) {
+        bundle_free(b);
+        return rc;
+    }
+    const int n_ctx = o->n_ctx ? o->n_ctx : b->m->hp.n_ctx_train;
+    load_tokenizer(b, o);
+    /* the draft first (the self-draft's decision needs the plan without one) */
+    b->plan = plan_make(b->m, NULL, n_ctx, &o->kv, &o->dev);
+    rc = choose_draft(b, path, o, err);
+    char spec_reason[sizeof b->plan.spec_reason];
+    memcpy(spec_reason, b->plan.spec_reason, sizeof spec_reason);
+    if (!rc && b->draft_m) rc = plan_with_draft(b, o, &cc, unplaced, n_ctx, spec_reason, sizeof spec_reason, err);
+    memcpy(b->plan.spec_reason, spec_reason, sizeof spec_reason);
+    if (!rc) rc = session_new_shared(b->m, n_ctx, &b->plan.kv, b->pool, &b->s, err);
+    if (rc) {
+        bundle_free(b);
+        return rc;
+    }
+    gguf_str tmpl = {0, NULL};
+    gguf_get_str(b->m->gguf, "tokenizer.chat_template", &tmpl);
+    b->chat = chat_detect(tmpl.ptr, tmpl.len);
+    *out = b;
+    return ERR_OK;
+}
+
+void bundle_free(bundle *b) {
+    if (!b) return;
+    tokenizer_free(b->tok);
+    session_free(b->draft_s);
+    model_free(b->draft_m);
+    session_free(b->s);
+    tpool_free(b->draft_pool); /* after the sessions that compute on them */
+    tpool_free(b->pool);
+    model_free(b->m);
+    free(b);
+}
+
+err_code bundle_proposer(const bundle *b, const proposer_ops *asked, const proposer_ops **out, err_t *err) {
+    const proposer_ops *p = asked ? asked : b->draft_s ? &proposer_draft : &proposer_ngram;
+    *out = NULL;
+    if (p == &proposer_self && !b->draft_self)
+        return err_set(err, ERR_INVALID_ARG, "no self-draft was made at load (auto_draft OCTO_DRAFT_SELF asks): %s",
+                       b->plan.spec_reason);
+    if (p->needs_lm && !b->draft_s)
+        return err_set(err, ERR_INVALID_ARG, "no draft model was loaded (octo_model_options.draft_model)");
+    *out = p->needs_lm ? (b->draft_self ? &proposer_self : &proposer_draft) : p;
+    return ERR_OK;
+}
+
+bundle_kv_stats bundle_kv_stats_get(const bundle *b) {
+    bundle_kv_stats st = {.kv = kv_cache_stats(b->s->kv)};
+    const kv_stats d = b->draft_s ? kv_cache_stats(b->draft_s->kv) : (kv_stats){0};
+    const uint64_t full = (kv_token_bytes(&b->m->hp, b->plan.kv.hot_type) +
+                           (b->draft_s ? kv_token_bytes(&b->draft_m->hp, b->plan.kv.hot_type) : 0)) *
+                          (uint64_t)b->s->n_ctx;
+    st.budget_bytes = st.kv.budget ? st.kv.budget + d.budget : full;
+    st.draft_bytes = d.bytes;
+    st.kv.bytes += d.bytes;
+    st.kv.bytes_hot += d.bytes_hot;
+    st.kv.bytes_warm += d.bytes_warm;
+    st.kv.bytes_cold += d.bytes_cold;
+    return st;
+}

@@ -1,0 +1,75 @@
+/*
+ * bundle — a loaded model with everything it runs with: its threads (placed
+ * on the cores that suit them), its tokenizer and chat template, its draft
+ * (given, found beside it as NAME.draft.gguf, or a low-precision copy of
+ * itself made at load), the plan that shares one KV budget between the two,
+ * and the sessions (model + cache) that generate. The public API (octo.c)
+ * checks arguments and delegates here; everything the load decides by itself
+ * is decided in bundle.c, and explained in the plan's reason strings.
+ */
+#ifndef OCTO_RUNTIME_BUNDLE_H
+#define OCTO_RUNTIME_BUNDLE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "core/threadpool.h"
+#include "kv/kv_cache.h"
+#include "model/chat_template.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
+#include "runtime/plan.h"
+#include "runtime/session.h"
+#include "speculative/proposer.h"
+
+/* With no draft given: which draft to look for (the public OCTO_DRAFT_*). */
+typedef enum { BUNDLE_DRAFT_NONE = -1, BUNDLE_DRAFT_AUTO = 0, BUNDLE_DRAFT_SELF = 1 } bundle_draft;
+
+typedef struct {
+    int n_ctx;                 /* 0: the model's trained context */
+    kv_config kv;              /* the cache as asked (plan_make sizes its budget) */
+    plan_device dev;
+    int n_threads;             /* 0: as many as suit the cores */
+    const char *draft_model;   /* given: any problem with it fails the load */
+    bundle_draft auto_draft;
+    void (*warn)(void *user, const char *msg); /* what the load decided against and why (optional) */
+    void *warn_user;
+} bundle_options;
+
+typedef struct {
+    model *m;
+    tpool *pool;               /* the model's threads (and its draft's, with one class of cores) */
+    tpool *draft_pool;         /* the draft's threads on the efficiency cores, or NULL (plan_place) */
+    plan_cores cores;          /* where the threads run, and why */
+    session *s;
+    model *draft_m;            /* the draft model, or NULL */
+    session *draft_s;
+    bool draft_self;           /* draft_m is the target's own low-precision copy */
+    tokenizer *tok;            /* NULL when the file has no usable vocabulary */
+    err_t tok_err;             /* why tok is NULL */
+    chat_family chat;
+    plan plan;                 /* what was decided at load (KV budgets, spill, speculation) */
+    char warning[160];         /* the tokenizer's, if any */
+} bundle;
+
+err_code bundle_load(const char *path, const bundle_options *o, bundle **out, err_t *err);
+void bundle_free(bundle *b);
+
+/* The proposer for a stream: `asked` from the proposer table, or NULL for
+ * the automatic choice (the draft model if one is loaded, else n-gram). A
+ * proposer that drafts with a model runs the loaded one ("self" when it is
+ * the target's copy); asking for one that is not there is an error. */
+err_code bundle_proposer(const bundle *b, const proposer_ops *asked, const proposer_ops **out, err_t *err);
+
+/* The KV figures for the stats: the target's cache, with the draft's bytes
+ * added where the budget is shared (runtime/plan.h). */
+typedef struct {
+    kv_stats kv;               /* the target's; bytes and bytes_hot/warm/cold include the draft's */
+    uint64_t draft_bytes;
+    uint64_t budget_bytes;     /* the shared budget, or the full F16 caches when there is none */
+} bundle_kv_stats;
+
+bundle_kv_stats bundle_kv_stats_get(const bundle *b);
+
+#endif
