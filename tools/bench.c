@@ -190,202 +190,258 @@ static int run_spec_bench(const char *path, const char *draft, const char *promp
     return rc;
 }
 
-int cmd_bench(int argc, char **argv) {
-    const char *path = NULL;
-    long p = 512, n = 128, threads = 0, reps = 5;
-    int json = 0, roofline_only = 0, with_roofline = 1, kv_plain = 0, spec = -1;
-    const char *draft = NULL, *prompt = NULL, *prompt_file = NULL;
-    octo_generate_params gp = octo_generate_params_defaults();
-    gp.temperature = 0.0f;
-    int batches[MAX_BATCHES] = {1, 2, 4, 8, 16}, n_batches = 5;
+/* Everything `octo bench` was asked. */
+typedef struct {
+    const char *path, *draft, *prompt, *prompt_file;
+    long p, n, threads, reps;
+    int json, roofline_only, with_roofline, kv_plain, spec;
+    octo_generate_params gp;
+    int batches[MAX_BATCHES], n_batches;
+} bench_args;
+
+/* --batch 1,3,5: the batch sizes to time; 0 on a usage error (reported). */
+static int parse_batches(const char *v, bench_args *a) {
+    int32_t *b;
+    int nb;
+    if (!parse_tokens(v, &b, &nb) || nb == 0 || nb > MAX_BATCHES) {
+        usage_error("--batch takes up to %d sizes", MAX_BATCHES);
+        return 0;
+    }
+    for (int k = 0; k < nb; k++) {
+        if (b[k] < 1 || b[k] > 4096) {
+            free(b);
+            usage_error("--batch sizes are 1..4096");
+            return 0;
+        }
+        a->batches[k] = b[k];
+    }
+    a->n_batches = nb;
+    free(b);
+    return 1;
+}
+
+/* The options into a; -1 when they parse, else the exit code of the usage error. */
+static int parse_bench_args(int argc, char **argv, bench_args *a) {
+    *a = (bench_args){.p = 512, .n = 128, .reps = 5, .with_roofline = 1, .spec = -1,
+                      .gp = octo_generate_params_defaults(), .batches = {1, 2, 4, 8, 16}, .n_batches = 5};
+    a->gp.temperature = 0.0f;
+    octo_generate_params *gp = &a->gp;
     for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-m") && v) { path = v; i++; }
-        else if (!strcmp(a, "-p") && v) { if (!parse_long(v, 0, 1 << 20, &p)) return usage_error("-p takes a count >= 0"); i++; }
-        else if (!strcmp(a, "-n") && v) { if (!parse_long(v, 0, 1 << 20, &n)) return usage_error("-n takes a count >= 0"); i++; }
-        else if (!strcmp(a, "-t") && v) { if (!parse_long(v, 1, 1024, &threads)) return usage_error("-t takes a thread count"); i++; }
-        else if (!strcmp(a, "-r") && v) { if (!parse_long(v, 1, MAX_REPS, &reps)) return usage_error("-r takes 1..%d", MAX_REPS); i++; }
-        else if (!strcmp(a, "--json")) json = 1;
-        else if (!strcmp(a, "--roofline")) roofline_only = 1;
-        else if (!strcmp(a, "--no-roofline")) with_roofline = 0;
-        else if (!strcmp(a, "--kv-plain")) kv_plain = 1;
-        else if (!strcmp(a, "--spec") && v) { if (!parse_spec_mode(v, &spec)) return usage_error("--spec is one of %s", spec_mode_names()); i++; }
-        else if (!strcmp(a, "--draft") && v) { draft = v; i++; }
-        else if (!strcmp(a, "--prompt") && v) { prompt = v; i++; }
-        else if (!strcmp(a, "--prompt-file") && v) { prompt_file = v; i++; }
-        else if (!strcmp(a, "--temp") && v) { if (!parse_float(v, &gp.temperature)) return usage_error("--temp takes a number"); i++; }
-        else if (!strcmp(a, "--seed") && v) { long s; if (!parse_long(v, 0, 1L << 62, &s)) return usage_error("--seed takes a count"); gp.seed = (uint64_t)s; i++; }
-        else if (!strcmp(a, "--spec-k") && v) { long k; if (!parse_long(v, 1, 10, &k)) return usage_error("--spec-k takes 1..10"); gp.spec_k = (int)k; i++; }
-        else if (!strcmp(a, "--lookahead") && v) {
-            if (!parse_lookahead(v, &gp.lookahead_w, &gp.lookahead_n, &gp.lookahead_g)) return usage_error("--lookahead takes W,N,G (e.g. 5,3,4)");
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(o, "-m") && v) { a->path = v; i++; }
+        else if (!strcmp(o, "-p") && v) { if (!parse_long(v, 0, 1 << 20, &a->p)) return usage_error("-p takes a count >= 0"); i++; }
+        else if (!strcmp(o, "-n") && v) { if (!parse_long(v, 0, 1 << 20, &a->n)) return usage_error("-n takes a count >= 0"); i++; }
+        else if (!strcmp(o, "-t") && v) { if (!parse_long(v, 1, 1024, &a->threads)) return usage_error("-t takes a thread count"); i++; }
+        else if (!strcmp(o, "-r") && v) { if (!parse_long(v, 1, MAX_REPS, &a->reps)) return usage_error("-r takes 1..%d", MAX_REPS); i++; }
+        else if (!strcmp(o, "--json")) a->json = 1;
+        else if (!strcmp(o, "--roofline")) a->roofline_only = 1;
+        else if (!strcmp(o, "--no-roofline")) a->with_roofline = 0;
+        else if (!strcmp(o, "--kv-plain")) a->kv_plain = 1;
+        else if (!strcmp(o, "--spec") && v) { if (!parse_spec_mode(v, &a->spec)) return usage_error("--spec is one of %s", spec_mode_names()); i++; }
+        else if (!strcmp(o, "--draft") && v) { a->draft = v; i++; }
+        else if (!strcmp(o, "--prompt") && v) { a->prompt = v; i++; }
+        else if (!strcmp(o, "--prompt-file") && v) { a->prompt_file = v; i++; }
+        else if (!strcmp(o, "--temp") && v) { if (!parse_float(v, &gp->temperature)) return usage_error("--temp takes a number"); i++; }
+        else if (!strcmp(o, "--seed") && v) { long s; if (!parse_long(v, 0, 1L << 62, &s)) return usage_error("--seed takes a count"); gp->seed = (uint64_t)s; i++; }
+        else if (!strcmp(o, "--spec-k") && v) { long k; if (!parse_long(v, 1, 10, &k)) return usage_error("--spec-k takes 1..10"); gp->spec_k = (int)k; i++; }
+        else if (!strcmp(o, "--lookahead") && v) {
+            if (!parse_lookahead(v, &gp->lookahead_w, &gp->lookahead_n, &gp->lookahead_g)) return usage_error("--lookahead takes W,N,G (e.g. 5,3,4)");
             i++;
         }
-        else if (!strcmp(a, "--batch") && v) {
-            int32_t *b;
-            int nb;
-            if (!parse_tokens(v, &b, &nb) || nb == 0 || nb > MAX_BATCHES) return usage_error("--batch takes up to %d sizes", MAX_BATCHES);
-            for (int k = 0; k < nb; k++) {
-                if (b[k] < 1 || b[k] > 4096) { free(b); return usage_error("--batch sizes are 1..4096"); }
-                batches[k] = b[k];
-            }
-            n_batches = nb;
-            free(b);
-            i++;
-        } else return usage_error("bench: unknown option '%s'", a);
+        else if (!strcmp(o, "--batch") && v) { if (!parse_batches(v, a)) return 2; i++; }
+        else return usage_error("bench: unknown option '%s'", o);
     }
-    if (roofline_only) return run_roofline((int)threads, json);
-    if (!path) return usage_error("bench needs -m MODEL (or --roofline)");
-    if ((prompt || prompt_file || draft) && spec < 0) return usage_error("--prompt, --prompt-file and --draft go with --spec");
-    if (spec >= 0) {
-        if (spec == OCTO_SPEC_NONE) return usage_error("bench --spec compares a mode with none: give another mode");
-        if (prompt && prompt_file) return usage_error("give --prompt or --prompt-file, not both");
-        if (n == 0) return usage_error("bench --spec needs -n > 0");
-        char *text = NULL;
-        size_t len;
-        if (prompt_file && read_text_file(prompt_file, &text, &len)) return 1;
-        gp.spec = (octo_spec_mode)spec;
-        const int rc = run_spec_bench(path, draft, text ? text : prompt ? prompt : "Once upon a time", gp, n,
-                                      reps, (int)threads, json);
-        free(text);
-        return rc;
-    }
-    if (p == 0 && n == 0) return usage_error("nothing to measure: -p and -n are both 0");
+    return -1;
+}
 
+/* bench --spec: the mode against plain decoding on one prompt. */
+static int spec_bench(bench_args *a) {
+    if (a->spec == OCTO_SPEC_NONE) return usage_error("bench --spec compares a mode with none: give another mode");
+    if (a->prompt && a->prompt_file) return usage_error("give --prompt or --prompt-file, not both");
+    if (a->n == 0) return usage_error("bench --spec needs -n > 0");
+    char *text = NULL;
+    size_t len;
+    if (a->prompt_file && read_text_file(a->prompt_file, &text, &len)) return 1;
+    a->gp.spec = (octo_spec_mode)a->spec;
+    const int rc = run_spec_bench(a->path, a->draft, text ? text : a->prompt ? a->prompt : "Once upon a time", a->gp,
+                                  a->n, a->reps, (int)a->threads, a->json);
+    free(text);
+    return rc;
+}
+
+/* What one plain bench run measured, a row per repetition. */
+typedef struct {
+    double *pp, *tg;                  /* prompt and generation tokens/s */
+    double bt[MAX_BATCHES][MAX_REPS]; /* seconds for each batch size */
+    double probe[2 * MAX_REPS];       /* read bandwidth beside each decode */
+    int n_probe;
+} bench_runs;
+
+#define BENCH_PREFIX 64 /* the batch table is measured after this much context */
+
+/* The repetitions: prefill p tokens, decode n one by one (the bandwidth probed
+ * just before and after: on a shared host it moves within seconds, here 33 to
+ * 68 GB/s, faster than a decode run lasts, so each decode is judged against
+ * the probes' median), then each batch size after a fixed prefix. */
+static int bench_measure(octo_model *m, const bench_args *a, const octo_model_info *in, int32_t *tok, float *logits,
+                         bench_runs *r) {
+    const long p = a->p, n = a->n;
+    int rc = 0;
+    octo_reset(m); /* warm up: page the weights in, size the buffers */
+    if (octo_eval(m, tok, p > 0 ? (int)(p < 32 ? p : 32) : 1, logits, OCTO_LOGITS_LAST)) return fail("%s", octo_model_error(m));
+    for (int k = 0; k < a->reps && !rc; k++) {
+        if (p > 0) {
+            octo_reset(m);
+            double t0 = now_s();
+            if (octo_eval(m, tok, (int)p, logits, OCTO_LOGITS_LAST)) return fail("%s", octo_model_error(m));
+            r->pp[k] = (double)p / (now_s() - t0);
+        }
+        if (n > 0) {
+            octo_reset(m);
+            if (octo_eval(m, tok, 1, logits, OCTO_LOGITS_LAST)) return fail("%s", octo_model_error(m));
+            if (a->with_roofline) r->probe[r->n_probe++] = measure_bandwidth(in->n_threads);
+            double t0 = now_s();
+            for (long i = 0; i < n && !rc; i++)
+                if (octo_eval(m, tok + 1 + i, 1, logits, OCTO_LOGITS_LAST)) rc = fail("%s", octo_model_error(m));
+            r->tg[k] = (double)n / (now_s() - t0);
+            if (a->with_roofline) r->probe[r->n_probe++] = measure_bandwidth(in->n_threads);
+        }
+        /* batch cost: T tokens at once after a fixed prefix, rewound each time */
+        octo_reset(m);
+        if (!rc && octo_eval(m, tok, BENCH_PREFIX, logits, OCTO_LOGITS_LAST)) rc = fail("%s", octo_model_error(m));
+        for (int b = 0; b < a->n_batches && !rc; b++) {
+            double t0 = now_s();
+            if (octo_eval(m, tok + BENCH_PREFIX, a->batches[b], logits, OCTO_LOGITS_LAST)) return fail("%s", octo_model_error(m));
+            r->bt[b][k] = now_s() - t0;
+            octo_truncate(m, BENCH_PREFIX);
+        }
+    }
+    return rc;
+}
+
+/* The medians a report shows. */
+typedef struct {
+    spread pp, tg, bw;
+    double gbps, base, bsec[MAX_BATCHES];
+    uint64_t kv;
+    octo_memory mem;
+} bench_summary;
+
+static bench_summary summarize_runs(const bench_args *a, const octo_model_info *in, bench_runs *r, long need) {
+    bench_summary s = {.pp = a->p > 0 ? summarize(r->pp, (int)a->reps) : (spread){0, 0, 0},
+                       .tg = a->n > 0 ? summarize(r->tg, (int)a->reps) : (spread){0, 0, 0}};
+    int n_ok = 0; /* probes that failed (0) are left out */
+    for (int i = 0; i < r->n_probe; i++)
+        if (r->probe[i] > 0) r->probe[n_ok++] = r->probe[i];
+    s.bw = n_ok ? summarize(r->probe, n_ok) : (spread){0, 0, 0};
+    s.gbps = s.tg.median * (double)in->weight_bytes_per_token / 1e9;
+    for (int k = 0; k < a->n_batches; k++) {
+        s.bsec[k] = summarize(r->bt[k], (int)a->reps).median;
+        if (a->batches[k] == 1) s.base = s.bsec[k];
+    }
+    s.mem = octo_memory_usage();
+    s.kv = in->kv_bytes_per_token * (uint64_t)need;
+    return s;
+}
+
+static void print_bench_json(const bench_args *a, const octo_model_info *in, const bench_summary *s) {
+    const double bw = s->bw.median;
+    printf("{\"model\": \"%s\", \"arch\": \"%s\", \"tensor_types\": \"%s\", \"n_params\": %llu, "
+           "\"weight_bytes_per_token\": %llu, \"threads\": %d, \"cpu_path\": \"%s\", \"reps\": %ld, "
+           "\"prompt_tokens\": %ld, \"prompt_tokens_per_s\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
+           "\"gen_tokens\": %ld, \"gen_tokens_per_s\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
+           "\"achieved_gbps\": %.2f, \"read_bandwidth_gbps\": %.2f, \"read_bandwidth_min_gbps\": %.2f, "
+           "\"read_bandwidth_max_gbps\": %.2f, \"roofline_pct\": %.1f, "
+           "\"batch_cost\": {",
+           a->path, in->arch, in->tensor_types, (unsigned long long)in->n_params,
+           (unsigned long long)in->weight_bytes_per_token, in->n_threads, in->cpu_path, a->reps, a->p, s->pp.median,
+           s->pp.min, s->pp.max, a->n, s->tg.median, s->tg.min, s->tg.max, s->gbps, bw, s->bw.min, s->bw.max,
+           bw > 0 ? 100.0 * s->gbps / bw : 0.0);
+    for (int k = 0; k < a->n_batches; k++)
+        printf("%s\"%d\": %.3f", k ? ", " : "", a->batches[k], s->base > 0 ? s->bsec[k] / s->base : 0.0);
+    printf("}, \"batch_seconds\": {");
+    for (int k = 0; k < a->n_batches; k++) printf("%s\"%d\": %.6f", k ? ", " : "", a->batches[k], s->bsec[k]);
+    printf("}, \"peak_rss_bytes\": %llu, \"kv_bytes\": %llu}\n", (unsigned long long)s->mem.peak_rss_bytes,
+           (unsigned long long)s->kv);
+}
+
+static void print_bench_text(const bench_args *a, const octo_model_info *in, const bench_summary *s) {
+    const double bw = s->bw.median;
+    printf("model       %s (%s, %s, %.2f M parameters)\n", a->path, in->arch, in->tensor_types, in->n_params / 1e6);
+    printf("threads     %d, kernels %s, %ld repetitions (median, min..max)\n", in->n_threads, in->cpu_path, a->reps);
+    if (a->p > 0) printf("prompt      %5ld tokens   %9.1f tokens/s  (%.1f..%.1f)\n", a->p, s->pp.median, s->pp.min, s->pp.max);
+    if (a->n > 0) {
+        printf("generation  %5ld tokens   %9.2f tokens/s  (%.2f..%.2f)\n", a->n, s->tg.median, s->tg.min, s->tg.max);
+        printf("weights     %.1f MiB read per token -> %.2f GB/s", mib(in->weight_bytes_per_token), s->gbps);
+        if (bw > 0)
+            printf(" = %.1f%% of the read bandwidth measured beside the repetitions (median %.2f GB/s, %.2f..%.2f)",
+                   100.0 * s->gbps / bw, bw, s->bw.min, s->bw.max);
+        putchar('\n');
+    }
+    if (a->p > 0 && a->n > 0)
+        printf("prefill     %.1fx faster per token than decode\n", s->pp.median / (s->tg.median > 0 ? s->tg.median : 1));
+    printf("batch cost  ");
+    for (int k = 0; k < a->n_batches; k++)
+        printf("%s%d: %.2fx", k ? "  " : "", a->batches[k], s->base > 0 ? s->bsec[k] / s->base : 0.0);
+    printf("  (time to forward T tokens / time for 1, after %d tokens of context)\n", BENCH_PREFIX);
+    printf("batch time  ");
+    for (int k = 0; k < a->n_batches; k++) printf("%s%d: %.2f ms", k ? "  " : "", a->batches[k], 1e3 * s->bsec[k]);
+    putchar('\n');
+    const uint64_t w = in->weight_bytes, peak = s->mem.peak_rss_bytes;
+    printf("memory      peak RSS %.1f MiB = weights %.1f MiB + KV %.1f MiB + other %.1f MiB\n", mib(peak), mib(w),
+           mib(s->kv), mib(peak > w + s->kv ? peak - w - s->kv : 0));
+}
+
+/* The plain bench: load without a draft, measure, report. */
+static int plain_bench(const bench_args *a) {
     int max_batch = 0;
-    for (int k = 0; k < n_batches; k++) max_batch = batches[k] > max_batch ? batches[k] : max_batch;
-    const int prefix = 64; /* the batch table is measured after this much context */
-    long need = p > n + 1 ? p : n + 1;
-    if (need < prefix + max_batch) need = prefix + max_batch;
-
+    for (int k = 0; k < a->n_batches; k++) max_batch = a->batches[k] > max_batch ? a->batches[k] : max_batch;
+    long need = a->p > a->n + 1 ? a->p : a->n + 1;
+    if (need < BENCH_PREFIX + max_batch) need = BENCH_PREFIX + max_batch;
     octo_client_options co = octo_client_options_defaults();
-    co.n_threads = (int)threads;
+    co.n_threads = (int)a->threads;
     octo_client *c = octo_client_new(&co);
     octo_model_options mo = octo_model_options_defaults();
     mo.n_ctx = (int)need;
-    if (kv_plain) mo.kv.compress = 0; /* every entry kept at F16: the baseline for the tiered cache */
+    if (a->kv_plain) mo.kv.compress = 0; /* every entry kept at F16: the baseline for the tiered cache */
     mo.auto_draft = OCTO_DRAFT_NONE; /* bench does not speculate */
-    octo_model *m = c ? octo_load_model(c, path, &mo) : NULL;
+    octo_model *m = c ? octo_load_model(c, a->path, &mo) : NULL;
     if (!m) {
         int rc = fail("%s", c ? octo_last_error(c) : "out of memory");
         octo_client_free(c);
         return rc;
     }
-    octo_model_info in = octo_model_info_get(m);
+    const octo_model_info in = octo_model_info_get(m);
     int32_t *tok = malloc(sizeof *tok * (size_t)need);
     float *logits = malloc(sizeof(float) * (size_t)in.n_vocab);
-    double *pp = malloc(sizeof(double) * (size_t)reps), *tg = malloc(sizeof(double) * (size_t)reps);
-    double bt[MAX_BATCHES][MAX_REPS];
-    int rc = 0;
-    if (!tok || !logits || !pp || !tg) rc = fail("out of memory");
-    /* the bandwidth is probed just before and just after each repetition's
-     * decode, and the decode's median judged against the probes' median: on
-     * a shared host the bandwidth moves within seconds (here 33 to 68 GB/s),
-     * faster than a decode run lasts, so two probes at the ends of the whole
-     * run, or one decode against its own two probes, can land in different
-     * states (both gave decodes at 120 % of their probe) */
-    double probe[2 * MAX_REPS];
-    int n_probe = 0;
-
+    bench_runs *r = calloc(1, sizeof *r);
+    if (r) r->pp = malloc(sizeof(double) * (size_t)a->reps), r->tg = malloc(sizeof(double) * (size_t)a->reps);
+    int rc = !tok || !logits || !r || !r->pp || !r->tg ? fail("out of memory") : 0;
     if (!rc) {
         fill_tokens(tok, (int)need, in.n_vocab, 1234u);
-        /* warm up: page the weights in, size the buffers */
-        octo_reset(m);
-        if (octo_eval(m, tok, p > 0 ? (int)(p < 32 ? p : 32) : 1, logits, OCTO_LOGITS_LAST)) rc = fail("%s", octo_model_error(m));
-    }
-    for (int r = 0; r < reps && !rc; r++) {
-        if (p > 0) {
-            octo_reset(m);
-            double t0 = now_s();
-            if (octo_eval(m, tok, (int)p, logits, OCTO_LOGITS_LAST)) { rc = fail("%s", octo_model_error(m)); break; }
-            pp[r] = (double)p / (now_s() - t0);
-        }
-        if (n > 0) {
-            octo_reset(m);
-            if (octo_eval(m, tok, 1, logits, OCTO_LOGITS_LAST)) { rc = fail("%s", octo_model_error(m)); break; }
-            if (with_roofline) probe[n_probe++] = measure_bandwidth(in.n_threads);
-            double t0 = now_s();
-            for (long i = 0; i < n && !rc; i++)
-                if (octo_eval(m, tok + 1 + i, 1, logits, OCTO_LOGITS_LAST)) rc = fail("%s", octo_model_error(m));
-            tg[r] = (double)n / (now_s() - t0);
-            if (with_roofline) probe[n_probe++] = measure_bandwidth(in.n_threads);
-        }
-        /* batch cost: T tokens at once after a fixed prefix, rewound each time */
-        octo_reset(m);
-        if (!rc && octo_eval(m, tok, prefix, logits, OCTO_LOGITS_LAST)) rc = fail("%s", octo_model_error(m));
-        for (int k = 0; k < n_batches && !rc; k++) {
-            double t0 = now_s();
-            if (octo_eval(m, tok + prefix, batches[k], logits, OCTO_LOGITS_LAST)) { rc = fail("%s", octo_model_error(m)); break; }
-            bt[k][r] = now_s() - t0;
-            octo_truncate(m, prefix);
-        }
+        rc = bench_measure(m, a, &in, tok, logits, r);
     }
     if (!rc) {
-        spread spp = p > 0 ? summarize(pp, (int)reps) : (spread){0, 0, 0};
-        spread stg = n > 0 ? summarize(tg, (int)reps) : (spread){0, 0, 0};
-        /* probes that failed (0) are left out */
-        int n_ok = 0;
-        for (int i = 0; i < n_probe; i++)
-            if (probe[i] > 0) probe[n_ok++] = probe[i];
-        const spread sbw = n_ok ? summarize(probe, n_ok) : (spread){0, 0, 0};
-        const double bw = sbw.median;
-        double gbps = stg.median * (double)in.weight_bytes_per_token / 1e9;
-        double base = 0;
-        double bsec[MAX_BATCHES]; /* median seconds per batch size */
-        for (int k = 0; k < n_batches; k++) {
-            spread s = summarize(bt[k], (int)reps);
-            bsec[k] = s.median;
-            if (batches[k] == 1) base = s.median;
-        }
-        octo_memory mem = octo_memory_usage();
-        uint64_t kv = in.kv_bytes_per_token * (uint64_t)need;
-        if (json) {
-            printf("{\"model\": \"%s\", \"arch\": \"%s\", \"tensor_types\": \"%s\", \"n_params\": %llu, "
-                   "\"weight_bytes_per_token\": %llu, \"threads\": %d, \"cpu_path\": \"%s\", \"reps\": %ld, "
-                   "\"prompt_tokens\": %ld, \"prompt_tokens_per_s\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
-                   "\"gen_tokens\": %ld, \"gen_tokens_per_s\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
-                   "\"achieved_gbps\": %.2f, \"read_bandwidth_gbps\": %.2f, \"read_bandwidth_min_gbps\": %.2f, "
-                   "\"read_bandwidth_max_gbps\": %.2f, \"roofline_pct\": %.1f, "
-                   "\"batch_cost\": {",
-                   path, in.arch, in.tensor_types, (unsigned long long)in.n_params,
-                   (unsigned long long)in.weight_bytes_per_token, in.n_threads, in.cpu_path, reps, p, spp.median,
-                   spp.min, spp.max, n, stg.median, stg.min, stg.max, gbps, bw, sbw.min, sbw.max, bw > 0 ? 100.0 * gbps / bw : 0.0);
-            for (int k = 0; k < n_batches; k++)
-                printf("%s\"%d\": %.3f", k ? ", " : "", batches[k], base > 0 ? bsec[k] / base : 0.0);
-            printf("}, \"batch_seconds\": {");
-            for (int k = 0; k < n_batches; k++) printf("%s\"%d\": %.6f", k ? ", " : "", batches[k], bsec[k]);
-            printf("}, \"peak_rss_bytes\": %llu, \"kv_bytes\": %llu}\n", (unsigned long long)mem.peak_rss_bytes,
-                   (unsigned long long)kv);
-        } else {
-            printf("model       %s (%s, %s, %.2f M parameters)\n", path, in.arch, in.tensor_types, in.n_params / 1e6);
-            printf("threads     %d, kernels %s, %ld repetitions (median, min..max)\n", in.n_threads, in.cpu_path, reps);
-            if (p > 0) printf("prompt      %5ld tokens   %9.1f tokens/s  (%.1f..%.1f)\n", p, spp.median, spp.min, spp.max);
-            if (n > 0) {
-                printf("generation  %5ld tokens   %9.2f tokens/s  (%.2f..%.2f)\n", n, stg.median, stg.min, stg.max);
-                printf("weights     %.1f MiB read per token -> %.2f GB/s", mib(in.weight_bytes_per_token), gbps);
-                if (bw > 0)
-                    printf(" = %.1f%% of the read bandwidth measured beside the repetitions (median %.2f GB/s, %.2f..%.2f)",
-                           100.0 * gbps / bw, bw, sbw.min, sbw.max);
-                putchar('\n');
-            }
-            if (p > 0 && n > 0)
-                printf("prefill     %.1fx faster per token than decode\n", spp.median / (stg.median > 0 ? stg.median : 1));
-            printf("batch cost  ");
-            for (int k = 0; k < n_batches; k++)
-                printf("%s%d: %.2fx", k ? "  " : "", batches[k], base > 0 ? bsec[k] / base : 0.0);
-            printf("  (time to forward T tokens / time for 1, after %d tokens of context)\n", prefix);
-            printf("batch time  ");
-            for (int k = 0; k < n_batches; k++) printf("%s%d: %.2f ms", k ? "  " : "", batches[k], 1e3 * bsec[k]);
-            putchar('\n');
-            printf("memory      peak RSS %.1f MiB = weights %.1f MiB + KV %.1f MiB + other %.1f MiB\n",
-                   mib(mem.peak_rss_bytes), mib(in.weight_bytes), mib(kv),
-                   mib(mem.peak_rss_bytes > in.weight_bytes + kv ? mem.peak_rss_bytes - in.weight_bytes - kv : 0));
-        }
+        const bench_summary s = summarize_runs(a, &in, r, need);
+        if (a->json) print_bench_json(a, &in, &s);
+        else print_bench_text(a, &in, &s);
     }
-    free(tok);
-    free(logits);
-    free(pp);
-    free(tg);
+    if (r) free(r->pp), free(r->tg);
+    free(r), free(tok), free(logits);
     octo_model_free(m);
     octo_client_free(c);
     return rc;
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_args a;
+    const int bad = parse_bench_args(argc, argv, &a);
+    if (bad >= 0) return bad;
+    if (a.roofline_only) return run_roofline((int)a.threads, a.json);
+    if (!a.path) return usage_error("bench needs -m MODEL (or --roofline)");
+    if ((a.prompt || a.prompt_file || a.draft) && a.spec < 0)
+        return usage_error("--prompt, --prompt-file and --draft go with --spec");
+    if (a.spec >= 0) return spec_bench(&a);
+    if (a.p == 0 && a.n == 0) return usage_error("nothing to measure: -p and -n are both 0");
+    return plain_bench(&a);
 }
