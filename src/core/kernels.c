@@ -5,7 +5,9 @@
  * missing entry on a SIMD path falls back to the scalar kernel for that type,
  * so every path can run every model. OCTO_CPU names a path; an unknown name
  * or one this machine cannot run falls back to the best supported path
- * (kernels_path() tells which one is in use).
+ * (kernels_path() tells which one is in use). A path's file declares only
+ * the dot products of each weight type; kernels_set pairs them with the
+ * activation format the type's quant traits name and the path's quantizer.
  */
 #include "kernels.h"
 
@@ -163,6 +165,18 @@ swiglu_fn kernel_swiglu_path(cpu_path p) {
 }
 
 swiglu_fn kernel_swiglu(void) { return kernel_swiglu_path(kernels_path()); }
+
+void kernels_set(kernel_entry table[], int n_types, const kernel_quantizers *q, const kernel_dots *rows,
+                 size_t n_rows) {
+    for (size_t r = 0; r < n_rows; r++) {
+        const quant_traits *tr = quant_traits_of(rows[r].type);
+        if (!tr || (int)rows[r].type >= n_types) continue;
+        const uint32_t at = tr->act_type;
+        const act_quantize_fn fn = at == QT_Q8_0 ? q->q8_0 : at == QT_Q8_1 ? q->q8_1 : at == QT_Q8_K ? q->q8_K : NULL;
+        if (!fn && at != QT_F32) continue;
+        table[rows[r].type] = (kernel_entry){at, fn, rows[r].dot, rows[r].dot4, rows[r].dot2xn};
+    }
+}
 
 size_t kernel_act_row_bytes(uint32_t act_type, int64_t n) {
     if (act_type == QT_F32) return (size_t)n * sizeof(float);

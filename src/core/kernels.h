@@ -2,8 +2,8 @@
  * kernels — the matrix-vector inner loops, one table per CPU path.
  *
  * A matmul converts each activation row once to the format the weight type's
- * integer kernel consumes (ggml's "vec_dot type"), then takes dot products of
- * weight rows with it:
+ * integer kernel consumes (ggml's "vec_dot type", declared once per type as
+ * quant_traits.act_type), then takes dot products of weight rows with it:
  *
  *   Q4_0, Q5_0, Q8_0        x  Q8_0 activations (32 per block, fp16 scale)
  *   Q4_1, Q5_1              x  Q8_1 activations (also the block sum, for the min term)
@@ -44,7 +44,7 @@ typedef void (*vec_dot2xn_fn)(const void *w, size_t w_stride, const void *act, s
                               float *out);
 
 typedef struct {
-    uint32_t act_type;        /* QT_Q8_0, QT_Q8_1, QT_Q8_K or QT_F32 */
+    uint32_t act_type;        /* QT_Q8_0, QT_Q8_1, QT_Q8_K or QT_F32: the type's quant_traits.act_type */
     act_quantize_fn quantize; /* NULL when act_type is QT_F32 */
     vec_dot_fn dot;
     vec_dot4_fn dot4;         /* optional: NULL = four calls of dot */
@@ -77,6 +77,25 @@ const kernel_entry *kernel_get_path(cpu_path p, uint32_t weight_type);
 
 /* Bytes of n activations in act_type (F32: 4n). */
 size_t kernel_act_row_bytes(uint32_t act_type, int64_t n);
+
+/* What a path's file declares for one weight type: its dot products. */
+typedef struct {
+    uint32_t type;
+    vec_dot_fn dot;
+    vec_dot4_fn dot4;     /* optional */
+    vec_dot2xn_fn dot2xn; /* optional */
+} kernel_dots;
+
+/* A path's activation quantizers, one per format. */
+typedef struct {
+    act_quantize_fn q8_0, q8_1, q8_K;
+} kernel_quantizers;
+
+/* table[row.type] = rows[i]'s dot products, with the activation format the
+ * type's quant traits name and the path's quantizer for it, for each of the
+ * n_rows rows (a type the table or the quantizers cannot hold is skipped). */
+void kernels_set(kernel_entry table[], int n_types, const kernel_quantizers *q, const kernel_dots *rows,
+                 size_t n_rows);
 
 /* Per-path tables, filled by kernels_<path>.c (entries left zero fall back to
  * scalar). int8_dot: the CPU has VNNI (x86) or the dot-product extension (ARM).

@@ -617,26 +617,23 @@ VARIANTS(dot_q6_K)
  * ------------------------------------------------------------------------- */
 
 void kernels_fill_avx2(kernel_entry table[], int n_types) {
-    const struct {
-        uint32_t type;
-        kernel_entry e;
-    } rows[] = {
-        {QT_F32, {QT_F32, NULL, dot_f32, dot_f324, NULL}},
-        {QT_F16, {QT_F32, NULL, dot_f16, dot_f164, NULL}},
-        {QT_BF16, {QT_F32, NULL, dot_bf16, dot_bf164, NULL}},
-        {QT_Q4_0, {QT_Q8_0, act_quantize_q8_0, dot_q4_0, dot_q4_04, NULL}},
-        {QT_Q5_0, {QT_Q8_0, act_quantize_q8_0, dot_q5_0, dot_q5_04, NULL}},
-        {QT_Q8_0, {QT_Q8_0, act_quantize_q8_0, dot_q8_0, dot_q8_04, NULL}},
-        {QT_Q4_1, {QT_Q8_1, act_quantize_q8_1, dot_q4_1, dot_q4_14, NULL}},
-        {QT_Q5_1, {QT_Q8_1, act_quantize_q8_1, dot_q5_1, dot_q5_14, NULL}},
-        {QT_Q2_K, {QT_Q8_K, act_quantize_q8_K, dot_q2_K, NULL, NULL}},
-        {QT_Q3_K, {QT_Q8_K, act_quantize_q8_K, dot_q3_K, NULL, NULL}},
-        {QT_Q4_K, {QT_Q8_K, act_quantize_q8_K, dot_q4_K, dot_q4_K4, NULL}},
-        {QT_Q5_K, {QT_Q8_K, act_quantize_q8_K, dot_q5_K, dot_q5_K4, NULL}},
-        {QT_Q6_K, {QT_Q8_K, act_quantize_q8_K, dot_q6_K, dot_q6_K4, NULL}},
+    const kernel_quantizers quantizers = {act_quantize_q8_0, act_quantize_q8_1, act_quantize_q8_K};
+    const kernel_dots rows[] = {
+        {QT_F32, dot_f32, dot_f324, NULL},
+        {QT_F16, dot_f16, dot_f164, NULL},
+        {QT_BF16, dot_bf16, dot_bf164, NULL},
+        {QT_Q4_0, dot_q4_0, dot_q4_04, NULL},
+        {QT_Q5_0, dot_q5_0, dot_q5_04, NULL},
+        {QT_Q8_0, dot_q8_0, dot_q8_04, NULL},
+        {QT_Q4_1, dot_q4_1, dot_q4_14, NULL},
+        {QT_Q5_1, dot_q5_1, dot_q5_14, NULL},
+        {QT_Q2_K, dot_q2_K, NULL, NULL},
+        {QT_Q3_K, dot_q3_K, NULL, NULL},
+        {QT_Q4_K, dot_q4_K, dot_q4_K4, NULL},
+        {QT_Q5_K, dot_q5_K, dot_q5_K4, NULL},
+        {QT_Q6_K, dot_q6_K, dot_q6_K4, NULL},
     };
-    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
-        if ((int)rows[r].type < n_types) table[rows[r].type] = rows[r].e;
+    kernels_set(table, n_types, &quantizers, rows, sizeof rows / sizeof rows[0]);
 }
 
 #else /* x86-64 built without -mavx2 -mfma -mf16c: every type uses the scalar kernel */

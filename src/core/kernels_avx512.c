@@ -840,33 +840,30 @@ VARIANTS(dot_q3_K)
 #undef VARIANTS
 
 void kernels_fill_avx512(kernel_entry table[], int n_types, bool int8_dot, bool prefetch) {
+    const kernel_quantizers quantizers = {act_quantize_q8_0, act_quantize_q8_1, act_quantize_q8_K};
     sw_prefetch = prefetch;
     /* every AVX-512 CPU this path runs on has AVX2+FMA+F16C: start from those */
     kernels_fill_avx2(table, n_types);
 #define K(fn) (int8_dot ? fn##_vnni : fn##_novnni)
 #define K4(fn) (int8_dot ? fn##4_vnni : fn##4_novnni)
-    const struct {
-        uint32_t type;
-        kernel_entry e;
-    } rows[] = {
-        {QT_F32, {QT_F32, NULL, dot_f32, dot_f324, dot_f322xn}},
-        {QT_F16, {QT_F32, NULL, dot_f16, dot_f164, dot_f162xn}},
-        {QT_BF16, {QT_F32, NULL, dot_bf16, dot_bf164, dot_bf162xn}},
-        {QT_Q4_0, {QT_Q8_0, act_quantize_q8_0, K(dot_q4_0), K4(dot_q4_0), NULL}},
-        {QT_Q5_0, {QT_Q8_0, act_quantize_q8_0, K(dot_q5_0), K4(dot_q5_0), NULL}},
-        {QT_Q8_0, {QT_Q8_0, act_quantize_q8_0, K(dot_q8_0), K4(dot_q8_0), NULL}},
-        {QT_Q4_1, {QT_Q8_1, act_quantize_q8_1, K(dot_q4_1), K4(dot_q4_1), NULL}},
-        {QT_Q5_1, {QT_Q8_1, act_quantize_q8_1, K(dot_q5_1), K4(dot_q5_1), NULL}},
-        {QT_Q4_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q4_K), K4(dot_q4_K), NULL}},
-        {QT_Q5_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q5_K), K4(dot_q5_K), NULL}},
-        {QT_Q6_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q6_K), K4(dot_q6_K), NULL}},
-        {QT_Q2_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q2_K), K4(dot_q2_K), NULL}},
-        {QT_Q3_K, {QT_Q8_K, act_quantize_q8_K, K(dot_q3_K), K4(dot_q3_K), NULL}},
+    const kernel_dots rows[] = {
+        {QT_F32, dot_f32, dot_f324, dot_f322xn},
+        {QT_F16, dot_f16, dot_f164, dot_f162xn},
+        {QT_BF16, dot_bf16, dot_bf164, dot_bf162xn},
+        {QT_Q4_0, K(dot_q4_0), K4(dot_q4_0), NULL},
+        {QT_Q5_0, K(dot_q5_0), K4(dot_q5_0), NULL},
+        {QT_Q8_0, K(dot_q8_0), K4(dot_q8_0), NULL},
+        {QT_Q4_1, K(dot_q4_1), K4(dot_q4_1), NULL},
+        {QT_Q5_1, K(dot_q5_1), K4(dot_q5_1), NULL},
+        {QT_Q4_K, K(dot_q4_K), K4(dot_q4_K), NULL},
+        {QT_Q5_K, K(dot_q5_K), K4(dot_q5_K), NULL},
+        {QT_Q6_K, K(dot_q6_K), K4(dot_q6_K), NULL},
+        {QT_Q2_K, K(dot_q2_K), K4(dot_q2_K), NULL},
+        {QT_Q3_K, K(dot_q3_K), K4(dot_q3_K), NULL},
     };
 #undef K
 #undef K4
-    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
-        if ((int)rows[r].type < n_types) table[rows[r].type] = rows[r].e;
+    kernels_set(table, n_types, &quantizers, rows, sizeof rows / sizeof rows[0]);
 }
 
 /* silu(g) * u, 16 at a time; the tail through a mask (the same arithmetic) */

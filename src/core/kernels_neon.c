@@ -557,28 +557,25 @@ static float bf16_dot(const void *vw, const void *va, int64_t n) {
  * ------------------------------------------------------------------------- */
 
 void kernels_fill_neon(kernel_entry table[], int n_types, bool int8_dot) {
+    const kernel_quantizers quantizers = {act_quantize_q8_0, act_quantize_q8_1, act_quantize_q8_K};
 #define INT8_DOT(name) (int8_dot ? name##_dot_dp : name##_dot)
-    const struct {
-        uint32_t type;
-        kernel_entry e;
-    } rows[] = {
-        {QT_F32, {QT_F32, NULL, f32_dot, NULL, NULL}},
-        {QT_F16, {QT_F32, NULL, f16_dot, NULL, NULL}},
-        {QT_BF16, {QT_F32, NULL, bf16_dot, NULL, NULL}},
-        {QT_Q4_0, {QT_Q8_0, act_quantize_q8_0, INT8_DOT(q4_0), NULL, NULL}},
-        {QT_Q5_0, {QT_Q8_0, act_quantize_q8_0, INT8_DOT(q5_0), NULL, NULL}},
-        {QT_Q8_0, {QT_Q8_0, act_quantize_q8_0, INT8_DOT(q8_0), NULL, NULL}},
-        {QT_Q4_1, {QT_Q8_1, act_quantize_q8_1, INT8_DOT(q4_1), NULL, NULL}},
-        {QT_Q5_1, {QT_Q8_1, act_quantize_q8_1, INT8_DOT(q5_1), NULL, NULL}},
-        {QT_Q2_K, {QT_Q8_K, act_quantize_q8_K, INT8_DOT(q2_K), NULL, NULL}},
-        {QT_Q3_K, {QT_Q8_K, act_quantize_q8_K, INT8_DOT(q3_K), NULL, NULL}},
-        {QT_Q4_K, {QT_Q8_K, act_quantize_q8_K, INT8_DOT(q4_K), NULL, NULL}},
-        {QT_Q5_K, {QT_Q8_K, act_quantize_q8_K, INT8_DOT(q5_K), NULL, NULL}},
-        {QT_Q6_K, {QT_Q8_K, act_quantize_q8_K, INT8_DOT(q6_K), NULL, NULL}},
+    const kernel_dots rows[] = {
+        {QT_F32, f32_dot, NULL, NULL},
+        {QT_F16, f16_dot, NULL, NULL},
+        {QT_BF16, bf16_dot, NULL, NULL},
+        {QT_Q4_0, INT8_DOT(q4_0), NULL, NULL},
+        {QT_Q5_0, INT8_DOT(q5_0), NULL, NULL},
+        {QT_Q8_0, INT8_DOT(q8_0), NULL, NULL},
+        {QT_Q4_1, INT8_DOT(q4_1), NULL, NULL},
+        {QT_Q5_1, INT8_DOT(q5_1), NULL, NULL},
+        {QT_Q2_K, INT8_DOT(q2_K), NULL, NULL},
+        {QT_Q3_K, INT8_DOT(q3_K), NULL, NULL},
+        {QT_Q4_K, INT8_DOT(q4_K), NULL, NULL},
+        {QT_Q5_K, INT8_DOT(q5_K), NULL, NULL},
+        {QT_Q6_K, INT8_DOT(q6_K), NULL, NULL},
     };
 #undef INT8_DOT
-    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
-        if ((int)rows[r].type < n_types) table[rows[r].type] = rows[r].e;
+    kernels_set(table, n_types, &quantizers, rows, sizeof rows / sizeof rows[0]);
 }
 
 #else /* not AArch64: the path is not compiled in (kernels.c never calls this) */

@@ -1049,25 +1049,29 @@ static float q8_K_dot(const void *w, const float *x, int64_t n) {
  * Traits table and dispatch
  * ------------------------------------------------------------------------- */
 
-#define QUANT_ROW(id, nm, bs, ts, pfx) \
-    [id] = { nm, bs, ts, pfx##_dequantize, pfx##_quantize, pfx##_dot }
+/* act: the activation format the weight type's kernels take (kernels.h),
+ * ggml's vec_dot_type: Q8_0 for the 32-value formats with no min term, Q8_1
+ * (which carries the block sum the min multiplies) for those with one, Q8_K
+ * for the K-quants, F32 for the float types */
+#define QUANT_ROW(id, nm, bs, ts, pfx, act) \
+    [id] = { nm, bs, ts, pfx##_dequantize, pfx##_quantize, pfx##_dot, act }
 
 static const quant_traits quant_table[QT_COUNT] = {
-    QUANT_ROW(QT_F32, "f32", 1, sizeof(float), f32),
-    QUANT_ROW(QT_F16, "f16", 1, sizeof(fp16_t), f16),
-    QUANT_ROW(QT_Q4_0, "q4_0", QK4_0, sizeof(block_q4_0), q4_0),
-    QUANT_ROW(QT_Q4_1, "q4_1", QK4_1, sizeof(block_q4_1), q4_1),
-    QUANT_ROW(QT_Q5_0, "q5_0", QK5_0, sizeof(block_q5_0), q5_0),
-    QUANT_ROW(QT_Q5_1, "q5_1", QK5_1, sizeof(block_q5_1), q5_1),
-    QUANT_ROW(QT_Q8_0, "q8_0", QK8_0, sizeof(block_q8_0), q8_0),
-    [QT_Q8_1] = { "q8_1", QK8_0, sizeof(block_q8_1), NULL, NULL, NULL },
-    QUANT_ROW(QT_Q2_K, "q2_K", QK_K, sizeof(block_q2_K), q2_K),
-    QUANT_ROW(QT_Q3_K, "q3_K", QK_K, sizeof(block_q3_K), q3_K),
-    QUANT_ROW(QT_Q4_K, "q4_K", QK_K, sizeof(block_q4_K), q4_K),
-    QUANT_ROW(QT_Q5_K, "q5_K", QK_K, sizeof(block_q5_K), q5_K),
-    QUANT_ROW(QT_Q6_K, "q6_K", QK_K, sizeof(block_q6_K), q6_K),
-    QUANT_ROW(QT_Q8_K, "q8_K", QK_K, sizeof(block_q8_K), q8_K),
-    QUANT_ROW(QT_BF16, "bf16", 1, sizeof(bf16_t), bf16),
+    QUANT_ROW(QT_F32, "f32", 1, sizeof(float), f32, QT_F32),
+    QUANT_ROW(QT_F16, "f16", 1, sizeof(fp16_t), f16, QT_F32),
+    QUANT_ROW(QT_Q4_0, "q4_0", QK4_0, sizeof(block_q4_0), q4_0, QT_Q8_0),
+    QUANT_ROW(QT_Q4_1, "q4_1", QK4_1, sizeof(block_q4_1), q4_1, QT_Q8_1),
+    QUANT_ROW(QT_Q5_0, "q5_0", QK5_0, sizeof(block_q5_0), q5_0, QT_Q8_0),
+    QUANT_ROW(QT_Q5_1, "q5_1", QK5_1, sizeof(block_q5_1), q5_1, QT_Q8_1),
+    QUANT_ROW(QT_Q8_0, "q8_0", QK8_0, sizeof(block_q8_0), q8_0, QT_Q8_0),
+    [QT_Q8_1] = { "q8_1", QK8_0, sizeof(block_q8_1), NULL, NULL, NULL, QT_Q8_1 },
+    QUANT_ROW(QT_Q2_K, "q2_K", QK_K, sizeof(block_q2_K), q2_K, QT_Q8_K),
+    QUANT_ROW(QT_Q3_K, "q3_K", QK_K, sizeof(block_q3_K), q3_K, QT_Q8_K),
+    QUANT_ROW(QT_Q4_K, "q4_K", QK_K, sizeof(block_q4_K), q4_K, QT_Q8_K),
+    QUANT_ROW(QT_Q5_K, "q5_K", QK_K, sizeof(block_q5_K), q5_K, QT_Q8_K),
+    QUANT_ROW(QT_Q6_K, "q6_K", QK_K, sizeof(block_q6_K), q6_K, QT_Q8_K),
+    QUANT_ROW(QT_Q8_K, "q8_K", QK_K, sizeof(block_q8_K), q8_K, QT_Q8_K),
+    QUANT_ROW(QT_BF16, "bf16", 1, sizeof(bf16_t), bf16, QT_F32),
 };
 
 #undef QUANT_ROW

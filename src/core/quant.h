@@ -117,6 +117,8 @@ typedef struct {
     quant_dequantize_fn dequantize; /* NULL when not computable */
     quant_quantize_fn quantize;
     quant_dot_fn dot;
+    uint32_t act_type;        /* the activation format its integer kernels take (core/kernels.h):
+                                 Q8_0, Q8_1 (with the block sum), Q8_K, or F32 for float types */
 } quant_traits;
 
 /* Traits of a type id, or NULL when the id is not a type GGUF defines that we know. */

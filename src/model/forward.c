@@ -7,14 +7,11 @@
  * of the top-k experts' SwiGLU outputs, weights = softmax over all router
  * logits, renormalised over the k chosen (Mixtral). Logits = Wout · n(x).
  *
- * Every matrix product goes through mat_mul(), which dispatches on the
- * weight's own type (a GGUF file mixes types per tensor): the activation rows
- * are converted once to the format the type's integer kernel consumes (Q8_0 /
- * Q8_K as ggml does), then each of the model's threads takes a contiguous
- * slice of the output rows and walks it in tiles of tokens, so a weight row
- * is read from memory once per tile, not once per token. Attention runs its
- * (token, head) pairs across the threads. MoE tokens are grouped by expert so
- * that each chosen expert's weights are read once per batch.
+ * Every matrix product goes to core/matmul (which schedules it over the
+ * model's threads, dispatching on the weight's own type); this file only
+ * names the matrices. Attention runs its (token, head) pairs across the
+ * threads. MoE tokens are grouped by expert so that each chosen expert's
+ * weights are read once per batch.
  *
  * State buffers live in fwd_state and grow with the batch.
  */
@@ -27,14 +24,11 @@
 
 #include "core/attn.h"
 #include "core/kernels.h"
-#include "core/packed.h"
+#include "core/matmul.h"
 #include "core/quant.h"
 
-#define MM_ROW_CHUNK 16   /* output rows walked together over a tile of tokens */
-#define MM_TOKEN_TILE 32  /* tokens per pass over a chunk of weight rows */
-/* Below this many multiply-adds a job runs on the calling thread: waking the
- * pool costs more than it saves (small models, routers, short attention). */
-#define MIN_PARALLEL_MACS 32768
+/* Below this many multiply-adds a job runs on the calling thread, as matmul's do. */
+#define MIN_PARALLEL_MACS MATMUL_MIN_PARALLEL_MACS
 
 struct fwd_state {
     const model *m;
@@ -54,8 +48,7 @@ struct fwd_state {
     size_t observed_cap;
     attn_keys *runs;  /* (n_head_kv, n_spans) the view's spans, offset to each KV head */
     size_t runs_cap;
-    uint8_t *act;     /* converted activation rows of the current mat_mul */
-    size_t act_cap;
+    matmul_ctx *mm;   /* the matrix products' scheduler and activation buffer */
     /* MoE routing of the batch */
     int32_t *route;   /* (cap, n_expert_used) chosen experts */
     float *route_w;   /* (cap, n_expert_used) their renormalised weights */
@@ -75,7 +68,8 @@ fwd_state *fwd_state_new(const model *m, tpool *pool) {
     st->nth = tpool_size(pool);
     const model_hparams *hp = &m->hp;
     st->router = malloc(sizeof(float) * (size_t)(hp->n_expert > 0 ? hp->n_expert : 1));
-    if (!st->router) {
+    st->mm = matmul_ctx_new(pool);
+    if (!st->router || !st->mm) {
         fwd_state_free(st);
         return NULL;
     }
@@ -87,7 +81,7 @@ void fwd_state_free(fwd_state *st) {
     float *bufs[] = {st->x, st->xn, st->q, st->k, st->v, st->att, st->ffn_out, st->hg, st->hu,
                      st->rope_cs, st->router, st->observed, st->route_w, st->member_w, st->xe, st->eo};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
-    free(st->act);
+    matmul_ctx_free(st->mm);
     free(st->runs);
     free(st->route);
     free(st->members);
@@ -137,220 +131,28 @@ static err_code grow(float **p, size_t *cap, size_t n, err_t *err) {
     return ERR_OK;
 }
 
-/* ---------------------------------------------------------------- kernels */
+/* ---------------------------------------------------------------- matmul */
 
-typedef struct {
-    const kernel_entry *k;
-    const uint8_t *w;     /* the matrix's first row */
-    size_t row_bytes;
-    int64_t n_in, n_out;
-    const uint8_t *act;   /* T converted activation rows */
-    size_t act_row_bytes;
-    int T;
-    float *y;             /* (T, n_out) */
-} mm_job;
-
-/* Each thread streams its own contiguous slice of the rows: interleaving
- * small chunks between threads measured 15% slower decode (the hardware
- * prefetcher follows one long stream per core better than many short ones). */
-static void mm_work(void *ctx, int ith, int nth) {
-    mm_job *j = ctx;
-    const int lo = (int)(j->n_out * ith / nth), hi = (int)(j->n_out * (ith + 1) / nth);
-    for (int r0 = lo; r0 < hi; r0 += MM_ROW_CHUNK) {
-        int r1 = r0 + MM_ROW_CHUNK < hi ? r0 + MM_ROW_CHUNK : hi;
-        for (int t0 = 0; t0 < j->T; t0 += MM_TOKEN_TILE) {
-            int t1 = t0 + MM_TOKEN_TILE < j->T ? t0 + MM_TOKEN_TILE : j->T;
-            int r = r0;
-            /* pairs of rows against up to 4 tokens at a time, the tokens cut
-             * in even calls (5 = 3 + 2, not 4 + 1: a call of one token waits
-             * on its FMA chains, and costs as much as one of two) */
-            if (j->k->dot2xn && t1 - t0 >= 2)
-                for (; r + 2 <= r1; r += 2) {
-                    const uint8_t *row = j->w + (size_t)r * j->row_bytes;
-                    for (int t = t0, na; t < t1; t += na) {
-                        const int left = t1 - t, calls = (left + 3) / 4;
-                        na = (left + calls - 1) / calls;
-                        float o[8];
-                        j->k->dot2xn(row, j->row_bytes, j->act + (size_t)t * j->act_row_bytes, j->act_row_bytes,
-                                     j->n_in, na, o);
-                        for (int i = 0; i < na; i++) {
-                            j->y[(size_t)(t + i) * j->n_out + r] = o[i];
-                            j->y[(size_t)(t + i) * j->n_out + r + 1] = o[na + i];
-                        }
-                    }
-                }
-            for (; r < r1; r++) {
-                const void *row = j->w + (size_t)r * j->row_bytes;
-                int t = t0;
-                if (j->k->dot4)
-                    for (float o[4]; t + 4 <= t1; t += 4) {
-                        j->k->dot4(row, j->act + (size_t)t * j->act_row_bytes, j->act_row_bytes, j->n_in, o);
-                        for (int i = 0; i < 4; i++) j->y[(size_t)(t + i) * j->n_out + r] = o[i];
-                    }
-                for (; t < t1; t++)
-                    j->y[(size_t)t * j->n_out + r] = j->k->dot(row, j->act + (size_t)t * j->act_row_bytes, j->n_in);
-            }
-        }
-    }
+static matmul_weight weight_view(const model_mat *w) {
+    return (matmul_weight){.data = w->data, .type = w->type, .n_in = w->n_in, .n_out = w->n_out,
+                           .row_bytes = w->row_bytes, .packed = w->packed};
 }
 
-/* Packed matrices (core/packed.h). One job covers up to PM_MAX_MATS
- * matrices of the same input (q, k and v; gate and up): the activations are
- * converted once and the pool is woken once. The matrices' 16-row groups are
- * cut into units of PM_UNIT_GROUPS (128 rows), numbered across the matrices.
- * A decode (one token, memory-bound) gives each thread a contiguous half of
- * the units, one long stream per core. A batch (compute-bound: prefill,
- * verification) hands units out from an atomic counter, so a core the host
- * slows down no longer leaves the other idle at the end of every product;
- * within a unit the group GEMM runs over chunks of tokens, whose activations
- * (128 tokens x n_in/32 blocks of 40 bytes: at most 0.9 MB for an FFN of
- * 5632) stay in the core's L2 while the unit's weights stream by. */
-#define PACKED_TOKEN_CHUNK 128
-#define PM_UNIT_GROUPS 8
-#define PM_MAX_MATS 3
-
-typedef struct {
-    const packed_entry *pe;
-    int n_mats;
-    const uint8_t *w[PM_MAX_MATS];
-    float *y[PM_MAX_MATS];
-    int64_t n_groups[PM_MAX_MATS], n_out[PM_MAX_MATS];
-    int unit0[PM_MAX_MATS + 1]; /* first unit of each matrix; unit0[n_mats]: all units */
-    size_t group_bytes;
-    int64_t n_in;
-    const uint8_t *act;
-    size_t act_row_bytes;
-    int T;
-    atomic_int next; /* the next unit to take (batches) */
-} pm_job;
-
-static void pm_unit(const pm_job *j, int u) {
-    int i = 0;
-    while (u >= j->unit0[i + 1]) i++;
-    const int64_t g0 = (int64_t)(u - j->unit0[i]) * PM_UNIT_GROUPS;
-    const int ng = (int)(j->n_groups[i] - g0 < PM_UNIT_GROUPS ? j->n_groups[i] - g0 : PM_UNIT_GROUPS);
-    const uint8_t *w = j->w[i] + (size_t)g0 * j->group_bytes;
-    float *y = j->y[i] + (size_t)g0 * PACK_ROWS;
-    if (j->pe->gemm_groups) { /* the kernel blocks over groups and tokens itself */
-        j->pe->gemm_groups(w, j->group_bytes, ng, j->n_in, j->act, j->act_row_bytes, j->T, y, (size_t)j->n_out[i]);
-        return;
-    }
-    for (int t0 = 0; t0 < j->T; t0 += PACKED_TOKEN_CHUNK) {
-        const int nt = j->T - t0 < PACKED_TOKEN_CHUNK ? j->T - t0 : PACKED_TOKEN_CHUNK;
-        for (int g = 0; g < ng; g++)
-            j->pe->gemm(w + (size_t)g * j->group_bytes, j->n_in, j->act + (size_t)t0 * j->act_row_bytes,
-                        j->act_row_bytes, nt, y + (size_t)t0 * j->n_out[i] + (size_t)g * PACK_ROWS, (size_t)j->n_out[i]);
-    }
+/* y[t] = W · x[t] for t < T. x rows are W->n_in long, y rows W->n_out. */
+static err_code mat_mul(fwd_state *st, const model_mat *w, const float *x, int T, float *y, err_t *err) {
+    const matmul_weight v = weight_view(w);
+    return matmul(st->mm, &v, x, T, y, err);
 }
 
-static void pm_work(void *ctx, int ith, int nth) {
-    pm_job *j = ctx;
-    const int nu = j->unit0[j->n_mats];
-    if (j->T == 1) {
-        for (int u = nu * ith / nth; u < nu * (ith + 1) / nth; u++) pm_unit(j, u);
-        return;
-    }
-    for (int u; (u = atomic_fetch_add(&j->next, 1)) < nu;) pm_unit(j, u);
-}
-
-/* Activation rows converted by the pool's threads, a contiguous share each. */
-typedef struct {
-    act_quantize_fn fn;
-    const float *x;
-    int64_t n;
-    uint8_t *dst;
-    size_t row_bytes;
-    int T;
-} quant_job;
-
-static void quant_work(void *ctx, int ith, int nth) {
-    quant_job *j = ctx;
-    for (int t = j->T * ith / nth; t < j->T * (ith + 1) / nth; t++)
-        j->fn(j->x + (size_t)t * j->n, j->dst + (size_t)t * j->row_bytes, j->n);
-}
-
-static void quantize_rows(fwd_state *st, act_quantize_fn fn, const float *x, int64_t n, int T, size_t row_bytes) {
-    quant_job j = {fn, x, n, st->act, row_bytes, T};
-    if ((int64_t)T * n < MIN_PARALLEL_MACS) quant_work(&j, 0, 1);
-    else tpool_run(st->pool, quant_work, &j);
-}
-
-/* Room for T converted activation rows of row_bytes each. */
-static err_code act_buffer(fwd_state *st, size_t row_bytes, int T, err_t *err) {
-    size_t need = row_bytes * (size_t)T;
-    if (need <= st->act_cap) return ERR_OK;
-    uint8_t *p = realloc(st->act, need);
-    if (!p) return err_set(err, ERR_NOMEM, "out of memory for activations");
-    st->act = p;
-    st->act_cap = need;
-    return ERR_OK;
-}
-
-/* ys[i] = W_i[e] · x for the n packed matrices ws (same type and input
- * length, so one kernel and one conversion of x serve them all) */
-static err_code mat_mul_packed(fwd_state *st, const model_mat *const *ws, int n, int e, const float *x, int T,
-                               float *const *ys, err_t *err) {
-    const model_mat *w0 = ws[0];
-    const packed_entry *pe = packed_get_batch(w0->type, T);
-    if (!pe) return err_set(err, ERR_UNSUPPORTED, "no packed kernel for tensor type %u", w0->type);
-    pm_job j = {.pe = pe, .n_mats = n, .group_bytes = (size_t)PACK_ROWS * w0->row_bytes, .n_in = w0->n_in, .T = T,
-                .act_row_bytes = packed_act_row_bytes(pe, w0->n_in)};
-    int64_t macs = 0;
-    for (int i = 0; i < n; i++) {
-        j.w[i] = (const uint8_t *)ws[i]->data + (size_t)e * (size_t)ws[i]->n_out * ws[i]->row_bytes;
-        j.y[i] = ys[i];
-        j.n_out[i] = ws[i]->n_out;
-        j.n_groups[i] = ws[i]->n_out / PACK_ROWS;
-        j.unit0[i + 1] = j.unit0[i] + (int)((j.n_groups[i] + PM_UNIT_GROUPS - 1) / PM_UNIT_GROUPS);
-        macs += (int64_t)T * ws[i]->n_out * ws[i]->n_in;
-    }
-    atomic_init(&j.next, 0);
-    err_code rc = act_buffer(st, j.act_row_bytes, T, err);
-    if (rc) return rc;
-    quantize_rows(st, pe->quantize, x, w0->n_in, T, j.act_row_bytes);
-    j.act = st->act;
-    if (macs < MIN_PARALLEL_MACS) pm_work(&j, 0, 1);
-    else tpool_run(st->pool, pm_work, &j);
-    return ERR_OK;
-}
-
-/* y[t] = W[e] · x[t] for t < T. x rows are W->n_in long, y rows W->n_out. */
-static err_code mat_mul(fwd_state *st, const model_mat *w, int e, const float *x, int T, float *y, err_t *err) {
-    if (w->packed) return mat_mul_packed(st, &w, 1, e, x, T, &y, err);
-    const kernel_entry *k = kernel_get(w->type);
-    if (!k) return err_set(err, ERR_UNSUPPORTED, "no kernel for tensor type %u", w->type);
-    mm_job j = {
-        .k = k,
-        .w = (const uint8_t *)w->data + (size_t)e * (size_t)w->n_out * w->row_bytes,
-        .row_bytes = w->row_bytes, .n_in = w->n_in, .n_out = w->n_out, .T = T, .y = y,
-    };
-    if (k->act_type == QT_F32) {
-        j.act = (const uint8_t *)x;
-        j.act_row_bytes = sizeof(float) * (size_t)w->n_in;
-    } else {
-        j.act_row_bytes = kernel_act_row_bytes(k->act_type, w->n_in);
-        err_code rc = act_buffer(st, j.act_row_bytes, T, err);
-        if (rc) return rc;
-        quantize_rows(st, k->quantize, x, w->n_in, T, j.act_row_bytes);
-        j.act = st->act;
-    }
-    if ((int64_t)T * w->n_out * w->n_in < MIN_PARALLEL_MACS) mm_work(&j, 0, 1);
-    else tpool_run(st->pool, mm_work, &j);
-    return ERR_OK;
-}
-
-/* ys[i] = W_i[e] · x[t] for n matrices of the same input: in one packed job
- * when they share a type (the usual q/k/v and gate/up), else one by one */
-static err_code mat_mul_set(fwd_state *st, const model_mat *const *ws, int n, int e, const float *x, int T,
+/* ys[i] = W_i · x[t] for n (at most MATMUL_MAX_SET) matrices of the same input */
+static err_code mat_mul_set(fwd_state *st, const model_mat *const *ws, int n, const float *x, int T,
                             float *const *ys, err_t *err) {
-    bool same = true;
-    for (int i = 0; i < n; i++)
-        same = same && ws[i]->packed && ws[i]->type == ws[0]->type && ws[i]->n_in == ws[0]->n_in;
-    if (same) return mat_mul_packed(st, ws, n, e, x, T, ys, err);
-    err_code rc = ERR_OK;
-    for (int i = 0; i < n && !rc; i++) rc = mat_mul(st, ws[i], e, x, T, ys[i], err);
-    return rc;
+    matmul_weight v[MATMUL_MAX_SET];
+    for (int i = 0; i < n; i++) v[i] = weight_view(ws[i]);
+    return matmul_set(st->mm, v, n, x, T, ys, err);
 }
+
+/* ---------------------------------------------------------------- norm, bias, RoPE */
 
 static void rmsnorm(float *out, const float *x, const float *weight, int n, float eps) {
     double ss = 0.0;
@@ -531,11 +333,11 @@ static void swiglu(fwd_state *st, float *g, const float *u, size_t n) {
 
 static err_code ffn_dense(fwd_state *st, const model_layer *L, int T, err_t *err) {
     const model_hparams *hp = &st->m->hp;
-    err_code rc = mat_mul_set(st, (const model_mat *[]){&L->w_gate, &L->w_up}, 2, 0, st->xn, T,
+    err_code rc = mat_mul_set(st, (const model_mat *[]){&L->w_gate, &L->w_up}, 2, st->xn, T,
                               (float *[]){st->hg, st->hu}, err);
     if (rc) return rc;
     swiglu(st, st->hg, st->hu, (size_t)T * hp->n_ff);
-    return mat_mul(st, &L->w_down, 0, st->hg, T, st->ffn_out, err);
+    return mat_mul(st, &L->w_down, st->hg, T, st->ffn_out, err);
 }
 
 void model_expert_mats(const model *m, int layer, int expert, model_mat mats[3]) {
@@ -572,7 +374,7 @@ static err_code ffn_moe(fwd_state *st, const experts_iface *ex, int layer, int T
     for (int t = 0; t < T && !rc; t++) {
         int32_t *chosen = st->route + (size_t)t * k;
         float *w = st->route_w + (size_t)t * k;
-        rc = mat_mul(st, &L->gate_inp, 0, st->xn + (size_t)t * E, 1, st->router, err);
+        rc = mat_mul(st, &L->gate_inp, st->xn + (size_t)t * E, 1, st->router, err);
         float max = st->router[0], sum = 0.0f;
         for (int e = 1; e < hp->n_expert; e++) max = fmaxf(max, st->router[e]);
         for (int e = 0; e < hp->n_expert; e++) sum += st->router[e] = expf(st->router[e] - max);
@@ -599,10 +401,10 @@ static err_code ffn_moe(fwd_state *st, const experts_iface *ex, int layer, int T
         else model_expert_mats(m, layer, e, w);
         if (rc) break;
         for (int i = 0; i < n; i++) memcpy(st->xe + (size_t)i * E, st->xn + (size_t)st->members[i] * E, sizeof(float) * E);
-        rc = mat_mul_set(st, (const model_mat *[]){&w[0], &w[1]}, 2, 0, st->xe, n, (float *[]){st->hg, st->hu}, err);
+        rc = mat_mul_set(st, (const model_mat *[]){&w[0], &w[1]}, 2, st->xe, n, (float *[]){st->hg, st->hu}, err);
         if (rc) break;
         swiglu(st, st->hg, st->hu, (size_t)n * hp->n_ff);
-        if ((rc = mat_mul(st, &w[2], 0, st->hg, n, st->eo, err))) break;
+        if ((rc = mat_mul(st, &w[2], st->hg, n, st->eo, err))) break;
         for (int i = 0; i < n; i++) {
             float *out = st->ffn_out + (size_t)st->members[i] * E;
             const float *eo = st->eo + (size_t)i * E;
@@ -679,7 +481,7 @@ err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *ex
         const model_layer *L = &m->layers[l];
         /* attention: norm, q/k/v projections, RoPE, cache, attend, output projection */
         rmsnorm_rows(st, st->xn, st->x, L->attn_norm.data, E, n, hp->rms_eps);
-        if ((rc = mat_mul_set(st, (const model_mat *[]){&L->wq, &L->wk, &L->wv}, 3, 0, st->xn, n,
+        if ((rc = mat_mul_set(st, (const model_mat *[]){&L->wq, &L->wk, &L->wv}, 3, st->xn, n,
                               (float *[]){st->q, st->k, st->v}, err)))
             break;
         add_bias(st->q, &L->bq, n);
@@ -693,7 +495,7 @@ err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *ex
         if ((rc = kv->append(kv->self, l, n, pos, st->k, st->v, err))) break;
         if (kv->queries) kv->queries(kv->self, l, n, st->q);
         if ((rc = attention(st, kv, l, n, pos0, anc, trunk, err))) break;
-        if ((rc = mat_mul(st, &L->wo, 0, st->att, n, st->ffn_out, err))) break;
+        if ((rc = mat_mul(st, &L->wo, st->att, n, st->ffn_out, err))) break;
         for (size_t i = 0; i < (size_t)n * E; i++) st->x[i] += st->ffn_out[i];
 
         /* FFN: norm, SwiGLU (dense or mixture of experts), residual */
@@ -711,6 +513,6 @@ err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *ex
         rmsnorm(st->xn + (size_t)i * E, st->x + (size_t)t * E, m->output_norm.data, E, hp->rms_eps);
     }
     if (!n_out) return ERR_OK;
-    rc = mat_mul(st, &m->output, 0, st->xn, n_out, logits, err);
+    rc = mat_mul(st, &m->output, st->xn, n_out, logits, err);
     return rc ? rc : check_finite(logits, (size_t)n_out * (size_t)m->hp.n_vocab, pos0, err);
 }

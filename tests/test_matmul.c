@@ -1,0 +1,167 @@
+/*
+ * test_matmul — the matmul scheduler (core/matmul.h) on every weight type of
+ * the active path: each output equals the path's own dot product of that row
+ * and token, bit for bit, whatever the batch size and the number of threads;
+ * packed matrices give the same outputs one token at a time as in a batch,
+ * and in a set as alone; a type with no kernel is an error, not a crash.
+ */
+#include <string.h>
+
+#include "core/kernels.h"
+#include "core/matmul.h"
+#include "core/packed.h"
+#include "core/quant.h"
+#include "t.h"
+
+#define N_IN 512
+#define N_OUT 48 /* three groups of PACK_ROWS */
+#define T_MAX 70 /* past PACKED_TOKEN_CHUNK's tiles of MM_TOKEN_TILE, below PACKED_BF16_MIN_TOKENS */
+
+static uint32_t rng = 12345;
+static float frand(void) {
+    rng = rng * 1664525u + 1013904223u;
+    return (float)(rng >> 8) / (float)(1u << 24) * 2.0f - 1.0f;
+}
+
+static float xs[T_MAX * N_IN];
+
+/* A random N_OUT x N_IN matrix of the type (malloc'd bytes). */
+static matmul_weight make_weight(uint32_t type) {
+    const size_t rb = quant_row_bytes(type, N_IN);
+    uint8_t *w = malloc(rb * N_OUT);
+    float row[N_IN];
+    for (int r = 0; r < N_OUT; r++) {
+        for (int i = 0; i < N_IN; i++) row[i] = frand() * (1.0f + (float)(r % 5));
+        quant_quantize_row(type, row, w + (size_t)r * rb, N_IN);
+    }
+    return (matmul_weight){.data = w, .type = type, .n_in = N_IN, .n_out = N_OUT, .row_bytes = rb};
+}
+
+/* y[t][r] by the path's dot product, one row and one token at a time */
+static void reference(const matmul_weight *w, int T, float *y) {
+    const kernel_entry *k = kernel_get(w->type);
+    const size_t ab = kernel_act_row_bytes(k->act_type, N_IN);
+    uint8_t *act = malloc(ab);
+    for (int t = 0; t < T; t++) {
+        const void *a = xs + (size_t)t * N_IN;
+        if (k->quantize) {
+            k->quantize(xs + (size_t)t * N_IN, act, N_IN);
+            a = act;
+        }
+        for (int r = 0; r < N_OUT; r++)
+            y[(size_t)t * N_OUT + r] = k->dot((const uint8_t *)w->data + (size_t)r * w->row_bytes, a, N_IN);
+    }
+    free(act);
+}
+
+static const int batches[] = {1, 2, 3, 4, 5, 7, 33, T_MAX};
+#define N_BATCHES (int)(sizeof batches / sizeof batches[0])
+
+static void test_type(matmul_ctx *const ctx[2], uint32_t type) {
+    matmul_weight w = make_weight(type);
+    float *ref = malloc(sizeof(float) * T_MAX * N_OUT), *y = malloc(sizeof(float) * T_MAX * N_OUT);
+    reference(&w, T_MAX, ref);
+    for (int c = 0; c < 2; c++)
+        for (int b = 0; b < N_BATCHES; b++) {
+            err_t err = {0};
+            memset(y, 0, sizeof(float) * T_MAX * N_OUT);
+            T_EQ_INT(matmul(ctx[c], &w, xs, batches[b], y, &err), ERR_OK);
+            T_CHECKF(!memcmp(y, ref, sizeof(float) * (size_t)batches[b] * N_OUT), "%s, %d tokens, %d threads",
+                     quant_traits_of(type)->name, batches[b], c + 1);
+        }
+    free(ref);
+    free(y);
+    free((void *)w.data);
+}
+
+/* Packed: the batch's rows equal one token's; a set of three equals each alone. */
+static void test_packed(matmul_ctx *const ctx[2], uint32_t type) {
+    if (!packed_get(type) || !packed_supported(type, N_OUT, N_IN)) return;
+    matmul_weight ws[3];
+    uint8_t *tmp = malloc(PACK_ROWS * quant_row_bytes(type, N_IN));
+    for (int i = 0; i < 3; i++) {
+        ws[i] = make_weight(type);
+        packed_pack(type, (void *)ws[i].data, N_OUT, N_IN, tmp);
+        ws[i].packed = true;
+    }
+    float *one = malloc(sizeof(float) * T_MAX * N_OUT), *y[3];
+    for (int i = 0; i < 3; i++) y[i] = malloc(sizeof(float) * T_MAX * N_OUT);
+    err_t err = {0};
+    for (int t = 0; t < T_MAX; t++)
+        T_EQ_INT(matmul(ctx[0], &ws[0], xs + (size_t)t * N_IN, 1, one + (size_t)t * N_OUT, &err), ERR_OK);
+    for (int c = 0; c < 2; c++)
+        for (int b = 0; b < N_BATCHES; b++) {
+            T_EQ_INT(matmul_set(ctx[c], ws, 3, xs, batches[b], y, &err), ERR_OK);
+            T_CHECKF(!memcmp(y[0], one, sizeof(float) * (size_t)batches[b] * N_OUT), "packed %s, %d tokens, %d threads",
+                     quant_traits_of(type)->name, batches[b], c + 1);
+            float *alone = malloc(sizeof(float) * T_MAX * N_OUT);
+            for (int i = 1; i < 3; i++) {
+                T_EQ_INT(matmul(ctx[c], &ws[i], xs, batches[b], alone, &err), ERR_OK);
+                T_CHECK(!memcmp(y[i], alone, sizeof(float) * (size_t)batches[b] * N_OUT));
+            }
+            free(alone);
+        }
+    for (int i = 0; i < 3; i++) {
+        free(y[i]);
+        free((void *)ws[i].data);
+    }
+    free(one);
+    free(tmp);
+}
+
+/* A set that cannot be one packed job (mixed layouts) runs one by one, the same. */
+static void test_mixed_set(matmul_ctx *ctx) {
+    matmul_weight ws[2] = {make_weight(QT_Q8_0), make_weight(QT_F16)};
+    float *y[2] = {malloc(sizeof(float) * 5 * N_OUT), malloc(sizeof(float) * 5 * N_OUT)};
+    float *alone = malloc(sizeof(float) * 5 * N_OUT);
+    err_t err = {0};
+    T_EQ_INT(matmul_set(ctx, ws, 2, xs, 5, y, &err), ERR_OK);
+    for (int i = 0; i < 2; i++) {
+        T_EQ_INT(matmul(ctx, &ws[i], xs, 5, alone, &err), ERR_OK);
+        T_CHECK(!memcmp(y[i], alone, sizeof(float) * 5 * N_OUT));
+        free(y[i]);
+        free((void *)ws[i].data);
+    }
+    free(alone);
+}
+
+static void test_errors(matmul_ctx *ctx) {
+    static uint8_t bytes[N_OUT * 64];
+    float y[N_OUT];
+    err_t err = {0};
+    /* Q8_1 is a known type with no kernel */
+    const matmul_weight w = {.data = bytes, .type = QT_Q8_1, .n_in = 32, .n_out = N_OUT, .row_bytes = 36};
+    T_EQ_INT(matmul(ctx, &w, xs, 1, y, &err), ERR_UNSUPPORTED);
+    T_CHECK(err.msg[0] != '\0');
+    /* "packed" with a type that has no packed layout */
+    const matmul_weight p = {.data = bytes, .type = QT_F32, .n_in = 8, .n_out = N_OUT, .row_bytes = 32, .packed = true};
+    err = (err_t){0};
+    T_EQ_INT(matmul(ctx, &p, xs, 1, y, &err), ERR_UNSUPPORTED);
+    T_EQ_INT(matmul_set(ctx, &p, 1, xs, 1, (float *[]){y}, &err), ERR_UNSUPPORTED);
+    T_EQ_INT(matmul_set(ctx, &p, 0, xs, 1, NULL, &err), ERR_OK); /* nothing to do */
+}
+
+int main(void) {
+    for (size_t i = 0; i < sizeof xs / sizeof *xs; i++) xs[i] = frand() * 3.0f;
+    tpool *pool = NULL;
+    err_t err = {0};
+    if (tpool_new(2, &pool, &err) != ERR_OK) {
+        fprintf(stderr, "tpool_new: %s\n", err.msg);
+        return 1;
+    }
+    matmul_ctx *ctx[2] = {matmul_ctx_new(NULL), matmul_ctx_new(pool)};
+    T_CHECK(ctx[0] && ctx[1]);
+    if (!ctx[0] || !ctx[1]) T_DONE();
+    printf("path: %s\n", cpu_path_name(kernels_path()));
+    for (uint32_t t = 0; t < QT_COUNT; t++) {
+        if (!kernel_get(t) || !quant_type_supported(t)) continue;
+        test_type(ctx, t);
+        test_packed(ctx, t);
+    }
+    test_mixed_set(ctx[1]);
+    test_errors(ctx[1]);
+    matmul_ctx_free(ctx[0]);
+    matmul_ctx_free(ctx[1]);
+    tpool_free(pool);
+    T_DONE();
+}
