@@ -411,7 +411,12 @@ typedef struct {
     int lookahead_pool_proposed, lookahead_pool_accepted; /* drafts taken from that pool (the rest are prompt
                                                               lookup's), and of those, accepted */
     char spec_note[96];                 /* why speculation stopped, e.g. "off: 12.1 ms/token verified vs 9.8 plain" */
-    double expert_cache_hit_rate;       /* MoE expert lookups served from memory */
+    /* MoE (since the load): -1 / 0 for a dense model */
+    double expert_cache_hit_rate;       /* expert lookups served from memory by a budgeted expert cache; -1 while
+                                           there is none (every expert is read from the file's mapping) */
+    uint64_t expert_lookups;            /* experts the forward passes fetched (one per expert and batch) */
+    double expert_prediction_rate;      /* of the experts tokens were routed to, the share the next-layer prediction
+                                           (the layer's router applied to the layer before) had named; -1: none */
     /* process memory (0 where the system does not report it) */
     uint64_t rss_bytes, peak_rss_bytes;
     uint64_t pss_bytes;           /* proportional set size (smaps_rollup), 0 where unavailable */

@@ -585,7 +585,12 @@ static octo_stats stats_snapshot(const octo_model *om) {
     st.speculative_acceptance_rate = -1.0;
     snprintf(st.spec_proposer, sizeof st.spec_proposer, "none");
     st.expert_cache_hit_rate = -1.0;
+    st.expert_prediction_rate = -1.0;
     if (!om) return st;
+    const experts_stats ex = bundle_experts_stats(om->b);
+    st.expert_lookups = ex.lookups;
+    if (ex.cached && ex.lookups) st.expert_cache_hit_rate = (double)ex.hits / (double)ex.lookups;
+    if (ex.predicted) st.expert_prediction_rate = (double)ex.predicted_right / (double)ex.predicted;
     gen_stats g = om->stream ? gen_get_stats(om->stream->g) : om->last;
     st.prompt_tokens = g.prompt_tokens;
     st.prefill_tokens = g.prefill_tokens;

@@ -356,6 +356,9 @@ static void print_stats(const octo_stats *s) {
     if (s->spec_note[0]) fprintf(stderr, "speculation  %s\n", s->spec_note);
     if (s->expert_cache_hit_rate >= 0)
         fprintf(stderr, "experts      %.1f%% cache hits\n", 100.0 * s->expert_cache_hit_rate);
+    if (s->expert_lookups)
+        fprintf(stderr, "experts      %llu fetched; the next-layer prediction named %.1f%% of the routed experts\n",
+                (unsigned long long)s->expert_lookups, 100.0 * s->expert_prediction_rate);
     if (s->kv_spill_on)
         fprintf(stderr, "KV spill     %lld blocks on file, %lld written, %lld read back (%.0f%% hits, %.1f us each)%s%s\n",
                 (long long)s->kv_blocks_spilled, (long long)s->kv_spill_writes, (long long)s->kv_spill_reads,

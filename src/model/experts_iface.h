@@ -5,17 +5,30 @@
  * get() returns the three matrices (gate, up, down) of one expert of one
  * layer; it may block while the expert is read from flash, and may hand back
  * a lower-precision copy (the matrices carry their own type). hint() names
- * the experts a coming layer is likely to use so they can be prefetched.
- * With no interface (NULL) the forward pass reads experts straight from the
- * model's mapping; src/moe/ supplies a budgeted cache behind the same calls.
+ * the experts this layer's tokens were routed to, before any get();
+ * hint_next() the experts the next layer is predicted to use (its router
+ * applied to this layer's FFN input), while this layer still computes, so
+ * they can be read ahead. stats() reports what the store did. With no
+ * interface (NULL) the forward pass reads experts straight from the model's
+ * mapping; src/moe/ implements the interface for the runtime.
  */
 #ifndef OCTO_MODEL_EXPERTS_IFACE_H
 #define OCTO_MODEL_EXPERTS_IFACE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/err.h"
 #include "model/model.h"
+
+/* What an expert store reports (src/moe/). */
+typedef struct {
+    uint64_t lookups;          /* get() calls */
+    bool cached;               /* a budgeted cache decides what is resident (else every expert is mapped) */
+    uint64_t hits;             /* cached: lookups served from memory without a read */
+    uint64_t predicted;        /* routed experts of layers that had a next-layer prediction */
+    uint64_t predicted_right;  /* of those, named by the prediction */
+} experts_stats;
 
 typedef struct {
     void *self;
@@ -25,6 +38,12 @@ typedef struct {
      * to, best first; called for every token before any get() of the layer,
      * so a cache can prefetch (and a test can read the routing). */
     void (*hint)(void *self, int layer, const int32_t *experts, int n);
+    /* Optional: the next layer's predicted experts for a batch of n_tokens,
+     * k per token, best first ([n_tokens][k]); called once per MoE layer
+     * that has a next one, after this layer's hint() calls and before its get()s. */
+    void (*hint_next)(void *self, int next_layer, const int32_t *experts, int n_tokens, int k);
+    /* Optional: what the store did since it was made. */
+    void (*stats)(const void *self, experts_stats *out);
 } experts_iface;
 
 /* The matrices of one expert straight from the model's mapping. */

@@ -51,6 +51,7 @@ struct fwd_state {
     matmul_ctx *mm;   /* the matrix products' scheduler and activation buffer */
     /* MoE routing of the batch */
     int32_t *route;   /* (cap, n_expert_used) chosen experts */
+    int32_t *route_next; /* (cap, n_expert_used) the next layer's predicted experts (experts_iface.hint_next) */
     float *route_w;   /* (cap, n_expert_used) their renormalised weights */
     int32_t *members; /* (cap) tokens routed to the expert at hand */
     float *member_w;  /* (cap) their weights */
@@ -84,6 +85,7 @@ void fwd_state_free(fwd_state *st) {
     matmul_ctx_free(st->mm);
     free(st->runs);
     free(st->route);
+    free(st->route_next);
     free(st->members);
     free(st);
 }
@@ -113,11 +115,14 @@ static err_code reserve(fwd_state *st, int n, err_t *err) {
         if (!p) return err_set(err, ERR_NOMEM, "out of memory for a batch of %d tokens", n);
         *b[i].p = p;
     }
-    int32_t *r = xrealloc(st->route, sizeof(int32_t) * T * (size_t)(hp->n_expert_used > 0 ? hp->n_expert_used : 1));
+    const size_t per = (size_t)(hp->n_expert_used > 0 ? hp->n_expert_used : 1);
+    int32_t *r = xrealloc(st->route, sizeof(int32_t) * T * per);
     if (r) st->route = r;
+    int32_t *rn = xrealloc(st->route_next, sizeof(int32_t) * T * per);
+    if (rn) st->route_next = rn;
     int32_t *mb = xrealloc(st->members, sizeof(int32_t) * T);
     if (mb) st->members = mb;
-    if (!r || !mb) return err_set(err, ERR_NOMEM, "out of memory for a batch of %d tokens", n);
+    if (!r || !rn || !mb) return err_set(err, ERR_NOMEM, "out of memory for a batch of %d tokens", n);
     st->cap = n;
     return ERR_OK;
 }
@@ -363,6 +368,23 @@ static void top_k(const float *p, int n, int k, int32_t *idx) {
     }
 }
 
+/* The next layer's experts for each token, predicted by its router applied
+ * to this layer's FFN input (st->xn): what a store can read ahead while this
+ * layer computes. The order of the router's logits is the order of its
+ * softmax, so the top k of the logits are the prediction. */
+static err_code predict_next(fwd_state *st, const experts_iface *ex, int layer, int T, err_t *err) {
+    const model_hparams *hp = &st->m->hp;
+    const int E = hp->n_embd, k = hp->n_expert_used;
+    const model_layer *N = &st->m->layers[layer + 1];
+    err_code rc = ERR_OK;
+    for (int t = 0; t < T && !rc; t++) {
+        rc = mat_mul(st, &N->gate_inp, st->xn + (size_t)t * E, 1, st->router, err);
+        if (!rc) top_k(st->router, hp->n_expert, k, st->route_next + (size_t)t * k);
+    }
+    if (!rc) ex->hint_next(ex->self, layer + 1, st->route_next, T, k);
+    return rc;
+}
+
 /* Mixtral FFN: route every token, then run each chosen expert once over its tokens. */
 static err_code ffn_moe(fwd_state *st, const experts_iface *ex, int layer, int T, err_t *err) {
     const model *m = st->m;
@@ -385,6 +407,7 @@ static err_code ffn_moe(fwd_state *st, const experts_iface *ex, int layer, int T
         for (int j = 0; j < k; j++) w[j] /= wsum;
         if (ex && ex->hint) ex->hint(ex->self, layer, chosen, k);
     }
+    if (!rc && ex && ex->hint_next && layer + 1 < hp->n_layer) rc = predict_next(st, ex, layer, T, err);
     memset(st->ffn_out, 0, sizeof(float) * (size_t)T * E);
     for (int e = 0; e < hp->n_expert && !rc; e++) {
         /* the tokens routed to expert e, and their weights */

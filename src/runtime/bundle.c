@@ -220,6 +220,8 @@ err_code bundle_load(const char *path, const bundle_options *o, bundle **out, er
     if (!rc && b->draft_m) rc = plan_with_draft(b, o, &cc, unplaced, n_ctx, spec_reason, sizeof spec_reason, err);
     memcpy(b->plan.spec_reason, spec_reason, sizeof spec_reason);
     if (!rc) rc = session_new_shared(b->m, n_ctx, &b->plan.kv, b->pool, &b->s, err);
+    if (!rc && b->m->hp.n_expert > 0 && !(rc = moe_experts_new(b->m, &b->experts, err)))
+        b->s->experts = moe_experts_iface(b->experts);
     if (rc) {
         bundle_free(b);
         return rc;
@@ -237,6 +239,7 @@ void bundle_free(bundle *b) {
     session_free(b->draft_s);
     model_free(b->draft_m);
     session_free(b->s);
+    moe_experts_free(b->experts); /* after the session that fetched through it */
     tpool_free(b->draft_pool); /* after the sessions that compute on them */
     tpool_free(b->pool);
     model_free(b->m);
@@ -253,6 +256,15 @@ err_code bundle_proposer(const bundle *b, const proposer_ops *asked, const propo
         return err_set(err, ERR_INVALID_ARG, "no draft model was loaded (octo_model_options.draft_model)");
     *out = p->needs_lm ? (b->draft_self ? &proposer_self : &proposer_draft) : p;
     return ERR_OK;
+}
+
+experts_stats bundle_experts_stats(const bundle *b) {
+    experts_stats st = {0};
+    if (b->experts) {
+        const experts_iface *x = moe_experts_iface(b->experts);
+        x->stats(x->self, &st);
+    }
+    return st;
 }
 
 bundle_kv_stats bundle_kv_stats_get(const bundle *b) {

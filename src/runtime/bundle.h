@@ -19,6 +19,7 @@
 #include "model/chat_template.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
+#include "moe/experts.h"
 #include "runtime/plan.h"
 #include "runtime/session.h"
 #include "speculative/proposer.h"
@@ -43,6 +44,7 @@ typedef struct {
     tpool *draft_pool;         /* the draft's threads on the efficiency cores, or NULL (plan_place) */
     plan_cores cores;          /* where the threads run, and why */
     session *s;
+    moe_experts *experts;      /* an MoE model's expert store (the target's session uses it), else NULL */
     model *draft_m;            /* the draft model, or NULL */
     session *draft_s;
     bool draft_self;           /* draft_m is the target's own low-precision copy */
@@ -71,5 +73,8 @@ typedef struct {
 } bundle_kv_stats;
 
 bundle_kv_stats bundle_kv_stats_get(const bundle *b);
+
+/* The expert store's figures since the load (all 0 for a dense model). */
+experts_stats bundle_experts_stats(const bundle *b);
 
 #endif
