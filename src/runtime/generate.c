@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "model/forward.h"
+#include "speculative/adaptive.h"
 #include "speculative/proposer.h"
 #include "speculative/verify.h"
 
@@ -81,7 +82,7 @@ struct generation {
     int32_t queue[SPEC_MAX_K + 1]; /* tokens of a verify pass not yet returned: the accepted drafts
                                       (their entries are cached), then the token after them (not yet) */
     int q_head, q_n;
-    spec_length len;          /* the draft length (speculative/verify.h) */
+    spec_length len;          /* the draft length (speculative/adaptive.h) */
     float *scratch;           /* [2 * n_vocab] for verification */
     int decode_passes;        /* plain and verify passes so far */
     double plain_ms;          /* time of the plain passes (the baseline speculation must beat) */
@@ -253,23 +254,21 @@ static bool speculate(generation *g, bool *ok) {
     return true;
 }
 
-/* Speculation must pay. Three verify passes with drafts and not one draft
- * accepted turn it off at once; after that, once 6 verify passes (8 for
- * lookahead, whose pool fills as it goes) and 2 plain ones are timed, so
- * does a token that costs more by verification than by a plain pass. It
- * stays off for the rest of the generation (the stats say why). A fixed
- * draft length (gen_params.spec_k) is an experiment and is never switched off. */
+/* The timings speculation is judged by (speculative/adaptive.h). */
+static spec_timing timing_of(const generation *g) {
+    return (spec_timing){.verify_passes = g->stats.spec_steps, .proposing_passes = g->proposing_steps,
+                         .accepted = g->stats.spec_accepted, .spec_ms = g->stats.spec_ms,
+                         .plain_passes = g->stats.decode_evals, .plain_ms = g->plain_ms};
+}
+
+/* Speculation must pay (speculative/adaptive.h); once off it stays off, and
+ * the stats say why. A fixed draft length is an experiment: it runs as asked. */
 static void check_speed(generation *g) {
-    if (g->spec_off || g->p.spec_k) return; /* a fixed length is an experiment: it runs as asked */
-    const bool barren = g->proposing_steps >= 3 && g->stats.spec_accepted == 0;
-    if (!barren && (g->stats.spec_steps < g->p.proposer->min_passes || g->stats.decode_evals < 2)) return;
-    const double spec = g->stats.spec_ms / (g->stats.spec_accepted + g->stats.spec_steps);
-    const double plain = g->stats.decode_evals ? g->plain_ms / g->stats.decode_evals : 0.0;
-    if (barren || spec > plain) {
+    if (g->spec_off || g->p.spec_k) return;
+    const spec_timing t = timing_of(g);
+    if (spec_stop(&t, g->p.proposer->min_passes, &g->stats.spec_ms_per_token, &g->stats.plain_ms_per_token)) {
         g->spec_off = true;
         g->stats.spec_off = 1;
-        g->stats.spec_ms_per_token = spec;
-        g->stats.plain_ms_per_token = plain;
     }
 }
 
@@ -387,8 +386,8 @@ static const char *next_piece(generation *g) {
                 continue;
             }
             bool ok = true;
-            /* until two plain passes are timed, every third pass is one */
-            const bool probe = g->stats.decode_evals < 2 && g->decode_passes % 3 == 2;
+            const spec_timing t = timing_of(g);
+            const bool probe = spec_probe_plain(&t, g->decode_passes); /* time the baseline */
             g->decode_passes++;
             if (g->prop && !g->spec_off && !probe && speculate(g, &ok)) {
                 if (!ok) {

@@ -24,9 +24,7 @@
  * accepted into the sampler tentatively while verifying and rewound before
  * returning, so the caller accepts every emitted token as usual.
  *
- * Draft length: it starts at 4; over the last SPEC_WINDOW draft tokens,
- * acceptance above 80 % lengthens it by one and below 50 % shortens it by
- * one, within SPEC_MIN_K..SPEC_MAX_K. A fixed length never changes.
+ * How long a draft is, and when speculation stops: adaptive.h.
  */
 #ifndef OCTO_SPEC_VERIFY_H
 #define OCTO_SPEC_VERIFY_H
@@ -35,9 +33,7 @@
 
 #include "model/sampler.h"
 
-#define SPEC_MIN_K 2
-#define SPEC_MAX_K 10
-#define SPEC_WINDOW 32
+#define SPEC_MAX_K 10 /* the longest draft a pass verifies */
 
 /* Drafts accepted (0..k); *next receives the token after them. rows: k + 1
  * consecutive logit rows of n_vocab. q: k distributions of n_vocab, the ones
@@ -45,16 +41,5 @@
  * when the sampler is greedy). scratch: 2 * n_vocab floats. */
 int spec_verify(sampler *smp, const float *rows, int n_vocab, const int32_t *draft, const float *q, int k,
                 float *scratch, int32_t *next);
-
-typedef struct {
-    int k;                      /* the next draft's length */
-    int fixed;                  /* non-zero: k never changes */
-    uint8_t hist[SPEC_WINDOW];  /* recent draft tokens: 1 accepted, 0 rejected */
-    int n_hist;
-} spec_length;
-
-/* fixed_k 0 = adaptive */
-void spec_length_init(spec_length *l, int fixed_k);
-void spec_length_update(spec_length *l, int proposed, int accepted);
 
 #endif
