@@ -44,6 +44,7 @@
 #include "octo.h"
 #include "runtime/generate.h"
 #include "runtime/session.h"
+#include "speculative/adaptive.h"
 #include "speculative/lookahead.h"
 #include "speculative/ngram.h"
 #include "speculative/verify.h"
@@ -839,8 +840,45 @@ static void test_mode_names(void) {
     T_EQ_INT(octo_spec_mode_from_name(NULL), -1);
 }
 
+/* speculative/adaptive.c: the draft length and the rule that speculation must pay. */
+static void test_adaptive(void) {
+    spec_length l;
+    spec_length_init(&l, 0);
+    T_EQ_INT(l.k, 4);
+    spec_length_update(&l, 31, 31); /* a window not yet full: no change */
+    T_EQ_INT(l.k, 4);
+    spec_length_update(&l, 1, 1);   /* 32 of 32 accepted: longer */
+    T_EQ_INT(l.k, 5);
+    spec_length_update(&l, 32, 15); /* 15 of 32 < 50 %: shorter */
+    T_EQ_INT(l.k, 4);
+    spec_length_update(&l, 32, 16); /* 16 of 32: neither */
+    T_EQ_INT(l.k, 4);
+    spec_length_init(&l, 7);
+    spec_length_update(&l, 64, 0);  /* fixed: never changes */
+    T_EQ_INT(l.k, 7);
+    double s = -1, p = -1;
+    /* 6 passes (12 tokens in 30 ms: 2.5 ms each) against 2 plain ones of 2 ms: off */
+    spec_timing t = {.verify_passes = 6, .proposing_passes = 6, .accepted = 6, .spec_ms = 30.0, .plain_passes = 2,
+                     .plain_ms = 4.0};
+    T_CHECK(spec_stop(&t, 6, &s, &p));
+    T_NEAR(s, 2.5, 1e-12);
+    T_NEAR(p, 2.0, 1e-12);
+    t.spec_ms = 20.0; /* 1.67 ms a token: it pays */
+    T_CHECK(!spec_stop(&t, 6, &s, &p));
+    T_CHECK(!spec_stop(&t, 8, &s, &p) && !spec_stop(&(spec_timing){.verify_passes = 9, .spec_ms = 1, .plain_passes = 1}, 6, &s, &p));
+    /* three passes with drafts, none accepted: off at once, however fast */
+    t = (spec_timing){.verify_passes = 3, .proposing_passes = 3, .spec_ms = 0.3};
+    T_CHECK(spec_stop(&t, 6, &s, &p));
+    /* the probe: every third pass is plain until two are timed */
+    t = (spec_timing){.plain_passes = 1};
+    T_CHECK(!spec_probe_plain(&t, 0) && !spec_probe_plain(&t, 1) && spec_probe_plain(&t, 2) && spec_probe_plain(&t, 5));
+    t.plain_passes = 2;
+    T_CHECK(!spec_probe_plain(&t, 2));
+}
+
 int main(void) {
     test_mode_names();
+    test_adaptive();
     test_ngram();
     /* synthetic models: random weights repeat themselves a lot under greedy decoding */
     char path[512];
