@@ -1,6 +1,6 @@
 /*
  * policy — how the KV cache ranks entries for eviction. One file per policy;
- * the cache (kv_cache.c) owns the scores and does the evicting, a policy only
+ * the cache owns the scores and does the evicting (kv_evict.c), a policy only
  * says how attention weights fold into an entry's score and which entries
  * go first. Anchors and the newest entries are protected by the cache, not
  * by the policy.
