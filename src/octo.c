@@ -429,7 +429,7 @@ octo_model_info octo_model_info_get(const octo_model *om) {
     info.n_threads = tpool_size(om->pool);
     snprintf(info.cores, sizeof info.cores, "%s", om->cores.reason);
     snprintf(info.cpu_path, sizeof info.cpu_path, "%s", cpu_path_name(kernels_path()));
-    info.kv_bytes_per_token = kv_token_bytes(hp, om->plan.kv.hot_type);
+    info.kv_bytes_per_token = kv_token_bytes(plan_kv_shape(hp), om->plan.kv.hot_type);
     info.kv_budget_bytes = om->plan.kv.budget_bytes + om->plan.draft_kv.budget_bytes;
     snprintf(info.kv_plan, sizeof info.kv_plan, "%s", om->plan.kv_reason);
     snprintf(info.kv_spill, sizeof info.kv_spill, "%s", om->plan.spill_reason);
@@ -798,8 +798,8 @@ static octo_stats stats_snapshot(const octo_model *om) {
     const kv_stats kv = kv_cache_stats(om->s->kv);
     /* the draft's cache shares the budget (runtime/plan.h): counted in the totals */
     const kv_stats dkv = om->draft_s ? kv_cache_stats(om->draft_s->kv) : (kv_stats){0};
-    const uint64_t full = (kv_token_bytes(&om->m->hp, om->plan.kv.hot_type) +
-                           (om->draft_s ? kv_token_bytes(&om->draft_m->hp, om->plan.kv.hot_type) : 0)) *
+    const uint64_t full = (kv_token_bytes(plan_kv_shape(&om->m->hp), om->plan.kv.hot_type) +
+                           (om->draft_s ? kv_token_bytes(plan_kv_shape(&om->draft_m->hp), om->plan.kv.hot_type) : 0)) *
                           (uint64_t)om->s->n_ctx;
     st.kv_bytes = kv.bytes + dkv.bytes;
     st.kv_draft_bytes = dkv.bytes;

@@ -13,9 +13,9 @@
 
 #include "kv_internal.h"
 
-uint64_t kv_token_bytes(const model_hparams *hp, uint32_t type) {
-    return (uint64_t)hp->n_layer * (kv_row_bytes(type, hp->n_head_kv * hp->head_dim) +
-                                    kv_row_bytes(type, hp->n_head_kv * hp->head_dim_v));
+uint64_t kv_token_bytes(kv_shape shape, uint32_t type) {
+    return (uint64_t)shape.n_layer * (kv_row_bytes(type, shape.n_head_kv * shape.head_dim) +
+                                      kv_row_bytes(type, shape.n_head_kv * shape.head_dim_v));
 }
 
 uint64_t kv_block_bytes(const kv_cache *c, uint32_t kt, uint32_t vt, int n) {
@@ -26,14 +26,14 @@ uint64_t kv_block_bytes(const kv_cache *c, uint32_t kt, uint32_t vt, int n) {
     return k + (uint64_t)n * kv_row_bytes(vt, c->v_dim);
 }
 
-uint64_t kv_budget_floor(const model_hparams *hp, const kv_config *cfg) {
+uint64_t kv_budget_floor(kv_shape shape, const kv_config *cfg) {
     const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    const int k_dim = hp->n_head_kv * hp->head_dim, v_dim = hp->n_head_kv * hp->head_dim_v;
+    const int k_dim = shape.n_head_kv * shape.head_dim, v_dim = shape.n_head_kv * shape.head_dim_v;
     const uint64_t block = ((uint64_t)KV_BLOCK * (kv_row_bytes(cfg->hot_type, k_dim) + kv_row_bytes(cfg->hot_type, v_dim)) +
                             page - 1) / page * page + sizeof(kv_block); /* what kv_block_cost charges */
     const uint64_t anchors = ((uint64_t)cfg->anchor_tokens + KV_BLOCK - 1) / KV_BLOCK;
     const uint64_t recent = ((uint64_t)cfg->recent_tokens + KV_BLOCK - 1) / KV_BLOCK;
-    return (uint64_t)hp->n_layer * (anchors + recent + 1) * block;
+    return (uint64_t)shape.n_layer * (anchors + recent + 1) * block;
 }
 
 size_t kv_block_mem_bytes(const kv_cache *c, uint32_t kt, uint32_t vt) {

@@ -49,10 +49,14 @@ kv_config kv_config_plain(uint32_t type) {
 
 /* ---------------------------------------------------------------- create */
 
-err_code kv_cache_new(const model_hparams *hp, const kv_config *cfg, kv_cache **out, err_t *err) {
+err_code kv_cache_new(kv_shape shape, const kv_config *cfg, kv_cache **out, err_t *err) {
     *out = NULL;
+    if (shape.n_layer < 1 || shape.n_head_kv < 1 || shape.head_dim < 1 || shape.head_dim_v < 1 ||
+        shape.n_head < shape.n_head_kv || shape.n_head % shape.n_head_kv)
+        return err_set(err, ERR_INVALID_ARG, "bad KV cache shape: %d layers, %d query / %d key-value heads, head sizes %d / %d",
+                       shape.n_layer, shape.n_head, shape.n_head_kv, shape.head_dim, shape.head_dim_v);
     kv_config k = cfg ? *cfg : kv_config_default();
-    const int k_dim = hp->n_head_kv * hp->head_dim, v_dim = hp->n_head_kv * hp->head_dim_v;
+    const int k_dim = shape.n_head_kv * shape.head_dim, v_dim = shape.n_head_kv * shape.head_dim_v;
     if (k.hot_type != QT_F16 && k.hot_type != QT_F32)
         return err_set(err, ERR_INVALID_ARG, "the hot KV tier must be f16 or f32");
     const uint32_t ok_q[] = {QT_F32, QT_F16, QT_Q8_0, QT_Q4_0, QT_Q4_1};
@@ -72,7 +76,7 @@ err_code kv_cache_new(const model_hparams *hp, const kv_config *cfg, kv_cache **
     if (!pol) return err_set(err, ERR_INVALID_ARG, "unknown KV eviction policy %d", (int)k.policy);
     if (!pol->evicts) k.budget_bytes = 0;
     if (k.budget_bytes) {
-        const uint64_t floor = kv_budget_floor(hp, &k);
+        const uint64_t floor = kv_budget_floor(shape, &k);
         if (k.budget_bytes < floor)
             return err_set(err, ERR_INVALID_ARG,
                            "a KV budget of %llu bytes cannot hold %d anchor and %d recent tokens (%llu bytes needed)",
@@ -83,12 +87,12 @@ err_code kv_cache_new(const model_hparams *hp, const kv_config *cfg, kv_cache **
     if (!c) return err_set(err, ERR_NOMEM, "out of memory");
     c->cfg = k;
     c->policy = pol;
-    c->n_layer = hp->n_layer;
+    c->n_layer = shape.n_layer;
     c->k_dim = k_dim;
     c->v_dim = v_dim;
-    c->n_head = hp->n_head;
-    c->head_dim = hp->head_dim;
-    c->layers = calloc((size_t)hp->n_layer, sizeof *c->layers);
+    c->n_head = shape.n_head;
+    c->head_dim = shape.head_dim;
+    c->layers = calloc((size_t)shape.n_layer, sizeof *c->layers);
     c->f32 = malloc(sizeof(float) * KV_BLOCK * (size_t)(k_dim > v_dim ? k_dim : v_dim));
     if (!c->layers || !c->f32) {
         kv_cache_free(c);
