@@ -19,6 +19,7 @@
 #include "kv/kv_cache.h"
 #include "kv/spill.h"
 #include "model/model.h"
+#include "octo.h"
 #include "runtime/plan.h"
 #include "runtime/session.h"
 #include "t.h"
@@ -835,7 +836,57 @@ static void test_spill(void) {
     free(K), free(V), free(Q);
 }
 
+/* One table of policies (kv/policy_table.c): its rows follow the public
+ * enum, every name maps back to its number through the API, and every
+ * number the table holds loads (one past it does not). */
+static void test_policy_table(void) {
+    static const struct {
+        const char *name;
+        int octo, kv;
+    } named[] = {{"default", OCTO_KV_POLICY_DEFAULT, -1},      {"none", OCTO_KV_POLICY_NONE, KV_POLICY_NONE},
+                 {"window", OCTO_KV_POLICY_WINDOW, KV_POLICY_WINDOW}, {"h2o", OCTO_KV_POLICY_H2O, KV_POLICY_H2O},
+                 {"snapkv", OCTO_KV_POLICY_SNAPKV, KV_POLICY_SNAPKV}, {"morphkv", OCTO_KV_POLICY_MORPHKV, KV_POLICY_MORPHKV}};
+    for (size_t i = 0; i < sizeof named / sizeof *named; i++) {
+        T_EQ_INT(octo_kv_policy_from_name(named[i].name), named[i].octo);
+        T_CHECK(!strcmp(octo_kv_policy_name((octo_kv_policy)named[i].octo), named[i].name));
+        T_EQ_INT(kv_policy_from_name(named[i].name), named[i].kv);
+    }
+    T_EQ_INT(octo_kv_policy_from_name("bogus"), -1);
+    T_EQ_INT(octo_kv_policy_from_name("H2O"), -1);
+    T_EQ_INT(octo_kv_policy_from_name(""), -1);
+    T_EQ_INT(octo_kv_policy_from_name(NULL), -1);
+    T_CHECK(octo_kv_policy_name((octo_kv_policy)-1) == NULL);
+    const int n = kv_policy_count();
+    T_CHECK(n >= OCTO_KV_POLICY_MORPHKV);
+    T_CHECK(octo_kv_policy_name((octo_kv_policy)(n + 1)) == NULL);
+    char path[512];
+    model *m = small_model(11, "policies.gguf", path, sizeof path);
+    if (!m) return;
+    model_free(m);
+    octo_client *c = octo_client_new(NULL);
+    for (int p = 0; p <= n + 1; p++) {
+        const char *name = octo_kv_policy_name((octo_kv_policy)p);
+        if (name) T_EQ_INT(octo_kv_policy_from_name(name), p);
+        T_CHECKF(!name || strlen(name) < sizeof ((octo_stats *)0)->kv_policy, "%s", name);
+        octo_model_options mo = octo_model_options_defaults();
+        mo.auto_draft = OCTO_DRAFT_NONE;
+        mo.kv.policy = (octo_kv_policy)p;
+        octo_model *om = octo_load_model(c, path, &mo);
+        if (p > n) { /* past the table */
+            T_CHECK(!om && octo_last_status(c) == OCTO_ERR_INVALID_ARG);
+            continue;
+        }
+        T_CHECKF(om, "policy %d: %s", p, octo_last_error(c));
+        if (!om) continue;
+        T_CHECK(!strcmp(octo_model_stats(om).kv_policy, p ? name : "morphkv"));
+        octo_model_free(om);
+    }
+    octo_client_free(c);
+    remove(path);
+}
+
 int main(void) {
+    test_policy_table();
     test_plan_spill();
     test_plan_draft();
     test_spill_store();

@@ -93,13 +93,15 @@ static int run(octo_model *m, const int32_t *tok, int n, int batch, int V, float
     return 0;
 }
 
+/* --kv-policy NAME, any of the library's (octo_kv_policy_name); 0 or a usage error's exit code. */
 static int parse_policy(const char *s, octo_kv_policy *out) {
-    static const char *names[] = {"default", "none", "window", "h2o", "snapkv", "morphkv"};
-    for (int i = 0; i < 6; i++)
-        if (!strcmp(s, names[i])) {
-            *out = (octo_kv_policy)i;
-            return 1;
-        }
+    const int p = octo_kv_policy_from_name(s);
+    if (p < 0) {
+        char names[256];
+        return usage_error("eval: --kv-policy is one of %s, not '%s'",
+                           kv_policy_names(OCTO_KV_POLICY_DEFAULT, " ", names, sizeof names), s);
+    }
+    *out = (octo_kv_policy)p;
     return 0;
 }
 
@@ -121,7 +123,7 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "--batch")) { NEED_VALUE; if (!parse_long(v, 1, 4096, &batch)) return usage_error("eval: bad --batch '%s'", v); }
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--kv-plain")) plain = 1;
-        else if (!strcmp(a, "--kv-policy")) { NEED_VALUE; if (!parse_policy(v, &mo.kv.policy)) return usage_error("eval: unknown --kv-policy '%s'", v); }
+        else if (!strcmp(a, "--kv-policy")) { NEED_VALUE; if (parse_policy(v, &mo.kv.policy)) return 2; }
         else if (!strcmp(a, "--kv-budget")) {
             NEED_VALUE;
             size_t len = strlen(v);

@@ -10,28 +10,6 @@
 
 #include "kv_internal.h"
 
-static const kv_policy *policy_of(kv_policy_id id) {
-    switch (id) {
-    case KV_POLICY_NONE: return &kv_policy_none;
-    case KV_POLICY_WINDOW: return &kv_policy_window;
-    case KV_POLICY_H2O: return &kv_policy_h2o;
-    case KV_POLICY_SNAPKV: return &kv_policy_snapkv;
-    case KV_POLICY_MORPHKV: return &kv_policy_morphkv;
-    }
-    return NULL;
-}
-
-const char *kv_policy_name(kv_policy_id p) {
-    const kv_policy *k = policy_of(p);
-    return k ? k->name : "?";
-}
-
-int kv_policy_from_name(const char *name) {
-    for (int p = KV_POLICY_NONE; p <= KV_POLICY_MORPHKV; p++)
-        if (!strcmp(name, kv_policy_name((kv_policy_id)p))) return p;
-    return -1;
-}
-
 kv_config kv_config_default(void) {
     return (kv_config){
         .hot_type = QT_F16, .warm_type = QT_Q8_0, .cold_type = QT_Q4_1,
@@ -72,7 +50,7 @@ err_code kv_cache_new(kv_shape shape, const kv_config *cfg, kv_cache **out, err_
         k.snap_window < 0)
         return err_set(err, ERR_INVALID_ARG, "KV tier windows must satisfy 0 <= hot <= warm (got hot %d, warm %d)",
                        k.hot_tokens, k.warm_tokens);
-    const kv_policy *pol = policy_of(k.policy);
+    const kv_policy *pol = kv_policy_get(k.policy);
     if (!pol) return err_set(err, ERR_INVALID_ARG, "unknown KV eviction policy %d", (int)k.policy);
     if (!pol->evicts) k.budget_bytes = 0;
     if (k.budget_bytes) {

@@ -67,6 +67,9 @@ typedef struct {
     int head_dim_v; /* value head size */
 } kv_shape;
 
+/* A policy is its row in the table of policies (policy_table.c): these are
+ * the rows the runtime names; a policy added after them has a row, a name
+ * and a public number (octo_kv_policy: the row + 1) but no constant here. */
 typedef enum { KV_POLICY_NONE = 0, KV_POLICY_WINDOW, KV_POLICY_H2O, KV_POLICY_SNAPKV, KV_POLICY_MORPHKV } kv_policy_id;
 
 typedef struct {
@@ -92,6 +95,9 @@ kv_config kv_config_default(void);
 uint64_t kv_budget_floor(kv_shape shape, const kv_config *cfg);
 /* A cache that keeps everything at one type (QT_F32 or QT_F16): the reference. */
 kv_config kv_config_plain(uint32_t type);
+/* The number of policies: ids 0 .. kv_policy_count() - 1. */
+int kv_policy_count(void);
+/* "?" when p is not a policy */
 const char *kv_policy_name(kv_policy_id p);
 /* -1 when name is not a policy */
 int kv_policy_from_name(const char *name);
