@@ -130,7 +130,15 @@ typedef enum {
     OCTO_KV_POLICY_H2O,         /* the entries with the most accumulated attention */
     OCTO_KV_POLICY_SNAPKV,      /* the prompt entries the end of the prompt attends to */
     OCTO_KV_POLICY_MORPHKV,     /* recent window + the entries recent queries attend to */
+    /* policies added later follow by number, without a name in this enum */
 } octo_kv_policy;
+
+/* A policy's name: "default", "none", "window", "h2o", "snapkv", "morphkv",
+ * then those of the policies that follow; NULL when p is not a policy (so
+ * counting up from OCTO_KV_POLICY_NONE until NULL lists them all). */
+const char *octo_kv_policy_name(octo_kv_policy p);
+/* The policy called name ("default" is OCTO_KV_POLICY_DEFAULT); -1 when none is. */
+int octo_kv_policy_from_name(const char *name);
 
 /* The KV cache. Every field has a working default (octo_model_options_defaults). */
 typedef struct {

@@ -131,7 +131,7 @@ static err_code kv_config_of(const octo_model_options *o, kv_config *out, err_t 
         return ERR_OK;
     }
     if (k->spill < -1 || k->spill > 1) return err_set(err, ERR_INVALID_ARG, "KV spill is -1, 0 or 1, not %d", k->spill);
-    if ((int)k->policy < OCTO_KV_POLICY_DEFAULT || k->policy > OCTO_KV_POLICY_MORPHKV)
+    if ((int)k->policy < OCTO_KV_POLICY_DEFAULT || (int)k->policy > kv_policy_count())
         return err_set(err, ERR_INVALID_ARG, "unknown KV policy %d", (int)k->policy);
     if (k->cold_bits != 4 && k->cold_bits != 8 && k->cold_bits != 16)
         return err_set(err, ERR_INVALID_ARG, "KV cold_bits must be 4, 8 or 16, not %d", k->cold_bits);
@@ -142,9 +142,7 @@ static err_code kv_config_of(const octo_model_options *o, kv_config *out, err_t 
                        OCTO_MAX_CONTEXT, OCTO_MAX_CONTEXT, k->hot_tokens, k->warm_tokens, k->anchor_tokens,
                        k->recent_tokens);
     kv_config c = kv_config_default();
-    static const kv_policy_id pol[] = {KV_POLICY_MORPHKV, KV_POLICY_NONE, KV_POLICY_WINDOW, KV_POLICY_H2O,
-                                       KV_POLICY_SNAPKV, KV_POLICY_MORPHKV};
-    c.policy = pol[k->policy];
+    if (k->policy != OCTO_KV_POLICY_DEFAULT) c.policy = (kv_policy_id)(k->policy - 1); /* kv/policy_table.c */
     c.hot_type = hot;
     c.warm_type = k->cold_bits == 16 ? hot : QT_Q8_0;
     c.cold_type = k->cold_bits == 16 ? hot : k->cold_bits == 8 ? QT_Q8_0 : k->cold_symmetric ? QT_Q4_0 : QT_Q4_1;
@@ -157,6 +155,17 @@ static err_code kv_config_of(const octo_model_options *o, kv_config *out, err_t 
     c.spill_max_bytes = k->spill_max_bytes;
     *out = c;
     return ERR_OK;
+}
+
+const char *octo_kv_policy_name(octo_kv_policy p) {
+    if (p == OCTO_KV_POLICY_DEFAULT) return "default";
+    return (int)p >= 1 && (int)p <= kv_policy_count() ? kv_policy_name((kv_policy_id)(p - 1)) : NULL;
+}
+
+int octo_kv_policy_from_name(const char *name) {
+    if (name && !strcmp(name, "default")) return OCTO_KV_POLICY_DEFAULT;
+    const int id = kv_policy_from_name(name);
+    return id < 0 ? -1 : id + 1;
 }
 
 /* A model object with checked options, holding its client, not yet loaded; NULL with cerr set. */
@@ -255,7 +264,7 @@ octo_model_info octo_model_info_get(const octo_model *om) {
     info.n_threads = tpool_size(om->b->pool);
     snprintf(info.cores, sizeof info.cores, "%s", om->b->cores.reason);
     snprintf(info.cpu_path, sizeof info.cpu_path, "%s", cpu_path_name(kernels_path()));
-    info.kv_bytes_per_token = kv_token_bytes(hp, om->b->plan.kv.hot_type);
+    info.kv_bytes_per_token = kv_token_bytes(plan_kv_shape(hp), om->b->plan.kv.hot_type);
     info.kv_budget_bytes = om->b->plan.kv.budget_bytes + om->b->plan.draft_kv.budget_bytes;
     snprintf(info.kv_plan, sizeof info.kv_plan, "%s", om->b->plan.kv_reason);
     snprintf(info.kv_spill, sizeof info.kv_spill, "%s", om->b->plan.spill_reason);

@@ -19,6 +19,7 @@
 #include "kv/kv_cache.h"
 #include "kv/spill.h"
 #include "model/model.h"
+#include "octo.h"
 #include "runtime/plan.h"
 #include "runtime/session.h"
 #include "t.h"
@@ -26,23 +27,18 @@
 
 static rng_t R = {0x6b76636163686521ULL};
 
-static model_hparams hparams(int n_layer, int n_head_kv, int head_dim) {
-    model_hparams hp;
-    memset(&hp, 0, sizeof hp);
-    hp.n_layer = n_layer;
-    hp.n_head = n_head_kv * 2;
-    hp.n_head_kv = n_head_kv;
-    hp.head_dim = hp.head_dim_v = head_dim;
-    return hp;
+static kv_shape shape_of(int n_layer, int n_head_kv, int head_dim) {
+    return (kv_shape){.n_layer = n_layer, .n_head = n_head_kv * 2, .n_head_kv = n_head_kv, .head_dim = head_dim,
+                      .head_dim_v = head_dim};
 }
 
 /* Append n tokens at positions p0.. with rows from gen (all layers), then commit. */
-static void feed(kv_cache *c, const model_hparams *hp, int32_t p0, int n, float *rows_k, float *rows_v, bool commit) {
+static void feed(kv_cache *c, const kv_shape *shape, int32_t p0, int n, float *rows_k, float *rows_v, bool commit) {
     kv_iface k = kv_cache_iface(c);
-    const int dim = hp->n_head_kv * hp->head_dim;
+    const int dim = shape->n_head_kv * shape->head_dim;
     int32_t *pos = malloc(sizeof(int32_t) * (size_t)n);
     for (int i = 0; i < n; i++) pos[i] = p0 + i;
-    for (int l = 0; l < hp->n_layer; l++) {
+    for (int l = 0; l < shape->n_layer; l++) {
         err_t err = {0};
         T_CHECK(k.append(k.self, l, n, pos, rows_k + (size_t)p0 * dim, rows_v + (size_t)p0 * dim, &err) == ERR_OK);
     }
@@ -60,11 +56,11 @@ static float *random_rows(int n, int dim) {
 }
 
 /* every committed entry of layer 0 as (pos -> K row, V row) in F32 */
-static int read_back(kv_cache *c, const model_hparams *hp, int32_t *pos, float *k, float *v, uint32_t *ktype,
+static int read_back(kv_cache *c, const kv_shape *shape, int32_t *pos, float *k, float *v, uint32_t *ktype,
                      uint32_t *vtype) {
     kv_iface ki = kv_cache_iface(c);
     const kv_span *sp;
-    const int ns = ki.view(ki.self, 0, &sp), dim = hp->n_head_kv * hp->head_dim;
+    const int ns = ki.view(ki.self, 0, &sp), dim = shape->n_head_kv * shape->head_dim;
     int n = 0;
     for (int s = 0; s < ns; s++)
         for (int j = 0; j < sp[s].n_tokens; j++, n++) {
@@ -119,7 +115,7 @@ static double worst_vs_bound(uint32_t type, const float *x, const float *y, int 
 }
 
 static void test_tiers(void) {
-    const model_hparams hp = hparams(2, 2, 64);
+    const kv_shape shape = shape_of(2, 2, 64);
     const int dim = 128, N = 320; /* five full blocks: a partly filled newest block stays hot until full */
     const uint32_t types[] = {QT_F16, QT_Q8_0, QT_Q4_0, QT_Q4_1, QT_Q8_0, QT_Q4_1};
     float *K = random_rows(N, dim), *V = random_rows(N, dim);
@@ -131,12 +127,12 @@ static void test_tiers(void) {
         cfg.hot_tokens = cfg.warm_tokens = 0; /* everything committed goes to the tier at once */
         kv_cache *c;
         err_t err = {0};
-        T_CHECK(kv_cache_new(&hp, &cfg, &c, &err) == ERR_OK);
-        feed(c, &hp, 0, N, K, V, true);
+        T_CHECK(kv_cache_new(shape, &cfg, &c, &err) == ERR_OK);
+        feed(c, &shape, 0, N, K, V, true);
         int32_t pos[320];
         uint32_t kty[320], vty[320];
         float *k = malloc(sizeof(float) * N * dim), *v = malloc(sizeof(float) * N * dim);
-        const int n = read_back(c, &hp, pos, k, v, kty, vty);
+        const int n = read_back(c, &shape, pos, k, v, kty, vty);
         T_EQ_INT(n, N);
         const uint32_t want_k = !channels ? types[t] : types[t] == QT_Q8_0 ? ATTN_KC8 : ATTN_KC4;
         double worst = 0.0;
@@ -154,8 +150,8 @@ static void test_tiers(void) {
         const kv_stats st = kv_cache_stats(c);
         const uint64_t kbytes = channels ? (uint64_t)(N / 64) * dim * (4 + (want_k == ATTN_KC8 ? 64 : 32))
                                          : (uint64_t)N * quant_row_bytes(types[t], dim);
-        T_EQ_INT(st.entry_bytes, hp.n_layer * (kbytes + (uint64_t)N * quant_row_bytes(types[t], dim)));
-        T_CHECK(st.bytes > st.mapped_bytes && st.bytes < st.mapped_bytes + 5 * hp.n_layer * 1024); /* + bookkeeping */
+        T_EQ_INT(st.entry_bytes, shape.n_layer * (kbytes + (uint64_t)N * quant_row_bytes(types[t], dim)));
+        T_CHECK(st.bytes > st.mapped_bytes && st.bytes < st.mapped_bytes + 5 * shape.n_layer * 1024); /* + bookkeeping */
         free(k), free(v);
         kv_cache_free(c);
     }
@@ -164,22 +160,22 @@ static void test_tiers(void) {
 
 /* attention over the cache's own spans vs a double softmax over the dequantized rows */
 static void test_mixed_attention(void) {
-    const model_hparams hp = hparams(1, 2, 64);
+    const kv_shape shape = shape_of(1, 2, 64);
     const int dim = 128, N = 400;
     kv_config cfg = kv_config_default();
     cfg.hot_tokens = 64, cfg.warm_tokens = 192, cfg.anchor_tokens = 4, cfg.policy = KV_POLICY_NONE;
     kv_cache *c;
     err_t err = {0};
-    T_CHECK(kv_cache_new(&hp, &cfg, &c, &err) == ERR_OK);
+    T_CHECK(kv_cache_new(shape, &cfg, &c, &err) == ERR_OK);
     float *K = random_rows(N, dim), *V = random_rows(N, dim);
-    for (int p = 0; p < N; p += 50) feed(c, &hp, p, 50, K, V, true);
+    for (int p = 0; p < N; p += 50) feed(c, &shape, p, 50, K, V, true);
     const kv_stats st = kv_cache_stats(c);
     printf("mixed tiers: %llu hot, %llu warm, %llu cold bytes\n", (unsigned long long)st.bytes_hot,
            (unsigned long long)st.bytes_warm, (unsigned long long)st.bytes_cold);
     T_CHECK(st.bytes_hot > 0 && st.bytes_warm > 0 && st.bytes_cold > 0);
     int32_t pos[400];
     float *k = malloc(sizeof(float) * N * dim), *v = malloc(sizeof(float) * N * dim);
-    const int n = read_back(c, &hp, pos, k, v, NULL, NULL);
+    const int n = read_back(c, &shape, pos, k, v, NULL, NULL);
     kv_iface ki = kv_cache_iface(c);
     const kv_span *sp;
     const int ns = ki.view(ki.self, 0, &sp);
@@ -226,16 +222,16 @@ static void test_mixed_attention(void) {
 /* The budget is counted in mapped blocks of 64 entries (16 KiB each here):
  * the smallest, 3 blocks (kv_budget_floor), holds the anchors' block, the
  * recent window's and the block being filled: 129 to 192 entries. */
-static kv_cache *policy_cache(const model_hparams *hp, kv_policy_id p, int anchors, int recent) {
+static kv_cache *policy_cache(const kv_shape *shape, kv_policy_id p, int anchors, int recent) {
     kv_config cfg = kv_config_plain(QT_F32);
     cfg.policy = p;
     cfg.anchor_tokens = anchors;
     cfg.recent_tokens = recent;
     cfg.snap_window = 4;
-    cfg.budget_bytes = kv_budget_floor(hp, &cfg);
+    cfg.budget_bytes = kv_budget_floor(*shape, &cfg);
     kv_cache *c = NULL;
     err_t err = {0};
-    if (kv_cache_new(hp, &cfg, &c, &err)) {
+    if (kv_cache_new(*shape, &cfg, &c, &err)) {
         T_CHECKF(0, "kv_cache_new: %s", err.msg);
         return NULL;
     }
@@ -261,7 +257,7 @@ static int held(kv_cache *c, int32_t *pos) {
 
 /* One step of decoding: append position p (tentative), observe weights w
  * over the view (w_of(pos) for each entry), commit. */
-static void step(kv_cache *c, const model_hparams *hp, int32_t p, float (*w_of)(int32_t pos, int32_t now)) {
+static void step(kv_cache *c, const kv_shape *shape, int32_t p, float (*w_of)(int32_t pos, int32_t now)) {
     float kr[32] = {0}, vr[32] = {0};
     kr[0] = (float)p;
     kv_iface k = kv_cache_iface(c);
@@ -277,7 +273,7 @@ static void step(kv_cache *c, const model_hparams *hp, int32_t p, float (*w_of)(
         k.observe(k.self, 0, 1, n, w);
     }
     T_CHECK(kv_cache_commit(c, 1, &err) == ERR_OK);
-    (void)hp;
+    (void)shape;
 }
 
 /* positions divisible by 10 are attended to heavily by every query */
@@ -296,20 +292,20 @@ static float flat(int32_t pos, int32_t now) {
 }
 
 static void test_policies(void) {
-    const model_hparams hp = hparams(1, 1, 32);
+    const kv_shape shape = shape_of(1, 1, 32);
     int32_t pos[4096];
     /* 4 anchors, 16 recent, a budget of 3 blocks: 129..192 entries held (policy_cache) */
     const int lo = 129, hi = 192;
 
     /* none: everything, whatever the budget says */
-    kv_cache *c = policy_cache(&hp, KV_POLICY_NONE, 4, 16);
-    for (int p = 0; p < 200; p++) step(c, &hp, p, flat);
+    kv_cache *c = policy_cache(&shape, KV_POLICY_NONE, 4, 16);
+    for (int p = 0; p < 200; p++) step(c, &shape, p, flat);
     T_EQ_INT(held(c, pos), 200);
     kv_cache_free(c);
 
     /* window: anchors 0..3 and a run of the newest entries */
-    c = policy_cache(&hp, KV_POLICY_WINDOW, 4, 16);
-    for (int p = 0; p < 300; p++) step(c, &hp, p, flat);
+    c = policy_cache(&shape, KV_POLICY_WINDOW, 4, 16);
+    for (int p = 0; p < 300; p++) step(c, &shape, p, flat);
     int n = held(c, pos);
     T_CHECKF(n >= lo && n <= hi, "window holds %d", n);
     bool ok = n >= lo;
@@ -319,8 +315,8 @@ static void test_policies(void) {
     kv_cache_free(c);
 
     /* h2o: the heavy hitters (multiples of 10) survive; among the rest only the newest */
-    c = policy_cache(&hp, KV_POLICY_H2O, 4, 16);
-    for (int p = 0; p < 600; p++) step(c, &hp, p, heavy10);
+    c = policy_cache(&shape, KV_POLICY_H2O, 4, 16);
+    for (int p = 0; p < 600; p++) step(c, &shape, p, heavy10);
     n = held(c, pos);
     T_CHECKF(n >= lo && n <= hi, "h2o holds %d", n);
     int heavy_kept = 0, light_old = 0;
@@ -340,8 +336,8 @@ static void test_policies(void) {
     int kept_recent[2] = {0, 0}, kept_early[2] = {0, 0}, held_n[2] = {0, 0};
     const kv_policy_id pol[2] = {KV_POLICY_H2O, KV_POLICY_MORPHKV};
     for (int k = 0; k < 2; k++) {
-        c = policy_cache(&hp, pol[k], 4, 16);
-        for (int p = 0; p < 700; p++) step(c, &hp, p, shifting);
+        c = policy_cache(&shape, pol[k], 4, 16);
+        for (int p = 0; p < 700; p++) step(c, &shape, p, shifting);
         n = held_n[k] = held(c, pos);
         for (int i = 0; i < n; i++) {
             kept_early[k] += pos[i] >= 5 && pos[i] < 195;
@@ -359,7 +355,7 @@ static void test_policies(void) {
              kept_early[1]);
 
     /* snapkv: the prefill's last 4 queries vote once; voted entries stay, later ones do not change it */
-    c = policy_cache(&hp, KV_POLICY_SNAPKV, 4, 16);
+    c = policy_cache(&shape, KV_POLICY_SNAPKV, 4, 16);
     {
         kv_iface k = kv_cache_iface(c);
         T_CHECK(k.observe != NULL && k.observe_last == 4);
@@ -396,13 +392,13 @@ typedef struct {
     size_t len;
 } snapshot;
 
-static void snap(kv_cache *c, const model_hparams *hp, snapshot *s) {
+static void snap(kv_cache *c, const kv_shape *shape, snapshot *s) {
     s->n = 0;
     s->len = 0;
     free(s->bytes);
     s->bytes = NULL;
     kv_iface ki = kv_cache_iface(c);
-    for (int l = 0; l < hp->n_layer; l++) {
+    for (int l = 0; l < shape->n_layer; l++) {
         const kv_span *sp;
         const int ns = ki.view(ki.self, l, &sp);
         for (int i = 0; i < ns; i++) {
@@ -422,15 +418,15 @@ static void snap(kv_cache *c, const model_hparams *hp, snapshot *s) {
 }
 
 static void test_rollback_and_budget(void) {
-    const model_hparams hp = hparams(3, 2, 32);
+    const kv_shape shape = shape_of(3, 2, 32);
     const int dim = 64, N = 1200;
     float *K = random_rows(N + 64, dim), *V = random_rows(N + 64, dim);
     kv_config cfg = kv_config_default();
     cfg.hot_tokens = 32, cfg.warm_tokens = 128, cfg.anchor_tokens = 8, cfg.recent_tokens = 32;
-    cfg.budget_bytes = kv_budget_floor(&hp, &cfg) * 3 / 2; /* 4.5 blocks a layer (the floor: 3) */
+    cfg.budget_bytes = kv_budget_floor(shape, &cfg) * 3 / 2; /* 4.5 blocks a layer (the floor: 3) */
     kv_cache *c;
     err_t err = {0};
-    T_CHECK(kv_cache_new(&hp, &cfg, &c, &err) == ERR_OK);
+    T_CHECK(kv_cache_new(shape, &cfg, &c, &err) == ERR_OK);
     snapshot a = {0}, b = {0};
     int over = 0, rollbacks_equal = 0, rollbacks = 0;
     uint64_t max_bytes = 0;
@@ -438,14 +434,14 @@ static void test_rollback_and_budget(void) {
     while (p < N) {
         /* a verify batch of 1 + k tentative entries, then accept some of them */
         const int k = 1 + (int)(rng_next(&R) % 6), accept = 1 + (int)(rng_next(&R) % (unsigned)k);
-        snap(c, &hp, &a);
-        feed(c, &hp, p, k, K, V, false);
+        snap(c, &shape, &a);
+        feed(c, &shape, p, k, K, V, false);
         T_EQ_INT(kv_cache_stats(c).tentative, k);
         kv_cache_rollback(c, k);
-        snap(c, &hp, &b);
+        snap(c, &shape, &b);
         rollbacks++;
         rollbacks_equal += a.len == b.len && (a.len == 0 || !memcmp(a.bytes, b.bytes, a.len));
-        feed(c, &hp, p, k, K, V, false);
+        feed(c, &shape, p, k, K, V, false);
         kv_cache_rollback(c, k - accept);
         T_CHECK(kv_cache_commit(c, accept, &err) == ERR_OK);
         p += accept;
@@ -472,9 +468,17 @@ static void test_rollback_and_budget(void) {
     free(a.bytes), free(b.bytes), free(K), free(V);
     kv_cache_free(c);
     /* a budget too small for anchors + recent is refused */
-    cfg.budget_bytes = 10 * kv_token_bytes(&hp, QT_F16);
-    T_EQ_INT(kv_cache_new(&hp, &cfg, &c, &err), ERR_INVALID_ARG);
+    cfg.budget_bytes = 10 * kv_token_bytes(shape, QT_F16);
+    T_EQ_INT(kv_cache_new(shape, &cfg, &c, &err), ERR_INVALID_ARG);
     printf("refused: %s\n", err.msg);
+    /* so is a shape no model has (the cache divides by layers and head groups) */
+    T_EQ_INT(kv_cache_new((kv_shape){0}, NULL, &c, &err), ERR_INVALID_ARG);
+    T_EQ_INT(kv_cache_new(shape_of(1, 3, 32), NULL, &c, &err), ERR_OK); /* 6 query heads on 3: fine */
+    kv_cache_free(c);
+    kv_shape odd = shape_of(1, 4, 32);
+    odd.n_head = 6; /* not a multiple of the key/value heads */
+    T_EQ_INT(kv_cache_new(odd, NULL, &c, &err), ERR_INVALID_ARG);
+    T_CHECK(c == NULL);
 }
 
 /* A small synthetic model (2 layers, 4 heads / 2 KV heads, 4096 context) written to path and
@@ -503,7 +507,7 @@ static void generation_budget(const char *spill_dir) {
     if (!m) return;
     kv_config cfg = kv_config_default();
     /* ~10 % of the context at F16; with spill, room for the hot and warm windows' blocks */
-    cfg.budget_bytes = (spill_dir ? 800 : 400) * kv_token_bytes(&m->hp, QT_F16);
+    cfg.budget_bytes = (spill_dir ? 800 : 400) * kv_token_bytes(plan_kv_shape(&m->hp), QT_F16);
     cfg.spill_dir = spill_dir;
     session *s = NULL;
     T_CHECK(session_new_kv(m, 4096, &cfg, 1, &s, &err) == ERR_OK);
@@ -560,7 +564,7 @@ static void test_plan_spill(void) {
     model *m = small_model(9, "plan.gguf", path, sizeof path);
     if (!m) return;
     kv_config cfg = kv_config_default();
-    cfg.budget_bytes = 400 * kv_token_bytes(&m->hp, QT_F16);
+    cfg.budget_bytes = 400 * kv_token_bytes(plan_kv_shape(&m->hp), QT_F16);
     const struct {
         const char *device, *dir;
         plan_spill mode;
@@ -604,7 +608,7 @@ static void test_plan_draft(void) {
     tu_tmp_path(dpath, sizeof dpath, "plan-d.gguf");
     T_CHECKF(synth_write(&o, dpath, &err) == ERR_OK && model_load(dpath, &d, &err) == ERR_OK, "%s", err.msg);
     if (!m || !d) goto out;
-    const uint64_t tb = kv_token_bytes(&m->hp, QT_F16), db = kv_token_bytes(&d->hp, QT_F16);
+    const uint64_t tb = kv_token_bytes(plan_kv_shape(&m->hp), QT_F16), db = kv_token_bytes(plan_kv_shape(&d->hp), QT_F16);
     T_CHECK(tb != db); /* unequal shares, so a split by halves would fail below */
     kv_config cfg = kv_config_default();
     plan_device dev = {.mem_available = 0, .storage = STORAGE_NVME, .cache_dir = "/tmp", .spill = PLAN_SPILL_ON};
@@ -647,16 +651,16 @@ static void test_generation_budget(void) {
 /* Feed N tokens one commit at a time (batches of 1..6), handing the cache a
  * query row per layer before each batch as the forward does; check the
  * budget after every commit. Returns the number of commits over budget. */
-static int feed_queries(kv_cache *c, const model_hparams *hp, int32_t p0, int N, float *K, float *V, const float *Q) {
+static int feed_queries(kv_cache *c, const kv_shape *shape, int32_t p0, int N, float *K, float *V, const float *Q) {
     kv_iface ki = kv_cache_iface(c);
-    const int qd = hp->n_head * hp->head_dim;
+    const int qd = shape->n_head * shape->head_dim;
     int over = 0;
     for (int32_t p = p0; p < p0 + N;) {
         int k = 1 + (int)(rng_next(&R) % 6);
         if (k > p0 + N - p) k = p0 + N - p;
-        for (int l = 0; l < hp->n_layer; l++)
+        for (int l = 0; l < shape->n_layer; l++)
             if (ki.queries) ki.queries(ki.self, l, 1, Q + (size_t)p * qd);
-        feed(c, hp, p, k, K, V, true);
+        feed(c, shape, p, k, K, V, true);
         p += k;
         const kv_stats st = kv_cache_stats(c);
         over += st.budget && st.bytes > st.budget;
@@ -674,13 +678,13 @@ static void span_entry(const kv_span *sp, int j, int dim, float *k, float *v) {
 
 /* Entries of c's view that differ from the entry at the same position in
  * ref's (or that ref lacks): their stored values, bit for bit, every layer. */
-static int entries_differing(kv_cache *c, kv_cache *ref, const model_hparams *hp) {
+static int entries_differing(kv_cache *c, kv_cache *ref, const kv_shape *shape) {
     kv_iface a = kv_cache_iface(c), b = kv_cache_iface(ref);
-    const int dim = hp->n_head_kv * hp->head_dim;
+    const int dim = shape->n_head_kv * shape->head_dim;
     float *rk = malloc(sizeof(float) * 4096 * dim), *rv = malloc(sizeof(float) * 4096 * dim), k[256], v[256];
     bool *have = calloc(4096, 1);
     int bad = 0;
-    for (int l = 0; l < hp->n_layer; l++) {
+    for (int l = 0; l < shape->n_layer; l++) {
         const kv_span *sa, *sb;
         memset(have, 0, 4096);
         const int nb = b.view(b.self, l, &sb);
@@ -703,10 +707,10 @@ static int entries_differing(kv_cache *c, kv_cache *ref, const model_hparams *hp
     return bad;
 }
 
-static kv_config spill_config(const model_hparams *hp, const char *dir) {
+static kv_config spill_config(const kv_shape *shape, const char *dir) {
     kv_config cfg = kv_config_default();
     cfg.hot_tokens = 32, cfg.warm_tokens = 128, cfg.anchor_tokens = 8, cfg.recent_tokens = 32;
-    cfg.budget_bytes = 2 * kv_budget_floor(hp, &cfg); /* hot + warm + 24 cold blocks' bounds fit */
+    cfg.budget_bytes = 2 * kv_budget_floor(*shape, &cfg); /* hot + warm + 24 cold blocks' bounds fit */
     cfg.spill_dir = dir;
     return cfg;
 }
@@ -748,21 +752,21 @@ static void test_spill_store(void) {
 }
 
 static void test_spill(void) {
-    const model_hparams hp = hparams(2, 2, 32);
-    const int dim = 64, N = 1500, qd = hp.n_head * hp.head_dim;
+    const kv_shape shape = shape_of(2, 2, 32);
+    const int dim = 64, N = 1500, qd = shape.n_head * shape.head_dim;
     float *K = random_rows(N + 64, dim), *V = random_rows(N + 64, dim), *Q = random_rows(N + 64, qd);
     const char *dir = getenv("OCTO_TMP") && *getenv("OCTO_TMP") ? getenv("OCTO_TMP") : "/tmp";
     err_t err = {0};
     /* the reference: the same tiers, no budget (nothing leaves) */
-    kv_config rc = spill_config(&hp, NULL);
+    kv_config rc = spill_config(&shape, NULL);
     rc.budget_bytes = 0;
     kv_cache *ref, *c;
-    T_CHECK(kv_cache_new(&hp, &rc, &ref, &err) == ERR_OK);
-    feed_queries(ref, &hp, 0, N, K, V, Q);
+    T_CHECK(kv_cache_new(shape, &rc, &ref, &err) == ERR_OK);
+    feed_queries(ref, &shape, 0, N, K, V, Q);
     {
-        kv_config cfg = spill_config(&hp, dir);
-        T_CHECK(kv_cache_new(&hp, &cfg, &c, &err) == ERR_OK);
-        const int over = feed_queries(c, &hp, 0, N, K, V, Q);
+        kv_config cfg = spill_config(&shape, dir);
+        T_CHECK(kv_cache_new(shape, &cfg, &c, &err) == ERR_OK);
+        const int over = feed_queries(c, &shape, 0, N, K, V, Q);
         const kv_stats st = kv_cache_stats(c);
         printf("spill: budget %llu, %d commits over it; %lld blocks on file, %lld written, %lld re-spilled without a "
                "write, %lld read back (%lld hits, %.1f us each), %lld entries evicted, file %llu bytes\n",
@@ -776,7 +780,7 @@ static void test_spill(void) {
         T_EQ_INT(st.tokens_evicted, 0); /* with room on disk nothing is lost */
         T_EQ_INT(st.spill_errors, 0);
         /* resident entries, including every block read back, equal the reference's bit for bit */
-        T_EQ_INT(entries_differing(c, ref, &hp), 0);
+        T_EQ_INT(entries_differing(c, ref, &shape), 0);
         /* committed entries: in memory or on file, all of them */
         T_EQ_INT((int)st.tokens, N);
         /* truncating inside the spilled range reads back what it must keep */
@@ -785,16 +789,16 @@ static void test_spill(void) {
         kv_cache_truncate(ref, 700);
         const kv_stats s2 = kv_cache_stats(c);
         T_CHECK(held(c, pos) <= 700 && s2.spill_errors == 0);
-        T_EQ_INT(entries_differing(c, ref, &hp), 0);
+        T_EQ_INT(entries_differing(c, ref, &shape), 0);
         kv_cache_free(c);
     }
     /* faults: each degrades to eviction, is counted, and the budget holds */
     for (int fault = 0; fault < 4; fault++) {
         static const char *name[] = {"unwritable directory", "disk full (file limit)", "corrupted file", "truncated file"};
-        kv_config cfg = spill_config(&hp, fault == 0 ? "/proc" : dir);
+        kv_config cfg = spill_config(&shape, fault == 0 ? "/proc" : dir);
         if (fault == 1) cfg.spill_max_bytes = 3 * 20480;
-        T_CHECK(kv_cache_new(&hp, &cfg, &c, &err) == ERR_OK);
-        int over = feed_queries(c, &hp, 0, 900, K, V, Q);
+        T_CHECK(kv_cache_new(shape, &cfg, &c, &err) == ERR_OK);
+        int over = feed_queries(c, &shape, 0, 900, K, V, Q);
         kv_stats st = kv_cache_stats(c);
         if (fault >= 2) {
             /* damage every slot, then need them: reads fail, blocks drop, values never go wrong */
@@ -806,15 +810,15 @@ static void test_spill(void) {
                     T_CHECK(pwrite(fd, &junk, 1, (off_t)o) == 1);
                 }
             else T_CHECK(ftruncate(fd, 40) == 0);
-            over += feed_queries(c, &hp, 900, 600, K, V, Q);
+            over += feed_queries(c, &shape, 900, 600, K, V, Q);
             kv_cache_truncate(c, 500); /* reads back (or drops) the spilled blocks that straddle it */
             st = kv_cache_stats(c);
             T_CHECKF(st.spill_dropped > 0 && st.spill_errors >= st.spill_dropped,
                      "[%s] %lld dropped, %lld errors", name[fault], (long long)st.spill_dropped,
                      (long long)st.spill_errors);
             kv_cache_truncate(ref, 500);
-            T_EQ_INT(entries_differing(c, ref, &hp), 0);
-            feed_queries(ref, &hp, 500, 1000, K, V, Q); /* (ref back to full for the next case) */
+            T_EQ_INT(entries_differing(c, ref, &shape), 0);
+            feed_queries(ref, &shape, 500, 1000, K, V, Q); /* (ref back to full for the next case) */
         } else {
             T_CHECKF(st.spill_errors >= 1 && st.tokens_evicted > 0, "[%s] errors %lld, evicted %lld", name[fault],
                      (long long)st.spill_errors, (long long)st.tokens_evicted);
@@ -832,7 +836,57 @@ static void test_spill(void) {
     free(K), free(V), free(Q);
 }
 
+/* One table of policies (kv/policy_table.c): its rows follow the public
+ * enum, every name maps back to its number through the API, and every
+ * number the table holds loads (one past it does not). */
+static void test_policy_table(void) {
+    static const struct {
+        const char *name;
+        int octo, kv;
+    } named[] = {{"default", OCTO_KV_POLICY_DEFAULT, -1},      {"none", OCTO_KV_POLICY_NONE, KV_POLICY_NONE},
+                 {"window", OCTO_KV_POLICY_WINDOW, KV_POLICY_WINDOW}, {"h2o", OCTO_KV_POLICY_H2O, KV_POLICY_H2O},
+                 {"snapkv", OCTO_KV_POLICY_SNAPKV, KV_POLICY_SNAPKV}, {"morphkv", OCTO_KV_POLICY_MORPHKV, KV_POLICY_MORPHKV}};
+    for (size_t i = 0; i < sizeof named / sizeof *named; i++) {
+        T_EQ_INT(octo_kv_policy_from_name(named[i].name), named[i].octo);
+        T_CHECK(!strcmp(octo_kv_policy_name((octo_kv_policy)named[i].octo), named[i].name));
+        T_EQ_INT(kv_policy_from_name(named[i].name), named[i].kv);
+    }
+    T_EQ_INT(octo_kv_policy_from_name("bogus"), -1);
+    T_EQ_INT(octo_kv_policy_from_name("H2O"), -1);
+    T_EQ_INT(octo_kv_policy_from_name(""), -1);
+    T_EQ_INT(octo_kv_policy_from_name(NULL), -1);
+    T_CHECK(octo_kv_policy_name((octo_kv_policy)-1) == NULL);
+    const int n = kv_policy_count();
+    T_CHECK(n >= OCTO_KV_POLICY_MORPHKV);
+    T_CHECK(octo_kv_policy_name((octo_kv_policy)(n + 1)) == NULL);
+    char path[512];
+    model *m = small_model(11, "policies.gguf", path, sizeof path);
+    if (!m) return;
+    model_free(m);
+    octo_client *c = octo_client_new(NULL);
+    for (int p = 0; p <= n + 1; p++) {
+        const char *name = octo_kv_policy_name((octo_kv_policy)p);
+        if (name) T_EQ_INT(octo_kv_policy_from_name(name), p);
+        T_CHECKF(!name || strlen(name) < sizeof ((octo_stats *)0)->kv_policy, "%s", name);
+        octo_model_options mo = octo_model_options_defaults();
+        mo.auto_draft = OCTO_DRAFT_NONE;
+        mo.kv.policy = (octo_kv_policy)p;
+        octo_model *om = octo_load_model(c, path, &mo);
+        if (p > n) { /* past the table */
+            T_CHECK(!om && octo_last_status(c) == OCTO_ERR_INVALID_ARG);
+            continue;
+        }
+        T_CHECKF(om, "policy %d: %s", p, octo_last_error(c));
+        if (!om) continue;
+        T_CHECK(!strcmp(octo_model_stats(om).kv_policy, p ? name : "morphkv"));
+        octo_model_free(om);
+    }
+    octo_client_free(c);
+    remove(path);
+}
+
 int main(void) {
+    test_policy_table();
     test_plan_spill();
     test_plan_draft();
     test_spill_store();

@@ -135,6 +135,14 @@ const char *spec_mode_names(void) {
     return names;
 }
 
+const char *kv_policy_names(int first, const char *sep, char *out, size_t n) {
+    size_t len = 0;
+    out[0] = 0;
+    for (int p = first; octo_kv_policy_name((octo_kv_policy)p) && len < n; p++)
+        len += (size_t)snprintf(out + len, n - len, "%s%s", p == first ? "" : sep, octo_kv_policy_name((octo_kv_policy)p));
+    return out;
+}
+
 int parse_lookahead(const char *s, int *w, int *n, int *g) {
     char tail;
     return sscanf(s, "%d,%d,%d%c", w, n, g, &tail) == 3;

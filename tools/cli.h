@@ -30,6 +30,9 @@ int parse_spec_mode(const char *s, int *mode);
 const char *spec_mode_names(void);
 /* --lookahead W,N,G; 1 on success. */
 int parse_lookahead(const char *s, int *w, int *n, int *g);
+/* The names of the KV policies from number first on (octo_kv_policy_name),
+ * joined by sep, into out (n bytes, cut short if need be); returns out. */
+const char *kv_policy_names(int first, const char *sep, char *out, size_t n);
 
 
 int cmd_bench(int argc, char **argv);

@@ -93,181 +93,257 @@ static int run(octo_model *m, const int32_t *tok, int n, int batch, int V, float
     return 0;
 }
 
+/* What the command line asks for. */
+typedef struct {
+    const char *path, *file, *cache_dir, *device;
+    long n_ctx, batch;
+    int json, plain;
+    double budget_pct;     /* > 0: --kv-budget as a percentage of the full F16 cache (known once tokenized) */
+    octo_model_options mo; /* the cache under test */
+} eval_args;
+
+/* --kv-policy NAME, any of the library's (octo_kv_policy_name); 0 or a usage error's exit code. */
 static int parse_policy(const char *s, octo_kv_policy *out) {
-    static const char *names[] = {"default", "none", "window", "h2o", "snapkv", "morphkv"};
-    for (int i = 0; i < 6; i++)
-        if (!strcmp(s, names[i])) {
-            *out = (octo_kv_policy)i;
-            return 1;
-        }
+    const int p = octo_kv_policy_from_name(s);
+    if (p < 0) {
+        char names[256];
+        return usage_error("eval: --kv-policy is one of %s, not '%s'",
+                           kv_policy_names(OCTO_KV_POLICY_DEFAULT, " ", names, sizeof names), s);
+    }
+    *out = (octo_kv_policy)p;
     return 0;
 }
 
-int cmd_eval(int argc, char **argv) {
-    const char *path = NULL, *file = NULL, *cache_dir = NULL, *device = NULL;
-    long n_ctx = 0, batch = 1;
-    int json = 0, plain = 0;
-    octo_model_options mo = octo_model_options_defaults();
-    double budget_pct = 0.0;
+/* --kv-budget BYTES or PCT%; 0 or a usage error's exit code. */
+static int parse_kv_budget(const char *v, eval_args *e) {
+    size_t len = strlen(v);
+    float pct;
+    char buf[32];
+    long x;
+    if (len && len < sizeof buf && v[len - 1] == '%') {
+        memcpy(buf, v, len - 1);
+        buf[len - 1] = 0;
+        if (!parse_float(buf, &pct) || pct <= 0 || pct > 100) return usage_error("eval: bad --kv-budget '%s'", v);
+        e->budget_pct = pct;
+    } else if (parse_long(v, 1, 0x7fffffffffffffffL, &x)) e->mo.kv.budget_bytes = (uint64_t)x;
+    else return usage_error("eval: bad --kv-budget '%s' (bytes, or a percentage of the full F16 cache)", v);
+    return 0;
+}
+
+/* --kv-hot, --kv-warm, --kv-anchors or --kv-recent N; 0 or a usage error's exit code. */
+static int parse_kv_window(const char *a, const char *v, octo_kv_options *k) {
+    long x;
+    if (!parse_long(v, 0, 1 << 20, &x)) return usage_error("eval: bad %s '%s'", a, v);
+    if (!strcmp(a, "--kv-hot")) k->hot_tokens = (int)x;
+    else if (!strcmp(a, "--kv-warm")) k->warm_tokens = (int)x;
+    else if (!strcmp(a, "--kv-anchors")) k->anchor_tokens = (int)x;
+    else k->recent_tokens = (int)x;
+    return 0;
+}
+
+/* --kv-keys, --kv-spill or --kv-cold NAME; 0 or a usage error's exit code. */
+static int parse_kv_choice(const char *a, const char *v, octo_kv_options *k) {
+    if (!strcmp(a, "--kv-keys")) {
+        if (!strcmp(v, "channel")) k->per_token_keys = 0;
+        else if (!strcmp(v, "token")) k->per_token_keys = 1;
+        else return usage_error("eval: --kv-keys is channel or token, not '%s'", v);
+    } else if (!strcmp(a, "--kv-spill")) {
+        if (!strcmp(v, "auto")) k->spill = 0;
+        else if (!strcmp(v, "on")) k->spill = 1;
+        else if (!strcmp(v, "off")) k->spill = -1;
+        else return usage_error("eval: --kv-spill is auto, on or off, not '%s'", v);
+    } else {
+        if (!strcmp(v, "q4_1")) k->cold_bits = 4, k->cold_symmetric = 0;
+        else if (!strcmp(v, "q4_0")) k->cold_bits = 4, k->cold_symmetric = 1;
+        else if (!strcmp(v, "q8_0")) k->cold_bits = 8;
+        else if (!strcmp(v, "f16")) k->cold_bits = 16;
+        else return usage_error("eval: --kv-cold is one of q4_1 q4_0 q8_0 f16, not '%s'", v);
+    }
+    return 0;
+}
+
+static int is_kv_window(const char *a) {
+    return !strcmp(a, "--kv-hot") || !strcmp(a, "--kv-warm") || !strcmp(a, "--kv-anchors") || !strcmp(a, "--kv-recent");
+}
+
+/* The command line into e; 0 or a usage error's exit code. */
+static int parse_eval_args(int argc, char **argv, eval_args *e) {
+    *e = (eval_args){.batch = 1, .mo = octo_model_options_defaults()};
+    octo_kv_options *k = &e->mo.kv;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x;
+        int rc = 0;
 #define NEED_VALUE                                                     \
     if (!v) return usage_error("eval: %s needs a value", a);           \
     i++
-        if (!strcmp(a, "-m")) { NEED_VALUE; path = v; }
-        else if (!strcmp(a, "-f")) { NEED_VALUE; file = v; }
-        else if (!strcmp(a, "--ctx")) { NEED_VALUE; if (!parse_long(v, 2, 1 << 20, &n_ctx)) return usage_error("eval: bad --ctx '%s'", v); }
-        else if (!strcmp(a, "--batch")) { NEED_VALUE; if (!parse_long(v, 1, 4096, &batch)) return usage_error("eval: bad --batch '%s'", v); }
-        else if (!strcmp(a, "--json")) json = 1;
-        else if (!strcmp(a, "--kv-plain")) plain = 1;
-        else if (!strcmp(a, "--kv-policy")) { NEED_VALUE; if (!parse_policy(v, &mo.kv.policy)) return usage_error("eval: unknown --kv-policy '%s'", v); }
-        else if (!strcmp(a, "--kv-budget")) {
-            NEED_VALUE;
-            size_t len = strlen(v);
-            float pct;
-            char buf[32];
-            if (len && len < sizeof buf && v[len - 1] == '%') {
-                memcpy(buf, v, len - 1);
-                buf[len - 1] = 0;
-                if (!parse_float(buf, &pct) || pct <= 0 || pct > 100) return usage_error("eval: bad --kv-budget '%s'", v);
-                budget_pct = pct;
-            } else if (parse_long(v, 1, 0x7fffffffffffffffL, &x)) mo.kv.budget_bytes = (uint64_t)x;
-            else return usage_error("eval: bad --kv-budget '%s' (bytes, or a percentage of the full F16 cache)", v);
-        }
-        else if (!strcmp(a, "--kv-hot") || !strcmp(a, "--kv-warm") || !strcmp(a, "--kv-anchors") || !strcmp(a, "--kv-recent")) {
-            NEED_VALUE;
-            if (!parse_long(v, 0, 1 << 20, &x)) return usage_error("eval: bad %s '%s'", a, v);
-            if (!strcmp(a, "--kv-hot")) mo.kv.hot_tokens = (int)x;
-            else if (!strcmp(a, "--kv-warm")) mo.kv.warm_tokens = (int)x;
-            else if (!strcmp(a, "--kv-anchors")) mo.kv.anchor_tokens = (int)x;
-            else mo.kv.recent_tokens = (int)x;
-        }
-        else if (!strcmp(a, "--kv-keys")) {
-            NEED_VALUE;
-            if (!strcmp(v, "channel")) mo.kv.per_token_keys = 0;
-            else if (!strcmp(v, "token")) mo.kv.per_token_keys = 1;
-            else return usage_error("eval: --kv-keys is channel or token, not '%s'", v);
-        }
-        else if (!strcmp(a, "--cache-dir")) { NEED_VALUE; cache_dir = v; }
-        else if (!strcmp(a, "--device")) { NEED_VALUE; device = v; }
-        else if (!strcmp(a, "--kv-spill")) {
-            NEED_VALUE;
-            if (!strcmp(v, "auto")) mo.kv.spill = 0;
-            else if (!strcmp(v, "on")) mo.kv.spill = 1;
-            else if (!strcmp(v, "off")) mo.kv.spill = -1;
-            else return usage_error("eval: --kv-spill is auto, on or off, not '%s'", v);
-        }
+        if (!strcmp(a, "-m")) { NEED_VALUE; e->path = v; }
+        else if (!strcmp(a, "-f")) { NEED_VALUE; e->file = v; }
+        else if (!strcmp(a, "--ctx")) { NEED_VALUE; if (!parse_long(v, 2, 1 << 20, &e->n_ctx)) return usage_error("eval: bad --ctx '%s'", v); }
+        else if (!strcmp(a, "--batch")) { NEED_VALUE; if (!parse_long(v, 1, 4096, &e->batch)) return usage_error("eval: bad --batch '%s'", v); }
+        else if (!strcmp(a, "--json")) e->json = 1;
+        else if (!strcmp(a, "--kv-plain")) e->plain = 1;
+        else if (!strcmp(a, "--kv-policy")) { NEED_VALUE; rc = parse_policy(v, &k->policy); }
+        else if (!strcmp(a, "--kv-budget")) { NEED_VALUE; rc = parse_kv_budget(v, e); }
+        else if (is_kv_window(a)) { NEED_VALUE; rc = parse_kv_window(a, v, k); }
+        else if (!strcmp(a, "--kv-keys") || !strcmp(a, "--kv-spill") || !strcmp(a, "--kv-cold")) { NEED_VALUE; rc = parse_kv_choice(a, v, k); }
+        else if (!strcmp(a, "--cache-dir")) { NEED_VALUE; e->cache_dir = v; }
+        else if (!strcmp(a, "--device")) { NEED_VALUE; e->device = v; }
         else if (!strcmp(a, "--kv-spill-max")) {
             NEED_VALUE;
             if (!parse_long(v, 1, LONG_MAX, &x)) return usage_error("eval: bad --kv-spill-max '%s' (bytes)", v);
-            mo.kv.spill_max_bytes = (uint64_t)x;
-        }
-        else if (!strcmp(a, "--kv-cold")) {
-            NEED_VALUE;
-            if (!strcmp(v, "q4_1")) mo.kv.cold_bits = 4, mo.kv.cold_symmetric = 0;
-            else if (!strcmp(v, "q4_0")) mo.kv.cold_bits = 4, mo.kv.cold_symmetric = 1;
-            else if (!strcmp(v, "q8_0")) mo.kv.cold_bits = 8;
-            else if (!strcmp(v, "f16")) mo.kv.cold_bits = 16;
-            else return usage_error("eval: --kv-cold is one of q4_1 q4_0 q8_0 f16, not '%s'", v);
+            k->spill_max_bytes = (uint64_t)x;
         }
         else return usage_error("eval: unknown option '%s'", a);
 #undef NEED_VALUE
+        if (rc) return rc;
     }
-    if (!path || !file) return usage_error("eval needs -m MODEL and -f TEXT");
-    if (plain) mo.kv.compress = 0;
-    char *text;
-    size_t len;
-    if (read_text_file(file, &text, &len)) return 1;
+    if (!e->path || !e->file) return usage_error("eval needs -m MODEL and -f TEXT");
+    if (e->plain) k->compress = 0;
+    return 0;
+}
 
-    octo_client_options co = octo_client_options_defaults();
-    co.cache_dir = cache_dir;
-    co.device = device;
-    octo_client *c = octo_client_new(&co);
-    /* the reference: F16 entries, all kept */
-    octo_model_options ro = octo_model_options_defaults();
-    ro.kv.compress = 0;
-    ro.n_ctx = (int)n_ctx;
-    ro.auto_draft = OCTO_DRAFT_NONE;
-    octo_model *m = c ? octo_load_model(c, path, &ro) : NULL;
-    if (!m) {
-        free(text);
-        int rc = fail("%s", c ? octo_last_error(c) : "out of memory");
-        octo_client_free(c);
-        return rc;
-    }
+/* The reference: the text's tokens and their log-probabilities under an uncompressed F16 cache. */
+typedef struct {
+    int32_t *tok;
+    int n, V;
+    uint64_t kv_bytes_per_token; /* of that cache */
+    float *logprobs;             /* n x V */
+    eval_result r;
+} eval_reference;
+
+/* The text's tokens, at most the model's context, into ref; 0 or 1 (printed). */
+static int tokenize_text(octo_model *m, const char *file, const char *text, size_t len, eval_reference *ref) {
     const octo_model_info in = octo_model_info_get(m);
     int n = octo_tokenize(m, text, (int)len, 1, 0, NULL, 0);
     int32_t *tok = n > 0 ? malloc(sizeof(int32_t) * (size_t)n) : NULL;
     if (n <= 0 || !tok || octo_tokenize(m, text, (int)len, 1, 0, tok, n) != n) {
-        free(text), free(tok);
-        octo_model_free(m), octo_client_free(c);
+        free(tok);
         return fail("%s: cannot tokenize (%s)", file, n < 0 ? octo_status_name((octo_status)-n) : "empty");
     }
-    free(text);
     if (n > in.n_ctx) n = in.n_ctx;
-    if (n < 2) {
-        free(tok), octo_model_free(m), octo_client_free(c);
-        return fail("%s: fewer than 2 tokens", file);
+    ref->tok = tok;
+    ref->n = n;
+    ref->V = in.n_vocab;
+    ref->kv_bytes_per_token = in.kv_bytes_per_token;
+    if (n < 2) return fail("%s: fewer than 2 tokens", file);
+    if ((double)n * ref->V * 4 > (double)(1u << 30))
+        return fail("%d positions x %d logits do not fit in 1 GiB of reference log-probabilities: lower --ctx", n,
+                    ref->V);
+    return 0;
+}
+
+/* Load the model with an uncompressed cache, tokenize text (freed here) and
+ * keep every position's log-probabilities; 0 or 1 (printed). */
+static int run_reference(octo_client *c, const eval_args *e, char *text, size_t len, eval_reference *ref) {
+    octo_model_options ro = octo_model_options_defaults();
+    ro.kv.compress = 0;
+    ro.n_ctx = (int)e->n_ctx;
+    ro.auto_draft = OCTO_DRAFT_NONE;
+    octo_model *m = c ? octo_load_model(c, e->path, &ro) : NULL;
+    if (!m) {
+        free(text);
+        return fail("%s", c ? octo_last_error(c) : "out of memory");
     }
-    const int V = in.n_vocab;
-    if ((double)n * V * 4 > (double)(1u << 30)) {
-        free(tok), octo_model_free(m), octo_client_free(c);
-        return fail("%d positions x %d logits do not fit in 1 GiB of reference log-probabilities: lower --ctx", n, V);
-    }
-    float *ref = malloc(sizeof(float) * (size_t)n * V);
-    eval_result rr, rt;
-    int rc = ref ? run(m, tok, n, (int)batch, V, ref, NULL, &rr) : fail("out of memory");
-    octo_model_free(m);
-    const uint64_t full_f16 = in.kv_bytes_per_token * (uint64_t)n; /* reference entries are F16 */
-    if (budget_pct > 0) mo.kv.budget_bytes = (uint64_t)(budget_pct / 100.0 * (double)full_f16);
-    if (!rc && budget_pct > 0 && mo.kv.budget_bytes == 0) /* 0 would mean "no budget": the opposite of what was asked */
-        rc = fail("--kv-budget %g%% of %llu bytes rounds to 0 bytes", budget_pct, (unsigned long long)full_f16);
-    mo.n_ctx = (int)n_ctx;
-    mo.auto_draft = OCTO_DRAFT_NONE;
-    if (!rc && !(m = octo_load_model(c, path, &mo))) rc = fail("%s", octo_last_error(c));
+    int rc = tokenize_text(m, e->file, text, len, ref);
+    free(text);
     if (!rc) {
-        rc = run(m, tok, n, (int)batch, V, NULL, ref, &rt);
-        octo_stats s = octo_model_stats(m);
-        const double ppl_ref = exp(rr.nll / rr.n), ppl = exp(rt.nll / rt.n);
-        const double kld = rt.kld / rt.n, top1 = rt.top1 / rt.n;
-        const double frac_end = (double)rt.kv_bytes_end / (double)full_f16;
-        if (!rc && json)
-            printf("{\"tokens\": %d, \"batch\": %ld, \"ppl_ref\": %.6f, \"ppl\": %.6f, \"kld_mean\": %.6g, \"kld_max\": %.6g, "
-                   "\"top1_agreement\": %.6f, \"kv_bytes_end\": %llu, \"kv_bytes_peak\": %llu, \"kv_bytes_mean\": %.0f, "
-                   "\"kv_bytes_f16\": %llu, \"kv_fraction_of_f16\": %.4f, \"kv_budget\": %llu, \"kv_policy\": \"%s\", "
-                   "\"kv_bytes_hot\": %llu, \"kv_bytes_warm\": %llu, \"kv_bytes_cold\": %llu, \"tokens_evicted\": %lld, "
-                   "\"spill\": %d, \"blocks_spilled\": %lld, \"spill_writes\": %lld, \"spill_reads\": %lld, "
-                   "\"spill_hit_rate\": %.4f, \"spill_read_us\": %.2f, \"spill_errors\": %lld}\n",
-                   n, batch, ppl_ref, ppl, kld, rt.kld_max, top1, (unsigned long long)rt.kv_bytes_end,
-                   (unsigned long long)rt.kv_bytes_peak, rt.kv_bytes_mean, (unsigned long long)full_f16, frac_end,
-                   (unsigned long long)rt.kv_budget, mo.kv.compress ? s.kv_policy : "plain",
-                   (unsigned long long)rt.hot, (unsigned long long)rt.warm, (unsigned long long)rt.cold,
-                   (long long)rt.evicted, s.kv_spill_on, (long long)s.kv_blocks_spilled, (long long)s.kv_spill_writes,
-                   (long long)s.kv_spill_reads, s.kv_spill_hit_rate, s.kv_spill_read_us, (long long)s.kv_spill_errors);
-        else if (!rc) {
-            printf("tokens          %d (fed %ld per step)\n", n, batch);
-            printf("perplexity      %.4f (uncompressed F16 cache: %.4f)\n", ppl, ppl_ref);
-            printf("KL divergence   mean %.6f, max %.6f (against the uncompressed cache)\n", kld, rt.kld_max);
-            printf("top-1 agreement %.2f %%\n", 100.0 * top1);
-            printf("KV bytes        %llu at the end = %.1f %% of F16 (%llu); peak %llu, budget %llu\n",
-                   (unsigned long long)rt.kv_bytes_end, 100.0 * frac_end, (unsigned long long)full_f16,
-                   (unsigned long long)rt.kv_bytes_peak, (unsigned long long)rt.kv_budget);
-            printf("tiers           hot %llu, warm %llu, cold %llu bytes; %lld entries evicted per layer (%s)\n",
-                   (unsigned long long)rt.hot, (unsigned long long)rt.warm, (unsigned long long)rt.cold,
-                   (long long)rt.evicted, mo.kv.compress ? s.kv_policy : "plain");
-            const octo_model_info mi = octo_model_info_get(m);
-            printf("spill           %s\n", mi.kv_spill);
-            if (s.kv_spill_on)
-                printf("                %lld blocks on file at the end, %lld written, %lld re-spilled without a write, "
-                       "%lld read back (%.0f %% hits, %.1f us each, %lld read ahead), %lld errors%s%s\n",
-                       (long long)s.kv_blocks_spilled, (long long)s.kv_spill_writes, (long long)s.kv_spill_clean,
-                       (long long)s.kv_spill_reads, 100.0 * s.kv_spill_hit_rate, s.kv_spill_read_us,
-                       (long long)s.kv_spill_prefetched, (long long)s.kv_spill_errors, s.kv_spill_note[0] ? ": " : "", s.kv_spill_note);
-        }
-        octo_model_free(m);
+        ref->logprobs = malloc(sizeof(float) * (size_t)ref->n * ref->V);
+        rc = ref->logprobs ? run(m, ref->tok, ref->n, (int)e->batch, ref->V, ref->logprobs, NULL, &ref->r)
+                           : fail("out of memory");
     }
-    free(ref), free(tok);
+    octo_model_free(m);
+    return rc;
+}
+
+/* What the reports say of the cache under test against the reference. */
+typedef struct {
+    int n;
+    double ppl_ref, ppl, kld, top1, frac_end;
+    uint64_t full_f16;  /* the reference cache's bytes at the end */
+    const char *policy; /* "plain" for an uncompressed cache under test */
+} eval_figures;
+
+static void print_json(const eval_args *e, const eval_figures *f, const eval_result *rt, const octo_stats *s) {
+    printf("{\"tokens\": %d, \"batch\": %ld, \"ppl_ref\": %.6f, \"ppl\": %.6f, \"kld_mean\": %.6g, \"kld_max\": %.6g, "
+           "\"top1_agreement\": %.6f, \"kv_bytes_end\": %llu, \"kv_bytes_peak\": %llu, \"kv_bytes_mean\": %.0f, "
+           "\"kv_bytes_f16\": %llu, \"kv_fraction_of_f16\": %.4f, \"kv_budget\": %llu, \"kv_policy\": \"%s\", "
+           "\"kv_bytes_hot\": %llu, \"kv_bytes_warm\": %llu, \"kv_bytes_cold\": %llu, \"tokens_evicted\": %lld, "
+           "\"spill\": %d, \"blocks_spilled\": %lld, \"spill_writes\": %lld, \"spill_reads\": %lld, "
+           "\"spill_hit_rate\": %.4f, \"spill_read_us\": %.2f, \"spill_errors\": %lld}\n",
+           f->n, e->batch, f->ppl_ref, f->ppl, f->kld, rt->kld_max, f->top1, (unsigned long long)rt->kv_bytes_end,
+           (unsigned long long)rt->kv_bytes_peak, rt->kv_bytes_mean, (unsigned long long)f->full_f16, f->frac_end,
+           (unsigned long long)rt->kv_budget, f->policy, (unsigned long long)rt->hot, (unsigned long long)rt->warm,
+           (unsigned long long)rt->cold, (long long)rt->evicted, s->kv_spill_on, (long long)s->kv_blocks_spilled,
+           (long long)s->kv_spill_writes, (long long)s->kv_spill_reads, s->kv_spill_hit_rate, s->kv_spill_read_us,
+           (long long)s->kv_spill_errors);
+}
+
+static void print_text(octo_model *m, const eval_args *e, const eval_figures *f, const eval_result *rt,
+                       const octo_stats *s) {
+    printf("tokens          %d (fed %ld per step)\n", f->n, e->batch);
+    printf("perplexity      %.4f (uncompressed F16 cache: %.4f)\n", f->ppl, f->ppl_ref);
+    printf("KL divergence   mean %.6f, max %.6f (against the uncompressed cache)\n", f->kld, rt->kld_max);
+    printf("top-1 agreement %.2f %%\n", 100.0 * f->top1);
+    printf("KV bytes        %llu at the end = %.1f %% of F16 (%llu); peak %llu, budget %llu\n",
+           (unsigned long long)rt->kv_bytes_end, 100.0 * f->frac_end, (unsigned long long)f->full_f16,
+           (unsigned long long)rt->kv_bytes_peak, (unsigned long long)rt->kv_budget);
+    printf("tiers           hot %llu, warm %llu, cold %llu bytes; %lld entries evicted per layer (%s)\n",
+           (unsigned long long)rt->hot, (unsigned long long)rt->warm, (unsigned long long)rt->cold,
+           (long long)rt->evicted, f->policy);
+    const octo_model_info mi = octo_model_info_get(m);
+    printf("spill           %s\n", mi.kv_spill);
+    if (s->kv_spill_on)
+        printf("                %lld blocks on file at the end, %lld written, %lld re-spilled without a write, "
+               "%lld read back (%.0f %% hits, %.1f us each, %lld read ahead), %lld errors%s%s\n",
+               (long long)s->kv_blocks_spilled, (long long)s->kv_spill_writes, (long long)s->kv_spill_clean,
+               (long long)s->kv_spill_reads, 100.0 * s->kv_spill_hit_rate, s->kv_spill_read_us,
+               (long long)s->kv_spill_prefetched, (long long)s->kv_spill_errors, s->kv_spill_note[0] ? ": " : "",
+               s->kv_spill_note);
+}
+
+/* Load the model with the cache under test, feed it the reference's tokens
+ * and report; 0 or 1 (printed). */
+static int run_under_test(octo_client *c, const eval_args *e, const eval_reference *ref) {
+    octo_model_options mo = e->mo;
+    const uint64_t full_f16 = ref->kv_bytes_per_token * (uint64_t)ref->n; /* reference entries are F16 */
+    if (e->budget_pct > 0) mo.kv.budget_bytes = (uint64_t)(e->budget_pct / 100.0 * (double)full_f16);
+    if (e->budget_pct > 0 && mo.kv.budget_bytes == 0) /* 0 would mean "no budget": the opposite of what was asked */
+        return fail("--kv-budget %g%% of %llu bytes rounds to 0 bytes", e->budget_pct, (unsigned long long)full_f16);
+    mo.n_ctx = (int)e->n_ctx;
+    mo.auto_draft = OCTO_DRAFT_NONE;
+    octo_model *m = octo_load_model(c, e->path, &mo);
+    if (!m) return fail("%s", octo_last_error(c));
+    eval_result rt;
+    const int rc = run(m, ref->tok, ref->n, (int)e->batch, ref->V, NULL, ref->logprobs, &rt);
+    if (!rc) {
+        const octo_stats s = octo_model_stats(m);
+        const eval_figures f = {
+            .n = ref->n, .ppl_ref = exp(ref->r.nll / ref->r.n), .ppl = exp(rt.nll / rt.n), .kld = rt.kld / rt.n,
+            .top1 = rt.top1 / rt.n, .frac_end = (double)rt.kv_bytes_end / (double)full_f16, .full_f16 = full_f16,
+            .policy = mo.kv.compress ? s.kv_policy : "plain"};
+        if (e->json) print_json(e, &f, &rt, &s);
+        else print_text(m, e, &f, &rt, &s);
+    }
+    octo_model_free(m);
+    return rc;
+}
+
+int cmd_eval(int argc, char **argv) {
+    eval_args e;
+    int rc = parse_eval_args(argc, argv, &e);
+    if (rc) return rc;
+    char *text;
+    size_t len;
+    if (read_text_file(e.file, &text, &len)) return 1;
+    octo_client_options co = octo_client_options_defaults();
+    co.cache_dir = e.cache_dir;
+    co.device = e.device;
+    octo_client *c = octo_client_new(&co);
+    eval_reference ref = {0};
+    rc = run_reference(c, &e, text, len, &ref);
+    if (!rc) rc = run_under_test(c, &e, &ref);
+    free(ref.logprobs), free(ref.tok);
     octo_client_free(c);
     return rc;
 }

@@ -52,7 +52,11 @@ static void help(FILE *f) {
           "       [--cache-dir DIR] [--kv-spill auto|on|off] [--kv-spill-max BYTES] [--device NAME]\n"
           "      perplexity over the text's first N tokens, fed N per step (default 1), and the\n"
           "      KV cache's cost in quality: KL divergence and top-1 agreement against an\n"
-          "      uncompressed F16 cache, KV bytes used; P: none window h2o snapkv morphkv.\n"
+          "      uncompressed F16 cache, KV bytes used; P: ",
+          f);
+    char policies[256];
+    fputs(kv_policy_names(OCTO_KV_POLICY_NONE, " ", policies, sizeof policies), f);
+    fputs(".\n"
           "      With a cache directory, cold blocks over budget spill there (auto: only on\n"
           "      fast storage); NAME: iphone-15-pro iphone-14 pixel-8 galaxy-s24 android-4gb-emmc\n"
           "  inspect -m MODEL [--kv-tokens N]\n"

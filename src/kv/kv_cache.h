@@ -54,10 +54,22 @@
 
 #include "core/err.h"
 #include "model/kv_iface.h"
-#include "model/model.h"
 
 #define KV_BLOCK 64
 
+/* The model's shape as far as its cache needs it, filled by the caller
+ * (runtime/plan.h: plan_kv_shape): the cache knows no model. */
+typedef struct {
+    int n_layer;
+    int n_head;     /* query heads (a spilled block's bound is taken per query head) */
+    int n_head_kv;  /* key/value heads: a row holds all of them */
+    int head_dim;   /* key (and query) head size */
+    int head_dim_v; /* value head size */
+} kv_shape;
+
+/* A policy is its row in the table of policies (policy_table.c): these are
+ * the rows the runtime names; a policy added after them has a row, a name
+ * and a public number (octo_kv_policy: the row + 1) but no constant here. */
 typedef enum { KV_POLICY_NONE = 0, KV_POLICY_WINDOW, KV_POLICY_H2O, KV_POLICY_SNAPKV, KV_POLICY_MORPHKV } kv_policy_id;
 
 typedef struct {
@@ -77,12 +89,15 @@ typedef struct {
 } kv_config;
 
 kv_config kv_config_default(void);
-/* The smallest budget a cache of cfg can keep for hp: per layer, whole hot
+/* The smallest budget a cache of cfg can keep for a model of shape: per layer, whole hot
  * blocks (the budget counts mapped blocks, not entries) for the anchors, the
  * recent window and the block being filled. */
-uint64_t kv_budget_floor(const model_hparams *hp, const kv_config *cfg);
+uint64_t kv_budget_floor(kv_shape shape, const kv_config *cfg);
 /* A cache that keeps everything at one type (QT_F32 or QT_F16): the reference. */
 kv_config kv_config_plain(uint32_t type);
+/* The number of policies: ids 0 .. kv_policy_count() - 1. */
+int kv_policy_count(void);
+/* "?" when p is not a policy */
 const char *kv_policy_name(kv_policy_id p);
 /* -1 when name is not a policy */
 int kv_policy_from_name(const char *name);
@@ -114,7 +129,7 @@ typedef struct {
 
 typedef struct kv_cache kv_cache;
 
-err_code kv_cache_new(const model_hparams *hp, const kv_config *cfg, kv_cache **out, err_t *err);
+err_code kv_cache_new(kv_shape shape, const kv_config *cfg, kv_cache **out, err_t *err);
 void kv_cache_free(kv_cache *c);
 
 /* The interface the forward pass uses (append, view, observe). */
@@ -139,6 +154,6 @@ const kv_config *kv_cache_config(const kv_cache *c);
 int kv_cache_spill_fd(const kv_cache *c);
 
 /* Row bytes of one token (all KV heads, K and V) at a type. */
-uint64_t kv_token_bytes(const model_hparams *hp, uint32_t type);
+uint64_t kv_token_bytes(kv_shape shape, uint32_t type);
 
 #endif

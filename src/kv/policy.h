@@ -1,9 +1,10 @@
 /*
- * policy — how the KV cache ranks entries for eviction. One file per policy;
- * the cache (kv_cache.c) owns the scores and does the evicting, a policy only
- * says how attention weights fold into an entry's score and which entries
- * go first. Anchors and the newest entries are protected by the cache, not
- * by the policy.
+ * policy — how the KV cache ranks entries for eviction. One file per policy,
+ * and one row for it in the table of policies (policy_table.c); the cache
+ * owns the scores and does the evicting (kv_evict.c), a policy only says how
+ * attention weights fold into an entry's score and which entries go first.
+ * Anchors and the newest entries are protected by the cache, not by the
+ * policy.
  */
 #ifndef OCTO_KV_POLICY_H
 #define OCTO_KV_POLICY_H
@@ -31,6 +32,7 @@ typedef struct {
     double (*rank)(float score, bool scored, int32_t pos);
 } kv_policy;
 
-extern const kv_policy kv_policy_none, kv_policy_window, kv_policy_h2o, kv_policy_snapkv, kv_policy_morphkv;
+/* The policy whose row in the table (policy_table.c) is id; NULL when there is none. */
+const kv_policy *kv_policy_get(int id);
 
 #endif

@@ -59,13 +59,19 @@ static void plan_share(plan *p, uint64_t b, uint64_t tb, uint64_t db, char *why,
     else snprintf(why, n, "; the draft's cache unbounded too");
 }
 
+kv_shape plan_kv_shape(const model_hparams *hp) {
+    return (kv_shape){.n_layer = hp->n_layer, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
+                      .head_dim = hp->head_dim, .head_dim_v = hp->head_dim_v};
+}
+
 plan plan_make(const model *m, const model *draft, int n_ctx, const kv_config *cfg, const plan_device *dev) {
     plan p = {.kv = *cfg};
     const uint64_t mem_available = dev->mem_available;
     kv_config *k = &p.kv;
-    const uint64_t tb = kv_token_bytes(&m->hp, k->hot_type), db = draft ? kv_token_bytes(&draft->hp, k->hot_type) : 0;
+    const kv_shape ms = plan_kv_shape(&m->hp), ds = draft ? plan_kv_shape(&draft->hp) : ms;
+    const uint64_t tb = kv_token_bytes(ms, k->hot_type), db = draft ? kv_token_bytes(ds, k->hot_type) : 0;
     const uint64_t full = (uint64_t)n_ctx * (tb + db);
-    const uint64_t floor = kv_budget_floor(&m->hp, k) + (draft ? kv_budget_floor(&draft->hp, k) : 0);
+    const uint64_t floor = kv_budget_floor(ms, k) + (draft ? kv_budget_floor(ds, k) : 0);
     const uint64_t weights = m->weight_bytes + (draft ? draft->weight_bytes : 0);
     char share[96] = "";
     uint64_t b = k->budget_bytes;

@@ -84,6 +84,9 @@ typedef struct {
 /* The host, or profile `name` when not NULL (ERR_INVALID_ARG when unknown). */
 err_code plan_device_of(const char *name, const char *cache_dir, plan_spill spill, plan_device *out, err_t *err);
 
+/* A model's shape as its KV cache sees it (the kv layer knows no model). */
+kv_shape plan_kv_shape(const model_hparams *hp);
+
 /* cfg.budget_bytes 0 = derive it from dev->mem_available; given, it is the
  * budget of both caches together. draft NULL = no draft model. */
 plan plan_make(const model *m, const model *draft, int n_ctx, const kv_config *cfg, const plan_device *dev);

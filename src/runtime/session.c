@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/quant.h"
+#include "runtime/plan.h"
 
 #define SESSION_CHUNK 512 /* tokens per forward pass */
 
@@ -25,7 +26,7 @@ static err_code create(const model *m, int n_ctx, const kv_config *kv, tpool *po
     s->pool = pool;
     s->owns_pool = !pool;
     err_code rc = pool ? ERR_OK : tpool_new(n_threads, &s->pool, err);
-    if (!rc) rc = kv_cache_new(&m->hp, kv, &s->kv, err);
+    if (!rc) rc = kv_cache_new(plan_kv_shape(&m->hp), kv, &s->kv, err);
     if (!rc && (!(s->fwd = fwd_state_new(m, s->pool)) || !(s->tokens = malloc(sizeof(int32_t) * (size_t)n_ctx))))
         rc = err_set(err, ERR_NOMEM, "out of memory");
     if (rc) {
