@@ -835,7 +835,12 @@ static void test_mode_names(void) {
     }
     T_EQ_INT(octo_spec_mode_from_name("lookahead"), OCTO_SPEC_LOOKAHEAD);
     T_EQ_INT(octo_spec_mode_from_name("self"), OCTO_SPEC_SELF);
-    T_CHECK(octo_spec_mode_name(6) == NULL && octo_spec_mode_name(-1) == NULL);
+    int n = 0; /* the list ends at its first NULL; every name maps back to its number */
+    while (octo_spec_mode_name(n)) {
+        T_EQ_INT(octo_spec_mode_from_name(octo_spec_mode_name(n)), n);
+        n++;
+    }
+    T_CHECK(n >= 6 && n < 64 && octo_spec_mode_name(-1) == NULL && octo_spec_mode_name(n + 1) == NULL);
     T_EQ_INT(octo_spec_mode_from_name("sideways"), -1);
     T_EQ_INT(octo_spec_mode_from_name(NULL), -1);
 }

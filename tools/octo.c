@@ -30,11 +30,15 @@ static void help(FILE *f) {
           "\n"
           "  run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
           "      [--repeat-penalty R] [--seed S] [--ctx N] [--chat] [--ids] [--stats]\n"
-          "      [--spec auto|none|ngram|draft|self|lookahead] [--draft MODEL] [--spec-k N] [--lookahead W,N,G]\n"
+          "      [--spec MODE] [--draft MODEL] [--spec-k N] [--lookahead W,N,G]\n"
           "      [--cache-dir DIR] [--device NAME]\n"
           "      stream a continuation to stdout; --chat: an interactive conversation (with -p as\n"
           "      the system prompt); --ids: print the generated token ids on one line;\n"
-          "      --stats: a table of speed and memory on stderr at the end\n"
+          "      --stats: a table of speed and memory on stderr at the end; MODE (speculative\n"
+          "      decoding): ",
+          f);
+    fputs(spec_mode_names(), f);
+    fputs("\n"
           "  tokenize -m MODEL (--text T | -f FILE) [--no-bos] [--special]\n"
           "      the ids of the whole text, space-separated on one line\n"
           "  detokenize -m MODEL --ids \"1 2 3\"\n"

@@ -254,7 +254,9 @@ err_code bundle_proposer(const bundle *b, const proposer_ops *asked, const propo
                        b->plan.spec_reason);
     if (p->needs_lm && !b->draft_s)
         return err_set(err, ERR_INVALID_ARG, "no draft model was loaded (octo_model_options.draft_model)");
-    *out = p->needs_lm ? (b->draft_self ? &proposer_self : &proposer_draft) : p;
+    /* "draft" and "self" both name the loaded draft: what it is decides the name */
+    if (p == &proposer_draft || p == &proposer_self) p = b->draft_self ? &proposer_self : &proposer_draft;
+    *out = p;
     return ERR_OK;
 }
 

@@ -17,7 +17,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "model/forward.h"
 #include "speculative/adaptive.h"
 #include "speculative/proposer.h"
 #include "speculative/verify.h"
@@ -74,7 +73,8 @@ struct generation {
     double t_start, t_prefill_end, t_decode_total;
     gen_stats stats;
     /* speculative decoding */
-    void *prop;               /* the proposer's state (g->p.proposer); NULL: plain decoding */
+    bool spec_on;             /* a proposer was made (g->p.proposer): speculating */
+    void *prop;               /* its state (NULL for one that keeps none) */
     spec_pass pass;           /* the pass it laid out */
     draft_lm lm;              /* the draft model, for a proposer that needs one */
     int proposing_steps;      /* verify passes that had a draft */
@@ -112,6 +112,7 @@ static err_code spec_start(generation *g, const int32_t *prompt, int n_prompt, e
                            .lm = p->proposer->needs_lm ? &g->lm.lm : NULL, .lookahead = p->lookahead};
     err_code rc = p->proposer->create(&su, &g->prop, err);
     if (rc) return rc;
+    g->spec_on = true;
     spec_length_init(&g->len, p->spec_k);
     g->stats.spec_k = g->len.k;
     g->stats.spec_proposer = p->proposer->name;
@@ -165,7 +166,7 @@ err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int 
 
 void gen_free(generation *g) {
     if (!g) return;
-    if (g->prop) g->p.proposer->free(g->prop);
+    if (g->spec_on) g->p.proposer->free(g->prop);
     sampler_free(g->smp);
     free(g->vlogits);
     free(g->scratch);
@@ -185,7 +186,7 @@ gen_stop gen_stop_reason(const generation *g) { return g->stop; }
 const err_t *gen_error(const generation *g) { return &g->err; }
 gen_stats gen_get_stats(const generation *g) {
     gen_stats st = g->stats;
-    if (g->prop) g->p.proposer->stats(g->prop, &st.proposer);
+    if (g->spec_on) g->p.proposer->stats(g->prop, &st.proposer);
     return st;
 }
 int32_t gen_last_token(const generation *g) { return g->last; }
@@ -365,7 +366,7 @@ static const char *next_piece(generation *g) {
             /* Speculation may have cached accepted drafts past the stop (or
              * the end-of-turn token): leave the cache as plain decoding
              * would, with every generated token but the last. */
-            if (g->prop && g->prefilled && g->n_generated > 0 && g->s->n_past > g->n_prompt + g->n_generated - 1)
+            if (g->spec_on && g->prefilled && g->n_generated > 0 && g->s->n_past > g->n_prompt + g->n_generated - 1)
                 session_truncate(g->s, g->n_prompt + g->n_generated - 1);
             /* whatever is still pending goes out once, even if incomplete */
             if (!g->flushed && take_complete(g, true)) return g->piece;
@@ -389,7 +390,7 @@ static const char *next_piece(generation *g) {
             const spec_timing t = timing_of(g);
             const bool probe = spec_probe_plain(&t, g->decode_passes); /* time the baseline */
             g->decode_passes++;
-            if (g->prop && !g->spec_off && !probe && speculate(g, &ok)) {
+            if (g->spec_on && !g->spec_off && !probe && speculate(g, &ok)) {
                 if (!ok) {
                     fail(g, GEN_STOP_ERROR);
                     continue;
@@ -424,7 +425,7 @@ static const char *next_piece(generation *g) {
         atomic_store_explicit(&g->n_published, g->n_generated, memory_order_release);
         g->stats.decode_tokens = g->n_generated;
         g->need_decode = g->q_n == 0; /* an accepted draft is in the cache; the pass's last token is not */
-        if (g->prop && g->p.proposer->push(g->prop, &tok, 1, &g->err)) {
+        if (g->spec_on && g->p.proposer->push(g->prop, &tok, 1, &g->err)) {
             fail(g, GEN_STOP_ERROR);
             continue;
         }

@@ -11,8 +11,8 @@
  *   proposer_lookahead.c  Jacobi iteration with an n-gram pool (lookahead.c)
  * and one table (proposer_table.c) whose rows give their names; the API's
  * octo_spec_mode numbers after OCTO_SPEC_NONE are the table's rows in order,
- * and the CLI and `eval` take the same names. Adding a proposer: a new file
- * with its proposer_ops, and a row in the table.
+ * and the CLI (`run`, `bench`) takes the same names. Adding a proposer: a new
+ * file with its proposer_ops, and a row in the table (docs/architecture.md).
  *
  * A proposer never runs the target: the generation loop (runtime/generate.c)
  * runs the pass, verifies it (verify.h) and keeps the accepted entries. A
@@ -91,9 +91,11 @@ typedef struct {
     const char *name;
     bool needs_lm;             /* drafts with a model (spec_setup.lm) */
     int min_passes;            /* verify passes timed before its speed is judged (generate.c) */
+    /* *state may be NULL for a proposer that keeps none. */
     err_code (*create)(const spec_setup *s, void **state, err_t *err);
-    /* Lay out a pass with up to k drafts: returns the drafts (0: none this
-     * step, decode plainly) or -1 on an error (err says why). */
+    /* Lay out a pass with up to k drafts: returns the tokens in the pass,
+     * pass->n (1 + k for a chain; 0: nothing this step, decode plainly), or
+     * -1 on an error (err says why). */
     int (*propose)(void *state, const spec_view *v, int k, spec_pass *pass, err_t *err);
     /* The pass ran: logits of its rows, `accepted` of its k drafts kept. */
     void (*verified)(void *state, const spec_pass *pass, const float *logits, int n_vocab, int accepted);

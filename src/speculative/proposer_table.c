@@ -8,12 +8,18 @@
 
 #include "speculative/proposer.h"
 
-static const proposer_ops *const table[] = {
-    &proposer_ngram,
-    &proposer_draft,
-    &proposer_self,
-    &proposer_lookahead,
-};
+/* One row per proposer: X(foo) is proposer_foo, the proposer_ops of proposer_foo.c. */
+#define PROPOSERS(X) \
+    X(ngram)         \
+    X(draft)         \
+    X(self)          \
+    X(lookahead)
+
+#define DECLARE(name) extern const proposer_ops proposer_##name;
+PROPOSERS(DECLARE)
+
+#define ROW(name) &proposer_##name,
+static const proposer_ops *const table[] = {PROPOSERS(ROW)};
 
 int spec_proposer_count(void) { return (int)(sizeof table / sizeof *table); }
 

@@ -1,6 +1,5 @@
 /*
- * verify — what speculation decides, apart from running the models: which
- * drafts the target accepts, and how long the next draft should be.
+ * verify — which drafts the target accepts, and the token after them.
  *
  * Row i of a verify pass holds the target's logits after the last token
  * and drafts 0..i-1. Verification returns how many drafts are accepted and
