@@ -30,7 +30,7 @@ static void run(const model *m, const tokenizer *tok) {
     if (session_new(m, 24, QT_F16, 1, &s, NULL)) return;
     tok_list l = {0};
     if (tokenizer_encode(tok, "ab c\xc3\xa9", 6, true, false, &l, NULL) == ERR_OK && l.n > 0 && l.n < 16) {
-        gen_params gp = {.max_tokens = 4, .sampling = sampler_defaults(), .spec = GEN_SPEC_NONE};
+        gen_params gp = {.max_tokens = 4, .sampling = sampler_defaults(), .proposer = NULL};
         generation *g = NULL;
         err_t err = {0};
         if (gen_start(s, tok, l.ids, l.n, &gp, &g, &err) == ERR_OK) {
