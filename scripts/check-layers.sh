@@ -11,6 +11,7 @@
 #   2     speculative  src/speculative/ (from model: the sampler and tokenizer only)
 #   3     runtime      src/runtime/
 #   4     api          src/octo.c, include/octo.h
+#   4     convert      src/convert/     (model conversions: upcycle; the api does not use them)
 #   5     tools        tools/ (may include internals: each such line says why)
 #
 # The three layers of rank 2 are peers that must not know each other: the KV
@@ -27,6 +28,7 @@ layer_of() { # path (a file, or an include's target) -> layer name
     src/moe/* | moe/*) echo moe ;;
     src/speculative/* | speculative/*) echo speculative ;;
     src/runtime/* | runtime/*) echo runtime ;;
+    src/convert/* | convert/*) echo convert ;;
     src/octo.c | octo.h | include/octo.h) echo api ;;
     tools/*) echo tools ;;
     *) echo unknown ;;
@@ -36,7 +38,7 @@ layer_of() { # path (a file, or an include's target) -> layer name
 rank_of() {
     case "$1" in
     core) echo 0 ;; model) echo 1 ;; kv | moe | speculative) echo 2 ;;
-    runtime) echo 3 ;; api) echo 4 ;; tools) echo 5 ;; *) echo 9 ;;
+    runtime) echo 3 ;; api | convert) echo 4 ;; tools) echo 5 ;; *) echo 9 ;;
     esac
 }
 

@@ -37,5 +37,6 @@ const char *kv_policy_names(int first, const char *sep, char *out, size_t n);
 
 int cmd_bench(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_upcycle(int argc, char **argv);
 
 #endif

@@ -74,7 +74,13 @@ static void help(FILE *f) {
           "        [--head-dim N] [--ctx N] [--experts N --experts-used K] [--tied] [--seed S]\n"
           "        [--std X] [--rope-base X] [--rope-scale X] [--gguf-version 2|3]\n"
           "      write a synthetic model with seeded random weights; T is one of\n"
-          "      f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k\n",
+          "      f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k\n"
+          "  upcycle -m DENSE -o MOE --experts E --experts-used K [-f TEXT] [--tokens N]\n"
+          "        [--heldout N] [--split cluster|random|contiguous] [--router fit|uniform]\n"
+          "        [--combine sum|weighted] [--seed S] [--threads N]\n"
+          "      split a dense llama/qwen2 model's FFNs into E experts, K used per token;\n"
+          "      learns the split and router from TEXT (its last fifth, up to --heldout\n"
+          "      tokens, is held out) and reports perplexity, KLD and routing there\n",
           f);
 }
 
@@ -681,7 +687,7 @@ int main(int argc, char **argv) {
         int (*run)(int argc, char **argv);
     } cmds[] = {{"run", cmd_run},         {"tokenize", cmd_tokenize}, {"detokenize", cmd_detokenize},
                 {"inspect", cmd_inspect}, {"bench", cmd_bench},       {"eval", cmd_eval},
-                {"logits", cmd_logits},   {"synth", cmd_synth}};
+                {"logits", cmd_logits},   {"synth", cmd_synth},       {"upcycle", cmd_upcycle}};
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
         if (!strcmp(argv[1], cmds[i].name)) return finish_stdout(cmds[i].run(argc - 2, argv + 2));
     return usage_error("unknown command '%s'", argv[1]);

@@ -57,6 +57,8 @@ struct fwd_state {
     float *member_w;  /* (cap) their weights */
     float *xe;        /* (cap, n_embd) gathered inputs of one expert */
     float *eo;        /* (cap, n_embd) its outputs */
+    fwd_observer observer; /* NULL: none */
+    void *observer_ctx;
 };
 
 static void *xrealloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
@@ -88,6 +90,17 @@ void fwd_state_free(fwd_state *st) {
     free(st->route_next);
     free(st->members);
     free(st);
+}
+
+void fwd_set_observer(fwd_state *st, fwd_observer fn, void *ctx) {
+    st->observer = fn;
+    st->observer_ctx = ctx;
+}
+
+static void observe(fwd_state *st, int layer, fwd_point at, int T, const float *x, const float *act) {
+    if (!st->observer) return;
+    const fwd_tap tap = {layer, at, T, x, act};
+    st->observer(st->observer_ctx, &tap);
 }
 
 static err_code reserve(fwd_state *st, int n, err_t *err) {
@@ -525,7 +538,9 @@ err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *ex
         rmsnorm_rows(st, st->xn, st->x, L->ffn_norm.data, E, n, hp->rms_eps);
         rc = hp->n_expert > 0 ? ffn_moe(st, experts, l, n, err) : ffn_dense(st, L, n, err);
         if (rc) break;
+        observe(st, l, FWD_AT_FFN, n, st->xn, hp->n_expert > 0 ? NULL : st->hg);
         for (size_t i = 0; i < (size_t)n * E; i++) st->x[i] += st->ffn_out[i];
+        observe(st, l, FWD_AT_LAYER_END, n, st->x, NULL);
     }
     if (pos != pos_buf) free(pos);
     if (rc) return rc;

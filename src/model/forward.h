@@ -20,9 +20,29 @@
 
 typedef struct fwd_state fwd_state;
 
+/*
+ * An observer sees what a layer computed, for tools that learn from a model's
+ * activations (convert/upcycle): after each layer's FFN, x is its normed
+ * input and act (dense FFN only, else NULL) the SwiGLU activations
+ * silu(gate) * up, [T][n_ff]; at the layer's end, x is the residual stream
+ * leaving it. Rows are the batch's tokens in order. The observer must not
+ * keep the pointers; the forward pass does not read anything it returns.
+ */
+typedef enum { FWD_AT_FFN, FWD_AT_LAYER_END } fwd_point;
+typedef struct {
+    int layer;
+    fwd_point at;
+    int T;
+    const float *x;   /* [T][n_embd] */
+    const float *act; /* [T][n_ff] or NULL */
+} fwd_tap;
+typedef void (*fwd_observer)(void *ctx, const fwd_tap *tap);
+
 /* pool: the model's threads (borrowed; NULL runs everything on the caller's thread). */
 fwd_state *fwd_state_new(const model *m, tpool *pool);
 void fwd_state_free(fwd_state *st);
+/* fn NULL: no observer (the default). */
+void fwd_set_observer(fwd_state *st, fwd_observer fn, void *ctx);
 
 /*
  * tokens: [n] ids; pos0: position of tokens[0].

@@ -1,0 +1,126 @@
+/*
+ * octo upcycle — a dense model into a Mixture-of-Experts model
+ * (convert/upcycle.h has the method, docs/upcycling.md the measurements).
+ * Progress on stderr; at the end, what the new model measured on held-out
+ * text, and its routing statistics per layer, on stdout.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <math.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "convert/upcycle.h" /* internal: the conversion itself */
+#include "core/quant.h"      /* internal: type names for the report */
+
+/* On a terminal one line per step, redrawn; elsewhere (a log) the step's last count only. */
+static void show_progress(void *ctx, const char *what, int done, int total) {
+    (void)ctx;
+    const int tty = isatty(STDERR_FILENO);
+    if (!tty && done < total) return;
+    fprintf(stderr, "%supcycle: %s %d/%d%s", tty ? "\r" : "", what, done, total, done >= total ? "\n" : "");
+    fflush(stderr);
+}
+
+static const char *type_name(uint32_t t) {
+    const quant_traits *tr = quant_traits_of(t);
+    return tr ? tr->name : "?";
+}
+
+static void print_report(const upcycle_opts *o, const upcycle_report *r) {
+    printf("upcycled:   %s -> %s: %d experts of %d neurons (%d zero), %d used per token\n", o->input, o->output,
+           o->n_expert, r->n_ff_expert, r->n_pad, o->n_expert_used);
+    printf("method:     split %s, router %s, combine %s, %d calibration tokens\n", upcycle_split_name(o->split),
+           upcycle_router_name(o->router), upcycle_combine_name(o->combine), r->calib_tokens);
+    if (r->down_type_out != r->down_type_in)
+        printf("types:      experts' down rows of %d values cannot hold %s blocks: written as %s\n", r->n_ff_expert,
+               type_name(r->down_type_in), type_name(r->down_type_out));
+    if (!r->heldout_tokens) {
+        printf("quality:    not measured (no held-out text: give -f TEXT)\n");
+        return;
+    }
+    printf("held-out:   %d tokens\n", r->heldout_tokens);
+    printf("perplexity: dense %.4f, upcycled %.4f (nll %.4f -> %.4f nats/token)\n", exp(r->dense_nll),
+           exp(r->moe_nll), r->dense_nll, r->moe_nll);
+    printf("kld:        %.4f nats/token (mean KL(dense || upcycled)); greedy agreement %.1f%%\n", r->kld_mean,
+           100.0 * r->top1);
+    printf("near-ties:  %.3f%% of routed tokens\n", 100.0 * r->tie_flips);
+    printf("layer  load-max  load-cv  repeat  recall(ffn-in)  recall(residual)\n");
+    for (int l = 0; l < r->n_layer; l++) {
+        printf("%5d  %8.2f  %7.3f  %5.1f%%", l, r->layer[l].load_max, r->layer[l].load_cv, 100.0 * r->layer[l].repeat);
+        if (l == 0) printf("  %14s  %16s\n", "-", "-");
+        else printf("  %13.1f%%  %15.1f%%\n", 100.0 * r->layer[l].recall_ffn, 100.0 * r->layer[l].recall_resid);
+    }
+}
+
+static int parse_name(const char *flag, const char *v, int (*from)(const char *), int *dst, const char *names) {
+    const int k = from(v);
+    if (k < 0) return usage_error("%s takes one of %s, not '%s'", flag, names, v);
+    *dst = k;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, upcycle_opts *o, const char **text_path) {
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long n;
+        int k = 0, rc = 0;
+        if (!v) return usage_error("upcycle: %s needs a value", a);
+        i++;
+        if (!strcmp(a, "-m")) o->input = v;
+        else if (!strcmp(a, "-o")) o->output = v;
+        else if (!strcmp(a, "-f")) *text_path = v;
+        else if (!strcmp(a, "--experts") || !strcmp(a, "--experts-used") || !strcmp(a, "--tokens") ||
+                 !strcmp(a, "--heldout") || !strcmp(a, "--threads")) {
+            if (!parse_long(v, !strcmp(a, "--threads") ? 0 : 1, 1 << 24, &n))
+                return usage_error("%s takes a whole number from 1 to %d", a, 1 << 24);
+            int *dst = !strcmp(a, "--experts") ? &o->n_expert
+                       : !strcmp(a, "--experts-used") ? &o->n_expert_used
+                       : !strcmp(a, "--tokens") ? &o->calib_tokens
+                       : !strcmp(a, "--heldout") ? &o->heldout_tokens : &o->n_threads;
+            *dst = (int)n;
+        } else if (!strcmp(a, "--split")) {
+            if ((rc = parse_name(a, v, upcycle_split_from_name, &k, "cluster random contiguous"))) return rc;
+            o->split = (upcycle_split)k;
+        } else if (!strcmp(a, "--router")) {
+            if ((rc = parse_name(a, v, upcycle_router_from_name, &k, "fit uniform"))) return rc;
+            o->router = (upcycle_router)k;
+        } else if (!strcmp(a, "--combine")) {
+            if ((rc = parse_name(a, v, upcycle_combine_from_name, &k, "sum weighted"))) return rc;
+            o->combine = (upcycle_combine)k;
+        } else if (!strcmp(a, "--seed")) {
+            char *end;
+            errno = 0;
+            o->seed = strtoull(v, &end, 10);
+            if (errno || end == v || *end || *v == '-') return usage_error("--seed takes a whole number");
+        } else return usage_error("upcycle: unknown option '%s'", a);
+    }
+    if (!o->input || !o->output) return usage_error("upcycle needs -m DENSE.gguf and -o MOE.gguf");
+    if (!o->n_expert) return usage_error("upcycle needs --experts E and --experts-used K");
+    return 0;
+}
+
+int cmd_upcycle(int argc, char **argv) {
+    upcycle_opts o = upcycle_defaults();
+    o.n_expert = o.n_expert_used = 0;
+    const char *text_path = NULL;
+    int rc = parse_args(argc, argv, &o, &text_path);
+    if (rc) return rc;
+    if (!o.n_expert_used) return usage_error("upcycle needs --experts-used K");
+    char *text = NULL;
+    size_t len = 0;
+    if (text_path && read_text_file(text_path, &text, &len)) return 1;
+    o.text = text;
+    o.text_len = len;
+    o.progress = show_progress;
+    upcycle_report *r = calloc(1, sizeof *r);
+    err_t err = {0};
+    if (!r) rc = fail("out of memory");
+    else if (upcycle_run(&o, r, &err)) rc = fail("upcycle: %s", err.msg);
+    else print_report(&o, r);
+    free(r);
+    free(text);
+    return rc;
+}
