@@ -221,6 +221,9 @@ typedef struct {
     char speculation[256];    /* the proposer OCTO_SPEC_AUTO uses, and why: a draft given in
                                  the options, else NAME.draft.gguf beside the model when it
                                  fits, else a self-draft when it pays and fits, else n-gram */
+    int n_ff_shared;          /* MoE: width of the always-on shared expert (0: none) */
+    char origin[320];         /* "" or how the file was made (octo upcycle: from what, with which
+                                 split, router and combination) and what other runtimes compute */
 } octo_model_info;
 
 octo_model_info octo_model_info_get(const octo_model *model);

@@ -235,6 +235,29 @@ void octo_model_free(octo_model *om) {
 const char *octo_model_error(const octo_model *om) { return om ? om->err.msg : "no model"; }
 octo_status octo_model_status(const octo_model *om) { return om ? (octo_status)om->err.code : OCTO_ERR_INVALID_ARG; }
 
+/* The octo.upcycle.* keys `octo upcycle` writes, as one line (empty when absent). */
+static void describe_origin(const model *m, char *out, size_t n) {
+    const gguf_ctx *g = m->gguf;
+    gguf_str src, split, router, combine;
+    uint32_t E = 0, K = 0, calib = 0, shared = 0;
+    out[0] = '\0';
+    if (!gguf_get_str(g, "octo.upcycle.source", &src)) return;
+    const bool all = gguf_get_str(g, "octo.upcycle.split", &split) && gguf_get_str(g, "octo.upcycle.router", &router) &&
+                     gguf_get_str(g, "octo.upcycle.combine", &combine) && gguf_get_u32(g, "octo.upcycle.experts", &E) &&
+                     gguf_get_u32(g, "octo.upcycle.experts_used", &K);
+    gguf_get_u32(g, "octo.upcycle.calibration_tokens", &calib);
+    gguf_get_u32(g, "octo.upcycle.shared", &shared);
+    if (!all) {
+        snprintf(out, n, "upcycled from %.*s", (int)src.len, src.ptr);
+        return;
+    }
+    snprintf(out, n, "upcycled from %.*s by octo: %u experts, %u used, split %.*s, router %.*s, combine %.*s, "
+             "%u calibration tokens; %s", (int)src.len, src.ptr, E, K, (int)split.len, split.ptr, (int)router.len,
+             router.ptr, (int)combine.len, combine.ptr, calib,
+             shared ? "a shared expert: octo runs it, llama.cpp's llama architecture does not"
+                    : "Mixtral layout: other runtimes compute it the same way");
+}
+
 octo_model_info octo_model_info_get(const octo_model *om) {
     octo_model_info info;
     memset(&info, 0, sizeof info);
@@ -270,6 +293,8 @@ octo_model_info octo_model_info_get(const octo_model *om) {
     snprintf(info.kv_spill, sizeof info.kv_spill, "%s", om->b->plan.spill_reason);
     snprintf(info.speculation, sizeof info.speculation, "%s", om->b->plan.spec_reason);
     info.n_ctx = om->b->s->n_ctx;
+    info.n_ff_shared = hp->n_ff_shexp;
+    describe_origin(m, info.origin, sizeof info.origin);
     /* type histogram, in type-id order */
     uint64_t count[QT_COUNT] = {0};
     for (uint64_t i = 0; i < m->gguf->n_tensors; i++)

@@ -67,6 +67,32 @@ cmp -s "$tmp/m.gguf" "$tmp/m2.gguf" && ok || bad "synth is not deterministic"
 cmp -s "$tmp/m.gguf" "$tmp/m3.gguf" && bad "seed is ignored" || ok
 
 # text in, text out on a synthetic model
+# octo upcycle: usage errors exit 2, bad input 1, each one line; a good run
+# writes an MoE model that loads, runs, says where it came from, and is not
+# upcycled twice
+expect 2 1 "$octo" upcycle -m "$tmp/m.gguf" -o "$tmp/u.gguf"
+expect 2 1 "$octo" upcycle -m "$tmp/m.gguf" -o "$tmp/u.gguf" --experts 4
+expect 2 1 "$octo" upcycle -m "$tmp/m.gguf" -o "$tmp/u.gguf" --experts 4 --experts-used 2 --split kmeans
+expect 2 1 "$octo" upcycle -m "$tmp/m.gguf" -o "$tmp/u.gguf" --experts 4 --experts-used 2 --shared -1
+expect 1 1 "$octo" upcycle -m "$tmp/m.gguf" -o "$tmp/u.gguf" --experts 4 --experts-used 5
+expect 1 1 "$octo" upcycle -m "$tmp/m.gguf" -o "$tmp/u.gguf" --experts 97 --experts-used 2
+expect 1 1 "$octo" upcycle -m "$tmp/m.gguf" -o "$tmp/u.gguf" --experts 4 --experts-used 2
+grep -q "no text" "$tmp/err" && ok || bad "upcycle without a text: $(cat "$tmp/err")"
+printf 'too short' >"$tmp/short.txt"
+expect 1 1 "$octo" upcycle -m "$tmp/m.gguf" -o "$tmp/u.gguf" --experts 4 --experts-used 2 -f "$tmp/short.txt"
+grep -q "too short" "$tmp/err" && ok || bad "upcycle with a short text: $(cat "$tmp/err")"
+[ ! -e "$tmp/u.gguf" ] && ok || bad "a failed upcycle left an output file"
+expect 0 1 "$octo" upcycle -m "$tmp/m.gguf" -o "$tmp/u.gguf" --experts 4 --experts-used 2 --split random --router uniform
+grep -q "4 experts of 24 neurons (0 zero), 2 used per token" "$tmp/out" && ok || bad "upcycle report: $(cat "$tmp/out")"
+grep -q "quality:    not measured" "$tmp/out" && ok || bad "upcycle without text must say quality was not measured"
+expect 0 0 "$octo" inspect -m "$tmp/u.gguf"
+grep -q "experts:        4, 2 used per token" "$tmp/out" && ok || bad "inspect of an upcycled model: $(cat "$tmp/out")"
+grep -q "origin:         upcycled from octo synthetic by octo: 4 experts, 2 used, split random, router uniform" "$tmp/out" \
+    && ok || bad "inspect shows no origin: $(cat "$tmp/out")"
+expect 0 0 "$octo" run -m "$tmp/u.gguf" -p "ab" -n 4 --temp 0
+expect 1 1 "$octo" upcycle -m "$tmp/u.gguf" -o "$tmp/u2.gguf" --experts 2 --experts-used 1 --split random --router uniform
+grep -q "already a Mixture-of-Experts" "$tmp/err" && ok || bad "upcycling an MoE model: $(cat "$tmp/err")"
+
 expect 0 0 "$octo" run -m "$tmp/m.gguf" -p "ab" -n 5 --seed 1
 expect 0 0 "$octo" run -m "$tmp/m.gguf" -p "ab" -n 6 --ids --temp 0
 [ "$(wc -w <"$tmp/out")" -eq 6 ] && ok || bad "--ids printed $(wc -w <"$tmp/out") ids, want 6"

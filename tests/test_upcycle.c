@@ -174,6 +174,27 @@ static void test_exact_synthetic(void) {
     o.n_expert_used = 2; /* K < E drops neurons: not the same function */
     T_EQ_INT(upcycle_run(&o, &rep, &err), ERR_OK);
     T_CHECK(logit_gap(dense, moe, tok, 12) > 1e-2);
+    /* a shared expert of the 16 most active neurons (patterns from a text), the other 80 in 5 experts of 16 */
+    static char text[6000];
+    for (size_t i = 0; i + 1 < sizeof text; i++) text[i] = (char)('a' + (i * 7 + i / 13) % 26);
+    o.text = text;
+    o.text_len = sizeof text - 1;
+    o.n_expert_used = 5;
+    o.n_shared = 16;
+    T_EQ_INT(upcycle_run(&o, &rep, &err), ERR_OK);
+    T_EQ_INT(rep.n_shared, 16);
+    T_EQ_INT(rep.n_ff_expert, 16);
+    T_EQ_INT(rep.n_pad, 0);
+    T_CHECK(rep.heldout_tokens > 0 && rep.kld_mean < 1e-6);
+    const double gap_sh = logit_gap(dense, moe, tok, 12);
+    T_CHECKF(gap_sh < 1e-4, "shared expert, uniform router, K = E: logits differ by %g", gap_sh);
+    model *mm = NULL;
+    T_EQ_INT(model_load(moe, &mm, &err), ERR_OK);
+    if (mm) T_EQ_INT(mm->hp.n_ff_shexp, 16);
+    model_free(mm);
+    o.n_shared = 92; /* leaves 4 neurons for 5 experts */
+    T_EQ_INT(upcycle_run(&o, &rep, &err), ERR_INVALID_ARG);
+    T_CHECKF(strstr(err.msg, "--shared 92") != NULL, "%s", err.msg);
 }
 
 static void test_file(void) {

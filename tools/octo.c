@@ -77,10 +77,11 @@ static void help(FILE *f) {
           "      f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k\n"
           "  upcycle -m DENSE -o MOE --experts E --experts-used K [-f TEXT] [--tokens N]\n"
           "        [--heldout N] [--split cluster|random|contiguous] [--router fit|uniform]\n"
-          "        [--combine sum|weighted] [--seed S] [--threads N]\n"
+          "        [--shared N] [--combine sum|weighted] [--seed S] [--threads N]\n"
           "      split a dense llama/qwen2 model's FFNs into E experts, K used per token;\n"
           "      learns the split and router from TEXT (its last fifth, up to --heldout\n"
-          "      tokens, is held out) and reports perplexity, KLD and routing there\n",
+          "      tokens, is held out) and reports perplexity, KLD and routing there;\n"
+          "      --shared N: the N most often active neurons form an always-on expert\n",
           f);
 }
 
@@ -124,6 +125,8 @@ static int cmd_inspect(int argc, char **argv) {
     printf("heads:          %d query, %d key/value, head size %d\n", in.n_head, in.n_head_kv, in.head_dim);
     printf("feed-forward:   %d\n", in.n_ff);
     if (in.n_expert) printf("experts:        %d, %d used per token\n", in.n_expert, in.n_expert_used);
+    if (in.n_ff_shared) printf("shared expert:  %d wide, run by every token\n", in.n_ff_shared);
+    if (in.origin[0]) printf("origin:         %s\n", in.origin);
     printf("rope:           base %g, scale %g\n", in.rope_freq_base, in.rope_freq_scale);
     printf("rms epsilon:    %g\n", in.rms_eps);
     printf("output:         %s\n", in.output_tied ? "tied to token embedding" : "separate matrix");

@@ -30,8 +30,10 @@ static const char *type_name(uint32_t t) {
 }
 
 static void print_report(const upcycle_opts *o, const upcycle_report *r) {
-    printf("upcycled:   %s -> %s: %d experts of %d neurons (%d zero), %d used per token\n", o->input, o->output,
+    printf("upcycled:   %s -> %s: %d experts of %d neurons (%d zero), %d used per token", o->input, o->output,
            o->n_expert, r->n_ff_expert, r->n_pad, o->n_expert_used);
+    if (r->n_shared) printf(", and a shared expert of %d", r->n_shared);
+    printf("; %d of %d neurons active per token\n", r->n_shared + o->n_expert_used * r->n_ff_expert, r->n_ff);
     printf("method:     split %s, router %s, combine %s, %d calibration tokens\n", upcycle_split_name(o->split),
            upcycle_router_name(o->router), upcycle_combine_name(o->combine), r->calib_tokens);
     if (r->down_type_out != r->down_type_in)
@@ -73,13 +75,14 @@ static int parse_args(int argc, char **argv, upcycle_opts *o, const char **text_
         else if (!strcmp(a, "-o")) o->output = v;
         else if (!strcmp(a, "-f")) *text_path = v;
         else if (!strcmp(a, "--experts") || !strcmp(a, "--experts-used") || !strcmp(a, "--tokens") ||
-                 !strcmp(a, "--heldout") || !strcmp(a, "--threads")) {
-            if (!parse_long(v, !strcmp(a, "--threads") ? 0 : 1, 1 << 24, &n))
-                return usage_error("%s takes a whole number from 1 to %d", a, 1 << 24);
+                 !strcmp(a, "--heldout") || !strcmp(a, "--threads") || !strcmp(a, "--shared")) {
+            const long lo = !strcmp(a, "--threads") || !strcmp(a, "--shared") ? 0 : 1;
+            if (!parse_long(v, lo, 1 << 24, &n)) return usage_error("%s takes a whole number from %ld to %d", a, lo, 1 << 24);
             int *dst = !strcmp(a, "--experts") ? &o->n_expert
                        : !strcmp(a, "--experts-used") ? &o->n_expert_used
                        : !strcmp(a, "--tokens") ? &o->calib_tokens
-                       : !strcmp(a, "--heldout") ? &o->heldout_tokens : &o->n_threads;
+                       : !strcmp(a, "--heldout") ? &o->heldout_tokens
+                       : !strcmp(a, "--shared")  ? &o->n_shared : &o->n_threads;
             *dst = (int)n;
         } else if (!strcmp(a, "--split")) {
             if ((rc = parse_name(a, v, upcycle_split_from_name, &k, "cluster random contiguous"))) return rc;

@@ -60,8 +60,8 @@ static err_code check_opts(const upcycle_opts *o, err_t *err) {
     if ((unsigned)o->split > UPCYCLE_SPLIT_CONTIGUOUS || (unsigned)o->router > UPCYCLE_ROUTER_UNIFORM ||
         (unsigned)o->combine > UPCYCLE_COMBINE_WEIGHTED)
         return err_set(err, ERR_INVALID_ARG, "unknown split, router or combination");
-    if (o->calib_tokens < 0 || o->heldout_tokens < 0)
-        return err_set(err, ERR_INVALID_ARG, "token counts must not be negative");
+    if (o->calib_tokens < 0 || o->heldout_tokens < 0 || o->n_shared < 0)
+        return err_set(err, ERR_INVALID_ARG, "token and neuron counts must not be negative");
     return ERR_OK;
 }
 
@@ -74,6 +74,9 @@ static err_code check_model(const model *m, const upcycle_opts *o, err_t *err) {
         return err_set(err, ERR_UNSUPPORTED_ARCH, "upcycle supports llama and qwen2 models, not '%s'", hp->arch_name);
     if (o->n_expert > hp->n_ff)
         return err_set(err, ERR_INVALID_ARG, "--experts %d is more than the %d FFN neurons per layer", o->n_expert,
+                       hp->n_ff);
+    if (o->n_shared > hp->n_ff - o->n_expert)
+        return err_set(err, ERR_INVALID_ARG, "--shared %d leaves fewer than one neuron per expert of the %d", o->n_shared,
                        hp->n_ff);
     if (hp->n_layer > UPCYCLE_MAX_LAYERS)
         return err_set(err, ERR_UNSUPPORTED, "%d layers (upcycle handles %d)", hp->n_layer, UPCYCLE_MAX_LAYERS);
@@ -89,9 +92,8 @@ typedef struct {
     int32_t bos;
 } text_tokens;
 
-static bool needs_text(const upcycle_opts *o) {
-    return o->split == UPCYCLE_SPLIT_CLUSTER || o->router == UPCYCLE_ROUTER_FIT;
-}
+static bool needs_patterns(const upcycle_opts *o) { return o->split == UPCYCLE_SPLIT_CLUSTER || o->n_shared > 0; }
+static bool needs_text(const upcycle_opts *o) { return needs_patterns(o) || o->router == UPCYCLE_ROUTER_FIT; }
 
 static err_code read_text(const model *m, const upcycle_opts *o, text_tokens *tt, err_t *err) {
     memset(tt, 0, sizeof *tt);
@@ -117,7 +119,10 @@ static err_code read_text(const model *m, const upcycle_opts *o, text_tokens *tt
                        "%s: the calibration text gives %d tokens; the %s need at least %d (a fifth of the text, "
                        "up to %d tokens, is held out to measure on)",
                        o->text ? "too short" : "no text", tt->n_calib,
-                       o->split == UPCYCLE_SPLIT_CLUSTER ? "cluster split" : "fitted router", MIN_CALIB, held);
+                       o->split == UPCYCLE_SPLIT_CLUSTER ? "cluster split"
+                       : o->n_shared                     ? "shared expert's choice"
+                                                         : "fitted router",
+                       MIN_CALIB, held);
     if (tt->n_held < MIN_HELDOUT) tt->n_held = 0;
     return ERR_OK;
 }
@@ -219,11 +224,37 @@ static err_code column_norms(const upcycle_plan *p, float *coln, err_t *err) {
     return rc;
 }
 
+/* Layer l's split of the neurons the shared expert leaves (all when none):
+ * their patterns gathered, split, mapped back to dense indices. */
+static err_code split_layer(const upcycle_opts *o, upcycle_plan *p, const calib_ctx *c, int l, err_t *err) {
+    const int n_ff = p->dense->hp.n_ff, S = c->seen ? c->seen[l] : 0, n = n_ff - p->n_shared;
+    const float *feat = c->feat ? c->feat + (size_t)l * c->S * n_ff : NULL;
+    upcycle_layer *L = &p->layers[l];
+    if (p->n_shared) upcycle_pick_shared(feat, S, n_ff, p->n_shared, L->shared);
+    int32_t *rest = malloc(sizeof(int32_t) * (size_t)n);
+    float *sub = feat && o->split == UPCYCLE_SPLIT_CLUSTER ? malloc(sizeof(float) * (size_t)S * n + 1) : NULL;
+    if (!rest || (feat && o->split == UPCYCLE_SPLIT_CLUSTER && !sub)) {
+        free(rest), free(sub);
+        return err_set(err, ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0, k = 0, j = 0; i < n_ff; i++) { /* both lists ascending */
+        if (k < p->n_shared && L->shared[k] == i) k++;
+        else rest[j++] = i;
+    }
+    for (int s = 0; sub && s < S; s++)
+        for (int j = 0; j < n; j++) sub[(size_t)s * n + j] = feat[(size_t)s * n_ff + rest[j]];
+    err_code rc = upcycle_split_layer(o->split, sub, S, n, p->E, p->m, o->seed + (uint64_t)l, L->slot, err);
+    for (size_t q = 0; !rc && q < (size_t)p->E * p->m; q++)
+        if (L->slot[q] >= 0) L->slot[q] = rest[L->slot[q]];
+    free(rest), free(sub);
+    return rc;
+}
+
 static err_code learn_split(const upcycle_opts *o, upcycle_plan *p, const text_tokens *tt, calib_ctx *c,
                             err_t *err) {
     const model_hparams *hp = &p->dense->hp;
     err_code rc = ERR_OK;
-    if (o->split == UPCYCLE_SPLIT_CLUSTER) {
+    if (needs_patterns(o)) {
         const uint64_t per_token = (uint64_t)hp->n_ff * hp->n_layer * sizeof(float);
         const int calib_rows = tt->n_calib + (tt->n_calib + CHUNK - 1) / CHUNK; /* each chunk's BOS too */
         c->S = FEATURE_BYTES / per_token < (uint64_t)calib_rows ? (int)(FEATURE_BYTES / per_token) : calib_rows;
@@ -233,9 +264,7 @@ static err_code learn_split(const upcycle_opts *o, upcycle_plan *p, const text_t
         rc = calib_pass(o, p->dense, tt, observe_patterns, c, "activation patterns", err);
     }
     for (int l = 0; l < hp->n_layer && !rc; l++) {
-        const float *feat = c->feat ? c->feat + (size_t)l * c->S * hp->n_ff : NULL;
-        rc = upcycle_split_layer(o->split, feat, c->seen ? c->seen[l] : 0, hp->n_ff, p->E, p->m,
-                                 o->seed + (uint64_t)l, p->layers[l].slot, err);
+        rc = split_layer(o, p, c, l, err);
         progress(o, "split", l + 1, hp->n_layer);
     }
     return rc;
@@ -280,18 +309,22 @@ static err_code plan_new(const upcycle_opts *o, const model *dense, upcycle_plan
     p->dense = dense;
     p->E = o->n_expert;
     p->K = o->n_expert_used;
-    p->m = (hp->n_ff + p->E - 1) / p->E;
+    p->n_shared = o->n_shared;
+    p->m = (hp->n_ff - p->n_shared + p->E - 1) / p->E;
     p->down_scale = (float)p->K;
     err_code rc = gguf_open(o->input, &p->src, err);
     if (rc) return rc;
     const gguf_tensor *down = gguf_find_tensor(p->src, "blk.0.ffn_down.weight");
     if (!down) return err_set(err, ERR_MISSING_TENSOR, "tensor 'blk.0.ffn_down.weight' is missing");
     p->down_type = upcycle_down_type(down->type, p->m);
+    p->shared_down_type = upcycle_down_type(down->type, p->n_shared > 0 ? p->n_shared : p->m);
     if (!(p->layers = calloc((size_t)hp->n_layer, sizeof *p->layers))) return err_set(err, ERR_NOMEM, "out of memory");
     for (int l = 0; l < hp->n_layer; l++) {
         p->layers[l].slot = malloc(sizeof(int32_t) * (size_t)p->E * p->m);
         p->layers[l].router = calloc((size_t)p->E * hp->n_embd, sizeof(float));
-        if (!p->layers[l].slot || !p->layers[l].router) return err_set(err, ERR_NOMEM, "out of memory");
+        p->layers[l].shared = malloc(sizeof(int32_t) * (size_t)(p->n_shared + 1));
+        if (!p->layers[l].slot || !p->layers[l].router || !p->layers[l].shared)
+            return err_set(err, ERR_NOMEM, "out of memory");
     }
     return ERR_OK;
 }
@@ -300,6 +333,7 @@ static void plan_free(upcycle_plan *p) {
     for (int l = 0; p->layers && l < p->dense->hp.n_layer; l++) {
         free(p->layers[l].slot);
         free(p->layers[l].router);
+        free(p->layers[l].shared);
     }
     free(p->layers);
     if (p->src) gguf_close(p->src);
@@ -324,7 +358,8 @@ static void report_shape(const upcycle_plan *p, const text_tokens *tt, upcycle_r
     rep->n_layer = hp->n_layer;
     rep->n_ff = hp->n_ff;
     rep->n_ff_expert = p->m;
-    rep->n_pad = p->E * p->m - hp->n_ff;
+    rep->n_shared = p->n_shared;
+    rep->n_pad = p->E * p->m + p->n_shared - hp->n_ff;
     rep->calib_tokens = tt->n_calib;
     rep->heldout_tokens = tt->n_held;
     const gguf_tensor *gate = gguf_find_tensor(p->src, "blk.0.ffn_gate.weight");

@@ -17,7 +17,9 @@
  *     give the sum.
  *
  * With the uniform router (all scores 0) and K = E the model computes the
- * dense FFN exactly (to float rounding). Everything learnt from the
+ * dense FFN exactly (to float rounding). A shared expert (n_shared) takes
+ * the neurons active on the most calibration tokens out of the split; every
+ * token runs it, ungated (CMoE's shared experts). Everything learnt from the
  * calibration text comes from two passes of the dense model over it: one
  * collects the neurons' activation patterns for the split, one accumulates
  * the router's least-squares problem; neither keeps the activations of the
@@ -50,6 +52,7 @@ typedef struct {
     size_t text_len;
     int calib_tokens;        /* at most this many calibration tokens (0: default 16384) */
     int heldout_tokens;      /* the text's last tokens, kept out of calibration (0: default 4096) */
+    int n_shared;            /* neurons of an always-on shared expert, the most often active (0: none) */
     upcycle_split split;
     upcycle_router router;
     upcycle_combine combine;
@@ -67,7 +70,7 @@ upcycle_opts upcycle_defaults(void);
 /* What the upcycled model measured on the held-out text (all 0 when there
  * was none), and how its routers behave there, per layer. */
 typedef struct {
-    int n_layer, n_ff, n_ff_expert, n_pad; /* n_pad: zero neurons per layer */
+    int n_layer, n_ff, n_ff_expert, n_shared, n_pad; /* n_pad: zero neurons per layer */
     int calib_tokens, heldout_tokens;
     uint32_t gate_type, down_type_in, down_type_out; /* down_type_out != in: rows too short for the type */
     double dense_nll, moe_nll;  /* nats per token */

@@ -13,17 +13,21 @@
 
 /* One layer's experts: slot[e * m + j] is the dense neuron in expert e's
  * j-th place, or -1 for a zero (padding) neuron; router[e * n_embd + i] the
- * router row of expert e as written (F32). */
+ * router row of expert e as written (F32); shared the neurons every token
+ * runs. */
 typedef struct {
-    int32_t *slot;  /* [E * m] */
-    float *router;  /* [E * n_embd] */
+    int32_t *slot;   /* [E * m] */
+    float *router;   /* [E * n_embd] */
+    int32_t *shared; /* [n_shared] the shared expert's neurons */
 } upcycle_layer;
 
 typedef struct {
     const model *dense;
     gguf_ctx *src;          /* the dense file opened again: its tensors as written (the model may re-lay them) */
-    int E, K, m;            /* experts, used, neurons per expert (E * m >= n_ff) */
+    int E, K, m;            /* experts, used, neurons per expert (E * m + n_shared >= n_ff) */
+    int n_shared;           /* neurons of the shared expert (0: none) */
     uint32_t down_type;     /* the experts' down type (the dense one where rows of m allow) */
+    uint32_t shared_down_type;
     float down_scale;       /* K: the renormalised gates are 1/K */
     upcycle_layer *layers;  /* [n_layer] */
 } upcycle_plan;
@@ -32,6 +36,9 @@ typedef struct {
  * Partition n_ff neurons into E groups of m places (E * m >= n_ff; the
  * places left over hold -1). feat: [S][n_ff] non-negative contributions of
  * each neuron on S calibration tokens (cluster only; NULL otherwise). */
+/* The n neurons active (in the token's top quarter of contributions) on the
+ * most of S tokens, ties to the lower index, into shared[0..n) ascending. */
+void upcycle_pick_shared(const float *feat, int S, int n_ff, int n, int32_t *shared);
 err_code upcycle_split_layer(upcycle_split kind, const float *feat, int S, int n_ff, int E, int m, uint64_t seed,
                              int32_t *slot, err_t *err);
 

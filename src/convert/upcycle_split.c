@@ -197,3 +197,43 @@ err_code upcycle_split_layer(upcycle_split kind, const float *feat, int S, int n
     free(order);
     return ERR_OK;
 }
+
+/* ---------------------------------------------------------------- shared */
+
+static int cmp_float(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    int64_t count;
+    int32_t i;
+} active_count;
+
+static int by_count_desc(const void *a, const void *b) {
+    const active_count *x = a, *y = b;
+    if (x->count != y->count) return x->count < y->count ? 1 : -1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+void upcycle_pick_shared(const float *feat, int S, int n_ff, int n, int32_t *shared) {
+    active_count *c = calloc((size_t)n_ff, sizeof *c);
+    float *sorted = malloc(sizeof(float) * (size_t)n_ff);
+    if (!c || !sorted) { /* no memory to count: the first n (the caller's allocations succeeded; unlikely) */
+        for (int i = 0; i < n; i++) shared[i] = i;
+        free(c), free(sorted);
+        return;
+    }
+    for (int i = 0; i < n_ff; i++) c[i].i = i;
+    for (int s = 0; s < S; s++) {
+        const float *f = feat + (size_t)s * n_ff;
+        memcpy(sorted, f, sizeof(float) * (size_t)n_ff);
+        qsort(sorted, (size_t)n_ff, sizeof(float), cmp_float);
+        const float top_quarter = sorted[n_ff - 1 - n_ff / 4 < 0 ? 0 : n_ff - 1 - n_ff / 4];
+        for (int i = 0; i < n_ff; i++) c[i].count += f[i] > top_quarter;
+    }
+    qsort(c, (size_t)n_ff, sizeof *c, by_count_desc);
+    for (int k = 0; k < n; k++) shared[k] = c[k].i;
+    qsort(shared, (size_t)n, sizeof(int32_t), cmp_i32);
+    free(c), free(sorted);
+}

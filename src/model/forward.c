@@ -107,6 +107,7 @@ static err_code reserve(fwd_state *st, int n, err_t *err) {
     if (n <= st->cap) return ERR_OK;
     const model_hparams *hp = &st->m->hp;
     size_t T = (size_t)n;
+    const size_t ff = (size_t)(hp->n_ff > hp->n_ff_shexp ? hp->n_ff : hp->n_ff_shexp);
     struct { float **p; size_t per_token; } b[] = {
         {&st->x, (size_t)hp->n_embd},
         {&st->xn, (size_t)hp->n_embd},
@@ -115,8 +116,8 @@ static err_code reserve(fwd_state *st, int n, err_t *err) {
         {&st->v, (size_t)hp->n_head_kv * hp->head_dim_v},
         {&st->att, (size_t)hp->n_head * hp->head_dim_v},
         {&st->ffn_out, (size_t)hp->n_embd},
-        {&st->hg, (size_t)hp->n_ff},
-        {&st->hu, (size_t)hp->n_ff},
+        {&st->hg, ff},
+        {&st->hu, ff},
         {&st->rope_cs, (size_t)hp->n_rot > 0 ? (size_t)hp->n_rot : 1},
         {&st->route_w, (size_t)(hp->n_expert_used > 0 ? hp->n_expert_used : 1)},
         {&st->member_w, 1},
@@ -398,7 +399,20 @@ static err_code predict_next(fwd_state *st, const experts_iface *ex, int layer, 
     return rc;
 }
 
-/* Mixtral FFN: route every token, then run each chosen expert once over its tokens. */
+/* The shared expert, added to ffn_out for every token (upcycled models). */
+static err_code ffn_shared(fwd_state *st, const model_layer *L, int T, err_t *err) {
+    const int E = st->m->hp.n_embd;
+    err_code rc = mat_mul_set(st, (const model_mat *[]){&L->w_gate_sh, &L->w_up_sh}, 2, st->xn, T,
+                              (float *[]){st->hg, st->hu}, err);
+    if (rc) return rc;
+    swiglu(st, st->hg, st->hu, (size_t)T * st->m->hp.n_ff_shexp);
+    if ((rc = mat_mul(st, &L->w_down_sh, st->hg, T, st->eo, err))) return rc;
+    for (size_t i = 0; i < (size_t)T * E; i++) st->ffn_out[i] += st->eo[i];
+    return ERR_OK;
+}
+
+/* Mixtral FFN: route every token, then run each chosen expert once over its
+ * tokens; then the shared expert, where there is one. */
 static err_code ffn_moe(fwd_state *st, const experts_iface *ex, int layer, int T, err_t *err) {
     const model *m = st->m;
     const model_hparams *hp = &m->hp;
@@ -447,6 +461,7 @@ static err_code ffn_moe(fwd_state *st, const experts_iface *ex, int layer, int T
             for (int d = 0; d < E; d++) out[d] += st->member_w[i] * eo[d];
         }
     }
+    if (!rc && L->w_gate_sh.data) rc = ffn_shared(st, L, T, err);
     return rc;
 }
 

@@ -104,6 +104,10 @@ static err_code read_hparams(const gguf_ctx *g, model_hparams *hp, err_t *err) {
     if ((rc = get_int(g, a, "expert_used_count", false, 0, 0, hp->n_expert, &hp->n_expert_used, err))) return rc;
     if (hp->n_expert > 0 && hp->n_expert_used == 0)
         return err_set(err, ERR_BAD_VALUE, "%s.expert_count is %d but expert_used_count is 0", a, hp->n_expert);
+    if ((rc = get_int(g, a, "expert_shared_feed_forward_length", false, 0, 0, BIG, &hp->n_ff_shexp, err))) return rc;
+    if (hp->n_ff_shexp > 0 && hp->n_expert == 0)
+        return err_set(err, ERR_BAD_VALUE, "%s.expert_shared_feed_forward_length is %d in a model without experts", a,
+                       hp->n_ff_shexp);
     if ((rc = get_float(g, a, "rope.freq_base", 10000.0f, &hp->rope_freq_base, err))) return rc;
     if ((rc = get_float(g, a, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->rms_eps, err))) return rc;
     if (hp->rope_freq_base <= 0.0f) return err_set(err, ERR_BAD_VALUE, "%s.rope.freq_base must be positive", a);
@@ -201,6 +205,10 @@ static err_code bind_layer(binder *b, const model_hparams *hp, int il, model_lay
         BIND(w_gate, "ffn_gate_exps.weight", E, hp->n_ff, hp->n_expert, true, false);
         BIND(w_up, "ffn_up_exps.weight", E, hp->n_ff, hp->n_expert, true, false);
         BIND(w_down, "ffn_down_exps.weight", hp->n_ff, E, hp->n_expert, true, false);
+        const bool sh = hp->n_ff_shexp > 0;
+        BIND(w_gate_sh, "ffn_gate_shexp.weight", E, hp->n_ff_shexp, 0, sh, false);
+        BIND(w_up_sh, "ffn_up_shexp.weight", E, hp->n_ff_shexp, 0, sh, false);
+        BIND(w_down_sh, "ffn_down_shexp.weight", hp->n_ff_shexp, E, 0, sh, false);
     }
 #undef BIND
     if (L->attn_norm.type != QT_F32 || L->ffn_norm.type != QT_F32)
@@ -219,7 +227,7 @@ uint64_t model_kv_bytes(const model_hparams *hp, uint64_t n_tokens, uint32_t typ
  * layout (rows are looked up one by one), so a tied output does too. When the
  * mapping cannot be made writable the model simply keeps the GGUF layout. */
 static void pack_weights(model *m) {
-    model_mat *mats[8];
+    model_mat *mats[10];
     size_t tmp_bytes = 0;
     uint8_t *tmp = NULL;
     bool writable = false;
@@ -229,7 +237,8 @@ static void pack_weights(model *m) {
             if (!m->output_tied) mats[n++] = &m->output;
         } else {
             model_layer *L = &m->layers[l];
-            model_mat *ls[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            model_mat *ls[] = {&L->wq,     &L->wk,   &L->wv,        &L->wo,      &L->w_gate,
+                               &L->w_up,   &L->w_down, &L->w_gate_sh, &L->w_up_sh, &L->w_down_sh};
             for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) mats[n++] = ls[i];
         }
         for (int i = 0; i < n; i++) {
@@ -326,7 +335,8 @@ static int copy_mats(model *m, int l, model_mat **out) {
         return n;
     }
     model_layer *L = &m->layers[l];
-    model_mat *ls[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    model_mat *ls[] = {&L->wq,   &L->wk,     &L->wv,        &L->wo,      &L->w_gate,
+                       &L->w_up, &L->w_down, &L->w_gate_sh, &L->w_up_sh, &L->w_down_sh};
     for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) out[n++] = ls[i];
     return n;
 }
@@ -342,7 +352,7 @@ uint64_t model_requantized_bytes(const model *src, uint32_t type) {
     if (src->hp.n_expert > 0) return 0; /* experts stay on flash: a copy in memory would defeat that */
     uint64_t bytes = 0;
     for (int l = -1; l < src->hp.n_layer; l++) {
-        model_mat *mats[8];
+        model_mat *mats[10];
         const int n = copy_mats((model *)src, l, mats); /* only read */
         for (int i = 0; i < n; i++)
             if (converts(mats[i], type))
@@ -406,7 +416,7 @@ err_code model_requantize(const model *src, uint32_t type, tpool *pool, model **
     int64_t max_n = 0;
     size_t max_row = 0;
     for (int l = -1; l < src->hp.n_layer; l++) {
-        model_mat *mats[8];
+        model_mat *mats[10];
         const int n = copy_mats((model *)src, l, mats); /* only read */
         for (int i = 0; i < n; i++) {
             if (mats[i]->row_bytes > max_row) max_row = mats[i]->row_bytes;
@@ -429,7 +439,7 @@ err_code model_requantize(const model *src, uint32_t type, tpool *pool, model **
         m->output_tied = false; /* the output gets its own low-precision copy; the embedding stays */
         uint8_t *dst = m->owned;
         for (int l = -1; l < m->hp.n_layer; l++) {
-            model_mat *mats[8];
+            model_mat *mats[10];
             const int n = copy_mats(m, l, mats);
             for (int i = 0; i < n; i++) {
                 model_mat *w = mats[i];
@@ -454,7 +464,7 @@ err_code model_requantize(const model *src, uint32_t type, tpool *pool, model **
     /* all but one embedding row is idle in decode (the copy's output is its own) */
     m->weight_bytes = m->tok_embd.row_bytes * (uint64_t)m->hp.n_vocab + m->output_norm.row_bytes;
     for (int l = -1; l < m->hp.n_layer; l++) {
-        model_mat *mats[8];
+        model_mat *mats[10];
         const int n = copy_mats(m, l, mats);
         for (int i = 0; i < n; i++) m->weight_bytes += (uint64_t)mats[i]->row_bytes * (uint64_t)(mats[i]->n_out * mats[i]->n_mat);
         if (l >= 0) m->weight_bytes += m->layers[l].attn_norm.row_bytes + m->layers[l].ffn_norm.row_bytes;

@@ -8,7 +8,9 @@
  * loading costs address space, not memory, until the pages are touched.
  *
  * Supported: `llama` (Llama 1/2/3, Mistral, TinyLlama; Mixtral-style MoE when
- * llama.expert_count > 0) and `qwen2` (q/k/v biases, NeoX RoPE).
+ * llama.expert_count > 0, optionally with an always-on shared expert,
+ * ffn_{gate,up,down}_shexp of expert_shared_feed_forward_length: what `octo
+ * upcycle --shared` writes) and `qwen2` (q/k/v biases, NeoX RoPE).
  */
 #ifndef OCTO_MODEL_MODEL_H
 #define OCTO_MODEL_MODEL_H
@@ -37,6 +39,7 @@ typedef struct {
     int n_ff;          /* FFN hidden size (per expert for MoE) */
     int n_expert;      /* 0 for dense */
     int n_expert_used;
+    int n_ff_shexp;    /* MoE: width of the shared expert every token runs besides its routed ones; 0 none */
     float rope_freq_base;
     float rope_freq_scale; /* 1 / linear scaling factor */
     bool rope_neox;        /* rotate (i, i + n_rot/2) instead of (2i, 2i+1) */
@@ -64,6 +67,8 @@ typedef struct {
     model_mat w_gate, w_up;     /* dense: (n_embd -> n_ff); MoE: stacks of n_expert */
     model_mat w_down;           /* dense: (n_ff -> n_embd); MoE: stack */
     model_mat gate_inp;         /* MoE router (n_embd -> n_expert); data NULL for dense */
+    model_mat w_gate_sh, w_up_sh, w_down_sh; /* MoE shared expert (n_embd -> n_ff_shexp -> n_embd), ungated,
+                                                added to the routed experts' sum; data NULL when absent */
 } model_layer;
 
 typedef struct {
