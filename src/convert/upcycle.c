@@ -135,7 +135,7 @@ typedef struct {
     float *feat;         /* pass 1: [n_layer][S][n_ff] */
     int S, *seen;        /* pass 1: rows filled per layer */
     upcycle_lsq **lsq;   /* pass 2: per layer */
-    float *y;            /* pass 2: [E] one token's expert contributions */
+    float *y;            /* pass 2: [CHUNK + 1][E] the batch's expert contributions */
 } calib_ctx;
 
 static void observe_patterns(void *ctx, const fwd_tap *tap) {
@@ -165,10 +165,10 @@ static void observe_router(void *ctx, const fwd_tap *tap) {
                 const int32_t i = slot[(size_t)e * p->m + j];
                 if (i >= 0) s += fabsf(a[i]) * coln[i];
             }
-            c->y[e] = s;
+            c->y[(size_t)t * p->E + e] = s;
         }
-        upcycle_lsq_add(c->lsq[l], tap->x + (size_t)t * p->dense->hp.n_embd, c->y, 1);
     }
+    upcycle_lsq_add(c->lsq[l], tap->x, c->y, tap->T);
 }
 
 /* Feed the calibration tokens through the dense model, CHUNK at a time from
@@ -283,7 +283,7 @@ static err_code learn_router(const upcycle_opts *o, upcycle_plan *p, const text_
     const model_hparams *hp = &p->dense->hp;
     if (o->router == UPCYCLE_ROUTER_UNIFORM) return ERR_OK; /* the routers stay 0 */
     c->lsq = calloc((size_t)hp->n_layer, sizeof *c->lsq);
-    c->y = malloc(sizeof(float) * (size_t)p->E);
+    c->y = malloc(sizeof(float) * (size_t)(CHUNK + 1) * p->E);
     if (!c->lsq || !c->y) return err_set(err, ERR_NOMEM, "out of memory");
     for (int l = 0; l < hp->n_layer; l++)
         if (!(c->lsq[l] = upcycle_lsq_new(hp->n_embd, p->E))) return err_set(err, ERR_NOMEM, "out of memory");

@@ -14,12 +14,14 @@
 #include "convert/upcycle_internal.h"
 
 #define RIDGE 1e-3
+#define LSQ_BATCH 256 /* tokens per accumulation step */
 
 struct upcycle_lsq {
     int n_in, n_out;
     int64_t rows;
     double *xx; /* [n_in][n_in], upper triangle filled */
     double *xy; /* [n_in][n_out] */
+    float *xt, *yt; /* a batch's columns: [n_in][LSQ_BATCH], [n_out][LSQ_BATCH] */
 };
 
 upcycle_lsq *upcycle_lsq_new(int n_in, int n_out) {
@@ -29,7 +31,9 @@ upcycle_lsq *upcycle_lsq_new(int n_in, int n_out) {
     q->n_out = n_out;
     q->xx = calloc((size_t)n_in * n_in, sizeof(double));
     q->xy = calloc((size_t)n_in * n_out, sizeof(double));
-    if (!q->xx || !q->xy) {
+    q->xt = malloc(sizeof(float) * (size_t)n_in * LSQ_BATCH);
+    q->yt = malloc(sizeof(float) * (size_t)n_out * LSQ_BATCH);
+    if (!q->xx || !q->xy || !q->xt || !q->yt) {
         upcycle_lsq_free(q);
         return NULL;
     }
@@ -40,19 +44,39 @@ void upcycle_lsq_free(upcycle_lsq *q) {
     if (!q) return;
     free(q->xx);
     free(q->xy);
+    free(q->xt);
+    free(q->yt);
     free(q);
 }
 
+static float dot_f32(const float *a, const float *b, int n) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* rows x [T][n] -> columns out [n][T] */
+static void transpose(const float *x, int T, int n, float *out) {
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < n; i++) out[(size_t)i * T + t] = x[(size_t)t * n + i];
+}
+
+/* A batch at a time: X^T X and X^T Y as dot products of the batch's
+ * columns (contiguous, in cache), so the n x n accumulator is read and
+ * written once per batch, not once per token; each dot in float over at
+ * most LSQ_BATCH terms, added to the double sums. */
 void upcycle_lsq_add(upcycle_lsq *q, const float *x, const float *y, int T) {
     const int n = q->n_in, k = q->n_out;
-    for (int t = 0; t < T; t++) {
-        const float *xt = x + (size_t)t * n, *yt = y + (size_t)t * k;
+    for (int t0 = 0; t0 < T; t0 += LSQ_BATCH) {
+        const int b = T - t0 < LSQ_BATCH ? T - t0 : LSQ_BATCH;
+        transpose(x + (size_t)t0 * n, b, n, q->xt);
+        transpose(y + (size_t)t0 * k, b, k, q->yt);
         for (int i = 0; i < n; i++) {
-            const double xi = xt[i];
+            const float *xi = q->xt + (size_t)i * b;
             double *row = q->xx + (size_t)i * n;
-            for (int j = i; j < n; j++) row[j] += xi * xt[j];
+            for (int j = i; j < n; j++) row[j] += dot_f32(xi, q->xt + (size_t)j * b, b);
             double *out = q->xy + (size_t)i * k;
-            for (int e = 0; e < k; e++) out[e] += xi * yt[e];
+            for (int e = 0; e < k; e++) out[e] += dot_f32(xi, q->yt + (size_t)e * b, b);
         }
     }
     q->rows += T;
