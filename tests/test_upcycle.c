@@ -9,10 +9,12 @@
  *     the largest RMS score difference measured directly;
  *   - exactness: with the uniform router and K = E the upcycled model's
  *     logits equal the dense model's within 1e-4 (synthetic F32, E not
- *     dividing n_ff, and stories260K);
+ *     dividing n_ff, with and without a shared expert, and stories260K); a
+ *     Q8_0 qwen2 model within its re-quantization of the down rows;
  *   - the file: Mixtral layout, the experts' types (a Q4_K down of 128-value
  *     rows becomes Q5_0, gate/up keep Q4_K), the metadata;
- *   - bad input: an MoE model, K > E, E > n_ff, no or too short text;
+ *   - bad input: an MoE model, K > E, E > n_ff, no, empty or too short
+ *     text, an architecture octo does not run;
  *   - quality on stories260K: the default (cluster) split's KLD is at least
  *     5 % below the random and contiguous splits' at E 8, K 4.
  */
@@ -154,6 +156,28 @@ static upcycle_opts exact_opts(const char *in, const char *out, int E) {
     return o;
 }
 
+/* qwen2 (attention biases, NeoX RoPE) upcycles exactly too */
+static void test_exact_qwen2(void) {
+    char dense[512], moe[512];
+    tu_tmp_path(dense, sizeof dense, "upcycle_qwen2.gguf");
+    tu_tmp_path(moe, sizeof moe, "upcycle_qwen2_moe.gguf");
+    synth_opts s = synth_defaults();
+    s.arch = "qwen2";
+    s.type = QT_Q8_0; /* m = 32 below: the Q8_0 down rows are quantized again */
+    s.n_ff = 128;
+    err_t err = {0};
+    T_EQ_INT(synth_write(&s, dense, &err), ERR_OK);
+    upcycle_opts o = exact_opts(dense, moe, 4);
+    upcycle_report rep;
+    T_EQ_INT(upcycle_run(&o, &rep, &err), ERR_OK);
+    T_EQ_INT(rep.down_type_out, QT_Q8_0);
+    const int32_t tok[] = {1, 40, 77, 3, 290, 15, 15, 100};
+    const double gap = logit_gap(dense, moe, tok, 8);
+    /* not 1e-4: the down rows x 4 are rounded to Q8_0 again in new blocks */
+    T_CHECKF(gap < 2e-2, "qwen2 Q8_0, uniform router, K = E: logits differ by %g", gap);
+    printf("qwen2 Q8_0 upcycled with K = E: logits within %.2g of the dense model's\n", gap);
+}
+
 static void test_exact_synthetic(void) {
     char dense[512], moe[512];
     tu_tmp_path(dense, sizeof dense, "upcycle_dense.gguf");
@@ -214,6 +238,7 @@ static void test_file(void) {
     upcycle_report rep;
     T_EQ_INT(upcycle_run(&o, &rep, &err), ERR_OK);
     T_EQ_INT(rep.down_type_out, QT_Q5_0);
+    T_EQ_INT(rep.n_retyped, 2);
     gguf_ctx *g = NULL;
     T_EQ_INT(gguf_open(moe, &g, &err), ERR_OK);
     if (!g) return;
@@ -269,6 +294,18 @@ static void test_bad_input(void) {
     o.text_len = strlen(o.text);
     T_EQ_INT(upcycle_run(&o, &rep, &err), ERR_INVALID_ARG);
     T_CHECKF(strstr(err.msg, "too short") != NULL, "%s", err.msg);
+    o.text = "";
+    o.text_len = 0;
+    T_EQ_INT(upcycle_run(&o, &rep, &err), ERR_INVALID_ARG);
+    T_CHECKF(strstr(err.msg, "gives 0 tokens") != NULL, "%s", err.msg);
+    /* an architecture octo does not run */
+    gguf_writer *w = gguf_writer_new();
+    gguf_writer_set_str(w, "general.architecture", "gemma2");
+    T_EQ_INT(gguf_writer_write(w, dense, NULL, NULL, &err), ERR_OK);
+    gguf_writer_free(w);
+    o = exact_opts(dense, moe, 4);
+    T_EQ_INT(upcycle_run(&o, &rep, &err), ERR_UNSUPPORTED_ARCH);
+    T_CHECKF(strstr(err.msg, "gemma2") != NULL, "%s", err.msg);
     o = exact_opts("/nonexistent.gguf", moe, 4);
     T_CHECK(upcycle_run(&o, &rep, &err) != ERR_OK);
 }
@@ -316,6 +353,7 @@ int main(void) {
     test_cluster_finds_groups();
     test_lsq();
     test_exact_synthetic();
+    test_exact_qwen2();
     test_file();
     test_bad_input();
     const char *dir = tu_data_dir();

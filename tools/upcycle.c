@@ -36,9 +36,9 @@ static void print_report(const upcycle_opts *o, const upcycle_report *r) {
     printf("; %d of %d neurons active per token\n", r->n_shared + o->n_expert_used * r->n_ff_expert, r->n_ff);
     printf("method:     split %s, router %s, combine %s, %d calibration tokens\n", upcycle_split_name(o->split),
            upcycle_router_name(o->router), upcycle_combine_name(o->combine), r->calib_tokens);
-    if (r->down_type_out != r->down_type_in)
-        printf("types:      experts' down rows of %d values cannot hold %s blocks: written as %s\n", r->n_ff_expert,
-               type_name(r->down_type_in), type_name(r->down_type_out));
+    if (r->n_retyped)
+        printf("types:      experts' down rows of %d values cannot hold %s blocks: written as %s (%d of %d layers)\n",
+               r->n_ff_expert, type_name(r->down_type_in), type_name(r->down_type_out), r->n_retyped, r->n_layer);
     if (!r->heldout_tokens) {
         printf("quality:    not measured (no held-out text: give -f TEXT)\n");
         return;

@@ -314,10 +314,6 @@ static err_code plan_new(const upcycle_opts *o, const model *dense, upcycle_plan
     p->down_scale = (float)p->K;
     err_code rc = gguf_open(o->input, &p->src, err);
     if (rc) return rc;
-    const gguf_tensor *down = gguf_find_tensor(p->src, "blk.0.ffn_down.weight");
-    if (!down) return err_set(err, ERR_MISSING_TENSOR, "tensor 'blk.0.ffn_down.weight' is missing");
-    p->down_type = upcycle_down_type(down->type, p->m);
-    p->shared_down_type = upcycle_down_type(down->type, p->n_shared > 0 ? p->n_shared : p->m);
     if (!(p->layers = calloc((size_t)hp->n_layer, sizeof *p->layers))) return err_set(err, ERR_NOMEM, "out of memory");
     for (int l = 0; l < hp->n_layer; l++) {
         p->layers[l].slot = malloc(sizeof(int32_t) * (size_t)p->E * p->m);
@@ -363,10 +359,15 @@ static void report_shape(const upcycle_plan *p, const text_tokens *tt, upcycle_r
     rep->calib_tokens = tt->n_calib;
     rep->heldout_tokens = tt->n_held;
     const gguf_tensor *gate = gguf_find_tensor(p->src, "blk.0.ffn_gate.weight");
-    const gguf_tensor *down = gguf_find_tensor(p->src, "blk.0.ffn_down.weight");
     rep->gate_type = gate ? gate->type : 0;
-    rep->down_type_in = down ? down->type : 0;
-    rep->down_type_out = p->down_type;
+    for (int l = hp->n_layer - 1; l >= 0; l--) { /* the first layer whose down rows change type, else layer 0's */
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.ffn_down.weight", l);
+        const gguf_tensor *down = gguf_find_tensor(p->src, name);
+        const uint32_t in = down ? down->type : 0, out = down ? upcycle_down_type(in, p->m) : 0;
+        rep->n_retyped += in != out;
+        if (in != out || (l == 0 && !rep->n_retyped)) rep->down_type_in = in, rep->down_type_out = out;
+    }
 }
 
 err_code upcycle_run(const upcycle_opts *o, upcycle_report *rep, err_t *err) {

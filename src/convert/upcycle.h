@@ -72,7 +72,8 @@ upcycle_opts upcycle_defaults(void);
 typedef struct {
     int n_layer, n_ff, n_ff_expert, n_shared, n_pad; /* n_pad: zero neurons per layer */
     int calib_tokens, heldout_tokens;
-    uint32_t gate_type, down_type_in, down_type_out; /* down_type_out != in: rows too short for the type */
+    uint32_t gate_type, down_type_in, down_type_out; /* out != in: rows of m too short for the type */
+    int n_retyped;              /* layers whose expert down rows take another type than the dense */
     double dense_nll, moe_nll;  /* nats per token */
     double kld_mean, top1;      /* KL(dense || moe) per token; greedy agreement */
     double tie_flips;           /* routed tokens whose experts a softmax near-tie changed (fraction) */

@@ -26,8 +26,6 @@ typedef struct {
     gguf_ctx *src;          /* the dense file opened again: its tensors as written (the model may re-lay them) */
     int E, K, m;            /* experts, used, neurons per expert (E * m + n_shared >= n_ff) */
     int n_shared;           /* neurons of the shared expert (0: none) */
-    uint32_t down_type;     /* the experts' down type (the dense one where rows of m allow) */
-    uint32_t shared_down_type;
     float down_scale;       /* K: the renormalised gates are 1/K */
     upcycle_layer *layers;  /* [n_layer] */
 } upcycle_plan;

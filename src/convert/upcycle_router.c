@@ -49,9 +49,17 @@ void upcycle_lsq_free(upcycle_lsq *q) {
     free(q);
 }
 
+/* Sixteen independent partial sums, so that the compiler may keep them in
+ * one vector register (a single running sum is an ordered reduction it must
+ * not vectorize). */
 static float dot_f32(const float *a, const float *b, int n) {
+    float acc[16] = {0};
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) acc[l] += a[i + l] * b[i + l];
     float s = 0.0f;
-    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    for (; i < n; i++) s += a[i] * b[i];
+    for (int l = 0; l < 16; l++) s += acc[l];
     return s;
 }
 
@@ -82,19 +90,28 @@ void upcycle_lsq_add(upcycle_lsq *q, const float *x, const float *y, int T) {
     q->rows += T;
 }
 
+/* the same in double, eight partial sums */
+static double dot_f64(const double *a, const double *b, int n) {
+    double acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
+    double s = 0.0;
+    for (; i < n; i++) s += a[i] * b[i];
+    for (int l = 0; l < 8; l++) s += acc[l];
+    return s;
+}
+
 /* In-place Cholesky A = L L^T of a symmetric positive definite n x n
  * (lower triangle read and written); false when it is not. */
 static bool cholesky(double *a, int n) {
     for (int j = 0; j < n; j++) {
-        double d = a[(size_t)j * n + j];
-        for (int p = 0; p < j; p++) d -= a[(size_t)j * n + p] * a[(size_t)j * n + p];
+        double d = a[(size_t)j * n + j] - dot_f64(a + (size_t)j * n, a + (size_t)j * n, j);
         if (!(d > 0.0)) return false;
         d = sqrt(d);
         a[(size_t)j * n + j] = d;
         for (int i = j + 1; i < n; i++) {
-            double s = a[(size_t)i * n + j];
-            for (int p = 0; p < j; p++) s -= a[(size_t)i * n + p] * a[(size_t)j * n + p];
-            a[(size_t)i * n + j] = s / d;
+            a[(size_t)i * n + j] = (a[(size_t)i * n + j] - dot_f64(a + (size_t)i * n, a + (size_t)j * n, j)) / d;
         }
     }
     return true;

@@ -60,9 +60,15 @@ typedef struct {
     struct pair { float d; int32_t i, e; } *pairs; /* [n * E], sorted closest first */
 } kmeans;
 
+/* squared distance, in sixteen partial sums the compiler may vectorize */
 static float dist2(const float *a, const float *b, int S) {
+    float acc[16] = {0};
+    int i = 0;
+    for (; i + 16 <= S; i += 16)
+        for (int l = 0; l < 16; l++) acc[l] += (a[i + l] - b[i + l]) * (a[i + l] - b[i + l]);
     float s = 0.0f;
-    for (int i = 0; i < S; i++) s += (a[i] - b[i]) * (a[i] - b[i]);
+    for (; i < S; i++) s += (a[i] - b[i]) * (a[i] - b[i]);
+    for (int l = 0; l < 16; l++) s += acc[l];
     return s;
 }
 

@@ -95,8 +95,12 @@ static err_code fill(void *user, uint64_t index, void *buf, uint64_t n_bytes, er
     case JOB_UP: fill_rows(j->src, n_embd, L->slot, (size_t)p->E * p->m, buf); return ERR_OK;
     case JOB_GATE_SH:
     case JOB_UP_SH: fill_rows(j->src, n_embd, L->shared, (size_t)p->n_shared, buf); return ERR_OK;
-    case JOB_DOWN: return fill_down(p, j->src, L->slot, p->E, p->m, p->down_scale, p->down_type, buf, err);
-    case JOB_DOWN_SH: return fill_down(p, j->src, L->shared, 1, p->n_shared, 1.0f, p->shared_down_type, buf, err);
+    case JOB_DOWN:
+        return fill_down(p, j->src, L->slot, p->E, p->m, p->down_scale, upcycle_down_type(j->src->type, p->m), buf,
+                         err);
+    case JOB_DOWN_SH:
+        return fill_down(p, j->src, L->shared, 1, p->n_shared, 1.0f, upcycle_down_type(j->src->type, p->n_shared), buf,
+                         err);
     }
     return err_set(err, ERR_INVALID_ARG, "no such tensor job");
 }
@@ -147,10 +151,11 @@ static err_code add_tensors(gguf_writer *g, writer_ctx *w, err_t *err) {
             break;
         case JOB_DOWN:
             snprintf(name, sizeof name, "blk.%d.ffn_down_exps.weight", l);
-            rc = add(g, w, j, name, p->down_type, 3, (int64_t[]){m, n_embd, E}, err);
+            rc = add(g, w, j, name, upcycle_down_type(t->type, (int)m), 3, (int64_t[]){m, n_embd, E}, err);
             snprintf(name, sizeof name, "blk.%d.ffn_down_shexp.weight", l);
             if (!rc && sh)
-                rc = add(g, w, (job){JOB_DOWN_SH, l, t}, name, p->shared_down_type, 2, (int64_t[]){sh, n_embd}, err);
+                rc = add(g, w, (job){JOB_DOWN_SH, l, t}, name, upcycle_down_type(t->type, (int)sh), 2,
+                         (int64_t[]){sh, n_embd}, err);
             break;
         default: break;
         }
