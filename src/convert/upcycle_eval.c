@@ -36,6 +36,7 @@ typedef struct {
     bool *prev_ok;
     float *scores, *xn; /* [E], [n_embd] */
     int32_t *raw;      /* [K] */
+    float *gates;      /* [K] */
     layer_stats *st;   /* [n_layer] */
 } route_ctx;
 
@@ -45,19 +46,6 @@ static void scores_of(const route_ctx *c, int layer, const float *x) {
     for (int e = 0; e < c->p->E; e++) c->scores[e] = quant_dot_row(QT_F32, W + (size_t)e * n, x, n);
 }
 
-/* top k of s[0..n) into idx, ties to the lower index */
-static void top_k(const float *s, int n, int k, int32_t *idx) {
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int e = 0; e < n; e++) {
-            bool taken = false;
-            for (int i = 0; i < j; i++) taken |= idx[i] == e;
-            if (!taken && (best < 0 || s[e] > s[best])) best = e;
-        }
-        idx[j] = best;
-    }
-}
-
 static int overlap(const int32_t *a, const int32_t *b, int k) {
     int n = 0;
     for (int i = 0; i < k; i++)
@@ -65,19 +53,14 @@ static int overlap(const int32_t *a, const int32_t *b, int k) {
     return n;
 }
 
-/* The experts the forward pass picks (top k of the softmax, in float as it
- * computes it); a near-tie the softmax's rounding breaks otherwise than the
- * scores' order counts as a flip. */
+/* The experts the forward pass picks (its gating, in float as it computes
+ * it); a near-tie the softmax's rounding breaks otherwise than the scores'
+ * order counts as a flip. */
 static void route_token(route_ctx *c, int layer, int32_t *chosen) {
     const int E = c->p->E, K = c->p->K;
-    int32_t *raw = c->raw;
-    top_k(c->scores, E, K, raw);
-    float max = c->scores[0], sum = 0.0f;
-    for (int e = 1; e < E; e++) max = fmaxf(max, c->scores[e]);
-    for (int e = 0; e < E; e++) sum += c->scores[e] = expf(c->scores[e] - max);
-    for (int e = 0; e < E; e++) c->scores[e] /= sum;
-    top_k(c->scores, E, K, chosen);
-    c->st[layer].flips += overlap(raw, chosen, K) != K;
+    fwd_top_k(c->scores, E, K, c->raw);
+    fwd_route(c->scores, E, K, chosen, c->gates);
+    c->st[layer].flips += overlap(c->raw, chosen, K) != K;
 }
 
 static void at_ffn(route_ctx *c, const fwd_tap *tap) {
@@ -103,7 +86,7 @@ static void at_ffn(route_ctx *c, const fwd_tap *tap) {
         }
         if (l + 1 < L) { /* layer l+1's router on this FFN input */
             scores_of(c, l + 1, tap->x + (size_t)t * n);
-            top_k(c->scores, c->p->E, K, c->pred_ffn + at + (size_t)c->cap * K);
+            fwd_top_k(c->scores, c->p->E, K, c->pred_ffn + at + (size_t)c->cap * K);
         }
     }
 }
@@ -114,13 +97,9 @@ static void at_layer_end(route_ctx *c, const fwd_tap *tap) {
     if (l + 1 >= hp->n_layer) return;
     const float *w = c->moe->layers[l + 1].ffn_norm.data;
     for (int t = 0; t < tap->T; t++) {
-        const float *x = tap->x + (size_t)t * n;
-        double ss = 0.0;
-        for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
-        const float r = (float)(1.0 / sqrt(ss / n + hp->rms_eps));
-        for (int i = 0; i < n; i++) c->xn[i] = x[i] * r * w[i];
+        fwd_rmsnorm(c->xn, tap->x + (size_t)t * n, w, n, hp->rms_eps);
         scores_of(c, l + 1, c->xn);
-        top_k(c->scores, c->p->E, K, c->pred_resid + ((size_t)(l + 1) * c->cap + t) * K);
+        fwd_top_k(c->scores, c->p->E, K, c->pred_resid + ((size_t)(l + 1) * c->cap + t) * K);
     }
 }
 
@@ -233,8 +212,9 @@ static err_code route_ctx_init(route_ctx *c, const upcycle_plan *p, const model 
     c->scores = malloc(sizeof(float) * (size_t)p->E);
     c->xn = malloc(sizeof(float) * (size_t)p->dense->hp.n_embd);
     c->raw = malloc(sizeof(int32_t) * (size_t)K);
+    c->gates = malloc(sizeof(float) * (size_t)K);
     c->st = calloc((size_t)L, sizeof *c->st);
-    bool ok = c->route && c->pred_ffn && c->pred_resid && c->prev && c->prev_ok && c->scores && c->xn && c->raw && c->st;
+    bool ok = c->route && c->pred_ffn && c->pred_resid && c->prev && c->prev_ok && c->scores && c->xn && c->raw && c->gates && c->st;
     for (int l = 0; ok && l < L; l++) ok = (c->st[l].load = calloc((size_t)p->E, sizeof(int64_t))) != NULL;
     return ok ? ERR_OK : err_set(err, ERR_NOMEM, "out of memory");
 }
@@ -242,7 +222,7 @@ static err_code route_ctx_init(route_ctx *c, const upcycle_plan *p, const model 
 static void route_ctx_free(route_ctx *c) {
     for (int l = 0; c->st && l < c->p->dense->hp.n_layer; l++) free(c->st[l].load);
     free(c->route), free(c->pred_ffn), free(c->pred_resid), free(c->prev), free(c->prev_ok);
-    free(c->scores), free(c->xn), free(c->raw), free(c->st);
+    free(c->scores), free(c->xn), free(c->raw), free(c->gates), free(c->st);
 }
 
 err_code upcycle_measure(const upcycle_plan *p, const char *moe_path, const int32_t *tok, int n, int32_t bos,

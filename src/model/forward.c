@@ -173,7 +173,7 @@ static err_code mat_mul_set(fwd_state *st, const model_mat *const *ws, int n, co
 
 /* ---------------------------------------------------------------- norm, bias, RoPE */
 
-static void rmsnorm(float *out, const float *x, const float *weight, int n, float eps) {
+void fwd_rmsnorm(float *out, const float *x, const float *weight, int n, float eps) {
     double ss = 0.0;
     for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
     float scale = 1.0f / sqrtf((float)(ss / n) + eps);
@@ -190,7 +190,7 @@ typedef struct {
 static void norm_work(void *ctx, int ith, int nth) {
     norm_job *j = ctx;
     for (int t = j->T * ith / nth; t < j->T * (ith + 1) / nth; t++)
-        rmsnorm(j->out + (size_t)t * j->n, j->x + (size_t)t * j->n, j->weight, j->n, j->eps);
+        fwd_rmsnorm(j->out + (size_t)t * j->n, j->x + (size_t)t * j->n, j->weight, j->n, j->eps);
 }
 
 /* RMSNorm of T rows of n */
@@ -369,8 +369,7 @@ void model_expert_mats(const model *m, int layer, int expert, model_mat mats[3])
     }
 }
 
-/* Top-k of p[0..n) by value, ties to the lower index; idx sorted best first. */
-static void top_k(const float *p, int n, int k, int32_t *idx) {
+void fwd_top_k(const float *p, int n, int k, int32_t *idx) {
     for (int j = 0; j < k; j++) {
         int best = -1;
         for (int e = 0; e < n; e++) {
@@ -380,6 +379,17 @@ static void top_k(const float *p, int n, int k, int32_t *idx) {
         }
         idx[j] = best;
     }
+}
+
+void fwd_route(float *scores, int n, int k, int32_t *chosen, float *w) {
+    float max = scores[0], sum = 0.0f;
+    for (int e = 1; e < n; e++) max = fmaxf(max, scores[e]);
+    for (int e = 0; e < n; e++) sum += scores[e] = expf(scores[e] - max);
+    for (int e = 0; e < n; e++) scores[e] /= sum;
+    fwd_top_k(scores, n, k, chosen);
+    float wsum = 0.0f;
+    for (int j = 0; j < k; j++) wsum += w[j] = scores[chosen[j]];
+    for (int j = 0; j < k; j++) w[j] /= wsum;
 }
 
 /* The next layer's experts for each token, predicted by its router applied
@@ -393,7 +403,7 @@ static err_code predict_next(fwd_state *st, const experts_iface *ex, int layer, 
     err_code rc = ERR_OK;
     for (int t = 0; t < T && !rc; t++) {
         rc = mat_mul(st, &N->gate_inp, st->xn + (size_t)t * E, 1, st->router, err);
-        if (!rc) top_k(st->router, hp->n_expert, k, st->route_next + (size_t)t * k);
+        if (!rc) fwd_top_k(st->router, hp->n_expert, k, st->route_next + (size_t)t * k);
     }
     if (!rc) ex->hint_next(ex->self, layer + 1, st->route_next, T, k);
     return rc;
@@ -424,14 +434,7 @@ static err_code ffn_moe(fwd_state *st, const experts_iface *ex, int layer, int T
         int32_t *chosen = st->route + (size_t)t * k;
         float *w = st->route_w + (size_t)t * k;
         rc = mat_mul(st, &L->gate_inp, st->xn + (size_t)t * E, 1, st->router, err);
-        float max = st->router[0], sum = 0.0f;
-        for (int e = 1; e < hp->n_expert; e++) max = fmaxf(max, st->router[e]);
-        for (int e = 0; e < hp->n_expert; e++) sum += st->router[e] = expf(st->router[e] - max);
-        for (int e = 0; e < hp->n_expert; e++) st->router[e] /= sum;
-        top_k(st->router, hp->n_expert, k, chosen);
-        float wsum = 0.0f;
-        for (int j = 0; j < k; j++) wsum += w[j] = st->router[chosen[j]];
-        for (int j = 0; j < k; j++) w[j] /= wsum;
+        fwd_route(st->router, hp->n_expert, k, chosen, w);
         if (ex && ex->hint) ex->hint(ex->self, layer, chosen, k);
     }
     if (!rc && ex && ex->hint_next && layer + 1 < hp->n_layer) rc = predict_next(st, ex, layer, T, err);
@@ -563,7 +566,7 @@ err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *ex
     /* logits of the requested rows: final norm, output projection (all rows in one matmul) */
     for (int i = 0; i < n_out; i++) {
         int t = out_rows ? out_rows[i] : (n_out == n ? i : n - n_out + i);
-        rmsnorm(st->xn + (size_t)i * E, st->x + (size_t)t * E, m->output_norm.data, E, hp->rms_eps);
+        fwd_rmsnorm(st->xn + (size_t)i * E, st->x + (size_t)t * E, m->output_norm.data, E, hp->rms_eps);
     }
     if (!n_out) return ERR_OK;
     rc = mat_mul(st, &m->output, st->xn, n_out, logits, err);

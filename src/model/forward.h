@@ -41,6 +41,14 @@ typedef void (*fwd_observer)(void *ctx, const fwd_tap *tap);
 /* pool: the model's threads (borrowed; NULL runs everything on the caller's thread). */
 fwd_state *fwd_state_new(const model *m, tpool *pool);
 void fwd_state_free(fwd_state *st);
+/* The pieces of the computation a tool that replays it needs (convert/upcycle):
+ * out = x / rms(x) * weight; the top k of p[0..n) by value, ties to the lower
+ * index, best first; Mixtral gating: softmax over all n scores (in place),
+ * the top k, their weights renormalised to sum to 1. */
+void fwd_rmsnorm(float *out, const float *x, const float *weight, int n, float eps);
+void fwd_top_k(const float *p, int n, int k, int32_t *idx);
+void fwd_route(float *scores, int n, int k, int32_t *chosen, float *w);
+
 /* fn NULL: no observer (the default). */
 void fwd_set_observer(fwd_state *st, fwd_observer fn, void *ctx);
 
