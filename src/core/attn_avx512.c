@@ -10,6 +10,7 @@
  * exp is exp512 (exp_avx512.h).
  */
 #include "attn.h"
+#include "kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__F16C__)
 
@@ -273,7 +274,7 @@ static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
     }
 }
 
-attn_fn attn_avx512(void) { return attn_512; }
+attn_fn attn_avx512(void) { return cpu_path_supported(CPU_AVX512) ? attn_512 : NULL; }
 
 #else
 
