@@ -162,6 +162,28 @@ typedef struct {
     uint64_t spill_max_bytes; /* the spill file's limit; 0 (default) = what the disk holds */
 } octo_kv_options;
 
+/* How a Mixture-of-Experts model's expert cache picks what to evict. */
+typedef enum {
+    OCTO_MOE_POLICY_DEFAULT = 0, /* lhu */
+    OCTO_MOE_POLICY_LHU,         /* least hit-used: uses fading with age, and a floor per layer */
+    OCTO_MOE_POLICY_LRU,         /* least recently used */
+    OCTO_MOE_POLICY_LFU,         /* least frequently used */
+} octo_moe_policy;
+
+/* A policy's name ("default", "lhu", "lru", "lfu"); NULL when p is none. */
+const char *octo_moe_policy_name(octo_moe_policy p);
+/* The policy called name; -1 when none is. */
+int octo_moe_policy_from_name(const char *name);
+
+/* A Mixture-of-Experts model's experts are read from the file into a cache
+ * of slots as tokens need them (nothing is read at load); these size it.
+ * Ignored for dense models. */
+typedef struct {
+    uint64_t cache_bytes;    /* 0 (default): room for every expert; else the budget, at least a token's experts */
+    double cache_share;      /* (0, 1]: that share of the model's expert bytes instead (cache_bytes 0) */
+    octo_moe_policy policy;
+} octo_moe_options;
+
 typedef struct {
     int n_ctx;               /* context in tokens, 0..OCTO_MAX_CONTEXT; 0 = the model's trained context */
     octo_kv_type kv_type;    /* the type of new entries (F16 by default); the only type when kv.compress = 0 */
@@ -182,6 +204,7 @@ typedef struct {
      *   OCTO_DRAFT_NONE: neither, for a model that will not speculate (it
      *     loads faster and takes less memory). */
     int auto_draft;
+    octo_moe_options moe;
 } octo_model_options;
 
 enum { OCTO_DRAFT_NONE = -1, OCTO_DRAFT_AUTO = 0, OCTO_DRAFT_SELF = 1 };
@@ -426,6 +449,11 @@ typedef struct {
     double expert_cache_hit_rate;       /* expert lookups served from memory by a budgeted expert cache; -1 while
                                            there is none (every expert is read from the file's mapping) */
     uint64_t expert_lookups;            /* experts the forward passes fetched (one per expert and batch) */
+    uint64_t expert_bytes_read;         /* read from the model file into the expert cache */
+    double expert_stall_ms;             /* time the forward passes waited on those reads */
+    uint64_t expert_cache_bytes;        /* memory the cache's slots hold now */
+    uint64_t expert_cache_capacity;     /* ... when all its slots are in use */
+    uint64_t expert_bytes;              /* all the model's experts */
     double expert_prediction_rate;      /* of the experts tokens were routed to, the share the next-layer prediction
                                            (the layer's router applied to the layer before) had named; -1: none */
     /* process memory (0 where the system does not report it) */

@@ -22,6 +22,7 @@
 #include "model/chat_template.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
+#include "moe/policy.h"
 #include "runtime/bundle.h"
 #include "runtime/generate.h"
 #include "runtime/plan.h"
@@ -122,6 +123,30 @@ octo_model_options octo_model_options_defaults(void) {
     };
 }
 
+const char *octo_moe_policy_name(octo_moe_policy p) {
+    if (p == OCTO_MOE_POLICY_DEFAULT) return "default";
+    const moe_policy *m = moe_policy_get((int)p - 1);
+    return m ? m->name : NULL;
+}
+
+int octo_moe_policy_from_name(const char *name) {
+    if (name && !strcmp(name, "default")) return OCTO_MOE_POLICY_DEFAULT;
+    const int id = moe_policy_from_name(name);
+    return id < 0 ? -1 : id + 1;
+}
+
+/* The public expert-cache options as the cache's configuration (checked). */
+static err_code moe_config_of(const octo_moe_options *o, moe_cache_config *out, err_t *err) {
+    if (!(o->cache_share >= 0.0 && o->cache_share <= 1.0))
+        return err_set(err, ERR_INVALID_ARG, "moe.cache_share %g is not a share between 0 and 1", o->cache_share);
+    if (o->cache_share > 0.0 && o->cache_bytes)
+        return err_set(err, ERR_INVALID_ARG, "moe: give cache_bytes or cache_share, not both");
+    const int id = o->policy == OCTO_MOE_POLICY_DEFAULT ? 0 : (int)o->policy - 1;
+    if (!moe_policy_get(id)) return err_set(err, ERR_INVALID_ARG, "moe.policy %d is not a policy", (int)o->policy);
+    *out = (moe_cache_config){o->cache_bytes, o->cache_share, id};
+    return ERR_OK;
+}
+
 /* The public KV options as the cache's configuration (checked). */
 static err_code kv_config_of(const octo_model_options *o, kv_config *out, err_t *err) {
     const octo_kv_options *k = &o->kv;
@@ -211,6 +236,7 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
                          .draft_model = om->opts.draft_model, .auto_draft = (bundle_draft)om->opts.auto_draft,
                          .warn = warn_client, .warn_user = c};
     err_code rc = kv_config_of(&om->opts, &bo.kv, cerr);
+    if (!rc) rc = moe_config_of(&om->opts.moe, &bo.moe, cerr);
     if (!rc)
         rc = plan_device_of(c->opts.device, c->opts.cache_dir,
                             om->opts.kv.compress ? (plan_spill)om->opts.kv.spill : PLAN_SPILL_OFF, &bo.dev, cerr);
@@ -624,6 +650,11 @@ static octo_stats stats_snapshot(const octo_model *om) {
     const experts_stats ex = bundle_experts_stats(om->b);
     st.expert_lookups = ex.lookups;
     if (ex.cached && ex.lookups) st.expert_cache_hit_rate = (double)ex.hits / (double)ex.lookups;
+    st.expert_bytes_read = ex.bytes_read;
+    st.expert_stall_ms = (double)ex.stall_ns / 1e6;
+    st.expert_cache_bytes = ex.cache_bytes;
+    st.expert_cache_capacity = ex.cache_capacity;
+    st.expert_bytes = ex.expert_bytes;
     if (ex.predicted) st.expert_prediction_rate = (double)ex.predicted_right / (double)ex.predicted;
     gen_stats g = om->stream ? gen_get_stats(om->stream->g) : om->last;
     st.prompt_tokens = g.prompt_tokens;

@@ -20,7 +20,9 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/synth.h"
+#include "moe/expert_cache.h"
 #include "moe/experts.h"
+#include "moe/policy.h"
 #include "octo.h"
 #include "runtime/session.h"
 #include "t.h"
@@ -34,7 +36,7 @@
 static void test_scoring(const model *m) {
     moe_experts *x = NULL;
     err_t err = {0};
-    T_EQ_INT(moe_experts_new(m, &x, &err), ERR_OK);
+    T_EQ_INT(moe_experts_new(m, NULL, NULL, &x, &err), ERR_OK);
     if (!x) return;
     const experts_iface *ex = moe_experts_iface(x);
     /* three tokens predicted for layer 2: {0,1} {2,3} {4,5} */
@@ -112,7 +114,7 @@ static void test_forward_seam(model *m) {
     err_code rc = session_new(m, 64, QT_F32, 2, &a, &err);
     if (!rc) rc = session_new(m, 64, QT_F32, 2, &b, &err);
     if (!rc) rc = session_new(m, 64, QT_F32, 2, &c, &err);
-    if (!rc) rc = moe_experts_new(m, &x, &err);
+    if (!rc) rc = moe_experts_new(m, NULL, NULL, &x, &err);
     if (!rc) {
         a->experts = moe_experts_iface(x);
         c->experts = &rif;
@@ -165,19 +167,153 @@ static void test_public_stats(const char *moe_path, const char *dense_path) {
         }
         octo_stream_free(st);
         const octo_stats s = octo_model_stats(m);
-        T_CHECK(s.expert_cache_hit_rate == -1.0);
         if (k == 0) {
-            printf("MoE: %llu experts fetched, prediction named %.1f%% of the routed ones\n",
-                   (unsigned long long)s.expert_lookups, 100.0 * s.expert_prediction_rate);
+            printf("MoE: %llu experts fetched, prediction named %.1f%% of the routed ones, cache hit rate %.1f%%\n",
+                   (unsigned long long)s.expert_lookups, 100.0 * s.expert_prediction_rate,
+                   100.0 * s.expert_cache_hit_rate);
             T_CHECK(s.expert_lookups >= (uint64_t)N_LAYER * 8);
             T_CHECK(s.expert_prediction_rate >= 0.0 && s.expert_prediction_rate <= 1.0);
+            /* the default cache holds every expert: each is read once, on first use */
+            T_CHECK(s.expert_cache_hit_rate > 0.0 && s.expert_cache_hit_rate < 1.0);
+            const uint64_t misses = s.expert_lookups - (uint64_t)(s.expert_cache_hit_rate * s.expert_lookups + 0.5);
+            T_EQ_INT(s.expert_bytes_read, misses * (s.expert_bytes / (N_LAYER * N_EXPERT)));
+            T_CHECK(misses <= N_LAYER * N_EXPERT);
+            T_EQ_INT(s.expert_cache_bytes, s.expert_bytes_read);
+            T_EQ_INT(s.expert_cache_capacity, s.expert_bytes);
         } else {
+            T_CHECK(s.expert_cache_hit_rate == -1.0);
             T_EQ_INT(s.expert_lookups, 0);
             T_CHECK(s.expert_prediction_rate == -1.0);
         }
         octo_model_free(m);
     }
     octo_client_free(c);
+}
+
+/* ---------------------------------------------------------------- cache */
+
+static bool lookup(moe_cache *c, int layer, int expert) {
+    model_mat mats[3];
+    bool hit = false;
+    err_t err = {0};
+    T_CHECKF(moe_cache_get(c, layer, expert, mats, &hit, &err) == ERR_OK, "%s", err.msg);
+    return hit;
+}
+
+/* Each policy's choice of victim, on sequences where they differ. */
+static void test_policies(const model *m, const char *path) {
+    const uint64_t one = moe_expert_bytes_max(m);
+    moe_cache *c = NULL;
+    err_t err = {0};
+    /* lru, 3 slots: a b c a d -> b goes (a is pinned: the last used); b -> c goes; c -> a goes; d hits */
+    T_EQ_INT(moe_cache_new(m, path, &(moe_cache_config){3 * one, 0, moe_policy_from_name("lru")}, &c, &err), ERR_OK);
+    const int lru[][2] = {{0, 0}, {0, 1}, {0, 2}, {0, 0}, {0, 3}, {0, 1}, {0, 2}, {0, 3}};
+    const bool lru_hit[] = {false, false, false, true, false, false, false, true};
+    for (int i = 0; c && i < 8; i++) T_CHECKF(lookup(c, lru[i][0], lru[i][1]) == lru_hit[i], "lru step %d", i);
+    moe_cache_free(c);
+    /* lfu, 3 slots: a a a b c d -> b goes (fewest uses, c pinned); b -> c goes; c -> d goes; a still in */
+    T_EQ_INT(moe_cache_new(m, path, &(moe_cache_config){3 * one, 0, moe_policy_from_name("lfu")}, &c, &err), ERR_OK);
+    const int lfu[] = {0, 0, 0, 1, 2, 3, 1, 2, 0};
+    const bool lfu_hit[] = {false, true, true, false, false, false, false, false, true};
+    for (int i = 0; c && i < 9; i++) T_CHECKF(lookup(c, 0, lfu[i]) == lfu_hit[i], "lfu step %d", i);
+    moe_cache_free(c);
+    /* 6 slots over 3 layers (lhu's floor: 6 / (2 x 3) = 1 slot a layer): layer 0's a b c three
+     * times each, layer 2's two experts twice each, layer 1's x once, a again, then d: lfu
+     * evicts x (the fewest uses), lhu keeps it (layer 1 holds only its floor) and x hits */
+    for (int pol = 0; pol < 2; pol++) {
+        const char *name = pol ? "lhu" : "lfu";
+        T_EQ_INT(moe_cache_new(m, path, &(moe_cache_config){6 * one, 0, moe_policy_from_name(name)}, &c, &err), ERR_OK);
+        for (int e = 0; c && e < 3; e++)
+            for (int r = 0; r < 3; r++) lookup(c, 0, e);
+        for (int e = 0; c && e < 2; e++) lookup(c, 2, e), lookup(c, 2, e); /* above lhu's floor */
+        if (c) lookup(c, 1, 0);                            /* x */
+        if (c) lookup(c, 0, 0);
+        if (c) lookup(c, 0, 3);                            /* d: the pool is full (6 slots) */
+        if (c) T_CHECKF(lookup(c, 1, 0) == (pol == 1), "%s: layer 1's only expert %s", name,
+                        pol ? "kept by the floor" : "evicted as the least used");
+        moe_cache_free(c);
+    }
+}
+
+/* The cache gives the logits the all-resident cache gives, bit for bit, at
+ * every size and policy, in each weight type; and counts what it read. */
+static void test_cache_exact(uint32_t type) {
+    char path[512];
+    tu_tmp_path(path, sizeof path, "moe-cache.gguf");
+    synth_opts o = synth_defaults();
+    o.type = type;
+    o.embd_type = o.output_type = QT_F32;
+    const bool k_quant = type == QT_Q4_K || type == QT_Q6_K;
+    o.n_embd = k_quant ? 256 : 64;
+    o.n_ff = k_quant ? 256 : 96, o.n_head = 4, o.n_head_kv = 2, o.n_layer = N_LAYER;
+    o.n_expert = N_EXPERT, o.n_expert_used = N_USED;
+    o.seed = 12;
+    err_t err = {0};
+    model *m = NULL;
+    if (synth_write(&o, path, &err) || model_load(path, &m, &err)) {
+        T_CHECKF(0, "%s", err.msg);
+        return;
+    }
+    enum { T = 24 };
+    const int V = m->hp.n_vocab;
+    int32_t tok[T];
+    for (int t = 0; t < T; t++) tok[t] = 1 + (t * 37 + 5) % (V - 1);
+    float *ref = malloc(sizeof(float) * T * V), *got = malloc(sizeof(float) * T * V);
+    const uint64_t one = moe_expert_bytes_max(m);
+    const moe_cache_config cfgs[] = {{0, 0, 0}, {1, 0, 0}, {1, 0, 1}, {1, 0, 2}, {5 * one, 0, 0}, {0, 0.5, 1}};
+    uint64_t misses_all = 0;
+    for (size_t k = 0; k < sizeof cfgs / sizeof *cfgs; k++) {
+        session *s = NULL;
+        moe_experts *x = NULL;
+        err_code rc = session_new(m, 64, QT_F32, 2, &s, &err);
+        if (!rc) rc = moe_experts_new(m, path, &cfgs[k], &x, &err);
+        float *out = k ? got : ref;
+        if (!rc) { /* a prompt of 8, then one token at a time */
+            s->experts = moe_experts_iface(x);
+            rc = session_eval(s, tok, 8, true, out, &err);
+            for (int t = 8; t < T && !rc; t++) rc = session_eval(s, tok + t, 1, true, out + (size_t)t * V, &err);
+        }
+        T_CHECKF(rc == ERR_OK, "%s", err.msg);
+        if (k && !rc)
+            T_CHECKF(!memcmp(ref + (size_t)8 * V, got + (size_t)8 * V, sizeof(float) * (T - 8) * V) &&
+                         !memcmp(ref + 7 * (size_t)V, got + 7 * (size_t)V, sizeof(float) * V),
+                     "%s: cache config %zu changes the logits", quant_traits_of(type)->name, k);
+        experts_stats st = {0};
+        if (x) moe_experts_iface(x)->stats(x, &st);
+        const uint64_t misses = st.lookups - st.hits;
+        T_CHECK(st.cached);
+        T_EQ_INT(st.bytes_read, misses * one);
+        if (k == 0) misses_all = misses;
+        if (k == 0) T_CHECK(misses <= N_LAYER * N_EXPERT && st.cache_bytes == st.bytes_read);
+        if (k == 1) T_CHECK(misses > misses_all && st.cache_capacity == N_USED * one); /* the smallest: K slots */
+        moe_experts_free(x);
+        session_free(s);
+    }
+    free(ref), free(got);
+    model_free(m);
+    remove(path);
+}
+
+/* A file cut short after load: the read fails with a message, no wrong token. */
+static void test_cache_faults(const model *m, const char *path) {
+    char cut[512];
+    tu_tmp_path(cut, sizeof cut, "moe-cut.gguf");
+    size_t n = 0;
+    unsigned char *bytes = tu_read_file(path, &n);
+    T_CHECK(bytes && tu_write_file(cut, bytes, n / 2));
+    free(bytes);
+    moe_cache *c = NULL;
+    err_t err = {0};
+    T_EQ_INT(moe_cache_new(m, cut, &(moe_cache_config){0, 0, 0}, &c, &err), ERR_OK);
+    model_mat mats[3];
+    bool hit = true;
+    const int L = N_LAYER - 1, E = N_EXPERT - 1; /* the last expert lies in the file's second half */
+    if (c) T_EQ_INT(moe_cache_get(c, L, E, mats, &hit, &err), ERR_TRUNCATED);
+    T_CHECKF(strstr(err.msg, "ends inside an expert") != NULL, "%s", err.msg);
+    if (c) T_EQ_INT(moe_cache_get(c, 0, 0, mats, &hit, &err), ERR_OK); /* the first still reads */
+    moe_cache_free(c);
+    T_EQ_INT(moe_cache_new(m, "/nonexistent/model.gguf", &(moe_cache_config){0, 0, 0}, &c, &err), ERR_IO);
+    remove(cut);
 }
 
 int main(void) {
@@ -201,8 +337,12 @@ int main(void) {
     uint8_t *rows = permuted_router(m);
     T_CHECK(rows != NULL);
     test_forward_seam(m);
+    test_policies(m, path);
+    test_cache_faults(m, path);
     model_free(m);
     free(rows);
+    const uint32_t types[] = {QT_F32, QT_F16, QT_Q8_0, QT_Q4_0, QT_Q4_1, QT_Q5_0, QT_Q4_K, QT_Q6_K};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) test_cache_exact(types[i]);
     test_public_stats(path, dense);
     remove(path);
     remove(dense);

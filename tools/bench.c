@@ -197,6 +197,7 @@ typedef struct {
     int json, roofline_only, with_roofline, kv_plain, spec;
     octo_generate_params gp;
     int batches[MAX_BATCHES], n_batches;
+    octo_moe_options moe;
 } bench_args;
 
 /* --batch 1,3,5: the batch sizes to time; 0 on a usage error (reported). */
@@ -228,6 +229,9 @@ static int parse_bench_args(int argc, char **argv, bench_args *a) {
     octo_generate_params *gp = &a->gp;
     for (int i = 0; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int used, rc = parse_moe(o, v, &a->moe, &used);
+        if (rc) return rc;
+        if (used) { i++; continue; }
         if (!strcmp(o, "-m") && v) { a->path = v; i++; }
         else if (!strcmp(o, "-p") && v) { if (!parse_long(v, 0, 1 << 20, &a->p)) return usage_error("-p takes a count >= 0"); i++; }
         else if (!strcmp(o, "-n") && v) { if (!parse_long(v, 0, 1 << 20, &a->n)) return usage_error("-n takes a count >= 0"); i++; }
@@ -403,6 +407,7 @@ static int plain_bench(const bench_args *a) {
     octo_client *c = octo_client_new(&co);
     octo_model_options mo = octo_model_options_defaults();
     mo.n_ctx = (int)need;
+    mo.moe = a->moe;
     if (a->kv_plain) mo.kv.compress = 0; /* every entry kept at F16: the baseline for the tiered cache */
     mo.auto_draft = OCTO_DRAFT_NONE; /* bench does not speculate */
     octo_model *m = c ? octo_load_model(c, a->path, &mo) : NULL;

@@ -159,3 +159,44 @@ int finish_stdout(int rc) {
     }
     return rc;
 }
+
+/* --moe-cache BYTES|PCT% (K/M/G: binary multiples). */
+static int parse_moe_cache(const char *v, octo_moe_options *o) {
+    const size_t n = strlen(v);
+    char buf[64];
+    if (!n || n >= sizeof buf) return usage_error("--moe-cache takes bytes (K/M/G suffixes) or a percentage");
+    memcpy(buf, v, n + 1);
+    float x;
+    if (buf[n - 1] == '%') {
+        buf[n - 1] = '\0';
+        if (!parse_float(buf, &x) || x <= 0.0f || x > 100.0f)
+            return usage_error("--moe-cache %s: a percentage of the experts' bytes, above 0 and at most 100", v);
+        o->cache_share = x / 100.0;
+        o->cache_bytes = 0;
+        return 0;
+    }
+    uint64_t mul = 1;
+    switch (buf[n - 1]) {
+    case 'K': case 'k': mul = 1ull << 10; buf[n - 1] = '\0'; break;
+    case 'M': case 'm': mul = 1ull << 20; buf[n - 1] = '\0'; break;
+    case 'G': case 'g': mul = 1ull << 30; buf[n - 1] = '\0'; break;
+    default: break;
+    }
+    if (!parse_float(buf, &x) || x <= 0.0f || (double)x * (double)mul >= 1.8e19)
+        return usage_error("--moe-cache %s: give bytes (K/M/G suffixes) or a percentage, e.g. 512M or 25%%", v);
+    o->cache_bytes = (uint64_t)((double)x * (double)mul);
+    o->cache_share = 0.0;
+    return 0;
+}
+
+int parse_moe(const char *a, const char *v, octo_moe_options *o, int *used) {
+    *used = 0;
+    if (strcmp(a, "--moe-cache") && strcmp(a, "--moe-policy")) return 0;
+    if (!v) return usage_error("%s needs a value", a);
+    *used = 1;
+    if (!strcmp(a, "--moe-cache")) return parse_moe_cache(v, o);
+    const int p = octo_moe_policy_from_name(v);
+    if (p < 0) return usage_error("--moe-policy is one of lhu lru lfu, not '%s'", v);
+    o->policy = (octo_moe_policy)p;
+    return 0;
+}

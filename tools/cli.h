@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "octo.h"
+
 /* "octo: <message> (see 'octo help')" on stderr; returns 2. */
 int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "octo: <message>" on stderr; returns 1. */
@@ -34,6 +36,11 @@ int parse_lookahead(const char *s, int *w, int *n, int *g);
  * joined by sep, into out (n bytes, cut short if need be); returns out. */
 const char *kv_policy_names(int first, const char *sep, char *out, size_t n);
 
+
+/* --moe-cache BYTES|PCT% and --moe-policy NAME, for every command that loads
+ * a model: *used = 1 when a is one of them (its value v consumed); returns 0
+ * or a usage error's exit code. */
+int parse_moe(const char *a, const char *v, octo_moe_options *o, int *used);
 
 int cmd_bench(int argc, char **argv);
 int cmd_eval(int argc, char **argv);

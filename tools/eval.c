@@ -173,7 +173,9 @@ static int parse_eval_args(int argc, char **argv, eval_args *e) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x;
-        int rc = 0;
+        int used, rc = parse_moe(a, v, &e->mo.moe, &used);
+        if (rc) return rc;
+        if (used) { i++; continue; }
 #define NEED_VALUE                                                     \
     if (!v) return usage_error("eval: %s needs a value", a);           \
     i++
@@ -270,13 +272,16 @@ static void print_json(const eval_args *e, const eval_figures *f, const eval_res
            "\"kv_bytes_f16\": %llu, \"kv_fraction_of_f16\": %.4f, \"kv_budget\": %llu, \"kv_policy\": \"%s\", "
            "\"kv_bytes_hot\": %llu, \"kv_bytes_warm\": %llu, \"kv_bytes_cold\": %llu, \"tokens_evicted\": %lld, "
            "\"spill\": %d, \"blocks_spilled\": %lld, \"spill_writes\": %lld, \"spill_reads\": %lld, "
-           "\"spill_hit_rate\": %.4f, \"spill_read_us\": %.2f, \"spill_errors\": %lld}\n",
+           "\"spill_hit_rate\": %.4f, \"spill_read_us\": %.2f, \"spill_errors\": %lld, "
+           "\"expert_cache_hit_rate\": %.6f, \"expert_bytes_read_per_token\": %.0f, \"expert_stall_ms_per_token\": %.4f, "
+           "\"expert_cache_bytes\": %llu}\n",
            f->n, e->batch, f->ppl_ref, f->ppl, f->kld, rt->kld_max, f->top1, (unsigned long long)rt->kv_bytes_end,
            (unsigned long long)rt->kv_bytes_peak, rt->kv_bytes_mean, (unsigned long long)f->full_f16, f->frac_end,
            (unsigned long long)rt->kv_budget, f->policy, (unsigned long long)rt->hot, (unsigned long long)rt->warm,
            (unsigned long long)rt->cold, (long long)rt->evicted, s->kv_spill_on, (long long)s->kv_blocks_spilled,
            (long long)s->kv_spill_writes, (long long)s->kv_spill_reads, s->kv_spill_hit_rate, s->kv_spill_read_us,
-           (long long)s->kv_spill_errors);
+           (long long)s->kv_spill_errors, s->expert_cache_hit_rate, (double)s->expert_bytes_read / f->n,
+           s->expert_stall_ms / f->n, (unsigned long long)s->expert_cache_bytes);
 }
 
 static void print_text(octo_model *m, const eval_args *e, const eval_figures *f, const eval_result *rt,
@@ -293,6 +298,12 @@ static void print_text(octo_model *m, const eval_args *e, const eval_figures *f,
            (long long)rt->evicted, f->policy);
     const octo_model_info mi = octo_model_info_get(m);
     printf("spill           %s\n", mi.kv_spill);
+    if (s->expert_cache_hit_rate >= 0)
+        printf("experts         %.2f %% cache hits, %.0f bytes read and %.3f ms waited per token; cache %llu of %llu "
+               "bytes (all experts: %llu)\n",
+               100.0 * s->expert_cache_hit_rate, (double)s->expert_bytes_read / f->n, s->expert_stall_ms / f->n,
+               (unsigned long long)s->expert_cache_bytes, (unsigned long long)s->expert_cache_capacity,
+               (unsigned long long)s->expert_bytes);
     if (s->kv_spill_on)
         printf("                %lld blocks on file at the end, %lld written, %lld re-spilled without a write, "
                "%lld read back (%.0f %% hits, %.1f us each, %lld read ahead), %lld errors%s%s\n",

@@ -39,6 +39,9 @@ static void help(FILE *f) {
           f);
     fputs(spec_mode_names(), f);
     fputs("\n"
+          "  Mixture-of-Experts models: run, bench, eval, logits and inspect take\n"
+          "      --moe-cache BYTES|PCT% (the expert cache: bytes with K/M/G, or a share of the\n"
+          "      experts' bytes; default all of them) and --moe-policy lhu|lru|lfu\n"
           "  tokenize -m MODEL (--text T | -f FILE) [--no-bos] [--special]\n"
           "      the ids of the whole text, space-separated on one line\n"
           "  detokenize -m MODEL --ids \"1 2 3\"\n"
@@ -94,7 +97,11 @@ static int tokenize_all(octo_model *m, const char *text, size_t len, int add_spe
 static int cmd_inspect(int argc, char **argv) {
     const char *path = NULL;
     long kv_tokens = -1;
+    octo_moe_options moe = octo_model_options_defaults().moe;
     for (int i = 0; i < argc; i++) {
+        int used, rc = parse_moe(argv[i], i + 1 < argc ? argv[i + 1] : NULL, &moe, &used);
+        if (rc) return rc;
+        if (used) { i++; continue; }
         if (!strcmp(argv[i], "-m") && i + 1 < argc) path = argv[++i];
         else if (!strcmp(argv[i], "--kv-tokens") && i + 1 < argc) {
             if (!parse_long(argv[++i], 1, 1L << 24, &kv_tokens)) return usage_error("--kv-tokens takes a positive count");
@@ -105,6 +112,7 @@ static int cmd_inspect(int argc, char **argv) {
     octo_client *c = octo_client_new(NULL);
     octo_model_options mo = octo_model_options_defaults();
     mo.n_ctx = 1; /* inspect does not need a cache */
+    mo.moe = moe;
     mo.kv_type = OCTO_KV_F32; /* so kv_bytes_per_token is the f32 figure */
     mo.kv.compress = 0;
     octo_model *m = c ? octo_load_model(c, path, &mo) : NULL;
@@ -154,7 +162,11 @@ static int cmd_inspect(int argc, char **argv) {
 static int cmd_logits(int argc, char **argv) {
     const char *path = NULL, *tokens_arg = NULL, *out_path = NULL, *prompt = NULL;
     long n_ctx = 0;
+    octo_moe_options moe = octo_model_options_defaults().moe;
     for (int i = 0; i < argc; i++) {
+        int used, rc = parse_moe(argv[i], i + 1 < argc ? argv[i + 1] : NULL, &moe, &used);
+        if (rc) return rc;
+        if (used) { i++; continue; }
         if (!strcmp(argv[i], "-m") && i + 1 < argc) path = argv[++i];
         else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) tokens_arg = argv[++i];
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
@@ -177,6 +189,7 @@ static int cmd_logits(int argc, char **argv) {
     octo_client *c = octo_client_new(NULL);
     octo_model_options mo = octo_model_options_defaults();
     mo.n_ctx = (int)n_ctx;
+    mo.moe = moe;
     mo.kv_type = OCTO_KV_F32; /* logits for comparison with a reference: an exact cache */
     mo.kv.compress = 0;
     mo.auto_draft = OCTO_DRAFT_NONE;
@@ -237,6 +250,8 @@ static int tokenize_all(octo_model *m, const char *text, size_t len, int add_spe
 /* the client options `run` takes: where to spill, which device to plan for */
 static const char *g_cache_dir, *g_device;
 
+static octo_moe_options g_moe; /* run's --moe-cache / --moe-policy (zero: the defaults) */
+
 /* auto_draft: OCTO_DRAFT_NONE for commands that never speculate */
 static octo_model *open_model(const char *path, int n_ctx, const char *draft, int auto_draft, octo_client **client) {
     octo_client_options co = octo_client_options_defaults();
@@ -249,6 +264,7 @@ static octo_model *open_model(const char *path, int n_ctx, const char *draft, in
     }
     octo_model_options mo = octo_model_options_defaults();
     mo.n_ctx = n_ctx;
+    mo.moe = g_moe;
     mo.draft_model = draft;
     mo.auto_draft = auto_draft;
     octo_model *m = octo_load_model(*client, path, &mo);
@@ -372,7 +388,11 @@ static void print_stats(const octo_stats *s) {
                 s->lookahead_ngrams, s->lookahead_new, s->lookahead_pool_accepted, s->lookahead_pool_proposed);
     if (s->spec_note[0]) fprintf(stderr, "speculation  %s\n", s->spec_note);
     if (s->expert_cache_hit_rate >= 0)
-        fprintf(stderr, "experts      %.1f%% cache hits\n", 100.0 * s->expert_cache_hit_rate);
+        fprintf(stderr,
+                "experts      %.1f%% cache hits; %.2f MiB read from the file, %.1f ms waiting on it; cache %.2f of "
+                "%.2f MiB (experts: %.2f MiB)\n",
+                100.0 * s->expert_cache_hit_rate, mib(s->expert_bytes_read), s->expert_stall_ms,
+                mib(s->expert_cache_bytes), mib(s->expert_cache_capacity), mib(s->expert_bytes));
     if (s->expert_lookups)
         fprintf(stderr, "experts      %llu fetched; the next-layer prediction named %.1f%% of the routed experts\n",
                 (unsigned long long)s->expert_lookups, 100.0 * s->expert_prediction_rate);
@@ -556,6 +576,7 @@ static int cmd_run(int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int used, rc = parse_sampling(a, v, &gp, &used);
+        if (!rc && !used) rc = parse_moe(a, v, &g_moe, &used);
         if (rc) return rc;
         if (used) { i++; continue; }
         if (!strcmp(a, "-m") && v) { path = v; i++; }

@@ -26,6 +26,11 @@ typedef struct {
     uint64_t lookups;          /* get() calls */
     bool cached;               /* a budgeted cache decides what is resident (else every expert is mapped) */
     uint64_t hits;             /* cached: lookups served from memory without a read */
+    uint64_t bytes_read;       /* cached: expert bytes read from the model file */
+    uint64_t stall_ns;         /* cached: time lookups waited on those reads */
+    uint64_t cache_bytes;      /* cached: memory the cache's slots hold (allocated on first use) */
+    uint64_t cache_capacity;   /* cached: the slots' bytes when all are in use */
+    uint64_t expert_bytes;     /* the model's experts, all of them */
     uint64_t predicted;        /* routed experts of layers that had a next-layer prediction */
     uint64_t predicted_right;  /* of those, named by the prediction */
 } experts_stats;
@@ -46,7 +51,22 @@ typedef struct {
     void (*stats)(const void *self, experts_stats *out);
 } experts_iface;
 
-/* The matrices of one expert straight from the model's mapping. */
+/* The matrices of one expert straight from the model's mapping (in the GGUF
+ * layout: expert stacks are never packed in the mapping). */
 void model_expert_mats(const model *m, int layer, int expert, model_mat mats[3]);
+
+/* Where one expert's gate, up and down lie in the model file (byte offsets
+ * from its start) and how many bytes each takes; pack: the kernels want that
+ * matrix re-laid once read (core/packed.h). */
+typedef struct {
+    uint64_t offset[3];
+    size_t bytes[3];
+    bool pack[3];
+} expert_extent;
+void model_expert_extent(const model *m, int layer, int expert, expert_extent *out);
+/* Re-lay an expert read into memory of its own (mats as model_expert_mats
+ * gives them, data pointing at the copy) for the kernels, as the load lays
+ * out every other matrix; tmp: scratch of PACK_ROWS rows of the largest. */
+void model_expert_pack(const model *m, int layer, model_mat mats[3], void *tmp);
 
 #endif

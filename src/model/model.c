@@ -8,6 +8,7 @@
  * checks anything.
  */
 #include "model.h"
+#include "experts_iface.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -221,10 +222,38 @@ uint64_t model_kv_bytes(const model_hparams *hp, uint64_t n_tokens, uint32_t typ
     return n_tokens * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv * (uint64_t)(hp->head_dim + hp->head_dim_v) * el;
 }
 
+/* The active path has packed kernels for w (core/packed.h) and its rows
+ * fill whole groups (for an expert stack: each expert's). */
+static bool packable(const model_mat *w) {
+    return packed_get(w->type) && w->n_out % PACK_ROWS == 0 && packed_supported(w->type, w->n_out * w->n_mat, w->n_in);
+}
+
+void model_expert_extent(const model *m, int layer, int expert, expert_extent *out) {
+    const model_layer *L = &m->layers[layer];
+    const model_mat *src[3] = {&L->w_gate, &L->w_up, &L->w_down};
+    for (int i = 0; i < 3; i++) {
+        out->bytes[i] = (size_t)src[i]->n_out * src[i]->row_bytes;
+        out->offset[i] = (uint64_t)((const uint8_t *)src[i]->data - m->gguf->base) + (uint64_t)expert * out->bytes[i];
+        out->pack[i] = !src[i]->shared && packable(src[i]);
+    }
+}
+
+void model_expert_pack(const model *m, int layer, model_mat mats[3], void *tmp) {
+    expert_extent x;
+    model_expert_extent(m, layer, 0, &x);
+    for (int i = 0; i < 3; i++) {
+        mats[i].packed = x.pack[i];
+        if (x.pack[i]) packed_pack(mats[i].type, (void *)mats[i].data, mats[i].n_out, mats[i].n_in, tmp);
+    }
+}
+
 /* Re-lay every matrix the active path has packed kernels for (core/packed.h),
  * in place in the private mapping: the same bytes, so memory does not grow;
  * the touched pages become this process's own. The embedding table keeps its
- * layout (rows are looked up one by one), so a tied output does too. When the
+ * layout (rows are looked up one by one), so a tied output does too. Expert
+ * stacks stay as they are, untouched: the expert store (src/moe/) reads
+ * each expert when it is first used and packs its own copy
+ * (model_expert_pack), so a load never pulls every expert in. When the
  * mapping cannot be made writable the model simply keeps the GGUF layout. */
 static void pack_weights(model *m) {
     model_mat *mats[10];
@@ -244,9 +273,7 @@ static void pack_weights(model *m) {
         for (int i = 0; i < n; i++) {
             model_mat *w = mats[i];
             const int64_t rows = w->n_out * w->n_mat;
-            if (!w->data || w->packed || w->shared || !packed_get(w->type) || w->n_out % PACK_ROWS ||
-                !packed_supported(w->type, rows, w->n_in))
-                continue;
+            if (!w->data || w->packed || w->shared || w->n_mat > 1 || !packable(w)) continue;
             const uint8_t *own = m->owned;
             if (own && ((const uint8_t *)w->data < own || (const uint8_t *)w->data >= own + m->owned_bytes))
                 continue; /* a copy's shared matrix: its source's to lay out */

@@ -34,6 +34,7 @@ typedef struct {
     int n_threads;             /* 0: as many as suit the cores */
     const char *draft_model;   /* given: any problem with it fails the load */
     bundle_draft auto_draft;
+    moe_cache_config moe;      /* an MoE model's expert cache */
     void (*warn)(void *user, const char *msg); /* what the load decided against and why (optional) */
     void *warn_user;
 } bundle_options;
