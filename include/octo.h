@@ -178,10 +178,22 @@ int octo_moe_policy_from_name(const char *name);
 /* A Mixture-of-Experts model's experts are read from the file into a cache
  * of slots as tokens need them (nothing is read at load); these size it.
  * Ignored for dense models. */
+typedef enum {
+    OCTO_MOE_PREFETCH_AUTO = 0, /* on */
+    OCTO_MOE_PREFETCH_ON,       /* an I/O thread reads the routed and the predicted next-layer experts ahead */
+    OCTO_MOE_PREFETCH_OFF,      /* every miss is read when the forward pass asks for it */
+} octo_moe_prefetch;
+
 typedef struct {
     uint64_t cache_bytes;    /* 0 (default): room for every expert; else the budget, at least a token's experts */
     double cache_share;      /* (0, 1]: that share of the model's expert bytes instead (cache_bytes 0) */
     octo_moe_policy policy;
+    octo_moe_prefetch prefetch;
+    double predict_margin;   /* read ahead, beside the next layer's predicted top k, up to two more experts whose
+                                router logit is within this many standard deviations of the k-th's;
+                                0: the default (0.25), < 0: the top k only */
+    const char *trace;       /* a file to write one line per token and MoE layer to: the experts used and
+                                whether each was a HIT or a MISS (docs/moe.md); NULL: none */
 } octo_moe_options;
 
 typedef struct {
@@ -247,6 +259,12 @@ typedef struct {
     int n_ff_shared;          /* MoE: width of the always-on shared expert (0: none) */
     char origin[320];         /* "" or how the file was made (octo upcycle: from what, with which
                                  split, router and combination) and what other runtimes compute */
+    /* Mixture-of-Experts models (0 / "" otherwise) */
+    uint64_t expert_bytes_one;  /* the largest expert (gate + up + down) */
+    uint64_t expert_bytes;      /* all the experts: read from the file into the expert cache as tokens need them */
+    uint64_t resident_weight_bytes; /* the other weights, resident as with a dense model */
+    uint64_t expert_cache_budget;   /* the expert cache's size when full */
+    char expert_plan[256];      /* how the expert cache was sized, and why */
 } octo_model_info;
 
 octo_model_info octo_model_info_get(const octo_model *model);
@@ -456,6 +474,14 @@ typedef struct {
     uint64_t expert_bytes;              /* all the model's experts */
     double expert_prediction_rate;      /* of the experts tokens were routed to, the share the next-layer prediction
                                            (the layer's router applied to the layer before) had named; -1: none */
+    double expert_prediction_precision; /* of the experts the prediction named, the share then routed to; -1: none */
+    double expert_prefetch_recall;      /* of the lookups that had to come from the file, the share a read-ahead had
+                                           brought in time; -1: no read-ahead */
+    uint64_t expert_prefetched;         /* experts read ahead */
+    uint64_t expert_tokens;             /* tokens that went through the MoE layers (the per-token figures' divisor) */
+    double expert_bytes_read_per_token;
+    double expert_stall_ms_per_token;
+    int expert_trace_failed;            /* 1: --moe-trace's file could not be written whole */
     /* process memory (0 where the system does not report it) */
     uint64_t rss_bytes, peak_rss_bytes;
     uint64_t pss_bytes;           /* proportional set size (smaps_rollup), 0 where unavailable */

@@ -5,6 +5,7 @@
  */
 #include "octo.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,7 +144,17 @@ static err_code moe_config_of(const octo_moe_options *o, moe_cache_config *out, 
         return err_set(err, ERR_INVALID_ARG, "moe: give cache_bytes or cache_share, not both");
     const int id = o->policy == OCTO_MOE_POLICY_DEFAULT ? 0 : (int)o->policy - 1;
     if (!moe_policy_get(id)) return err_set(err, ERR_INVALID_ARG, "moe.policy %d is not a policy", (int)o->policy);
-    *out = (moe_cache_config){o->cache_bytes, o->cache_share, id};
+    if ((unsigned)o->prefetch > OCTO_MOE_PREFETCH_OFF)
+        return err_set(err, ERR_INVALID_ARG, "moe.prefetch %d is not auto, on or off", (int)o->prefetch);
+    *out = moe_cache_config_default();
+    out->budget_bytes = o->cache_bytes;
+    out->share = o->cache_share;
+    out->policy = id;
+    out->prefetch = o->prefetch != OCTO_MOE_PREFETCH_OFF;
+    if (!isfinite(o->predict_margin) || o->predict_margin > 100.0)
+        return err_set(err, ERR_INVALID_ARG, "moe.predict_margin %g is not a margin of at most 100", o->predict_margin);
+    if (o->predict_margin != 0.0) out->predict_margin = o->predict_margin;
+    out->trace = o->trace;
     return ERR_OK;
 }
 
@@ -321,6 +332,13 @@ octo_model_info octo_model_info_get(const octo_model *om) {
     info.n_ctx = om->b->s->n_ctx;
     info.n_ff_shared = hp->n_ff_shexp;
     describe_origin(m, info.origin, sizeof info.origin);
+    info.resident_weight_bytes = plan_resident_weights(m);
+    if (hp->n_expert > 0) {
+        info.expert_bytes_one = moe_expert_bytes_max(m);
+        info.expert_bytes = moe_expert_bytes_all(m);
+        info.expert_cache_budget = bundle_experts_stats(om->b).cache_capacity;
+        snprintf(info.expert_plan, sizeof info.expert_plan, "%s", om->b->plan.moe_reason);
+    }
     /* type histogram, in type-id order */
     uint64_t count[QT_COUNT] = {0};
     for (uint64_t i = 0; i < m->gguf->n_tensors; i++)
@@ -656,6 +674,14 @@ static octo_stats stats_snapshot(const octo_model *om) {
     st.expert_cache_capacity = ex.cache_capacity;
     st.expert_bytes = ex.expert_bytes;
     if (ex.predicted) st.expert_prediction_rate = (double)ex.predicted_right / (double)ex.predicted;
+    st.expert_prediction_precision = ex.predicted_named ? (double)ex.predicted_right / (double)ex.predicted_named : -1.0;
+    const uint64_t from_file = ex.lookups - ex.hits + ex.prefetch_in_time;
+    st.expert_prefetch_recall = ex.prefetching && from_file ? (double)ex.prefetch_in_time / (double)from_file : -1.0;
+    st.expert_prefetched = ex.prefetched;
+    st.expert_tokens = ex.tokens;
+    st.expert_bytes_read_per_token = ex.tokens ? (double)ex.bytes_read / (double)ex.tokens : 0.0;
+    st.expert_stall_ms_per_token = ex.tokens ? (double)ex.stall_ns / 1e6 / (double)ex.tokens : 0.0;
+    st.expert_trace_failed = ex.trace_failed;
     gen_stats g = om->stream ? gen_get_stats(om->stream->g) : om->last;
     st.prompt_tokens = g.prompt_tokens;
     st.prefill_tokens = g.prefill_tokens;

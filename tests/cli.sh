@@ -90,6 +90,19 @@ grep -q "experts:        4, 2 used per token" "$tmp/out" && ok || bad "inspect o
 grep -q "origin:         upcycled from octo synthetic by octo: 4 experts, 2 used, split random, router uniform" "$tmp/out" \
     && ok || bad "inspect shows no origin: $(cat "$tmp/out")"
 expect 0 0 "$octo" run -m "$tmp/u.gguf" -p "ab" -n 4 --temp 0
+# the expert cache's options: the same text with the smallest cache, a trace of every token and layer
+"$octo" run -m "$tmp/u.gguf" -p "ab" -n 6 --temp 0 >"$tmp/all.txt" 2>/dev/null
+expect 0 0 "$octo" run -m "$tmp/u.gguf" -p "ab" -n 6 --temp 0 --moe-cache 1 --moe-policy lru --moe-prefetch off \
+    --moe-trace "$tmp/trace.txt"
+cmp -s "$tmp/out" "$tmp/all.txt" && ok || bad "the smallest expert cache changed the text: $(cat "$tmp/out")"
+[ "$(grep -c '^[0-9]* [0-9]* \(HIT\|MISS\) \(HIT\|MISS\) [0-3] [0-3]$' "$tmp/trace.txt")" -eq "$(grep -vc '^#' "$tmp/trace.txt")" ] \
+    && [ "$(grep -vc '^#' "$tmp/trace.txt")" -ge 10 ] && ok || bad "trace lines: $(head -5 "$tmp/trace.txt")"
+expect 0 0 "$octo" inspect -m "$tmp/u.gguf" --moe-cache 50%
+grep -q "^expert cache:   .*expert cache given" "$tmp/out" && ok || bad "inspect's expert cache: $(cat "$tmp/out")"
+expect 2 1 "$octo" run -m "$tmp/u.gguf" -p "ab" --moe-prefetch sometimes
+expect 2 1 "$octo" run -m "$tmp/u.gguf" -p "ab" --moe-cache 0%
+expect 2 1 "$octo" run -m "$tmp/u.gguf" -p "ab" --moe-policy mru
+expect 1 1 "$octo" run -m "$tmp/u.gguf" -p "ab" --moe-trace /nonexistent/dir/t.txt
 expect 1 1 "$octo" upcycle -m "$tmp/u.gguf" -o "$tmp/u2.gguf" --experts 2 --experts-used 1 --split random --router uniform
 grep -q "already a Mixture-of-Experts" "$tmp/err" && ok || bad "upcycling an MoE model: $(cat "$tmp/err")"
 

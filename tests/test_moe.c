@@ -23,6 +23,7 @@
 #include "moe/expert_cache.h"
 #include "moe/experts.h"
 #include "moe/policy.h"
+#include "moe/predict.h"
 #include "octo.h"
 #include "runtime/session.h"
 #include "t.h"
@@ -39,9 +40,9 @@ static void test_scoring(const model *m) {
     T_EQ_INT(moe_experts_new(m, NULL, NULL, &x, &err), ERR_OK);
     if (!x) return;
     const experts_iface *ex = moe_experts_iface(x);
-    /* three tokens predicted for layer 2: {0,1} {2,3} {4,5} */
-    const int32_t pred[] = {0, 1, 2, 3, 4, 5};
-    ex->hint_next(ex->self, 2, pred, 3, 2);
+    /* three tokens' router logits for layer 2, top 2 {0,1} {2,3} {4,5}, clear of the rest */
+    const float scores[3][N_EXPERT] = {{5, 4, 0, 0, 0, 0}, {0, 0, 5, 4, 0, 0}, {0, 0, 0, 0, 5, 4}};
+    ex->hint_next(ex->self, 2, &scores[0][0], 3, N_EXPERT);
     /* routed: {1,0} (2 right), {3,5} (1 right), {0,1} (0 right) */
     const int32_t r0[] = {1, 0}, r1[] = {3, 5}, r2[] = {0, 1};
     ex->hint(ex->self, 2, r0, 2);
@@ -59,8 +60,27 @@ static void test_scoring(const model *m) {
     T_EQ_INT(st.lookups, 1);
     T_EQ_INT(st.predicted, 6);
     T_EQ_INT(st.predicted_right, 3);
+    T_EQ_INT(st.predicted_named, 6);
     T_CHECK(!st.cached);
     moe_experts_free(x);
+}
+
+/* The prediction names the top k, and more only when they are close to the
+ * k-th, measured in standard deviations of the logits (any scale). */
+static void test_predict(void) {
+    int32_t out[N_USED + MOE_PREDICT_EXTRA];
+    const float clear[N_EXPERT] = {5, 4, 0, 0, 0, 0}, close[N_EXPERT] = {5, 4, 3.9f, 0, 0, 0};
+    T_EQ_INT(moe_predict(clear, N_EXPERT, N_USED, 0.25, out), 2);
+    T_CHECK(out[0] == 0 && out[1] == 1);
+    T_EQ_INT(moe_predict(close, N_EXPERT, N_USED, 0.25, out), 3); /* 3.9 is 0.05 sd below 4; 0 is 1.8 sd */
+    T_CHECK(out[2] == 2);
+    T_EQ_INT(moe_predict(close, N_EXPERT, N_USED, -1.0, out), 2); /* no margin: the top k alone */
+    float tiny[N_EXPERT]; /* an upcycled router's scale: the same decision */
+    for (int e = 0; e < N_EXPERT; e++) tiny[e] = close[e] * 1e-4f;
+    T_EQ_INT(moe_predict(tiny, N_EXPERT, N_USED, 0.25, out), 3);
+    const float flat[N_EXPERT] = {1, 1, 1, 1, 1, 1};
+    T_EQ_INT(moe_predict(flat, N_EXPERT, N_USED, 0.25, out), 2); /* no spread: nothing to go by past k */
+    T_EQ_INT(moe_predict(close, 3, 2, 10.0, out), 3);             /* never more than there are */
 }
 
 /* Records each layer's routing and each next-layer prediction; fetches from the mapping. */
@@ -83,13 +103,16 @@ static void rec_hint(void *self, int layer, const int32_t *e, int n) {
     if (r->n_routed[layer] < T_BATCH && n == N_USED) memcpy(r->routed[layer][r->n_routed[layer]++], e, sizeof(int32_t) * N_USED);
 }
 
-static void rec_hint_next(void *self, int next, const int32_t *e, int n_tokens, int k) {
+static void rec_hint_next(void *self, int next, const float *scores, int n_tokens, int n_expert) {
     recorder *r = self;
     r->n_pred_calls[next]++;
-    if (n_tokens == T_BATCH && k == N_USED) memcpy(r->predicted[next], e, sizeof r->predicted[next]);
+    for (int t = 0; t < n_tokens && t < T_BATCH && n_expert == N_EXPERT; t++)
+        fwd_top_k(scores + (size_t)t * n_expert, n_expert, N_USED, r->predicted[next][t]);
 }
 
-/* Layer 2's router: layer 1's rows, row e moved to perm[e]. */
+/* Layer 2's router: layer 1's rows, row e moved to perm[e]; and layer 1's
+ * FFN norm, so that the prediction (layer 2's router on layer 1's residual
+ * under layer 2's norm) is layer 1's routing, permuted. */
 static const int perm[N_EXPERT] = {3, 0, 5, 1, 4, 2};
 static uint8_t *permuted_router(model *m) {
     const model_mat *src = &m->layers[1].gate_inp;
@@ -98,6 +121,7 @@ static uint8_t *permuted_router(model *m) {
         memcpy(rows + (size_t)perm[e] * src->row_bytes, (const uint8_t *)src->data + (size_t)e * src->row_bytes,
                src->row_bytes);
     if (rows) m->layers[2].gate_inp.data = rows;
+    m->layers[2].ffn_norm.data = m->layers[1].ffn_norm.data;
     return rows;
 }
 
@@ -172,12 +196,16 @@ static void test_public_stats(const char *moe_path, const char *dense_path) {
                    (unsigned long long)s.expert_lookups, 100.0 * s.expert_prediction_rate,
                    100.0 * s.expert_cache_hit_rate);
             T_CHECK(s.expert_lookups >= (uint64_t)N_LAYER * 8);
+            T_CHECK(s.expert_prefetch_recall >= 0.0 && s.expert_prefetch_recall <= 1.0); /* read-ahead is on by default */
+            T_CHECK(s.expert_prediction_precision > 0.0 && s.expert_prediction_precision <= 1.0);
+            T_CHECK(s.expert_tokens >= 8 && s.expert_bytes_read_per_token > 0.0);
             T_CHECK(s.expert_prediction_rate >= 0.0 && s.expert_prediction_rate <= 1.0);
-            /* the default cache holds every expert: each is read once, on first use */
+            /* the default cache holds every expert: each is read once, on first use or ahead of it */
             T_CHECK(s.expert_cache_hit_rate > 0.0 && s.expert_cache_hit_rate < 1.0);
             const uint64_t misses = s.expert_lookups - (uint64_t)(s.expert_cache_hit_rate * s.expert_lookups + 0.5);
-            T_EQ_INT(s.expert_bytes_read, misses * (s.expert_bytes / (N_LAYER * N_EXPERT)));
-            T_CHECK(misses <= N_LAYER * N_EXPERT);
+            const uint64_t one = s.expert_bytes / (N_LAYER * N_EXPERT);
+            T_CHECK(s.expert_bytes_read % one == 0 && s.expert_bytes_read >= misses * one);
+            T_CHECK(s.expert_bytes_read <= s.expert_bytes && misses <= N_LAYER * N_EXPERT);
             T_EQ_INT(s.expert_cache_bytes, s.expert_bytes_read);
             T_EQ_INT(s.expert_cache_capacity, s.expert_bytes);
         } else {
@@ -192,12 +220,24 @@ static void test_public_stats(const char *moe_path, const char *dense_path) {
 
 /* ---------------------------------------------------------------- cache */
 
+/* moe_cache_new with the configuration by value. */
+static err_code new_cache(const model *m, const char *path, moe_cache_config cfg, moe_cache **c, err_t *err) {
+    return moe_cache_new(m, path, &cfg, c, err);
+}
+
+/* A cache of budget bytes (or share) under policy, reading ahead or not. */
+static moe_cache_config cfg_of(uint64_t budget, double share, int policy, bool prefetch) {
+    moe_cache_config c = moe_cache_config_default();
+    c.budget_bytes = budget, c.share = share, c.policy = policy, c.prefetch = prefetch;
+    return c;
+}
+
 static bool lookup(moe_cache *c, int layer, int expert) {
     model_mat mats[3];
-    bool hit = false;
+    moe_status status = MOE_MISS;
     err_t err = {0};
-    T_CHECKF(moe_cache_get(c, layer, expert, mats, &hit, &err) == ERR_OK, "%s", err.msg);
-    return hit;
+    T_CHECKF(moe_cache_get(c, layer, expert, mats, &status, &err) == ERR_OK, "%s", err.msg);
+    return status == MOE_HIT;
 }
 
 /* Each policy's choice of victim, on sequences where they differ. */
@@ -206,13 +246,13 @@ static void test_policies(const model *m, const char *path) {
     moe_cache *c = NULL;
     err_t err = {0};
     /* lru, 3 slots: a b c a d -> b goes (a is pinned: the last used); b -> c goes; c -> a goes; d hits */
-    T_EQ_INT(moe_cache_new(m, path, &(moe_cache_config){3 * one, 0, moe_policy_from_name("lru")}, &c, &err), ERR_OK);
+    T_EQ_INT(new_cache(m, path, cfg_of(3 * one, 0, moe_policy_from_name("lru"), false), &c, &err), ERR_OK);
     const int lru[][2] = {{0, 0}, {0, 1}, {0, 2}, {0, 0}, {0, 3}, {0, 1}, {0, 2}, {0, 3}};
     const bool lru_hit[] = {false, false, false, true, false, false, false, true};
     for (int i = 0; c && i < 8; i++) T_CHECKF(lookup(c, lru[i][0], lru[i][1]) == lru_hit[i], "lru step %d", i);
     moe_cache_free(c);
     /* lfu, 3 slots: a a a b c d -> b goes (fewest uses, c pinned); b -> c goes; c -> d goes; a still in */
-    T_EQ_INT(moe_cache_new(m, path, &(moe_cache_config){3 * one, 0, moe_policy_from_name("lfu")}, &c, &err), ERR_OK);
+    T_EQ_INT(new_cache(m, path, cfg_of(3 * one, 0, moe_policy_from_name("lfu"), false), &c, &err), ERR_OK);
     const int lfu[] = {0, 0, 0, 1, 2, 3, 1, 2, 0};
     const bool lfu_hit[] = {false, true, true, false, false, false, false, false, true};
     for (int i = 0; c && i < 9; i++) T_CHECKF(lookup(c, 0, lfu[i]) == lfu_hit[i], "lfu step %d", i);
@@ -222,7 +262,7 @@ static void test_policies(const model *m, const char *path) {
      * evicts x (the fewest uses), lhu keeps it (layer 1 holds only its floor) and x hits */
     for (int pol = 0; pol < 2; pol++) {
         const char *name = pol ? "lhu" : "lfu";
-        T_EQ_INT(moe_cache_new(m, path, &(moe_cache_config){6 * one, 0, moe_policy_from_name(name)}, &c, &err), ERR_OK);
+        T_EQ_INT(new_cache(m, path, cfg_of(6 * one, 0, moe_policy_from_name(name), false), &c, &err), ERR_OK);
         for (int e = 0; c && e < 3; e++)
             for (int r = 0; r < 3; r++) lookup(c, 0, e);
         for (int e = 0; c && e < 2; e++) lookup(c, 2, e), lookup(c, 2, e); /* above lhu's floor */
@@ -260,7 +300,11 @@ static void test_cache_exact(uint32_t type) {
     for (int t = 0; t < T; t++) tok[t] = 1 + (t * 37 + 5) % (V - 1);
     float *ref = malloc(sizeof(float) * T * V), *got = malloc(sizeof(float) * T * V);
     const uint64_t one = moe_expert_bytes_max(m);
-    const moe_cache_config cfgs[] = {{0, 0, 0}, {1, 0, 0}, {1, 0, 1}, {1, 0, 2}, {5 * one, 0, 0}, {0, 0.5, 1}};
+    /* all, the smallest (a token's 2) under each policy, 5 slots, half; then with the read-ahead thread */
+    const moe_cache_config cfgs[] = {cfg_of(0, 0, 0, false),       cfg_of(1, 0, 0, false), cfg_of(1, 0, 1, false),
+                                     cfg_of(1, 0, 2, false),       cfg_of(5 * one, 0, 0, false),
+                                     cfg_of(0, 0.5, 1, false),     cfg_of(1, 0, 0, true),
+                                     cfg_of(5 * one, 0, 0, true), cfg_of(0, 0.5, 1, true)};
     uint64_t misses_all = 0;
     for (size_t k = 0; k < sizeof cfgs / sizeof *cfgs; k++) {
         session *s = NULL;
@@ -282,7 +326,12 @@ static void test_cache_exact(uint32_t type) {
         if (x) moe_experts_iface(x)->stats(x, &st);
         const uint64_t misses = st.lookups - st.hits;
         T_CHECK(st.cached);
-        T_EQ_INT(st.bytes_read, misses * one);
+        T_CHECK(st.prefetching == cfgs[k].prefetch);
+        if (!cfgs[k].prefetch) T_EQ_INT(st.bytes_read, misses * one);
+        else { /* every miss and every prefetch that served in time was read once; reads ahead may go unused */
+            T_CHECK(st.bytes_read % one == 0 && st.bytes_read >= (misses + st.prefetch_in_time) * one);
+            T_CHECK(st.prefetch_used <= st.prefetched && st.prefetch_in_time + st.prefetch_late >= st.prefetch_used);
+        }
         if (k == 0) misses_all = misses;
         if (k == 0) T_CHECK(misses <= N_LAYER * N_EXPERT && st.cache_bytes == st.bytes_read);
         if (k == 1) T_CHECK(misses > misses_all && st.cache_capacity == N_USED * one); /* the smallest: K slots */
@@ -292,6 +341,66 @@ static void test_cache_exact(uint32_t type) {
     free(ref), free(got);
     model_free(m);
     remove(path);
+}
+
+/* The trace has a line per token and layer, and its HIT and MISS words are
+ * the cache's own count of hits and misses, with and without read-ahead. */
+static void test_trace(const model *m, const char *path) {
+    char tp[512];
+    tu_tmp_path(tp, sizeof tp, "moe-trace.txt");
+    for (int pf = 0; pf < 2; pf++) {
+        moe_cache_config cfg = moe_cache_config_default();
+        cfg.budget_bytes = 3 * moe_expert_bytes_max(m); /* 3 slots of 18 experts: hits and misses */
+        cfg.prefetch = pf;
+        cfg.trace = tp;
+        err_t err = {0};
+        session *s = NULL;
+        moe_experts *x = NULL;
+        enum { N = 12 };
+        float *logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+        err_code rc = session_new(m, 64, QT_F32, 2, &s, &err);
+        if (!rc) rc = moe_experts_new(m, path, &cfg, &x, &err);
+        if (!rc) s->experts = moe_experts_iface(x);
+        for (int t = 0; t < N && !rc; t++) {
+            const int32_t tok = 1 + (t * 29 + 3) % (m->hp.n_vocab - 1);
+            rc = session_eval(s, &tok, 1, true, logits, &err);
+        }
+        T_CHECKF(rc == ERR_OK, "%s", err.msg);
+        experts_stats st = {0};
+        if (x) moe_experts_iface(x)->stats(x, &st);
+        T_CHECK(!st.trace_failed);
+        moe_experts_free(x);
+        session_free(s);
+        free(logits);
+        FILE *f = fopen(tp, "r");
+        char line[256];
+        int lines = 0, hits = 0, misses = 0, bad = 0;
+        T_CHECK(f && fgets(line, sizeof line, f) && strstr(line, "layers 3 experts 6 used 2 slots 3 policy lhu"));
+        while (f && fgets(line, sizeof line, f)) {
+            if (line[0] == '#') continue;
+            unsigned tok, layer, e0, e1;
+            char s0[8], s1[8];
+            if (sscanf(line, "%u %u %7s %7s %u %u", &tok, &layer, s0, s1, &e0, &e1) != 6 || tok != (unsigned)lines / N_LAYER ||
+                layer != (unsigned)lines % N_LAYER || e0 == e1 || e0 >= N_EXPERT || e1 >= N_EXPERT)
+                bad++;
+            hits += !strcmp(s0, "HIT") + !strcmp(s1, "HIT");
+            misses += !strcmp(s0, "MISS") + !strcmp(s1, "MISS");
+            lines++;
+        }
+        if (f) fclose(f);
+        T_EQ_INT(lines, N * N_LAYER);
+        T_EQ_INT(bad, 0);
+        T_EQ_INT(hits, st.hits);
+        T_EQ_INT(misses, st.lookups - st.hits);
+        T_CHECK(misses > 0 && hits > 0);
+    }
+    moe_cache_config cfg = moe_cache_config_default();
+    cfg.trace = "/nonexistent/dir/trace.txt";
+    moe_experts *x = NULL;
+    err_t err = {0};
+    T_EQ_INT(moe_experts_new(m, path, &cfg, &x, &err), ERR_IO);
+    T_CHECKF(strstr(err.msg, "trace") != NULL, "%s", err.msg);
+    remove(tp);
 }
 
 /* A file cut short after load: the read fails with a message, no wrong token. */
@@ -304,15 +413,15 @@ static void test_cache_faults(const model *m, const char *path) {
     free(bytes);
     moe_cache *c = NULL;
     err_t err = {0};
-    T_EQ_INT(moe_cache_new(m, cut, &(moe_cache_config){0, 0, 0}, &c, &err), ERR_OK);
+    T_EQ_INT(new_cache(m, cut, cfg_of(0, 0, 0, false), &c, &err), ERR_OK);
     model_mat mats[3];
-    bool hit = true;
+    moe_status hit = MOE_HIT;
     const int L = N_LAYER - 1, E = N_EXPERT - 1; /* the last expert lies in the file's second half */
     if (c) T_EQ_INT(moe_cache_get(c, L, E, mats, &hit, &err), ERR_TRUNCATED);
     T_CHECKF(strstr(err.msg, "ends inside an expert") != NULL, "%s", err.msg);
     if (c) T_EQ_INT(moe_cache_get(c, 0, 0, mats, &hit, &err), ERR_OK); /* the first still reads */
     moe_cache_free(c);
-    T_EQ_INT(moe_cache_new(m, "/nonexistent/model.gguf", &(moe_cache_config){0, 0, 0}, &c, &err), ERR_IO);
+    T_EQ_INT(new_cache(m, "/nonexistent/model.gguf", cfg_of(0, 0, 0, false), &c, &err), ERR_IO);
     remove(cut);
 }
 
@@ -339,6 +448,8 @@ int main(void) {
     test_forward_seam(m);
     test_policies(m, path);
     test_cache_faults(m, path);
+    test_trace(m, path);
+    test_predict();
     model_free(m);
     free(rows);
     const uint32_t types[] = {QT_F32, QT_F16, QT_Q8_0, QT_Q4_0, QT_Q4_1, QT_Q5_0, QT_Q4_K, QT_Q6_K};

@@ -329,6 +329,7 @@ typedef struct {
     double gbps, base, bsec[MAX_BATCHES];
     uint64_t kv;
     octo_memory mem;
+    octo_stats st; /* after every repetition: the expert figures are over the whole bench */
 } bench_summary;
 
 static bench_summary summarize_runs(const bench_args *a, const octo_model_info *in, bench_runs *r, long need) {
@@ -365,8 +366,13 @@ static void print_bench_json(const bench_args *a, const octo_model_info *in, con
         printf("%s\"%d\": %.3f", k ? ", " : "", a->batches[k], s->base > 0 ? s->bsec[k] / s->base : 0.0);
     printf("}, \"batch_seconds\": {");
     for (int k = 0; k < a->n_batches; k++) printf("%s\"%d\": %.6f", k ? ", " : "", a->batches[k], s->bsec[k]);
-    printf("}, \"peak_rss_bytes\": %llu, \"kv_bytes\": %llu}\n", (unsigned long long)s->mem.peak_rss_bytes,
-           (unsigned long long)s->kv);
+    const octo_stats *x = &s->st;
+    printf("}, \"peak_rss_bytes\": %llu, \"kv_bytes\": %llu, \"expert_cache_hit_rate\": %.4f, "
+           "\"expert_prefetch_recall\": %.4f, \"expert_prediction_rate\": %.4f, \"expert_prediction_precision\": %.4f, "
+           "\"expert_bytes_read_per_token\": %.0f, \"expert_stall_ms_per_token\": %.4f, \"expert_cache_bytes\": %llu}\n",
+           (unsigned long long)s->mem.peak_rss_bytes, (unsigned long long)s->kv, x->expert_cache_hit_rate,
+           x->expert_prefetch_recall, x->expert_prediction_rate, x->expert_prediction_precision,
+           x->expert_bytes_read_per_token, x->expert_stall_ms_per_token, (unsigned long long)x->expert_cache_bytes);
 }
 
 static void print_bench_text(const bench_args *a, const octo_model_info *in, const bench_summary *s) {
@@ -394,6 +400,12 @@ static void print_bench_text(const bench_args *a, const octo_model_info *in, con
     const uint64_t w = in->weight_bytes, peak = s->mem.peak_rss_bytes;
     printf("memory      peak RSS %.1f MiB = weights %.1f MiB + KV %.1f MiB + other %.1f MiB\n", mib(peak), mib(w),
            mib(s->kv), mib(peak > w + s->kv ? peak - w - s->kv : 0));
+    const octo_stats *x = &s->st;
+    if (x->expert_cache_hit_rate >= 0)
+        printf("experts     over the whole bench: %.1f%% cache hits, %.1f%% of the reads brought ahead in time, "
+               "%.2f MiB read and %.2f ms waited per token, cache %.1f MiB\n",
+               100.0 * x->expert_cache_hit_rate, 100.0 * x->expert_prefetch_recall,
+               mib((uint64_t)x->expert_bytes_read_per_token), x->expert_stall_ms_per_token, mib(x->expert_cache_bytes));
 }
 
 /* The plain bench: load without a draft, measure, report. */
@@ -427,9 +439,11 @@ static int plain_bench(const bench_args *a) {
         rc = bench_measure(m, a, &in, tok, logits, r);
     }
     if (!rc) {
-        const bench_summary s = summarize_runs(a, &in, r, need);
-        if (a->json) print_bench_json(a, &in, &s);
-        else print_bench_text(a, &in, &s);
+        bench_summary s = summarize_runs(a, &in, r, need);
+        s.st = octo_model_stats(m);
+        if (a->moe.trace && s.st.expert_trace_failed) rc = fail("could not write the whole expert trace to %s", a->moe.trace);
+        if (!rc && a->json) print_bench_json(a, &in, &s);
+        else if (!rc) print_bench_text(a, &in, &s);
     }
     if (r) free(r->pp), free(r->tg);
     free(r), free(tok), free(logits);

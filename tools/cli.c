@@ -191,10 +191,33 @@ static int parse_moe_cache(const char *v, octo_moe_options *o) {
 
 int parse_moe(const char *a, const char *v, octo_moe_options *o, int *used) {
     *used = 0;
-    if (strcmp(a, "--moe-cache") && strcmp(a, "--moe-policy")) return 0;
+    const char *names[] = {"--moe-cache", "--moe-policy", "--moe-prefetch", "--moe-trace", "--moe-predict-margin"};
+    int which = -1;
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(a, names[i])) which = i;
+    if (which < 0) return 0;
     if (!v) return usage_error("%s needs a value", a);
     *used = 1;
-    if (!strcmp(a, "--moe-cache")) return parse_moe_cache(v, o);
+    if (which == 0) return parse_moe_cache(v, o);
+    if (which == 4) {
+        float x;
+        if (!parse_float(v, &x) || x > 100.0f)
+            return usage_error("--moe-predict-margin takes standard deviations (at most 100; negative: the top k only)");
+        o->predict_margin = x == 0.0f ? -1.0 : x; /* 0 here means no margin, not the default */
+        return 0;
+    }
+    if (which == 3) {
+        if (!*v) return usage_error("--moe-trace needs a file name");
+        o->trace = v;
+        return 0;
+    }
+    if (which == 2) {
+        if (!strcmp(v, "auto")) o->prefetch = OCTO_MOE_PREFETCH_AUTO;
+        else if (!strcmp(v, "on")) o->prefetch = OCTO_MOE_PREFETCH_ON;
+        else if (!strcmp(v, "off")) o->prefetch = OCTO_MOE_PREFETCH_OFF;
+        else return usage_error("--moe-prefetch is auto, on or off, not '%s'", v);
+        return 0;
+    }
     const int p = octo_moe_policy_from_name(v);
     if (p < 0) return usage_error("--moe-policy is one of lhu lru lfu, not '%s'", v);
     o->policy = (octo_moe_policy)p;

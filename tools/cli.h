@@ -37,8 +37,8 @@ int parse_lookahead(const char *s, int *w, int *n, int *g);
 const char *kv_policy_names(int first, const char *sep, char *out, size_t n);
 
 
-/* --moe-cache BYTES|PCT% and --moe-policy NAME, for every command that loads
- * a model: *used = 1 when a is one of them (its value v consumed); returns 0
+/* --moe-cache BYTES|PCT%, --moe-policy NAME, --moe-prefetch auto|on|off and
+ * --moe-trace FILE, for every command that loads a model: *used = 1 when a is one of them (its value v consumed); returns 0
  * or a usage error's exit code. */
 int parse_moe(const char *a, const char *v, octo_moe_options *o, int *used);
 

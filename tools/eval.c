@@ -274,14 +274,16 @@ static void print_json(const eval_args *e, const eval_figures *f, const eval_res
            "\"spill\": %d, \"blocks_spilled\": %lld, \"spill_writes\": %lld, \"spill_reads\": %lld, "
            "\"spill_hit_rate\": %.4f, \"spill_read_us\": %.2f, \"spill_errors\": %lld, "
            "\"expert_cache_hit_rate\": %.6f, \"expert_bytes_read_per_token\": %.0f, \"expert_stall_ms_per_token\": %.4f, "
-           "\"expert_cache_bytes\": %llu}\n",
+           "\"expert_cache_bytes\": %llu, \"expert_prefetch_recall\": %.4f, \"expert_prediction_rate\": %.4f, "
+           "\"expert_prediction_precision\": %.4f}\n",
            f->n, e->batch, f->ppl_ref, f->ppl, f->kld, rt->kld_max, f->top1, (unsigned long long)rt->kv_bytes_end,
            (unsigned long long)rt->kv_bytes_peak, rt->kv_bytes_mean, (unsigned long long)f->full_f16, f->frac_end,
            (unsigned long long)rt->kv_budget, f->policy, (unsigned long long)rt->hot, (unsigned long long)rt->warm,
            (unsigned long long)rt->cold, (long long)rt->evicted, s->kv_spill_on, (long long)s->kv_blocks_spilled,
            (long long)s->kv_spill_writes, (long long)s->kv_spill_reads, s->kv_spill_hit_rate, s->kv_spill_read_us,
-           (long long)s->kv_spill_errors, s->expert_cache_hit_rate, (double)s->expert_bytes_read / f->n,
-           s->expert_stall_ms / f->n, (unsigned long long)s->expert_cache_bytes);
+           (long long)s->kv_spill_errors, s->expert_cache_hit_rate, s->expert_bytes_read_per_token,
+           s->expert_stall_ms_per_token, (unsigned long long)s->expert_cache_bytes, s->expert_prefetch_recall,
+           s->expert_prediction_rate, s->expert_prediction_precision);
 }
 
 static void print_text(octo_model *m, const eval_args *e, const eval_figures *f, const eval_result *rt,
@@ -301,7 +303,7 @@ static void print_text(octo_model *m, const eval_args *e, const eval_figures *f,
     if (s->expert_cache_hit_rate >= 0)
         printf("experts         %.2f %% cache hits, %.0f bytes read and %.3f ms waited per token; cache %llu of %llu "
                "bytes (all experts: %llu)\n",
-               100.0 * s->expert_cache_hit_rate, (double)s->expert_bytes_read / f->n, s->expert_stall_ms / f->n,
+               100.0 * s->expert_cache_hit_rate, s->expert_bytes_read_per_token, s->expert_stall_ms_per_token,
                (unsigned long long)s->expert_cache_bytes, (unsigned long long)s->expert_cache_capacity,
                (unsigned long long)s->expert_bytes);
     if (s->kv_spill_on)
@@ -327,8 +329,12 @@ static int run_under_test(octo_client *c, const eval_args *e, const eval_referen
     if (!m) return fail("%s", octo_last_error(c));
     eval_result rt;
     const int rc = run(m, ref->tok, ref->n, (int)e->batch, ref->V, NULL, ref->logprobs, &rt);
+    const octo_stats s = octo_model_stats(m);
+    if (!rc && e->mo.moe.trace && s.expert_trace_failed) {
+        octo_model_free(m);
+        return fail("could not write the whole expert trace to %s", e->mo.moe.trace);
+    }
     if (!rc) {
-        const octo_stats s = octo_model_stats(m);
         const eval_figures f = {
             .n = ref->n, .ppl_ref = exp(ref->r.nll / ref->r.n), .ppl = exp(rt.nll / rt.n), .kld = rt.kld / rt.n,
             .top1 = rt.top1 / rt.n, .frac_end = (double)rt.kv_bytes_end / (double)full_f16, .full_f16 = full_f16,

@@ -41,7 +41,11 @@ static void help(FILE *f) {
     fputs("\n"
           "  Mixture-of-Experts models: run, bench, eval, logits and inspect take\n"
           "      --moe-cache BYTES|PCT% (the expert cache: bytes with K/M/G, or a share of the\n"
-          "      experts' bytes; default all of them) and --moe-policy lhu|lru|lfu\n"
+          "      experts' bytes; default all of them), --moe-policy lhu|lru|lfu,\n"
+          "      --moe-prefetch auto|on|off (read predicted experts ahead) and --moe-trace FILE\n"
+          "      (one line per token and MoE layer: the experts used, each HIT or MISS);\n"
+          "      --moe-predict-margin SD: also read ahead experts within SD standard deviations\n"
+          "      of the k-th predicted (default 0.25; 0: the top k only)\n"
           "  tokenize -m MODEL (--text T | -f FILE) [--no-bos] [--special]\n"
           "      the ids of the whole text, space-separated on one line\n"
           "  detokenize -m MODEL --ids \"1 2 3\"\n"
@@ -143,6 +147,12 @@ static int cmd_inspect(int argc, char **argv) {
     printf("file:           %llu bytes (%.2f MiB)\n", (unsigned long long)in.file_bytes, mib(in.file_bytes));
     printf("weights:        %llu bytes (%.2f MiB) mapped, read-only\n", (unsigned long long)in.weight_bytes,
            mib(in.weight_bytes));
+    if (in.n_expert) {
+        printf("experts:        %.2f MiB each, %.2f MiB in all, read into the expert cache as tokens need them; "
+               "other weights %.2f MiB\n",
+               mib(in.expert_bytes_one), mib(in.expert_bytes), mib(in.resident_weight_bytes));
+        printf("expert cache:   %.2f MiB: %s\n", mib(in.expert_cache_budget), in.expert_plan);
+    }
     printf("kv cache:       %llu bytes (%.2f MiB) for %ld tokens at f32, %.2f MiB at f16\n",
            (unsigned long long)(in.kv_bytes_per_token * (uint64_t)kv_tokens),
            mib(in.kv_bytes_per_token * (uint64_t)kv_tokens), kv_tokens,
@@ -389,13 +399,20 @@ static void print_stats(const octo_stats *s) {
     if (s->spec_note[0]) fprintf(stderr, "speculation  %s\n", s->spec_note);
     if (s->expert_cache_hit_rate >= 0)
         fprintf(stderr,
-                "experts      %.1f%% cache hits; %.2f MiB read from the file, %.1f ms waiting on it; cache %.2f of "
-                "%.2f MiB (experts: %.2f MiB)\n",
-                100.0 * s->expert_cache_hit_rate, mib(s->expert_bytes_read), s->expert_stall_ms,
-                mib(s->expert_cache_bytes), mib(s->expert_cache_capacity), mib(s->expert_bytes));
+                "experts      %.1f%% cache hits; %.2f MiB read from the file and %.2f ms waited on it per token; "
+                "cache %.2f of %.2f MiB (experts: %.2f MiB)\n",
+                100.0 * s->expert_cache_hit_rate, mib((uint64_t)s->expert_bytes_read_per_token),
+                s->expert_stall_ms_per_token, mib(s->expert_cache_bytes), mib(s->expert_cache_capacity),
+                mib(s->expert_bytes));
+    if (s->expert_prefetch_recall >= 0)
+        fprintf(stderr, "experts      %llu read ahead; they served %.1f%% of the lookups that needed the file in time\n",
+                (unsigned long long)s->expert_prefetched, 100.0 * s->expert_prefetch_recall);
     if (s->expert_lookups)
-        fprintf(stderr, "experts      %llu fetched; the next-layer prediction named %.1f%% of the routed experts\n",
-                (unsigned long long)s->expert_lookups, 100.0 * s->expert_prediction_rate);
+        fprintf(stderr,
+                "experts      %llu fetched; the next-layer prediction named %.1f%% of the routed experts "
+                "(%.1f%% of what it named was routed)\n",
+                (unsigned long long)s->expert_lookups, 100.0 * s->expert_prediction_rate,
+                100.0 * s->expert_prediction_precision);
     if (s->kv_spill_on)
         fprintf(stderr, "KV spill     %lld blocks on file, %lld written, %lld read back (%.0f%% hits, %.1f us each)%s%s\n",
                 (long long)s->kv_blocks_spilled, (long long)s->kv_spill_writes, (long long)s->kv_spill_reads,
@@ -638,6 +655,8 @@ static int cmd_run(int argc, char **argv) {
         octo_stats s = octo_model_stats(m);
         print_stats(&s);
     }
+    if (!rc && started && g_moe.trace && octo_model_stats(m).expert_trace_failed)
+        rc = fail("could not write the whole expert trace to %s", g_moe.trace);
     octo_model_free(m);
     octo_client_free(c);
     return rc;

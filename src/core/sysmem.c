@@ -3,6 +3,7 @@
  */
 #include "sysmem.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,9 +40,75 @@ static uint64_t read_u64(const char *path) {
     return v;
 }
 
+/* word is one of list's comma-separated words. */
+static bool has_word(const char *list, const char *word) {
+    const size_t n = strlen(word);
+    for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (!strncmp(p, word, n) && (p[n] == ',' || p[n] == '\0')) return true;
+    return false;
+}
+
+/* The mount point of the cgroup2 hierarchy, or of the v1 hierarchy with the
+ * memory controller, into out; false when there is none. */
+static bool cgroup_mount(bool v2, char *out, size_t n) {
+    FILE *f = fopen("/proc/self/mounts", "r");
+    if (!f) return false;
+    char dev[256], dir[512], type[64], opts[512];
+    bool found = false;
+    while (!found && fscanf(f, "%255s %511s %63s %511s %*d %*d", dev, dir, type, opts) == 4) {
+        found = v2 ? !strcmp(type, "cgroup2") : !strcmp(type, "cgroup") && has_word(opts, "memory");
+        if (found) snprintf(out, n, "%s", dir);
+    }
+    fclose(f);
+    return found;
+}
+
+/* The room left under the limits of dir and each cgroup above it, down to
+ * root: limit - usage of the tightest one; UINT64_MAX when none is set. */
+static uint64_t room_along(char *dir, size_t root_len, const char *limit_file, const char *usage_file) {
+    uint64_t room = UINT64_MAX;
+    char path[1024];
+    for (;;) {
+        snprintf(path, sizeof path, "%s/%s", dir, limit_file);
+        const uint64_t max = read_u64(path); /* "max" (v2) reads as 0; v1's "unlimited" is near 2^63 */
+        snprintf(path, sizeof path, "%s/%s", dir, usage_file);
+        const uint64_t cur = read_u64(path);
+        if (max && max < (1ull << 60)) room = cur < max ? (max - cur < room ? max - cur : room) : 0;
+        char *slash = strrchr(dir, '/');
+        if (!slash || (size_t)(slash - dir) < root_len) break;
+        *slash = '\0';
+    }
+    return room;
+}
+
+/* What the process's memory cgroup (v2 memory.max, or v1
+ * memory.limit_in_bytes) and its ancestors leave; UINT64_MAX: no limit. */
+static uint64_t cgroup_room(void) {
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f) return UINT64_MAX;
+    char line[1024], dir[1536];
+    uint64_t room = UINT64_MAX;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2) continue;
+        *c2 = '\0';
+        const char *ctrl = c1 + 1, *path = c2 + 1;
+        const bool v2 = !*ctrl, v1 = !v2 && has_word(ctrl, "memory");
+        char mnt[512];
+        if ((!v2 && !v1) || !cgroup_mount(v2, mnt, sizeof mnt)) continue;
+        snprintf(dir, sizeof dir, "%s%s", mnt, strcmp(path, "/") ? path : "");
+        const uint64_t r = v2 ? room_along(dir, strlen(mnt), "memory.max", "memory.current")
+                              : room_along(dir, strlen(mnt), "memory.limit_in_bytes", "memory.usage_in_bytes");
+        room = r < room ? r : room;
+    }
+    fclose(f);
+    return room;
+}
+
 uint64_t sysmem_available(void) {
     uint64_t avail = read_kb("/proc/meminfo", "MemAvailable");
-    const uint64_t max = read_u64("/sys/fs/cgroup/memory.max"), cur = read_u64("/sys/fs/cgroup/memory.current");
-    if (max && cur && max > cur && (avail == 0 || max - cur < avail)) avail = max - cur;
+    const uint64_t room = cgroup_room();
+    if (room != UINT64_MAX && (avail == 0 || room < avail)) avail = room ? room : 1;
     return avail;
 }

@@ -18,8 +18,10 @@ typedef struct {
 
 sysmem_usage sysmem_read(void);
 
-/* Memory this process could still get: MemAvailable, lowered to what the
- * cgroup's memory.max leaves when one applies; 0 when unknown. */
+/* Memory this process could still get: MemAvailable, lowered to what its
+ * memory cgroup and the cgroups above it leave (limit less usage, page
+ * cache included: v2 memory.max / memory.current, v1 memory.limit_in_bytes /
+ * memory.usage_in_bytes) when one applies; 0 when unknown. */
 uint64_t sysmem_available(void);
 
 #endif

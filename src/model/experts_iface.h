@@ -6,9 +6,10 @@
  * layer; it may block while the expert is read from flash, and may hand back
  * a lower-precision copy (the matrices carry their own type). hint() names
  * the experts this layer's tokens were routed to, before any get();
- * hint_next() the experts the next layer is predicted to use (its router
- * applied to this layer's FFN input), while this layer still computes, so
- * they can be read ahead. stats() reports what the store did. With no
+ * hint_next() hands over the next layer's router scores for each token (its
+ * router applied to this layer's hidden state after the next layer's norm),
+ * while this layer still computes, so the store can predict and read ahead.
+ * stats() reports what the store did. With no
  * interface (NULL) the forward pass reads experts straight from the model's
  * mapping; src/moe/ implements the interface for the runtime.
  */
@@ -31,8 +32,17 @@ typedef struct {
     uint64_t cache_bytes;      /* cached: memory the cache's slots hold (allocated on first use) */
     uint64_t cache_capacity;   /* cached: the slots' bytes when all are in use */
     uint64_t expert_bytes;     /* the model's experts, all of them */
+    uint64_t tokens;           /* tokens routed through the first MoE layer */
     uint64_t predicted;        /* routed experts of layers that had a next-layer prediction */
     uint64_t predicted_right;  /* of those, named by the prediction */
+    uint64_t predicted_named;  /* experts the predictions named, counted per token (precision's denominator) */
+    uint64_t prefetched;       /* cached: experts read ahead on the I/O thread */
+    uint64_t prefetch_bytes;   /* ... their bytes (part of bytes_read) */
+    uint64_t prefetch_used;    /* ... of those, looked up before they left the cache */
+    uint64_t prefetch_in_time; /* lookups a prefetch had already served (counted as hits) */
+    uint64_t prefetch_late;    /* lookups that waited on a prefetch still reading (counted as misses) */
+    bool prefetching;          /* an I/O thread reads ahead */
+    bool trace_failed;         /* the expert trace could not be written whole */
 } experts_stats;
 
 typedef struct {
@@ -43,10 +53,10 @@ typedef struct {
      * to, best first; called for every token before any get() of the layer,
      * so a cache can prefetch (and a test can read the routing). */
     void (*hint)(void *self, int layer, const int32_t *experts, int n);
-    /* Optional: the next layer's predicted experts for a batch of n_tokens,
-     * k per token, best first ([n_tokens][k]); called once per MoE layer
-     * that has a next one, after this layer's hint() calls and before its get()s. */
-    void (*hint_next)(void *self, int next_layer, const int32_t *experts, int n_tokens, int k);
+    /* Optional: the next layer's router logits for a batch of n_tokens
+     * ([n_tokens][n_expert]); called once per MoE layer that has a next
+     * one, after this layer's hint() calls and before its get()s. */
+    void (*hint_next)(void *self, int next_layer, const float *scores, int n_tokens, int n_expert);
     /* Optional: what the store did since it was made. */
     void (*stats)(const void *self, experts_stats *out);
 } experts_iface;

@@ -51,7 +51,7 @@ struct fwd_state {
     matmul_ctx *mm;   /* the matrix products' scheduler and activation buffer */
     /* MoE routing of the batch */
     int32_t *route;   /* (cap, n_expert_used) chosen experts */
-    int32_t *route_next; /* (cap, n_expert_used) the next layer's predicted experts (experts_iface.hint_next) */
+    float *route_next; /* (cap, n_expert) the next layer's router logits (experts_iface.hint_next) */
     float *route_w;   /* (cap, n_expert_used) their renormalised weights */
     int32_t *members; /* (cap) tokens routed to the expert at hand */
     float *member_w;  /* (cap) their weights */
@@ -122,6 +122,7 @@ static err_code reserve(fwd_state *st, int n, err_t *err) {
         {&st->route_w, (size_t)(hp->n_expert_used > 0 ? hp->n_expert_used : 1)},
         {&st->member_w, 1},
         {&st->xe, hp->n_expert > 0 ? (size_t)hp->n_embd : 1},
+        {&st->route_next, hp->n_expert > 0 ? (size_t)hp->n_expert : 1},
         {&st->eo, hp->n_expert > 0 ? (size_t)hp->n_embd : 1},
     };
     for (size_t i = 0; i < sizeof b / sizeof *b; i++) {
@@ -132,11 +133,9 @@ static err_code reserve(fwd_state *st, int n, err_t *err) {
     const size_t per = (size_t)(hp->n_expert_used > 0 ? hp->n_expert_used : 1);
     int32_t *r = xrealloc(st->route, sizeof(int32_t) * T * per);
     if (r) st->route = r;
-    int32_t *rn = xrealloc(st->route_next, sizeof(int32_t) * T * per);
-    if (rn) st->route_next = rn;
     int32_t *mb = xrealloc(st->members, sizeof(int32_t) * T);
     if (mb) st->members = mb;
-    if (!r || !rn || !mb) return err_set(err, ERR_NOMEM, "out of memory for a batch of %d tokens", n);
+    if (!r || !mb) return err_set(err, ERR_NOMEM, "out of memory for a batch of %d tokens", n);
     st->cap = n;
     return ERR_OK;
 }
@@ -392,20 +391,18 @@ void fwd_route(float *scores, int n, int k, int32_t *chosen, float *w) {
     for (int j = 0; j < k; j++) w[j] /= wsum;
 }
 
-/* The next layer's experts for each token, predicted by its router applied
- * to this layer's FFN input (st->xn): what a store can read ahead while this
- * layer computes. The order of the router's logits is the order of its
- * softmax, so the top k of the logits are the prediction. */
+/* The next layer's router logits for each token, from this layer's hidden
+ * state (the residual entering this FFN) under the next layer's FFN norm:
+ * what the next layer would route to if this FFN changed nothing. The
+ * store predicts and reads ahead from them while this layer computes. */
 static err_code predict_next(fwd_state *st, const experts_iface *ex, int layer, int T, err_t *err) {
     const model_hparams *hp = &st->m->hp;
-    const int E = hp->n_embd, k = hp->n_expert_used;
+    const int E = hp->n_embd;
     const model_layer *N = &st->m->layers[layer + 1];
-    err_code rc = ERR_OK;
-    for (int t = 0; t < T && !rc; t++) {
-        rc = mat_mul(st, &N->gate_inp, st->xn + (size_t)t * E, 1, st->router, err);
-        if (!rc) fwd_top_k(st->router, hp->n_expert, k, st->route_next + (size_t)t * k);
-    }
-    if (!rc) ex->hint_next(ex->self, layer + 1, st->route_next, T, k);
+    for (int t = 0; t < T; t++)
+        fwd_rmsnorm(st->xe + (size_t)t * E, st->x + (size_t)t * E, N->ffn_norm.data, E, hp->rms_eps);
+    err_code rc = mat_mul(st, &N->gate_inp, st->xe, T, st->route_next, err);
+    if (!rc) ex->hint_next(ex->self, layer + 1, st->route_next, T, hp->n_expert);
     return rc;
 }
 

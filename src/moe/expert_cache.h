@@ -11,6 +11,14 @@
  * Slots are allocated on first use, so a load touches no expert. The slot
  * returned by the last lookup is pinned (the forward pass computes an expert
  * right after fetching it).
+ *
+ * With prefetch on, an I/O thread reads what moe_cache_fetch() asks for
+ * while the forward pass computes: the layer's routed experts (so the
+ * second is read while the first computes) and the next layer's predicted
+ * ones. A lookup that finds its expert still being read waits for it. The
+ * experts named since the last moe_cache_new_layer() (routed or predicted)
+ * are protected: nothing read ahead evicts them, and a lookup evicts them
+ * only when every other slot is in use.
  */
 #ifndef OCTO_MOE_EXPERT_CACHE_H
 #define OCTO_MOE_EXPERT_CACHE_H
@@ -25,13 +33,26 @@ typedef struct {
     uint64_t budget_bytes; /* 0 (and share 0), or more than every expert: room for all of them */
     double share;          /* > 0 (budget_bytes 0): that share of all the experts' bytes */
     int policy;            /* a row of moe/policy_table.c (0: the default, lhu) */
+    bool prefetch;         /* read ahead on an I/O thread */
+    double predict_margin; /* moe/predict.h: name extra experts within this many sd of the k-th (< 0: none) */
+    const char *trace;     /* a file to write one line per token and MoE layer to (NULL: none) */
 } moe_cache_config;
+
+/* Room for every expert, lhu, prefetch on, the default prediction margin. */
+moe_cache_config moe_cache_config_default(void);
+
+/* What a lookup found. */
+typedef enum { MOE_HIT = 0, MOE_MISS } moe_status;
 
 typedef struct {
     uint64_t hits, misses;
-    uint64_t bytes_read;     /* from the file */
+    uint64_t bytes_read;     /* from the file, ahead or on demand */
     uint64_t stall_ns;       /* time lookups waited on reads */
     uint64_t evictions;
+    uint64_t prefetched, prefetch_bytes; /* read ahead of their layer (moe_cache_fetch, ahead) */
+    uint64_t prefetch_used;  /* ... looked up before they left */
+    uint64_t prefetch_in_time, prefetch_late; /* lookups that found one ready / still reading */
+    bool prefetching;        /* the I/O thread runs */
     int slots, slots_used;
     uint64_t slot_bytes;     /* one slot: the largest expert */
     uint64_t expert_bytes;   /* every expert of the model */
@@ -50,7 +71,14 @@ void moe_cache_free(moe_cache *c);
 /* The expert's matrices in its slot, read first on a miss; ERR_IO (the
  * file unreadable) or ERR_TRUNCATED (a short read) leave the cache as it
  * was, without the expert. */
-err_code moe_cache_get(moe_cache *c, int layer, int expert, model_mat mats[3], bool *hit, err_t *err);
-void moe_cache_stats_get(const moe_cache *c, moe_cache_stats *out);
+err_code moe_cache_get(moe_cache *c, int layer, int expert, model_mat mats[3], moe_status *status, err_t *err);
+/* A new layer's lookups begin: the experts named before are no longer protected. */
+void moe_cache_new_layer(moe_cache *c);
+/* Protect these experts of a layer and, with prefetch on, start reading the
+ * missing ones on the I/O thread (ahead: for a later layer than the one
+ * computing, counted as prefetches). Reads that no slot is free for are
+ * skipped: the lookup reads them. */
+void moe_cache_fetch(moe_cache *c, int layer, const int32_t *experts, int n, bool ahead);
+void moe_cache_stats_get(moe_cache *c, moe_cache_stats *out);
 
 #endif

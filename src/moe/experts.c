@@ -1,24 +1,34 @@
 /*
  * experts — see experts.h.
  *
- * The prediction is scored as the tokens arrive: hint_next() keeps the
- * batch's predicted sets for the next layer, and that layer's hint() calls
- * (one per token, in batch order) count how many of each token's routed
- * experts were in its predicted set.
+ * The prediction is scored as the tokens arrive: hint_next() keeps each
+ * token's predicted set for the next layer (moe/predict.h), and that layer's
+ * hint() calls (one per token, in batch order) count how many of the
+ * token's routed experts were in it.
  */
 #include "experts.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "policy.h"
+#include "predict.h"
+#include "trace.h"
+
+enum { PRED_MAX = 64 + MOE_PREDICT_EXTRA }; /* room per token in pred: k + extras */
+
 struct moe_experts {
     experts_iface iface;
     const model *m;
     moe_cache *cache;    /* NULL: the mapping */
+    moe_trace *trace;    /* NULL: none */
+    double margin;       /* moe/predict.h */
     experts_stats st;
-    int32_t *pred;       /* [pred_tokens][pred_k] the predicted experts of pred_layer */
+    int layer;           /* the layer whose hints came last, -1: none */
+    int first_layer;     /* the first MoE layer seen: its tokens are counted */
+    int32_t *pred;       /* [pred_tokens][pred_w] the predicted experts of pred_layer, -1 padded */
     size_t pred_cap;     /* entries pred holds */
-    int pred_layer, pred_tokens, pred_k;
+    int pred_layer, pred_tokens, pred_w;
     int pred_seen;       /* tokens of pred_layer scored so far */
 };
 
@@ -31,17 +41,18 @@ static err_code get(void *self, int layer, int expert, model_mat mats[3], err_t 
         model_expert_mats(x->m, layer, expert, mats);
         return ERR_OK;
     }
-    bool hit = false;
-    return moe_cache_get(x->cache, layer, expert, mats, &hit, err);
+    moe_status status = MOE_MISS;
+    const err_code rc = moe_cache_get(x->cache, layer, expert, mats, &status, err);
+    if (x->trace && !rc) moe_trace_status(x->trace, expert, status);
+    return rc;
 }
 
-static void hint(void *self, int layer, const int32_t *experts, int n) {
-    moe_experts *x = self;
-    if (layer != x->pred_layer || x->pred_seen >= x->pred_tokens) return;
-    const int32_t *p = x->pred + (size_t)x->pred_seen++ * (size_t)x->pred_k;
+/* How many of a token's routed experts its prediction named. */
+static void score(moe_experts *x, const int32_t *experts, int n) {
+    const int32_t *p = x->pred + (size_t)x->pred_seen++ * (size_t)x->pred_w;
     for (int i = 0; i < n; i++) {
         x->st.predicted++;
-        for (int j = 0; j < x->pred_k; j++)
+        for (int j = 0; j < x->pred_w && p[j] >= 0; j++)
             if (p[j] == experts[i]) {
                 x->st.predicted_right++;
                 break;
@@ -49,10 +60,26 @@ static void hint(void *self, int layer, const int32_t *experts, int n) {
     }
 }
 
-/* Out of memory for the batch's predictions: that batch goes unscored. */
-static void hint_next(void *self, int next_layer, const int32_t *experts, int n_tokens, int k) {
+static void hint(void *self, int layer, const int32_t *experts, int n) {
     moe_experts *x = self;
-    const size_t need = (size_t)n_tokens * (size_t)k;
+    if (layer != x->layer) {
+        x->layer = layer;
+        if (x->first_layer < 0) x->first_layer = layer;
+        if (x->cache) moe_cache_new_layer(x->cache);
+    }
+    if (layer == x->first_layer) x->st.tokens++;
+    if (x->trace) moe_trace_route(x->trace, layer, experts, n);
+    if (x->cache) moe_cache_fetch(x->cache, layer, experts, n, false);
+    if (layer == x->pred_layer && x->pred_seen < x->pred_tokens) score(x, experts, n);
+}
+
+/* Out of memory for the batch's predictions: that batch goes unscored and
+ * nothing is read ahead for it. */
+static void hint_next(void *self, int next_layer, const float *scores, int n_tokens, int n_expert) {
+    moe_experts *x = self;
+    const int k = x->m->hp.n_expert_used;
+    const int w = k + MOE_PREDICT_EXTRA < PRED_MAX ? k + MOE_PREDICT_EXTRA : PRED_MAX;
+    const size_t need = (size_t)n_tokens * (size_t)w;
     x->pred_layer = -1;
     if (need > x->pred_cap) {
         int32_t *p = realloc(x->pred, sizeof(int32_t) * need);
@@ -60,16 +87,25 @@ static void hint_next(void *self, int next_layer, const int32_t *experts, int n_
         x->pred = p;
         x->pred_cap = need;
     }
-    memcpy(x->pred, experts, sizeof(int32_t) * need);
+    for (int t = 0; t < n_tokens; t++) {
+        int32_t *p = x->pred + (size_t)t * w;
+        const int named = moe_predict(scores + (size_t)t * n_expert, n_expert, k, x->margin, p);
+        for (int j = named; j < w; j++) p[j] = -1;
+        x->st.predicted_named += (uint64_t)named;
+        if (x->cache) moe_cache_fetch(x->cache, next_layer, p, named, true);
+    }
     x->pred_layer = next_layer;
     x->pred_tokens = n_tokens;
-    x->pred_k = k;
+    x->pred_w = w;
     x->pred_seen = 0;
 }
 
+/* Also writes out the trace so far (fflush), so a caller reading stats at
+ * the end of a run learns whether the trace was written whole. */
 static void stats(const void *self, experts_stats *out) {
     const moe_experts *x = self;
     *out = x->st;
+    if (x->trace) out->trace_failed = !moe_trace_flush(x->trace);
     out->expert_bytes = moe_expert_bytes_all(x->m);
     if (!x->cache) return;
     moe_cache_stats c;
@@ -80,20 +116,39 @@ static void stats(const void *self, experts_stats *out) {
     out->stall_ns = c.stall_ns;
     out->cache_bytes = (uint64_t)c.slots_used * c.slot_bytes;
     out->cache_capacity = (uint64_t)c.slots * c.slot_bytes;
+    out->prefetched = c.prefetched;
+    out->prefetch_bytes = c.prefetch_bytes;
+    out->prefetch_used = c.prefetch_used;
+    out->prefetch_in_time = c.prefetch_in_time;
+    out->prefetch_late = c.prefetch_late;
+    out->prefetching = c.prefetching;
 }
 
 err_code moe_experts_new(const model *m, const char *path, const moe_cache_config *c, moe_experts **out, err_t *err) {
     *out = NULL;
     if (m->hp.n_expert <= 0) return err_set(err, ERR_INVALID_ARG, "the model has no experts");
+    if (m->hp.n_expert_used + MOE_PREDICT_EXTRA > PRED_MAX)
+        return err_set(err, ERR_UNSUPPORTED, "%d experts per token are more than the store handles (%d)",
+                       m->hp.n_expert_used, PRED_MAX - MOE_PREDICT_EXTRA);
+    const moe_cache_config def = moe_cache_config_default();
+    if (!c) c = &def;
     moe_experts *x = calloc(1, sizeof *x);
     if (!x) return err_set(err, ERR_NOMEM, "out of memory");
+    x->m = m;
+    x->layer = x->first_layer = x->pred_layer = -1;
+    x->margin = c->predict_margin;
     err_code rc = path ? moe_cache_new(m, path, c, &x->cache, err) : ERR_OK;
+    if (!rc && path && c->trace) {
+        moe_cache_stats cs;
+        moe_cache_stats_get(x->cache, &cs);
+        const char *policy = moe_policy_get(c->policy)->name;
+        rc = moe_trace_open(c->trace, m->hp.n_layer, m->hp.n_expert, m->hp.n_expert_used, cs.slots, policy,
+                            &x->trace, err);
+    }
     if (rc) {
-        free(x);
+        moe_experts_free(x);
         return rc;
     }
-    x->m = m;
-    x->pred_layer = -1;
     x->iface = (experts_iface){.self = x, .get = get, .hint = hint, .hint_next = hint_next, .stats = stats};
     *out = x;
     return ERR_OK;
@@ -101,6 +156,7 @@ err_code moe_experts_new(const model *m, const char *path, const moe_cache_confi
 
 void moe_experts_free(moe_experts *x) {
     if (!x) return;
+    moe_trace_close(x->trace);
     moe_cache_free(x->cache);
     free(x->pred);
     free(x);

@@ -220,8 +220,11 @@ err_code bundle_load(const char *path, const bundle_options *o, bundle **out, er
     if (!rc && b->draft_m) rc = plan_with_draft(b, o, &cc, unplaced, n_ctx, spec_reason, sizeof spec_reason, err);
     memcpy(b->plan.spec_reason, spec_reason, sizeof spec_reason);
     if (!rc) rc = session_new_shared(b->m, n_ctx, &b->plan.kv, b->pool, &b->s, err);
-    if (!rc && b->m->hp.n_expert > 0 && !(rc = moe_experts_new(b->m, path, &o->moe, &b->experts, err)))
-        b->s->experts = moe_experts_iface(b->experts);
+    if (!rc && b->m->hp.n_expert > 0) {
+        plan_experts(&b->plan, b->m, n_ctx, &o->moe, &o->dev);
+        if (!(rc = moe_experts_new(b->m, path, &b->plan.moe, &b->experts, err)))
+            b->s->experts = moe_experts_iface(b->experts);
+    }
     if (rc) {
         bundle_free(b);
         return rc;

@@ -72,7 +72,7 @@ plan plan_make(const model *m, const model *draft, int n_ctx, const kv_config *c
     const uint64_t tb = kv_token_bytes(ms, k->hot_type), db = draft ? kv_token_bytes(ds, k->hot_type) : 0;
     const uint64_t full = (uint64_t)n_ctx * (tb + db);
     const uint64_t floor = kv_budget_floor(ms, k) + (draft ? kv_budget_floor(ds, k) : 0);
-    const uint64_t weights = m->weight_bytes + (draft ? draft->weight_bytes : 0);
+    const uint64_t weights = plan_resident_weights(m) + (draft ? draft->weight_bytes : 0);
     char share[96] = "";
     uint64_t b = k->budget_bytes;
     if (k->policy == KV_POLICY_NONE) {
@@ -103,6 +103,39 @@ plan plan_make(const model *m, const model *draft, int n_ctx, const kv_config *c
     }
     plan_spill_for(&p, dev);
     return p;
+}
+
+uint64_t plan_resident_weights(const model *m) {
+    const uint64_t experts = m->hp.n_expert > 0 ? moe_expert_bytes_all(m) : 0;
+    return m->weight_bytes > experts ? m->weight_bytes - experts : 0;
+}
+
+void plan_experts(plan *p, const model *m, int n_ctx, const moe_cache_config *given, const plan_device *dev) {
+    p->moe = *given;
+    if (m->hp.n_expert <= 0) return;
+    const double mib = 1.0 / (1 << 20);
+    const uint64_t all = moe_expert_bytes_all(m), one = moe_expert_bytes_max(m);
+    if (given->budget_bytes || given->share > 0.0) {
+        snprintf(p->moe_reason, sizeof p->moe_reason, "expert cache given: %.0f MiB of %.0f MiB of experts",
+                 (given->budget_bytes ? (double)given->budget_bytes : given->share * (double)all) * mib, all * mib);
+        return;
+    }
+    const uint64_t kv = p->kv.budget_bytes ? p->kv.budget_bytes
+                                           : (uint64_t)n_ctx * kv_token_bytes(plan_kv_shape(&m->hp), p->kv.hot_type);
+    const uint64_t reserved = plan_resident_weights(m) + kv + PLAN_SAFETY_MARGIN;
+    const uint64_t free_mem = dev->mem_available, left = free_mem > reserved ? free_mem - reserved : 0;
+    const uint64_t least = one * (uint64_t)m->hp.n_expert_used;
+    if (!free_mem || left >= all) {
+        snprintf(p->moe_reason, sizeof p->moe_reason, "every expert (%.0f MiB): %s", all * mib,
+                 free_mem ? "free memory holds them beside the other weights and the KV cache" : "free memory unknown");
+        return;
+    }
+    p->moe.budget_bytes = left > least ? left : least;
+    snprintf(p->moe_reason, sizeof p->moe_reason,
+             "%.0f MiB of %.0f MiB of experts (%.0f %%): free %.0f MiB - other weights %.0f MiB - KV %.0f MiB - "
+             "256 MiB margin%s",
+             p->moe.budget_bytes * mib, all * mib, 100.0 * (double)p->moe.budget_bytes / (double)all, free_mem * mib,
+             plan_resident_weights(m) * mib, kv * mib, left < least ? "; below a token's experts, so those" : "");
 }
 
 bool plan_self_draft(const model *m, uint64_t copy_bytes, const plan *p, const plan_device *dev, char *why, size_t n) {

@@ -32,6 +32,16 @@
  * count asked for beyond the performance cores is not placed. With one
  * class of cores nothing is placed, and the draft shares the model's pool.
  *
+ * Experts (a Mixture-of-Experts model): experts are not resident weights;
+ * they live in the expert cache (moe/expert_cache.h), read from the file as
+ * tokens need them. The weights the plan reserves are the rest (attention,
+ * norms, routers, embeddings, output, shared experts). The expert cache gets
+ * what free memory leaves after those, the KV cache (its budget, or the
+ * whole context when it has none) and the safety margin: every expert when
+ * that holds them all, else that many bytes (at least a token's experts).
+ * The memory free comes from the device, the process's cgroup limit
+ * included (core/sysmem.h).
+ *
  * Spill (DESIGN.md: only where storage is fast): on when there is a cache
  * directory and its storage is NVMe, UFS or an SSD (device.h), or when the
  * caller forces it; never without a budget to keep.
@@ -45,6 +55,7 @@
 #include "core/threadpool.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
+#include "moe/expert_cache.h"
 #include "runtime/device.h"
 
 #define PLAN_SAFETY_MARGIN (256ull << 20)
@@ -79,6 +90,8 @@ typedef struct {
     char kv_reason[256];     /* how the budget was chosen, for inspect / stats */
     char spill_reason[128];  /* whether the cache spills, and why */
     char spec_reason[256];   /* the proposer speculative decoding uses, and why */
+    moe_cache_config moe;    /* an MoE model's expert cache (plan_experts) */
+    char moe_reason[256];    /* its size, and why */
 } plan;
 
 /* The host, or profile `name` when not NULL (ERR_INVALID_ARG when unknown). */
@@ -90,6 +103,14 @@ kv_shape plan_kv_shape(const model_hparams *hp);
 /* cfg.budget_bytes 0 = derive it from dev->mem_available; given, it is the
  * budget of both caches together. draft NULL = no draft model. */
 plan plan_make(const model *m, const model *draft, int n_ctx, const kv_config *cfg, const plan_device *dev);
+
+/* Size the expert cache of an MoE model (see Experts above), from the
+ * caller's config: a budget or share given is kept. */
+void plan_experts(plan *p, const model *m, int n_ctx, const moe_cache_config *given, const plan_device *dev);
+
+/* Weights that stay resident: all of them for a dense model, all but the
+ * experts for an MoE one. */
+uint64_t plan_resident_weights(const model *m);
 
 /* Should a self-draft of copy_bytes (its per-token bytes) be made? Writes
  * the reason either way. */

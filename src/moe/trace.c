@@ -1,0 +1,93 @@
+/*
+ * trace — see trace.h.
+ */
+#include "trace.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct moe_trace {
+    FILE *f;
+    int n_layer, n_expert, k;
+    int layer;          /* the layer buffered, -1: none */
+    int32_t *routed;    /* [n][k] its tokens' experts */
+    int n, cap;
+    int8_t *status;     /* [n_expert] its lookups' statuses, -1: none yet */
+    uint64_t *tokens;   /* [n_layer] tokens written per layer: the next token's index */
+    bool failed;
+};
+
+err_code moe_trace_open(const char *path, int n_layer, int n_expert, int k, int slots, const char *policy,
+                        moe_trace **out, err_t *err) {
+    *out = NULL;
+    moe_trace *t = calloc(1, sizeof *t);
+    if (!t) return err_set(err, ERR_NOMEM, "out of memory");
+    t->n_layer = n_layer, t->n_expert = n_expert, t->k = k, t->layer = -1;
+    t->status = malloc((size_t)n_expert);
+    t->tokens = calloc((size_t)n_layer, sizeof(uint64_t));
+    if (!t->status || !t->tokens) {
+        moe_trace_close(t);
+        return err_set(err, ERR_NOMEM, "out of memory");
+    }
+    if (!(t->f = fopen(path, "w"))) {
+        const int e = errno;
+        moe_trace_close(t);
+        return err_set(err, ERR_IO, "cannot write the expert trace %s: %s", path, strerror(e));
+    }
+    fprintf(t->f, "# octo expert trace: layers %d experts %d used %d slots %d policy %s\n", n_layer, n_expert, k,
+            slots, policy);
+    fprintf(t->f, "# TOKEN LAYER then, per routed expert best first, its status (HIT MISS), then the experts\n");
+    *out = t;
+    return ERR_OK;
+}
+
+bool moe_trace_flush(moe_trace *t) {
+    if (t->layer < 0) return !t->failed;
+    for (int i = 0; i < t->n; i++) {
+        const int32_t *e = t->routed + (size_t)i * t->k;
+        fprintf(t->f, "%llu %d", (unsigned long long)t->tokens[t->layer]++, t->layer);
+        for (int j = 0; j < t->k; j++) fputs(t->status[e[j]] == MOE_HIT ? " HIT" : " MISS", t->f);
+        for (int j = 0; j < t->k; j++) fprintf(t->f, " %d", (int)e[j]);
+        fputc('\n', t->f);
+    }
+    t->layer = -1;
+    t->n = 0;
+    if (fflush(t->f) || ferror(t->f)) t->failed = true;
+    return !t->failed;
+}
+
+void moe_trace_route(moe_trace *t, int layer, const int32_t *experts, int k) {
+    if (layer != t->layer) {
+        moe_trace_flush(t);
+        t->layer = layer;
+        memset(t->status, -1, (size_t)t->n_expert);
+    }
+    if (t->n == t->cap) {
+        const int cap = t->cap ? 2 * t->cap : 64;
+        int32_t *r = realloc(t->routed, sizeof(int32_t) * (size_t)cap * (size_t)t->k);
+        if (!r) {
+            t->failed = true; /* a line lost: the close reports it */
+            return;
+        }
+        t->routed = r, t->cap = cap;
+    }
+    memcpy(t->routed + (size_t)t->n++ * t->k, experts, sizeof(int32_t) * (size_t)(k < t->k ? k : t->k));
+}
+
+void moe_trace_status(moe_trace *t, int expert, moe_status status) {
+    if (expert >= 0 && expert < t->n_expert) t->status[expert] = (int8_t)status;
+}
+
+bool moe_trace_close(moe_trace *t) {
+    if (!t) return true;
+    bool ok = true;
+    if (t->f) {
+        ok = moe_trace_flush(t);
+        ok &= fclose(t->f) == 0;
+    }
+    free(t->routed), free(t->status), free(t->tokens);
+    free(t);
+    return ok;
+}
