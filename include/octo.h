@@ -179,9 +179,10 @@ int octo_moe_policy_from_name(const char *name);
  * of slots as tokens need them (nothing is read at load); these size it.
  * Ignored for dense models. */
 typedef enum {
-    OCTO_MOE_PREFETCH_AUTO = 0, /* on */
-    OCTO_MOE_PREFETCH_ON,       /* an I/O thread reads the routed and the predicted next-layer experts ahead */
-    OCTO_MOE_PREFETCH_OFF,      /* every miss is read when the forward pass asks for it */
+    OCTO_MOE_PREFETCH_AUTO = 0, /* an I/O thread reads the routed experts; the predicted next-layer ones too
+                                   where that is measured to pay (decode alternates, docs/moe.md) */
+    OCTO_MOE_PREFETCH_ON,       /* ... the predicted ones always */
+    OCTO_MOE_PREFETCH_OFF,      /* no I/O thread: every miss is read when the forward pass asks for it */
 } octo_moe_prefetch;
 
 typedef struct {
@@ -478,6 +479,7 @@ typedef struct {
     double expert_prefetch_recall;      /* of the lookups that had to come from the file, the share a read-ahead had
                                            brought in time; -1: no read-ahead */
     uint64_t expert_prefetched;         /* experts read ahead */
+    double expert_readahead_share;      /* of the decode passes, the share that read predicted experts ahead; -1: none */
     uint64_t expert_tokens;             /* tokens that went through the MoE layers (the per-token figures' divisor) */
     double expert_bytes_read_per_token;
     double expert_stall_ms_per_token;

@@ -150,7 +150,9 @@ static err_code moe_config_of(const octo_moe_options *o, moe_cache_config *out, 
     out->budget_bytes = o->cache_bytes;
     out->share = o->cache_share;
     out->policy = id;
-    out->prefetch = o->prefetch != OCTO_MOE_PREFETCH_OFF;
+    out->prefetch = o->prefetch == OCTO_MOE_PREFETCH_ON ? MOE_PREFETCH_ON
+                    : o->prefetch == OCTO_MOE_PREFETCH_OFF ? MOE_PREFETCH_OFF
+                                                           : MOE_PREFETCH_AUTO;
     if (!isfinite(o->predict_margin) || o->predict_margin > 100.0)
         return err_set(err, ERR_INVALID_ARG, "moe.predict_margin %g is not a margin of at most 100", o->predict_margin);
     if (o->predict_margin != 0.0) out->predict_margin = o->predict_margin;
@@ -682,6 +684,7 @@ static octo_stats stats_snapshot(const octo_model *om) {
     st.expert_bytes_read_per_token = ex.tokens ? (double)ex.bytes_read / (double)ex.tokens : 0.0;
     st.expert_stall_ms_per_token = ex.tokens ? (double)ex.stall_ns / 1e6 / (double)ex.tokens : 0.0;
     st.expert_trace_failed = ex.trace_failed;
+    st.expert_readahead_share = ex.readahead_passes ? (double)ex.readahead_passes_on / (double)ex.readahead_passes : -1.0;
     gen_stats g = om->stream ? gen_get_stats(om->stream->g) : om->last;
     st.prompt_tokens = g.prompt_tokens;
     st.prefill_tokens = g.prefill_tokens;

@@ -405,8 +405,11 @@ static void print_stats(const octo_stats *s) {
                 s->expert_stall_ms_per_token, mib(s->expert_cache_bytes), mib(s->expert_cache_capacity),
                 mib(s->expert_bytes));
     if (s->expert_prefetch_recall >= 0)
-        fprintf(stderr, "experts      %llu read ahead; they served %.1f%% of the lookups that needed the file in time\n",
-                (unsigned long long)s->expert_prefetched, 100.0 * s->expert_prefetch_recall);
+        fprintf(stderr,
+                "experts      %llu predicted ones read ahead (in %.0f%% of the decode passes); reads ahead served "
+                "%.1f%% of the lookups that needed the file in time\n",
+                (unsigned long long)s->expert_prefetched, 100.0 * (s->expert_readahead_share > 0 ? s->expert_readahead_share : 0),
+                100.0 * s->expert_prefetch_recall);
     if (s->expert_lookups)
         fprintf(stderr,
                 "experts      %llu fetched; the next-layer prediction named %.1f%% of the routed experts "

@@ -42,6 +42,8 @@ typedef struct {
     uint64_t prefetch_in_time; /* lookups a prefetch had already served (counted as hits) */
     uint64_t prefetch_late;    /* lookups that waited on a prefetch still reading (counted as misses) */
     bool prefetching;          /* an I/O thread reads ahead */
+    uint64_t readahead_passes; /* single-token forward passes ... */
+    uint64_t readahead_passes_on; /* ... and those that read the predicted experts ahead */
     bool trace_failed;         /* the expert trace could not be written whole */
 } experts_stats;
 
@@ -54,9 +56,13 @@ typedef struct {
      * so a cache can prefetch (and a test can read the routing). */
     void (*hint)(void *self, int layer, const int32_t *experts, int n);
     /* Optional: the next layer's router logits for a batch of n_tokens
-     * ([n_tokens][n_expert]); called once per MoE layer that has a next
-     * one, after this layer's hint() calls and before its get()s. */
+     * ([n_tokens][n_expert]); called twice per MoE layer that has a next
+     * one: after this layer's hint() calls and before its get()s (from the
+     * residual entering the FFN), and after its FFN (from its output). */
     void (*hint_next)(void *self, int next_layer, const float *scores, int n_tokens, int n_expert);
+    /* Optional: the memory the store may hold from now on (the runtime's
+     * arbiter moves it between passes as the KV cache grows). */
+    void (*set_budget)(void *self, uint64_t bytes);
     /* Optional: what the store did since it was made. */
     void (*stats)(const void *self, experts_stats *out);
 } experts_iface;

@@ -392,9 +392,10 @@ void fwd_route(float *scores, int n, int k, int32_t *chosen, float *w) {
 }
 
 /* The next layer's router logits for each token, from this layer's hidden
- * state (the residual entering this FFN) under the next layer's FFN norm:
- * what the next layer would route to if this FFN changed nothing. The
- * store predicts and reads ahead from them while this layer computes. */
+ * state under the next layer's FFN norm. Called twice per layer: with the
+ * residual entering this FFN (what the next layer would route to if this
+ * FFN changed nothing: the store reads ahead while the FFN computes), and
+ * with the layer's output (closer, read while the next attention computes). */
 static err_code predict_next(fwd_state *st, const experts_iface *ex, int layer, int T, err_t *err) {
     const model_hparams *hp = &st->m->hp;
     const int E = hp->n_embd;
@@ -556,6 +557,10 @@ err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *ex
         observe(st, l, FWD_AT_FFN, n, st->xn, hp->n_expert > 0 ? NULL : st->hg);
         for (size_t i = 0; i < (size_t)n * E; i++) st->x[i] += st->ffn_out[i];
         observe(st, l, FWD_AT_LAYER_END, n, st->x, NULL);
+        /* the prediction again from the layer's output: later, but closer (the next attention still overlaps) */
+        if (hp->n_expert > 0 && experts && experts->hint_next && l + 1 < hp->n_layer &&
+            (rc = predict_next(st, experts, l, n, err)))
+            break;
     }
     if (pos != pos_buf) free(pos);
     if (rc) return rc;

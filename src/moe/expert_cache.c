@@ -8,25 +8,27 @@
 #define _GNU_SOURCE
 #include "expert_cache.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "core/packed.h"
+#include "expert_read.h"
 #include "policy.h"
 #include "predict.h"
 
-typedef enum { SLOT_EMPTY = 0, SLOT_LOADING, SLOT_READY } slot_state;
+/* QUEUED: waiting for the I/O thread (a lookup may take it over); LOADING:
+ * being read (by the I/O thread or a lookup), untouchable until READY. */
+typedef enum { SLOT_EMPTY = 0, SLOT_QUEUED, SLOT_LOADING, SLOT_READY } slot_state;
 
 typedef struct {
     uint8_t *mem;      /* slot_bytes, allocated on first use */
     int layer, expert; /* -1: empty */
     slot_state state;
     bool ahead;        /* read ahead of its layer and not looked up since */
+    uint32_t ticket;   /* its queue entry's (a stale entry's differs) */
+    bool counted;      /* mem is counted in n_mem */
     model_mat mats[3];
     moe_slot_use use;
 } slot;
@@ -34,7 +36,7 @@ typedef struct {
 struct moe_cache {
     const model *m;
     const moe_policy *policy;
-    int fd;
+    moe_reader *reader;
     uint8_t *tmp, *io_tmp; /* packing scratch: the caller's, the I/O thread's */
     bool prefetch;       /* configured */
     bool io_running;     /* the I/O thread runs: the mutex guards what follows */
@@ -43,13 +45,19 @@ struct moe_cache {
     pthread_cond_t wake, done;
     /* under mu */
     slot *slots;
-    int n_slots, n_used, pinned;
+    int n_slots;         /* the most slots the budget ever allowed */
+    int limit;           /* slots that may hold an expert now (moe_cache_set_budget), <= n_slots */
+    int filled;          /* slots holding an expert, or reading one */
+    int n_mem;           /* slots with memory allocated */
+    int pinned;
     int32_t *where;      /* [n_layer][n_expert] slot index or -1 */
     uint32_t *named;     /* [n_layer][n_expert] the epoch that last named it (protected while current) */
+    moe_slot_use *hist;  /* [n_layer][n_expert] heat and last use over the whole run, resident or not */
     uint32_t epoch;
     int *per_layer;      /* [n_layer] slots held */
-    int *queue;          /* slots waiting for the I/O thread, a ring of n_slots */
-    int q_head, q_len;
+    struct { int slot; uint32_t ticket; } *queue; /* reads for the I/O thread: a ring of q_cap, demand first */
+    int q_head, q_len, q_cap;
+    uint32_t tickets;
     bool stop;
     uint64_t now;        /* lookups so far */
     moe_cache_stats st;
@@ -73,6 +81,8 @@ uint64_t moe_expert_bytes_all(const model *m) {
     return b;
 }
 
+uint64_t moe_cache_slot_bytes(const model *m) { return moe_reader_buffer_bytes(m); }
+
 static uint64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -80,11 +90,11 @@ static uint64_t now_ns(void) {
 }
 
 moe_cache_config moe_cache_config_default(void) {
-    return (moe_cache_config){.prefetch = true, .predict_margin = MOE_PREDICT_MARGIN};
+    return (moe_cache_config){.prefetch = MOE_PREFETCH_AUTO, .predict_margin = MOE_PREDICT_MARGIN};
 }
 
 static int slots_for(const model *m, const moe_cache_config *c) {
-    const uint64_t one = moe_expert_bytes_max(m), all = (uint64_t)m->hp.n_layer * (uint64_t)m->hp.n_expert;
+    const uint64_t one = moe_reader_buffer_bytes(m), all = (uint64_t)m->hp.n_layer * (uint64_t)m->hp.n_expert;
     const uint64_t budget = c->budget_bytes ? c->budget_bytes
                             : c->share > 0.0 ? (uint64_t)(c->share * (double)moe_expert_bytes_all(m))
                                              : 0;
@@ -104,65 +114,34 @@ static size_t max_row_bytes(const model *m) {
     return max_row;
 }
 
-static err_code read_all(int fd, uint8_t *dst, size_t n, uint64_t off, err_t *err) {
-    size_t done = 0;
-    while (done < n) {
-        const ssize_t r = pread(fd, dst + done, n - done, (off_t)(off + done));
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return err_set(err, ERR_IO, "reading an expert from the model file failed: %s", strerror(errno));
-        if (r == 0)
-            return err_set(err, ERR_TRUNCATED, "the model file ends inside an expert (byte %llu of %zu read)",
-                           (unsigned long long)done, n);
-        done += (size_t)r;
-    }
-#ifdef POSIX_FADV_DONTNEED
-    posix_fadvise(fd, (off_t)off, (off_t)n, POSIX_FADV_DONTNEED); /* the slot holds it now */
-#endif
-    return ERR_OK;
+static void lock(moe_cache *c) {
+    if (c->io_running) pthread_mutex_lock(&c->mu);
 }
-
-/* Read the expert a LOADING slot names into it and pack it (unlocked: the
- * slot is this reader's); *bytes: what was read. */
-static err_code read_expert(moe_cache *c, slot *sl, uint8_t *tmp, uint64_t *bytes, err_t *err) {
-    if (!sl->mem && !(sl->mem = aligned_alloc(64, (c->st.slot_bytes + 63) / 64 * 64)))
-        return err_set(err, ERR_NOMEM, "out of memory for an expert slot");
-    expert_extent x;
-    model_expert_extent(c->m, sl->layer, sl->expert, &x);
-    model_mat mats[3];
-    model_expert_mats(c->m, sl->layer, sl->expert, mats);
-    size_t at = 0;
-    for (int i = 0; i < 3; i++) {
-        err_code rc = read_all(c->fd, sl->mem + at, x.bytes[i], x.offset[i], err);
-        if (rc) return rc;
-        mats[i].data = sl->mem + at;
-        at += x.bytes[i];
-    }
-    model_expert_pack(c->m, sl->layer, mats, tmp);
-    memcpy(sl->mats, mats, sizeof mats);
-    *bytes = at;
-    return ERR_OK;
+static void unlock(moe_cache *c) {
+    if (c->io_running) pthread_mutex_unlock(&c->mu);
 }
 
 static size_t idx(const moe_cache *c, int layer, int expert) { return (size_t)layer * c->m->hp.n_expert + expert; }
 
-/* Slot s now holds (layer, expert), about to be read. */
-static void claim(moe_cache *c, int s, int layer, int expert, bool ahead) {
+/* Slot s now holds (layer, expert), about to be read (state: the caller's). */
+static void claim(moe_cache *c, int s, int layer, int expert, bool ahead, slot_state state) {
     slot *sl = &c->slots[s];
     if (sl->layer >= 0) {
         c->where[idx(c, sl->layer, sl->expert)] = -1;
         c->per_layer[sl->layer]--;
         c->st.evictions++;
-    }
+    } else
+        c->filled++;
     sl->layer = layer, sl->expert = expert;
-    sl->state = SLOT_LOADING;
+    sl->state = state;
     sl->ahead = ahead;
-    sl->use = (moe_slot_use){c->now, c->now, 0, 0.0};
+    const moe_slot_use *h = &c->hist[idx(c, layer, expert)];
+    sl->use = (moe_slot_use){c->now, h->last_use, 0, h->heat}; /* a returning expert keeps its heat */
     c->where[idx(c, layer, expert)] = s;
     c->per_layer[layer]++;
-    if (s == c->n_used) c->n_used++;
 }
 
-/* A read into s failed: the slot is empty again. */
+/* A read into s failed, or was called off before it began: the slot is empty again. */
 static void unclaim(moe_cache *c, int s) {
     slot *sl = &c->slots[s];
     c->where[idx(c, sl->layer, sl->expert)] = -1;
@@ -170,6 +149,7 @@ static void unclaim(moe_cache *c, int s) {
     sl->layer = sl->expert = -1;
     sl->state = SLOT_EMPTY;
     sl->ahead = false;
+    c->filled--;
 }
 
 static bool is_named(const moe_cache *c, const slot *sl) {
@@ -180,13 +160,17 @@ static bool is_named(const moe_cache *c, const slot *sl) {
  * that is not pinned (nor, with spare_named, protected), a layer at or
  * under its floor keeping its slots while another can give. */
 static int victim_among(moe_cache *c, bool spare_named) {
-    if (c->n_used < c->n_slots) return c->n_used;
-    const int floor = c->policy->layer_floor ? c->n_slots / (2 * c->m->hp.n_layer) : 0;
+    if (c->filled < c->limit) { /* room: an empty slot, one with memory first */
+        int empty = -1;
+        for (int s = 0; s < c->n_slots; s++)
+            if (c->slots[s].state == SLOT_EMPTY && (empty < 0 || (c->slots[s].mem && !c->slots[empty].mem))) empty = s;
+        if (empty >= 0) return empty;
+    }
+    const int floor = c->policy->layer_floor ? c->limit / (2 * c->m->hp.n_layer) : 0;
     int best = -1, best_any = -1;
     double rank = 0.0, rank_any = 0.0;
     for (int s = 0; s < c->n_slots; s++) {
         const slot *sl = &c->slots[s];
-        if (sl->state == SLOT_EMPTY) return s;
         if (sl->state != SLOT_READY || s == c->pinned || (spare_named && is_named(c, sl))) continue;
         const double r = c->policy->rank(&sl->use, c->now);
         if (best_any < 0 || r < rank_any) best_any = s, rank_any = r;
@@ -195,46 +179,93 @@ static int victim_among(moe_cache *c, bool spare_named) {
     return best >= 0 ? best : best_any;
 }
 
-/* The slot a lookup fills: as victim_among, protected slots last; with every
- * slot reading, wait for one; a pool of one slot reuses the pinned one (the
- * forward pass has computed with it before it asks for the next). */
+/* The slot a lookup fills: as victim_among, protected slots last; then a
+ * read still waiting in the queue, called off; with every slot being read,
+ * wait for one; a pool of one slot reuses the pinned one (the forward pass
+ * has computed with it before it asks for the next). */
 static int victim_for_lookup(moe_cache *c) {
     for (;;) {
         int s = victim_among(c, true);
         if (s < 0) s = victim_among(c, false);
         if (s >= 0) return s;
-        if (c->pinned >= 0 && c->slots[c->pinned].state == SLOT_READY) {
-            bool loading = false;
-            for (int i = 0; i < c->n_slots; i++) loading |= c->slots[i].state == SLOT_LOADING;
-            if (!loading) return c->pinned;
+        bool loading = false;
+        for (int i = 0; i < c->n_slots; i++) {
+            if (c->slots[i].state == SLOT_QUEUED) {
+                unclaim(c, i);
+                return i;
+            }
+            loading |= c->slots[i].state == SLOT_LOADING;
         }
-        if (!c->io_running) return c->pinned >= 0 ? c->pinned : 0; /* unreachable: only a read ahead is ever LOADING */
+        if (!loading && c->pinned >= 0) return c->pinned;
+        if (!c->io_running) return 0; /* unreachable: without the thread nothing is left LOADING */
         pthread_cond_wait(&c->done, &c->mu);
     }
+}
+
+/* Queue slot s for the I/O thread, a demand read before every read ahead;
+ * false when the queue is full. */
+static bool enqueue(moe_cache *c, int s, bool front) {
+    if (c->q_len == c->q_cap) return false;
+    const int at = front ? (c->q_head + c->q_cap - 1) % c->q_cap : (c->q_head + c->q_len) % c->q_cap;
+    if (front) c->q_head = at;
+    c->queue[at].slot = s;
+    c->queue[at].ticket = c->slots[s].ticket = ++c->tickets;
+    c->q_len++;
+    pthread_cond_signal(&c->wake);
+    return true;
+}
+
+/* The next queued read that is still wanted (-1: none): its slot becomes LOADING. */
+static int dequeue(moe_cache *c) {
+    while (c->q_len) {
+        const int s = c->queue[c->q_head].slot;
+        const uint32_t t = c->queue[c->q_head].ticket;
+        c->q_head = (c->q_head + 1) % c->q_cap;
+        c->q_len--;
+        if (c->slots[s].state == SLOT_QUEUED && c->slots[s].ticket == t) {
+            c->slots[s].state = SLOT_LOADING;
+            return s;
+        }
+    }
+    return -1;
+}
+
+/* Read slot s's expert (LOADING, this thread's) unlocked; then, locked
+ * again, READY or empty. */
+static err_code fill(moe_cache *c, int s, uint8_t *tmp, err_t *err) {
+    slot *sl = &c->slots[s];
+    const int layer = sl->layer, expert = sl->expert;
+    unlock(c);
+    err_code rc = ERR_OK;
+    if (!sl->mem && !(sl->mem = aligned_alloc(MOE_READ_ALIGN, c->st.slot_bytes)))
+        rc = err_set(err, ERR_NOMEM, "out of memory for an expert slot");
+    model_mat mats[3];
+    if (!rc) rc = moe_reader_read(c->reader, layer, expert, sl->mem, tmp, mats, err);
+    lock(c);
+    if (sl->mem && !sl->counted) sl->counted = true, c->n_mem++;
+    if (rc) {
+        unclaim(c, s);
+    } else {
+        memcpy(sl->mats, mats, sizeof mats);
+        sl->state = SLOT_READY;
+        const uint64_t bytes = (uint64_t)(mats[0].n_out * mats[0].row_bytes + mats[1].n_out * mats[1].row_bytes +
+                                          mats[2].n_out * mats[2].row_bytes);
+        c->st.bytes_read += bytes;
+        if (sl->ahead) c->st.prefetched++, c->st.prefetch_bytes += bytes;
+    }
+    if (c->io_running) pthread_cond_broadcast(&c->done);
+    return rc;
 }
 
 static void *io_main(void *arg) {
     moe_cache *c = arg;
     pthread_mutex_lock(&c->mu);
     for (;;) {
-        while (!c->stop && !c->q_len) pthread_cond_wait(&c->wake, &c->mu);
+        int s = -1;
+        while (!c->stop && (s = dequeue(c)) < 0) pthread_cond_wait(&c->wake, &c->mu);
         if (c->stop) break;
-        const int s = c->queue[c->q_head];
-        c->q_head = (c->q_head + 1) % c->n_slots;
-        c->q_len--;
-        slot *sl = &c->slots[s];
-        pthread_mutex_unlock(&c->mu);
         err_t e = {0};
-        uint64_t bytes = 0;
-        const err_code rc = read_expert(c, sl, c->io_tmp, &bytes, &e);
-        pthread_mutex_lock(&c->mu);
-        if (rc) unclaim(c, s); /* the lookup reads it again and reports the error */
-        else {
-            sl->state = SLOT_READY;
-            c->st.bytes_read += bytes;
-            if (sl->ahead) c->st.prefetched++, c->st.prefetch_bytes += bytes;
-        }
-        pthread_cond_broadcast(&c->done);
+        fill(c, s, c->io_tmp, &e); /* a failure leaves the slot empty: the lookup reads it and reports */
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;
@@ -253,8 +284,8 @@ void moe_cache_free(moe_cache *c) {
         pthread_cond_destroy(&c->done);
     }
     for (int s = 0; c->slots && s < c->n_slots; s++) free(c->slots[s].mem);
-    if (c->fd >= 0) close(c->fd);
-    free(c->slots), free(c->where), free(c->named), free(c->per_layer), free(c->queue);
+    moe_reader_close(c->reader);
+    free(c->slots), free(c->where), free(c->named), free(c->hist), free(c->per_layer), free(c->queue);
     free(c->tmp), free(c->io_tmp);
     free(c);
 }
@@ -262,14 +293,17 @@ void moe_cache_free(moe_cache *c) {
 /* The tables, every slot empty. */
 static err_code alloc_tables(moe_cache *c, err_t *err) {
     const size_t n = (size_t)c->m->hp.n_layer * (size_t)c->m->hp.n_expert, row = PACK_ROWS * max_row_bytes(c->m);
+    c->q_cap = 4 * c->n_slots + 8;
     c->slots = calloc((size_t)c->n_slots, sizeof *c->slots);
     c->where = malloc(sizeof(int32_t) * n);
     c->named = calloc(n, sizeof(uint32_t));
+    c->hist = calloc(n, sizeof *c->hist);
     c->per_layer = calloc((size_t)c->m->hp.n_layer, sizeof(int));
-    c->queue = malloc(sizeof(int) * (size_t)c->n_slots);
+    c->queue = malloc(sizeof *c->queue * (size_t)c->q_cap);
     c->tmp = malloc(row);
     c->io_tmp = c->prefetch ? malloc(row) : NULL;
-    if (!c->slots || !c->where || !c->named || !c->per_layer || !c->queue || !c->tmp || (c->prefetch && !c->io_tmp))
+    if (!c->slots || !c->where || !c->named || !c->hist || !c->per_layer || !c->queue || !c->tmp ||
+        (c->prefetch && !c->io_tmp))
         return err_set(err, ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) c->where[i] = -1;
     for (int s = 0; s < c->n_slots; s++) c->slots[s].layer = c->slots[s].expert = -1;
@@ -299,14 +333,12 @@ err_code moe_cache_new(const model *m, const char *path, const moe_cache_config 
     c->m = m;
     c->policy = policy;
     c->pinned = -1;
-    c->n_slots = slots_for(m, cfg);
-    c->prefetch = cfg->prefetch;
+    c->n_slots = c->limit = slots_for(m, cfg);
+    c->prefetch = cfg->prefetch != MOE_PREFETCH_OFF;
     c->st.slots = c->n_slots;
-    c->st.slot_bytes = moe_expert_bytes_max(m);
+    c->st.slot_bytes = moe_reader_buffer_bytes(m);
     c->st.expert_bytes = moe_expert_bytes_all(m);
-    c->fd = open(path, O_RDONLY | O_CLOEXEC);
-    err_code rc = c->fd < 0 ? err_set(err, ERR_IO, "cannot open %s to read experts: %s", path, strerror(errno))
-                            : ERR_OK;
+    err_code rc = moe_reader_open(m, path, true, &c->reader, err);
     if (!rc) rc = alloc_tables(c, err);
     if (!rc && c->prefetch) rc = start_io(c, err);
     if (rc) {
@@ -317,35 +349,36 @@ err_code moe_cache_new(const model *m, const char *path, const moe_cache_config 
     return ERR_OK;
 }
 
-static void lock(moe_cache *c) {
-    if (c->io_running) pthread_mutex_lock(&c->mu);
-}
-static void unlock(moe_cache *c) {
-    if (c->io_running) pthread_mutex_unlock(&c->mu);
-}
-
 static void touch(moe_cache *c, slot *sl) {
-    sl->use.heat = moe_heat_now(&sl->use, c->now) + 1.0;
-    sl->use.uses++;
+    moe_slot_use *h = &c->hist[idx(c, sl->layer, sl->expert)];
+    h->heat = moe_heat_now(h, c->now) + 1.0;
+    h->last_use = c->now;
+    sl->use.heat = h->heat;
     sl->use.last_use = c->now;
+    sl->use.uses++;
 }
 
-/* A lookup found slot s: wait for it if it is being read; false when that
- * read failed (the slot is gone). */
-static bool await_slot(moe_cache *c, int s, int layer, int expert, moe_status *status) {
+/* A lookup found slot s: take over its read if it is still queued, wait for
+ * it if it is being read; false when the expert is not there after all (a
+ * failed read: the lookup reads it itself and reports). */
+static bool await_slot(moe_cache *c, int s, int layer, int expert, moe_status *status, err_t *err) {
     slot *sl = &c->slots[s];
-    if (sl->state == SLOT_LOADING) {
+    const bool ahead = sl->ahead;
+    if (sl->state == SLOT_QUEUED || sl->state == SLOT_LOADING) {
         const uint64_t t0 = now_ns();
-        const bool ahead = sl->ahead;
+        if (sl->state == SLOT_QUEUED) {
+            sl->state = SLOT_LOADING; /* the queue's entry goes stale */
+            fill(c, s, c->tmp, err);
+        }
         while (sl->state == SLOT_LOADING && sl->layer == layer && sl->expert == expert)
             pthread_cond_wait(&c->done, &c->mu);
         c->st.stall_ns += now_ns() - t0;
         if (ahead) c->st.prefetch_late++;
         *status = MOE_MISS;
-    } else if (sl->ahead)
+    } else if (ahead)
         c->st.prefetch_in_time++;
     if (sl->state != SLOT_READY || sl->layer != layer || sl->expert != expert) return false;
-    if (sl->ahead) c->st.prefetch_used++;
+    if (ahead) c->st.prefetch_used++;
     sl->ahead = false;
     return true;
 }
@@ -353,23 +386,12 @@ static bool await_slot(moe_cache *c, int s, int layer, int expert, moe_status *s
 /* Read (layer, expert) into a slot on this thread. */
 static err_code read_now(moe_cache *c, int layer, int expert, int *slot_out, err_t *err) {
     const int s = victim_for_lookup(c);
-    claim(c, s, layer, expert, false);
-    unlock(c);
+    claim(c, s, layer, expert, false, SLOT_LOADING);
     const uint64_t t0 = now_ns();
-    uint64_t bytes = 0;
-    const err_code rc = read_expert(c, &c->slots[s], c->tmp, &bytes, err);
-    const uint64_t dt = now_ns() - t0;
-    lock(c);
-    c->st.stall_ns += dt;
-    if (rc) {
-        unclaim(c, s);
-        if (c->io_running) pthread_cond_broadcast(&c->done);
-        return rc;
-    }
-    c->slots[s].state = SLOT_READY;
-    c->st.bytes_read += bytes;
+    const err_code rc = fill(c, s, c->tmp, err);
+    c->st.stall_ns += now_ns() - t0;
     *slot_out = s;
-    return ERR_OK;
+    return rc;
 }
 
 err_code moe_cache_get(moe_cache *c, int layer, int expert, model_mat mats[3], moe_status *status, err_t *err) {
@@ -377,7 +399,7 @@ err_code moe_cache_get(moe_cache *c, int layer, int expert, model_mat mats[3], m
     c->now++;
     *status = MOE_HIT;
     int s = c->where[idx(c, layer, expert)];
-    if (s < 0 || !await_slot(c, s, layer, expert, status)) {
+    if (s < 0 || !await_slot(c, s, layer, expert, status, err)) {
         *status = MOE_MISS;
         const err_code rc = read_now(c, layer, expert, &s, err);
         if (rc) {
@@ -395,12 +417,16 @@ err_code moe_cache_get(moe_cache *c, int layer, int expert, model_mat mats[3], m
     return ERR_OK;
 }
 
-void moe_cache_new_layer(moe_cache *c) {
+/* Reads ahead still queued for a layer other than this one are called off:
+ * the forward pass is past them. */
+void moe_cache_new_layer(moe_cache *c, int layer) {
     lock(c);
     if (++c->epoch == 0) { /* wrapped: forget every old mark */
         memset(c->named, 0, sizeof(uint32_t) * (size_t)c->m->hp.n_layer * (size_t)c->m->hp.n_expert);
         c->epoch = 1;
     }
+    for (int s = 0; s < c->n_slots; s++)
+        if (c->slots[s].state == SLOT_QUEUED && c->slots[s].layer != layer) unclaim(c, s);
     unlock(c);
 }
 
@@ -409,21 +435,52 @@ void moe_cache_fetch(moe_cache *c, int layer, const int32_t *experts, int n, boo
     if (!c->epoch) c->epoch = 1;
     for (int i = 0; i < n; i++) {
         if (experts[i] < 0 || experts[i] >= c->m->hp.n_expert) continue;
-        c->named[idx(c, layer, experts[i])] = c->epoch;
-        if (!c->io_running || c->where[idx(c, layer, experts[i])] >= 0) continue;
-        const int s = victim_among(c, true);
-        if (s < 0) continue; /* every slot is wanted: the lookup will read it */
-        claim(c, s, layer, experts[i], ahead);
-        c->queue[(c->q_head + c->q_len++) % c->n_slots] = s;
-        pthread_cond_signal(&c->wake);
+        const size_t at = idx(c, layer, experts[i]);
+        c->named[at] = c->epoch;
+        if (!c->io_running) continue;
+        const int have = c->where[at];
+        if (have >= 0) {
+            /* predicted earlier, routed now: a demand read, to the front */
+            if (!ahead && c->slots[have].state == SLOT_QUEUED && c->slots[have].ahead) enqueue(c, have, true);
+            continue;
+        }
+        const int s = c->q_len < c->q_cap ? victim_among(c, true) : -1;
+        if (s < 0) continue; /* every slot is wanted, or the queue is full: the lookup will read it */
+        claim(c, s, layer, experts[i], ahead, SLOT_QUEUED);
+        enqueue(c, s, !ahead);
     }
+    unlock(c);
+}
+
+void moe_cache_set_budget(moe_cache *c, uint64_t bytes) {
+    lock(c);
+    uint64_t n = bytes / c->st.slot_bytes;
+    if (n < (uint64_t)c->m->hp.n_expert_used) n = (uint64_t)c->m->hp.n_expert_used;
+    c->limit = n < (uint64_t)c->n_slots ? (int)n : c->n_slots;
+    for (int s = 0; s < c->n_slots && c->filled > c->limit; s++) /* reads not begun first */
+        if (c->slots[s].state == SLOT_QUEUED) unclaim(c, s);
+    while (c->filled > c->limit) {
+        const int s = victim_among(c, false);
+        if (s < 0) break; /* the rest are pinned or being read: the next call goes on */
+        c->st.evictions++;
+        unclaim(c, s);
+    }
+    for (int s = 0; s < c->n_slots && c->n_mem > c->limit; s++) /* give the memory back */
+        if (c->slots[s].state == SLOT_EMPTY && c->slots[s].mem) {
+            free(c->slots[s].mem);
+            c->slots[s].mem = NULL;
+            c->slots[s].counted = false;
+            c->n_mem--;
+        }
     unlock(c);
 }
 
 void moe_cache_stats_get(moe_cache *c, moe_cache_stats *out) {
     lock(c);
     *out = c->st;
-    out->slots_used = c->n_used;
+    out->slots_used = c->n_mem;
+    out->slots = c->limit;
     out->prefetching = c->io_running;
+    out->direct = moe_reader_direct(c->reader);
     unlock(c);
 }

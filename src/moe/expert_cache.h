@@ -28,17 +28,18 @@
 
 #include "core/err.h"
 #include "model/experts_iface.h"
+#include "moe/readahead.h"
 
 typedef struct {
     uint64_t budget_bytes; /* 0 (and share 0), or more than every expert: room for all of them */
     double share;          /* > 0 (budget_bytes 0): that share of all the experts' bytes */
     int policy;            /* a row of moe/policy_table.c (0: the default, lhu) */
-    bool prefetch;         /* read ahead on an I/O thread */
+    moe_prefetch prefetch; /* off: no I/O thread, every miss read when looked up (moe/readahead.h) */
     double predict_margin; /* moe/predict.h: name extra experts within this many sd of the k-th (< 0: none) */
     const char *trace;     /* a file to write one line per token and MoE layer to (NULL: none) */
 } moe_cache_config;
 
-/* Room for every expert, lhu, prefetch on, the default prediction margin. */
+/* Room for every expert, lhu, read-ahead auto, the default prediction margin. */
 moe_cache_config moe_cache_config_default(void);
 
 /* What a lookup found. */
@@ -53,8 +54,10 @@ typedef struct {
     uint64_t prefetch_used;  /* ... looked up before they left */
     uint64_t prefetch_in_time, prefetch_late; /* lookups that found one ready / still reading */
     bool prefetching;        /* the I/O thread runs */
-    int slots, slots_used;
-    uint64_t slot_bytes;     /* one slot: the largest expert */
+    bool direct;             /* reads bypass the page cache (O_DIRECT) */
+    int slots;               /* the slots the budget allows now */
+    int slots_used;          /* slots holding memory */
+    uint64_t slot_bytes;     /* one slot: the largest expert, and the blocks around its matrices */
     uint64_t expert_bytes;   /* every expert of the model */
 } moe_cache_stats;
 
@@ -63,6 +66,9 @@ typedef struct moe_cache moe_cache;
 /* The bytes of the largest expert (gate + up + down) and of all of them. */
 uint64_t moe_expert_bytes_max(const model *m);
 uint64_t moe_expert_bytes_all(const model *m);
+/* The bytes one slot takes: the largest expert, and the blocks around its
+ * matrices that direct reads need (expert_read.h). */
+uint64_t moe_cache_slot_bytes(const model *m);
 
 /* path: the model's file. The pool holds budget / slot bytes experts, at
  * least n_expert_used (the smallest cache a token can run with). */
@@ -72,13 +78,18 @@ void moe_cache_free(moe_cache *c);
  * file unreadable) or ERR_TRUNCATED (a short read) leave the cache as it
  * was, without the expert. */
 err_code moe_cache_get(moe_cache *c, int layer, int expert, model_mat mats[3], moe_status *status, err_t *err);
-/* A new layer's lookups begin: the experts named before are no longer protected. */
-void moe_cache_new_layer(moe_cache *c);
+/* A new layer's lookups begin: the experts named before are no longer
+ * protected, and reads ahead still queued for other layers are called off. */
+void moe_cache_new_layer(moe_cache *c, int layer);
 /* Protect these experts of a layer and, with prefetch on, start reading the
  * missing ones on the I/O thread (ahead: for a later layer than the one
  * computing, counted as prefetches). Reads that no slot is free for are
  * skipped: the lookup reads them. */
 void moe_cache_fetch(moe_cache *c, int layer, const int32_t *experts, int n, bool ahead);
+/* The arbiter moves the budget while the model runs (runtime/plan.h): at
+ * most bytes of slots from now on (never fewer than a token's experts),
+ * the lowest-ranked experts evicted and their memory freed at once. */
+void moe_cache_set_budget(moe_cache *c, uint64_t bytes);
 void moe_cache_stats_get(moe_cache *c, moe_cache_stats *out);
 
 #endif

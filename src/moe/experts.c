@@ -8,14 +8,17 @@
  */
 #include "experts.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 
 #include "policy.h"
 #include "predict.h"
+#include "readahead.h"
 #include "trace.h"
 
-enum { PRED_MAX = 64 + MOE_PREDICT_EXTRA }; /* room per token in pred: k + extras */
+enum { PRED_MAX = 64 + MOE_PREDICT_EXTRA }; /* the most one prediction names: k + extras */
 
 struct moe_experts {
     experts_iface iface;
@@ -23,6 +26,9 @@ struct moe_experts {
     moe_cache *cache;    /* NULL: the mapping */
     moe_trace *trace;    /* NULL: none */
     double margin;       /* moe/predict.h */
+    moe_readahead ra;    /* whether the predicted experts are read ahead */
+    uint64_t pass_t0;    /* when the current forward pass reached its first MoE layer, 0: none yet */
+    int pass_tokens;     /* its tokens */
     experts_stats st;
     int layer;           /* the layer whose hints came last, -1: none */
     int first_layer;     /* the first MoE layer seen: its tokens are counted */
@@ -60,44 +66,78 @@ static void score(moe_experts *x, const int32_t *experts, int n) {
     }
 }
 
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A forward pass reaches its first MoE layer: the last one is over. */
+static void new_pass(moe_experts *x) {
+    const uint64_t t = now_ns();
+    if (x->pass_t0) moe_readahead_pass(&x->ra, t - x->pass_t0, x->pass_tokens);
+    x->pass_t0 = t;
+    x->pass_tokens = 0;
+}
+
 static void hint(void *self, int layer, const int32_t *experts, int n) {
     moe_experts *x = self;
     if (layer != x->layer) {
         x->layer = layer;
         if (x->first_layer < 0) x->first_layer = layer;
-        if (x->cache) moe_cache_new_layer(x->cache);
+        if (layer == x->first_layer) new_pass(x);
+        if (x->cache) moe_cache_new_layer(x->cache, layer);
     }
-    if (layer == x->first_layer) x->st.tokens++;
+    if (layer == x->first_layer) x->st.tokens++, x->pass_tokens++;
     if (x->trace) moe_trace_route(x->trace, layer, experts, n);
     if (x->cache) moe_cache_fetch(x->cache, layer, experts, n, false);
     if (layer == x->pred_layer && x->pred_seen < x->pred_tokens) score(x, experts, n);
 }
 
-/* Out of memory for the batch's predictions: that batch goes unscored and
- * nothing is read ahead for it. */
+/* A token's prediction: the experts named, appended to its set p (width w,
+ * -1 padded) where they are not in it yet, and read ahead. */
+static void predict_token(moe_experts *x, int next_layer, const float *scores, int n_expert, int32_t *p, int w) {
+    int32_t named[PRED_MAX];
+    const int n = moe_predict(scores, n_expert, x->m->hp.n_expert_used, x->margin, named);
+    int have = 0;
+    while (have < w && p[have] >= 0) have++;
+    for (int i = 0; i < n; i++) {
+        bool dup = false;
+        for (int j = 0; j < have && !dup; j++) dup = p[j] == named[i];
+        if (!dup && have < w) p[have++] = named[i], x->st.predicted_named++;
+    }
+    if (x->cache && x->ra.on) moe_cache_fetch(x->cache, next_layer, named, n, true);
+}
+
+/* The first call for a layer starts its tokens' sets, the second adds to
+ * them. Out of memory for the batch's predictions: that batch goes
+ * unscored and nothing is read ahead for it. */
 static void hint_next(void *self, int next_layer, const float *scores, int n_tokens, int n_expert) {
     moe_experts *x = self;
-    const int k = x->m->hp.n_expert_used;
-    const int w = k + MOE_PREDICT_EXTRA < PRED_MAX ? k + MOE_PREDICT_EXTRA : PRED_MAX;
-    const size_t need = (size_t)n_tokens * (size_t)w;
-    x->pred_layer = -1;
-    if (need > x->pred_cap) {
-        int32_t *p = realloc(x->pred, sizeof(int32_t) * need);
-        if (!p) return;
-        x->pred = p;
-        x->pred_cap = need;
+    const int k = x->m->hp.n_expert_used, w = 2 * k + MOE_PREDICT_EXTRA;
+    const bool again = next_layer == x->pred_layer && n_tokens == x->pred_tokens && x->pred_seen == 0;
+    if (!again) {
+        const size_t need = (size_t)n_tokens * (size_t)w;
+        x->pred_layer = -1;
+        if (need > x->pred_cap) {
+            int32_t *p = realloc(x->pred, sizeof(int32_t) * need);
+            if (!p) return;
+            x->pred = p;
+            x->pred_cap = need;
+        }
+        for (size_t i = 0; i < need; i++) x->pred[i] = -1;
     }
-    for (int t = 0; t < n_tokens; t++) {
-        int32_t *p = x->pred + (size_t)t * w;
-        const int named = moe_predict(scores + (size_t)t * n_expert, n_expert, k, x->margin, p);
-        for (int j = named; j < w; j++) p[j] = -1;
-        x->st.predicted_named += (uint64_t)named;
-        if (x->cache) moe_cache_fetch(x->cache, next_layer, p, named, true);
-    }
+    for (int t = 0; t < n_tokens; t++)
+        predict_token(x, next_layer, scores + (size_t)t * n_expert, n_expert, x->pred + (size_t)t * w, w);
     x->pred_layer = next_layer;
     x->pred_tokens = n_tokens;
     x->pred_w = w;
     x->pred_seen = 0;
+}
+
+static void set_budget(void *self, uint64_t bytes) {
+    moe_experts *x = self;
+    if (x->cache) moe_cache_set_budget(x->cache, bytes);
 }
 
 /* Also writes out the trace so far (fflush), so a caller reading stats at
@@ -122,6 +162,8 @@ static void stats(const void *self, experts_stats *out) {
     out->prefetch_in_time = c.prefetch_in_time;
     out->prefetch_late = c.prefetch_late;
     out->prefetching = c.prefetching;
+    out->readahead_passes = x->ra.passes;
+    out->readahead_passes_on = x->ra.passes_on;
 }
 
 err_code moe_experts_new(const model *m, const char *path, const moe_cache_config *c, moe_experts **out, err_t *err) {
@@ -137,6 +179,7 @@ err_code moe_experts_new(const model *m, const char *path, const moe_cache_confi
     x->m = m;
     x->layer = x->first_layer = x->pred_layer = -1;
     x->margin = c->predict_margin;
+    moe_readahead_init(&x->ra, c->prefetch);
     err_code rc = path ? moe_cache_new(m, path, c, &x->cache, err) : ERR_OK;
     if (!rc && path && c->trace) {
         moe_cache_stats cs;
@@ -149,7 +192,8 @@ err_code moe_experts_new(const model *m, const char *path, const moe_cache_confi
         moe_experts_free(x);
         return rc;
     }
-    x->iface = (experts_iface){.self = x, .get = get, .hint = hint, .hint_next = hint_next, .stats = stats};
+    x->iface = (experts_iface){.self = x, .get = get, .hint = hint, .hint_next = hint_next, .set_budget = set_budget,
+                            .stats = stats};
     *out = x;
     return ERR_OK;
 }

@@ -14,9 +14,11 @@
 
 /* What the cache knows of a resident expert; times count lookups. */
 typedef struct {
-    uint64_t first_use, last_use;
+    uint64_t first_use; /* when it came into its slot */
+    uint64_t last_use;  /* its last lookup (before it came in, too) */
     uint64_t uses;      /* lookups served by this slot since it was filled */
-    double heat;        /* uses, each fading by half every MOE_HEAT_HALF_LIFE lookups (lhu) */
+    double heat;        /* every lookup of this expert since the start, each fading by half every
+                           MOE_HEAT_HALF_LIFE lookups (lhu): an evicted expert keeps its history */
 } moe_slot_use;
 
 #define MOE_HEAT_HALF_LIFE 4096.0

@@ -112,9 +112,10 @@ uint64_t plan_resident_weights(const model *m) {
 
 void plan_experts(plan *p, const model *m, int n_ctx, const moe_cache_config *given, const plan_device *dev) {
     p->moe = *given;
+    p->moe_shared = 0;
     if (m->hp.n_expert <= 0) return;
     const double mib = 1.0 / (1 << 20);
-    const uint64_t all = moe_expert_bytes_all(m), one = moe_expert_bytes_max(m);
+    const uint64_t all = moe_expert_bytes_all(m), least = moe_cache_slot_bytes(m) * (uint64_t)m->hp.n_expert_used;
     if (given->budget_bytes || given->share > 0.0) {
         snprintf(p->moe_reason, sizeof p->moe_reason, "expert cache given: %.0f MiB of %.0f MiB of experts",
                  (given->budget_bytes ? (double)given->budget_bytes : given->share * (double)all) * mib, all * mib);
@@ -122,20 +123,22 @@ void plan_experts(plan *p, const model *m, int n_ctx, const moe_cache_config *gi
     }
     const uint64_t kv = p->kv.budget_bytes ? p->kv.budget_bytes
                                            : (uint64_t)n_ctx * kv_token_bytes(plan_kv_shape(&m->hp), p->kv.hot_type);
-    const uint64_t reserved = plan_resident_weights(m) + kv + PLAN_SAFETY_MARGIN;
-    const uint64_t free_mem = dev->mem_available, left = free_mem > reserved ? free_mem - reserved : 0;
-    const uint64_t least = one * (uint64_t)m->hp.n_expert_used;
-    if (!free_mem || left >= all) {
+    const uint64_t free_mem = dev->mem_available;
+    const uint64_t margin = free_mem / 4 < PLAN_SAFETY_MARGIN ? free_mem / 4 : PLAN_SAFETY_MARGIN;
+    const uint64_t reserved = plan_resident_weights(m) + margin;
+    const uint64_t pool = free_mem > reserved ? free_mem - reserved : 0;
+    if (!free_mem || pool >= all + kv) {
         snprintf(p->moe_reason, sizeof p->moe_reason, "every expert (%.0f MiB): %s", all * mib,
                  free_mem ? "free memory holds them beside the other weights and the KV cache" : "free memory unknown");
         return;
     }
-    p->moe.budget_bytes = left > least ? left : least;
+    p->moe_shared = pool;
+    p->moe.budget_bytes = pool < all ? (pool > least ? pool : least) : all;
     snprintf(p->moe_reason, sizeof p->moe_reason,
-             "%.0f MiB of %.0f MiB of experts (%.0f %%): free %.0f MiB - other weights %.0f MiB - KV %.0f MiB - "
-             "256 MiB margin%s",
-             p->moe.budget_bytes * mib, all * mib, 100.0 * (double)p->moe.budget_bytes / (double)all, free_mem * mib,
-             plan_resident_weights(m) * mib, kv * mib, left < least ? "; below a token's experts, so those" : "");
+             "shares %.0f MiB with the KV cache (free %.0f - other weights %.0f - margin %.0f MiB): holds what the KV "
+             "cache (up to %.0f MiB) leaves, at most %.0f MiB of %.0f MiB of experts, at least a token's%s",
+             pool * mib, free_mem * mib, plan_resident_weights(m) * mib, margin * mib, kv * mib,
+             p->moe.budget_bytes * mib, all * mib, pool < least ? " (more than the pool)" : "");
 }
 
 bool plan_self_draft(const model *m, uint64_t copy_bytes, const plan *p, const plan_device *dev, char *why, size_t n) {

@@ -35,12 +35,17 @@
  * Experts (a Mixture-of-Experts model): experts are not resident weights;
  * they live in the expert cache (moe/expert_cache.h), read from the file as
  * tokens need them. The weights the plan reserves are the rest (attention,
- * norms, routers, embeddings, output, shared experts). The expert cache gets
- * what free memory leaves after those, the KV cache (its budget, or the
- * whole context when it has none) and the safety margin: every expert when
- * that holds them all, else that many bytes (at least a token's experts).
- * The memory free comes from the device, the process's cgroup limit
- * included (core/sysmem.h).
+ * norms, routers, embeddings, output, shared experts). What free memory
+ * leaves after those and a margin (the safety margin, or a quarter of free
+ * memory where that is less: a small device has no 256 MiB to spare, and
+ * the forward pass's buffers and the mapped weights' pages must still fit)
+ * holds every expert and the whole KV cache, or it is a pool the two
+ * share: the KV cache takes what it uses (within its own budget), the
+ * expert cache the rest, at least a token's experts. Before each pass the
+ * session gives the expert cache what the KV cache leaves (session.h), so
+ * as the context grows the expert cache shrinks first, and the KV cache
+ * evicts only at its own budget. The memory free comes from the device,
+ * the process's cgroup limit included (core/sysmem.h).
  *
  * Spill (DESIGN.md: only where storage is fast): on when there is a cache
  * directory and its storage is NVMe, UFS or an SSD (device.h), or when the
@@ -90,7 +95,8 @@ typedef struct {
     char kv_reason[256];     /* how the budget was chosen, for inspect / stats */
     char spill_reason[128];  /* whether the cache spills, and why */
     char spec_reason[256];   /* the proposer speculative decoding uses, and why */
-    moe_cache_config moe;    /* an MoE model's expert cache (plan_experts) */
+    moe_cache_config moe;    /* an MoE model's expert cache (plan_experts): its largest size */
+    uint64_t moe_shared;     /* bytes it shares with the KV cache, which takes what it uses first (0: none) */
     char moe_reason[256];    /* its size, and why */
 } plan;
 

@@ -70,9 +70,18 @@ static err_code check_room(const session *s, int n, err_t *err) {
     return ERR_OK;
 }
 
+/* The expert cache gets what the KV cache leaves of the shared bytes: it
+ * shrinks first as the context grows (see session.h). */
+static void rebalance(session *s, int n) {
+    if (!s->shared_bytes || !s->experts || !s->experts->set_budget) return;
+    const uint64_t kv = kv_cache_stats(s->kv).bytes + (uint64_t)(n + 64) * s->token_bytes;
+    s->experts->set_budget(s->experts->self, s->shared_bytes > kv ? s->shared_bytes - kv : 0);
+}
+
 err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, float *logits, err_t *err) {
     err_code rc0 = check_room(s, n, err);
     if (rc0) return rc0;
+    rebalance(s, n);
     /* In chunks: the forward pass's buffers grow with the batch (a 4000-token
      * prompt of a 1B model would take ~370 MiB), and each chunk's entries
      * are committed, so the cache stays within its budget during a long
@@ -107,6 +116,7 @@ err_code session_eval_tree(session *s, const int32_t *tokens, int n, const uint6
                            int n_out, float *logits, err_t *err) {
     err_code rc = check_room(s, n, err);
     if (rc) return rc;
+    rebalance(s, n);
     kv_iface kv = kv_cache_iface(s->kv);
     rc = forward_tree(s->fwd, &kv, s->experts, tokens, n, s->n_past, anc, out_rows, n_out, logits, err);
     if (rc) kv_cache_truncate(s->kv, s->n_past);

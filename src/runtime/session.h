@@ -29,6 +29,11 @@ typedef struct {
     int n_ctx;
     int n_past;
     int32_t *tokens; /* [n_ctx] the tokens whose entries the cache holds, in order */
+    /* The arbiter (runtime/plan.h): the KV cache and the expert cache share
+     * shared_bytes; before each pass the experts get what the KV cache holds
+     * not, less room for the pass's entries (token_bytes each, a block's
+     * worth more). 0: no sharing. */
+    uint64_t shared_bytes, token_bytes;
 } session;
 
 /* n_ctx 0 = the model's trained context; kv_type QT_F32 or QT_F16 (a plain
