@@ -93,12 +93,11 @@ moe_cache_config moe_cache_config_default(void) {
     return (moe_cache_config){.prefetch = MOE_PREFETCH_AUTO, .predict_margin = MOE_PREDICT_MARGIN};
 }
 
+/* A budget in bytes buys what slots cost (the blocks around small experts
+ * included); a share is of the experts, counted. */
 static int slots_for(const model *m, const moe_cache_config *c) {
     const uint64_t one = moe_reader_buffer_bytes(m), all = (uint64_t)m->hp.n_layer * (uint64_t)m->hp.n_expert;
-    const uint64_t budget = c->budget_bytes ? c->budget_bytes
-                            : c->share > 0.0 ? (uint64_t)(c->share * (double)moe_expert_bytes_all(m))
-                                             : 0;
-    uint64_t n = budget && one ? budget / one : all;
+    uint64_t n = c->budget_bytes ? c->budget_bytes / one : c->share > 0.0 ? (uint64_t)(c->share * (double)all + 0.5) : all;
     if (n > all) n = all;
     if (n < (uint64_t)m->hp.n_expert_used) n = (uint64_t)m->hp.n_expert_used;
     return (int)n;

@@ -32,7 +32,8 @@
 
 typedef struct {
     uint64_t budget_bytes; /* 0 (and share 0), or more than every expert: room for all of them */
-    double share;          /* > 0 (budget_bytes 0): that share of all the experts' bytes */
+    double share;          /* > 0 (budget_bytes 0): that share of the experts (by count: of their bytes, where
+                              slots are as large as the experts; a slot also holds the blocks around them) */
     int policy;            /* a row of moe/policy_table.c (0: the default, lhu) */
     moe_prefetch prefetch; /* off: no I/O thread, every miss read when looked up (moe/readahead.h) */
     double predict_margin; /* moe/predict.h: name extra experts within this many sd of the k-th (< 0: none) */

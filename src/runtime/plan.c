@@ -136,7 +136,7 @@ void plan_experts(plan *p, const model *m, int n_ctx, const moe_cache_config *gi
     p->moe.budget_bytes = pool < all ? (pool > least ? pool : least) : all;
     snprintf(p->moe_reason, sizeof p->moe_reason,
              "shares %.0f MiB with the KV cache (free %.0f - other weights %.0f - margin %.0f MiB): holds what the KV "
-             "cache (up to %.0f MiB) leaves, at most %.0f MiB of %.0f MiB of experts, at least a token's%s",
+             "cache (up to %.1f MiB) leaves, at most %.0f MiB of %.0f MiB of experts, at least a token's%s",
              pool * mib, free_mem * mib, plan_resident_weights(m) * mib, margin * mib, kv * mib,
              p->moe.budget_bytes * mib, all * mib, pool < least ? " (more than the pool)" : "");
 }
