@@ -37,10 +37,15 @@ struct moe_cache {
     const model *m;
     const moe_policy *policy;
     moe_reader *reader;
-    uint8_t *tmp, *io_tmp; /* packing scratch: the caller's, the I/O thread's */
+    uint8_t *tmp;        /* packing scratch of the lookups' reads */
     bool prefetch;       /* configured */
     bool io_running;     /* the I/O thread runs: the mutex guards what follows */
-    pthread_t io;
+    struct io_worker {
+        moe_cache *c;
+        pthread_t thread;
+        uint8_t *tmp;    /* its packing scratch */
+    } io[MOE_IO_THREADS];
+    int n_io;            /* I/O threads running */
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
     /* under mu */
@@ -257,14 +262,15 @@ static err_code fill(moe_cache *c, int s, uint8_t *tmp, err_t *err) {
 }
 
 static void *io_main(void *arg) {
-    moe_cache *c = arg;
+    struct io_worker *w = arg;
+    moe_cache *c = w->c;
     pthread_mutex_lock(&c->mu);
     for (;;) {
         int s = -1;
         while (!c->stop && (s = dequeue(c)) < 0) pthread_cond_wait(&c->wake, &c->mu);
         if (c->stop) break;
         err_t e = {0};
-        fill(c, s, c->io_tmp, &e); /* a failure leaves the slot empty: the lookup reads it and reports */
+        fill(c, s, w->tmp, &e); /* a failure leaves the slot empty: the lookup reads it and reports */
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;
@@ -277,7 +283,7 @@ void moe_cache_free(moe_cache *c) {
         c->stop = true;
         pthread_cond_broadcast(&c->wake);
         pthread_mutex_unlock(&c->mu);
-        pthread_join(c->io, NULL);
+        for (int i = 0; i < c->n_io; i++) pthread_join(c->io[i].thread, NULL);
         pthread_mutex_destroy(&c->mu);
         pthread_cond_destroy(&c->wake);
         pthread_cond_destroy(&c->done);
@@ -285,7 +291,8 @@ void moe_cache_free(moe_cache *c) {
     for (int s = 0; c->slots && s < c->n_slots; s++) free(c->slots[s].mem);
     moe_reader_close(c->reader);
     free(c->slots), free(c->where), free(c->named), free(c->hist), free(c->per_layer), free(c->queue);
-    free(c->tmp), free(c->io_tmp);
+    free(c->tmp);
+    for (int i = 0; i < MOE_IO_THREADS; i++) free(c->io[i].tmp);
     free(c);
 }
 
@@ -300,9 +307,9 @@ static err_code alloc_tables(moe_cache *c, err_t *err) {
     c->per_layer = calloc((size_t)c->m->hp.n_layer, sizeof(int));
     c->queue = malloc(sizeof *c->queue * (size_t)c->q_cap);
     c->tmp = malloc(row);
-    c->io_tmp = c->prefetch ? malloc(row) : NULL;
-    if (!c->slots || !c->where || !c->named || !c->hist || !c->per_layer || !c->queue || !c->tmp ||
-        (c->prefetch && !c->io_tmp))
+    bool io_ok = true;
+    for (int i = 0; i < MOE_IO_THREADS && c->prefetch; i++) io_ok &= (c->io[i].tmp = malloc(row)) != NULL;
+    if (!c->slots || !c->where || !c->named || !c->hist || !c->per_layer || !c->queue || !c->tmp || !io_ok)
         return err_set(err, ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) c->where[i] = -1;
     for (int s = 0; s < c->n_slots; s++) c->slots[s].layer = c->slots[s].expert = -1;
@@ -313,13 +320,13 @@ static err_code start_io(moe_cache *c, err_t *err) {
     if (pthread_mutex_init(&c->mu, NULL)) return err_set(err, ERR_NOMEM, "cannot make the expert cache's lock");
     pthread_cond_init(&c->wake, NULL);
     pthread_cond_init(&c->done, NULL);
-    if (pthread_create(&c->io, NULL, io_main, c)) {
-        pthread_mutex_destroy(&c->mu);
-        pthread_cond_destroy(&c->wake);
-        pthread_cond_destroy(&c->done);
-        return err_set(err, ERR_NOMEM, "cannot start the expert cache's I/O thread");
+    c->io_running = true; /* from here on free() stops and joins what started */
+    for (int i = 0; i < MOE_IO_THREADS; i++) {
+        c->io[i].c = c;
+        if (pthread_create(&c->io[i].thread, NULL, io_main, &c->io[i]))
+            return err_set(err, ERR_NOMEM, "cannot start the expert cache's I/O threads");
+        c->n_io++;
     }
-    c->io_running = true;
     return ERR_OK;
 }
 

@@ -12,7 +12,7 @@
  * returned by the last lookup is pinned (the forward pass computes an expert
  * right after fetching it).
  *
- * With prefetch on, an I/O thread reads what moe_cache_fetch() asks for
+ * With prefetch on, MOE_IO_THREADS I/O threads read what moe_cache_fetch() asks for
  * while the forward pass computes: the layer's routed experts (so the
  * second is read while the first computes) and the next layer's predicted
  * ones. A lookup that finds its expert still being read waits for it. The
@@ -29,6 +29,10 @@
 #include "core/err.h"
 #include "model/experts_iface.h"
 #include "moe/readahead.h"
+
+/* Reads in flight at once: a flash device serves several faster than one
+ * after another (and one read's latency hides behind the others'). */
+#define MOE_IO_THREADS 2
 
 typedef struct {
     uint64_t budget_bytes; /* 0 (and share 0), or more than every expert: room for all of them */
