@@ -46,6 +46,8 @@ static void test_scoring(const model *m) {
     const experts_iface *ex = moe_experts_iface(x);
     /* three tokens' router logits for layer 2, top 2 {0,1} {2,3} {4,5}, clear of the rest */
     const float scores[3][N_EXPERT] = {{5, 4, 0, 0, 0, 0}, {0, 0, 5, 4, 0, 0}, {0, 0, 0, 0, 5, 4}};
+    const int32_t first[] = {0, 1};
+    ex->hint(ex->self, 0, first, 2); /* a pass begins at its first MoE layer (and drops older predictions) */
     ex->hint_next(ex->self, 2, &scores[0][0], 3, N_EXPERT);
     /* routed: {1,0} (2 right), {3,5} (1 right), {0,1} (0 right) */
     const int32_t r0[] = {1, 0}, r1[] = {3, 5}, r2[] = {0, 1};

@@ -3,6 +3,7 @@
  */
 #include "sysmem.h"
 
+#include <mntent.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,17 +50,17 @@ static bool has_word(const char *list, const char *word) {
 }
 
 /* The mount point of the cgroup2 hierarchy, or of the v1 hierarchy with the
- * memory controller, into out; false when there is none. */
+ * memory controller, into out; false when there is none. getmntent reads
+ * whole lines of any length and decodes escaped names. */
 static bool cgroup_mount(bool v2, char *out, size_t n) {
-    FILE *f = fopen("/proc/self/mounts", "r");
+    FILE *f = setmntent("/proc/self/mounts", "r");
     if (!f) return false;
-    char dev[256], dir[512], type[64], opts[512];
     bool found = false;
-    while (!found && fscanf(f, "%255s %511s %63s %511s %*d %*d", dev, dir, type, opts) == 4) {
-        found = v2 ? !strcmp(type, "cgroup2") : !strcmp(type, "cgroup") && has_word(opts, "memory");
-        if (found) snprintf(out, n, "%s", dir);
+    for (struct mntent *e; !found && (e = getmntent(f));) {
+        found = v2 ? !strcmp(e->mnt_type, "cgroup2") : !strcmp(e->mnt_type, "cgroup") && has_word(e->mnt_opts, "memory");
+        if (found) snprintf(out, n, "%s", e->mnt_dir);
     }
-    fclose(f);
+    endmntent(f);
     return found;
 }
 

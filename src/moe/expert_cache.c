@@ -29,6 +29,7 @@ typedef struct {
     bool ahead;        /* read ahead of its layer and not looked up since */
     uint32_t ticket;   /* its queue entry's (a stale entry's differs) */
     bool counted;      /* mem is counted in n_mem */
+    bool fresh;        /* read (for a lookup, not ahead) and not looked up yet: that lookup is a miss */
     model_mat mats[3];
     moe_slot_use use;
 } slot;
@@ -252,6 +253,7 @@ static err_code fill(moe_cache *c, int s, uint8_t *tmp, err_t *err) {
     } else {
         memcpy(sl->mats, mats, sizeof mats);
         sl->state = SLOT_READY;
+        sl->fresh = true;
         const uint64_t bytes = (uint64_t)(mats[0].n_out * mats[0].row_bytes + mats[1].n_out * mats[1].row_bytes +
                                           mats[2].n_out * mats[2].row_bytes);
         c->st.bytes_read += bytes;
@@ -366,16 +368,19 @@ static void touch(moe_cache *c, slot *sl) {
 
 /* A lookup found slot s: take over its read if it is still queued, wait for
  * it if it is being read; false when the expert is not there after all (a
- * failed read: the lookup reads it itself and reports). */
+ * failed read: the lookup reads it itself and reports). A read ahead done
+ * in time is a hit; a read for this lookup is a miss, done early or not. */
 static bool await_slot(moe_cache *c, int s, int layer, int expert, moe_status *status, err_t *err) {
     slot *sl = &c->slots[s];
-    const bool ahead = sl->ahead;
-    if (sl->state == SLOT_QUEUED || sl->state == SLOT_LOADING) {
-        const uint64_t t0 = now_ns();
-        if (sl->state == SLOT_QUEUED) {
-            sl->state = SLOT_LOADING; /* the queue's entry goes stale */
-            fill(c, s, c->tmp, err);
-        }
+    bool ahead = sl->ahead;
+    const uint64_t t0 = now_ns();
+    if (sl->state == SLOT_QUEUED) { /* not begun: this lookup reads it (the queue's entry goes stale) */
+        sl->state = SLOT_LOADING;
+        sl->ahead = ahead = false;
+        fill(c, s, c->tmp, err);
+        c->st.stall_ns += now_ns() - t0;
+        *status = MOE_MISS;
+    } else if (sl->state == SLOT_LOADING) {
         while (sl->state == SLOT_LOADING && sl->layer == layer && sl->expert == expert)
             pthread_cond_wait(&c->done, &c->mu);
         c->st.stall_ns += now_ns() - t0;
@@ -383,6 +388,8 @@ static bool await_slot(moe_cache *c, int s, int layer, int expert, moe_status *s
         *status = MOE_MISS;
     } else if (ahead)
         c->st.prefetch_in_time++;
+    else if (sl->fresh)
+        *status = MOE_MISS;
     if (sl->state != SLOT_READY || sl->layer != layer || sl->expert != expert) return false;
     if (ahead) c->st.prefetch_used++;
     sl->ahead = false;
@@ -391,9 +398,9 @@ static bool await_slot(moe_cache *c, int s, int layer, int expert, moe_status *s
 
 /* Read (layer, expert) into a slot on this thread. */
 static err_code read_now(moe_cache *c, int layer, int expert, int *slot_out, err_t *err) {
+    const uint64_t t0 = now_ns(); /* waiting for a free slot is stall too */
     const int s = victim_for_lookup(c);
     claim(c, s, layer, expert, false, SLOT_LOADING);
-    const uint64_t t0 = now_ns();
     const err_code rc = fill(c, s, c->tmp, err);
     c->st.stall_ns += now_ns() - t0;
     *slot_out = s;
@@ -414,6 +421,7 @@ err_code moe_cache_get(moe_cache *c, int layer, int expert, model_mat mats[3], m
         }
     }
     slot *sl = &c->slots[s];
+    sl->fresh = false;
     touch(c, sl);
     c->pinned = s;
     if (*status == MOE_HIT) c->st.hits++;
@@ -447,7 +455,8 @@ void moe_cache_fetch(moe_cache *c, int layer, const int32_t *experts, int n, boo
         const int have = c->where[at];
         if (have >= 0) {
             /* predicted earlier, routed now: a demand read, to the front */
-            if (!ahead && c->slots[have].state == SLOT_QUEUED && c->slots[have].ahead) enqueue(c, have, true);
+            if (!ahead && c->slots[have].state == SLOT_QUEUED && c->slots[have].ahead && enqueue(c, have, true))
+                c->slots[have].ahead = false; /* once: it is a demand read now, not a read ahead */
             continue;
         }
         const int s = c->q_len < c->q_cap ? victim_among(c, true) : -1;

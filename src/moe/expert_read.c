@@ -69,7 +69,10 @@ static err_code read_at(int fd, uint8_t *dst, size_t n, size_t need, uint64_t of
     while (done < need) {
         const ssize_t k = pread(fd, dst + done, n - done, (off_t)(off + done));
         if (k < 0 && errno == EINTR) continue;
-        if (k < 0 && errno == EINVAL) return ERR_INVALID_ARG;
+        if (k < 0 && errno == EINVAL && done == 0) return ERR_INVALID_ARG; /* direct I/O refused */
+        if (k < 0 && errno == EINVAL) /* a direct read resumed off a block: the file ended mid-block */
+            return err_set(err, ERR_TRUNCATED, "the model file ends inside an expert (byte %llu of %zu read)",
+                           (unsigned long long)done, need);
         if (k < 0) return err_set(err, ERR_IO, "reading an expert from the model file failed: %s", strerror(errno));
         if (k == 0)
             return err_set(err, ERR_TRUNCATED, "the model file ends inside an expert (byte %llu of %zu read)",

@@ -28,6 +28,8 @@ struct moe_experts {
     double margin;       /* moe/predict.h */
     moe_readahead ra;    /* whether the predicted experts are read ahead */
     uint64_t pass_t0;    /* when the current forward pass reached its first MoE layer, 0: none yet */
+    uint64_t pass_end;   /* its last expert lookup: a pass is timed to there, not to the next one (which
+                            may come after the user's think time) */
     int pass_tokens;     /* its tokens */
     experts_stats st;
     int layer;           /* the layer whose hints came last, -1: none */
@@ -37,6 +39,12 @@ struct moe_experts {
     int pred_layer, pred_tokens, pred_w;
     int pred_seen;       /* tokens of pred_layer scored so far */
 };
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static err_code get(void *self, int layer, int expert, model_mat mats[3], err_t *err) {
     moe_experts *x = self;
@@ -50,6 +58,7 @@ static err_code get(void *self, int layer, int expert, model_mat mats[3], err_t 
     moe_status status = MOE_MISS;
     const err_code rc = moe_cache_get(x->cache, layer, expert, mats, &status, err);
     if (x->trace && !rc) moe_trace_status(x->trace, expert, status);
+    x->pass_end = now_ns();
     return rc;
 }
 
@@ -66,18 +75,13 @@ static void score(moe_experts *x, const int32_t *experts, int n) {
     }
 }
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* A forward pass reaches its first MoE layer: the last one is over. */
 static void new_pass(moe_experts *x) {
-    const uint64_t t = now_ns();
-    if (x->pass_t0) moe_readahead_pass(&x->ra, t - x->pass_t0, x->pass_tokens);
-    x->pass_t0 = t;
+    if (x->pass_t0 && x->pass_end > x->pass_t0) moe_readahead_pass(&x->ra, x->pass_end - x->pass_t0, x->pass_tokens);
+    x->pass_t0 = now_ns();
+    x->pass_end = 0;
     x->pass_tokens = 0;
+    x->pred_layer = -1; /* a pass that failed midway leaves no prediction behind */
 }
 
 static void hint(void *self, int layer, const int32_t *experts, int n) {

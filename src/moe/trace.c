@@ -59,6 +59,10 @@ bool moe_trace_flush(moe_trace *t) {
 }
 
 void moe_trace_route(moe_trace *t, int layer, const int32_t *experts, int k) {
+    if (k != t->k) {
+        t->failed = true; /* a line of another width would not read back */
+        return;
+    }
     if (layer != t->layer) {
         moe_trace_flush(t);
         t->layer = layer;
@@ -73,7 +77,7 @@ void moe_trace_route(moe_trace *t, int layer, const int32_t *experts, int k) {
         }
         t->routed = r, t->cap = cap;
     }
-    memcpy(t->routed + (size_t)t->n++ * t->k, experts, sizeof(int32_t) * (size_t)(k < t->k ? k : t->k));
+    memcpy(t->routed + (size_t)t->n++ * t->k, experts, sizeof(int32_t) * (size_t)k);
 }
 
 void moe_trace_status(moe_trace *t, int expert, moe_status status) {

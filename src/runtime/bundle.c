@@ -221,7 +221,7 @@ err_code bundle_load(const char *path, const bundle_options *o, bundle **out, er
     memcpy(b->plan.spec_reason, spec_reason, sizeof spec_reason);
     if (!rc) rc = session_new_shared(b->m, n_ctx, &b->plan.kv, b->pool, &b->s, err);
     if (!rc && b->m->hp.n_expert > 0) {
-        plan_experts(&b->plan, b->m, n_ctx, &o->moe, &o->dev);
+        plan_experts(&b->plan, b->m, b->draft_m, n_ctx, &o->moe, &o->dev);
         if (!(rc = moe_experts_new(b->m, path, &b->plan.moe, &b->experts, err))) {
             b->s->experts = moe_experts_iface(b->experts);
             b->s->shared_bytes = b->plan.moe_shared;

@@ -110,35 +110,43 @@ uint64_t plan_resident_weights(const model *m) {
     return m->weight_bytes > experts ? m->weight_bytes - experts : 0;
 }
 
-void plan_experts(plan *p, const model *m, int n_ctx, const moe_cache_config *given, const plan_device *dev) {
+void plan_experts(plan *p, const model *m, const model *draft, int n_ctx, const moe_cache_config *given,
+                  const plan_device *dev) {
     p->moe = *given;
     p->moe_shared = 0;
     if (m->hp.n_expert <= 0) return;
     const double mib = 1.0 / (1 << 20);
-    const uint64_t all = moe_expert_bytes_all(m), least = moe_cache_slot_bytes(m) * (uint64_t)m->hp.n_expert_used;
+    const uint64_t slot = moe_cache_slot_bytes(m), least = slot * (uint64_t)m->hp.n_expert_used;
+    const uint64_t all = slot * (uint64_t)m->hp.n_layer * (uint64_t)m->hp.n_expert; /* every expert in its slot */
     if (given->budget_bytes || given->share > 0.0) {
-        snprintf(p->moe_reason, sizeof p->moe_reason, "expert cache given: %.0f MiB of %.0f MiB of experts",
+        snprintf(p->moe_reason, sizeof p->moe_reason, "expert cache given: %.0f MiB of %.0f MiB of expert slots",
                  (given->budget_bytes ? (double)given->budget_bytes : given->share * (double)all) * mib, all * mib);
         return;
     }
     const uint64_t kv = p->kv.budget_bytes ? p->kv.budget_bytes
                                            : (uint64_t)n_ctx * kv_token_bytes(plan_kv_shape(&m->hp), p->kv.hot_type);
+    /* a draft's weights and its whole cache are set aside: the pool is the target's */
+    const uint64_t draft_bytes =
+        draft ? draft->weight_bytes + (p->draft_kv.budget_bytes ? p->draft_kv.budget_bytes
+                                                                : (uint64_t)n_ctx * kv_token_bytes(plan_kv_shape(&draft->hp),
+                                                                                                   p->kv.hot_type))
+              : 0;
     const uint64_t free_mem = dev->mem_available;
     const uint64_t margin = free_mem / 4 < PLAN_SAFETY_MARGIN ? free_mem / 4 : PLAN_SAFETY_MARGIN;
-    const uint64_t reserved = plan_resident_weights(m) + margin;
+    const uint64_t reserved = plan_resident_weights(m) + draft_bytes + margin;
     const uint64_t pool = free_mem > reserved ? free_mem - reserved : 0;
     if (!free_mem || pool >= all + kv) {
-        snprintf(p->moe_reason, sizeof p->moe_reason, "every expert (%.0f MiB): %s", all * mib,
+        snprintf(p->moe_reason, sizeof p->moe_reason, "every expert (%.0f MiB in slots): %s", all * mib,
                  free_mem ? "free memory holds them beside the other weights and the KV cache" : "free memory unknown");
         return;
     }
     p->moe_shared = pool;
     p->moe.budget_bytes = pool < all ? (pool > least ? pool : least) : all;
     snprintf(p->moe_reason, sizeof p->moe_reason,
-             "shares %.0f MiB with the KV cache (free %.0f - other weights %.0f - margin %.0f MiB): holds what the KV "
-             "cache (up to %.1f MiB) leaves, at most %.0f MiB of %.0f MiB of experts, at least a token's%s",
-             pool * mib, free_mem * mib, plan_resident_weights(m) * mib, margin * mib, kv * mib,
-             p->moe.budget_bytes * mib, all * mib, pool < least ? " (more than the pool)" : "");
+             "shares %.0f MiB with the KV cache (free %.0f - other weights %.0f%s - margin %.0f MiB): holds what the KV "
+             "cache (up to %.1f MiB) leaves, at most %.0f MiB of %.0f MiB of expert slots, at least a token's%s",
+             pool * mib, free_mem * mib, plan_resident_weights(m) * mib, draft ? " - the draft and its cache" : "",
+             margin * mib, kv * mib, p->moe.budget_bytes * mib, all * mib, pool < least ? " (more than the pool)" : "");
 }
 
 bool plan_self_draft(const model *m, uint64_t copy_bytes, const plan *p, const plan_device *dev, char *why, size_t n) {

@@ -44,8 +44,9 @@
  * expert cache the rest, at least a token's experts. Before each pass the
  * session gives the expert cache what the KV cache leaves (session.h), so
  * as the context grows the expert cache shrinks first, and the KV cache
- * evicts only at its own budget. The memory free comes from the device,
- * the process's cgroup limit included (core/sysmem.h).
+ * evicts only at its own budget. A draft model's weights and its whole KV
+ * cache are set aside before the pool. The memory free comes from the
+ * device, the process's cgroup limit included (core/sysmem.h).
  *
  * Spill (DESIGN.md: only where storage is fast): on when there is a cache
  * directory and its storage is NVMe, UFS or an SSD (device.h), or when the
@@ -112,7 +113,8 @@ plan plan_make(const model *m, const model *draft, int n_ctx, const kv_config *c
 
 /* Size the expert cache of an MoE model (see Experts above), from the
  * caller's config: a budget or share given is kept. */
-void plan_experts(plan *p, const model *m, int n_ctx, const moe_cache_config *given, const plan_device *dev);
+void plan_experts(plan *p, const model *m, const model *draft, int n_ctx, const moe_cache_config *given,
+                  const plan_device *dev);
 
 /* Weights that stay resident: all of them for a dense model, all but the
  * experts for an MoE one. */
