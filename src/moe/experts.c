@@ -6,6 +6,7 @@
  * hint() calls (one per token, in batch order) count how many of the
  * token's routed experts were in it.
  */
+#define _GNU_SOURCE /* clock_gettime under a strict -std */
 #include "experts.h"
 
 #include <stdbool.h>
