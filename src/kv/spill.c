@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "spill.h"
+#include "core/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -115,12 +116,6 @@ err_code spill_put(spill_store *s, const void *payload, size_t len, int *slot, e
     return ERR_OK;
 }
 
-static uint64_t now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 static err_code read_all(int fd, void *p, size_t n, off_t off, err_t *err) {
     uint8_t *b = p;
     while (n) {
@@ -134,7 +129,7 @@ static err_code read_all(int fd, void *p, size_t n, off_t off, err_t *err) {
 }
 
 err_code spill_get(spill_store *s, int slot, void *dst, size_t len, err_t *err) {
-    const uint64_t t0 = now_ns();
+    const uint64_t t0 = clock_ns();
     err_code rc = ERR_OK;
     if (slot < 0 || slot >= s->n_slots) rc = err_set(err, ERR_INVALID_ARG, "no spill slot %d", slot);
     record_header h;
@@ -150,7 +145,7 @@ err_code spill_get(spill_store *s, int slot, void *dst, size_t len, err_t *err) 
         return rc;
     }
     s->st.reads++;
-    s->st.read_ns += now_ns() - t0;
+    s->st.read_ns += clock_ns() - t0;
     return ERR_OK;
 }
 

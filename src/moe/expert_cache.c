@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "expert_cache.h"
+#include "core/clock.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -88,12 +89,6 @@ uint64_t moe_expert_bytes_all(const model *m) {
 }
 
 uint64_t moe_cache_slot_bytes(const model *m) { return moe_reader_buffer_bytes(m); }
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 moe_cache_config moe_cache_config_default(void) {
     return (moe_cache_config){.prefetch = MOE_PREFETCH_AUTO, .predict_margin = MOE_PREDICT_MARGIN};
@@ -373,17 +368,17 @@ static void touch(moe_cache *c, slot *sl) {
 static bool await_slot(moe_cache *c, int s, int layer, int expert, moe_status *status, err_t *err) {
     slot *sl = &c->slots[s];
     bool ahead = sl->ahead;
-    const uint64_t t0 = now_ns();
+    const uint64_t t0 = clock_ns();
     if (sl->state == SLOT_QUEUED) { /* not begun: this lookup reads it (the queue's entry goes stale) */
         sl->state = SLOT_LOADING;
         sl->ahead = ahead = false;
         fill(c, s, c->tmp, err);
-        c->st.stall_ns += now_ns() - t0;
+        c->st.stall_ns += clock_ns() - t0;
         *status = MOE_MISS;
     } else if (sl->state == SLOT_LOADING) {
         while (sl->state == SLOT_LOADING && sl->layer == layer && sl->expert == expert)
             pthread_cond_wait(&c->done, &c->mu);
-        c->st.stall_ns += now_ns() - t0;
+        c->st.stall_ns += clock_ns() - t0;
         if (ahead) c->st.prefetch_late++;
         *status = MOE_MISS;
     } else if (ahead)
@@ -398,11 +393,11 @@ static bool await_slot(moe_cache *c, int s, int layer, int expert, moe_status *s
 
 /* Read (layer, expert) into a slot on this thread. */
 static err_code read_now(moe_cache *c, int layer, int expert, int *slot_out, err_t *err) {
-    const uint64_t t0 = now_ns(); /* waiting for a free slot is stall too */
+    const uint64_t t0 = clock_ns(); /* waiting for a free slot is stall too */
     const int s = victim_for_lookup(c);
     claim(c, s, layer, expert, false, SLOT_LOADING);
     const err_code rc = fill(c, s, c->tmp, err);
-    c->st.stall_ns += now_ns() - t0;
+    c->st.stall_ns += clock_ns() - t0;
     *slot_out = s;
     return rc;
 }
@@ -439,7 +434,7 @@ void moe_cache_new_layer(moe_cache *c, int layer) {
         memset(c->named, 0, sizeof(uint32_t) * (size_t)c->m->hp.n_layer * (size_t)c->m->hp.n_expert);
         c->epoch = 1;
     }
-    for (int s = 0; s < c->n_slots; s++)
+    for (int s = 0; c->q_len && s < c->n_slots; s++) /* nothing queued: nothing to call off */
         if (c->slots[s].state == SLOT_QUEUED && c->slots[s].layer != layer) unclaim(c, s);
     unlock(c);
 }

@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE /* clock_gettime under a strict -std */
 #include "experts.h"
+#include "core/clock.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -41,12 +42,6 @@ struct moe_experts {
     int pred_seen;       /* tokens of pred_layer scored so far */
 };
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static err_code get(void *self, int layer, int expert, model_mat mats[3], err_t *err) {
     moe_experts *x = self;
     if (layer < 0 || layer >= x->m->hp.n_layer || expert < 0 || expert >= x->m->hp.n_expert)
@@ -59,7 +54,7 @@ static err_code get(void *self, int layer, int expert, model_mat mats[3], err_t 
     moe_status status = MOE_MISS;
     const err_code rc = moe_cache_get(x->cache, layer, expert, mats, &status, err);
     if (x->trace && !rc) moe_trace_status(x->trace, expert, status);
-    x->pass_end = now_ns();
+    x->pass_end = clock_ns();
     return rc;
 }
 
@@ -79,7 +74,7 @@ static void score(moe_experts *x, const int32_t *experts, int n) {
 /* A forward pass reaches its first MoE layer: the last one is over. */
 static void new_pass(moe_experts *x) {
     if (x->pass_t0 && x->pass_end > x->pass_t0) moe_readahead_pass(&x->ra, x->pass_end - x->pass_t0, x->pass_tokens);
-    x->pass_t0 = now_ns();
+    x->pass_t0 = clock_ns();
     x->pass_end = 0;
     x->pass_tokens = 0;
     x->pred_layer = -1; /* a pass that failed midway leaves no prediction behind */
