@@ -484,9 +484,9 @@ typedef struct {
     double expert_bytes_read_per_token;
     double expert_stall_ms_per_token;
     int expert_trace_failed;            /* 1: --moe-trace's file could not be written whole */
-    /* process memory (0 where the system does not report it) */
+    /* process memory (0 where the system does not report it); PSS, which
+     * costs a walk of the page tables, is in octo_memory_usage() */
     uint64_t rss_bytes, peak_rss_bytes;
-    uint64_t pss_bytes;           /* proportional set size (smaps_rollup), 0 where unavailable */
     char chat_template[16];       /* the chat template family in use ("plain" when none matched) */
     char warning[160];            /* "" or a problem worth showing, e.g. an unknown chat template */
 } octo_stats;

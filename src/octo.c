@@ -741,10 +741,9 @@ static octo_stats stats_snapshot(const octo_model *om) {
     st.kv_spill_hit_rate = kv.spill_reads ? (double)kv.spill_hits / (double)kv.spill_reads : 0.0;
     st.kv_spill_file_bytes = kv.spill_file_bytes;
     snprintf(st.kv_spill_note, sizeof st.kv_spill_note, "%s", kv.spill_note);
-    sysmem_usage u = sysmem_read();
+    const sysmem_usage u = sysmem_read_rss(); /* PSS would walk the page tables on every call */
     st.rss_bytes = u.rss_bytes;
     st.peak_rss_bytes = u.peak_rss_bytes;
-    st.pss_bytes = u.pss_bytes;
     snprintf(st.chat_template, sizeof st.chat_template, "%s", chat_family_name(om->b->chat));
     snprintf(st.warning, sizeof st.warning, "%s", om->warning);
     return st;

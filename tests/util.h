@@ -24,6 +24,14 @@ static inline const char *tu_data_dir(void) {
     return stat(d, &st) == 0 && S_ISDIR(st.st_mode) ? d : NULL;
 }
 
+/* OCTO_TEST_QUICK=1 (set by .ci/run for the sanitizer and qemu runs, where
+ * code runs 10-30x slower): the slow tests cover fewer prompts and tokens.
+ * The README's test command runs them whole, natively. */
+static inline int tu_quick(void) {
+    const char *q = getenv("OCTO_TEST_QUICK");
+    return q && *q && strcmp(q, "0") != 0;
+}
+
 /* A unique path in the scratch folder ($OCTO_TMP or /tmp). */
 static inline void tu_tmp_path(char *buf, size_t n, const char *name) {
     const char *d = getenv("OCTO_TMP");

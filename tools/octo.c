@@ -421,7 +421,7 @@ static void print_stats(const octo_stats *s) {
                 (long long)s->kv_blocks_spilled, (long long)s->kv_spill_writes, (long long)s->kv_spill_reads,
                 100.0 * s->kv_spill_hit_rate, s->kv_spill_read_us, s->kv_spill_note[0] ? "; " : "", s->kv_spill_note);
     fprintf(stderr, "memory       %.1f MiB resident (PSS %.1f MiB), %.1f MiB peak\n", mib(s->rss_bytes),
-            mib(s->pss_bytes), mib(s->peak_rss_bytes));
+            mib(octo_memory_usage().pss_bytes), mib(s->peak_rss_bytes));
     if (s->warning[0]) fprintf(stderr, "warning      %s\n", s->warning);
 }
 

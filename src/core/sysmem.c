@@ -3,42 +3,29 @@
  */
 #include "sysmem.h"
 
-#include <mntent.h>
+#include "sysfile.h"
+
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-static uint64_t read_kb(const char *path, const char *key) {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    char line[256];
-    size_t n = strlen(key);
-    uint64_t kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, n) && line[n] == ':') {
-            unsigned long long v;
-            if (sscanf(line + n + 1, "%llu", &v) == 1) kb = v;
-            break;
-        }
-    fclose(f);
-    return kb * 1024;
-}
-
-sysmem_usage sysmem_read(void) {
+sysmem_usage sysmem_read_rss(void) {
     return (sysmem_usage){
-        .rss_bytes = read_kb("/proc/self/status", "VmRSS"),
-        .peak_rss_bytes = read_kb("/proc/self/status", "VmHWM"),
-        .pss_bytes = read_kb("/proc/self/smaps_rollup", "Pss"),
+        .rss_bytes = sysfile_keyed("/proc/self/status", "VmRSS") * 1024,
+        .peak_rss_bytes = sysfile_keyed("/proc/self/status", "VmHWM") * 1024,
     };
 }
 
+sysmem_usage sysmem_read(void) {
+    sysmem_usage u = sysmem_read_rss();
+    u.pss_bytes = sysfile_keyed("/proc/self/smaps_rollup", "Pss") * 1024;
+    return u;
+}
+
 static uint64_t read_u64(const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    unsigned long long v = 0;
-    if (fscanf(f, "%llu", &v) != 1) v = 0; /* "max" reads as 0: no limit */
-    fclose(f);
-    return v;
+    uint64_t v = 0;
+    return sysfile_u64(path, &v) ? v : 0; /* "max" reads as 0: no limit */
 }
 
 /* word is one of list's comma-separated words. */
@@ -50,17 +37,21 @@ static bool has_word(const char *list, const char *word) {
 }
 
 /* The mount point of the cgroup2 hierarchy, or of the v1 hierarchy with the
- * memory controller, into out; false when there is none. getmntent reads
- * whole lines of any length and decodes escaped names. */
+ * memory controller, into out; false when there is none. Lines of any
+ * length are read whole (overlay mounts can pass 4 KiB). */
 static bool cgroup_mount(bool v2, char *out, size_t n) {
-    FILE *f = setmntent("/proc/self/mounts", "r");
+    FILE *f = fopen("/proc/self/mounts", "re");
     if (!f) return false;
+    char *line = NULL, *fld[4];
+    size_t cap = 0;
     bool found = false;
-    for (struct mntent *e; !found && (e = getmntent(f));) {
-        found = v2 ? !strcmp(e->mnt_type, "cgroup2") : !strcmp(e->mnt_type, "cgroup") && has_word(e->mnt_opts, "memory");
-        if (found) snprintf(out, n, "%s", e->mnt_dir);
+    while (!found && getline(&line, &cap, f) > 0) {
+        if (sysfile_fields(line, fld, 4) < 4) continue;
+        found = v2 ? !strcmp(fld[2], "cgroup2") : !strcmp(fld[2], "cgroup") && has_word(fld[3], "memory");
+        if (found) snprintf(out, n, "%s", fld[1]);
     }
-    endmntent(f);
+    free(line);
+    fclose(f);
     return found;
 }
 
@@ -85,7 +76,7 @@ static uint64_t room_along(char *dir, size_t root_len, const char *limit_file, c
 /* What the process's memory cgroup (v2 memory.max, or v1
  * memory.limit_in_bytes) and its ancestors leave; UINT64_MAX: no limit. */
 static uint64_t cgroup_room(void) {
-    FILE *f = fopen("/proc/self/cgroup", "r");
+    FILE *f = fopen("/proc/self/cgroup", "re");
     if (!f) return UINT64_MAX;
     char line[1024], dir[1536];
     uint64_t room = UINT64_MAX;
@@ -108,7 +99,7 @@ static uint64_t cgroup_room(void) {
 }
 
 uint64_t sysmem_available(void) {
-    uint64_t avail = read_kb("/proc/meminfo", "MemAvailable");
+    uint64_t avail = sysfile_keyed("/proc/meminfo", "MemAvailable") * 1024;
     const uint64_t room = cgroup_room();
     if (room != UINT64_MAX && (avail == 0 || room < avail)) avail = room ? room : 1;
     return avail;

@@ -16,7 +16,11 @@ typedef struct {
     uint64_t pss_bytes;
 } sysmem_usage;
 
+/* All three. PSS walks the process's page tables (milliseconds with a
+ * large model mapped, far more under AddressSanitizer's shadow memory). */
 sysmem_usage sysmem_read(void);
+/* RSS and peak RSS only (pss_bytes 0): cheap enough to read per token. */
+sysmem_usage sysmem_read_rss(void);
 
 /* Memory this process could still get: MemAvailable, lowered to what its
  * memory cgroup and the cgroups above it leave (limit less usage, page

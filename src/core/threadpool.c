@@ -11,6 +11,8 @@
 #define _GNU_SOURCE /* sched_getaffinity */
 #include "threadpool.h"
 
+#include "sysfile.h"
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -226,18 +228,16 @@ void cpu_classes_read(const char *root, cpu_classes *out) {
     for (int cpu = 0; cpu < TPOOL_MAX_CPUS && misses < 64; cpu++) {
         char path[512];
         snprintf(path, sizeof path, "%s/cpu%d/cpu_capacity", root, cpu);
-        FILE *f = fopen(path, "r");
-        if (!f) { /* offline or absent; numbering may have gaps */
+        uint64_t c = 0;
+        if (!sysfile_u64(path, &c)) { /* offline or absent; numbering may have gaps */
             misses++;
             continue;
         }
         misses = 0;
-        int c = 0;
-        const bool ok = fscanf(f, "%d", &c) == 1 && c > 0;
-        fclose(f);
+        const bool ok = c > 0 && c < 1000000;
         if (!ok || (filter && !CPU_ISSET(cpu, &allowed))) continue;
         id[n] = (short)cpu;
-        local_cap[n++] = c;
+        local_cap[n++] = (int)c;
     }
     if (root_given) out->n_allowed = n;
     if (!n) return;

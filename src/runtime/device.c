@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "device.h"
 
+#include "core/sysfile.h"
+
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,13 +50,8 @@ const char *storage_name(storage_kind s) {
 bool storage_fast(storage_kind s) { return s == STORAGE_NVME || s == STORAGE_UFS || s == STORAGE_SSD; }
 
 static int read_int(const char *path) {
-    FILE *f = fopen(path, "r");
-    int v = -1;
-    if (f) {
-        if (fscanf(f, "%d", &v) != 1) v = -1;
-        fclose(f);
-    }
-    return v;
+    uint64_t v = 0;
+    return sysfile_u64(path, &v) && v <= 1000000 ? (int)v : -1;
 }
 
 storage_kind storage_probe(const char *dir) {

@@ -1,0 +1,29 @@
+/*
+ * sysfile — small numbers and lines read from /proc and /sys files.
+ *
+ * Without the scanf family: glibc's scanf can leave a push-back buffer
+ * allocated (LeakSanitizer reports it from _IO_default_pbackfail), and
+ * getmntent parses with sscanf, so mount tables are split here by hand.
+ */
+#ifndef OCTO_CORE_SYSFILE_H
+#define OCTO_CORE_SYSFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The decimal number at the start of path's contents (leading blanks
+ * skipped) into *out; false when the file is missing or starts otherwise
+ * (cgroup v2's "max", say). */
+bool sysfile_u64(const char *path, uint64_t *out);
+
+/* The number after "key:" on a line of the file ("VmRSS:  123 kB" gives
+ * 123); 0 when no line has it. */
+uint64_t sysfile_keyed(const char *path, const char *key);
+
+/* Splits a /proc/self/mounts line in place into its first n fields
+ * (device, dir, type, options, ...), decoding the kernel's octal escapes
+ * (\040 for a space); returns how many fields it found. */
+int sysfile_fields(char *line, char **field, int n);
+
+#endif
