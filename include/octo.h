@@ -185,6 +185,18 @@ typedef enum {
     OCTO_MOE_PREFETCH_OFF,      /* no I/O thread: every miss is read when the forward pass asks for it */
 } octo_moe_prefetch;
 
+/* The 2-bit copies of the experts (docs/moe.md): a miss on an expert no
+ * token chose first reads its copy (10 bytes per 32 weights, in the sidecar
+ * MODEL.int2 that `octo moe-prep` writes) and serves the token with it; a
+ * copy used again is replaced by the whole expert. */
+typedef enum {
+    OCTO_MOE_INT2_AUTO = 0, /* on where the sidecar's measured cost is at most 0.01 nats of KL divergence and the
+                               cache cannot hold every expert */
+    OCTO_MOE_INT2_ON,       /* on (the sidecar made at load when missing, stale or damaged) */
+    OCTO_MOE_INT2_OFF,      /* off: exact */
+    OCTO_MOE_INT2_ALL,      /* every such lookup served by its copy, never replaced: the worst case, to measure */
+} octo_moe_int2;
+
 typedef struct {
     uint64_t cache_bytes;    /* 0 (default): room for every expert; else the budget, at least a token's experts */
     double cache_share;      /* (0, 1]: that share of the model's expert bytes instead (cache_bytes 0) */
@@ -194,7 +206,9 @@ typedef struct {
                                 router logit is within this many standard deviations of the k-th's;
                                 0: the default (0.25), < 0: the top k only */
     const char *trace;       /* a file to write one line per token and MoE layer to: the experts used and
-                                whether each was a HIT or a MISS (docs/moe.md); NULL: none */
+                                whether each was a HIT, a MISS or served by its 2-bit copy (INT2,
+                                docs/moe.md); NULL: none */
+    octo_moe_int2 int2;
 } octo_moe_options;
 
 typedef struct {
@@ -266,6 +280,7 @@ typedef struct {
     uint64_t resident_weight_bytes; /* the other weights, resident as with a dense model */
     uint64_t expert_cache_budget;   /* the expert cache's size when full */
     char expert_plan[256];      /* how the expert cache was sized, and why */
+    char expert_int2[160];      /* whether the 2-bit copies are used, and why */
 } octo_model_info;
 
 octo_model_info octo_model_info_get(const octo_model *model);
@@ -481,9 +496,16 @@ typedef struct {
     uint64_t expert_prefetched;         /* experts read ahead */
     double expert_readahead_share;      /* of the decode passes, the share that read predicted experts ahead; -1: none */
     uint64_t expert_tokens;             /* tokens that went through the MoE layers (the per-token figures' divisor) */
+    double expert_batch_saved_bytes_per_token; /* of tokens fed several at once (prefill, speculative verification):
+                                                  expert bytes not fetched per token because a batch fetches each
+                                                  expert once for all its tokens; -1: no such batch yet */
     double expert_bytes_read_per_token;
     double expert_stall_ms_per_token;
     int expert_trace_failed;            /* 1: --moe-trace's file could not be written whole */
+    uint64_t expert_int2_loads;         /* 2-bit copies read on a miss */
+    uint64_t expert_int2_served;        /* lookups a 2-bit copy served */
+    uint64_t expert_int2_promotions;    /* copies replaced by the whole expert after they were used again */
+    uint64_t expert_int2_errors;        /* copies that failed their check (read whole instead; copies then off) */
     /* process memory (0 where the system does not report it); PSS, which
      * costs a walk of the page tables, is in octo_memory_usage() */
     uint64_t rss_bytes, peak_rss_bytes;

@@ -157,6 +157,10 @@ static err_code moe_config_of(const octo_moe_options *o, moe_cache_config *out, 
         return err_set(err, ERR_INVALID_ARG, "moe.predict_margin %g is not a margin of at most 100", o->predict_margin);
     if (o->predict_margin != 0.0) out->predict_margin = o->predict_margin;
     out->trace = o->trace;
+    if ((unsigned)o->int2 > OCTO_MOE_INT2_ALL)
+        return err_set(err, ERR_INVALID_ARG, "moe.int2 %d is not auto, on, off or all", (int)o->int2);
+    const moe_int2_mode int2[] = {MOE_INT2_AUTO, MOE_INT2_ON, MOE_INT2_OFF, MOE_INT2_ALL};
+    out->int2 = int2[o->int2];
     return ERR_OK;
 }
 
@@ -340,6 +344,7 @@ octo_model_info octo_model_info_get(const octo_model *om) {
         info.expert_bytes = moe_expert_bytes_all(m);
         info.expert_cache_budget = bundle_experts_stats(om->b).cache_capacity;
         snprintf(info.expert_plan, sizeof info.expert_plan, "%s", om->b->plan.moe_reason);
+        snprintf(info.expert_int2, sizeof info.expert_int2, "%s", bundle_experts_stats(om->b).int2_why);
     }
     /* type histogram, in type-id order */
     uint64_t count[QT_COUNT] = {0};
@@ -666,6 +671,7 @@ static octo_stats stats_snapshot(const octo_model *om) {
     snprintf(st.spec_proposer, sizeof st.spec_proposer, "none");
     st.expert_cache_hit_rate = -1.0;
     st.expert_prediction_rate = -1.0;
+    st.expert_batch_saved_bytes_per_token = -1.0;
     if (!om) return st;
     const experts_stats ex = bundle_experts_stats(om->b);
     st.expert_lookups = ex.lookups;
@@ -681,9 +687,15 @@ static octo_stats stats_snapshot(const octo_model *om) {
     st.expert_prefetch_recall = ex.prefetching && from_file ? (double)ex.prefetch_in_time / (double)from_file : -1.0;
     st.expert_prefetched = ex.prefetched;
     st.expert_tokens = ex.tokens;
+    st.expert_batch_saved_bytes_per_token =
+        ex.batch_tokens ? (double)ex.batch_saved_bytes / (double)ex.batch_tokens : -1.0;
     st.expert_bytes_read_per_token = ex.tokens ? (double)ex.bytes_read / (double)ex.tokens : 0.0;
     st.expert_stall_ms_per_token = ex.tokens ? (double)ex.stall_ns / 1e6 / (double)ex.tokens : 0.0;
     st.expert_trace_failed = ex.trace_failed;
+    st.expert_int2_loads = ex.int2_loads;
+    st.expert_int2_served = ex.int2_served;
+    st.expert_int2_promotions = ex.int2_promotions;
+    st.expert_int2_errors = ex.int2_errors;
     st.expert_readahead_share = ex.readahead_passes ? (double)ex.readahead_passes_on / (double)ex.readahead_passes : -1.0;
     gen_stats g = om->stream ? gen_get_stats(om->stream->g) : om->last;
     st.prompt_tokens = g.prompt_tokens;

@@ -103,6 +103,26 @@ expect 2 1 "$octo" run -m "$tmp/u.gguf" -p "ab" --moe-prefetch sometimes
 expect 2 1 "$octo" run -m "$tmp/u.gguf" -p "ab" --moe-cache 0%
 expect 2 1 "$octo" run -m "$tmp/u.gguf" -p "ab" --moe-policy mru
 expect 1 1 "$octo" run -m "$tmp/u.gguf" -p "ab" --moe-trace /nonexistent/dir/t.txt
+# the 2-bit copies: moe-prep's errors, a sidecar that --moe-int2 on uses (INT2 in the trace), off exact
+expect 2 1 "$octo" run -m "$tmp/u.gguf" -p "ab" --moe-int2 maybe
+expect 2 1 "$octo" moe-prep -f "$tmp/short.txt"
+expect 1 1 "$octo" moe-prep -m "$tmp/m.gguf"
+grep -q "has no experts" "$tmp/err" && ok || bad "moe-prep of a dense model: $(cat "$tmp/err")"
+expect 1 1 "$octo" moe-prep -m "$tmp/u.gguf"
+grep -q "not whole blocks of 32" "$tmp/err" && ok || bad "moe-prep of 24-neuron experts: $(cat "$tmp/err")"
+"$octo" synth -o "$tmp/x.gguf" --type q8_0 --vocab 300 --embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 64 \
+    --experts 4 --experts-used 2 --seed 5
+expect 0 0 "$octo" moe-prep -m "$tmp/x.gguf"
+grep -q "^wrote .*x.gguf.int2: .*(29 % of the experts'" "$tmp/out" && grep -q "^cost not measured" "$tmp/out" \
+    && ok || bad "moe-prep: $(cat "$tmp/out")"
+"$octo" run -m "$tmp/x.gguf" -p "ab" -n 6 --temp 0 >"$tmp/all.txt" 2>/dev/null
+expect 0 0 "$octo" run -m "$tmp/x.gguf" -p "ab" -n 6 --temp 0 --moe-cache 1 --moe-int2 off
+cmp -s "$tmp/out" "$tmp/all.txt" && ok || bad "--moe-int2 off changed the text"
+expect 0 0 "$octo" run -m "$tmp/x.gguf" -p "ab" -n 6 --temp 0 --moe-cache 1 --moe-int2 on --moe-prefetch off \
+    --moe-trace "$tmp/trace.txt"
+grep -q " INT2 " "$tmp/trace.txt" && ok || bad "no INT2 in the trace: $(head -5 "$tmp/trace.txt")"
+expect 0 0 "$octo" inspect -m "$tmp/x.gguf" --moe-cache 1
+grep -q "^2-bit copies:   off: the sidecar's cost was never measured" "$tmp/out" && ok || bad "inspect: $(cat "$tmp/out")"
 expect 1 1 "$octo" upcycle -m "$tmp/u.gguf" -o "$tmp/u2.gguf" --experts 2 --experts-used 1 --split random --router uniform
 grep -q "already a Mixture-of-Experts" "$tmp/err" && ok || bad "upcycling an MoE model: $(cat "$tmp/err")"
 

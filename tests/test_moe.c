@@ -301,6 +301,7 @@ static void test_public_stats(const char *moe_path, const char *dense_path) {
             T_CHECK(s.expert_prediction_precision > 0.0 && s.expert_prediction_precision <= 1.0);
             T_CHECK(s.expert_tokens >= 8 && s.expert_bytes_read_per_token > 0.0);
             T_CHECK(s.expert_prediction_rate >= 0.0 && s.expert_prediction_rate <= 1.0);
+            T_CHECK(s.expert_batch_saved_bytes_per_token > 0.0); /* the prompt's tokens share experts */
             /* the default cache holds every expert: each is read once, on first use or ahead of it */
             T_CHECK(s.expert_cache_hit_rate > 0.0 && s.expert_cache_hit_rate < 1.0);
             const uint64_t misses = s.expert_lookups - (uint64_t)(s.expert_cache_hit_rate * s.expert_lookups + 0.5);
@@ -313,6 +314,7 @@ static void test_public_stats(const char *moe_path, const char *dense_path) {
             T_CHECK(s.expert_cache_hit_rate == -1.0);
             T_EQ_INT(s.expert_lookups, 0);
             T_CHECK(s.expert_prediction_rate == -1.0);
+            T_CHECK(s.expert_batch_saved_bytes_per_token == -1.0);
         }
         octo_model_free(m);
     }
@@ -338,7 +340,7 @@ static bool lookup(moe_cache *c, int layer, int expert) {
     model_mat mats[3];
     moe_status status = MOE_MISS;
     err_t err = {0};
-    T_CHECKF(moe_cache_get(c, layer, expert, mats, &status, &err) == ERR_OK, "%s", err.msg);
+    T_CHECKF(moe_cache_get(c, layer, expert, false, mats, &status, &err) == ERR_OK, "%s", err.msg);
     return status == MOE_HIT;
 }
 
@@ -428,6 +430,12 @@ static void test_cache_exact(uint32_t type) {
         if (x) moe_experts_iface(x)->stats(x, &st);
         const uint64_t misses = st.lookups - st.hits;
         T_CHECK(st.cached);
+        /* the prompt's 8 tokens fetched each expert once: the rest of their (token, expert) pairs were saved */
+        const uint64_t singles = (uint64_t)(T - 8) * N_LAYER * N_USED, first = st.lookups - singles;
+        T_EQ_INT(st.batch_tokens, 8);
+        T_CHECKF(first < 8 * N_LAYER * N_USED && st.batch_saved_bytes == (8 * N_LAYER * N_USED - first) * one,
+                 "saved %llu bytes, the prompt fetched %llu experts", (unsigned long long)st.batch_saved_bytes,
+                 (unsigned long long)first);
         const bool ahead = cfgs[k].prefetch == MOE_PREFETCH_ON;
         T_CHECK(st.prefetching == ahead);
         if (!ahead) T_EQ_INT(st.bytes_read, misses * one);
@@ -546,9 +554,9 @@ static void test_cache_faults(const model *m, const char *path) {
     model_mat mats[3];
     moe_status hit = MOE_HIT;
     const int L = N_LAYER - 1, E = N_EXPERT - 1; /* the last expert lies in the file's second half */
-    if (c) T_EQ_INT(moe_cache_get(c, L, E, mats, &hit, &err), ERR_TRUNCATED);
+    if (c) T_EQ_INT(moe_cache_get(c, L, E, false, mats, &hit, &err), ERR_TRUNCATED);
     T_CHECKF(strstr(err.msg, "ends inside an expert") != NULL, "%s", err.msg);
-    if (c) T_EQ_INT(moe_cache_get(c, 0, 0, mats, &hit, &err), ERR_OK); /* the first still reads */
+    if (c) T_EQ_INT(moe_cache_get(c, 0, 0, false, mats, &hit, &err), ERR_OK); /* the first still reads */
     moe_cache_free(c);
     T_EQ_INT(new_cache(m, "/nonexistent/model.gguf", cfg_of(0, 0, 0, false), &c, &err), ERR_IO);
     remove(cut);

@@ -191,9 +191,10 @@ static int parse_moe_cache(const char *v, octo_moe_options *o) {
 
 int parse_moe(const char *a, const char *v, octo_moe_options *o, int *used) {
     *used = 0;
-    const char *names[] = {"--moe-cache", "--moe-policy", "--moe-prefetch", "--moe-trace", "--moe-predict-margin"};
+    const char *names[] = {"--moe-cache",          "--moe-policy", "--moe-prefetch", "--moe-trace",
+                           "--moe-predict-margin", "--moe-int2"};
     int which = -1;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         if (!strcmp(a, names[i])) which = i;
     if (which < 0) return 0;
     if (!v) return usage_error("%s needs a value", a);
@@ -205,6 +206,12 @@ int parse_moe(const char *a, const char *v, octo_moe_options *o, int *used) {
             return usage_error("--moe-predict-margin takes standard deviations (at most 100; negative: the top k only)");
         o->predict_margin = x == 0.0f ? -1.0 : x; /* 0 here means no margin, not the default */
         return 0;
+    }
+    if (which == 5) {
+        const char *modes[] = {"auto", "on", "off", "all"};
+        for (int i = 0; i < 4; i++)
+            if (!strcmp(v, modes[i])) return o->int2 = (octo_moe_int2)i, 0;
+        return usage_error("--moe-int2 is auto, on, off or all, not '%s'", v);
     }
     if (which == 3) {
         if (!*v) return usage_error("--moe-trace needs a file name");

@@ -45,5 +45,11 @@ int parse_moe(const char *a, const char *v, octo_moe_options *o, int *used);
 int cmd_bench(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_upcycle(int argc, char **argv);
+int cmd_moe_prep(int argc, char **argv);
+/* The mean KL divergence (nats) of the next-token distributions over the
+ * first n_ctx tokens of file, fed one at a time, with every expert no
+ * token chose first served by its 2-bit copy (OCTO_MOE_INT2_ALL) against
+ * every expert whole; 0 or 1 (printed). */
+int eval_int2_kld(const char *path, const char *file, long n_ctx, double *kld, int *n_positions);
 
 #endif

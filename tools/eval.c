@@ -240,6 +240,7 @@ static int tokenize_text(octo_model *m, const char *file, const char *text, size
 static int run_reference(octo_client *c, const eval_args *e, char *text, size_t len, eval_reference *ref) {
     octo_model_options ro = octo_model_options_defaults();
     ro.kv.compress = 0;
+    ro.moe.int2 = OCTO_MOE_INT2_OFF; /* every expert whole: exact */
     ro.n_ctx = (int)e->n_ctx;
     ro.auto_draft = OCTO_DRAFT_NONE;
     octo_model *m = c ? octo_load_model(c, e->path, &ro) : NULL;
@@ -275,7 +276,8 @@ static void print_json(const eval_args *e, const eval_figures *f, const eval_res
            "\"spill_hit_rate\": %.4f, \"spill_read_us\": %.2f, \"spill_errors\": %lld, "
            "\"expert_cache_hit_rate\": %.6f, \"expert_bytes_read_per_token\": %.0f, \"expert_stall_ms_per_token\": %.4f, "
            "\"expert_cache_bytes\": %llu, \"expert_prefetch_recall\": %.4f, \"expert_prediction_rate\": %.4f, "
-           "\"expert_prediction_precision\": %.4f}\n",
+           "\"expert_prediction_precision\": %.4f, \"expert_int2_loads\": %llu, \"expert_int2_served\": %llu, "
+           "\"expert_int2_promotions\": %llu}\n",
            f->n, e->batch, f->ppl_ref, f->ppl, f->kld, rt->kld_max, f->top1, (unsigned long long)rt->kv_bytes_end,
            (unsigned long long)rt->kv_bytes_peak, rt->kv_bytes_mean, (unsigned long long)f->full_f16, f->frac_end,
            (unsigned long long)rt->kv_budget, f->policy, (unsigned long long)rt->hot, (unsigned long long)rt->warm,
@@ -283,7 +285,8 @@ static void print_json(const eval_args *e, const eval_figures *f, const eval_res
            (long long)s->kv_spill_writes, (long long)s->kv_spill_reads, s->kv_spill_hit_rate, s->kv_spill_read_us,
            (long long)s->kv_spill_errors, s->expert_cache_hit_rate, s->expert_bytes_read_per_token,
            s->expert_stall_ms_per_token, (unsigned long long)s->expert_cache_bytes, s->expert_prefetch_recall,
-           s->expert_prediction_rate, s->expert_prediction_precision);
+           s->expert_prediction_rate, s->expert_prediction_precision, (unsigned long long)s->expert_int2_loads,
+           (unsigned long long)s->expert_int2_served, (unsigned long long)s->expert_int2_promotions);
 }
 
 static void print_text(octo_model *m, const eval_args *e, const eval_figures *f, const eval_result *rt,
@@ -360,6 +363,32 @@ int cmd_eval(int argc, char **argv) {
     eval_reference ref = {0};
     rc = run_reference(c, &e, text, len, &ref);
     if (!rc) rc = run_under_test(c, &e, &ref);
+    free(ref.logprobs), free(ref.tok);
+    octo_client_free(c);
+    return rc;
+}
+
+int eval_int2_kld(const char *path, const char *file, long n_ctx, double *kld, int *n_positions) {
+    char *text;
+    size_t len;
+    if (read_text_file(file, &text, &len)) return 1;
+    eval_args e = {.path = path, .file = file, .n_ctx = n_ctx, .batch = 1, .mo = octo_model_options_defaults()};
+    octo_client *c = octo_client_new(NULL);
+    eval_reference ref = {0};
+    int rc = run_reference(c, &e, text, len, &ref);
+    octo_model *m = NULL;
+    if (!rc) {
+        e.mo.n_ctx = (int)n_ctx;
+        e.mo.auto_draft = OCTO_DRAFT_NONE;
+        e.mo.moe.int2 = OCTO_MOE_INT2_ALL;
+        e.mo.kv.compress = 0; /* as the reference: the copies' cost alone */
+        if (!(m = octo_load_model(c, path, &e.mo))) rc = fail("%s", octo_last_error(c));
+    }
+    eval_result rt;
+    if (!rc) rc = run(m, ref.tok, ref.n, 1, ref.V, NULL, ref.logprobs, &rt);
+    if (!rc && octo_model_stats(m).expert_int2_served == 0) rc = fail("no lookup was served by a 2-bit copy");
+    if (!rc) *kld = rt.kld / rt.n, *n_positions = rt.n;
+    octo_model_free(m);
     free(ref.logprobs), free(ref.tok);
     octo_client_free(c);
     return rc;

@@ -43,7 +43,10 @@ static void help(FILE *f) {
           "      --moe-cache BYTES|PCT% (the expert cache: bytes with K/M/G, or a share of the\n"
           "      experts' bytes; default all of them), --moe-policy lhu|lru|lfu,\n"
           "      --moe-prefetch auto|on|off (read predicted experts ahead) and --moe-trace FILE\n"
-          "      (one line per token and MoE layer: the experts used, each HIT or MISS);\n"
+          "      (one line per token and MoE layer: the experts used, each HIT, MISS or INT2);\n"
+          "      --moe-int2 auto|on|off|all: serve a miss on an expert no token chose first by its\n"
+          "      2-bit copy (auto: where moe-prep measured at most 0.01 nats; all: every such\n"
+          "      lookup, to measure);"
           "      --moe-predict-margin SD: also read ahead experts within SD standard deviations\n"
           "      of the k-th predicted (default 0.25; 0: the top k only)\n"
           "  tokenize -m MODEL (--text T | -f FILE) [--no-bos] [--special]\n"
@@ -88,7 +91,10 @@ static void help(FILE *f) {
           "      split a dense llama/qwen2 model's FFNs into E experts, K used per token;\n"
           "      learns the split and router from TEXT (its last fifth, up to --heldout\n"
           "      tokens, is held out) and reports perplexity, KLD and routing there;\n"
-          "      --shared N: the N most often active neurons form an always-on expert\n",
+          "      --shared N: the N most often active neurons form an always-on expert\n"
+          "  moe-prep -m MOE [-f TEXT] [--ctx N]\n"
+          "      write MOE.int2, the 2-bit copies of the experts; with TEXT, measure what they\n"
+          "      cost (KL divergence over N tokens, default 512), which --moe-int2 auto reads\n",
           f);
 }
 
@@ -152,6 +158,7 @@ static int cmd_inspect(int argc, char **argv) {
                "other weights %.2f MiB\n",
                mib(in.expert_bytes_one), mib(in.expert_bytes), mib(in.resident_weight_bytes));
         printf("expert cache:   %.2f MiB: %s\n", mib(in.expert_cache_budget), in.expert_plan);
+        if (in.expert_int2[0]) printf("2-bit copies:   %s\n", in.expert_int2);
     }
     printf("kv cache:       %llu bytes (%.2f MiB) for %ld tokens at f32, %.2f MiB at f16\n",
            (unsigned long long)(in.kv_bytes_per_token * (uint64_t)kv_tokens),
@@ -404,6 +411,10 @@ static void print_stats(const octo_stats *s) {
                 100.0 * s->expert_cache_hit_rate, mib((uint64_t)s->expert_bytes_read_per_token),
                 s->expert_stall_ms_per_token, mib(s->expert_cache_bytes), mib(s->expert_cache_capacity),
                 mib(s->expert_bytes));
+    if (s->expert_int2_loads || s->expert_int2_errors)
+        fprintf(stderr, "experts      %llu 2-bit copies read, %llu lookups served by one, %llu promoted, %llu failed\n",
+                (unsigned long long)s->expert_int2_loads, (unsigned long long)s->expert_int2_served,
+                (unsigned long long)s->expert_int2_promotions, (unsigned long long)s->expert_int2_errors);
     if (s->expert_prefetch_recall >= 0)
         fprintf(stderr,
                 "experts      %llu predicted ones read ahead (in %.0f%% of the decode passes); reads ahead served "
@@ -416,6 +427,9 @@ static void print_stats(const octo_stats *s) {
                 "(%.1f%% of what it named was routed)\n",
                 (unsigned long long)s->expert_lookups, 100.0 * s->expert_prediction_rate,
                 100.0 * s->expert_prediction_precision);
+    if (s->expert_batch_saved_bytes_per_token >= 0)
+        fprintf(stderr, "experts      a token fed in a batch (prompt, verification) saved %.2f MiB of expert reads: "
+                "its batch fetched each expert once\n", mib((uint64_t)s->expert_batch_saved_bytes_per_token));
     if (s->kv_spill_on)
         fprintf(stderr, "KV spill     %lld blocks on file, %lld written, %lld read back (%.0f%% hits, %.1f us each)%s%s\n",
                 (long long)s->kv_blocks_spilled, (long long)s->kv_spill_writes, (long long)s->kv_spill_reads,
@@ -733,7 +747,8 @@ int main(int argc, char **argv) {
         int (*run)(int argc, char **argv);
     } cmds[] = {{"run", cmd_run},         {"tokenize", cmd_tokenize}, {"detokenize", cmd_detokenize},
                 {"inspect", cmd_inspect}, {"bench", cmd_bench},       {"eval", cmd_eval},
-                {"logits", cmd_logits},   {"synth", cmd_synth},       {"upcycle", cmd_upcycle}};
+                {"logits", cmd_logits},   {"synth", cmd_synth},       {"upcycle", cmd_upcycle},
+                {"moe-prep", cmd_moe_prep}};
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
         if (!strcmp(argv[1], cmds[i].name)) return finish_stdout(cmds[i].run(argc - 2, argv + 2));
     return usage_error("unknown command '%s'", argv[1]);

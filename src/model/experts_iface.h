@@ -33,6 +33,9 @@ typedef struct {
     uint64_t cache_capacity;   /* cached: the slots' bytes when all are in use */
     uint64_t expert_bytes;     /* the model's experts, all of them */
     uint64_t tokens;           /* tokens routed through the first MoE layer */
+    uint64_t batch_tokens;     /* ... of them in passes of more than one token (prefill, speculative verification) */
+    uint64_t batch_saved_bytes;/* expert bytes those passes did not fetch because their tokens share experts:
+                                  (token, expert) pairs routed less lookups, in bytes */
     uint64_t predicted;        /* routed experts of layers that had a next-layer prediction */
     uint64_t predicted_right;  /* of those, named by the prediction */
     uint64_t predicted_named;  /* experts the predictions named, counted per token (precision's denominator) */
@@ -45,6 +48,8 @@ typedef struct {
     uint64_t readahead_passes; /* single-token forward passes ... */
     uint64_t readahead_passes_on; /* ... and those that read the predicted experts ahead */
     bool trace_failed;         /* the expert trace could not be written whole */
+    uint64_t int2_loads, int2_served, int2_promotions, int2_errors; /* cached: the 2-bit copies (moe/int2.h) */
+    char int2_why[160];        /* whether they are used, and why ("" without a cache) */
 } experts_stats;
 
 typedef struct {

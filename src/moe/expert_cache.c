@@ -10,12 +10,14 @@
 #include "core/clock.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "core/packed.h"
 #include "expert_read.h"
+#include "int2.h"
 #include "policy.h"
 #include "predict.h"
 
@@ -31,6 +33,9 @@ typedef struct {
     uint32_t ticket;   /* its queue entry's (a stale entry's differs) */
     bool counted;      /* mem is counted in n_mem */
     bool fresh;        /* read (for a lookup, not ahead) and not looked up yet: that lookup is a miss */
+    bool int2;         /* holds (or is reading) the 2-bit copy, spelt out as Q4_0 */
+    bool promote;      /* an int2 copy looked up again: the full expert replaces it after this layer */
+    bool promoting;    /* queued or being read to replace its copy (which stays until the read begins) */
     model_mat mats[3];
     moe_slot_use use;
 } slot;
@@ -39,6 +44,9 @@ struct moe_cache {
     const model *m;
     const moe_policy *policy;
     moe_reader *reader;
+    moe_int2 *int2;      /* the 2-bit copies' sidecar, NULL: not in use */
+    moe_int2_mode int2_mode;
+    int n_promote;       /* slots marked promote */
     uint8_t *tmp;        /* packing scratch of the lookups' reads */
     bool prefetch;       /* configured */
     bool io_running;     /* the I/O thread runs: the mutex guards what follows */
@@ -91,7 +99,8 @@ uint64_t moe_expert_bytes_all(const model *m) {
 uint64_t moe_cache_slot_bytes(const model *m) { return moe_reader_buffer_bytes(m); }
 
 moe_cache_config moe_cache_config_default(void) {
-    return (moe_cache_config){.prefetch = MOE_PREFETCH_AUTO, .predict_margin = MOE_PREDICT_MARGIN};
+    return (moe_cache_config){.prefetch = MOE_PREFETCH_AUTO, .predict_margin = MOE_PREDICT_MARGIN,
+                              .int2 = MOE_INT2_AUTO};
 }
 
 /* A budget in bytes buys what slots cost (the blocks around small experts
@@ -132,9 +141,11 @@ static void claim(moe_cache *c, int s, int layer, int expert, bool ahead, slot_s
         c->st.evictions++;
     } else
         c->filled++;
+    if (sl->promote) c->n_promote--;
     sl->layer = layer, sl->expert = expert;
     sl->state = state;
     sl->ahead = ahead;
+    sl->int2 = sl->promote = sl->promoting = false;
     const moe_slot_use *h = &c->hist[idx(c, layer, expert)];
     sl->use = (moe_slot_use){c->now, h->last_use, 0, h->heat}; /* a returning expert keeps its heat */
     c->where[idx(c, layer, expert)] = s;
@@ -144,6 +155,8 @@ static void claim(moe_cache *c, int s, int layer, int expert, bool ahead, slot_s
 /* A read into s failed, or was called off before it began: the slot is empty again. */
 static void unclaim(moe_cache *c, int s) {
     slot *sl = &c->slots[s];
+    if (sl->promote) c->n_promote--;
+    sl->int2 = sl->promote = sl->promoting = false;
     c->where[idx(c, sl->layer, sl->expert)] = -1;
     c->per_layer[sl->layer]--;
     sl->layer = sl->expert = -1;
@@ -235,23 +248,39 @@ static int dequeue(moe_cache *c) {
 static err_code fill(moe_cache *c, int s, uint8_t *tmp, err_t *err) {
     slot *sl = &c->slots[s];
     const int layer = sl->layer, expert = sl->expert;
+    const bool promotion = sl->promoting;
+    if (promotion) sl->int2 = false; /* the copy served until now: the whole expert replaces it */
     unlock(c);
     err_code rc = ERR_OK;
     if (!sl->mem && !(sl->mem = aligned_alloc(MOE_READ_ALIGN, c->st.slot_bytes)))
         rc = err_set(err, ERR_NOMEM, "out of memory for an expert slot");
     model_mat mats[3];
-    if (!rc) rc = moe_reader_read(c->reader, layer, expert, sl->mem, tmp, mats, err);
+    bool bad_copy = false;
+    err_t e = {0};
+    if (!rc && sl->int2) { /* a copy that fails its check: the expert whole instead, and no more copies */
+        bad_copy = moe_int2_read(c->int2, c->m, layer, expert, sl->mem, c->st.slot_bytes, mats, &e) != ERR_OK;
+        if (bad_copy) sl->int2 = false;
+    }
+    if (!rc && !sl->int2) rc = moe_reader_read(c->reader, layer, expert, sl->mem, tmp, mats, err);
     lock(c);
+    if (bad_copy) {
+        c->st.int2_errors++, c->st.int2 = false;
+        snprintf(c->st.int2_why, sizeof c->st.int2_why, "off after an error: %.130s", e.msg);
+    }
     if (sl->mem && !sl->counted) sl->counted = true, c->n_mem++;
     if (rc) {
         unclaim(c, s);
     } else {
         memcpy(sl->mats, mats, sizeof mats);
         sl->state = SLOT_READY;
-        sl->fresh = true;
-        const uint64_t bytes = (uint64_t)(mats[0].n_out * mats[0].row_bytes + mats[1].n_out * mats[1].row_bytes +
-                                          mats[2].n_out * mats[2].row_bytes);
+        sl->fresh = !sl->promoting; /* a promotion done before its lookup is there in time */
+        sl->promoting = false;
+        const uint64_t bytes = sl->int2 ? moe_int2_record_bytes(c->m, layer)
+                                        : (uint64_t)(mats[0].n_out * mats[0].row_bytes + mats[1].n_out * mats[1].row_bytes +
+                                                     mats[2].n_out * mats[2].row_bytes);
         c->st.bytes_read += bytes;
+        if (sl->int2) c->st.int2_loads++;
+        if (promotion) c->st.int2_promotions++;
         if (sl->ahead) c->st.prefetched++, c->st.prefetch_bytes += bytes;
     }
     if (c->io_running) pthread_cond_broadcast(&c->done);
@@ -287,6 +316,7 @@ void moe_cache_free(moe_cache *c) {
     }
     for (int s = 0; c->slots && s < c->n_slots; s++) free(c->slots[s].mem);
     moe_reader_close(c->reader);
+    moe_int2_close(c->int2);
     free(c->slots), free(c->where), free(c->named), free(c->hist), free(c->per_layer), free(c->queue);
     free(c->tmp);
     for (int i = 0; i < MOE_IO_THREADS; i++) free(c->io[i].tmp);
@@ -327,6 +357,48 @@ static err_code start_io(moe_cache *c, err_t *err) {
     return ERR_OK;
 }
 
+/* Opens the 2-bit copies when the mode asks for them (ON and ALL make or
+ * remake a missing, stale or damaged sidecar; AUTO takes only a sound one
+ * whose measured cost is at most MOE_INT2_KLD_AUTO, and only when the pool
+ * cannot hold every expert), and says why in st.int2_why. */
+static err_code int2_setup(moe_cache *c, const char *path, moe_int2_mode mode, err_t *err) {
+    char *why = c->st.int2_why, how[160];
+    const int n = sizeof c->st.int2_why;
+    c->int2_mode = mode;
+    if (mode == MOE_INT2_OFF) return snprintf(why, n, "off (asked)"), ERR_OK;
+    const bool want = mode != MOE_INT2_AUTO;
+    if (!moe_int2_applicable(c->m, how, sizeof how)) {
+        if (want) return err_set(err, ERR_UNSUPPORTED, "no 2-bit copies of these experts: %s", how);
+        return snprintf(why, n, "off: %s", how), ERR_OK;
+    }
+    if (mode == MOE_INT2_AUTO && c->n_slots >= c->m->hp.n_layer * c->m->hp.n_expert)
+        return snprintf(why, n, "off: every expert fits"), ERR_OK;
+    err_t e = {0};
+    err_code rc = moe_int2_open(c->m, path, &c->int2, &e);
+    if (rc && want) { /* missing, stale or damaged: made again */
+        rc = moe_int2_build(c->m, path, &e);
+        if (!rc) rc = moe_int2_open(c->m, path, &c->int2, &e);
+        if (rc) return err_set(err, rc, "the 2-bit copies: %s", e.msg);
+        snprintf(how, sizeof how, "; the sidecar was made at load");
+    } else if (rc) {
+        return snprintf(why, n, "off: %.150s", rc == ERR_NOT_FOUND ? "no sidecar (octo moe-prep -m MODEL -f TEXT makes one)"
+                                                              : e.msg), ERR_OK;
+    } else
+        how[0] = '\0';
+    const double kld = moe_int2_kld(c->int2);
+    if (mode == MOE_INT2_AUTO && !(kld >= 0.0 && kld <= MOE_INT2_KLD_AUTO)) {
+        moe_int2_close(c->int2);
+        c->int2 = NULL;
+        if (kld < 0.0) return snprintf(why, n, "off: the sidecar's cost was never measured (octo moe-prep -f TEXT)"), ERR_OK;
+        return snprintf(why, n, "off: they cost %.4f nats of KL divergence, more than %.2f", kld, MOE_INT2_KLD_AUTO),
+               ERR_OK;
+    }
+    c->st.int2 = true;
+    if (kld >= 0.0) snprintf(why, n, "on: %.4f nats of KL divergence measured%s", kld, how);
+    else snprintf(why, n, "on (asked), cost not measured%s", how);
+    return ERR_OK;
+}
+
 err_code moe_cache_new(const model *m, const char *path, const moe_cache_config *cfg, moe_cache **out, err_t *err) {
     *out = NULL;
     const moe_policy *policy = moe_policy_get(cfg->policy);
@@ -342,6 +414,7 @@ err_code moe_cache_new(const model *m, const char *path, const moe_cache_config 
     c->st.slot_bytes = moe_reader_buffer_bytes(m);
     c->st.expert_bytes = moe_expert_bytes_all(m);
     err_code rc = moe_reader_open(m, path, true, &c->reader, err);
+    if (!rc) rc = int2_setup(c, path, cfg->int2, err);
     if (!rc) rc = alloc_tables(c, err);
     if (!rc && c->prefetch) rc = start_io(c, err);
     if (rc) {
@@ -391,51 +464,127 @@ static bool await_slot(moe_cache *c, int s, int layer, int expert, moe_status *s
     return true;
 }
 
-/* Read (layer, expert) into a slot on this thread. */
-static err_code read_now(moe_cache *c, int layer, int expert, int *slot_out, err_t *err) {
+/* Read (layer, expert), or its 2-bit copy, into a slot on this thread. */
+static err_code read_now(moe_cache *c, int layer, int expert, bool int2, int *slot_out, err_t *err) {
     const uint64_t t0 = clock_ns(); /* waiting for a free slot is stall too */
     const int s = victim_for_lookup(c);
     claim(c, s, layer, expert, false, SLOT_LOADING);
+    c->slots[s].int2 = int2;
     const err_code rc = fill(c, s, c->tmp, err);
     c->st.stall_ns += clock_ns() - t0;
     *slot_out = s;
     return rc;
 }
 
-err_code moe_cache_get(moe_cache *c, int layer, int expert, model_mat mats[3], moe_status *status, err_t *err) {
+/* Slot s (READY, about to be computed, so no one else's) read again in
+ * place, whole or as its copy. */
+static err_code reread(moe_cache *c, int s, bool int2, err_t *err) {
+    slot *sl = &c->slots[s];
+    if (sl->promote) sl->promote = false, c->n_promote--;
+    sl->state = SLOT_LOADING;
+    sl->int2 = int2;
+    const uint64_t t0 = clock_ns();
+    const err_code rc = fill(c, s, c->tmp, err);
+    c->st.stall_ns += clock_ns() - t0;
+    return rc;
+}
+
+/* A lookup found slot s whose precision may not be the one to serve. A
+ * copy serves low lookups only: any other reads the whole expert now. A
+ * copy used again (not the lookup it was read for) is served and marked
+ * for promotion, or promoted now without an I/O thread. Under
+ * MOE_INT2_ALL a low lookup gets the copy, any other the whole expert,
+ * never promoted. On a failed read the slot is empty (*s = -1). */
+static err_code settle(moe_cache *c, int *s, bool low, moe_status *status, err_t *err) {
+    slot *sl = &c->slots[*s];
+    const bool all = c->int2_mode == MOE_INT2_ALL && c->st.int2, again = sl->use.uses > 0;
+    err_code rc = ERR_OK;
+    if ((all && sl->int2 != low) || (sl->int2 && !low)) {
+        rc = reread(c, *s, all && low, err);
+        *status = sl->int2 ? MOE_INT2 : MOE_MISS;
+    } else if (sl->int2 && !all && again && !c->io_running) {
+        rc = reread(c, *s, false, err);
+        *status = MOE_MISS;
+        if (!rc) c->st.int2_promotions++;
+    } else if (sl->int2) {
+        *status = MOE_INT2;
+        if (!all && again && !sl->promote) sl->promote = true, c->n_promote++;
+    }
+    if (rc) *s = -1;
+    return rc;
+}
+
+err_code moe_cache_get(moe_cache *c, int layer, int expert, bool low, model_mat mats[3], moe_status *status,
+                       err_t *err) {
     lock(c);
     c->now++;
     *status = MOE_HIT;
+    const uint64_t loads = c->st.int2_loads;
     int s = c->where[idx(c, layer, expert)];
-    if (s < 0 || !await_slot(c, s, layer, expert, status, err)) {
-        *status = MOE_MISS;
-        const err_code rc = read_now(c, layer, expert, &s, err);
-        if (rc) {
-            unlock(c);
-            return rc; /* the slot stays empty */
-        }
+    if (s >= 0 && c->slots[s].state == SLOT_QUEUED && c->slots[s].promoting) /* its copy is still there: serve it */
+        c->slots[s].state = SLOT_READY, c->slots[s].int2 = true, c->slots[s].promoting = false;
+    err_code rc = ERR_OK;
+    bool missed = false; /* read for this lookup (a copy included) */
+    if (s >= 0 && await_slot(c, s, layer, expert, status, err)) {
+        missed = *status == MOE_MISS;
+        rc = settle(c, &s, low, status, err);
+    } else {
+        const bool copy = c->st.int2 && low;
+        rc = read_now(c, layer, expert, copy, &s, err);
+        *status = !rc && c->slots[s].int2 ? MOE_INT2 : MOE_MISS;
+    }
+    if (rc) {
+        unlock(c);
+        return rc; /* the slot stays empty */
     }
     slot *sl = &c->slots[s];
     sl->fresh = false;
     touch(c, sl);
     c->pinned = s;
     if (*status == MOE_HIT) c->st.hits++;
-    else c->st.misses++;
+    else if (*status == MOE_MISS || missed || c->st.int2_loads != loads) c->st.misses++; /* a copy read now too */
+    if (*status == MOE_INT2) c->st.int2_served++;
     memcpy(mats, sl->mats, sizeof sl->mats);
     unlock(c);
     return ERR_OK;
 }
 
-/* Reads ahead still queued for a layer other than this one are called off:
- * the forward pass is past them. */
+/* Copies marked for promotion, of layers the forward pass is done with
+ * (so no one computes with them), are queued to be read whole into their
+ * own slots; a copy serves until its read begins. */
+static void queue_promotions(moe_cache *c, int layer) {
+    for (int s = 0; c->n_promote && s < c->n_slots; s++) {
+        slot *sl = &c->slots[s];
+        if (!sl->promote || sl->state != SLOT_READY || sl->layer == layer || s == c->pinned) continue;
+        sl->state = SLOT_QUEUED;
+        sl->promoting = true;
+        if (!enqueue(c, s, false)) { /* the queue is full: next layer */
+            sl->state = SLOT_READY, sl->promoting = false;
+            break;
+        }
+        sl->promote = false, c->n_promote--;
+        sl->ahead = false;
+    }
+}
+
+/* Reads ahead still queued for a layer other than this one are called off
+ * (the forward pass is past them); a promotion not begun leaves its copy. */
 void moe_cache_new_layer(moe_cache *c, int layer) {
     lock(c);
     if (++c->epoch == 0) { /* wrapped: forget every old mark */
         memset(c->named, 0, sizeof(uint32_t) * (size_t)c->m->hp.n_layer * (size_t)c->m->hp.n_expert);
         c->epoch = 1;
     }
-    for (int s = 0; c->q_len && s < c->n_slots; s++) /* nothing queued: nothing to call off */
-        if (c->slots[s].state == SLOT_QUEUED && c->slots[s].layer != layer) unclaim(c, s);
+    for (int s = 0; c->q_len && s < c->n_slots; s++) { /* nothing queued: nothing to call off */
+        slot *sl = &c->slots[s];
+        if (sl->state != SLOT_QUEUED || sl->layer == layer) continue;
+        if (sl->promoting) {
+            sl->state = SLOT_READY, sl->int2 = true, sl->promoting = false;
+            sl->promote = true, c->n_promote++;
+        } else
+            unclaim(c, s);
+    }
+    if (c->io_running) queue_promotions(c, layer);
     unlock(c);
 }
 
@@ -457,6 +606,8 @@ void moe_cache_fetch(moe_cache *c, int layer, const int32_t *experts, int n, boo
         const int s = c->q_len < c->q_cap ? victim_among(c, true) : -1;
         if (s < 0) continue; /* every slot is wanted, or the queue is full: the lookup will read it */
         claim(c, s, layer, experts[i], ahead, SLOT_QUEUED);
+        c->slots[s].int2 = c->st.int2 && !ahead && i > 0; /* routed, not first: its copy (if no token chose it first,
+                                                             the lookup serves it; else reads it whole) */
         enqueue(c, s, !ahead);
     }
     unlock(c);

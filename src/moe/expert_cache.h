@@ -34,6 +34,13 @@
  * after another (and one read's latency hides behind the others'). */
 #define MOE_IO_THREADS 2
 
+/* The 2-bit copies (moe/int2.h). AUTO: on where the sidecar exists with a
+ * measured cost of at most MOE_INT2_KLD_AUTO and the budget cannot hold
+ * every expert; ON: always (the sidecar made at load if missing or stale);
+ * ALL: every low-weight lookup served by its copy, never promoted (the
+ * worst case, to measure the cost). */
+typedef enum { MOE_INT2_OFF = 0, MOE_INT2_AUTO, MOE_INT2_ON, MOE_INT2_ALL } moe_int2_mode;
+
 typedef struct {
     uint64_t budget_bytes; /* 0 (and share 0), or more than every expert: room for all of them */
     double share;          /* > 0 (budget_bytes 0): that share of the experts (by count: of their bytes, where
@@ -42,13 +49,14 @@ typedef struct {
     moe_prefetch prefetch; /* off: no I/O thread, every miss read when looked up (moe/readahead.h) */
     double predict_margin; /* moe/predict.h: name extra experts within this many sd of the k-th (< 0: none) */
     const char *trace;     /* a file to write one line per token and MoE layer to (NULL: none) */
+    moe_int2_mode int2;
 } moe_cache_config;
 
-/* Room for every expert, lhu, read-ahead auto, the default prediction margin. */
+/* Room for every expert, lhu, read-ahead auto, the default prediction margin, 2-bit copies auto. */
 moe_cache_config moe_cache_config_default(void);
 
 /* What a lookup found. */
-typedef enum { MOE_HIT = 0, MOE_MISS } moe_status;
+typedef enum { MOE_HIT = 0, MOE_MISS, MOE_INT2 } moe_status; /* INT2: served by its 2-bit copy */
 
 typedef struct {
     uint64_t hits, misses;
@@ -64,6 +72,12 @@ typedef struct {
     int slots_used;          /* slots holding memory */
     uint64_t slot_bytes;     /* one slot: the largest expert, and the blocks around its matrices */
     uint64_t expert_bytes;   /* every expert of the model */
+    bool int2;               /* 2-bit copies in use */
+    uint64_t int2_loads;     /* copies read (their bytes are in bytes_read) */
+    uint64_t int2_served;    /* lookups a copy served */
+    uint64_t int2_promotions;/* copies replaced by the full expert after they were used again */
+    uint64_t int2_errors;    /* copies that failed their check (the expert was read whole instead) */
+    char int2_why[160];      /* why the copies are used or not */
 } moe_cache_stats;
 
 typedef struct moe_cache moe_cache;
@@ -81,15 +95,20 @@ err_code moe_cache_new(const model *m, const char *path, const moe_cache_config 
 void moe_cache_free(moe_cache *c);
 /* The expert's matrices in its slot, read first on a miss; ERR_IO (the
  * file unreadable) or ERR_TRUNCATED (a short read) leave the cache as it
- * was, without the expert. */
-err_code moe_cache_get(moe_cache *c, int layer, int expert, model_mat mats[3], moe_status *status, err_t *err);
+ * was, without the expert. low: a low-weight lookup (no token chose the
+ * expert first), which with 2-bit copies on a miss reads the copy; a copy
+ * looked up again is promoted (by an I/O thread after this layer, else at
+ * once). */
+err_code moe_cache_get(moe_cache *c, int layer, int expert, bool low, model_mat mats[3], moe_status *status,
+                       err_t *err);
 /* A new layer's lookups begin: the experts named before are no longer
  * protected, and reads ahead still queued for other layers are called off. */
 void moe_cache_new_layer(moe_cache *c, int layer);
 /* Protect these experts of a layer and, with prefetch on, start reading the
  * missing ones on the I/O thread (ahead: for a later layer than the one
  * computing, counted as prefetches). Reads that no slot is free for are
- * skipped: the lookup reads them. */
+ * skipped: the lookup reads them. With 2-bit copies on, a token's routed
+ * experts after its first are read as copies. */
 void moe_cache_fetch(moe_cache *c, int layer, const int32_t *experts, int n, bool ahead);
 /* The arbiter moves the budget while the model runs (runtime/plan.h): at
  * most bytes of slots from now on (never fewer than a token's experts),

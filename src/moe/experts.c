@@ -11,6 +11,7 @@
 #include "core/clock.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <string.h>
@@ -33,26 +34,36 @@ struct moe_experts {
     uint64_t pass_end;   /* its last expert lookup: a pass is timed to there, not to the next one (which
                             may come after the user's think time) */
     int pass_tokens;     /* its tokens */
+    uint64_t pass_routed, pass_fetched; /* its (token, expert) pairs' bytes, and its lookups' */
     experts_stats st;
     int layer;           /* the layer whose hints came last, -1: none */
     int first_layer;     /* the first MoE layer seen: its tokens are counted */
+    uint8_t *first;      /* [n_expert] 1: a token of the layer's batch chose it first (its lookup is not low) */
     int32_t *pred;       /* [pred_tokens][pred_w] the predicted experts of pred_layer, -1 padded */
     size_t pred_cap;     /* entries pred holds */
     int pred_layer, pred_tokens, pred_w;
     int pred_seen;       /* tokens of pred_layer scored so far */
 };
 
+static uint64_t layer_expert_bytes(const model *m, int layer) {
+    expert_extent e;
+    model_expert_extent(m, layer, 0, &e);
+    return e.bytes[0] + e.bytes[1] + e.bytes[2];
+}
+
 static err_code get(void *self, int layer, int expert, model_mat mats[3], err_t *err) {
     moe_experts *x = self;
     if (layer < 0 || layer >= x->m->hp.n_layer || expert < 0 || expert >= x->m->hp.n_expert)
         return err_set(err, ERR_INVALID_ARG, "expert %d of layer %d does not exist", expert, layer);
     x->st.lookups++;
+    x->pass_fetched += layer_expert_bytes(x->m, layer);
     if (!x->cache) {
         model_expert_mats(x->m, layer, expert, mats);
         return ERR_OK;
     }
     moe_status status = MOE_MISS;
-    const err_code rc = moe_cache_get(x->cache, layer, expert, mats, &status, err);
+    const bool low = layer == x->layer && !x->first[expert]; /* no token's first choice: a 2-bit copy may serve */
+    const err_code rc = moe_cache_get(x->cache, layer, expert, low, mats, &status, err);
     if (x->trace && !rc) moe_trace_status(x->trace, expert, status);
     x->pass_end = clock_ns();
     return rc;
@@ -71,8 +82,17 @@ static void score(moe_experts *x, const int32_t *experts, int n) {
     }
 }
 
+/* A pass of several tokens fetched each expert once for all of them. */
+static void count_batch(const moe_experts *x, experts_stats *st) {
+    if (x->pass_tokens <= 1) return;
+    st->batch_tokens += (uint64_t)x->pass_tokens;
+    st->batch_saved_bytes += x->pass_routed - x->pass_fetched;
+}
+
 /* A forward pass reaches its first MoE layer: the last one is over. */
 static void new_pass(moe_experts *x) {
+    count_batch(x, &x->st);
+    x->pass_routed = x->pass_fetched = 0;
     if (x->pass_t0 && x->pass_end > x->pass_t0) moe_readahead_pass(&x->ra, x->pass_end - x->pass_t0, x->pass_tokens);
     x->pass_t0 = clock_ns();
     x->pass_end = 0;
@@ -87,8 +107,11 @@ static void hint(void *self, int layer, const int32_t *experts, int n) {
         if (x->first_layer < 0) x->first_layer = layer;
         if (layer == x->first_layer) new_pass(x);
         if (x->cache) moe_cache_new_layer(x->cache, layer);
+        memset(x->first, 0, (size_t)x->m->hp.n_expert);
     }
+    if (n > 0 && experts[0] >= 0 && experts[0] < x->m->hp.n_expert) x->first[experts[0]] = 1;
     if (layer == x->first_layer) x->st.tokens++, x->pass_tokens++;
+    x->pass_routed += (uint64_t)n * layer_expert_bytes(x->m, layer);
     if (x->trace) moe_trace_route(x->trace, layer, experts, n);
     if (x->cache) moe_cache_fetch(x->cache, layer, experts, n, false);
     if (layer == x->pred_layer && x->pred_seen < x->pred_tokens) score(x, experts, n);
@@ -145,6 +168,7 @@ static void set_budget(void *self, uint64_t bytes) {
 static void stats(const void *self, experts_stats *out) {
     const moe_experts *x = self;
     *out = x->st;
+    count_batch(x, out); /* the pass under way */
     if (x->trace) out->trace_failed = !moe_trace_flush(x->trace);
     out->expert_bytes = moe_expert_bytes_all(x->m);
     if (!x->cache) return;
@@ -164,6 +188,11 @@ static void stats(const void *self, experts_stats *out) {
     out->prefetching = c.prefetching;
     out->readahead_passes = x->ra.passes;
     out->readahead_passes_on = x->ra.passes_on;
+    out->int2_loads = c.int2_loads;
+    out->int2_served = c.int2_served;
+    out->int2_promotions = c.int2_promotions;
+    out->int2_errors = c.int2_errors;
+    snprintf(out->int2_why, sizeof out->int2_why, "%s", c.int2_why);
 }
 
 err_code moe_experts_new(const model *m, const char *path, const moe_cache_config *c, moe_experts **out, err_t *err) {
@@ -177,6 +206,10 @@ err_code moe_experts_new(const model *m, const char *path, const moe_cache_confi
     moe_experts *x = calloc(1, sizeof *x);
     if (!x) return err_set(err, ERR_NOMEM, "out of memory");
     x->m = m;
+    if (!(x->first = calloc((size_t)m->hp.n_expert, 1))) {
+        free(x);
+        return err_set(err, ERR_NOMEM, "out of memory");
+    }
     x->layer = x->first_layer = x->pred_layer = -1;
     x->margin = c->predict_margin;
     moe_readahead_init(&x->ra, c->prefetch);
@@ -202,7 +235,7 @@ void moe_experts_free(moe_experts *x) {
     if (!x) return;
     moe_trace_close(x->trace);
     moe_cache_free(x->cache);
-    free(x->pred);
+    free(x->pred), free(x->first);
     free(x);
 }
 

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const char *const status_word[3] = {" HIT", " MISS", " INT2"}; /* by moe_status */
+
 struct moe_trace {
     FILE *f;
     int n_layer, n_expert, k;
@@ -38,7 +40,7 @@ err_code moe_trace_open(const char *path, int n_layer, int n_expert, int k, int 
     }
     fprintf(t->f, "# octo expert trace: layers %d experts %d used %d slots %d policy %s\n", n_layer, n_expert, k,
             slots, policy);
-    fprintf(t->f, "# TOKEN LAYER then, per routed expert best first, its status (HIT MISS), then the experts\n");
+    fprintf(t->f, "# TOKEN LAYER then, per routed expert best first, its status (HIT MISS INT2), then the experts\n");
     *out = t;
     return ERR_OK;
 }
@@ -48,7 +50,7 @@ bool moe_trace_flush(moe_trace *t) {
     for (int i = 0; i < t->n; i++) {
         const int32_t *e = t->routed + (size_t)i * t->k;
         fprintf(t->f, "%llu %d", (unsigned long long)t->tokens[t->layer]++, t->layer);
-        for (int j = 0; j < t->k; j++) fputs(t->status[e[j]] == MOE_HIT ? " HIT" : " MISS", t->f);
+        for (int j = 0; j < t->k; j++) fputs(status_word[t->status[e[j]] < 0 ? MOE_MISS : t->status[e[j]]], t->f);
         for (int j = 0; j < t->k; j++) fprintf(t->f, " %d", (int)e[j]);
         fputc('\n', t->f);
     }

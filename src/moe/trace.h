@@ -3,7 +3,8 @@
  * layer, `TOKEN LAYER S1 .. Sk E1 .. Ek`, the k experts the token was routed
  * to (best first) and, in the same order, what the lookup of each found:
  * HIT (in the cache, a prefetch that finished in time included), MISS (read
- * from the file while the forward pass waited). A batch looks an expert up once for all its tokens,
+ * from the file while the forward pass waited) or INT2 (served by its 2-bit
+ * copy, moe/int2.h). A batch looks an expert up once for all its tokens,
  * so they share that status. Lines starting with '#' are comments; the
  * first ones give the shape and the cache's slots, which is what an offline
  * replay (bench/moe_belady.py) needs.

@@ -1,0 +1,338 @@
+/*
+ * int2 — see int2.h.
+ */
+#define _GNU_SOURCE
+#include "int2.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/atomic_write.h"
+#include "core/quant.h"
+
+enum { HEADER = 128, VERSION = 1, HASH_OFF = HEADER - 8, PRINT_MIB = 1 << 20 };
+static const char MAGIC[8] = {'O', 'C', 'T', 'O', 'I', 'N', 'T', '2'};
+
+struct moe_int2 {
+    int fd;
+    int n_layer, n_expert;
+    uint64_t *layer_off; /* [n_layer] the first record of each layer */
+    double kld;
+};
+
+/* A 64-bit hash of n bytes, 8 at a time (multiply, xor, rotate): fast enough
+ * to check every record as it is read. */
+static uint64_t hash64(const uint8_t *p, size_t n, uint64_t h) {
+    h ^= 0x9e3779b97f4a7c15ull * (n + 1);
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 29;
+    }
+    for (; n; p++, n--) h = (h ^ *p) * 0x100000001b3ull;
+    return h ^ (h >> 32);
+}
+
+/* ---- the 2-bit blocks ---- */
+
+/* Codes and error of block x under step s (levels -3s, -s, s, 3s). */
+static double block_err(const float *x, float s, uint8_t c[32]) {
+    double e = 0.0;
+    for (int j = 0; j < 32; j++) {
+        int q = s > 0.0f ? (int)lrintf((x[j] / s + 3.0f) * 0.5f) : 1;
+        q = q < 0 ? 0 : q > 3 ? 3 : q;
+        c[j] = (uint8_t)q;
+        const float d = x[j] - (float)(2 * q - 3) * s;
+        e += (double)d * d;
+    }
+    return e;
+}
+
+/* The step with the least squared error: a grid below the largest weight's
+ * 3s, then a least-squares refit of the step to the grid's best codes. */
+static void quantize_block(const float *x, uint8_t *dst) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+    uint8_t c[32], best_c[32];
+    float best_s = 0.0f;
+    double best = block_err(x, 0.0f, best_c);
+    for (int g = 0; g < 14 && amax > 0.0f; g++) {
+        const float s = amax / 3.0f * (0.35f + 0.05f * (float)g);
+        const double e = block_err(x, s, c);
+        if (e < best) best = e, best_s = s, memcpy(best_c, c, 32);
+    }
+    double xl = 0.0, ll = 0.0;
+    for (int j = 0; j < 32; j++) {
+        const double l = 2.0 * best_c[j] - 3.0;
+        xl += x[j] * l, ll += l * l;
+    }
+    if (ll > 0.0 && xl > 0.0) {
+        const float s = (float)(xl / ll);
+        if (block_err(x, s, c) < best) best_s = s, memcpy(best_c, c, 32);
+    }
+    const fp16_t h = fp32_to_fp16(best_s);
+    memcpy(dst, &h, 2);
+    memset(dst + 2, 0, 8);
+    for (int j = 0; j < 32; j++) dst[2 + j / 4] |= (uint8_t)(best_c[j] << (2 * (j % 4)));
+}
+
+void moe_int2_quantize(const float *x, int64_t n, uint8_t *dst) {
+    for (int64_t b = 0; b < n / 32; b++) quantize_block(x + 32 * b, dst + MOE_INT2_BLOCK_BYTES * b);
+}
+
+void moe_int2_to_q4_0(const uint8_t *src, int64_t n, uint8_t *dst) {
+    for (int64_t b = 0; b < n / 32; b++) {
+        uint8_t in[MOE_INT2_BLOCK_BYTES], q[32];
+        memcpy(in, src + MOE_INT2_BLOCK_BYTES * b, sizeof in); /* before the output may cover it */
+        for (int j = 0; j < 32; j++) q[j] = (uint8_t)(2 * ((in[2 + j / 4] >> (2 * (j % 4))) & 3) + 5);
+        uint8_t *o = dst + 18 * b;
+        memcpy(o, in, 2); /* Q4_0's step: the same fp16 */
+        for (int j = 0; j < 16; j++) o[2 + j] = (uint8_t)(q[j] | q[j + 16] << 4);
+    }
+}
+
+/* ---- shapes ---- */
+
+static uint64_t mat_blocks(const model_mat *x) { return (uint64_t)x->n_out * (uint64_t)(x->n_in / 32); }
+
+uint64_t moe_int2_record_bytes(const model *m, int layer) {
+    model_mat x[3];
+    model_expert_mats(m, layer, 0, x);
+    return (mat_blocks(&x[0]) + mat_blocks(&x[1]) + mat_blocks(&x[2])) * MOE_INT2_BLOCK_BYTES + 8;
+}
+
+bool moe_int2_applicable(const model *m, char *why, int n) {
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        model_mat x[3];
+        model_expert_mats(m, l, 0, x);
+        uint64_t full = 0, blocks = 0;
+        for (int i = 0; i < 3; i++) {
+            if (x[i].n_in % 32) {
+                snprintf(why, (size_t)n, "rows of %lld weights are not whole blocks of 32", (long long)x[i].n_in);
+                return false;
+            }
+            full += (uint64_t)x[i].n_out * x[i].row_bytes;
+            blocks += mat_blocks(&x[i]);
+        }
+        if (full < 18 * blocks) { /* fewer than 4.5 bits a weight: the copy spelt out would not fit its slot */
+            snprintf(why, (size_t)n, "the experts take %.2f bits a weight: no fewer for a 2-bit copy spelt out as Q4_0",
+                     8.0 * (double)full / (32.0 * (double)blocks));
+            return false;
+        }
+    }
+    return true;
+}
+
+void moe_int2_path(const char *model_path, char *out, int n) { snprintf(out, (size_t)n, "%s.int2", model_path); }
+
+/* ---- the header ---- */
+
+typedef struct {
+    uint32_t n_layer, n_expert, n_embd, n_ff, kld_tokens;
+    uint64_t model_size, fingerprint;
+    double kld;
+} header;
+
+/* The model file's size and a hash of its first and last MiB. */
+static err_code fingerprint(const char *path, uint64_t *size, uint64_t *fp, err_t *err) {
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st)) {
+        if (fd >= 0) close(fd);
+        return err_set(err, ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    }
+    uint8_t *buf = malloc(PRINT_MIB);
+    uint64_t h = (uint64_t)st.st_size;
+    for (int part = 0; buf && part < 2; part++) {
+        const off_t at = part == 0 || st.st_size <= PRINT_MIB ? 0 : st.st_size - PRINT_MIB;
+        const ssize_t got = pread(fd, buf, PRINT_MIB, at);
+        h = hash64(buf, got > 0 ? (size_t)got : 0, h);
+    }
+    close(fd);
+    free(buf);
+    if (!buf) return err_set(err, ERR_NOMEM, "out of memory");
+    *size = (uint64_t)st.st_size, *fp = h;
+    return ERR_OK;
+}
+
+static void header_put(const header *h, uint8_t out[HEADER]) {
+    memset(out, 0, HEADER);
+    memcpy(out, MAGIC, 8);
+    const uint32_t u[6] = {VERSION, h->n_layer, h->n_expert, h->n_embd, h->n_ff, h->kld_tokens};
+    memcpy(out + 8, u, sizeof u);
+    memcpy(out + 32, &h->model_size, 8);
+    memcpy(out + 40, &h->fingerprint, 8);
+    memcpy(out + 48, &h->kld, 8);
+    const uint64_t hh = hash64(out, HASH_OFF, 0);
+    memcpy(out + HASH_OFF, &hh, 8);
+}
+
+static err_code header_get(const uint8_t in[HEADER], header *h, err_t *err) {
+    uint64_t hh;
+    memcpy(&hh, in + HASH_OFF, 8);
+    if (memcmp(in, MAGIC, 8) || hh != hash64(in, HASH_OFF, 0)) return err_set(err, ERR_CORRUPT, "a damaged header");
+    uint32_t u[6];
+    memcpy(u, in + 8, sizeof u);
+    if (u[0] != VERSION) return err_set(err, ERR_BAD_VALUE, "version %u, not %d", u[0], VERSION);
+    *h = (header){.n_layer = u[1], .n_expert = u[2], .n_embd = u[3], .n_ff = u[4], .kld_tokens = u[5]};
+    memcpy(&h->model_size, in + 32, 8);
+    memcpy(&h->fingerprint, in + 40, 8);
+    memcpy(&h->kld, in + 48, 8);
+    return ERR_OK;
+}
+
+static err_code header_for(const model *m, const char *model_path, header *h, err_t *err) {
+    *h = (header){.n_layer = (uint32_t)m->hp.n_layer, .n_expert = (uint32_t)m->hp.n_expert,
+                  .n_embd = (uint32_t)m->hp.n_embd, .n_ff = (uint32_t)m->hp.n_ff, .kld = -1.0};
+    return fingerprint(model_path, &h->model_size, &h->fingerprint, err);
+}
+
+/* ---- writing ---- */
+
+/* One expert's record (its three matrices' blocks, then their hash) into rec. */
+static void build_record(const model *m, int layer, int expert, float *row, uint8_t *rec, uint64_t rec_bytes) {
+    model_mat x[3];
+    model_expert_mats(m, layer, expert, x);
+    uint8_t *o = rec;
+    for (int i = 0; i < 3; i++)
+        for (int64_t r = 0; r < x[i].n_out; r++) {
+            quant_dequantize_row(x[i].type, (const uint8_t *)x[i].data + (size_t)r * x[i].row_bytes, row, x[i].n_in);
+            moe_int2_quantize(row, x[i].n_in, o);
+            o += (x[i].n_in / 32) * MOE_INT2_BLOCK_BYTES;
+        }
+    const uint64_t h = hash64(rec, rec_bytes - 8, 0);
+    memcpy(rec + rec_bytes - 8, &h, 8);
+}
+
+err_code moe_int2_build(const model *m, const char *model_path, err_t *err) {
+    char why[160], path[4096];
+    if (!moe_int2_applicable(m, why, sizeof why)) return err_set(err, ERR_UNSUPPORTED, "no 2-bit copies: %s", why);
+    header h;
+    err_code rc = header_for(m, model_path, &h, err);
+    if (rc) return rc;
+    uint64_t rec_max = 0;
+    for (int l = 0; l < m->hp.n_layer; l++)
+        rec_max = moe_int2_record_bytes(m, l) > rec_max ? moe_int2_record_bytes(m, l) : rec_max;
+    const int64_t row_max = m->hp.n_ff > m->hp.n_embd ? m->hp.n_ff : m->hp.n_embd;
+    uint8_t *rec = malloc(rec_max), hb[HEADER];
+    float *row = malloc(sizeof(float) * (size_t)row_max);
+    moe_int2_path(model_path, path, sizeof path);
+    atomic_file af = {0};
+    if (!rec || !row) rc = err_set(err, ERR_NOMEM, "out of memory");
+    if (!rc) rc = atomic_file_open(&af, path, err);
+    header_put(&h, hb);
+    if (!rc) rc = atomic_file_write(&af, hb, HEADER, err);
+    for (int l = 0; l < m->hp.n_layer && !rc; l++)
+        for (int e = 0; e < m->hp.n_expert && !rc; e++) {
+            const uint64_t rb = moe_int2_record_bytes(m, l);
+            build_record(m, l, e, row, rec, rb);
+            rc = atomic_file_write(&af, rec, rb, err);
+        }
+    if (!rc) rc = atomic_file_commit(&af, err);
+    else if (af.f) atomic_file_abort(&af);
+    free(rec), free(row);
+    return rc;
+}
+
+err_code moe_int2_set_kld(const char *model_path, double kld, uint32_t tokens, err_t *err) {
+    char path[4096];
+    moe_int2_path(model_path, path, sizeof path);
+    const int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return err_set(err, errno == ENOENT ? ERR_NOT_FOUND : ERR_IO, "%s: %s", path, strerror(errno));
+    uint8_t hb[HEADER];
+    header h;
+    err_code rc = pread(fd, hb, HEADER, 0) == HEADER ? header_get(hb, &h, err) : err_set(err, ERR_CORRUPT, "short");
+    if (!rc) {
+        h.kld = kld, h.kld_tokens = tokens;
+        header_put(&h, hb);
+        if (pwrite(fd, hb, HEADER, 0) != HEADER || fsync(fd))
+            rc = err_set(err, ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    } else {
+        rc = err_set(err, rc, "%s: %s", path, err->msg);
+    }
+    close(fd);
+    return rc;
+}
+
+/* ---- reading ---- */
+
+err_code moe_int2_open(const model *m, const char *model_path, moe_int2 **out, err_t *err) {
+    *out = NULL;
+    char path[4096];
+    moe_int2_path(model_path, path, sizeof path);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return err_set(err, errno == ENOENT ? ERR_NOT_FOUND : ERR_IO, "%s: %s", path, strerror(errno));
+    uint8_t hb[HEADER];
+    header got, want;
+    err_code rc = pread(fd, hb, HEADER, 0) == HEADER ? header_get(hb, &got, err)
+                                                     : err_set(err, ERR_CORRUPT, "shorter than its header");
+    if (!rc) rc = header_for(m, model_path, &want, err);
+    const bool same = !rc && got.n_layer == want.n_layer && got.n_expert == want.n_expert &&
+                      got.n_embd == want.n_embd && got.n_ff == want.n_ff && got.model_size == want.model_size &&
+                      got.fingerprint == want.fingerprint;
+    if (!rc && !same) rc = err_set(err, ERR_BAD_VALUE, "stale: made for another model, or the model changed");
+    uint64_t end = HEADER;
+    struct stat st;
+    moe_int2 *s = rc ? NULL : calloc(1, sizeof *s);
+    if (!rc && (!s || !(s->layer_off = malloc(sizeof(uint64_t) * (size_t)m->hp.n_layer))))
+        rc = err_set(err, ERR_NOMEM, "out of memory");
+    for (int l = 0; !rc && l < m->hp.n_layer; l++)
+        s->layer_off[l] = end, end += moe_int2_record_bytes(m, l) * (uint64_t)m->hp.n_expert;
+    if (!rc && (fstat(fd, &st) || (uint64_t)st.st_size != end))
+        rc = err_set(err, ERR_CORRUPT, "%llu bytes, not %llu", (unsigned long long)st.st_size, (unsigned long long)end);
+    if (rc) {
+        close(fd);
+        if (s) free(s->layer_off), free(s);
+        return err_set(err, rc, "%s: %s", path, err->msg);
+    }
+    s->fd = fd, s->n_layer = m->hp.n_layer, s->n_expert = m->hp.n_expert, s->kld = got.kld;
+    *out = s;
+    return ERR_OK;
+}
+
+void moe_int2_close(moe_int2 *s) {
+    if (!s) return;
+    close(s->fd);
+    free(s->layer_off);
+    free(s);
+}
+
+double moe_int2_kld(const moe_int2 *s) { return s->kld; }
+
+err_code moe_int2_read(moe_int2 *s, const model *m, int layer, int expert, uint8_t *buf, uint64_t buf_bytes,
+                       model_mat mats[3], err_t *err) {
+    const uint64_t rb = moe_int2_record_bytes(m, layer), off = s->layer_off[layer] + rb * (uint64_t)expert;
+    uint8_t *rec = buf + buf_bytes - rb; /* at the end: spelt out front to back, the blocks never overtake it */
+    uint64_t done = 0;
+    while (done < rb) {
+        const ssize_t n = pread(s->fd, rec + done, rb - done, (off_t)(off + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return err_set(err, ERR_IO, "reading the 2-bit copies: %s", strerror(errno));
+        if (n == 0) return err_set(err, ERR_TRUNCATED, "the 2-bit copies' file ends inside expert %d of layer %d", expert, layer);
+        done += (uint64_t)n;
+    }
+    posix_fadvise(s->fd, (off_t)off, (off_t)rb, POSIX_FADV_DONTNEED);
+    uint64_t h;
+    memcpy(&h, rec + rb - 8, 8);
+    if (h != hash64(rec, rb - 8, 0))
+        return err_set(err, ERR_CORRUPT, "the 2-bit copy of expert %d of layer %d fails its check", expert, layer);
+    model_expert_mats(m, layer, expert, mats);
+    const uint8_t *src = rec;
+    uint8_t *dst = buf;
+    for (int i = 0; i < 3; i++) {
+        const int64_t n = mats[i].n_out * mats[i].n_in;
+        moe_int2_to_q4_0(src, n, dst);
+        mats[i] = (model_mat){.data = dst, .type = QT_Q4_0, .n_in = mats[i].n_in, .n_out = mats[i].n_out, .n_mat = 1,
+                              .row_bytes = (size_t)(mats[i].n_in / 32) * 18};
+        src += (n / 32) * MOE_INT2_BLOCK_BYTES;
+        dst += (n / 32) * 18;
+    }
+    return ERR_OK;
+}
