@@ -523,6 +523,8 @@ err_code moe_cache_get(moe_cache *c, int layer, int expert, bool low, model_mat 
     int s = c->where[idx(c, layer, expert)];
     if (s >= 0 && c->slots[s].state == SLOT_QUEUED && c->slots[s].promoting) /* its copy is still there: serve it */
         c->slots[s].state = SLOT_READY, c->slots[s].int2 = true, c->slots[s].promoting = false;
+    else if (s >= 0 && c->slots[s].state == SLOT_QUEUED && !low)
+        c->slots[s].int2 = false; /* a copy queued for another token: this one takes the read over, whole */
     err_code rc = ERR_OK;
     bool missed = false; /* read for this lookup (a copy included) */
     if (s >= 0 && await_slot(c, s, layer, expert, status, err)) {
@@ -541,21 +543,25 @@ err_code moe_cache_get(moe_cache *c, int layer, int expert, bool low, model_mat 
     sl->fresh = false;
     touch(c, sl);
     c->pinned = s;
-    if (*status == MOE_HIT) c->st.hits++;
-    else if (*status == MOE_MISS || missed || c->st.int2_loads != loads) c->st.misses++; /* a copy read now too */
+    if (*status == MOE_MISS || missed || c->st.int2_loads != loads) c->st.misses++; /* a copy read now too */
+    else c->st.hits++; /* from memory: whole, or a copy read before */
     if (*status == MOE_INT2) c->st.int2_served++;
     memcpy(mats, sl->mats, sizeof sl->mats);
     unlock(c);
     return ERR_OK;
 }
 
-/* Copies marked for promotion, of layers the forward pass is done with
- * (so no one computes with them), are queued to be read whole into their
- * own slots; a copy serves until its read begins. */
+/* With the I/O threads idle (nothing queued), copies marked for promotion
+ * are queued to be read whole into their own slots, a few at a time: not
+ * of this layer (being computed) nor the next (read ahead now). A copy
+ * serves until its read begins. */
 static void queue_promotions(moe_cache *c, int layer) {
-    for (int s = 0; c->n_promote && s < c->n_slots; s++) {
+    int room = c->q_len == 0 ? MOE_IO_THREADS : 0;
+    for (int s = 0; c->n_promote && room && s < c->n_slots; s++) {
         slot *sl = &c->slots[s];
-        if (!sl->promote || sl->state != SLOT_READY || sl->layer == layer || s == c->pinned) continue;
+        if (!sl->promote || sl->state != SLOT_READY || sl->layer == layer || sl->layer == layer + 1 || s == c->pinned)
+            continue;
+        room--;
         sl->state = SLOT_QUEUED;
         sl->promoting = true;
         if (!enqueue(c, s, false)) { /* the queue is full: next layer */
@@ -578,11 +584,7 @@ void moe_cache_new_layer(moe_cache *c, int layer) {
     for (int s = 0; c->q_len && s < c->n_slots; s++) { /* nothing queued: nothing to call off */
         slot *sl = &c->slots[s];
         if (sl->state != SLOT_QUEUED || sl->layer == layer) continue;
-        if (sl->promoting) {
-            sl->state = SLOT_READY, sl->int2 = true, sl->promoting = false;
-            sl->promote = true, c->n_promote++;
-        } else
-            unclaim(c, s);
+        if (!sl->promoting) unclaim(c, s); /* a promotion stays queued: its copy serves until then */
     }
     if (c->io_running) queue_promotions(c, layer);
     unlock(c);
@@ -597,6 +599,8 @@ void moe_cache_fetch(moe_cache *c, int layer, const int32_t *experts, int n, boo
         c->named[at] = c->epoch;
         if (!c->io_running) continue;
         const int have = c->where[at];
+        if (have >= 0 && i == 0 && c->slots[have].state == SLOT_QUEUED && !c->slots[have].promoting)
+            c->slots[have].int2 = false; /* a copy queued for another token, chosen first here: whole */
         if (have >= 0) {
             /* predicted earlier, routed now: a demand read, to the front */
             if (!ahead && c->slots[have].state == SLOT_QUEUED && c->slots[have].ahead && enqueue(c, have, true))

@@ -5,8 +5,10 @@
 #include "int2.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,12 +17,14 @@
 
 #include "core/atomic_write.h"
 #include "core/quant.h"
+#include "expert_read.h"
 
 enum { HEADER = 128, VERSION = 1, HASH_OFF = HEADER - 8, PRINT_MIB = 1 << 20 };
 static const char MAGIC[8] = {'O', 'C', 'T', 'O', 'I', 'N', 'T', '2'};
 
 struct moe_int2 {
-    int fd;
+    int fd, dfd;         /* the sidecar, and opened for direct I/O (-1: refused) */
+    atomic_bool direct;  /* reads go around the page cache (a memory cgroup would charge it) */
     int n_layer, n_expert;
     uint64_t *layer_off; /* [n_layer] the first record of each layer */
     double kld;
@@ -87,14 +91,27 @@ void moe_int2_quantize(const float *x, int64_t n, uint8_t *dst) {
     for (int64_t b = 0; b < n / 32; b++) quantize_block(x + 32 * b, dst + MOE_INT2_BLOCK_BYTES * b);
 }
 
+/* For a byte of four 2-bit codes, the four Q4_0 nibbles 2c + 5, one a byte
+ * (little-endian): a block's 16 code bytes come out as 4 words of 4. */
+static uint32_t nibbles_of[256];
+static pthread_once_t nibbles_once = PTHREAD_ONCE_INIT;
+
+static void make_nibbles(void) {
+    for (int x = 0; x < 256; x++)
+        for (int k = 0; k < 4; k++) nibbles_of[x] |= (uint32_t)(2 * ((x >> (2 * k)) & 3) + 5) << (8 * k);
+}
+
 void moe_int2_to_q4_0(const uint8_t *src, int64_t n, uint8_t *dst) {
+    pthread_once(&nibbles_once, make_nibbles);
     for (int64_t b = 0; b < n / 32; b++) {
-        uint8_t in[MOE_INT2_BLOCK_BYTES], q[32];
+        uint8_t in[MOE_INT2_BLOCK_BYTES];
         memcpy(in, src + MOE_INT2_BLOCK_BYTES * b, sizeof in); /* before the output may cover it */
-        for (int j = 0; j < 32; j++) q[j] = (uint8_t)(2 * ((in[2 + j / 4] >> (2 * (j % 4))) & 3) + 5);
         uint8_t *o = dst + 18 * b;
         memcpy(o, in, 2); /* Q4_0's step: the same fp16 */
-        for (int j = 0; j < 16; j++) o[2 + j] = (uint8_t)(q[j] | q[j + 16] << 4);
+        for (int w = 0; w < 4; w++) { /* Q4_0 byte j: weight j low, weight j + 16 high */
+            const uint32_t v = nibbles_of[in[2 + w]] | nibbles_of[in[6 + w]] << 4;
+            memcpy(o + 2 + 4 * w, &v, 4);
+        }
     }
 }
 
@@ -255,7 +272,7 @@ err_code moe_int2_set_kld(const char *model_path, double kld, uint32_t tokens, e
         if (pwrite(fd, hb, HEADER, 0) != HEADER || fsync(fd))
             rc = err_set(err, ERR_IO, "cannot write %s: %s", path, strerror(errno));
     } else {
-        rc = err_set(err, rc, "%s: %s", path, err->msg);
+        rc = err_set(err, rc, "%s: %s", path, err ? err->msg : "");
     }
     close(fd);
     return rc;
@@ -290,9 +307,11 @@ err_code moe_int2_open(const model *m, const char *model_path, moe_int2 **out, e
     if (rc) {
         close(fd);
         if (s) free(s->layer_off), free(s);
-        return err_set(err, rc, "%s: %s", path, err->msg);
+        return err_set(err, rc, "%s: %s", path, err ? err->msg : "");
     }
     s->fd = fd, s->n_layer = m->hp.n_layer, s->n_expert = m->hp.n_expert, s->kld = got.kld;
+    s->dfd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+    atomic_init(&s->direct, s->dfd >= 0);
     *out = s;
     return ERR_OK;
 }
@@ -300,25 +319,57 @@ err_code moe_int2_open(const model *m, const char *model_path, moe_int2 **out, e
 void moe_int2_close(moe_int2 *s) {
     if (!s) return;
     close(s->fd);
+    if (s->dfd >= 0) close(s->dfd);
     free(s->layer_off);
     free(s);
 }
 
 double moe_int2_kld(const moe_int2 *s) { return s->kld; }
 
+/* len bytes at off into dst, at least need of them; EINVAL as ERR_INVALID_ARG (direct I/O refused). */
+static err_code read_span(int fd, uint8_t *dst, uint64_t len, uint64_t need, uint64_t off, err_t *err) {
+    uint64_t done = 0;
+    while (done < need) {
+        const ssize_t n = pread(fd, dst + done, len - done, (off_t)(off + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EINVAL && done == 0) return ERR_INVALID_ARG;
+        if (n < 0) return err_set(err, ERR_IO, "reading the 2-bit copies: %s", strerror(errno));
+        if (n == 0) return err_set(err, ERR_TRUNCATED, "the 2-bit copies' file ends inside a record");
+        done += (uint64_t)n;
+    }
+    return ERR_OK;
+}
+
+/* The record of rb bytes at off into *rec, near the end of buf and at
+ * least min_at bytes into it (direct I/O: with the blocks around it, read
+ * from an aligned place). */
+static err_code read_record(moe_int2 *s, uint8_t *buf, uint64_t buf_bytes, uint64_t off, uint64_t rb, uint64_t min_at,
+                            uint8_t **rec, err_t *err) {
+    const uint64_t start = off / MOE_READ_ALIGN * MOE_READ_ALIGN;
+    const uint64_t len = (off + rb + MOE_READ_ALIGN - 1) / MOE_READ_ALIGN * MOE_READ_ALIGN - start;
+    uint8_t *dst = len <= buf_bytes ? buf + (buf_bytes - len) / MOE_READ_ALIGN * MOE_READ_ALIGN : NULL;
+    if (dst && (uint64_t)(dst + (off - start) - buf) >= min_at && atomic_load(&s->direct)) {
+        const err_code rc = read_span(s->dfd, dst, len, off + rb - start, start, err);
+        *rec = dst + (off - start);
+        if (rc != ERR_INVALID_ARG) return rc;
+        atomic_store(&s->direct, false); /* refused here: through the page cache from now on */
+    }
+    if (buf_bytes < rb + min_at) /* the slot is smaller than moe_int2_applicable promised */
+        return err_set(err, ERR_INVALID_ARG, "a buffer of %llu bytes is too small for a 2-bit copy",
+                       (unsigned long long)buf_bytes);
+    *rec = buf + buf_bytes - rb;
+    const err_code rc = read_span(s->fd, *rec, rb, rb, off, err);
+    posix_fadvise(s->fd, (off_t)off, (off_t)rb, POSIX_FADV_DONTNEED);
+    return rc;
+}
+
 err_code moe_int2_read(moe_int2 *s, const model *m, int layer, int expert, uint8_t *buf, uint64_t buf_bytes,
                        model_mat mats[3], err_t *err) {
     const uint64_t rb = moe_int2_record_bytes(m, layer), off = s->layer_off[layer] + rb * (uint64_t)expert;
-    uint8_t *rec = buf + buf_bytes - rb; /* at the end: spelt out front to back, the blocks never overtake it */
-    uint64_t done = 0;
-    while (done < rb) {
-        const ssize_t n = pread(s->fd, rec + done, rb - done, (off_t)(off + done));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return err_set(err, ERR_IO, "reading the 2-bit copies: %s", strerror(errno));
-        if (n == 0) return err_set(err, ERR_TRUNCATED, "the 2-bit copies' file ends inside expert %d of layer %d", expert, layer);
-        done += (uint64_t)n;
-    }
-    posix_fadvise(s->fd, (off_t)off, (off_t)rb, POSIX_FADV_DONTNEED);
+    const uint64_t blocks = (rb - 8) / MOE_INT2_BLOCK_BYTES;
+    uint8_t *rec = NULL; /* spelt out front to back, the blocks never overtake it: 8 bytes a block ahead */
+    const err_code rc = read_record(s, buf, buf_bytes, off, rb, 8 * blocks, &rec, err);
+    if (rc) return rc;
     uint64_t h;
     memcpy(&h, rec + rb - 8, 8);
     if (h != hash64(rec, rb - 8, 0))
