@@ -154,15 +154,20 @@ static void tree_batch(attn_fn fn, const char *name) {
 }
 
 int main(void) {
-    attn_fn impl[2] = {attn_portable, attn_avx512()};
-    const char *names[2] = {"portable", "avx512"};
-    const int n_impl = impl[1] ? 2 : 1;
+    attn_fn impl[3] = {attn_portable}, simd[2] = {attn_avx512(), attn_avx2()};
+    const char *names[3] = {"portable"}, *simd_names[2] = {"avx512", "avx2"};
+    int n_impl = 1;
+    for (int k = 0; k < 2; k++)
+        if (simd[k]) impl[n_impl] = simd[k], names[n_impl++] = simd_names[k];
+    printf("kernels compared with the float64 reference:");
+    for (int f = 0; f < n_impl; f++) printf(" %s", names[f]);
+    printf("\n");
     const struct {
         int hd, hdv, n;
         uint32_t type;
     } cases[] = {{8, 8, 37, QT_F32}, {64, 64, 200, QT_F32}, {64, 64, 200, QT_F16}, {80, 80, 50, QT_F16},
                  {128, 128, 90, QT_F32}, {64, 48, 33, QT_F32}, {16, 16, 1, QT_F16}};
-    double worst[2] = {0, 0};
+    double worst[3] = {0, 0, 0};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         const int hd = cases[c].hd, hdv = cases[c].hdv, n = cases[c].n;
         keyset ks;

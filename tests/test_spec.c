@@ -603,7 +603,7 @@ static void test_sampled_end_to_end(const char *path, const char *dpath) {
         octo_client_free(c);
         return;
     }
-    const int n = 4000, V = octo_model_info_get(m).n_vocab;
+    const int n = tu_quick() ? 1500 : 4000, V = octo_model_info_get(m).n_vocab; /* quick: sanitizers, qemu */
     /* a prompt that ends in the model's own greedy continuation: it goes on
      * repeating itself, so n-gram lookup has something to propose */
     char prompt[4096] = "the cat sat on the mat and the cat";

@@ -39,18 +39,20 @@ static inline void tu_tmp_path(char *buf, size_t n, const char *name) {
     snprintf(buf, n, "%s/octo-%ld-%s", d, (long)getpid(), name);
 }
 
-/* Whole file into a malloc'd buffer; NULL on failure. */
+/* Whole file into a malloc'd buffer, with a '\0' after its size bytes (so
+ * a text can be searched as a string); NULL on failure. */
 static inline unsigned char *tu_read_file(const char *path, size_t *size) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    unsigned char *p = malloc(n > 0 ? (size_t)n : 1);
+    unsigned char *p = n >= 0 ? malloc((size_t)n + 1) : NULL;
     if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
         free(p);
         p = NULL;
     }
+    if (p) p[n] = '\0';
     fclose(f);
     if (p) *size = (size_t)n;
     return p;

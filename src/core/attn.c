@@ -164,6 +164,7 @@ void attn_portable(const attn_queries *q, const attn_keys *runs, int n_runs) {
 }
 
 attn_fn attn_get(void) {
-    attn_fn f = kernels_path() == CPU_AVX512 ? attn_avx512() : NULL;
+    const cpu_path p = kernels_path();
+    attn_fn f = p == CPU_AVX512 ? attn_avx512() : p == CPU_AVX2 ? attn_avx2() : NULL;
     return f ? f : attn_portable;
 }
