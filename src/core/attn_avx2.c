@@ -36,7 +36,6 @@ V_OP2(v_sub, _mm256_sub_ps)
 V_OP2(v_mul, _mm256_mul_ps)
 V_OP2(v_max, _mm256_max_ps)
 V_OP2(v_and, _mm256_and_ps)
-V_OP2(v_or, _mm256_or_ps)
 ALWAYS_INLINE v16 v_fmadd(v16 a, v16 b, v16 c) {
     return (v16){{_mm256_fmadd_ps(a.h[0], b.h[0], c.h[0]), _mm256_fmadd_ps(a.h[1], b.h[1], c.h[1])}};
 }
