@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "model/model.h" /* internal: the model whose experts are copied */
+#include "moe/expert_cache.h" /* internal: the experts' bytes */
 #include "moe/int2.h"    /* internal: the sidecar */
 
 typedef struct {
@@ -41,13 +42,9 @@ static int build(const char *path) {
     char why[160], out[4096];
     if (m->hp.n_expert <= 0) rc = fail("moe-prep: %s has no experts", path);
     else if (!moe_int2_applicable(m, why, sizeof why)) rc = fail("moe-prep: no 2-bit copies for %s: %s", path, why);
-    uint64_t copies = 0, whole = 0;
-    for (int l = 0; !rc && l < m->hp.n_layer; l++) {
-        copies += moe_int2_record_bytes(m, l) * (uint64_t)m->hp.n_expert;
-        expert_extent x;
-        model_expert_extent(m, l, 0, &x);
-        whole += (uint64_t)(x.bytes[0] + x.bytes[1] + x.bytes[2]) * (uint64_t)m->hp.n_expert;
-    }
+    uint64_t copies = 0;
+    for (int l = 0; !rc && l < m->hp.n_layer; l++) copies += moe_int2_record_bytes(m, l) * (uint64_t)m->hp.n_expert;
+    const uint64_t whole = rc ? 0 : moe_expert_bytes_all(m);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (!rc && moe_int2_build(m, path, &err)) rc = fail("moe-prep: %s", err.msg);

@@ -78,7 +78,7 @@ struct moe_cache {
     moe_cache_stats st;
 };
 
-static uint64_t expert_bytes(const model *m, int layer) {
+uint64_t moe_expert_bytes(const model *m, int layer) {
     expert_extent x;
     model_expert_extent(m, layer, 0, &x);
     return x.bytes[0] + x.bytes[1] + x.bytes[2];
@@ -86,13 +86,13 @@ static uint64_t expert_bytes(const model *m, int layer) {
 
 uint64_t moe_expert_bytes_max(const model *m) {
     uint64_t b = 0;
-    for (int l = 0; l < m->hp.n_layer; l++) b = expert_bytes(m, l) > b ? expert_bytes(m, l) : b;
+    for (int l = 0; l < m->hp.n_layer; l++) b = moe_expert_bytes(m, l) > b ? moe_expert_bytes(m, l) : b;
     return b;
 }
 
 uint64_t moe_expert_bytes_all(const model *m) {
     uint64_t b = 0;
-    for (int l = 0; l < m->hp.n_layer; l++) b += expert_bytes(m, l) * (uint64_t)m->hp.n_expert;
+    for (int l = 0; l < m->hp.n_layer; l++) b += moe_expert_bytes(m, l) * (uint64_t)m->hp.n_expert;
     return b;
 }
 

@@ -82,7 +82,8 @@ typedef struct {
 
 typedef struct moe_cache moe_cache;
 
-/* The bytes of the largest expert (gate + up + down) and of all of them. */
+/* The bytes of one expert of a layer (gate + up + down), of the largest, and of all of them. */
+uint64_t moe_expert_bytes(const model *m, int layer);
 uint64_t moe_expert_bytes_max(const model *m);
 uint64_t moe_expert_bytes_all(const model *m);
 /* The bytes one slot takes: the largest expert, and the blocks around its

@@ -45,18 +45,12 @@ struct moe_experts {
     int pred_seen;       /* tokens of pred_layer scored so far */
 };
 
-static uint64_t layer_expert_bytes(const model *m, int layer) {
-    expert_extent e;
-    model_expert_extent(m, layer, 0, &e);
-    return e.bytes[0] + e.bytes[1] + e.bytes[2];
-}
-
 static err_code get(void *self, int layer, int expert, model_mat mats[3], err_t *err) {
     moe_experts *x = self;
     if (layer < 0 || layer >= x->m->hp.n_layer || expert < 0 || expert >= x->m->hp.n_expert)
         return err_set(err, ERR_INVALID_ARG, "expert %d of layer %d does not exist", expert, layer);
     x->st.lookups++;
-    x->pass_fetched += layer_expert_bytes(x->m, layer);
+    x->pass_fetched += moe_expert_bytes(x->m, layer);
     if (!x->cache) {
         model_expert_mats(x->m, layer, expert, mats);
         return ERR_OK;
@@ -111,7 +105,7 @@ static void hint(void *self, int layer, const int32_t *experts, int n) {
     }
     if (n > 0 && experts[0] >= 0 && experts[0] < x->m->hp.n_expert) x->first[experts[0]] = 1;
     if (layer == x->first_layer) x->st.tokens++, x->pass_tokens++;
-    x->pass_routed += (uint64_t)n * layer_expert_bytes(x->m, layer);
+    x->pass_routed += (uint64_t)n * moe_expert_bytes(x->m, layer);
     if (x->trace) moe_trace_route(x->trace, layer, experts, n);
     if (x->cache) moe_cache_fetch(x->cache, layer, experts, n, false);
     if (layer == x->pred_layer && x->pred_seen < x->pred_tokens) score(x, experts, n);
