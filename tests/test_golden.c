@@ -1,6 +1,9 @@
 /*
- * test_golden — octo's logits against llama.cpp's, for every case in
- * ../shared/golden (see its README for the layout and the pass rule).
+ * test_golden — octo's logits against llama.cpp's, for every case of a case
+ * directory: ../shared/golden (llama, qwen2, Mixtral) and ../shared/golden-archs
+ * (qwen2moe, olmoe, granitemoe, phi3, gemma2, deepseek2) by default, or the
+ * directories given as arguments (see each README for the layout and the pass
+ * rule).
  *
  * For each case: the prompt is run as one batch and every greedy token is
  * then fed one at a time (teacher forcing); every row must be within the
@@ -12,6 +15,7 @@
  * differ only where the README lists a near-tie, and then the logits are
  * judged on the rows before the first difference (the README's rule).
  */
+#include <dirent.h>
 #include <stdint.h>
 
 #include "core/quant.h"
@@ -210,7 +214,8 @@ static void run_case(const char *golden, const char *case_txt) {
             char key[32];
             snprintf(key, sizeof key, "moe_experts_layer%d", l);
             const char *s = mget(&mf, key);
-            T_CHECKF(s != NULL, "%s: %s", name, key);
+            T_CHECKF((s != NULL) == model_layer_moe(&m->hp, l), "%s: %s", name, key);
+            if (!model_layer_moe(&m->hp, l)) continue; /* a dense layer of an MoE model */
             T_EQ_INT(rec.count[l], rows * rec.k);
             /* compared as sets: the order of two near-equal probabilities does not matter */
             for (int t = 0; s && t < rows; t++) {
@@ -227,9 +232,14 @@ static void run_case(const char *golden, const char *case_txt) {
         if (first_diff < rows)
             printf("%s: octo routes differently from llama.cpp from token %d on (judging rows 0..%d)\n", name,
                    first_diff, first_diff - 1);
-        /* The README lists the near-ties where an exact-activation runtime may
-         * route differently: moe-q4_0 t15, moe-q4_k t12. Anywhere else is a bug. */
-        int allowed = !strcmp(name, "moe-q4_0") ? 15 : !strcmp(name, "moe-q4_k") ? 12 : rows;
+        /* The READMEs list the near-ties where an exact-activation runtime may
+         * route differently: moe-q4_0 t15, moe-q4_k t12, qwen2moe-q8_0 t16,
+         * olmoe-q8_0 t18. Anywhere else is a bug. */
+        int allowed = !strcmp(name, "moe-q4_0")       ? 15
+                      : !strcmp(name, "moe-q4_k")     ? 12
+                      : !strcmp(name, "qwen2moe-q8_0") ? 16
+                      : !strcmp(name, "olmoe-q8_0")   ? 18
+                                                      : rows;
         T_CHECKF(first_diff >= allowed, "%s: routing differs at token %d", name, first_diff);
         judged = first_diff;
     }
@@ -284,16 +294,41 @@ static void run_case(const char *golden, const char *case_txt) {
     free(mf.text);
 }
 
-int main(void) {
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Every case manifest (cases/NAME.txt) of a golden directory, in name order. */
+static int run_dir(const char *golden) {
+    char sub[1024];
+    snprintf(sub, sizeof sub, "%s/cases", golden);
+    DIR *d = opendir(sub);
+    T_CHECKF(d != NULL, "cannot list %s", sub);
+    if (!d) return 0;
+    char *names[256];
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) && n < 256;) {
+        const size_t len = strlen(e->d_name);
+        if (len > 4 && !strcmp(e->d_name + len - 4, ".txt")) names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, by_name);
+    for (int i = 0; i < n; i++) {
+        run_case(golden, names[i]);
+        free(names[i]);
+    }
+    return n;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) {
+        for (int i = 1; i < argc; i++) T_CHECKF(run_dir(argv[i]) > 0, "%s: no cases", argv[i]);
+        T_DONE();
+    }
     const char *data = tu_data_dir();
     if (!data) T_SKIP("no shared data folder (set OCTO_TEST_DATA)");
     char golden[512];
     snprintf(golden, sizeof golden, "%s/golden", data);
-    static const char *cases[] = {
-        "stories260k-once.txt", "stories260k-park.txt", "dense-f32.txt", "dense-f16.txt", "dense-bf16.txt",
-        "dense-q8_0.txt", "dense-q4_0.txt", "dense-q4_k.txt", "dense-q5_k.txt", "dense-q6_k.txt",
-        "dense-q2_k.txt", "dense-q3_k.txt", "moe-f32.txt", "moe-q8_0.txt", "moe-q4_0.txt", "moe-q4_k.txt",
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(golden, cases[i]);
+    T_EQ_INT(run_dir(golden), 16);
+    snprintf(golden, sizeof golden, "%s/golden-archs", data);
+    T_EQ_INT(run_dir(golden), 12);
     T_DONE();
 }

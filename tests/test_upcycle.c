@@ -300,12 +300,21 @@ static void test_bad_input(void) {
     T_CHECKF(strstr(err.msg, "gives 0 tokens") != NULL, "%s", err.msg);
     /* an architecture octo does not run */
     gguf_writer *w = gguf_writer_new();
-    gguf_writer_set_str(w, "general.architecture", "gemma2");
+    gguf_writer_set_str(w, "general.architecture", "mamba");
     T_EQ_INT(gguf_writer_write(w, dense, NULL, NULL, &err), ERR_OK);
     gguf_writer_free(w);
     o = exact_opts(dense, moe, 4);
     T_EQ_INT(upcycle_run(&o, &rep, &err), ERR_UNSUPPORTED_ARCH);
-    T_CHECKF(strstr(err.msg, "gemma2") != NULL, "%s", err.msg);
+    T_CHECKF(strstr(err.msg, "mamba") != NULL, "%s", err.msg);
+    /* one octo runs but upcycle does not split (GeGLU, post-norms) */
+    const char *data = tu_data_dir();
+    char g2[600];
+    if (data) {
+        snprintf(g2, sizeof g2, "%s/golden-archs/models/synth-gemma2-f32.gguf", data);
+        o = exact_opts(g2, moe, 4);
+        T_EQ_INT(upcycle_run(&o, &rep, &err), ERR_UNSUPPORTED_ARCH);
+        T_CHECKF(strstr(err.msg, "not 'gemma2'") != NULL, "%s", err.msg);
+    }
     o = exact_opts("/nonexistent.gguf", moe, 4);
     T_CHECK(upcycle_run(&o, &rep, &err) != ERR_OK);
 }

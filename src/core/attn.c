@@ -89,16 +89,18 @@ static void load_rows(const attn_keys *ks, bool key, int j0, int n, int dim, flo
         attn_widen(type, base + (size_t)(j0 + j) * stride, key ? ks->k_off : ks->v_off, dim, dst + (size_t)j * dim);
 }
 
-/* q.k * scale for query i and the block's keys (-inf when invisible) */
+/* q.k * scale (soft-capped) for query i and the block's keys (-inf when invisible) */
 static void block_scores(const attn_queries *q, int i, const attn_keys *ks, int j0, int n, const float *kb, float *s) {
     for (int j = 0; j < n; j++) {
-        if (ks->pos[j0 + j] > q->qpos[i] || !attn_tree_sees(q, i, ks->pos[j0 + j])) {
+        if (ks->pos[j0 + j] > q->qpos[i] || !attn_tree_sees(q, i, ks->pos[j0 + j]) ||
+            !attn_window_sees(q, i, ks->pos[j0 + j])) {
             s[j] = -INFINITY;
             continue;
         }
         float acc = 0.0f;
         for (int d = 0; d < q->hd; d++) acc = fmaf(q->q[i][d], kb[j * q->hd + d], acc);
         s[j] = acc * q->scale;
+        if (q->softcap > 0.0f) s[j] = q->softcap * tanhf(s[j] / q->softcap);
     }
 }
 

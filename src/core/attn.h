@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #define ATTN_LANES 16
-#define ATTN_MAX_HEAD_DIM 256
+#define ATTN_MAX_HEAD_DIM 576 /* DeepSeek-V2's latent rows: 512 + 64 */
 
 typedef struct {
     int hd, hdv;               /* key/query and value head sizes, <= ATTN_MAX_HEAD_DIM */
@@ -45,6 +45,12 @@ typedef struct {
     int tree;
     int32_t tree_pos0;
     uint64_t anc[ATTN_LANES];
+    /* Optional: soft-capping, each scaled score s becoming softcap *
+     * tanh(s / softcap) (0: none); a sliding window, a lane seeing only the
+     * window newest positions up to its own (0: none; in a tree batch
+     * distances count ancestors: attn_window_sees). */
+    float softcap;
+    int32_t window;
 } attn_queries;
 
 #define ATTN_TREE_MAX 64
@@ -54,6 +60,21 @@ typedef struct {
 static inline int attn_tree_sees(const attn_queries *q, int i, int32_t p) {
     if (!q->tree || p < q->tree_pos0 || p - q->tree_pos0 >= ATTN_TREE_MAX) return 1;
     return (int)((q->anc[i] >> (p - q->tree_pos0)) & 1u);
+}
+
+/* Does lane i see an entry at position p under the sliding window? In a
+ * tree batch a lane's position is its depth (tree_pos0 + ancestors - 1) and
+ * a batch entry's depth is counted among the lane's ancestors. */
+static inline int attn_window_sees(const attn_queries *q, int i, int32_t p) {
+    if (!q->window) return 1;
+    if (!q->tree) return p > q->qpos[i] - q->window;
+    const int32_t depth = q->tree_pos0 + __builtin_popcountll(q->anc[i]) - 1;
+    if (p < q->tree_pos0) return p > depth - q->window;
+    const int s = p - q->tree_pos0;
+    if (s >= ATTN_TREE_MAX) return 1;
+    const uint64_t upto = s == 63 ? ~0ull : (2ull << s) - 1;
+    const int32_t pdepth = q->tree_pos0 + __builtin_popcountll(q->anc[i] & upto) - 1;
+    return pdepth > depth - q->window;
 }
 
 /* Keys stored by channel (KIVI): for each channel, an fp16 step d and

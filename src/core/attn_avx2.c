@@ -207,13 +207,27 @@ ALWAYS_INLINE v16 lanes_of(uint32_t bits) {
 }
 
 /* The lanes that see a key at position p: the causal rule (p <= the lane's
- * position), narrowed in a tree batch to the lanes whose ancestry holds it. */
-ALWAYS_INLINE v16 visible(const attn_queries *q, const uint32_t *tree_lanes, const __m256i qpos[2], int32_t p) {
+ * position), narrowed in a tree batch to the lanes whose ancestry holds it,
+ * and by a sliding window to the lanes whose lowest visible position (qlo) is <= p. */
+ALWAYS_INLINE v16 visible(const attn_queries *q, const uint32_t *tree_lanes, const __m256i qpos[2],
+                          const __m256i qlo[2], int32_t p) {
     const __m256i pp = _mm256_set1_epi32(p), ones = _mm256_set1_epi32(-1);
     v16 v = {{_mm256_castsi256_ps(_mm256_xor_si256(_mm256_cmpgt_epi32(pp, qpos[0]), ones)),
               _mm256_castsi256_ps(_mm256_xor_si256(_mm256_cmpgt_epi32(pp, qpos[1]), ones))}};
+    if (q->window)
+        v = v_and(v, (v16){{_mm256_castsi256_ps(_mm256_xor_si256(_mm256_cmpgt_epi32(qlo[0], pp), ones)),
+                            _mm256_castsi256_ps(_mm256_xor_si256(_mm256_cmpgt_epi32(qlo[1], pp), ones))}});
     if (q->tree && p >= q->tree_pos0 && p - q->tree_pos0 < ATTN_TREE_MAX) v = v_and(v, lanes_of(tree_lanes[p - q->tree_pos0]));
     return v;
+}
+
+/* scaled scores, soft-capped when asked: c * tanh(s / c), tanh(x) = 1 - 2 / (exp(2x) + 1) */
+ALWAYS_INLINE v16 final_score(v16 s, float scale, float softcap) {
+    s = v_mul(s, v_set1(scale));
+    if (softcap <= 0.0f) return s;
+    const v16 one = v_set1(1.0f), e = v_exp(v_mul(s, v_set1(2.0f / softcap))), d = v_add(e, one);
+    const v16 r = {{_mm256_div_ps(_mm256_set1_ps(2.0f), d.h[0]), _mm256_div_ps(_mm256_set1_ps(2.0f), d.h[1])}};
+    return v_mul(v_set1(softcap), v_sub(one, r));
 }
 
 typedef struct {
@@ -222,23 +236,26 @@ typedef struct {
     __attribute__((aligned(32))) float pm[ATTN_LANES][ATTN_LANES];
     __attribute__((aligned(32))) float corr[ATTN_LANES];
     float kb[ATTN_LANES * ATTN_MAX_HEAD_DIM], vb[ATTN_LANES * ATTN_MAX_HEAD_DIM];
-    __m256i qpos[2];
+    __m256i qpos[2], qlo[2];
     uint32_t tree_lanes[ATTN_TREE_MAX];
     int32_t max_qpos;
     v16 m, l; /* running max and sum per lane */
 } attn_state;
 
 static void setup(attn_state *st, const attn_queries *q) {
-    int32_t qp[ATTN_LANES];
+    int32_t qp[ATTN_LANES], ql[ATTN_LANES];
     st->max_qpos = INT32_MIN;
     for (int i = 0; i < ATTN_LANES; i++) {
         qp[i] = i < q->n_q ? q->qpos[i] : INT32_MIN; /* empty lanes see nothing */
+        ql[i] = q->window && i < q->n_q ? q->qpos[i] - q->window + 1 : INT32_MIN;
         if (qp[i] > st->max_qpos) st->max_qpos = qp[i];
         for (int d = 0; d < q->hd; d++) st->qt[d][i] = i < q->n_q ? q->q[i][d] : 0.0f;
         if (i < q->n_q) memset(st->o[i], 0, sizeof(float) * (size_t)q->hdv);
     }
     st->qpos[0] = _mm256_loadu_si256((const __m256i *)qp);
     st->qpos[1] = _mm256_loadu_si256((const __m256i *)(qp + 8));
+    st->qlo[0] = _mm256_loadu_si256((const __m256i *)ql);
+    st->qlo[1] = _mm256_loadu_si256((const __m256i *)(ql + 8));
     if (q->tree) /* a tree batch: the lanes that see each of its entries */
         for (int s = 0; s < ATTN_TREE_MAX; s++) {
             st->tree_lanes[s] = 0;
@@ -254,12 +271,12 @@ static void block(attn_state *st, const attn_queries *q, const attn_keys *ks, in
     size_t kst = 0, kds = 1, vst = 0;
     keys_of(ks, j0, n, q->hd, q->hdv, st->kb, st->vb, &kr, &kst, &kds, &vr, &vst);
     v16 s[ATTN_LANES], vis[ATTN_LANES];
-    const v16 ninf = v_set1(-INFINITY), scale = v_set1(q->scale);
+    const v16 ninf = v_set1(-INFINITY);
     v16 bmax = ninf;
     block_scores((const float(*)[ATTN_LANES])st->qt, q->hd, kr, kst, kds, n, s);
     for (int j = 0; j < n; j++) {
-        vis[j] = visible(q, st->tree_lanes, st->qpos, ks->pos[j0 + j]);
-        s[j] = v_blend(ninf, v_mul(s[j], scale), vis[j]);
+        vis[j] = visible(q, st->tree_lanes, st->qpos, st->qlo, ks->pos[j0 + j]);
+        s[j] = v_blend(ninf, final_score(s[j], q->scale, q->softcap), vis[j]);
         bmax = v_max(bmax, s[j]);
     }
     const v16 anyv = v_gt(bmax, ninf);
@@ -298,8 +315,8 @@ static void observe(attn_state *st, const attn_queries *q, const attn_keys *runs
             v16 s[ATTN_LANES];
             block_scores((const float(*)[ATTN_LANES])st->qt, q->hd, kr, kst, kds, n, s);
             for (int j = 0; j < n; j++) {
-                const v16 vis = v_and(visible(q, st->tree_lanes, st->qpos, ks->pos[j0 + j]), lanes);
-                const v16 p = v_and(v_mul(v_exp(v_sub(v_mul(s[j], v_set1(q->scale)), st->m)), inv_l), vis);
+                const v16 vis = v_and(visible(q, st->tree_lanes, st->qpos, st->qlo, ks->pos[j0 + j]), lanes);
+                const v16 p = v_and(v_mul(v_exp(v_sub(final_score(s[j], q->scale, q->softcap), st->m)), inv_l), vis);
                 __attribute__((aligned(32))) float w[ATTN_LANES];
                 v_store(w, p);
                 float t = 0.0f;
@@ -312,6 +329,10 @@ static void observe(attn_state *st, const attn_queries *q, const attn_keys *runs
 }
 
 static void attn_256(const attn_queries *q, const attn_keys *runs, int n_runs) {
+    if (q->tree && q->window) { /* depths counted per lane: the portable loops */
+        attn_portable(q, runs, n_runs);
+        return;
+    }
     static __thread attn_state st; /* 40 KiB: off the stack of the pool's threads */
     setup(&st, q);
     for (int r = 0; r < n_runs; r++)

@@ -179,27 +179,44 @@ static void keys_of(const attn_keys *ks, int j0, int n, int hd, int hdv, float *
 }
 
 /* The causal rule's lanes for a key at position p, narrowed in a tree batch
- * to the lanes whose ancestry holds it (tree_lanes: per batch entry). */
-ALWAYS_INLINE __mmask16 visible(const attn_queries *q, const __mmask16 *tree_lanes, __m512i qpos, int32_t p) {
-    __mmask16 v = _mm512_cmp_epi32_mask(_mm512_set1_epi32(p), qpos, _MM_CMPINT_LE);
+ * to the lanes whose ancestry holds it (tree_lanes: per batch entry) and by
+ * a sliding window to the lanes whose lowest visible position (qlo) is <= p. */
+ALWAYS_INLINE __mmask16 visible(const attn_queries *q, const __mmask16 *tree_lanes, __m512i qpos, __m512i qlo, int32_t p) {
+    const __m512i pv = _mm512_set1_epi32(p);
+    __mmask16 v = _mm512_cmp_epi32_mask(pv, qpos, _MM_CMPINT_LE);
+    if (q->window) v &= _mm512_cmp_epi32_mask(qlo, pv, _MM_CMPINT_LE);
     if (q->tree && p >= q->tree_pos0 && p - q->tree_pos0 < ATTN_TREE_MAX) v &= tree_lanes[p - q->tree_pos0];
     return v;
 }
 
+/* scaled scores, soft-capped when asked: c * tanh(s / c), tanh(x) = 1 - 2 / (exp(2x) + 1) */
+ALWAYS_INLINE __m512 final_score(__m512 s, __m512 scale, float softcap) {
+    s = _mm512_mul_ps(s, scale);
+    if (softcap <= 0.0f) return s;
+    const __m512 c = _mm512_set1_ps(softcap), one = _mm512_set1_ps(1.0f);
+    const __m512 e = exp512(_mm512_mul_ps(s, _mm512_set1_ps(2.0f / softcap)));
+    return _mm512_mul_ps(c, _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, one))));
+}
+
 static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
+    if (q->tree && q->window) { /* depths counted per lane: the portable loops */
+        attn_portable(q, runs, n_runs);
+        return;
+    }
     const int hd = q->hd, hdv = q->hdv, nq = q->n_q;
     __attribute__((aligned(64))) float qt[ATTN_MAX_HEAD_DIM][ATTN_LANES];
     __attribute__((aligned(64))) float o[ATTN_LANES][ATTN_MAX_HEAD_DIM];
     __attribute__((aligned(64))) float pm[ATTN_LANES][ATTN_LANES], corr[ATTN_LANES];
     static __thread float kb[ATTN_LANES * ATTN_MAX_HEAD_DIM], vb[ATTN_LANES * ATTN_MAX_HEAD_DIM];
-    int32_t qp[ATTN_LANES], max_qpos = INT32_MIN;
+    int32_t qp[ATTN_LANES], ql[ATTN_LANES], max_qpos = INT32_MIN;
     for (int i = 0; i < ATTN_LANES; i++) {
         qp[i] = i < nq ? q->qpos[i] : INT32_MIN; /* empty lanes see nothing */
+        ql[i] = q->window && i < nq ? q->qpos[i] - q->window + 1 : INT32_MIN;
         if (qp[i] > max_qpos) max_qpos = qp[i];
         for (int d = 0; d < hd; d++) qt[d][i] = i < nq ? q->q[i][d] : 0.0f;
         if (i < nq) memset(o[i], 0, sizeof(float) * (size_t)hdv);
     }
-    const __m512i qpos = _mm512_loadu_si512(qp);
+    const __m512i qpos = _mm512_loadu_si512(qp), qlo = _mm512_loadu_si512(ql);
     /* a tree batch: the lanes that see each of its entries */
     __mmask16 tree_lanes[ATTN_TREE_MAX];
     if (q->tree)
@@ -222,8 +239,8 @@ static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
             __m512 bmax = ninf;
             block_scores((const float(*)[ATTN_LANES])qt, hd, kr, kst, kds, n, s);
             for (int j = 0; j < n; j++) {
-                vis[j] = visible(q, tree_lanes, qpos, ks->pos[j0 + j]);
-                s[j] = _mm512_mask_mov_ps(ninf, vis[j], _mm512_mul_ps(s[j], scale));
+                vis[j] = visible(q, tree_lanes, qpos, qlo, ks->pos[j0 + j]);
+                s[j] = _mm512_mask_mov_ps(ninf, vis[j], final_score(s[j], scale, q->softcap));
                 bmax = _mm512_max_ps(bmax, s[j]);
             }
             const __mmask16 any = _mm512_cmp_ps_mask(bmax, ninf, _CMP_GT_OQ);
@@ -265,8 +282,8 @@ static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
             __m512 s[ATTN_LANES];
             block_scores((const float(*)[ATTN_LANES])qt, hd, kr, kst, kds, n, s);
             for (int j = 0; j < n; j++) {
-                const __mmask16 vis = visible(q, tree_lanes, qpos, ks->pos[j0 + j]) & lanes;
-                const __m512 p = _mm512_maskz_mul_ps(vis, exp512(_mm512_sub_ps(_mm512_mul_ps(s[j], scale), m)), inv_l);
+                const __mmask16 vis = visible(q, tree_lanes, qpos, qlo, ks->pos[j0 + j]) & lanes;
+                const __m512 p = _mm512_maskz_mul_ps(vis, exp512(_mm512_sub_ps(final_score(s[j], scale, q->softcap), m)), inv_l);
                 obs[j0 + j] += _mm512_reduce_add_ps(p);
             }
         }

@@ -1,65 +1,29 @@
 /*
- * forward — the LLaMA-family forward pass, top to bottom.
+ * forward — the forward pass, top to bottom.
  *
- * For each layer:   x += Wo · attention(RoPE(Wq·n(x)), RoPE(Wk·n(x)), Wv·n(x))
- *                   x += FFN(n(x))          n = RMSNorm with the layer's weight
- * FFN is SwiGLU, down(silu(gate(h)) * up(h)); for MoE it is the weighted sum
- * of the top-k experts' SwiGLU outputs, weights = softmax over all router
- * logits, renormalised over the k chosen (Mixtral). Logits = Wout · n(x).
+ * x = embedding(token) * embd_scale; for each layer:
+ *     x += rs * post_norm(Wo · attention(RoPE(Wq·n(x)), RoPE(Wk·n(x)), Wv·n(x)))
+ *     x += rs * post_norm(FFN(n(x)))        n = RMSNorm with the layer's weight
+ * logits = softcap(logit_scale * Wout · n(x)).
+ * The architecture's features are data in model_hparams (model/arch.c):
+ * biases, q/k norms, the attention scale, soft-cap and sliding window, the
+ * residual scale rs, post-norms (identity when absent). Latent attention is
+ * forward_mla.c; the FFN, dense or a mixture of experts, forward_ffn.c.
  *
  * Every matrix product goes to core/matmul (which schedules it over the
- * model's threads, dispatching on the weight's own type); this file only
- * names the matrices. Attention runs its (token, head) pairs across the
- * threads. MoE tokens are grouped by expert so that each chosen expert's
- * weights are read once per batch.
- *
- * State buffers live in fwd_state and grow with the batch.
+ * model's threads, dispatching on the weight's own type); these files only
+ * name the matrices. Attention runs its (token, head) pairs across the
+ * threads. State buffers live in fwd_state and grow with the batch.
  */
-#include "forward.h"
+#include "forward_internal.h"
 
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/attn.h"
 #include "core/kernels.h"
-#include "core/matmul.h"
 #include "core/quant.h"
-
-/* Below this many multiply-adds a job runs on the calling thread, as matmul's do. */
-#define MIN_PARALLEL_MACS MATMUL_MIN_PARALLEL_MACS
-
-struct fwd_state {
-    const model *m;
-    tpool *pool;      /* borrowed; NULL runs on the calling thread */
-    int nth;
-    int cap;          /* tokens the buffers hold */
-    float *x;         /* (cap, n_embd) residual stream */
-    float *xn;        /* (cap, n_embd) normed input of a sublayer */
-    float *q;         /* (cap, n_head * head_dim) */
-    float *k, *v;     /* (cap, n_head_kv * head_dim[_v]) */
-    float *att;       /* (cap, n_head * head_dim_v) attention output */
-    float *ffn_out;   /* (cap, n_embd) */
-    float *hg, *hu;   /* (cap, n_ff) gate / up activations (dense), or one token's (MoE) */
-    float *rope_cs;   /* (cap, n_rot) cos/sin pairs per token */
-    float *router;    /* (n_expert) */
-    float *observed;  /* (nth, n_entries) attention weights for kv->observe, per thread */
-    size_t observed_cap;
-    attn_keys *runs;  /* (n_head_kv, n_spans) the view's spans, offset to each KV head */
-    size_t runs_cap;
-    matmul_ctx *mm;   /* the matrix products' scheduler and activation buffer */
-    /* MoE routing of the batch */
-    int32_t *route;   /* (cap, n_expert_used) chosen experts */
-    float *route_next; /* (cap, n_expert) the next layer's router logits (experts_iface.hint_next) */
-    float *route_w;   /* (cap, n_expert_used) their renormalised weights */
-    int32_t *members; /* (cap) tokens routed to the expert at hand */
-    float *member_w;  /* (cap) their weights */
-    float *xe;        /* (cap, n_embd) gathered inputs of one expert */
-    float *eo;        /* (cap, n_embd) its outputs */
-    fwd_observer observer; /* NULL: none */
-    void *observer_ctx;
-};
 
 static void *xrealloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
 
@@ -81,8 +45,9 @@ fwd_state *fwd_state_new(const model *m, tpool *pool) {
 
 void fwd_state_free(fwd_state *st) {
     if (!st) return;
-    float *bufs[] = {st->x, st->xn, st->q, st->k, st->v, st->att, st->ffn_out, st->hg, st->hu,
-                     st->rope_cs, st->router, st->observed, st->route_w, st->member_w, st->xe, st->eo};
+    float *bufs[] = {st->x,        st->xn,      st->q,       st->k,        st->v,  st->att, st->ffn_out,
+                     st->hg,       st->hu,      st->rope_cs, st->router,   st->observed, st->route_w,
+                     st->member_w, st->xe,      st->eo,      st->qa,       st->lat, st->low, st->oh};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     matmul_ctx_free(st->mm);
     free(st->runs);
@@ -103,17 +68,24 @@ static void observe(fwd_state *st, int layer, fwd_point at, int T, const float *
     st->observer(st->observer_ctx, &tap);
 }
 
+static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
 static err_code reserve(fwd_state *st, int n, err_t *err) {
     if (n <= st->cap) return ERR_OK;
     const model_hparams *hp = &st->m->hp;
     size_t T = (size_t)n;
-    const size_t ff = (size_t)(hp->n_ff > hp->n_ff_shexp ? hp->n_ff : hp->n_ff_shexp);
+    const size_t ff = max3((size_t)hp->n_ff, (size_t)hp->n_ff_shexp, (size_t)hp->n_ff_dense);
+    const size_t kvl = (size_t)hp->kv_lora_rank, mla = kvl > 0, lat_row = kvl + (size_t)hp->n_rot;
     struct { float **p; size_t per_token; } b[] = {
         {&st->x, (size_t)hp->n_embd},
         {&st->xn, (size_t)hp->n_embd},
         {&st->q, (size_t)hp->n_head * hp->head_dim},
-        {&st->k, (size_t)hp->n_head_kv * hp->head_dim},
-        {&st->v, (size_t)hp->n_head_kv * hp->head_dim_v},
+        {&st->k, max3((size_t)hp->n_head_kv * hp->head_dim, lat_row, 1)},
+        {&st->v, max3((size_t)hp->n_head_kv * hp->head_dim_v, kvl, 1)},
+        {&st->qa, mla ? (size_t)hp->n_head * lat_row : 1},
+        {&st->lat, mla ? (size_t)hp->n_head * kvl : 1},
+        {&st->low, mla ? max3((size_t)hp->q_lora_rank, kvl, 1) : 1},
+        {&st->oh, mla ? (size_t)hp->head_dim_v : 1},
         {&st->att, (size_t)hp->n_head * hp->head_dim_v},
         {&st->ffn_out, (size_t)hp->n_embd},
         {&st->hg, ff},
@@ -156,15 +128,13 @@ static matmul_weight weight_view(const model_mat *w) {
                            .row_bytes = w->row_bytes, .packed = w->packed};
 }
 
-/* y[t] = W · x[t] for t < T. x rows are W->n_in long, y rows W->n_out. */
-static err_code mat_mul(fwd_state *st, const model_mat *w, const float *x, int T, float *y, err_t *err) {
+err_code fwd_mat_mul(fwd_state *st, const model_mat *w, const float *x, int T, float *y, err_t *err) {
     const matmul_weight v = weight_view(w);
     return matmul(st->mm, &v, x, T, y, err);
 }
 
-/* ys[i] = W_i · x[t] for n (at most MATMUL_MAX_SET) matrices of the same input */
-static err_code mat_mul_set(fwd_state *st, const model_mat *const *ws, int n, const float *x, int T,
-                            float *const *ys, err_t *err) {
+err_code fwd_mat_mul_set(fwd_state *st, const model_mat *const *ws, int n, const float *x, int T, float *const *ys,
+                         err_t *err) {
     matmul_weight v[MATMUL_MAX_SET];
     for (int i = 0; i < n; i++) v[i] = weight_view(ws[i]);
     return matmul_set(st->mm, v, n, x, T, ys, err);
@@ -192,8 +162,7 @@ static void norm_work(void *ctx, int ith, int nth) {
         fwd_rmsnorm(j->out + (size_t)t * j->n, j->x + (size_t)t * j->n, j->weight, j->n, j->eps);
 }
 
-/* RMSNorm of T rows of n */
-static void rmsnorm_rows(fwd_state *st, float *out, const float *x, const float *weight, int n, int T, float eps) {
+void fwd_norm_rows(fwd_state *st, float *out, const float *x, const float *weight, int n, int T, float eps) {
     norm_job j = {out, x, weight, n, T, eps};
     if (T < 8) norm_work(&j, 0, 1);
     else tpool_run(st->pool, norm_work, &j);
@@ -218,8 +187,7 @@ static void rope_angles(const model *m, int32_t pos, float *cs) {
     }
 }
 
-/* Rotate the first n_rot dims of each of n_heads heads of one token. */
-static void rope_apply(float *vec, int n_heads, int head_dim, int n_rot, bool neox, const float *cs) {
+void fwd_rope_apply(float *vec, int n_heads, int head_dim, int n_rot, bool neox, const float *cs) {
     for (int h = 0; h < n_heads; h++) {
         float *x = vec + (size_t)h * head_dim;
         for (int i = 0; i < n_rot / 2; i++) {
@@ -238,6 +206,7 @@ static void rope_apply(float *vec, int n_heads, int head_dim, int n_rot, bool ne
  * group), so a tile holds the query heads that read the same keys. */
 typedef struct {
     fwd_state *st;
+    const fwd_attn_shape *sh;
     int n_spans, T, n_tiles; /* tiles per KV head */
     int32_t pos0;
     attn_fn fn;
@@ -251,21 +220,21 @@ typedef struct {
 static void fa_work(void *ctx, int ith, int nth) {
     fa_job *j = ctx;
     fwd_state *st = j->st;
-    const model_hparams *hp = &st->m->hp;
-    const int group = hp->n_head / hp->n_head_kv;
+    const fwd_attn_shape *sh = j->sh;
+    const int group = sh->n_head / sh->n_head_kv;
     (void)nth;
     for (;;) {
         const int unit = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-        if (unit >= j->n_tiles * hp->n_head_kv) break;
+        if (unit >= j->n_tiles * sh->n_head_kv) break;
         const int kvh = unit / j->n_tiles, u0 = unit % j->n_tiles * ATTN_LANES;
         const int u1 = u0 + ATTN_LANES < j->T * group ? u0 + ATTN_LANES : j->T * group;
-        attn_queries q = {.hd = hp->head_dim, .hdv = hp->head_dim_v, .scale = 1.0f / sqrtf((float)hp->head_dim),
-                          .n_q = u1 - u0, .tree = j->anc != NULL, .tree_pos0 = j->pos0};
+        attn_queries q = {.hd = sh->hd, .hdv = sh->hdv, .scale = sh->scale, .softcap = sh->softcap,
+                          .window = sh->window, .n_q = u1 - u0, .tree = j->anc != NULL, .tree_pos0 = j->pos0};
         for (int u = u0; u < u1; u++) {
             const int t = u / group, h = kvh * group + u % group;
-            q.q[u - u0] = st->q + ((size_t)t * hp->n_head + h) * hp->head_dim;
+            q.q[u - u0] = sh->q + ((size_t)t * sh->n_head + h) * sh->hd;
             q.qpos[u - u0] = j->pos0 + t;
-            q.out[u - u0] = st->att + ((size_t)t * hp->n_head + h) * hp->head_dim_v;
+            q.out[u - u0] = sh->out + ((size_t)t * sh->n_head + h) * sh->hdv;
             if (j->anc) q.anc[u - u0] = j->anc[t];
             if (t >= j->observe_from && t < j->observe_to) q.obs_lanes |= 1u << (u - u0);
         }
@@ -274,41 +243,45 @@ static void fa_work(void *ctx, int ith, int nth) {
     }
 }
 
-/* Causal multi-head attention of T queries over the cache's view; anc: a
- * tree batch's ancestry (trunk: its leading tokens in a line), or NULL. */
-static err_code attention(fwd_state *st, const kv_iface *kv, int layer, int T, int32_t pos0, const uint64_t *anc,
-                          int trunk, err_t *err) {
-    const kv_span *spans;
-    const int n_spans = kv->view(kv->self, layer, &spans);
-    const model_hparams *hp = &st->m->hp;
-    size_t n_entries = 0;
+/* The view's spans as the kernel's runs, one list per KV head. */
+static err_code view_runs(fwd_state *st, const kv_span *spans, int n_spans, const fwd_attn_shape *sh, size_t *n_entries,
+                          err_t *err) {
+    *n_entries = 0;
     for (int s = 0; s < n_spans; s++) {
-        n_entries += (size_t)spans[s].n_tokens;
+        *n_entries += (size_t)spans[s].n_tokens;
         if (!attn_type_supported(spans[s].k_type) || !attn_type_supported(spans[s].v_type))
             return err_set(err, ERR_UNSUPPORTED, "KV cache rows of type %u/%u", spans[s].k_type, spans[s].v_type);
     }
-    const size_t need = (size_t)n_spans * (size_t)hp->n_head_kv;
+    const size_t need = (size_t)n_spans * (size_t)sh->n_head_kv;
     if (need > st->runs_cap) {
         attn_keys *r = xrealloc(st->runs, sizeof *r * need);
         if (!r) return err_set(err, ERR_NOMEM, "out of memory for attention");
         st->runs = r;
         st->runs_cap = need;
     }
-    for (int h = 0; h < hp->n_head_kv; h++)
+    for (int h = 0; h < sh->n_head_kv; h++)
         for (int s = 0; s < n_spans; s++) {
             const kv_span *sp = &spans[s];
             st->runs[(size_t)h * n_spans + s] = (attn_keys){
                 .k_type = sp->k_type, .v_type = sp->v_type, .n = sp->n_tokens, .pos = sp->pos, .k = sp->k, .v = sp->v,
-                .k_off = h * hp->head_dim, .v_off = h * hp->head_dim_v,
-                .k_stride = sp->k_row_bytes, .v_stride = sp->v_row_bytes};
+                .k_off = h * sh->hd, .v_off = h * sh->hdv, .k_stride = sp->k_row_bytes, .v_stride = sp->v_row_bytes};
         }
-    const int group = hp->n_head / hp->n_head_kv;
-    fa_job j = {.st = st, .n_spans = n_spans, .T = T, .pos0 = pos0, .fn = attn_get(), .n_entries = n_entries,
+    return ERR_OK;
+}
+
+err_code fwd_attend(fwd_state *st, const kv_iface *kv, int layer, int T, int32_t pos0, const uint64_t *anc, int trunk,
+                    const fwd_attn_shape *sh, err_t *err) {
+    const kv_span *spans;
+    const int n_spans = kv->view(kv->self, layer, &spans);
+    size_t n_entries;
+    err_code rc = view_runs(st, spans, n_spans, sh, &n_entries, err);
+    if (rc) return rc;
+    const int group = sh->n_head / sh->n_head_kv;
+    fa_job j = {.st = st, .sh = sh, .n_spans = n_spans, .T = T, .pos0 = pos0, .fn = attn_get(), .n_entries = n_entries,
                 .n_tiles = (T * group + ATTN_LANES - 1) / ATTN_LANES, .observe_from = T, .observe_to = T, .anc = anc};
     const size_t nth = (size_t)st->nth;
     if (kv->observe) {
-        err_code rc = grow(&st->observed, &st->observed_cap, n_entries * nth, err);
-        if (rc) return rc;
+        if ((rc = grow(&st->observed, &st->observed_cap, n_entries * nth, err))) return rc;
         memset(st->observed, 0, sizeof(float) * n_entries * nth);
         /* a tree batch reports its trunk only: the branches are guesses, gone after the pass */
         const int U = anc ? trunk : T;
@@ -316,7 +289,7 @@ static err_code attention(fwd_state *st, const kv_iface *kv, int layer, int T, i
         j.observe_from = kv->observe_last > 0 && kv->observe_last < U ? U - kv->observe_last : 0;
     }
     atomic_init(&j.next, 0);
-    const int64_t macs = (int64_t)T * hp->n_head * (int64_t)n_entries * (hp->head_dim + hp->head_dim_v);
+    const int64_t macs = (int64_t)T * sh->n_head * (int64_t)n_entries * (sh->hd + sh->hdv);
     if (macs < MIN_PARALLEL_MACS) fa_work(&j, 0, 1);
     else tpool_run(st->pool, fa_work, &j);
     if (kv->observe) {
@@ -328,141 +301,73 @@ static err_code attention(fwd_state *st, const kv_iface *kv, int layer, int T, i
     return ERR_OK;
 }
 
-/* ---------------------------------------------------------------- FFN */
-
-typedef struct {
-    float *g;
-    const float *u;
-    size_t n;
-} swiglu_job;
-
-static void swiglu_work(void *ctx, int ith, int nth) {
-    swiglu_job *j = ctx;
-    const size_t lo = j->n * ith / nth, hi = j->n * (ith + 1) / nth;
-    kernel_swiglu()(j->g + lo, j->u + lo, hi - lo);
+/* q and k normed over the whole projected row, or per head (qk_norm). */
+static void qk_norm(const model_mat *w, float *v, int n_heads, int hd, float eps) {
+    const int per = (int)w->n_in, parts = n_heads * hd / per;
+    for (int i = 0; i < parts; i++) fwd_rmsnorm(v + (size_t)i * per, v + (size_t)i * per, w->data, per, eps);
 }
 
-/* g = silu(g) * u, over the pool when there is enough of it */
-static void swiglu(fwd_state *st, float *g, const float *u, size_t n) {
-    swiglu_job j = {g, u, n};
-    if (n < (size_t)MIN_PARALLEL_MACS / 4) swiglu_work(&j, 0, 1);
-    else tpool_run(st->pool, swiglu_work, &j);
-}
-
-static err_code ffn_dense(fwd_state *st, const model_layer *L, int T, err_t *err) {
+/* Multi-head (grouped-query) attention of st->xn into st->ffn_out: q/k/v
+ * projections (biases, q/k norms), RoPE, the cache, the kernel, attn_output. */
+static err_code attn_heads(fwd_state *st, const kv_iface *kv, int l, int n, const int32_t *pos, int32_t pos0,
+                           const uint64_t *anc, int trunk, err_t *err) {
     const model_hparams *hp = &st->m->hp;
-    err_code rc = mat_mul_set(st, (const model_mat *[]){&L->w_gate, &L->w_up}, 2, st->xn, T,
-                              (float *[]){st->hg, st->hu}, err);
+    const model_layer *L = &st->m->layers[l];
+    const int q_dim = hp->n_head * hp->head_dim, k_dim = hp->n_head_kv * hp->head_dim;
+    err_code rc = fwd_mat_mul_set(st, (const model_mat *[]){&L->wq, &L->wk, &L->wv}, 3, st->xn, n,
+                                  (float *[]){st->q, st->k, st->v}, err);
     if (rc) return rc;
-    swiglu(st, st->hg, st->hu, (size_t)T * hp->n_ff);
-    return mat_mul(st, &L->w_down, st->hg, T, st->ffn_out, err);
-}
-
-void model_expert_mats(const model *m, int layer, int expert, model_mat mats[3]) {
-    const model_layer *L = &m->layers[layer];
-    const model_mat *src[3] = {&L->w_gate, &L->w_up, &L->w_down};
-    for (int i = 0; i < 3; i++) {
-        mats[i] = *src[i];
-        mats[i].data = (const uint8_t *)src[i]->data + (size_t)expert * (size_t)src[i]->n_out * src[i]->row_bytes;
-        mats[i].n_mat = 1;
+    add_bias(st->q, &L->bq, n);
+    add_bias(st->k, &L->bk, n);
+    add_bias(st->v, &L->bv, n);
+    for (int t = 0; t < n; t++) {
+        float *q = st->q + (size_t)t * q_dim, *k = st->k + (size_t)t * k_dim;
+        if (L->q_norm.data) qk_norm(&L->q_norm, q, hp->n_head, hp->head_dim, hp->rms_eps);
+        if (L->k_norm.data) qk_norm(&L->k_norm, k, hp->n_head_kv, hp->head_dim, hp->rms_eps);
+        const float *cs = st->rope_cs + (size_t)t * hp->n_rot;
+        fwd_rope_apply(q, hp->n_head, hp->head_dim, hp->n_rot, hp->rope_neox, cs);
+        fwd_rope_apply(k, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_neox, cs);
     }
+    if ((rc = kv->append(kv->self, l, n, pos, st->k, st->v, err))) return rc;
+    if (kv->queries) kv->queries(kv->self, l, n, st->q);
+    const fwd_attn_shape sh = {.n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .hd = hp->head_dim,
+                               .hdv = hp->head_dim_v, .q = st->q, .out = st->att, .scale = hp->attn_scale,
+                               .softcap = hp->attn_softcap, .window = model_layer_swa(hp, l) ? hp->swa_window : 0};
+    if ((rc = fwd_attend(st, kv, l, n, pos0, anc, trunk, &sh, err))) return rc;
+    return fwd_mat_mul(st, &L->wo, st->att, n, st->ffn_out, err);
 }
 
-void fwd_top_k(const float *p, int n, int k, int32_t *idx) {
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int e = 0; e < n; e++) {
-            bool taken = false;
-            for (int i = 0; i < j; i++) taken |= idx[i] == e;
-            if (!taken && (best < 0 || p[e] > p[best])) best = e;
-        }
-        idx[j] = best;
-    }
-}
-
-void fwd_route(float *scores, int n, int k, int32_t *chosen, float *w) {
-    float max = scores[0], sum = 0.0f;
-    for (int e = 1; e < n; e++) max = fmaxf(max, scores[e]);
-    for (int e = 0; e < n; e++) sum += scores[e] = expf(scores[e] - max);
-    for (int e = 0; e < n; e++) scores[e] /= sum;
-    fwd_top_k(scores, n, k, chosen);
-    float wsum = 0.0f;
-    for (int j = 0; j < k; j++) wsum += w[j] = scores[chosen[j]];
-    for (int j = 0; j < k; j++) w[j] /= wsum;
-}
-
-/* The next layer's router logits for each token, from this layer's hidden
- * state under the next layer's FFN norm. Called twice per layer: with the
- * residual entering this FFN (what the next layer would route to if this
- * FFN changed nothing: the store reads ahead while the FFN computes), and
- * with the layer's output (closer, read while the next attention computes). */
-static err_code predict_next(fwd_state *st, const experts_iface *ex, int layer, int T, err_t *err) {
+/* x += residual_scale * (post_norm ? rmsnorm(out, post_norm) : out) */
+static void residual_add(fwd_state *st, const model_mat *post_norm, int n) {
     const model_hparams *hp = &st->m->hp;
+    const size_t total = (size_t)n * hp->n_embd;
+    if (post_norm->data) fwd_norm_rows(st, st->ffn_out, st->ffn_out, post_norm->data, hp->n_embd, n, hp->rms_eps);
+    if (hp->residual_scale != 1.0f)
+        for (size_t i = 0; i < total; i++) st->x[i] += hp->residual_scale * st->ffn_out[i];
+    else
+        for (size_t i = 0; i < total; i++) st->x[i] += st->ffn_out[i];
+}
+
+/* One layer: attention, then the FFN, each added to the residual stream. */
+static err_code layer(fwd_state *st, const kv_iface *kv, const experts_iface *experts, int l, int n,
+                      const int32_t *pos, int32_t pos0, const uint64_t *anc, int trunk, err_t *err) {
+    const model_hparams *hp = &st->m->hp;
+    const model_layer *L = &st->m->layers[l];
     const int E = hp->n_embd;
-    const model_layer *N = &st->m->layers[layer + 1];
-    for (int t = 0; t < T; t++)
-        fwd_rmsnorm(st->xe + (size_t)t * E, st->x + (size_t)t * E, N->ffn_norm.data, E, hp->rms_eps);
-    err_code rc = mat_mul(st, &N->gate_inp, st->xe, T, st->route_next, err);
-    if (!rc) ex->hint_next(ex->self, layer + 1, st->route_next, T, hp->n_expert);
-    return rc;
-}
-
-/* The shared expert, added to ffn_out for every token (upcycled models). */
-static err_code ffn_shared(fwd_state *st, const model_layer *L, int T, err_t *err) {
-    const int E = st->m->hp.n_embd;
-    err_code rc = mat_mul_set(st, (const model_mat *[]){&L->w_gate_sh, &L->w_up_sh}, 2, st->xn, T,
-                              (float *[]){st->hg, st->hu}, err);
+    fwd_norm_rows(st, st->xn, st->x, L->attn_norm.data, E, n, hp->rms_eps);
+    err_code rc = hp->kv_lora_rank > 0 ? fwd_attn_mla(st, kv, l, n, pos, pos0, anc, trunk, err)
+                                       : attn_heads(st, kv, l, n, pos, pos0, anc, trunk, err);
     if (rc) return rc;
-    swiglu(st, st->hg, st->hu, (size_t)T * st->m->hp.n_ff_shexp);
-    if ((rc = mat_mul(st, &L->w_down_sh, st->hg, T, st->eo, err))) return rc;
-    for (size_t i = 0; i < (size_t)T * E; i++) st->ffn_out[i] += st->eo[i];
-    return ERR_OK;
-}
+    residual_add(st, &L->post_attn_norm, n);
 
-/* Mixtral FFN: route every token, then run each chosen expert once over its
- * tokens; then the shared expert, where there is one. */
-static err_code ffn_moe(fwd_state *st, const experts_iface *ex, int layer, int T, err_t *err) {
-    const model *m = st->m;
-    const model_hparams *hp = &m->hp;
-    const model_layer *L = &m->layers[layer];
-    const int E = hp->n_embd, k = hp->n_expert_used;
-    err_code rc = ERR_OK;
-    /* router: softmax over all experts, top-k, renormalise the chosen */
-    for (int t = 0; t < T && !rc; t++) {
-        int32_t *chosen = st->route + (size_t)t * k;
-        float *w = st->route_w + (size_t)t * k;
-        rc = mat_mul(st, &L->gate_inp, st->xn + (size_t)t * E, 1, st->router, err);
-        fwd_route(st->router, hp->n_expert, k, chosen, w);
-        if (ex && ex->hint) ex->hint(ex->self, layer, chosen, k);
-    }
-    if (!rc && ex && ex->hint_next && layer + 1 < hp->n_layer) rc = predict_next(st, ex, layer, T, err);
-    memset(st->ffn_out, 0, sizeof(float) * (size_t)T * E);
-    for (int e = 0; e < hp->n_expert && !rc; e++) {
-        /* the tokens routed to expert e, and their weights */
-        int n = 0;
-        for (int t = 0; t < T; t++)
-            for (int j = 0; j < k; j++)
-                if (st->route[(size_t)t * k + j] == e) {
-                    st->members[n] = t;
-                    st->member_w[n++] = st->route_w[(size_t)t * k + j];
-                }
-        if (n == 0) continue;
-        model_mat w[3];
-        if (ex) rc = ex->get(ex->self, layer, e, w, err);
-        else model_expert_mats(m, layer, e, w);
-        if (rc) break;
-        for (int i = 0; i < n; i++) memcpy(st->xe + (size_t)i * E, st->xn + (size_t)st->members[i] * E, sizeof(float) * E);
-        rc = mat_mul_set(st, (const model_mat *[]){&w[0], &w[1]}, 2, st->xe, n, (float *[]){st->hg, st->hu}, err);
-        if (rc) break;
-        swiglu(st, st->hg, st->hu, (size_t)n * hp->n_ff);
-        if ((rc = mat_mul(st, &w[2], st->hg, n, st->eo, err))) break;
-        for (int i = 0; i < n; i++) {
-            float *out = st->ffn_out + (size_t)st->members[i] * E;
-            const float *eo = st->eo + (size_t)i * E;
-            for (int d = 0; d < E; d++) out[d] += st->member_w[i] * eo[d];
-        }
-    }
-    if (!rc && L->w_gate_sh.data) rc = ffn_shared(st, L, T, err);
+    fwd_norm_rows(st, st->xn, st->x, L->ffn_norm.data, E, n, hp->rms_eps);
+    if ((rc = fwd_ffn(st, experts, l, n, err))) return rc;
+    observe(st, l, FWD_AT_FFN, n, st->xn, L->gate_inp.data ? NULL : st->hg);
+    residual_add(st, &L->post_ffn_norm, n);
+    observe(st, l, FWD_AT_LAYER_END, n, st->x, NULL);
+    /* the prediction again from the layer's output: later, but closer (the next attention still overlaps) */
+    if (experts && experts->hint_next && l + 1 < hp->n_layer && st->m->layers[l + 1].gate_inp.data)
+        rc = fwd_predict_next(st, experts, l, n, err);
     return rc;
 }
 
@@ -492,8 +397,6 @@ err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *ex
     const model *m = st->m;
     const model_hparams *hp = &m->hp;
     const int E = hp->n_embd;
-    const int q_dim = hp->n_head * hp->head_dim;
-    const int k_dim = hp->n_head_kv * hp->head_dim;
     if (n <= 0) return err_set(err, ERR_INVALID_ARG, "forward of %d tokens", n);
     if (pos0 < 0 || pos0 > INT32_MAX - n) return err_set(err, ERR_INVALID_ARG, "position %d out of range", pos0);
     if (n_out < 0 || n_out > n) return err_set(err, ERR_INVALID_ARG, "%d logit rows asked of %d tokens", n_out, n);
@@ -521,47 +424,17 @@ err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *ex
      * is its depth: pos0 + the number of its ancestors) */
     for (int t = 0; t < n; t++) {
         const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)tokens[t] * m->tok_embd.row_bytes;
-        quant_dequantize_row(m->tok_embd.type, row, st->x + (size_t)t * E, E);
+        float *x = st->x + (size_t)t * E;
+        quant_dequantize_row(m->tok_embd.type, row, x, E);
+        if (hp->embd_scale != 1.0f)
+            for (int i = 0; i < E; i++) x[i] *= hp->embd_scale;
         const int depth = anc ? __builtin_popcountll(anc[t]) - 1 : t;
         rope_angles(m, pos0 + depth, st->rope_cs + (size_t)t * hp->n_rot);
     }
     int32_t pos_buf[256], *pos = n <= 256 ? pos_buf : malloc(sizeof(int32_t) * (size_t)n);
     if (!pos) return err_set(err, ERR_NOMEM, "out of memory");
     for (int t = 0; t < n; t++) pos[t] = pos0 + t;
-
-    for (int l = 0; l < hp->n_layer && !rc; l++) {
-        const model_layer *L = &m->layers[l];
-        /* attention: norm, q/k/v projections, RoPE, cache, attend, output projection */
-        rmsnorm_rows(st, st->xn, st->x, L->attn_norm.data, E, n, hp->rms_eps);
-        if ((rc = mat_mul_set(st, (const model_mat *[]){&L->wq, &L->wk, &L->wv}, 3, st->xn, n,
-                              (float *[]){st->q, st->k, st->v}, err)))
-            break;
-        add_bias(st->q, &L->bq, n);
-        add_bias(st->k, &L->bk, n);
-        add_bias(st->v, &L->bv, n);
-        for (int t = 0; t < n; t++) {
-            const float *cs = st->rope_cs + (size_t)t * hp->n_rot;
-            rope_apply(st->q + (size_t)t * q_dim, hp->n_head, hp->head_dim, hp->n_rot, hp->rope_neox, cs);
-            rope_apply(st->k + (size_t)t * k_dim, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_neox, cs);
-        }
-        if ((rc = kv->append(kv->self, l, n, pos, st->k, st->v, err))) break;
-        if (kv->queries) kv->queries(kv->self, l, n, st->q);
-        if ((rc = attention(st, kv, l, n, pos0, anc, trunk, err))) break;
-        if ((rc = mat_mul(st, &L->wo, st->att, n, st->ffn_out, err))) break;
-        for (size_t i = 0; i < (size_t)n * E; i++) st->x[i] += st->ffn_out[i];
-
-        /* FFN: norm, SwiGLU (dense or mixture of experts), residual */
-        rmsnorm_rows(st, st->xn, st->x, L->ffn_norm.data, E, n, hp->rms_eps);
-        rc = hp->n_expert > 0 ? ffn_moe(st, experts, l, n, err) : ffn_dense(st, L, n, err);
-        if (rc) break;
-        observe(st, l, FWD_AT_FFN, n, st->xn, hp->n_expert > 0 ? NULL : st->hg);
-        for (size_t i = 0; i < (size_t)n * E; i++) st->x[i] += st->ffn_out[i];
-        observe(st, l, FWD_AT_LAYER_END, n, st->x, NULL);
-        /* the prediction again from the layer's output: later, but closer (the next attention still overlaps) */
-        if (hp->n_expert > 0 && experts && experts->hint_next && l + 1 < hp->n_layer &&
-            (rc = predict_next(st, experts, l, n, err)))
-            break;
-    }
+    for (int l = 0; l < hp->n_layer && !rc; l++) rc = layer(st, kv, experts, l, n, pos, pos0, anc, trunk, err);
     if (pos != pos_buf) free(pos);
     if (rc) return rc;
 
@@ -571,6 +444,11 @@ err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *ex
         fwd_rmsnorm(st->xn + (size_t)i * E, st->x + (size_t)t * E, m->output_norm.data, E, hp->rms_eps);
     }
     if (!n_out) return ERR_OK;
-    rc = mat_mul(st, &m->output, st->xn, n_out, logits, err);
-    return rc ? rc : check_finite(logits, (size_t)n_out * (size_t)m->hp.n_vocab, pos0, err);
+    if ((rc = fwd_mat_mul(st, &m->output, st->xn, n_out, logits, err))) return rc;
+    const size_t total = (size_t)n_out * (size_t)hp->n_vocab;
+    if (hp->logit_scale != 1.0f)
+        for (size_t i = 0; i < total; i++) logits[i] *= hp->logit_scale;
+    if (hp->final_softcap > 0.0f)
+        for (size_t i = 0; i < total; i++) logits[i] = hp->final_softcap * tanhf(logits[i] / hp->final_softcap);
+    return check_finite(logits, total, pos0, err);
 }

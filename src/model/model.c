@@ -1,13 +1,12 @@
 /*
  * model — hyperparameters and tensor binding. See model.h.
  *
- * Metadata keys are "<arch>.<name>" (llama.embedding_length, ...). Required
- * keys missing or out of range are errors that name the key; optional ones
- * take the defaults llama.cpp uses. Every tensor is checked for presence,
- * computable type and exact shape here, once, so the forward pass never
- * checks anything.
+ * The hyperparameters come from model/arch.c. Every tensor the architecture's
+ * features call for is checked for presence, computable type and exact shape
+ * here, once, so the forward pass never checks anything.
  */
 #include "model.h"
+#include "arch.h"
 #include "experts_iface.h"
 
 #include <math.h>
@@ -18,119 +17,6 @@
 #include "core/packed.h"
 #include "core/quant.h"
 #include "core/threadpool.h"
-
-/* ---------------------------------------------------------------- metadata */
-
-static err_code get_int(const gguf_ctx *g, const char *arch, const char *name, bool required, int def, int min,
-                        int max, int *out, err_t *err) {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, name);
-    const gguf_kv *kv = gguf_find_kv(g, key);
-    if (!kv) {
-        if (required) return err_set(err, ERR_MISSING_KEY, "metadata key '%s' is missing", key);
-        *out = def;
-        return ERR_OK;
-    }
-    int64_t v;
-    if (kv->value.type == GGUF_ARRAY) {
-        /* Per-layer arrays (e.g. feed_forward_length): we run uniform layers only. */
-        const gguf_value *a = &kv->value;
-        if (a->v.arr.raw == NULL || a->v.arr.n == 0 || a->v.arr.elem_type == GGUF_FLOAT32 ||
-            a->v.arr.elem_type == GGUF_FLOAT64 || a->v.arr.elem_type == GGUF_BOOL)
-            return err_set(err, ERR_BAD_VALUE, "metadata key '%s' is not an integer array", key);
-        v = gguf_arr_i64(a, 0);
-        for (uint64_t i = 1; i < a->v.arr.n; i++)
-            if (gguf_arr_i64(a, i) != v)
-                return err_set(err, ERR_UNSUPPORTED, "metadata key '%s' varies per layer, which is not supported", key);
-    } else if (!gguf_get_i64(g, key, &v)) {
-        return err_set(err, ERR_BAD_VALUE, "metadata key '%s' must be an integer, not %s", key,
-                       gguf_type_name(kv->value.type));
-    }
-    if (v < min || v > max)
-        return err_set(err, ERR_BAD_VALUE, "metadata key '%s' is %lld (allowed %d..%d)", key, (long long)v, min, max);
-    *out = (int)v;
-    return ERR_OK;
-}
-
-static err_code get_float(const gguf_ctx *g, const char *arch, const char *name, float def, float *out, err_t *err) {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, name);
-    const gguf_kv *kv = gguf_find_kv(g, key);
-    if (!kv) {
-        *out = def;
-        return ERR_OK;
-    }
-    if (!gguf_get_f32(g, key, out))
-        return err_set(err, ERR_BAD_VALUE, "metadata key '%s' must be a float, not %s", key,
-                       gguf_type_name(kv->value.type));
-    if (!isfinite(*out) || *out < 0.0f) /* inf or NaN would only give garbage logits */
-        return err_set(err, ERR_BAD_VALUE, "metadata key '%s' is %g", key, (double)*out);
-    return ERR_OK;
-}
-
-static err_code read_hparams(const gguf_ctx *g, model_hparams *hp, err_t *err) {
-    gguf_str arch;
-    err_code rc;
-    memset(hp, 0, sizeof *hp);
-    if (!gguf_get_str(g, "general.architecture", &arch))
-        return err_set(err, ERR_MISSING_KEY, "metadata key 'general.architecture' is missing");
-    if (gguf_str_eq(arch, "llama")) {
-        hp->arch = ARCH_LLAMA;
-    } else if (gguf_str_eq(arch, "qwen2")) {
-        hp->arch = ARCH_QWEN2;
-        hp->rope_neox = true;
-    } else {
-        return err_set(err, ERR_UNSUPPORTED_ARCH, "architecture '%.*s' is not supported (supported: llama, qwen2)",
-                       (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
-    }
-    snprintf(hp->arch_name, sizeof hp->arch_name, "%.*s", (int)arch.len, arch.ptr);
-    const char *a = hp->arch_name;
-    const int BIG = 1 << 24;
-    if ((rc = get_int(g, a, "context_length", true, 0, 1, BIG, &hp->n_ctx_train, err))) return rc;
-    if ((rc = get_int(g, a, "embedding_length", true, 0, 1, BIG, &hp->n_embd, err))) return rc;
-    if ((rc = get_int(g, a, "block_count", true, 0, 1, 4096, &hp->n_layer, err))) return rc;
-    if ((rc = get_int(g, a, "feed_forward_length", true, 0, 1, BIG, &hp->n_ff, err))) return rc;
-    if ((rc = get_int(g, a, "attention.head_count", true, 0, 1, 4096, &hp->n_head, err))) return rc;
-    if ((rc = get_int(g, a, "attention.head_count_kv", false, hp->n_head, 1, hp->n_head, &hp->n_head_kv, err)))
-        return rc;
-    if (hp->n_head % hp->n_head_kv)
-        return err_set(err, ERR_BAD_VALUE, "head_count %d is not a multiple of head_count_kv %d", hp->n_head,
-                       hp->n_head_kv);
-    int def_hd = hp->n_embd / hp->n_head;
-    if ((rc = get_int(g, a, "attention.key_length", false, def_hd, 1, BIG, &hp->head_dim, err))) return rc;
-    if ((rc = get_int(g, a, "attention.value_length", false, hp->head_dim, 1, BIG, &hp->head_dim_v, err))) return rc;
-    if ((rc = get_int(g, a, "rope.dimension_count", false, hp->head_dim, 0, hp->head_dim, &hp->n_rot, err))) return rc;
-    if (hp->n_rot % 2) return err_set(err, ERR_BAD_VALUE, "rope.dimension_count %d is odd", hp->n_rot);
-    if ((rc = get_int(g, a, "expert_count", false, 0, 0, 4096, &hp->n_expert, err))) return rc;
-    if ((rc = get_int(g, a, "expert_used_count", false, 0, 0, hp->n_expert, &hp->n_expert_used, err))) return rc;
-    if (hp->n_expert > 0 && hp->n_expert_used == 0)
-        return err_set(err, ERR_BAD_VALUE, "%s.expert_count is %d but expert_used_count is 0", a, hp->n_expert);
-    if ((rc = get_int(g, a, "expert_shared_feed_forward_length", false, 0, 0, BIG, &hp->n_ff_shexp, err))) return rc;
-    if (hp->n_ff_shexp > 0 && hp->n_expert == 0)
-        return err_set(err, ERR_BAD_VALUE, "%s.expert_shared_feed_forward_length is %d in a model without experts", a,
-                       hp->n_ff_shexp);
-    if ((rc = get_float(g, a, "rope.freq_base", 10000.0f, &hp->rope_freq_base, err))) return rc;
-    if ((rc = get_float(g, a, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->rms_eps, err))) return rc;
-    if (hp->rope_freq_base <= 0.0f) return err_set(err, ERR_BAD_VALUE, "%s.rope.freq_base must be positive", a);
-
-    /* RoPE scaling: "linear" divides positions by the factor. Others are refused
-     * rather than silently computed wrong. */
-    float factor = 0.0f;
-    char key[128];
-    gguf_str st;
-    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
-    bool has_type = gguf_get_str(g, key, &st);
-    if ((rc = get_float(g, a, "rope.scaling.factor", 0.0f, &factor, err))) return rc;
-    if (factor == 0.0f && (rc = get_float(g, a, "rope.scale_linear", 0.0f, &factor, err))) return rc;
-    hp->rope_freq_scale = 1.0f;
-    if (has_type && !gguf_str_eq(st, "none") && !gguf_str_eq(st, "linear"))
-        return err_set(err, ERR_UNSUPPORTED, "RoPE scaling type '%.*s' is not supported (none, linear)",
-                       (int)(st.len > 32 ? 32 : st.len), st.ptr);
-    if (factor > 0.0f && !(has_type && gguf_str_eq(st, "none"))) hp->rope_freq_scale = 1.0f / factor;
-    if (!isfinite(hp->rope_freq_scale))
-        return err_set(err, ERR_BAD_VALUE, "%s.rope scaling factor %g is too small", a, (double)factor);
-    return ERR_OK;
-}
 
 /* ---------------------------------------------------------------- tensors */
 
@@ -176,42 +62,125 @@ static err_code bind(binder *b, model_mat *m, const char *name, int64_t ne0, int
     return ERR_OK;
 }
 
-static err_code bind_layer(binder *b, const model_hparams *hp, int il, model_layer *L) {
-    char n[96];
-    err_code rc;
-    const int64_t E = hp->n_embd, q_dim = (int64_t)hp->n_head * hp->head_dim;
-    const int64_t k_dim = (int64_t)hp->n_head_kv * hp->head_dim, v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v;
-    const int64_t o_dim = (int64_t)hp->n_head * hp->head_dim_v;
+/* Rows [r0, r0 + n) of each part of a fused tensor of shape (ne0, total rows):
+ * phi3's attn_qkv and ffn_up. Its parameters count once. */
+static err_code bind_parts(binder *b, const char *name, int64_t ne0, int n_parts, const int64_t *rows,
+                           model_mat **parts) {
+    int64_t total = 0;
+    for (int i = 0; i < n_parts; i++) total += rows[i];
+    model_mat whole;
+    err_code rc = bind(b, &whole, name, ne0, total, 0, true, false);
+    if (rc) return rc;
+    int64_t r0 = 0;
+    for (int i = 0; i < n_parts; i++) {
+        *parts[i] = whole;
+        parts[i]->data = (const uint8_t *)whole.data + (size_t)r0 * whole.row_bytes;
+        parts[i]->n_out = rows[i];
+        r0 += rows[i];
+    }
+    return ERR_OK;
+}
+
+/* A norm over a whole projected row (n values) or per head (hd values). */
+static err_code bind_qk_norm(binder *b, model_mat *m, const char *name, int64_t n, int64_t hd) {
+    const gguf_tensor *t = gguf_find_tensor(b->g, name);
+    return bind(b, m, name, t && t->ne[0] == hd ? hd : n, 0, 0, true, true);
+}
+
 #define BIND(field, suffix, a0, a1, a2, req, f32)                                      \
     do {                                                                              \
         snprintf(n, sizeof n, "blk.%d.%s", il, suffix);                               \
         if ((rc = bind(b, &L->field, n, a0, a1, a2, req, f32))) return rc;            \
     } while (0)
+
+/* Multi-head latent attention's projections (deepseek2). */
+static err_code bind_mla(binder *b, const model_hparams *hp, int il, model_layer *L) {
+    char n[96];
+    err_code rc;
+    const int64_t E = hp->n_embd, q_dim = (int64_t)hp->n_head * hp->head_dim;
+    const int64_t kv_b = (int64_t)hp->n_head * (hp->head_dim - hp->n_rot + hp->head_dim_v);
+    if (hp->q_lora_rank > 0) {
+        BIND(wq_a, "attn_q_a.weight", E, hp->q_lora_rank, 0, true, false);
+        BIND(q_a_norm, "attn_q_a_norm.weight", hp->q_lora_rank, 0, 0, true, true);
+        BIND(wq, "attn_q_b.weight", hp->q_lora_rank, q_dim, 0, true, false);
+    } else {
+        BIND(wq, "attn_q.weight", E, q_dim, 0, true, false);
+    }
+    BIND(wkv_a, "attn_kv_a_mqa.weight", E, hp->kv_lora_rank + hp->n_rot, 0, true, false);
+    BIND(kv_a_norm, "attn_kv_a_norm.weight", hp->kv_lora_rank, 0, 0, true, true);
+    BIND(wkv_b, "attn_kv_b.weight", hp->kv_lora_rank, kv_b, 0, true, false);
+    return ERR_OK;
+}
+
+static err_code bind_attn(binder *b, const model_hparams *hp, int il, model_layer *L) {
+    char n[96];
+    err_code rc;
+    const int64_t E = hp->n_embd, q_dim = (int64_t)hp->n_head * hp->head_dim;
+    const int64_t k_dim = (int64_t)hp->n_head_kv * hp->head_dim, v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v;
+    const int64_t o_dim = (int64_t)hp->n_head * hp->head_dim_v;
     BIND(attn_norm, "attn_norm.weight", E, 0, 0, true, false);
-    BIND(wq, "attn_q.weight", E, q_dim, 0, true, false);
-    BIND(wk, "attn_k.weight", E, k_dim, 0, true, false);
-    BIND(wv, "attn_v.weight", E, v_dim, 0, true, false);
+    if (hp->kv_lora_rank > 0) {
+        if ((rc = bind_mla(b, hp, il, L))) return rc;
+    } else if (hp->fused_qkv) {
+        snprintf(n, sizeof n, "blk.%d.attn_qkv.weight", il);
+        if ((rc = bind_parts(b, n, E, 3, (int64_t[]){q_dim, k_dim, v_dim}, (model_mat *[]){&L->wq, &L->wk, &L->wv})))
+            return rc;
+    } else {
+        BIND(wq, "attn_q.weight", E, q_dim, 0, true, false);
+        BIND(wk, "attn_k.weight", E, k_dim, 0, true, false);
+        BIND(wv, "attn_v.weight", E, v_dim, 0, true, false);
+    }
     BIND(wo, "attn_output.weight", o_dim, E, 0, true, false);
-    bool qwen = hp->arch == ARCH_QWEN2;
+    const bool qwen = hp->arch == ARCH_QWEN2 || hp->arch == ARCH_QWEN2MOE;
     BIND(bq, "attn_q.bias", q_dim, 0, 0, qwen, true);
     BIND(bk, "attn_k.bias", k_dim, 0, 0, qwen, true);
     BIND(bv, "attn_v.bias", v_dim, 0, 0, qwen, true);
-    BIND(ffn_norm, "ffn_norm.weight", E, 0, 0, true, false);
-    if (hp->n_expert == 0) {
-        BIND(w_gate, "ffn_gate.weight", E, hp->n_ff, 0, true, false);
-        BIND(w_up, "ffn_up.weight", E, hp->n_ff, 0, true, false);
-        BIND(w_down, "ffn_down.weight", hp->n_ff, E, 0, true, false);
-    } else {
-        BIND(gate_inp, "ffn_gate_inp.weight", E, hp->n_expert, 0, true, false);
-        BIND(w_gate, "ffn_gate_exps.weight", E, hp->n_ff, hp->n_expert, true, false);
-        BIND(w_up, "ffn_up_exps.weight", E, hp->n_ff, hp->n_expert, true, false);
-        BIND(w_down, "ffn_down_exps.weight", hp->n_ff, E, hp->n_expert, true, false);
-        const bool sh = hp->n_ff_shexp > 0;
-        BIND(w_gate_sh, "ffn_gate_shexp.weight", E, hp->n_ff_shexp, 0, sh, false);
-        BIND(w_up_sh, "ffn_up_shexp.weight", E, hp->n_ff_shexp, 0, sh, false);
-        BIND(w_down_sh, "ffn_down_shexp.weight", hp->n_ff_shexp, E, 0, sh, false);
+    if (hp->qk_norm) {
+        snprintf(n, sizeof n, "blk.%d.attn_q_norm.weight", il);
+        if ((rc = bind_qk_norm(b, &L->q_norm, n, q_dim, hp->head_dim))) return rc;
+        snprintf(n, sizeof n, "blk.%d.attn_k_norm.weight", il);
+        if ((rc = bind_qk_norm(b, &L->k_norm, n, k_dim, hp->head_dim))) return rc;
     }
+    if (hp->post_norms) BIND(post_attn_norm, "post_attention_norm.weight", E, 0, 0, true, true);
+    return ERR_OK;
+}
+
+static err_code bind_ffn(binder *b, const model_hparams *hp, int il, model_layer *L) {
+    char n[96];
+    err_code rc;
+    const int64_t E = hp->n_embd;
+    BIND(ffn_norm, "ffn_norm.weight", E, 0, 0, true, false);
+    if (hp->post_norms) BIND(post_ffn_norm, "post_ffw_norm.weight", E, 0, 0, true, true);
+    if (!model_layer_moe(hp, il)) {
+        const int64_t ff = hp->n_ff_dense;
+        if (hp->fused_gate_up) {
+            snprintf(n, sizeof n, "blk.%d.ffn_up.weight", il);
+            if ((rc = bind_parts(b, n, E, 2, (int64_t[]){ff, ff}, (model_mat *[]){&L->w_gate, &L->w_up}))) return rc;
+        } else {
+            BIND(w_gate, "ffn_gate.weight", E, ff, 0, true, false);
+            BIND(w_up, "ffn_up.weight", E, ff, 0, true, false);
+        }
+        BIND(w_down, "ffn_down.weight", ff, E, 0, true, false);
+        return ERR_OK;
+    }
+    BIND(gate_inp, "ffn_gate_inp.weight", E, hp->n_expert, 0, true, false);
+    BIND(expert_bias, "exp_probs_b.bias", hp->n_expert, 0, 0, false, true);
+    BIND(w_gate, "ffn_gate_exps.weight", E, hp->n_ff, hp->n_expert, true, false);
+    BIND(w_up, "ffn_up_exps.weight", E, hp->n_ff, hp->n_expert, true, false);
+    BIND(w_down, "ffn_down_exps.weight", hp->n_ff, E, hp->n_expert, true, false);
+    const bool sh = hp->n_ff_shexp > 0;
+    BIND(w_gate_sh, "ffn_gate_shexp.weight", E, hp->n_ff_shexp, 0, sh, false);
+    BIND(w_up_sh, "ffn_up_shexp.weight", E, hp->n_ff_shexp, 0, sh, false);
+    BIND(w_down_sh, "ffn_down_shexp.weight", hp->n_ff_shexp, E, 0, sh, false);
+    if (hp->shexp_gated) BIND(gate_inp_sh, "ffn_gate_inp_shexp.weight", E, 0, 0, true, true);
+    return ERR_OK;
+}
 #undef BIND
+
+static err_code bind_layer(binder *b, const model_hparams *hp, int il, model_layer *L) {
+    err_code rc = bind_attn(b, hp, il, L);
+    if (!rc) rc = bind_ffn(b, hp, il, L);
+    if (rc) return rc;
     if (L->attn_norm.type != QT_F32 || L->ffn_norm.type != QT_F32)
         return err_set(b->err, ERR_UNSUPPORTED, "blk.%d norm weights must be F32", il);
     return ERR_OK;
@@ -219,7 +188,8 @@ static err_code bind_layer(binder *b, const model_hparams *hp, int il, model_lay
 
 uint64_t model_kv_bytes(const model_hparams *hp, uint64_t n_tokens, uint32_t type) {
     uint64_t el = type == QT_F16 ? 2 : 4;
-    return n_tokens * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv * (uint64_t)(hp->head_dim + hp->head_dim_v) * el;
+    const model_kv_row r = model_kv_row_of(hp);
+    return n_tokens * (uint64_t)hp->n_layer * (uint64_t)r.n_head_kv * (uint64_t)(r.head_dim + r.head_dim_v) * el;
 }
 
 /* The active path has packed kernels for w (core/packed.h) and its rows
@@ -230,6 +200,10 @@ static bool packable(const model_mat *w) {
 
 void model_expert_extent(const model *m, int layer, int expert, expert_extent *out) {
     const model_layer *L = &m->layers[layer];
+    if (!L->gate_inp.data) { /* a dense layer of an MoE model: no experts */
+        memset(out, 0, sizeof *out);
+        return;
+    }
     const model_mat *src[3] = {&L->w_gate, &L->w_up, &L->w_down};
     for (int i = 0; i < 3; i++) {
         out->bytes[i] = (size_t)src[i]->n_out * src[i]->row_bytes;
@@ -256,7 +230,7 @@ void model_expert_pack(const model *m, int layer, model_mat mats[3], void *tmp) 
  * (model_expert_pack), so a load never pulls every expert in. When the
  * mapping cannot be made writable the model simply keeps the GGUF layout. */
 static void pack_weights(model *m) {
-    model_mat *mats[10];
+    model_mat *mats[12];
     size_t tmp_bytes = 0;
     uint8_t *tmp = NULL;
     bool writable = false;
@@ -266,8 +240,8 @@ static void pack_weights(model *m) {
             if (!m->output_tied) mats[n++] = &m->output;
         } else {
             model_layer *L = &m->layers[l];
-            model_mat *ls[] = {&L->wq,     &L->wk,   &L->wv,        &L->wo,      &L->w_gate,
-                               &L->w_up,   &L->w_down, &L->w_gate_sh, &L->w_up_sh, &L->w_down_sh};
+            model_mat *ls[] = {&L->wq,   &L->wk,     &L->wv,        &L->wo,      &L->w_gate, &L->w_up,
+                               &L->w_down, &L->w_gate_sh, &L->w_up_sh, &L->w_down_sh, &L->wq_a, &L->wkv_a};
             for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) mats[n++] = ls[i];
         }
         for (int i = 0; i < n; i++) {
@@ -301,7 +275,7 @@ err_code model_from_gguf(gguf_ctx *g, model **out, err_t *err) {
         return err_set(err, ERR_NOMEM, "out of memory");
     }
     m->gguf = g;
-    err_code rc = read_hparams(g, &m->hp, err);
+    err_code rc = arch_read_hparams(g, &m->hp, err);
     model_hparams *hp = &m->hp;
     binder b = {g, err, 0, 0};
     if (!rc) {
@@ -330,8 +304,9 @@ err_code model_from_gguf(gguf_ctx *g, model **out, err_t *err) {
     m->weight_bytes = b.bytes;
     /* decode reads all of it but the embedding table (one row) and the unused experts */
     uint64_t per_token = b.bytes - (m->output_tied ? 0 : (uint64_t)m->tok_embd.row_bytes * (uint64_t)(hp->n_vocab - 1));
-    for (int il = 0; il < hp->n_layer && hp->n_expert > 0; il++) {
+    for (int il = 0; il < hp->n_layer; il++) {
         const model_layer *L = &m->layers[il];
+        if (!L->gate_inp.data) continue;
         uint64_t experts = (uint64_t)(L->w_gate.row_bytes * L->w_gate.n_out + L->w_up.row_bytes * L->w_up.n_out +
                                       L->w_down.row_bytes * L->w_down.n_out);
         per_token -= experts * (uint64_t)(hp->n_expert - hp->n_expert_used);

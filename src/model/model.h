@@ -7,10 +7,14 @@
  * are never copied: each model_mat points into the read-only mapping, so
  * loading costs address space, not memory, until the pages are touched.
  *
- * Supported: `llama` (Llama 1/2/3, Mistral, TinyLlama; Mixtral-style MoE when
- * llama.expert_count > 0, optionally with an always-on shared expert,
- * ffn_{gate,up,down}_shexp of expert_shared_feed_forward_length: what `octo
- * upcycle --shared` writes) and `qwen2` (q/k/v biases, NeoX RoPE).
+ * Supported (model/arch.c holds what each one reads and binds): `llama`
+ * (Llama 1/2/3, Mistral, TinyLlama; Mixtral-style MoE when llama.expert_count
+ * > 0, optionally with an always-on shared expert, ffn_{gate,up,down}_shexp of
+ * expert_shared_feed_forward_length: what `octo upcycle --shared` writes),
+ * `qwen2`, `qwen2moe`, `olmoe`, `granitemoe`, `phi3`, `gemma2` and
+ * `deepseek2`. Their differences are data in model_hparams (scales,
+ * soft-caps, norms, the gating of experts, multi-head latent attention), not
+ * code paths per architecture.
  */
 #ifndef OCTO_MODEL_MODEL_H
 #define OCTO_MODEL_MODEL_H
@@ -22,7 +26,21 @@
 #include "core/gguf.h"
 #include "core/threadpool.h"
 
-typedef enum { ARCH_LLAMA, ARCH_QWEN2 } model_arch;
+typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN2MOE, ARCH_OLMOE, ARCH_GRANITEMOE, ARCH_PHI3, ARCH_GEMMA2,
+               ARCH_DEEPSEEK2 } model_arch;
+
+typedef enum { ACT_SILU, ACT_GELU } model_act; /* the FFN's gate: silu(g)*u (SwiGLU) or gelu(g)*u (GeGLU, tanh form) */
+typedef enum { GATE_SOFTMAX, GATE_SIGMOID } gate_func;
+
+/* How an MoE layer weighs the experts it routes a token to (model/gating.c).
+ * Mixtral: softmax over all router logits, the top k renormalised to sum 1. */
+typedef struct {
+    gate_func func;      /* probabilities from the router's logits */
+    bool norm;           /* renormalise the chosen k to sum 1 */
+    float scale;         /* then multiply each by this (1; deepseek2's expert_weights_scale) */
+    int n_group;         /* experts in n_group groups, only the n_group_used best groups eligible (0: no groups) */
+    int n_group_used;
+} moe_gating;
 
 typedef struct {
     model_arch arch;
@@ -44,7 +62,41 @@ typedef struct {
     float rope_freq_scale; /* 1 / linear scaling factor */
     bool rope_neox;        /* rotate (i, i + n_rot/2) instead of (2i, 2i+1) */
     float rms_eps;
+    /* architecture features, as data (defaults: plain llama) */
+    moe_gating gating;
+    model_act act;
+    int n_ff_dense;        /* width of the dense FFN layers of an MoE model (deepseek2's leading ones) */
+    int n_layer_dense_lead;/* MoE models: the first layers are dense (deepseek2) */
+    bool shexp_gated;      /* the shared expert's output times sigmoid(ffn_gate_inp_shexp . h) (qwen2moe) */
+    bool qk_norm;          /* RMSNorm of q and k (attn_q_norm / attn_k_norm) before RoPE (olmoe) */
+    bool post_norms;       /* RMSNorm of each sublayer's output before the residual (gemma2) */
+    bool fused_qkv;        /* q, k, v are row ranges of one attn_qkv tensor (phi3) */
+    bool fused_gate_up;    /* gate and up are the two halves of ffn_up (phi3) */
+    float embd_scale;      /* the embedding row times this (1; gemma2 sqrt(n_embd), granite) */
+    float residual_scale;  /* each sublayer's output times this (1; granite) */
+    float attn_scale;      /* q.k times this (1/sqrt(head_dim) unless the file says) */
+    float logit_scale;     /* logits times this (1; granite 1/logit_scale) */
+    float attn_softcap;    /* scores become c*tanh(s/c) (0: none; gemma2) */
+    float final_softcap;   /* logits likewise (0: none) */
+    int swa_window;        /* sliding-window layers see keys s > t - window (0: none) */
+    int swa_period;        /* layer il has the window when il % period == 0 (gemma2: 2); 1: every layer */
+    /* multi-head latent attention (deepseek2; kv_lora_rank 0: none). The cache
+     * holds per token one row: the normed latent (kv_lora_rank) and the shared
+     * RoPE key part (n_rot); head_dim = qk_nope + n_rot, head_dim_v per head. */
+    int q_lora_rank;       /* 0: q straight from attn_q */
+    int kv_lora_rank;
 } model_hparams;
+
+/* The shape of one token's KV cache row: heads, key and value head sizes
+ * (MLA caches one latent "head": kv_lora_rank + n_rot keys, kv_lora_rank values). */
+typedef struct {
+    int n_head_kv, head_dim, head_dim_v;
+} model_kv_row;
+model_kv_row model_kv_row_of(const model_hparams *hp);
+/* Does layer il attend through a sliding window (hp->swa_window keys)? */
+bool model_layer_swa(const model_hparams *hp, int il);
+/* Is layer il a mixture of experts (an MoE model's leading layers may be dense)? */
+bool model_layer_moe(const model_hparams *hp, int il);
 
 /* A matrix (or a stack of n_mat matrices for MoE experts) inside the mapping.
  * Row r of matrix e starts at data + (e * n_out + r) * row_bytes. */
@@ -63,10 +115,18 @@ typedef struct {
     model_mat attn_norm;        /* (n_embd) F32 */
     model_mat wq, wk, wv, wo;   /* (n_embd -> n_head*hd), (-> n_kv*hd), (-> n_kv*hdv), (n_head*hdv -> n_embd) */
     model_mat bq, bk, bv;       /* qwen2 biases, F32; data NULL when absent */
+    model_mat q_norm, k_norm;   /* qk_norm: over the whole row (n_head*hd) or per head (hd); F32 */
+    model_mat post_attn_norm, post_ffn_norm; /* post_norms (n_embd) F32 */
+    /* MLA (wq is attn_q_b when q_lora_rank > 0) */
+    model_mat wq_a, q_a_norm;   /* (n_embd -> q_lora_rank), (q_lora_rank) */
+    model_mat wkv_a, kv_a_norm; /* (n_embd -> kv_lora_rank + n_rot), (kv_lora_rank) */
+    model_mat wkv_b;            /* (kv_lora_rank -> n_head * (qk_nope + head_dim_v)), never packed */
+    model_mat gate_inp_sh;      /* shexp_gated: (n_embd) F32 */
+    model_mat expert_bias;      /* optional (n_expert) F32, added to the probabilities to choose (not to weigh) */
     model_mat ffn_norm;         /* (n_embd) F32 */
     model_mat w_gate, w_up;     /* dense: (n_embd -> n_ff); MoE: stacks of n_expert */
     model_mat w_down;           /* dense: (n_ff -> n_embd); MoE: stack */
-    model_mat gate_inp;         /* MoE router (n_embd -> n_expert); data NULL for dense */
+    model_mat gate_inp;         /* MoE router (n_embd -> n_expert); data NULL for a dense layer */
     model_mat w_gate_sh, w_up_sh, w_down_sh; /* MoE shared expert (n_embd -> n_ff_shexp -> n_embd), ungated,
                                                 added to the routed experts' sum; data NULL when absent */
 } model_layer;

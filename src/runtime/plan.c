@@ -60,8 +60,9 @@ static void plan_share(plan *p, uint64_t b, uint64_t tb, uint64_t db, char *why,
 }
 
 kv_shape plan_kv_shape(const model_hparams *hp) {
-    return (kv_shape){.n_layer = hp->n_layer, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
-                      .head_dim = hp->head_dim, .head_dim_v = hp->head_dim_v};
+    const model_kv_row r = model_kv_row_of(hp);
+    return (kv_shape){.n_layer = hp->n_layer, .n_head = hp->n_head, .n_head_kv = r.n_head_kv,
+                      .head_dim = r.head_dim, .head_dim_v = r.head_dim_v};
 }
 
 plan plan_make(const model *m, const model *draft, int n_ctx, const kv_config *cfg, const plan_device *dev) {

@@ -1,0 +1,85 @@
+/*
+ * forward_internal — what the files of the forward pass share: its state and
+ * the steps each of them calls (forward.c: the pass, attention, norms, RoPE;
+ * forward_ffn.c: dense and MoE FFNs; forward_mla.c: latent attention). Only
+ * src/model/forward*.c include it.
+ */
+#ifndef OCTO_MODEL_FORWARD_INTERNAL_H
+#define OCTO_MODEL_FORWARD_INTERNAL_H
+
+#include "core/attn.h"
+#include "core/matmul.h"
+#include "model/forward.h"
+
+/* Below this many multiply-adds a job runs on the calling thread, as matmul's do. */
+#define MIN_PARALLEL_MACS MATMUL_MIN_PARALLEL_MACS
+
+struct fwd_state {
+    const model *m;
+    tpool *pool;      /* borrowed; NULL runs on the calling thread */
+    int nth;
+    int cap;          /* tokens the buffers hold */
+    float *x;         /* (cap, n_embd) residual stream */
+    float *xn;        /* (cap, n_embd) normed input of a sublayer */
+    float *q;         /* (cap, n_head * head_dim) */
+    float *k, *v;     /* (cap, n_head_kv * head_dim[_v]) */
+    float *att;       /* (cap, n_head * head_dim_v) attention output */
+    float *ffn_out;   /* (cap, n_embd) */
+    float *hg, *hu;   /* (cap, n_ff) gate / up activations (dense), or one token's (MoE) */
+    float *rope_cs;   /* (cap, n_rot) cos/sin pairs per token */
+    float *router;    /* (n_expert) */
+    float *observed;  /* (nth, n_entries) attention weights for kv->observe, per thread */
+    size_t observed_cap;
+    attn_keys *runs;  /* (n_head_kv, n_spans) the view's spans, offset to each KV head */
+    size_t runs_cap;
+    matmul_ctx *mm;   /* the matrix products' scheduler and activation buffer */
+    /* MoE routing of the batch */
+    int32_t *route;   /* (cap, n_expert_used) chosen experts */
+    float *route_next; /* (cap, n_expert) the next layer's router logits (experts_iface.hint_next) */
+    float *route_w;   /* (cap, n_expert_used) their renormalised weights */
+    int32_t *members; /* (cap) tokens routed to the expert at hand */
+    float *member_w;  /* (cap) their weights */
+    float *xe;        /* (cap, n_embd) gathered inputs of one expert */
+    float *eo;        /* (cap, n_embd) its outputs */
+    /* multi-head latent attention (forward_mla.c); NULL for other models */
+    float *qa;        /* (cap, n_head * (kv_lora_rank + n_rot)) the queries absorbed into the latent space */
+    float *lat;       /* (cap, n_head * kv_lora_rank) attention outputs in the latent space */
+    float *low;       /* (cap, max(q_lora_rank, kv_lora_rank)) a low-rank intermediate */
+    float *oh;        /* (cap, head_dim_v) one head's output */
+    fwd_observer observer; /* NULL: none */
+    void *observer_ctx;
+};
+
+
+/* y[t] = W · x[t] for t < T. x rows are W->n_in long, y rows W->n_out. */
+err_code fwd_mat_mul(fwd_state *st, const model_mat *w, const float *x, int T, float *y, err_t *err);
+/* ys[i] = W_i · x[t] for n (at most MATMUL_MAX_SET) matrices of the same input */
+err_code fwd_mat_mul_set(fwd_state *st, const model_mat *const *ws, int n, const float *x, int T, float *const *ys,
+                         err_t *err);
+/* RMSNorm of T rows of n, over the pool when there are enough (out may be x) */
+void fwd_norm_rows(fwd_state *st, float *out, const float *x, const float *weight, int n, int T, float eps);
+/* Rotate the first n_rot dims of each of n_heads heads of one token (heads head_dim apart). */
+void fwd_rope_apply(float *vec, int n_heads, int head_dim, int n_rot, bool neox, const float *cs);
+
+/* One attention over the cache's view of a layer: T tokens' queries (q,
+ * [T][n_head * hd]) into out ([T][n_head * hdv]); anc: a tree batch's
+ * ancestry (trunk: its leading tokens in a line), or NULL. */
+typedef struct {
+    int n_head, n_head_kv, hd, hdv;
+    const float *q;
+    float *out;
+    float scale, softcap;
+    int32_t window;
+} fwd_attn_shape;
+err_code fwd_attend(fwd_state *st, const kv_iface *kv, int layer, int T, int32_t pos0, const uint64_t *anc, int trunk,
+                    const fwd_attn_shape *sh, err_t *err);
+
+/* The layer's FFN of st->xn into st->ffn_out: dense, or the experts (through ex, or the mapping when NULL). */
+err_code fwd_ffn(fwd_state *st, const experts_iface *ex, int layer, int T, err_t *err);
+/* The next layer's router logits from st->x, handed to ex->hint_next. */
+err_code fwd_predict_next(fwd_state *st, const experts_iface *ex, int layer, int T, err_t *err);
+/* Latent attention of st->xn into st->ffn_out (attn_output applied). */
+err_code fwd_attn_mla(fwd_state *st, const kv_iface *kv, int layer, int T, const int32_t *pos, int32_t pos0,
+                      const uint64_t *anc, int trunk, err_t *err);
+
+#endif
