@@ -79,11 +79,13 @@ static void help(FILE *f) {
           "  logits -m MODEL (--tokens \"1 2 3\" | --prompt TEXT) --out FILE.f32 [--ctx N]\n"
           "      logits of every position as little-endian float32, n_tokens x n_vocab;\n"
           "      row i = logits after consuming tokens 0..i\n"
-          "  synth -o FILE [--arch llama|qwen2] [--type T] [--embd-type T] [--output-type T]\n"
+          "  synth -o FILE [--arch A] [--type T] [--embd-type T] [--output-type T]\n"
           "        [--vocab N] [--embd N] [--layers N] [--heads N] [--kv-heads N] [--ff N]\n"
           "        [--head-dim N] [--ctx N] [--experts N --experts-used K] [--tied] [--seed S]\n"
-          "        [--std X] [--rope-base X] [--rope-scale X] [--gguf-version 2|3]\n"
-          "      write a synthetic model with seeded random weights; T is one of\n"
+          "        [--std X] [--rope-base X] [--rope-scale X] [--window N] [--gguf-version 2|3]\n"
+          "      write a synthetic model with seeded random weights; A is one of llama (default),\n"
+          "      qwen2, qwen2moe, olmoe, granitemoe, phi3, gemma2, deepseek2 (the MoE ones need\n"
+          "      --experts); --window: gemma2's / phi3's sliding window; T is one of\n"
           "      f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k\n"
           "  upcycle -m DENSE -o MOE --experts E --experts-used K [-f TEXT] [--tokens N]\n"
           "        [--heldout N] [--split cluster|random|contiguous] [--router fit|uniform]\n"
@@ -694,6 +696,7 @@ static int cmd_synth(int argc, char **argv) {
             {"--kv-heads", &o.n_head_kv, 1, 1024}, {"--ff", &o.n_ff, 1, 1 << 20},
             {"--head-dim", &o.head_dim, 2, 1 << 14}, {"--ctx", &o.n_ctx, 1, 1 << 24},
             {"--experts", &o.n_expert, 0, 1024}, {"--experts-used", &o.n_expert_used, 0, 1024},
+            {"--window", &o.swa_window, 0, 1 << 24},
         };
         int matched = 0;
         for (size_t k = 0; k < sizeof ints / sizeof *ints; k++)

@@ -76,6 +76,8 @@ err_code kv_cache_new(kv_shape shape, const kv_config *cfg, kv_cache **out, err_
         kv_cache_free(c);
         return err_set(err, ERR_NOMEM, "out of memory");
     }
+    for (int l = 0; shape.window > 0 && l < shape.n_layer; l++)
+        if (l % (shape.window_period > 0 ? shape.window_period : 1) == 0) c->layers[l].window = shape.window;
     /* spill: only with a budget to keep; a directory that cannot take the
      * file leaves the cache working, evicting instead (the stats say why) */
     if (k.spill_dir && k.budget_bytes) {
@@ -215,8 +217,22 @@ kv_iface kv_cache_iface(kv_cache *c) {
 
 /* ---------------------------------------------------------------- commit */
 
-/* Per layer: the last forward's weights into the scores, tiers by age, the
- * budget (spill, then eviction), then a read-ahead of what may come back. */
+/* A sliding-window layer's blocks that no later query sees: every entry at
+ * or below the next position - window, all committed. The oldest go first
+ * (blocks hold ascending positions); the pending weights follow the view. */
+static void drop_unseen(kv_cache *c, kv_layer *L) {
+    const int32_t lowest_seen = c->commit_pos - L->window + 1;
+    while (L->n_blocks > 1) {
+        const kv_block *b = L->blocks[0];
+        if (b->open || b->n == 0 || b->pos[b->n - 1] >= lowest_seen) break;
+        if (b->pos[b->n - 1] + 1 > L->window_floor) L->window_floor = b->pos[b->n - 1] + 1;
+        c->windowed += b->n;
+        kv_remove_block(c, L, 0);
+    }
+}
+
+/* Per layer: the last forward's weights into the scores, windows, tiers by
+ * age, the budget (spill, then eviction), then a read-ahead of what may come back. */
 err_code kv_cache_commit(kv_cache *c, int n, err_t *err) {
     if (n <= 0) return ERR_OK;
     c->commit_pos += n;
@@ -225,6 +241,7 @@ err_code kv_cache_commit(kv_cache *c, int n, err_t *err) {
     for (int l = 0; l < c->n_layer; l++) {
         kv_layer *L = &c->layers[l];
         if (L->n_pending) apply_pending(c, L);
+        if (L->window) drop_unseen(c, L);
         err_code rc = kv_retier_layer(c, L, err);
         if (rc) return rc;
         if (limit && (rc = kv_evict(c, L, limit, err))) return rc;
@@ -299,7 +316,7 @@ void kv_cache_truncate(kv_cache *c, int32_t pos) {
 }
 
 kv_stats kv_cache_stats(const kv_cache *c) {
-    kv_stats s = {.budget = c->cfg.budget_bytes, .tokens_evicted = c->evicted / c->n_layer,
+    kv_stats s = {.budget = c->cfg.budget_bytes, .tokens_evicted = c->evicted / c->n_layer, .tokens_windowed = c->windowed,
                   .requantized = c->requantized, .spill_on = c->spill != NULL, .spill_clean = c->spill_clean,
                   .spill_hits = c->spill_hits, .spill_errors = c->spill_errors, .spill_dropped = c->spill_dropped, .spill_prefetch_hits = c->spill_prefetch_hits};
     snprintf(s.spill_note, sizeof s.spill_note, "%s", c->spill_note);
@@ -313,6 +330,7 @@ kv_stats kv_cache_stats(const kv_cache *c) {
     }
     for (int l = 0; l < c->n_layer; l++) {
         const kv_layer *L = &c->layers[l];
+        int64_t held = 0;
         for (int i = 0; i < L->n_blocks; i++) {
             const kv_block *b = L->blocks[i];
             int n = 0;
@@ -329,8 +347,9 @@ kv_stats kv_cache_stats(const kv_cache *c) {
             if (t == 0) s.bytes_hot += bytes;
             else if (t == 1) s.bytes_warm += bytes;
             else s.bytes_cold += bytes;
-            if (l == 0) s.tokens += n;
+            held += n;
         }
+        if (held > s.tokens) s.tokens = held;
     }
     return s;
 }

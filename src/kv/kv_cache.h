@@ -42,6 +42,12 @@
  * failed read (truncated or corrupted file: every record is checksummed)
  * drops the block as evicted. Each is counted in the stats.
  *
+ * Windows. A layer with a sliding window (kv_shape.window) drops each block
+ * whose entries no later query can see (positions <= the next position -
+ * window) at commit: it never holds more than window + KV_BLOCK entries,
+ * whatever the context. A truncation below what a window dropped makes the
+ * positions the window needs compute again (kv_cache_stale_from).
+ *
  * Speculation. Appended entries are tentative: attended to, but not counted
  * against the budget, not scored, not re-quantized, until kv_cache_commit.
  * kv_cache_rollback(n) drops the newest n tentative entries, leaving the
@@ -65,6 +71,9 @@ typedef struct {
     int n_head_kv;  /* key/value heads: a row holds all of them */
     int head_dim;   /* key (and query) head size */
     int head_dim_v; /* value head size */
+    int window;     /* > 0: layer l with l % window_period == 0 attends to the newest `window`
+                     * positions only (sliding-window attention), so it keeps no more */
+    int window_period;
 } kv_shape;
 
 /* A policy is its row in the table of policies (policy_table.c): these are
@@ -108,7 +117,8 @@ typedef struct {
     uint64_t budget;           /* 0 = none */
     uint64_t bytes_hot, bytes_warm, bytes_cold;
     uint64_t mapped_bytes;     /* what the block mappings occupy (page-rounded) */
-    int64_t tokens;            /* committed entries per layer (layer 0) */
+    int64_t tokens;            /* committed entries per layer (the layer holding most) */
+    int64_t tokens_windowed;   /* entries windowed layers dropped (summed over those layers), since creation */
     int64_t tokens_evicted;    /* per layer, since creation */
     int64_t requantized;       /* blocks re-quantized to a colder tier */
     int tentative;             /* entries appended and not yet committed */

@@ -58,6 +58,8 @@ typedef struct {
     bool have_q;
     int n_spilled;
     int prefetched;     /* the slot last asked for in the background */
+    int window;         /* > 0: a sliding-window layer keeps the newest `window` positions only */
+    int32_t window_floor; /* positions below may have been dropped by the window */
 } kv_layer;
 
 struct kv_cache {
@@ -67,7 +69,7 @@ struct kv_cache {
     kv_layer *layers;
     int32_t commit_pos;    /* entries at positions below are committed */
     bool prefill_observed; /* SnapKV has voted */
-    int64_t evicted, requantized;
+    int64_t evicted, requantized, windowed;
     float *f32;            /* scratch: one block of rows as F32 */
     spill_store *spill;    /* NULL: no spill */
     bool spill_full;       /* a write found no space: no more writes until a slot frees */

@@ -83,6 +83,9 @@ int32_t kv_cache_stale_from(const kv_cache *c, int32_t n) {
     int32_t from = n;
     for (int l = 0; l < c->n_layer; l++) {
         const kv_layer *L = &c->layers[l];
+        /* a window that dropped positions the next query after n would see */
+        const int32_t needed = n - L->window + 1 > 0 ? n - L->window + 1 : 0;
+        if (L->window && L->window_floor > needed && needed < from) from = needed;
         for (int i = 0; i < L->n_blocks; i++) {
             const kv_block *b = L->blocks[i];
             int32_t newest = INT32_MIN; /* of the entries that would stay */

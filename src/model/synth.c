@@ -9,6 +9,7 @@
 #include "synth.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,89 +147,198 @@ static err_code add_vocab(gguf_writer *w, int n_vocab, int piece_bytes, err_t *e
     return rc;
 }
 
-err_code synth_write(const synth_opts *o, const char *path, err_t *err) {
-    const char *arch = o->arch ? o->arch : "llama";
-    bool qwen = !strcmp(arch, "qwen2");
-    if (!qwen && strcmp(arch, "llama")) return err_set(err, ERR_INVALID_ARG, "synth: architecture '%s' (llama, qwen2)", arch);
+/* What each architecture's file holds beyond a plain llama (model/arch.c reads it). */
+typedef struct {
+    const char *name;
+    bool biases;      /* q/k/v biases (qwen2, qwen2moe) */
+    bool qk_norm;     /* attn_q_norm / attn_k_norm over the whole row (olmoe) */
+    bool fused;       /* attn_qkv and a double-width ffn_up (phi3) */
+    bool gemma;       /* post-norms, soft-caps, a sliding window, tied output, GeGLU (gemma2) */
+    bool granite;     /* the four multipliers (granitemoe) */
+    bool shexp_gated; /* a shared expert behind a sigmoid gate (qwen2moe) */
+    bool mla;         /* latent attention, a leading dense layer, shared experts (deepseek2) */
+    bool moe;         /* experts required */
+} synth_arch;
+
+static const synth_arch ARCHS[] = {
+    {"llama", 0, 0, 0, 0, 0, 0, 0, 0},     {"qwen2", 1, 0, 0, 0, 0, 0, 0, 0},
+    {"qwen2moe", 1, 0, 0, 0, 0, 1, 0, 1},  {"olmoe", 0, 1, 0, 0, 0, 0, 0, 1},
+    {"granitemoe", 0, 0, 0, 0, 1, 0, 0, 1}, {"phi3", 0, 0, 1, 0, 0, 0, 0, 0},
+    {"gemma2", 0, 0, 0, 1, 0, 0, 0, 0},    {"deepseek2", 0, 0, 0, 0, 0, 0, 1, 1},
+};
+
+const char *synth_arch_list(void) { return "llama, qwen2, qwen2moe, olmoe, granitemoe, phi3, gemma2, deepseek2"; }
+
+/* deepseek2's latent attention, derived from the shape: each head's key is
+ * [hd values without RoPE | 32 with], its value hd; the latent kv_lora_rank
+ * is n_embd / 4 rounded up to 32, so the cached row (latent + 32) fills whole
+ * blocks of 32 and the quantized KV tiers apply; q_lora_rank is n_embd / 2. */
+#define MLA_ROPE 32
+#define MLA_KV_RANK(E) (((E) / 4 + 31) / 32 * 32)
+
+static void write_keys(gguf_writer *w, const synth_opts *o, const synth_arch *ar, int hd) {
+    char key[96];
+    const char *arch = ar->name;
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
+    gguf_writer_set_version(w, o->gguf_version ? o->gguf_version : 3);
+    gguf_writer_set_str(w, "general.architecture", arch);
+    gguf_writer_set_str(w, "general.name", "octo synthetic");
+    gguf_writer_set_u32(w, "general.file_type", o->type);
+    gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)o->n_ctx);
+    gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)o->n_embd);
+    gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)o->n_layer);
+    gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)(ar->mla ? 2 * o->n_ff : o->n_ff));
+    gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)o->n_head);
+    gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)(ar->mla ? o->n_head : o->n_head_kv));
+    gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)(ar->mla ? MLA_ROPE : hd));
+    if (hd != o->n_embd / o->n_head || ar->mla) {
+        gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)(ar->mla ? hd + MLA_ROPE : hd));
+        gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)hd);
+    }
+    gguf_writer_set_f32(w, KEY("rope.freq_base"), o->rope_freq_base);
+    gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), o->rms_eps);
+    if (o->rope_scale_linear > 0.0f) {
+        gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear");
+        gguf_writer_set_f32(w, KEY("rope.scaling.factor"), o->rope_scale_linear);
+    }
+    if (o->n_expert > 0) {
+        gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)o->n_expert);
+        gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)o->n_expert_used);
+    }
+    if (ar->shexp_gated) {
+        gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)o->n_ff);
+        gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)(2 * o->n_ff));
+    }
+    if (ar->granite) { /* granite-3.1-1b-a400m's multipliers */
+        gguf_writer_set_f32(w, KEY("embedding_scale"), 12.0f);
+        gguf_writer_set_f32(w, KEY("residual_scale"), 0.22f);
+        gguf_writer_set_f32(w, KEY("attention.scale"), 0.015625f);
+        gguf_writer_set_f32(w, KEY("logit_scale"), 6.0f);
+    }
+    if (ar->fused) gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)o->swa_window);
+    if (ar->gemma) {
+        gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)(o->swa_window ? o->swa_window : 4096));
+        gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), 50.0f);
+        gguf_writer_set_f32(w, KEY("final_logit_softcapping"), 30.0f);
+    }
+    if (ar->mla) {
+        gguf_writer_set_u32(w, KEY("attention.q_lora_rank"), (uint32_t)o->n_embd / 2);
+        gguf_writer_set_u32(w, KEY("attention.kv_lora_rank"), (uint32_t)MLA_KV_RANK(o->n_embd));
+        gguf_writer_set_u32(w, KEY("leading_dense_block_count"), 1);
+        gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)o->n_ff);
+        gguf_writer_set_u32(w, KEY("expert_shared_count"), 1);
+        gguf_writer_set_f32(w, KEY("expert_weights_scale"), 2.5f);
+        gguf_writer_set_bool(w, KEY("expert_weights_norm"), false);
+        gguf_writer_set_u32(w, KEY("expert_gating_func"), 1);
+    }
+    gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)o->n_vocab);
+#undef KEY
+}
+
+/* The tensors of layer l. */
+static err_code add_layer(synth_ctx *c, const synth_arch *ar, int l, int hd, err_t *err) {
+    const synth_opts *o = c->o;
+    const int64_t E = o->n_embd, Q = (int64_t)o->n_head * hd, K = (int64_t)o->n_head_kv * hd;
+    char name[64];
+    err_code rc = ERR_OK;
+#define ADD(suffix, type, kind, a, b, d)                                              \
+    if (!rc) {                                                                      \
+        snprintf(name, sizeof name, "blk.%d.%s", l, suffix);                        \
+        rc = add(c, c->t, name, type, kind, a, b, d, err);                          \
+    }
+    ADD("attn_norm.weight", QT_F32, KIND_NORM, E, 0, 0);
+    if (ar->mla) {
+        const int64_t qr = E / 2, kvr = MLA_KV_RANK(E);
+        ADD("attn_q_a.weight", o->type, KIND_MATRIX, E, qr, 0);
+        ADD("attn_q_a_norm.weight", QT_F32, KIND_NORM, qr, 0, 0);
+        ADD("attn_q_b.weight", o->type, KIND_MATRIX, qr, (int64_t)o->n_head * (hd + MLA_ROPE), 0);
+        ADD("attn_kv_a_mqa.weight", o->type, KIND_MATRIX, E, kvr + MLA_ROPE, 0);
+        ADD("attn_kv_a_norm.weight", QT_F32, KIND_NORM, kvr, 0, 0);
+        ADD("attn_kv_b.weight", o->type, KIND_MATRIX, kvr, (int64_t)o->n_head * 2 * hd, 0);
+        ADD("attn_output.weight", o->type, KIND_MATRIX, (int64_t)o->n_head * hd, E, 0);
+    } else if (ar->fused) {
+        ADD("attn_qkv.weight", o->type, KIND_MATRIX, E, Q + 2 * K, 0);
+        ADD("attn_output.weight", o->type, KIND_MATRIX, Q, E, 0);
+    } else {
+        ADD("attn_q.weight", o->type, KIND_MATRIX, E, Q, 0);
+        ADD("attn_k.weight", o->type, KIND_MATRIX, E, K, 0);
+        ADD("attn_v.weight", o->type, KIND_MATRIX, E, K, 0);
+        ADD("attn_output.weight", o->type, KIND_MATRIX, Q, E, 0);
+    }
+    if (ar->biases) {
+        ADD("attn_q.bias", QT_F32, KIND_BIAS, Q, 0, 0);
+        ADD("attn_k.bias", QT_F32, KIND_BIAS, K, 0, 0);
+        ADD("attn_v.bias", QT_F32, KIND_BIAS, K, 0, 0);
+    }
+    if (ar->qk_norm) {
+        ADD("attn_q_norm.weight", QT_F32, KIND_NORM, Q, 0, 0);
+        ADD("attn_k_norm.weight", QT_F32, KIND_NORM, K, 0, 0);
+    }
+    if (ar->gemma) ADD("post_attention_norm.weight", QT_F32, KIND_NORM, E, 0, 0);
+    ADD("ffn_norm.weight", QT_F32, KIND_NORM, E, 0, 0);
+    if (ar->gemma) ADD("post_ffw_norm.weight", QT_F32, KIND_NORM, E, 0, 0);
+    const bool dense = o->n_expert == 0 || (ar->mla && l == 0);
+    const int64_t ff = ar->mla && dense ? 2 * o->n_ff : o->n_ff;
+    if (dense && ar->fused) {
+        ADD("ffn_up.weight", o->type, KIND_MATRIX, E, 2 * ff, 0);
+        ADD("ffn_down.weight", o->type, KIND_MATRIX, ff, E, 0);
+    } else if (dense) {
+        ADD("ffn_gate.weight", o->type, KIND_MATRIX, E, ff, 0);
+        ADD("ffn_up.weight", o->type, KIND_MATRIX, E, ff, 0);
+        ADD("ffn_down.weight", o->type, KIND_MATRIX, ff, E, 0);
+    } else {
+        ADD("ffn_gate_inp.weight", QT_F32, KIND_MATRIX, E, o->n_expert, 0);
+        ADD("ffn_gate_exps.weight", o->type, KIND_MATRIX, E, o->n_ff, o->n_expert);
+        ADD("ffn_up_exps.weight", o->type, KIND_MATRIX, E, o->n_ff, o->n_expert);
+        ADD("ffn_down_exps.weight", o->type, KIND_MATRIX, o->n_ff, E, o->n_expert);
+        const int64_t sh = ar->shexp_gated ? 2 * o->n_ff : ar->mla ? o->n_ff : 0;
+        if (sh) {
+            ADD("ffn_gate_shexp.weight", o->type, KIND_MATRIX, E, sh, 0);
+            ADD("ffn_up_shexp.weight", o->type, KIND_MATRIX, E, sh, 0);
+            ADD("ffn_down_shexp.weight", o->type, KIND_MATRIX, sh, E, 0);
+        }
+        if (ar->shexp_gated) ADD("ffn_gate_inp_shexp.weight", QT_F32, KIND_MATRIX, E, 0, 0);
+    }
+#undef ADD
+    return rc;
+}
+
+static err_code check_opts(const synth_opts *o, const synth_arch *ar, int hd, err_t *err) {
     if (o->n_vocab < 259 || o->n_embd <= 0 || o->n_layer <= 0 || o->n_head <= 0 || o->n_head_kv <= 0 ||
         o->n_ff <= 0 || o->n_ctx <= 0 || o->n_head % o->n_head_kv || o->n_expert < 0 ||
         (o->n_expert > 0 && (o->n_expert_used <= 0 || o->n_expert_used > o->n_expert)))
         return err_set(err, ERR_INVALID_ARG, "synth: inconsistent shape (vocab >= 259, heads divisible by kv heads, ...)");
-    int hd = o->head_dim ? o->head_dim : o->n_embd / o->n_head;
     if (hd <= 0 || hd % 2) return err_set(err, ERR_INVALID_ARG, "synth: head size %d must be even and positive", hd);
-    uint32_t et = o->embd_type == SYNTH_SAME_TYPE ? o->type : o->embd_type;
-    uint32_t ot = o->output_type == SYNTH_SAME_TYPE ? o->type : o->output_type;
-    const int64_t E = o->n_embd, Q = (int64_t)o->n_head * hd, K = (int64_t)o->n_head_kv * hd;
+    if (ar->moe && o->n_expert == 0)
+        return err_set(err, ERR_INVALID_ARG, "synth: %s is a mixture of experts: give --experts N --experts-used K", ar->name);
+    if (ar->mla && (o->n_layer < 2 || o->n_embd % 64))
+        return err_set(err, ERR_INVALID_ARG, "synth: deepseek2 needs 2 layers or more and n_embd a multiple of 64");
+    return ERR_OK;
+}
 
-    int max_t = 4 + o->n_layer * 16;
-    synth_ctx c = {o, calloc((size_t)max_t, sizeof(tspec)), 0};
+err_code synth_write(const synth_opts *o, const char *path, err_t *err) {
+    const char *name = o->arch ? o->arch : "llama";
+    const synth_arch *ar = NULL;
+    for (size_t i = 0; i < sizeof ARCHS / sizeof *ARCHS && !ar; i++)
+        if (!strcmp(name, ARCHS[i].name)) ar = &ARCHS[i];
+    if (!ar) return err_set(err, ERR_INVALID_ARG, "synth: architecture '%s' (%s)", name, synth_arch_list());
+    const int hd = o->head_dim ? o->head_dim : o->n_embd / o->n_head;
+    err_code rc = check_opts(o, ar, hd, err);
+    if (rc) return rc;
+    const uint32_t et = o->embd_type == SYNTH_SAME_TYPE ? o->type : o->embd_type;
+    const uint32_t ot = o->output_type == SYNTH_SAME_TYPE ? o->type : o->output_type;
+    const int64_t E = o->n_embd;
+    synth_ctx c = {o, calloc((size_t)(4 + o->n_layer * 24), sizeof(tspec)), 0};
     gguf_writer *w = gguf_writer_new();
-    err_code rc = ERR_OK;
     if (!c.t || !w) rc = err_set(err, ERR_NOMEM, "out of memory");
-    char key[96], name[64];
-#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
     if (!rc) {
-        gguf_writer_set_version(w, o->gguf_version ? o->gguf_version : 3);
-        gguf_writer_set_str(w, "general.architecture", arch);
-        gguf_writer_set_str(w, "general.name", "octo synthetic");
-        gguf_writer_set_u32(w, "general.file_type", o->type);
-        gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)o->n_ctx);
-        gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)E);
-        gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)o->n_layer);
-        gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)o->n_ff);
-        gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)o->n_head);
-        gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)o->n_head_kv);
-        gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)hd);
-        if (hd != o->n_embd / o->n_head) {
-            gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)hd);
-            gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)hd);
-        }
-        gguf_writer_set_f32(w, KEY("rope.freq_base"), o->rope_freq_base);
-        gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), o->rms_eps);
-        if (o->rope_scale_linear > 0.0f) {
-            gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear");
-            gguf_writer_set_f32(w, KEY("rope.scaling.factor"), o->rope_scale_linear);
-        }
-        if (o->n_expert > 0) {
-            gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)o->n_expert);
-            gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)o->n_expert_used);
-        }
-        gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)o->n_vocab);
+        write_keys(w, o, ar, hd);
         rc = add_vocab(w, o->n_vocab, o->piece_bytes, err);
     }
-#undef KEY
     if (!rc) rc = add(&c, c.t, "token_embd.weight", et, KIND_MATRIX, E, o->n_vocab, 0, err);
     if (!rc) rc = add(&c, c.t, "output_norm.weight", QT_F32, KIND_NORM, E, 0, 0, err);
-    if (!rc && !o->tied_output) rc = add(&c, c.t, "output.weight", ot, KIND_MATRIX, E, o->n_vocab, 0, err);
-    for (int l = 0; !rc && l < o->n_layer; l++) {
-#define ADD(suffix, type, kind, a, b, d)                                              \
-        if (!rc) {                                                                  \
-            snprintf(name, sizeof name, "blk.%d.%s", l, suffix);                    \
-            rc = add(&c, c.t, name, type, kind, a, b, d, err);                      \
-        }
-        ADD("attn_norm.weight", QT_F32, KIND_NORM, E, 0, 0);
-        ADD("attn_q.weight", o->type, KIND_MATRIX, E, Q, 0);
-        ADD("attn_k.weight", o->type, KIND_MATRIX, E, K, 0);
-        ADD("attn_v.weight", o->type, KIND_MATRIX, E, K, 0);
-        if (qwen) {
-            ADD("attn_q.bias", QT_F32, KIND_BIAS, Q, 0, 0);
-            ADD("attn_k.bias", QT_F32, KIND_BIAS, K, 0, 0);
-            ADD("attn_v.bias", QT_F32, KIND_BIAS, K, 0, 0);
-        }
-        ADD("attn_output.weight", o->type, KIND_MATRIX, Q, E, 0);
-        ADD("ffn_norm.weight", QT_F32, KIND_NORM, E, 0, 0);
-        if (o->n_expert == 0) {
-            ADD("ffn_gate.weight", o->type, KIND_MATRIX, E, o->n_ff, 0);
-            ADD("ffn_up.weight", o->type, KIND_MATRIX, E, o->n_ff, 0);
-            ADD("ffn_down.weight", o->type, KIND_MATRIX, o->n_ff, E, 0);
-        } else {
-            ADD("ffn_gate_inp.weight", QT_F32, KIND_MATRIX, E, o->n_expert, 0);
-            ADD("ffn_gate_exps.weight", o->type, KIND_MATRIX, E, o->n_ff, o->n_expert);
-            ADD("ffn_up_exps.weight", o->type, KIND_MATRIX, E, o->n_ff, o->n_expert);
-            ADD("ffn_down_exps.weight", o->type, KIND_MATRIX, o->n_ff, E, o->n_expert);
-        }
-#undef ADD
-    }
+    if (!rc && !o->tied_output && !ar->gemma) rc = add(&c, c.t, "output.weight", ot, KIND_MATRIX, E, o->n_vocab, 0, err);
+    for (int l = 0; !rc && l < o->n_layer; l++) rc = add_layer(&c, ar, l, hd, err);
     for (int i = 0; !rc && i < c.n; i++)
         rc = gguf_writer_add_tensor(w, c.t[i].name, c.t[i].type, c.t[i].n_dims, c.t[i].ne, NULL, err);
     if (!rc) rc = gguf_writer_write(w, path, fill_tensor, &c, err);

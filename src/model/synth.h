@@ -1,8 +1,8 @@
 /*
- * synth — synthetic LLaMA-family models of any shape and tensor type.
+ * synth — synthetic models of any shape, tensor type and supported architecture.
  *
- * Every test makes the model it needs: dense or Mixtral-style MoE, llama or
- * qwen2, any mix of tensor types, with seeded random weights (each tensor
+ * Every test makes the model it needs: dense or Mixtral-style MoE, any
+ * architecture octo runs (model/arch.c), any mix of tensor types, with seeded random weights (each tensor
  * from its own stream keyed by seed and name, so the same options give a
  * byte-identical file) and a small byte-level SentencePiece vocabulary
  * (<unk>, <s>, </s>, the 256 byte tokens, then ordinary pieces). Tensors are
@@ -20,7 +20,9 @@
 #define SYNTH_SAME_TYPE 0xFFFFFFFFu
 
 typedef struct {
-    const char *arch;     /* "llama" (default) or "qwen2" */
+    const char *arch;     /* "llama" (default), or any of synth_arch_list(): each with its own
+                             tensors and keys (MoE architectures need experts; deepseek2's
+                             first layer is dense, its ranks follow n_embd) */
     int n_vocab;          /* >= 259 */
     int n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
     int head_dim;         /* 0 = n_embd / n_head */
@@ -36,11 +38,14 @@ typedef struct {
     uint64_t seed;
     uint32_t gguf_version;   /* 2 or 3 */
     int piece_bytes;         /* > 0: ordinary vocabulary pieces padded to this many bytes (long pieces) */
+    int swa_window;          /* gemma2 (0: 4096) and phi3 (0: none): the sliding window */
 } synth_opts;
 
 /* A small dense llama: 2 layers, 64 wide, 4/2 heads, FFN 96, vocab 300, F32. */
 synth_opts synth_defaults(void);
 
 err_code synth_write(const synth_opts *o, const char *path, err_t *err);
+/* "llama, qwen2, ..." */
+const char *synth_arch_list(void);
 
 #endif

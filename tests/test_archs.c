@@ -1,0 +1,343 @@
+/*
+ * test_archs — the architectures beyond llama/qwen2 (qwen2moe, olmoe,
+ * granitemoe, phi3, gemma2, deepseek2) through everything else the runtime
+ * does, on a synthetic Q8_0 model of each (model/synth.c):
+ *
+ *   - speculation is lossless: greedy n-gram and lookahead decoding (and the
+ *     self-draft on the dense ones) give exactly plain decoding's ids, with
+ *     drafts accepted somewhere;
+ *   - the tiered KV cache (default configuration) against a plain F16 one
+ *     over 700 tokens: mean KL divergence and top-1 agreement, bounded;
+ *   - a sliding window (gemma2) drops the blocks no query sees:
+ *     token-by-token decoding (commits, so drops) equals one batch (no drops)
+ *     bit for bit, the windowed layers hold window + one block at most, and
+ *     a rewind below what a window dropped computes the lost entries again;
+ *   - latent attention (deepseek2) caches one row of kv_lora_rank + n_rot per
+ *     token and layer;
+ *   - a file missing a tensor or key of its architecture, or with one
+ *     mis-shaped, is refused with a message naming it.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "core/gguf.h"
+#include "core/quant.h"
+#include "model/model.h"
+#include "model/synth.h"
+#include "octo.h"
+#include "runtime/session.h"
+#include "t.h"
+#include "util.h"
+
+#define N_KV_TOKENS 700
+#define WINDOW 40
+
+typedef struct {
+    const char *arch;
+    int experts;
+    int window;
+} arch_case;
+
+static const arch_case CASES[] = {
+    {"qwen2moe", 4, 0}, {"olmoe", 4, 0},       {"granitemoe", 4, 0},
+    {"phi3", 0, 600},   {"gemma2", 0, WINDOW}, {"deepseek2", 4, 0},
+};
+
+static void synth(const arch_case *ac, const char *path) {
+    synth_opts o = synth_defaults();
+    o.arch = ac->arch;
+    o.type = QT_Q8_0;
+    o.n_embd = 128, o.n_head = 4, o.n_head_kv = 2, o.n_ff = 128, o.n_vocab = 320, o.n_ctx = 1024, o.seed = 5;
+    o.n_layer = 3;
+    o.n_expert = ac->experts, o.n_expert_used = ac->experts ? 2 : 0;
+    o.swa_window = ac->window;
+    err_t err = {0};
+    T_CHECKF(synth_write(&o, path, &err) == ERR_OK, "[%s] %s", ac->arch, err.msg);
+}
+
+/* ---- speculation ---- */
+
+static int generate(octo_model *m, const char *prompt, octo_spec_mode spec, int32_t *ids, int max, octo_stats *st) {
+    octo_generate_params p = octo_generate_params_defaults();
+    p.temperature = 0.0f;
+    p.max_tokens = max;
+    p.spec = spec;
+    octo_stream *s = octo_generate(m, prompt, &p);
+    if (!s) {
+        T_CHECKF(0, "generate: %s", octo_model_error(m));
+        return 0;
+    }
+    while (octo_stream_next(s)) {
+    }
+    T_CHECKF(octo_stream_status(s) == OCTO_OK, "stream: %s", octo_stream_error(s));
+    const int32_t *got;
+    const int n = octo_stream_tokens(s, &got);
+    memcpy(ids, got, sizeof(int32_t) * (size_t)n);
+    octo_stream_free(s);
+    *st = octo_model_stats(m);
+    return n;
+}
+
+static long lookahead_accepted; /* over every architecture: a random model seldom repeats a window's guess */
+
+static void test_speculation(const arch_case *ac, const char *path) {
+    static const char *prompts[] = {"hello hello hello", "the cat sat on the mat and the cat", "a b c d a b c d a b"};
+    octo_client *c = octo_client_new(NULL);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.auto_draft = ac->experts == 0 ? OCTO_DRAFT_SELF : OCTO_DRAFT_NONE;
+    octo_model *m = octo_load_model(c, path, &mo);
+    T_CHECKF(m != NULL, "[%s] load: %s", ac->arch, octo_last_error(c));
+    if (!m) {
+        octo_client_free(c);
+        return;
+    }
+    const octo_spec_mode modes[] = {OCTO_SPEC_NGRAM, OCTO_SPEC_LOOKAHEAD, OCTO_SPEC_SELF};
+    const int n_modes = ac->experts == 0 ? 3 : 2;
+    for (int k = 0; k < n_modes; k++) {
+        int differ = 0;
+        long accepted = 0;
+        for (size_t i = 0; i < sizeof prompts / sizeof *prompts; i++) {
+            int32_t ref[64], got[64];
+            octo_stats st;
+            const int nr = generate(m, prompts[i], OCTO_SPEC_NONE, ref, 48, &st);
+            const int ng = generate(m, prompts[i], modes[k], got, 48, &st);
+            differ += nr != ng || memcmp(ref, got, sizeof(int32_t) * (size_t)nr);
+            accepted += st.spec_accepted;
+        }
+        printf("[%s] %s: %d of 3 greedy generations differ from plain decoding, %ld drafts accepted\n", ac->arch,
+               k == 0 ? "n-gram" : k == 1 ? "lookahead" : "self-draft", differ, accepted);
+        T_EQ_INT(differ, 0);
+        if (modes[k] == OCTO_SPEC_LOOKAHEAD) lookahead_accepted += accepted;
+        else T_CHECKF(accepted > 0, "[%s] mode %d: no draft accepted, the comparison proves nothing", ac->arch, k);
+    }
+    octo_model_free(m);
+    octo_client_free(c);
+}
+
+/* ---- the KV cache ---- */
+
+static void fill_tokens(int32_t *t, int n, int V) {
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    t[0] = 1;
+    for (int i = 1; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        t[i] = 3 + (int32_t)((s >> 33) % (uint64_t)(V - 3));
+    }
+}
+
+static void softmax(const float *x, int n, double *p) {
+    double mx = x[0], sum = 0;
+    for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    for (int i = 0; i < n; i++) sum += p[i] = exp(x[i] - mx);
+    for (int i = 0; i < n; i++) p[i] /= sum;
+}
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++) b = x[i] > x[b] ? i : b;
+    return b;
+}
+
+/* The default tiered cache against a plain F16 one, token by token. */
+static void test_kv_tiers(const arch_case *ac, const model *m, const int32_t *tok) {
+    const int V = m->hp.n_vocab;
+    session *plain = NULL, *tiered = NULL;
+    err_t err = {0};
+    const kv_config def = kv_config_default();
+    T_EQ_INT(session_new(m, N_KV_TOKENS, QT_F16, 0, &plain, &err), ERR_OK);
+    T_EQ_INT(session_new_kv(m, N_KV_TOKENS, &def, 0, &tiered, &err), ERR_OK);
+    float *a = malloc(sizeof(float) * (size_t)V), *b = malloc(sizeof(float) * (size_t)V);
+    double *pa = malloc(sizeof(double) * (size_t)V), *pb = malloc(sizeof(double) * (size_t)V);
+    double kld = 0;
+    int agree = 0, rows = 0;
+    for (int t = 0; plain && tiered && t < N_KV_TOKENS; t++) {
+        if (session_eval(plain, tok + t, 1, false, a, &err) || session_eval(tiered, tok + t, 1, false, b, &err)) {
+            T_CHECKF(0, "[%s] eval: %s", ac->arch, err.msg);
+            break;
+        }
+        softmax(a, V, pa), softmax(b, V, pb);
+        for (int i = 0; i < V; i++) kld += pa[i] * (log(pa[i] + 1e-30) - log(pb[i] + 1e-30));
+        agree += argmax(a, V) == argmax(b, V);
+        rows++;
+    }
+    const kv_stats ks = tiered ? kv_cache_stats(tiered->kv) : (kv_stats){0};
+    printf("[%s] tiered KV cache vs plain F16 over %d tokens: mean KLD %.5f nats, top-1 agreement %.1f %%, "
+           "%.1f KiB vs %.1f KiB (%lld blocks re-quantized)\n",
+           ac->arch, rows, kld / rows, 100.0 * agree / rows, ks.bytes / 1024.0,
+           plain ? kv_cache_stats(plain->kv).bytes / 1024.0 : 0.0, (long long)ks.requantized);
+    T_EQ_INT(rows, N_KV_TOKENS);
+    T_CHECKF(ks.requantized > 0, "[%s] no block aged into a colder tier: the comparison shows nothing", ac->arch);
+    T_CHECKF(kld / rows > 0 && kld / rows < 0.05, "[%s] mean KLD %.4g", ac->arch, kld / rows);
+    T_CHECKF(agree >= rows * 9 / 10, "[%s] top-1 agreement %d of %d", ac->arch, agree, rows);
+    session_free(plain), session_free(tiered);
+    free(a), free(b), free(pa), free(pb);
+}
+
+/* Sliding-window layers: decoding token by token (commits drop the blocks no
+ * query sees) equals one batch (nothing dropped before the pass), bit for
+ * bit; a rewind below the dropped blocks computes them again. */
+static void test_window(const arch_case *ac, const model *m, const int32_t *tok) {
+    const int V = m->hp.n_vocab, N = 200, R = 100;
+    session *one = NULL, *batch = NULL;
+    err_t err = {0};
+    T_EQ_INT(session_new(m, N, QT_F32, 0, &one, &err), ERR_OK);
+    T_EQ_INT(session_new(m, N, QT_F32, 0, &batch, &err), ERR_OK);
+    if (!one || !batch) return;
+    float *rows = malloc(sizeof(float) * (size_t)N * V), *row = malloc(sizeof(float) * (size_t)V);
+    T_EQ_INT(session_eval(batch, tok, N, true, rows, &err), ERR_OK);
+    int differ = 0;
+    for (int t = 0; t < N; t++) {
+        T_EQ_INT(session_eval(one, tok + t, 1, false, row, &err), ERR_OK);
+        differ += memcmp(row, rows + (size_t)t * V, sizeof(float) * (size_t)V) != 0;
+    }
+    const kv_stats ks = kv_cache_stats(one->kv);
+    int windowed = 0;
+    for (int l = 0; l < m->hp.n_layer; l++) windowed += model_layer_swa(&m->hp, l);
+    printf("[%s] window %d on %d of %d layers: %d of %d rows differ between token by token and one batch; "
+           "%lld entries dropped by windows\n",
+           ac->arch, ac->window, windowed, m->hp.n_layer, differ, N, (long long)ks.tokens_windowed);
+    T_EQ_INT(differ, 0);
+    /* a windowed layer holds at most window + one block: the rest of N is dropped */
+    T_CHECKF(ks.tokens_windowed >= (int64_t)windowed * (N - ac->window - KV_BLOCK), "[%s] dropped %lld", ac->arch,
+             (long long)ks.tokens_windowed);
+    /* back to R tokens (below the dropped blocks), then on again: rows as before */
+    const int kept = session_reusable(one, R);
+    T_CHECKF(kept < R, "[%s] a rewind below the window's drops must compute again (reusable %d)", ac->arch, kept);
+    T_EQ_INT(session_rewind(one, R, &err), ERR_OK);
+    differ = 0;
+    for (int t = R; t < R + 20; t++) {
+        T_EQ_INT(session_eval(one, tok + t, 1, false, row, &err), ERR_OK);
+        differ += memcmp(row, rows + (size_t)t * V, sizeof(float) * (size_t)V) != 0;
+    }
+    printf("[%s] rewound to %d (%d reusable): %d of 20 rows differ\n", ac->arch, R, kept, differ);
+    T_EQ_INT(differ, 0);
+    session_free(one), session_free(batch);
+    free(rows), free(row);
+}
+
+static void test_mla_cache(const model *m) {
+    session *s = NULL;
+    err_t err = {0};
+    T_EQ_INT(session_new(m, 64, QT_F32, 0, &s, &err), ERR_OK);
+    if (!s) return;
+    int32_t tok[10];
+    fill_tokens(tok, 10, m->hp.n_vocab);
+    float *row = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+    T_EQ_INT(session_eval(s, tok, 10, false, row, &err), ERR_OK);
+    const kv_stats ks = kv_cache_stats(s->kv);
+    const model_hparams *hp = &m->hp;
+    const uint64_t latent = (uint64_t)(2 * hp->kv_lora_rank + hp->n_rot) * 4; /* keys [latent | k_pe], values latent */
+    const uint64_t expanded = (uint64_t)hp->n_head * (hp->head_dim + hp->head_dim_v) * 4;
+    printf("[deepseek2] KV cache: %llu bytes for 10 tokens x %d layers: %llu a token and layer (the heads expanded: %llu)\n",
+           (unsigned long long)ks.entry_bytes, hp->n_layer, (unsigned long long)(ks.entry_bytes / 10 / hp->n_layer),
+           (unsigned long long)expanded);
+    T_EQ_INT((long long)ks.entry_bytes, (long long)(latent * 10 * (uint64_t)hp->n_layer));
+    T_CHECK(latent < expanded);
+    free(row);
+    session_free(s);
+}
+
+/* ---- bad files ---- */
+
+static err_code zero_fill(void *user, uint64_t index, void *buf, uint64_t n_bytes, err_t *err) {
+    (void)user, (void)index, (void)err;
+    memset(buf, 0, n_bytes);
+    return ERR_OK;
+}
+
+/* Load a copy of src without tensor `what` (or with it mis-shaped), or
+ * without key `key`; the weights are zeros: only the load is judged. */
+static err_code load_altered(const char *src, const char *tmp, const char *what, bool reshape, const char *key,
+                             err_t *err) {
+    gguf_ctx *g = NULL;
+    err_code rc = gguf_open(src, &g, err);
+    if (rc) return rc;
+    gguf_writer *w = gguf_writer_new();
+    for (uint64_t i = 0; i < g->n_kv; i++)
+        if (!key || strcmp(g->kv[i].key, key)) gguf_writer_set_value(w, g->kv[i].key, &g->kv[i].value);
+    for (uint64_t i = 0; i < g->n_tensors && !rc; i++) {
+        const gguf_tensor *t = &g->tensors[i];
+        const bool hit = what && !strcmp(t->name, what);
+        if (hit && !reshape) continue;
+        int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        if (hit) ne[0] += quant_traits_of(t->type)->block_size; /* rows one block too long */
+        rc = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, ne, NULL, err);
+    }
+    if (!rc) rc = gguf_writer_write(w, tmp, zero_fill, NULL, err);
+    gguf_writer_free(w);
+    gguf_close(g);
+    if (rc) return rc;
+    model *m = NULL;
+    rc = model_load(tmp, &m, err);
+    model_free(m);
+    return rc;
+}
+
+typedef struct {
+    const char *arch, *what;
+    bool reshape;
+    const char *key;
+    err_code want;
+} bad_case;
+
+static void test_bad_files(void) {
+    static const bad_case cases[] = {
+        {"qwen2moe", "blk.1.ffn_gate_inp_shexp.weight", false, NULL, ERR_MISSING_TENSOR},
+        {"qwen2moe", "blk.0.attn_q.bias", true, NULL, ERR_BAD_SHAPE},
+        {"olmoe", "blk.0.attn_k_norm.weight", false, NULL, ERR_MISSING_TENSOR},
+        {"granitemoe", NULL, false, "granitemoe.residual_scale", ERR_MISSING_KEY},
+        {"granitemoe", NULL, false, "granitemoe.logit_scale", ERR_MISSING_KEY},
+        {"phi3", "blk.1.attn_qkv.weight", true, NULL, ERR_BAD_SHAPE},
+        {"phi3", NULL, false, "phi3.attention.sliding_window", ERR_MISSING_KEY},
+        {"gemma2", "blk.2.post_ffw_norm.weight", false, NULL, ERR_MISSING_TENSOR},
+        {"deepseek2", "blk.1.attn_kv_b.weight", true, NULL, ERR_BAD_SHAPE},
+        {"deepseek2", "blk.0.attn_kv_a_norm.weight", false, NULL, ERR_MISSING_TENSOR},
+        {"deepseek2", NULL, false, "deepseek2.attention.kv_lora_rank", ERR_MISSING_KEY},
+        {"deepseek2", NULL, false, "deepseek2.leading_dense_block_count", ERR_MISSING_KEY},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const bad_case *bc = &cases[i];
+        char src[600], tmp[600], name[64];
+        snprintf(name, sizeof name, "archs-%s.gguf", bc->arch);
+        tu_tmp_path(src, sizeof src, name);
+        tu_tmp_path(tmp, sizeof tmp, "archs-bad.gguf");
+        err_t err = {0};
+        const err_code rc = load_altered(src, tmp, bc->what, bc->reshape, bc->key, &err);
+        const char *named = bc->what ? bc->what : bc->key;
+        printf("[%s] %s %s: %s\n", bc->arch, named, bc->key ? "absent" : bc->reshape ? "mis-shaped" : "absent", err.msg);
+        T_CHECKF(rc == bc->want, "[%s] %s: code %d, want %d (%s)", bc->arch, named, rc, bc->want, err.msg);
+        T_CHECKF(strstr(err.msg, named) != NULL, "[%s] the message does not name %s: %s", bc->arch, named, err.msg);
+        remove(tmp);
+    }
+}
+
+int main(void) {
+    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
+        const arch_case *ac = &CASES[i];
+        char path[600], name[64];
+        snprintf(name, sizeof name, "archs-%s.gguf", ac->arch);
+        tu_tmp_path(path, sizeof path, name);
+        synth(ac, path);
+        model *m = NULL;
+        err_t err = {0};
+        T_CHECKF(model_load(path, &m, &err) == ERR_OK, "[%s] %s", ac->arch, err.msg);
+        if (!m) continue;
+        T_CHECKF(!strcmp(m->hp.arch_name, ac->arch), "[%s] loaded as %s", ac->arch, m->hp.arch_name);
+        int32_t tok[N_KV_TOKENS];
+        fill_tokens(tok, N_KV_TOKENS, m->hp.n_vocab);
+        test_speculation(ac, path);
+        if (!tu_quick() || i % 2 == 0) test_kv_tiers(ac, m, tok);
+        if (ac->window && ac->window < 100) test_window(ac, m, tok);
+        if (m->hp.kv_lora_rank) test_mla_cache(m);
+        model_free(m);
+    }
+    T_CHECKF(lookahead_accepted > 0, "lookahead: no draft accepted on any architecture");
+    test_bad_files();
+    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
+        char path[600], name[64];
+        snprintf(name, sizeof name, "archs-%s.gguf", CASES[i].arch);
+        tu_tmp_path(path, sizeof path, name);
+        remove(path);
+    }
+    T_DONE();
+}
