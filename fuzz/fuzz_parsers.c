@@ -28,7 +28,7 @@ static void chat(const char *p, size_t n) {
         if (at > n) break; /* the last content must end inside the input (its NUL) */
         msgs[nm++] = (chat_message){role, content};
     }
-    for (int f = CHAT_PLAIN; f <= CHAT_ZEPHYR; f++) {
+    for (int f = CHAT_PLAIN; f <= CHAT_TULU; f++) {
         char *out = NULL;
         if (chat_format((chat_family)f, msgs, nm, &out, NULL) == ERR_OK && !out) __builtin_trap();
         free(out);

@@ -338,6 +338,7 @@ octo_model_info octo_model_info_get(const octo_model *om) {
     info.n_ctx = om->b->s->n_ctx;
     info.n_ff_shared = hp->n_ff_shexp;
     describe_origin(m, info.origin, sizeof info.origin);
+    model_features(hp, info.features, sizeof info.features);
     info.resident_weight_bytes = plan_resident_weights(m);
     if (hp->n_expert > 0) {
         info.expert_bytes_one = moe_expert_bytes_max(m);

@@ -268,5 +268,21 @@ else
     echo "note: no shared data; the llama.cpp comparison was not run"
 fi
 
+# the other architectures: synth makes each, inspect names its features, run decodes
+for spec in "qwen2moe:shared expert 256 wide, sigmoid-gated" "olmoe:q/k RMS norms" "granitemoe:residual x0.22" \
+            "phi3:fused q/k/v" "gemma2:sliding window of 4096 on every 2 layers" "deepseek2:latent attention: q rank 64, kv rank 32"; do
+    arch=${spec%%:*}; feat=${spec#*:}
+    ex=""; case $arch in qwen2moe|olmoe|granitemoe|deepseek2) ex="--experts 4 --experts-used 2";; esac
+    expect 0 0 "$octo" synth -o "$tmp/$arch.gguf" --arch "$arch" --type q8_0 --embd 128 --heads 4 --kv-heads 2 --ff 128 $ex
+    expect 0 0 "$octo" inspect -m "$tmp/$arch.gguf"
+    grep -q "^architecture: *$arch" "$tmp/out" && grep -q "^features:.*$feat" "$tmp/out" && ok ||
+        bad "inspect $arch: $(grep -E '^(architecture|features)' "$tmp/out")"
+    expect 0 0 "$octo" run -m "$tmp/$arch.gguf" -p "hello" -n 4 --temp 0
+done
+expect 1 1 "$octo" synth -o "$tmp/x.gguf" --arch olmoe
+grep -q "needs --experts\|give --experts" "$tmp/err" && ok || bad "synth olmoe without experts: $(cat "$tmp/err")"
+expect 1 1 "$octo" synth -o "$tmp/x.gguf" --arch mamba
+grep -q "mamba" "$tmp/err" && ok || bad "synth unknown architecture: $(cat "$tmp/err")"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -6,6 +6,9 @@
  *   - speculation is lossless: greedy n-gram and lookahead decoding (and the
  *     self-draft on the dense ones) give exactly plain decoding's ids, with
  *     drafts accepted somewhere;
+ *   - the MoE ones through a budgeted expert cache (a quarter of the experts,
+ *     read-ahead on): plain decoding's ids (deepseek2's dense first layer
+ *     has no experts to cache);
  *   - the tiered KV cache (default configuration) against a plain F16 one
  *     over 700 tokens: mean KL divergence and top-1 agreement, bounded;
  *   - a sliding window (gemma2) drops the blocks no query sees:
@@ -111,6 +114,35 @@ static void test_speculation(const arch_case *ac, const char *path) {
         else T_CHECKF(accepted > 0, "[%s] mode %d: no draft accepted, the comparison proves nothing", ac->arch, k);
     }
     octo_model_free(m);
+    octo_client_free(c);
+}
+
+/* A budgeted expert cache (a quarter of the experts, read-ahead on) gives
+ * plain decoding's ids, and has to read experts again to do so. */
+static void test_expert_cache(const arch_case *ac, const char *path) {
+    static const char *prompts[] = {"hello hello hello", "the cat sat on the mat and the cat"};
+    octo_client *c = octo_client_new(NULL);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.auto_draft = OCTO_DRAFT_NONE;
+    octo_model *all = octo_load_model(c, path, &mo);
+    mo.moe.cache_share = 0.25;
+    mo.moe.prefetch = OCTO_MOE_PREFETCH_ON;
+    octo_model *quarter = octo_load_model(c, path, &mo);
+    T_CHECKF(all && quarter, "[%s] load: %s", ac->arch, octo_last_error(c));
+    int differ = 0;
+    octo_stats st = {0};
+    for (size_t i = 0; all && quarter && i < sizeof prompts / sizeof *prompts; i++) {
+        int32_t a[64], b[64];
+        const int na = generate(all, prompts[i], OCTO_SPEC_NONE, a, 40, &st);
+        const int nb = generate(quarter, prompts[i], OCTO_SPEC_NONE, b, 40, &st);
+        differ += na != nb || memcmp(a, b, sizeof(int32_t) * (size_t)na);
+    }
+    printf("[%s] expert cache at 25 %%: %d of 2 generations differ, hit rate %.2f, %.1f KiB read\n", ac->arch, differ,
+           st.expert_cache_hit_rate, st.expert_bytes_read / 1024.0);
+    T_EQ_INT(differ, 0);
+    T_CHECKF(st.expert_cache_hit_rate >= 0 && st.expert_cache_hit_rate < 1, "[%s] hit rate %g", ac->arch,
+             st.expert_cache_hit_rate);
+    octo_model_free(all), octo_model_free(quarter);
     octo_client_free(c);
 }
 
@@ -326,6 +358,7 @@ int main(void) {
         int32_t tok[N_KV_TOKENS];
         fill_tokens(tok, N_KV_TOKENS, m->hp.n_vocab);
         test_speculation(ac, path);
+        if (ac->experts) test_expert_cache(ac, path);
         if (!tu_quick() || i % 2 == 0) test_kv_tiers(ac, m, tok);
         if (ac->window && ac->window < 100) test_window(ac, m, tok);
         if (m->hp.kv_lora_rank) test_mla_cache(m);

@@ -28,6 +28,11 @@ int main(void) {
     T_EQ_INT(detect("{{'<|user|>' + '\\n' + message['content'] + '<|end|>' + '\\n' + '<|assistant|>'}}"), CHAT_PHI3);
     T_EQ_INT(detect("{{ '<|user|>\\n' + message['content'] + eos_token }}"), CHAT_ZEPHYR);
     T_EQ_INT(detect("{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}"), CHAT_GEMMA);
+    T_EQ_INT(detect("{{'<|start_of_role|>' + message['role'] + '<|end_of_role|>' + message['content'] + '<|end_of_text|>'}}"),
+             CHAT_GRANITE);
+    T_EQ_INT(detect("{% elif message['role'] == 'assistant' %}{{ 'Assistant: ' + message['content'] + eos_token }}"),
+             CHAT_DEEPSEEK2);
+    T_EQ_INT(detect("{% elif message['role'] == 'user' %}{{ '<|user|>\\n' + message['content'] + '\\n' }}"), CHAT_TULU);
     T_EQ_INT(detect("{{ messages | tojson }}"), CHAT_PLAIN);
     T_EQ_INT(chat_detect(NULL, 0), CHAT_PLAIN);
 
@@ -48,6 +53,15 @@ int main(void) {
     check(CHAT_GEMMA, "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n"
                       "<start_of_turn>user\nWhy?<end_of_turn>\n<start_of_turn>model\n");
     check(CHAT_PLAIN, "Be brief.\n\nHi\n\nHello.\n\nWhy?");
+    check(CHAT_GRANITE, "<|start_of_role|>system<|end_of_role|>Be brief.<|end_of_text|>\n"
+                        "<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n"
+                        "<|start_of_role|>assistant<|end_of_role|>Hello.<|end_of_text|>\n"
+                        "<|start_of_role|>user<|end_of_role|>Why?<|end_of_text|>\n"
+                        "<|start_of_role|>assistant<|end_of_role|>");
+    check(CHAT_DEEPSEEK2, "Be brief.\n\nUser: Hi\n\nAssistant: Hello.<｜end▁of▁sentence｜>"
+                          "User: Why?\n\nAssistant:");
+    check(CHAT_TULU, "<|system|>\nBe brief.\n<|user|>\nHi\n<|assistant|>\nHello.<|endoftext|>\n<|user|>\nWhy?\n"
+                     "<|assistant|>\n");
 
     /* bad messages are errors */
     chat_message bad = {"wizard", "x"};

@@ -147,6 +147,7 @@ static int cmd_inspect(int argc, char **argv) {
     if (in.n_expert) printf("experts:        %d, %d used per token\n", in.n_expert, in.n_expert_used);
     if (in.n_ff_shared) printf("shared expert:  %d wide, run by every token\n", in.n_ff_shared);
     if (in.origin[0]) printf("origin:         %s\n", in.origin);
+    printf("features:       %s\n", in.features);
     printf("rope:           base %g, scale %g\n", in.rope_freq_base, in.rope_freq_scale);
     printf("rms epsilon:    %g\n", in.rms_eps);
     printf("output:         %s\n", in.output_tied ? "tied to token embedding" : "separate matrix");

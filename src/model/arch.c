@@ -14,6 +14,7 @@
 #include "core/attn.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -317,3 +318,54 @@ bool model_layer_swa(const model_hparams *hp, int il) {
 }
 
 bool model_layer_moe(const model_hparams *hp, int il) { return hp->n_expert > 0 && il >= hp->n_layer_dense_lead; }
+
+/* ---------------------------------------------------------------- description */
+
+/* Append "; " and a formatted phrase to buf (n bytes, *used of them taken). */
+static void add(char *buf, size_t n, size_t *used, const char *fmt, ...) {
+    if (*used + 3 >= n) return;
+    if (*used) *used += (size_t)snprintf(buf + *used, n - *used, "; ");
+    va_list ap;
+    va_start(ap, fmt);
+    const int w = vsnprintf(buf + *used, n - *used, fmt, ap);
+    va_end(ap);
+    if (w > 0) *used = *used + (size_t)w < n ? *used + (size_t)w : n - 1;
+}
+
+static void moe_features(const model_hparams *hp, char *buf, size_t n, size_t *u) {
+    const moe_gating *g = &hp->gating;
+    add(buf, n, u, "gating: %s, top-%d weights %s", g->func == GATE_SIGMOID ? "sigmoid" : "softmax", hp->n_expert_used,
+        g->norm ? "renormalised" : "not renormalised");
+    if (g->scale != 1.0f) add(buf, n, u, "expert weights x%g", (double)g->scale);
+    if (g->n_group > 1) add(buf, n, u, "%d expert groups, the best %d eligible", g->n_group, g->n_group_used);
+    if (hp->n_layer_dense_lead) add(buf, n, u, "%d leading dense layers (FFN %d)", hp->n_layer_dense_lead, hp->n_ff_dense);
+    if (hp->n_ff_shexp) add(buf, n, u, "shared expert %d wide%s", hp->n_ff_shexp, hp->shexp_gated ? ", sigmoid-gated" : "");
+}
+
+void model_features(const model_hparams *hp, char *buf, size_t n) {
+    size_t u = 0;
+    if (!n) return;
+    buf[0] = '\0';
+    if (hp->n_expert > 0) moe_features(hp, buf, n, &u);
+    if (hp->kv_lora_rank)
+        add(buf, n, &u, "latent attention: q rank %d, kv rank %d, %d RoPE dims (cached: %d values a token and layer)",
+            hp->q_lora_rank, hp->kv_lora_rank, hp->n_rot, 2 * hp->kv_lora_rank + hp->n_rot);
+    if (hp->qk_norm) add(buf, n, &u, "q/k RMS norms");
+    if (hp->fused_qkv) add(buf, n, &u, "fused q/k/v and gate/up tensors");
+    if (hp->post_norms) add(buf, n, &u, "post-attention and post-FFN norms");
+    if (hp->act == ACT_GELU) add(buf, n, &u, "GeGLU");
+    if (hp->embd_scale != 1.0f) add(buf, n, &u, "embedding x%g", (double)hp->embd_scale);
+    if (hp->residual_scale != 1.0f) add(buf, n, &u, "residual x%g", (double)hp->residual_scale);
+    if (fabsf(hp->attn_scale * sqrtf((float)hp->head_dim) - 1.0f) > 1e-6f)
+        add(buf, n, &u, "attention scale %g", (double)hp->attn_scale);
+    if (hp->logit_scale != 1.0f) add(buf, n, &u, "logits x%g", (double)hp->logit_scale);
+    if (hp->attn_softcap > 0.0f) add(buf, n, &u, "attention soft-cap %g", (double)hp->attn_softcap);
+    if (hp->final_softcap > 0.0f) add(buf, n, &u, "final soft-cap %g", (double)hp->final_softcap);
+    if (hp->swa_window > 0 && hp->swa_period > 1)
+        add(buf, n, &u, "sliding window of %d on every %d layers from layer 0 (they cache %d tokens at most)",
+            hp->swa_window, hp->swa_period, hp->swa_window + 64);
+    else if (hp->swa_window > 0)
+        add(buf, n, &u, "sliding window of %d on every layer (they cache %d tokens at most)", hp->swa_window,
+            hp->swa_window + 64);
+    if (!u) snprintf(buf, n, "none beyond llama's");
+}

@@ -3,7 +3,8 @@
  *
  * Detection looks for each family's distinctive markers in the Jinja text,
  * most specific first (Llama 3's header tokens before ChatML, Phi-3's <|end|>
- * before Zephyr's <|user|>, Llama 2's <<SYS>> before Mistral's bare [INST]).
+ * and Tulu's newline after a user turn before Zephyr's <|user|>, Llama 2's
+ * <<SYS>> before Mistral's bare [INST]).
  * Formatting follows each model card's documented layout.
  */
 #include "chat_template.h"
@@ -23,6 +24,9 @@ static bool has(const char *s, size_t n, const char *needle) {
 chat_family chat_detect(const char *t, size_t n) {
     if (!t || !n) return CHAT_PLAIN;
     if (has(t, n, "<|start_header_id|>")) return CHAT_LLAMA3;
+    if (has(t, n, "<|start_of_role|>")) return CHAT_GRANITE;
+    if (has(t, n, "'Assistant: ' + message['content'] + eos_token")) return CHAT_DEEPSEEK2;
+    if (has(t, n, "'<|user|>\\n' + message['content'] + '\\n'")) return CHAT_TULU;
     if (has(t, n, "<|im_start|>")) return CHAT_CHATML;
     if (has(t, n, "<start_of_turn>")) return CHAT_GEMMA;
     if (has(t, n, "<|user|>") && has(t, n, "<|end|>")) return CHAT_PHI3;
@@ -33,7 +37,8 @@ chat_family chat_detect(const char *t, size_t n) {
 }
 
 const char *chat_family_name(chat_family f) {
-    static const char *const names[] = {"plain", "chatml", "llama2", "llama3", "mistral", "phi3", "gemma", "zephyr"};
+    static const char *const names[] = {"plain", "chatml", "llama2", "llama3",   "mistral",
+                                        "phi3",  "gemma",  "zephyr", "granite", "deepseek2", "tulu"};
     return (unsigned)f < sizeof names / sizeof *names ? names[f] : "?";
 }
 
@@ -122,6 +127,26 @@ err_code chat_format(chat_family f, const chat_message *msgs, int n, char **out,
             else add(&b, "<start_of_turn>%s\n%s<end_of_turn>\n", role, msgs[i].content);
         }
         add(&b, "<start_of_turn>model\n");
+        break;
+    case CHAT_GRANITE:
+        for (int i = 0; i < n; i++)
+            add(&b, "<|start_of_role|>%s<|end_of_role|>%s<|end_of_text|>\n", msgs[i].role, msgs[i].content);
+        add(&b, "<|start_of_role|>assistant<|end_of_role|>");
+        break;
+    case CHAT_DEEPSEEK2:
+        for (int i = 0; i < n; i++) {
+            if (is(&msgs[i], "user")) add(&b, "User: %s\n\n", msgs[i].content);
+            else if (is(&msgs[i], "assistant")) add(&b, "Assistant: %s<｜end▁of▁sentence｜>", msgs[i].content);
+            else add(&b, "%s\n\n", msgs[i].content);
+        }
+        add(&b, "Assistant:");
+        break;
+    case CHAT_TULU:
+        for (int i = 0; i < n; i++) {
+            if (is(&msgs[i], "assistant")) add(&b, "<|assistant|>\n%s<|endoftext|>\n", msgs[i].content);
+            else add(&b, "<|%s|>\n%s\n", msgs[i].role, msgs[i].content);
+        }
+        add(&b, "<|assistant|>\n");
         break;
     case CHAT_PLAIN:
     default:

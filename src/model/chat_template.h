@@ -27,6 +27,9 @@ typedef enum {
     CHAT_PHI3,    /* <|user|> ... <|end|> <|assistant|> */
     CHAT_GEMMA,   /* <start_of_turn>user ... <end_of_turn> <start_of_turn>model */
     CHAT_ZEPHYR,  /* <|user|> ... </s> <|assistant|> */
+    CHAT_GRANITE, /* <|start_of_role|>role<|end_of_role|> ... <|end_of_text|> (Granite 3.x) */
+    CHAT_DEEPSEEK2, /* User: ...\n\nAssistant: ...<｜end▁of▁sentence｜> (DeepSeek-V2 chat) */
+    CHAT_TULU,    /* <|user|>\n ...\n<|assistant|>\n ...<|endoftext|> (OLMoE / Tulu instruct) */
 } chat_family;
 
 typedef struct {

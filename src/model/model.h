@@ -20,6 +20,7 @@
 #define OCTO_MODEL_MODEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/err.h"
@@ -95,6 +96,9 @@ typedef struct {
 model_kv_row model_kv_row_of(const model_hparams *hp);
 /* Does layer il attend through a sliding window (hp->swa_window keys)? */
 bool model_layer_swa(const model_hparams *hp, int il);
+/* What the architecture adds to a plain llama, as one line for inspect
+ * ("gating: softmax, top-2 weights not renormalised; shared expert ..."). */
+void model_features(const model_hparams *hp, char *buf, size_t n);
 /* Is layer il a mixture of experts (an MoE model's leading layers may be dense)? */
 bool model_layer_moe(const model_hparams *hp, int il);
 
