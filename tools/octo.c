@@ -85,7 +85,7 @@ static void help(FILE *f) {
           "        [--std X] [--rope-base X] [--rope-scale X] [--window N] [--gguf-version 2|3]\n"
           "      write a synthetic model with seeded random weights; A is one of llama (default),\n"
           "      qwen2, qwen2moe, olmoe, granitemoe, phi3, gemma2, deepseek2 (the MoE ones need\n"
-          "      --experts); --window: gemma2's / phi3's sliding window; T is one of\n"
+          "      --experts); --window: gemma2's sliding window; T is one of\n"
           "      f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k\n"
           "  upcycle -m DENSE -o MOE --experts E --experts-used K [-f TEXT] [--tokens N]\n"
           "        [--heldout N] [--split cluster|random|contiguous] [--router fit|uniform]\n"

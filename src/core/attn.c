@@ -106,8 +106,10 @@ static void block_scores(const attn_queries *q, int i, const attn_keys *ks, int 
 
 void attn_portable(const attn_queries *q, const attn_keys *runs, int n_runs) {
     const int hd = q->hd, hdv = q->hdv, nq = q->n_q;
-    float kb[ATTN_LANES * ATTN_MAX_HEAD_DIM], vb[ATTN_LANES * ATTN_MAX_HEAD_DIM];
-    float o[ATTN_LANES][ATTN_MAX_HEAD_DIM], m[ATTN_LANES], l[ATTN_LANES];
+    /* 110 KiB at the largest head size: per thread, off the stack (an embedder's threads may have small ones) */
+    static __thread float kb[ATTN_LANES * ATTN_MAX_HEAD_DIM], vb[ATTN_LANES * ATTN_MAX_HEAD_DIM];
+    static __thread float o[ATTN_LANES][ATTN_MAX_HEAD_DIM];
+    float m[ATTN_LANES], l[ATTN_LANES];
     int32_t max_qpos = INT32_MIN;
     for (int i = 0; i < nq; i++) {
         if (q->qpos[i] > max_qpos) max_qpos = q->qpos[i];

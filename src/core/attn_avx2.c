@@ -333,7 +333,7 @@ static void attn_256(const attn_queries *q, const attn_keys *runs, int n_runs) {
         attn_portable(q, runs, n_runs);
         return;
     }
-    static __thread attn_state st; /* 40 KiB: off the stack of the pool's threads */
+    static __thread attn_state st; /* 150 KiB at the largest head size: off the stack of the pool's threads */
     setup(&st, q);
     for (int r = 0; r < n_runs; r++)
         for (int j0 = 0; j0 < runs[r].n; j0 += ATTN_LANES) {

@@ -204,8 +204,9 @@ static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
         return;
     }
     const int hd = q->hd, hdv = q->hdv, nq = q->n_q;
-    __attribute__((aligned(64))) float qt[ATTN_MAX_HEAD_DIM][ATTN_LANES];
-    __attribute__((aligned(64))) float o[ATTN_LANES][ATTN_MAX_HEAD_DIM];
+    /* 72 KiB at the largest head size: per thread, off the stack */
+    static __thread __attribute__((aligned(64))) float qt[ATTN_MAX_HEAD_DIM][ATTN_LANES];
+    static __thread __attribute__((aligned(64))) float o[ATTN_LANES][ATTN_MAX_HEAD_DIM];
     __attribute__((aligned(64))) float pm[ATTN_LANES][ATTN_LANES], corr[ATTN_LANES];
     static __thread float kb[ATTN_LANES * ATTN_MAX_HEAD_DIM], vb[ATTN_LANES * ATTN_MAX_HEAD_DIM];
     int32_t qp[ATTN_LANES], ql[ATTN_LANES], max_qpos = INT32_MIN;

@@ -218,10 +218,12 @@ kv_iface kv_cache_iface(kv_cache *c) {
 /* ---------------------------------------------------------------- commit */
 
 /* A sliding-window layer's blocks that no later query sees: every entry at
- * or below the next position - window, all committed. The oldest go first
- * (blocks hold ascending positions); the pending weights follow the view. */
+ * or below the next position - window, all committed, and a block's worth
+ * older still (so that taking back up to KV_BLOCK tokens, as speculation and
+ * a chat's unused tokens do, never needs a dropped entry). The oldest go
+ * first (blocks hold ascending positions). */
 static void drop_unseen(kv_cache *c, kv_layer *L) {
-    const int32_t lowest_seen = c->commit_pos - L->window + 1;
+    const int32_t lowest_seen = c->commit_pos - L->window + 1 - KV_BLOCK;
     while (L->n_blocks > 1) {
         const kv_block *b = L->blocks[0];
         if (b->open || b->n == 0 || b->pos[b->n - 1] >= lowest_seen) break;
@@ -255,6 +257,7 @@ err_code kv_cache_commit(kv_cache *c, int n, err_t *err) {
 static void drop_from(kv_cache *c, int32_t pos) {
     for (int l = 0; l < c->n_layer; l++) {
         kv_layer *L = &c->layers[l];
+        if (L->window_floor > pos) L->window_floor = pos; /* what a window dropped above pos is truncated anyway */
         for (int i = 0; i < L->n_blocks; i++) {
             kv_block *b = L->blocks[i];
             if (b->spilled) {
@@ -307,6 +310,14 @@ void kv_cache_rollback(kv_cache *c, int n) {
     int32_t from = top - n + 1;
     if (from < c->commit_pos) from = c->commit_pos;
     drop_from(c, from);
+}
+
+bool kv_cache_window_lost(const kv_cache *c, int32_t n) {
+    for (int l = 0; l < c->n_layer; l++) {
+        const kv_layer *L = &c->layers[l];
+        if (L->window && L->window_floor > n - L->window + 1 && L->window_floor > 0) return true;
+    }
+    return false;
 }
 
 void kv_cache_truncate(kv_cache *c, int32_t pos) {

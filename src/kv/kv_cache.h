@@ -42,11 +42,14 @@
  * failed read (truncated or corrupted file: every record is checksummed)
  * drops the block as evicted. Each is counted in the stats.
  *
- * Windows. A layer with a sliding window (kv_shape.window) drops each block
- * whose entries no later query can see (positions <= the next position -
- * window) at commit: it never holds more than window + KV_BLOCK entries,
- * whatever the context. A truncation below what a window dropped makes the
- * positions the window needs compute again (kv_cache_stale_from).
+ * Windows. A layer with a sliding window (kv_shape.window) drops at commit
+ * each block whose entries no later query can see (positions <= the next
+ * position - window), keeping one block more than that so that taking back
+ * up to KV_BLOCK tokens never needs a dropped entry: it never holds more
+ * than window + 2 * KV_BLOCK entries, whatever the context. After a deeper
+ * truncation the window misses entries its next query needs
+ * (kv_cache_window_lost); the caller must compute them again
+ * (kv_cache_stale_from says from where).
  *
  * Speculation. Appended entries are tentative: attended to, but not counted
  * against the budget, not scored, not re-quantized, until kv_cache_commit.
@@ -56,6 +59,7 @@
 #ifndef OCTO_KV_KV_CACHE_H
 #define OCTO_KV_KV_CACHE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/err.h"
@@ -152,6 +156,9 @@ err_code kv_cache_commit(kv_cache *c, int n, err_t *err);
 void kv_cache_rollback(kv_cache *c, int n);
 /* Drop every entry at position >= pos (committed or not). */
 void kv_cache_truncate(kv_cache *c, int32_t pos);
+/* Holding the first n positions, does a sliding-window layer miss an entry
+ * the query at position n must see (one its window dropped)? */
+bool kv_cache_window_lost(const kv_cache *c, int32_t n);
 /* Were the cache truncated to its first n positions, the lowest position
  * whose block is held at a colder tier than a cache that never saw the rest
  * would hold it (the discarded tokens aged it), or n when none is: what must

@@ -136,12 +136,20 @@ static err_code read_granite(const gguf_ctx *g, model_hparams *hp, err_t *err) {
     return ERR_OK;
 }
 
-/* Fused q/k/v and gate/up tensors; an optional sliding window on every layer. */
+/* Fused q/k/v and gate/up tensors; LongRoPE's context and magnitude factor.
+ * The sliding window key is required (as llama.cpp requires it) but not
+ * applied: llama.cpp stopped applying it to the Phi family (which layers
+ * use it is not in the configs), and octo computes what llama.cpp does. */
 static err_code read_phi3(const gguf_ctx *g, model_hparams *hp, err_t *err) {
-    err_code rc = arch_get_int(g, hp->arch_name, "attention.sliding_window", true, 0, 0, BIG, &hp->swa_window, err);
-    hp->swa_period = 1;
+    const char *a = hp->arch_name;
+    int window;
+    err_code rc = arch_get_int(g, a, "attention.sliding_window", true, 0, 0, INT32_MAX, &window, err);
+    if (rc) return rc;
     hp->fused_qkv = hp->fused_gate_up = true;
-    return rc;
+    if ((rc = arch_get_int(g, a, "rope.scaling.original_context_length", false, hp->n_ctx_train, 1, BIG,
+                           &hp->rope_ctx_orig, err)))
+        return rc;
+    return get_float_req(g, a, "rope.scaling.attn_factor", false, true, 1.0f, &hp->rope_attn_factor, err);
 }
 
 static err_code read_gemma2(const gguf_ctx *g, model_hparams *hp, err_t *err) {
@@ -168,7 +176,8 @@ static err_code read_deepseek2(const gguf_ctx *g, model_hparams *hp, err_t *err)
     hp->n_ff_dense = hp->n_ff;
     if ((rc = arch_get_int(g, a, "attention.q_lora_rank", false, 0, 0, BIG, &hp->q_lora_rank, err))) return rc;
     if ((rc = arch_get_int(g, a, "attention.kv_lora_rank", true, 0, 1, BIG, &hp->kv_lora_rank, err))) return rc;
-    if ((rc = arch_get_int(g, a, "leading_dense_block_count", true, 0, 0, hp->n_layer, &hp->n_layer_dense_lead, err)))
+    if ((rc = arch_get_int(g, a, "leading_dense_block_count", true, 0, 0, hp->n_layer - 1, &hp->n_layer_dense_lead,
+                           err)))
         return rc;
     if ((rc = arch_get_int(g, a, "expert_feed_forward_length", true, 0, 1, BIG, &hp->n_ff, err))) return rc;
     if ((rc = arch_get_int(g, a, "expert_shared_count", false, 0, 0, 64, &n_shared, err))) return rc;
@@ -181,9 +190,11 @@ static err_code read_deepseek2(const gguf_ctx *g, model_hparams *hp, err_t *err)
     if ((rc = arch_get_int(g, a, "expert_group_used_count", false, 0, 0, hp->gating.n_group, &hp->gating.n_group_used,
                            err)))
         return rc;
-    if (hp->gating.n_group > 1 && (hp->n_expert % hp->gating.n_group || hp->gating.n_group_used == 0))
-        return err_set(err, ERR_BAD_VALUE, "%s: %d experts in %d groups, %d used", a, hp->n_expert, hp->gating.n_group,
-                       hp->gating.n_group_used);
+    if (hp->gating.n_group > 1 &&
+        (hp->n_expert % hp->gating.n_group || hp->gating.n_group_used == 0 ||
+         hp->gating.n_group_used * (hp->n_expert / hp->gating.n_group) < hp->n_expert_used))
+        return err_set(err, ERR_BAD_VALUE, "%s: %d experts in %d groups of which %d are eligible cannot give %d a token", a,
+                       hp->n_expert, hp->gating.n_group, hp->gating.n_group_used, hp->n_expert_used);
     if (hp->head_dim <= hp->n_rot)
         return err_set(err, ERR_BAD_VALUE, "%s.attention.key_length %d must exceed rope.dimension_count %d", a,
                        hp->head_dim, hp->n_rot);
@@ -295,6 +306,7 @@ err_code arch_read_hparams(const gguf_ctx *g, model_hparams *hp, err_t *err) {
     err_code rc = read_common(g, hp, err);
     if (rc) return rc;
     hp->gating = (moe_gating){.func = GATE_SOFTMAX, .norm = true, .scale = 1.0f};
+    hp->rope_attn_factor = 1.0f;
     hp->act = ACT_SILU;
     hp->embd_scale = hp->residual_scale = hp->logit_scale = 1.0f;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);

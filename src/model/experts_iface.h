@@ -72,7 +72,7 @@ typedef struct {
     void (*stats)(const void *self, experts_stats *out);
 } experts_iface;
 
-/* The matrices of one expert straight from the model's mapping (in the GGUF
+/* The matrices of one expert straight from the model's mapping (all zero for a dense layer; in the GGUF
  * layout: expert stacks are never packed in the mapping). */
 void model_expert_mats(const model *m, int layer, int expert, model_mat mats[3]);
 

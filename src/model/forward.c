@@ -182,8 +182,8 @@ static void rope_angles(const model *m, int32_t pos, float *cs) {
     for (int i = 0; i < hp->n_rot / 2; i++) {
         double theta = (double)pos * hp->rope_freq_scale * pow(hp->rope_freq_base, -2.0 * i / hp->n_rot);
         if (freq_div) theta /= freq_div[i];
-        cs[2 * i] = (float)cos(theta);
-        cs[2 * i + 1] = (float)sin(theta);
+        cs[2 * i] = (float)cos(theta) * hp->rope_attn_factor;
+        cs[2 * i + 1] = (float)sin(theta) * hp->rope_attn_factor;
     }
 }
 

@@ -53,6 +53,10 @@ static err_code ffn_dense(fwd_state *st, const model_layer *L, int T, err_t *err
 
 void model_expert_mats(const model *m, int layer, int expert, model_mat mats[3]) {
     const model_layer *L = &m->layers[layer];
+    if (!L->gate_inp.data) { /* a dense layer of an MoE model: no experts */
+        memset(mats, 0, 3 * sizeof *mats);
+        return;
+    }
     const model_mat *src[3] = {&L->w_gate, &L->w_up, &L->w_down};
     for (int i = 0; i < 3; i++) {
         mats[i] = *src[i];

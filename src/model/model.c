@@ -293,6 +293,12 @@ err_code model_from_gguf(gguf_ctx *g, model **out, err_t *err) {
         m->output_tied = true;
     }
     if (!rc) rc = bind(&b, &m->rope_freqs, "rope_freqs.weight", hp->n_rot / 2, 0, 0, false, true);
+    if (!rc) rc = bind(&b, &m->rope_long, "rope_factors_long.weight", hp->n_rot / 2, 0, 0, false, true);
+    if (!rc) rc = bind(&b, &m->rope_short, "rope_factors_short.weight", hp->n_rot / 2, 0, 0, false, true);
+    if (!rc && (!m->rope_long.data) != (!m->rope_short.data))
+        rc = err_set(err, ERR_MISSING_TENSOR, "tensor '%s' is missing (LongRoPE needs both sets of factors)",
+                     m->rope_long.data ? "rope_factors_short.weight" : "rope_factors_long.weight");
+    if (!rc && m->rope_short.data) m->rope_freqs = m->rope_short; /* until model_set_context says otherwise */
     if (!rc && !(m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers)))
         rc = err_set(err, ERR_NOMEM, "out of memory");
     for (int il = 0; !rc && il < hp->n_layer; il++) rc = bind_layer(&b, hp, il, &m->layers[il]);
@@ -315,6 +321,10 @@ err_code model_from_gguf(gguf_ctx *g, model **out, err_t *err) {
     pack_weights(m);
     *out = m;
     return ERR_OK;
+}
+
+void model_set_context(model *m, int n_ctx) {
+    if (m->rope_long.data) m->rope_freqs = n_ctx > m->hp.rope_ctx_orig ? m->rope_long : m->rope_short;
 }
 
 err_code model_load(const char *path, model **out, err_t *err) {

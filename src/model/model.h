@@ -61,6 +61,8 @@ typedef struct {
     int n_ff_shexp;    /* MoE: width of the shared expert every token runs besides its routed ones; 0 none */
     float rope_freq_base;
     float rope_freq_scale; /* 1 / linear scaling factor */
+    float rope_attn_factor; /* cos and sin times this (1; LongRoPE's magnitude factor, phi3) */
+    int rope_ctx_orig;     /* LongRoPE: the context its short factors serve (phi3) */
     bool rope_neox;        /* rotate (i, i + n_rot/2) instead of (2i, 2i+1) */
     float rms_eps;
     /* architecture features, as data (defaults: plain llama) */
@@ -142,6 +144,7 @@ typedef struct {
     model_mat output_norm; /* (n_embd) F32 */
     model_mat output;      /* (n_embd -> n_vocab); the embedding when tied */
     model_mat rope_freqs;  /* optional (n_rot/2) frequency divisors; data NULL when absent */
+    model_mat rope_long, rope_short; /* LongRoPE's two sets of divisors (phi3); model_set_context picks one */
     model_layer *layers;   /* [n_layer] */
     bool output_tied;
     uint64_t packed_bytes; /* weight bytes re-laid at load (0: all in the GGUF layout) */
@@ -152,6 +155,11 @@ typedef struct {
     void *owned;           /* a requantized copy's matrices (gguf NULL: the rest is its source's) */
     uint64_t owned_bytes;
 } model;
+
+/* The context the model will run with: LongRoPE models (phi3 with
+ * rope_factors_long/short) take the long factors when it exceeds
+ * rope_ctx_orig, else the short ones (llama.cpp's rule; the default). */
+void model_set_context(model *m, int n_ctx);
 
 /* Open path, read hyperparameters, bind tensors. */
 err_code model_load(const char *path, model **out, err_t *err);

@@ -216,6 +216,10 @@ static void write_keys(gguf_writer *w, const synth_opts *o, const synth_arch *ar
         gguf_writer_set_f32(w, KEY("logit_scale"), 6.0f);
     }
     if (ar->fused) gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)o->swa_window);
+    if (ar->fused && o->longrope) {
+        gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)(o->n_ctx / 2));
+        gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"), 1.19f);
+    }
     if (ar->gemma) {
         gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)(o->swa_window ? o->swa_window : 4096));
         gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), 50.0f);
@@ -338,6 +342,10 @@ err_code synth_write(const synth_opts *o, const char *path, err_t *err) {
     if (!rc) rc = add(&c, c.t, "token_embd.weight", et, KIND_MATRIX, E, o->n_vocab, 0, err);
     if (!rc) rc = add(&c, c.t, "output_norm.weight", QT_F32, KIND_NORM, E, 0, 0, err);
     if (!rc && !o->tied_output && !ar->gemma) rc = add(&c, c.t, "output.weight", ot, KIND_MATRIX, E, o->n_vocab, 0, err);
+    if (!rc && ar->fused && o->longrope) { /* divisors near 1 (norm-like values: 1 + N(0, 0.1^2)) */
+        rc = add(&c, c.t, "rope_factors_long.weight", QT_F32, KIND_NORM, hd / 2, 0, 0, err);
+        if (!rc) rc = add(&c, c.t, "rope_factors_short.weight", QT_F32, KIND_NORM, hd / 2, 0, 0, err);
+    }
     for (int l = 0; !rc && l < o->n_layer; l++) rc = add_layer(&c, ar, l, hd, err);
     for (int i = 0; !rc && i < c.n; i++)
         rc = gguf_writer_add_tensor(w, c.t[i].name, c.t[i].type, c.t[i].n_dims, c.t[i].ne, NULL, err);

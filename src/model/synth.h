@@ -38,7 +38,9 @@ typedef struct {
     uint64_t seed;
     uint32_t gguf_version;   /* 2 or 3 */
     int piece_bytes;         /* > 0: ordinary vocabulary pieces padded to this many bytes (long pieces) */
-    int swa_window;          /* gemma2 (0: 4096) and phi3 (0: none): the sliding window */
+    int swa_window;          /* gemma2 (0: 4096): the sliding window; phi3 writes it (0), unapplied as in llama.cpp */
+    bool longrope;           /* phi3: LongRoPE factors (rope_factors_long/short), original context n_ctx / 2,
+                                magnitude factor 1.19 */
 } synth_opts;
 
 /* A small dense llama: 2 layers, 64 wide, 4/2 heads, FFN 96, vocab 300, F32. */

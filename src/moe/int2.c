@@ -120,6 +120,7 @@ void moe_int2_to_q4_0(const uint8_t *src, int64_t n, uint8_t *dst) {
 static uint64_t mat_blocks(const model_mat *x) { return (uint64_t)x->n_out * (uint64_t)(x->n_in / 32); }
 
 uint64_t moe_int2_record_bytes(const model *m, int layer) {
+    if (!model_layer_moe(&m->hp, layer)) return 0; /* a dense layer of an MoE model: no records */
     model_mat x[3];
     model_expert_mats(m, layer, 0, x);
     return (mat_blocks(&x[0]) + mat_blocks(&x[1]) + mat_blocks(&x[2])) * MOE_INT2_BLOCK_BYTES + 8;
@@ -127,6 +128,7 @@ uint64_t moe_int2_record_bytes(const model *m, int layer) {
 
 bool moe_int2_applicable(const model *m, char *why, int n) {
     for (int l = 0; l < m->hp.n_layer; l++) {
+        if (!model_layer_moe(&m->hp, l)) continue;
         model_mat x[3];
         model_expert_mats(m, l, 0, x);
         uint64_t full = 0, blocks = 0;
@@ -247,7 +249,7 @@ err_code moe_int2_build(const model *m, const char *model_path, err_t *err) {
     header_put(&h, hb);
     if (!rc) rc = atomic_file_write(&af, hb, HEADER, err);
     for (int l = 0; l < m->hp.n_layer && !rc; l++)
-        for (int e = 0; e < m->hp.n_expert && !rc; e++) {
+        for (int e = 0; e < m->hp.n_expert && !rc && moe_int2_record_bytes(m, l); e++) {
             const uint64_t rb = moe_int2_record_bytes(m, l);
             build_record(m, l, e, row, rec, rb);
             rc = atomic_file_write(&af, rec, rb, err);

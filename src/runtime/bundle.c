@@ -211,12 +211,14 @@ err_code bundle_load(const char *path, const bundle_options *o, bundle **out, er
         return rc;
     }
     const int n_ctx = o->n_ctx ? o->n_ctx : b->m->hp.n_ctx_train;
+    model_set_context(b->m, n_ctx); /* LongRoPE's factors follow the context */
     load_tokenizer(b, o);
     /* the draft first (the self-draft's decision needs the plan without one) */
     b->plan = plan_make(b->m, NULL, n_ctx, &o->kv, &o->dev);
     rc = choose_draft(b, path, o, err);
     char spec_reason[sizeof b->plan.spec_reason];
     memcpy(spec_reason, b->plan.spec_reason, sizeof spec_reason);
+    if (!rc && b->draft_m) model_set_context(b->draft_m, n_ctx);
     if (!rc && b->draft_m) rc = plan_with_draft(b, o, &cc, unplaced, n_ctx, spec_reason, sizeof spec_reason, err);
     memcpy(b->plan.spec_reason, spec_reason, sizeof spec_reason);
     if (!rc) rc = session_new_shared(b->m, n_ctx, &b->plan.kv, b->pool, &b->s, err);

@@ -78,6 +78,19 @@ static void rebalance(session *s, int n) {
     s->experts->set_budget(s->experts->self, s->shared_bytes > kv ? s->shared_bytes - kv : 0);
 }
 
+/* Keep the first n tokens; when a sliding-window layer already dropped an
+ * entry the next query needs (the cut goes back further than its slack),
+ * keep none: the next eval computes the sequence again, never a window
+ * with a hole in it. */
+static void cut(session *s, int n) {
+    kv_cache_truncate(s->kv, n);
+    if (n > 0 && kv_cache_window_lost(s->kv, n)) {
+        kv_cache_truncate(s->kv, 0);
+        n = 0;
+    }
+    s->n_past = n;
+}
+
 err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, float *logits, err_t *err) {
     err_code rc0 = check_room(s, n, err);
     if (rc0) return rc0;
@@ -99,7 +112,7 @@ err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, f
         if (!rc) rc = kv_cache_commit(s->kv, nc, err);
     }
     if (rc) { /* the entries of this call go; entries evicted meanwhile stay evicted */
-        kv_cache_truncate(s->kv, s->n_past);
+        cut(s, s->n_past);
         return rc;
     }
     memcpy(s->tokens + s->n_past, tokens, sizeof(int32_t) * (size_t)n);
@@ -119,7 +132,7 @@ err_code session_eval_tree(session *s, const int32_t *tokens, int n, const uint6
     rebalance(s, n);
     kv_iface kv = kv_cache_iface(s->kv);
     rc = forward_tree(s->fwd, &kv, s->experts, tokens, n, s->n_past, anc, out_rows, n_out, logits, err);
-    if (rc) kv_cache_truncate(s->kv, s->n_past);
+    if (rc) cut(s, s->n_past);
     return rc;
 }
 
@@ -127,7 +140,7 @@ err_code session_accept(session *s, const int32_t *tokens, int n, int n_keep, er
     kv_cache_rollback(s->kv, n - n_keep);
     err_code rc = kv_cache_commit(s->kv, n_keep, err);
     if (rc) {
-        kv_cache_truncate(s->kv, s->n_past);
+        cut(s, s->n_past);
         return rc;
     }
     memcpy(s->tokens + s->n_past, tokens, sizeof(int32_t) * (size_t)n_keep);
@@ -140,8 +153,7 @@ void session_reset(session *s) { session_truncate(s, 0); }
 void session_truncate(session *s, int n) {
     if (n < 0) n = 0;
     if (n >= s->n_past) return;
-    kv_cache_truncate(s->kv, n);
-    s->n_past = n;
+    cut(s, n);
 }
 
 /* A stale block (kv_cache_stale_from) is not the only difference: every

@@ -62,7 +62,9 @@ err_code session_eval_tree(session *s, const int32_t *tokens, int n, const uint6
                            int n_out, float *logits, err_t *err);
 err_code session_accept(session *s, const int32_t *tokens, int n, int n_keep, err_t *err);
 /* Forget everything after the first n tokens (n <= n_past). Entries the
- * forgotten tokens aged into a colder tier stay there: see session_rewind. */
+ * forgotten tokens aged into a colder tier stay there: see session_rewind.
+ * When a sliding-window layer already dropped an entry the next token needs,
+ * everything goes (n_past 0): the sequence must be computed again. */
 void session_truncate(session *s, int n);
 /* Of the first n tokens, how many a truncation keeps exactly as a session
  * that never saw the rest would hold them: n, or 0 when the rest aged a
