@@ -331,6 +331,44 @@ static void test_longrope(void) {
     remove(path);
 }
 
+/* YaRN (ggml's formulas): the blend's bounds and the magnitude, for a
+ * llama and for deepseek2 (whose magnitude goes into the attention scale);
+ * both decode. With n_rot 32, base 1e4, an original context of 256: the
+ * bounds are floor(32 ln(256 / (32 * 2 pi)) / (2 ln 1e4)) = 0 and
+ * ceil(32 ln(256 / (2 pi)) / (2 ln 1e4)) = 7. */
+static void test_yarn(void) {
+    const char *arch[] = {"llama", "deepseek2"};
+    for (int k = 0; k < 2; k++) {
+        synth_opts o = synth_defaults();
+        o.arch = arch[k], o.type = QT_F32, o.n_embd = 128, o.n_head = 4, o.n_head_kv = 2, o.n_ff = 128;
+        o.n_ctx = 1024, o.n_vocab = 320, o.seed = 3, o.rope_yarn = 4.0f, o.n_expert = 4 * k, o.n_expert_used = 2 * k;
+        char path[600];
+        tu_tmp_path(path, sizeof path, "archs-yarn.gguf");
+        err_t err = {0};
+        model *m = NULL;
+        T_CHECKF(synth_write(&o, path, &err) == ERR_OK && model_load(path, &m, &err) == ERR_OK, "%s", err.msg);
+        if (!m) continue;
+        const model_hparams *hp = &m->hp;
+        printf("[%s] YaRN x4 over 256: blend from pair %g to %g, rope magnitude %.5f, attention scale %.6f\n", arch[k],
+               (double)hp->yarn_corr[0], (double)hp->yarn_corr[1], (double)hp->rope_attn_factor, (double)hp->attn_scale);
+        T_CHECK(hp->rope_yarn && hp->n_rot == 32 && hp->rope_ctx_orig == 256);
+        T_CHECK(hp->yarn_corr[0] == 0.0f && hp->yarn_corr[1] == 7.0f);
+        T_CHECK(fabsf(hp->rope_freq_scale - 0.25f) < 1e-7f);
+        if (k == 0) T_CHECK(fabsf(hp->rope_attn_factor - (1.0f + 0.1f * logf(4.0f))) < 1e-6f);
+        else T_CHECK(hp->rope_attn_factor == 1.0f && fabsf(hp->attn_scale - 0.150704f) < 2e-6f);
+        session *s = NULL;
+        int32_t tok[40];
+        fill_tokens(tok, 40, hp->n_vocab);
+        float *row = malloc(sizeof(float) * (size_t)hp->n_vocab);
+        T_EQ_INT(session_new(m, 64, QT_F32, 0, &s, &err), ERR_OK);
+        if (s) T_EQ_INT(session_eval(s, tok, 40, false, row, &err), ERR_OK);
+        session_free(s);
+        free(row);
+        model_free(m);
+        remove(path);
+    }
+}
+
 /* ---- bad files ---- */
 
 static err_code zero_fill(void *user, uint64_t index, void *buf, uint64_t n_bytes, err_t *err) {
@@ -428,6 +466,7 @@ int main(void) {
     }
     T_CHECKF(lookahead_accepted > 0, "lookahead: no draft accepted on any architecture");
     test_longrope();
+    test_yarn();
     test_bad_files();
     for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
         char path[600], name[64];

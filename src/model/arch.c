@@ -198,6 +198,13 @@ static err_code read_deepseek2(const gguf_ctx *g, model_hparams *hp, err_t *err)
     if (hp->head_dim <= hp->n_rot)
         return err_set(err, ERR_BAD_VALUE, "%s.attention.key_length %d must exceed rope.dimension_count %d", a,
                        hp->head_dim, hp->n_rot);
+    if (hp->rope_yarn) { /* DeepSeek's YaRN: the magnitude goes into the attention scale, not into cos/sin */
+        float log_mul;
+        if ((rc = arch_get_float(g, a, "rope.scaling.yarn_log_multiplier", 0.0f, &log_mul, err))) return rc;
+        const float mscale = 1.0f + log_mul * logf(1.0f / hp->rope_freq_scale);
+        hp->attn_scale = mscale * mscale / sqrtf((float)hp->head_dim);
+        hp->rope_attn_factor = 1.0f;
+    }
     /* the latent row is one "head" of the attention kernel */
     if (hp->kv_lora_rank + hp->n_rot > ATTN_MAX_HEAD_DIM)
         return err_set(err, ERR_UNSUPPORTED, "%s: kv_lora_rank %d + %d RoPE dims exceed the %d the attention kernel takes",
@@ -232,8 +239,30 @@ const char *arch_supported_list(void) {
 
 /* ---------------------------------------------------------------- common */
 
-/* RoPE scaling: "linear" divides positions by the factor. Others are refused
- * rather than silently computed wrong. */
+/* YaRN (ggml's rope_yarn): each rotated pair i blends the interpolated angle
+ * (positions divided by the factor) with the original one, fully original
+ * below yarn_corr[0], fully interpolated above yarn_corr[1] (the dims whose
+ * wavelength fits beta_fast = 32 / beta_slow = 1 times in the original
+ * context), and cos/sin grow by 1 + 0.1 ln(factor). */
+static err_code read_yarn(const gguf_ctx *g, model_hparams *hp, float factor, err_t *err) {
+    err_code rc = arch_get_int(g, hp->arch_name, "rope.scaling.original_context_length", false, hp->n_ctx_train, 1, BIG,
+                               &hp->rope_ctx_orig, err);
+    if (rc) return rc;
+    if (factor <= 0.0f) return err_set(err, ERR_MISSING_KEY, "metadata key '%s.rope.scaling.factor' is missing", hp->arch_name);
+    hp->rope_yarn = true;
+    hp->rope_freq_scale = 1.0f / factor;
+    hp->rope_attn_factor = 1.0f + 0.1f * logf(factor);
+    const float beta[2] = {32.0f, 1.0f};
+    for (int k = 0; k < 2; k++) {
+        const float d = (float)hp->n_rot * logf((float)hp->rope_ctx_orig / (beta[k] * 2.0f * (float)M_PI)) /
+                        (2.0f * logf(hp->rope_freq_base));
+        hp->yarn_corr[k] = k == 0 ? fmaxf(0.0f, floorf(d)) : fminf((float)(hp->n_rot - 1), ceilf(d));
+    }
+    return ERR_OK;
+}
+
+/* RoPE scaling: "linear" divides positions by the factor; "yarn" as above.
+ * Others are refused rather than silently computed wrong. */
 static err_code read_rope_scaling(const gguf_ctx *g, model_hparams *hp, err_t *err) {
     const char *a = hp->arch_name;
     float factor = 0.0f;
@@ -245,8 +274,9 @@ static err_code read_rope_scaling(const gguf_ctx *g, model_hparams *hp, err_t *e
     if (rc) return rc;
     if (factor == 0.0f && (rc = arch_get_float(g, a, "rope.scale_linear", 0.0f, &factor, err))) return rc;
     hp->rope_freq_scale = 1.0f;
+    if (has_type && gguf_str_eq(st, "yarn")) return read_yarn(g, hp, factor, err);
     if (has_type && !gguf_str_eq(st, "none") && !gguf_str_eq(st, "linear"))
-        return err_set(err, ERR_UNSUPPORTED, "RoPE scaling type '%.*s' is not supported (none, linear)",
+        return err_set(err, ERR_UNSUPPORTED, "RoPE scaling type '%.*s' is not supported (none, linear, yarn)",
                        (int)(st.len > 32 ? 32 : st.len), st.ptr);
     if (factor > 0.0f && !(has_type && gguf_str_eq(st, "none"))) hp->rope_freq_scale = 1.0f / factor;
     if (!isfinite(hp->rope_freq_scale))
@@ -303,10 +333,10 @@ err_code arch_read_hparams(const gguf_ctx *g, model_hparams *hp, err_t *err) {
     hp->arch = row->arch;
     hp->rope_neox = row->neox;
     snprintf(hp->arch_name, sizeof hp->arch_name, "%s", row->name);
+    hp->rope_attn_factor = 1.0f;
     err_code rc = read_common(g, hp, err);
     if (rc) return rc;
     hp->gating = (moe_gating){.func = GATE_SOFTMAX, .norm = true, .scale = 1.0f};
-    hp->rope_attn_factor = 1.0f;
     hp->act = ACT_SILU;
     hp->embd_scale = hp->residual_scale = hp->logit_scale = 1.0f;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);

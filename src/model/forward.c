@@ -175,13 +175,20 @@ static void add_bias(float *y, const model_mat *b, int T) {
         for (int64_t i = 0; i < b->n_in; i++) y[(size_t)t * b->n_in + i] += bias[i];
 }
 
-/* cos/sin of every rotated pair for one position. */
+/* cos/sin of every rotated pair for one position (YaRN: model/arch.c). */
 static void rope_angles(const model *m, int32_t pos, float *cs) {
     const model_hparams *hp = &m->hp;
     const float *freq_div = m->rope_freqs.data;
     for (int i = 0; i < hp->n_rot / 2; i++) {
-        double theta = (double)pos * hp->rope_freq_scale * pow(hp->rope_freq_base, -2.0 * i / hp->n_rot);
+        double theta = (double)pos * pow(hp->rope_freq_base, -2.0 * i / hp->n_rot);
         if (freq_div) theta /= freq_div[i];
+        if (hp->rope_yarn) {
+            const double y = (i - hp->yarn_corr[0]) / fmax(0.001, hp->yarn_corr[1] - hp->yarn_corr[0]);
+            const double keep = 1.0 - fmin(1.0, fmax(0.0, y)); /* the share of the original angle */
+            theta = theta * hp->rope_freq_scale * (1.0 - keep) + theta * keep;
+        } else {
+            theta *= hp->rope_freq_scale;
+        }
         cs[2 * i] = (float)cos(theta) * hp->rope_attn_factor;
         cs[2 * i + 1] = (float)sin(theta) * hp->rope_attn_factor;
     }

@@ -62,7 +62,9 @@ typedef struct {
     float rope_freq_base;
     float rope_freq_scale; /* 1 / linear scaling factor */
     float rope_attn_factor; /* cos and sin times this (1; LongRoPE's magnitude factor, phi3) */
-    int rope_ctx_orig;     /* LongRoPE: the context its short factors serve (phi3) */
+    int rope_ctx_orig;     /* LongRoPE: the context its short factors serve (phi3); YaRN: the trained one */
+    bool rope_yarn;        /* YaRN: dims between yarn_corr[0] and [1] blend interpolated and original angles */
+    float yarn_corr[2];
     bool rope_neox;        /* rotate (i, i + n_rot/2) instead of (2i, 2i+1) */
     float rms_eps;
     /* architecture features, as data (defaults: plain llama) */

@@ -201,6 +201,12 @@ static void write_keys(gguf_writer *w, const synth_opts *o, const synth_arch *ar
         gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear");
         gguf_writer_set_f32(w, KEY("rope.scaling.factor"), o->rope_scale_linear);
     }
+    if (o->rope_yarn > 0.0f) {
+        gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn");
+        gguf_writer_set_f32(w, KEY("rope.scaling.factor"), o->rope_yarn);
+        gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)(o->n_ctx / 4));
+        if (ar->mla) gguf_writer_set_f32(w, KEY("rope.scaling.yarn_log_multiplier"), 0.0707f);
+    }
     if (o->n_expert > 0) {
         gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)o->n_expert);
         gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)o->n_expert_used);

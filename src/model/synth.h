@@ -34,6 +34,8 @@ typedef struct {
     float weight_std;     /* matrices ~ N(0, std^2) */
     float rope_freq_base;
     float rope_scale_linear; /* 0 = none */
+    float rope_yarn;         /* 0 = none; else YaRN with this factor over an original context of n_ctx / 4
+                                (deepseek2: with yarn_log_multiplier 0.0707, as DeepSeek-V2-Lite) */
     float rms_eps;
     uint64_t seed;
     uint32_t gguf_version;   /* 2 or 3 */
