@@ -209,7 +209,7 @@ static void test_kv_tiers(const arch_case *ac, const model *m, const int32_t *to
         rows++;
     }
     const kv_stats ks = tiered ? kv_cache_stats(tiered->kv) : (kv_stats){0};
-    printf("[%s] tiered KV cache vs plain F16 over %d tokens: mean KLD %.5f nats, top-1 agreement %.1f %%, "
+    printf("[%s] tiered KV cache vs plain F16 over %d tokens: mean KLD %.3g nats, top-1 agreement %.1f %%, "
            "%.1f KiB vs %.1f KiB (%lld blocks re-quantized)\n",
            ac->arch, rows, kld / rows, 100.0 * agree / rows, ks.bytes / 1024.0,
            plain ? kv_cache_stats(plain->kv).bytes / 1024.0 : 0.0, (long long)ks.requantized);

@@ -82,7 +82,8 @@ static void help(FILE *f) {
           "  synth -o FILE [--arch A] [--type T] [--embd-type T] [--output-type T]\n"
           "        [--vocab N] [--embd N] [--layers N] [--heads N] [--kv-heads N] [--ff N]\n"
           "        [--head-dim N] [--ctx N] [--experts N --experts-used K] [--tied] [--seed S]\n"
-          "        [--std X] [--rope-base X] [--rope-scale X] [--window N] [--gguf-version 2|3]\n"
+          "        [--std X] [--rope-base X] [--rope-scale X] [--rope-yarn X] [--window N]\n"
+          "        [--gguf-version 2|3]\n"
           "      write a synthetic model with seeded random weights; A is one of llama (default),\n"
           "      qwen2, qwen2moe, olmoe, granitemoe, phi3, gemma2, deepseek2 (the MoE ones need\n"
           "      --experts); --window: gemma2's sliding window; T is one of\n"
@@ -729,6 +730,7 @@ static int cmd_synth(int argc, char **argv) {
         } else if (!strcmp(a, "--std") && v) { if (!parse_float(v, &o.weight_std) || o.weight_std < 0) return usage_error("--std takes a number >= 0"); i++; }
         else if (!strcmp(a, "--rope-base") && v) { if (!parse_float(v, &o.rope_freq_base) || o.rope_freq_base <= 0) return usage_error("--rope-base takes a positive number"); i++; }
         else if (!strcmp(a, "--rope-scale") && v) { if (!parse_float(v, &o.rope_scale_linear) || o.rope_scale_linear < 0) return usage_error("--rope-scale takes a number >= 0"); i++; }
+        else if (!strcmp(a, "--rope-yarn") && v) { if (!parse_float(v, &o.rope_yarn) || o.rope_yarn < 0) return usage_error("--rope-yarn takes a number >= 0"); i++; }
         else if (!strcmp(a, "--gguf-version") && v) {
             if (!parse_long(v, 2, 3, &n)) return usage_error("--gguf-version is 2 or 3");
             o.gguf_version = (uint32_t)n;

@@ -361,6 +361,8 @@ bool model_layer_swa(const model_hparams *hp, int il) {
 
 bool model_layer_moe(const model_hparams *hp, int il) { return hp->n_expert > 0 && il >= hp->n_layer_dense_lead; }
 
+int model_moe_layers(const model_hparams *hp) { return hp->n_expert > 0 ? hp->n_layer - hp->n_layer_dense_lead : 0; }
+
 /* ---------------------------------------------------------------- description */
 
 /* Append "; " and a formatted phrase to buf (n bytes, *used of them taken). */

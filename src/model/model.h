@@ -105,6 +105,8 @@ bool model_layer_swa(const model_hparams *hp, int il);
 void model_features(const model_hparams *hp, char *buf, size_t n);
 /* Is layer il a mixture of experts (an MoE model's leading layers may be dense)? */
 bool model_layer_moe(const model_hparams *hp, int il);
+/* The layers that have experts (0 for a dense model). */
+int model_moe_layers(const model_hparams *hp);
 
 /* A matrix (or a stack of n_mat matrices for MoE experts) inside the mapping.
  * Row r of matrix e starts at data + (e * n_out + r) * row_bytes. */

@@ -106,7 +106,7 @@ moe_cache_config moe_cache_config_default(void) {
 /* A budget in bytes buys what slots cost (the blocks around small experts
  * included); a share is of the experts, counted. */
 static int slots_for(const model *m, const moe_cache_config *c) {
-    const uint64_t one = moe_reader_buffer_bytes(m), all = (uint64_t)m->hp.n_layer * (uint64_t)m->hp.n_expert;
+    const uint64_t one = moe_reader_buffer_bytes(m), all = (uint64_t)model_moe_layers(&m->hp) * (uint64_t)m->hp.n_expert;
     uint64_t n = c->budget_bytes ? c->budget_bytes / one : c->share > 0.0 ? (uint64_t)(c->share * (double)all + 0.5) : all;
     if (n > all) n = all;
     if (n < (uint64_t)m->hp.n_expert_used) n = (uint64_t)m->hp.n_expert_used;
@@ -371,7 +371,7 @@ static err_code int2_setup(moe_cache *c, const char *path, moe_int2_mode mode, e
         if (want) return err_set(err, ERR_UNSUPPORTED, "no 2-bit copies of these experts: %s", how);
         return snprintf(why, n, "off: %s", how), ERR_OK;
     }
-    if (mode == MOE_INT2_AUTO && c->n_slots >= c->m->hp.n_layer * c->m->hp.n_expert)
+    if (mode == MOE_INT2_AUTO && c->n_slots >= model_moe_layers(&c->m->hp) * c->m->hp.n_expert)
         return snprintf(why, n, "off: every expert fits"), ERR_OK;
     err_t e = {0};
     err_code rc = moe_int2_open(c->m, path, &c->int2, &e);

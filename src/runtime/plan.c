@@ -119,7 +119,7 @@ void plan_experts(plan *p, const model *m, const model *draft, int n_ctx, const 
     if (m->hp.n_expert <= 0) return;
     const double mib = 1.0 / (1 << 20);
     const uint64_t slot = moe_cache_slot_bytes(m), least = slot * (uint64_t)m->hp.n_expert_used;
-    const uint64_t all = slot * (uint64_t)m->hp.n_layer * (uint64_t)m->hp.n_expert; /* every expert in its slot */
+    const uint64_t all = slot * (uint64_t)model_moe_layers(&m->hp) * (uint64_t)m->hp.n_expert; /* every expert in its slot */
     if (given->budget_bytes || given->share > 0.0) {
         snprintf(p->moe_reason, sizeof p->moe_reason, "expert cache given: %.0f MiB of %.0f MiB of expert slots",
                  (given->budget_bytes ? (double)given->budget_bytes : given->share * (double)all) * mib, all * mib);
