@@ -22,6 +22,14 @@ done
 "$build/octo" synth -o "$seeds/seed-moe.gguf" --type q8_0 --vocab 259 --embd 32 --layers 1 --heads 2 --kv-heads 1 --ff 32 --experts 4 --experts-used 2
 "$build/octo" synth -o "$seeds/seed-qwen2.gguf" --arch qwen2 --vocab 259 --embd 32 --layers 1 --heads 2 --kv-heads 2 --ff 32 --gguf-version 2
 "$build/octo" synth -o "$seeds/seed-k.gguf" --type q4_k --vocab 259 --embd 256 --layers 1 --heads 2 --kv-heads 1 --ff 256 --tied
+# one of each other architecture (docs/architectures.md), so mutants reach their binding and features
+for a in qwen2moe olmoe granitemoe phi3 gemma2 deepseek2; do
+    ex="" l=1 # under the fuzzer's 128 KiB inputs; deepseek2 needs a dense and an MoE layer
+    case $a in qwen2moe | olmoe | granitemoe | deepseek2) ex="--experts 4 --experts-used 2" ;; esac
+    [ $a = deepseek2 ] && l=2
+    "$build/octo" synth -o "$seeds/seed-$a.gguf" --arch $a --vocab 259 --embd 64 --layers $l --heads 2 --kv-heads 1 \
+        --ff 32 --ctx 16 --window 4 --type q8_0 --tied $ex
+done
 failed=""
 for t in $targets; do
     fuzzer=$build/fuzz_$t
