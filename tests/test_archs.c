@@ -284,7 +284,7 @@ static void test_mla_cache(const model *m) {
     T_EQ_INT(session_eval(s, tok, 10, false, row, &err), ERR_OK);
     const kv_stats ks = kv_cache_stats(s->kv);
     const model_hparams *hp = &m->hp;
-    const uint64_t latent = (uint64_t)(2 * hp->kv_lora_rank + hp->n_rot) * 4; /* keys [latent | k_pe], values latent */
+    const uint64_t latent = (uint64_t)(hp->kv_lora_rank + hp->n_rot) * 4; /* [latent | k_pe]; values: the latent in it */
     const uint64_t expanded = (uint64_t)hp->n_head * (hp->head_dim + hp->head_dim_v) * 4;
     printf("[deepseek2] KV cache: %llu bytes for 10 tokens x %d layers: %llu a token and layer (the heads expanded: %llu)\n",
            (unsigned long long)ks.entry_bytes, hp->n_layer, (unsigned long long)(ks.entry_bytes / 10 / hp->n_layer),

@@ -14,8 +14,8 @@
 #include "kv_internal.h"
 
 uint64_t kv_token_bytes(kv_shape shape, uint32_t type) {
-    return (uint64_t)shape.n_layer * (kv_row_bytes(type, shape.n_head_kv * shape.head_dim) +
-                                      kv_row_bytes(type, shape.n_head_kv * shape.head_dim_v));
+    return (uint64_t)shape.n_layer *
+           (kv_row_bytes(type, shape.n_head_kv * shape.head_dim) + kv_row_bytes(type, kv_shape_v_dim(shape)));
 }
 
 uint64_t kv_block_bytes(const kv_cache *c, uint32_t kt, uint32_t vt, int n) {
@@ -28,7 +28,7 @@ uint64_t kv_block_bytes(const kv_cache *c, uint32_t kt, uint32_t vt, int n) {
 
 uint64_t kv_budget_floor(kv_shape shape, const kv_config *cfg) {
     const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    const int k_dim = shape.n_head_kv * shape.head_dim, v_dim = shape.n_head_kv * shape.head_dim_v;
+    const int k_dim = shape.n_head_kv * shape.head_dim, v_dim = kv_shape_v_dim(shape);
     const uint64_t block = ((uint64_t)KV_BLOCK * (kv_row_bytes(cfg->hot_type, k_dim) + kv_row_bytes(cfg->hot_type, v_dim)) +
                             page - 1) / page * page + sizeof(kv_block); /* what kv_block_cost charges */
     const uint64_t anchors = ((uint64_t)cfg->anchor_tokens + KV_BLOCK - 1) / KV_BLOCK;
@@ -82,6 +82,7 @@ void kv_block_touched(kv_cache *c, kv_block *b) {
 }
 
 void kv_store_rows(uint32_t type, const float *src, int n, int dim, uint8_t *dst) {
+    if (dim == 0) return; /* values read from the keys */
     const size_t rb = kv_row_bytes(type, dim);
     for (int i = 0; i < n; i++) {
         const float *x = src + (size_t)i * dim;

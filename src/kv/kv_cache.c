@@ -30,11 +30,13 @@ kv_config kv_config_plain(uint32_t type) {
 err_code kv_cache_new(kv_shape shape, const kv_config *cfg, kv_cache **out, err_t *err) {
     *out = NULL;
     if (shape.n_layer < 1 || shape.n_head_kv < 1 || shape.head_dim < 1 || shape.head_dim_v < 1 ||
-        shape.n_head < shape.n_head_kv || shape.n_head % shape.n_head_kv)
+        shape.n_head < shape.n_head_kv || shape.n_head % shape.n_head_kv ||
+        (shape.values_in_keys && (shape.n_head_kv != 1 || shape.head_dim_v > shape.head_dim)))
         return err_set(err, ERR_INVALID_ARG, "bad KV cache shape: %d layers, %d query / %d key-value heads, head sizes %d / %d",
                        shape.n_layer, shape.n_head, shape.n_head_kv, shape.head_dim, shape.head_dim_v);
     kv_config k = cfg ? *cfg : kv_config_default();
-    const int k_dim = shape.n_head_kv * shape.head_dim, v_dim = shape.n_head_kv * shape.head_dim_v;
+    const int k_dim = shape.n_head_kv * shape.head_dim, v_dim = kv_shape_v_dim(shape);
+    if (shape.values_in_keys) k.key_channels = 0; /* values are read from the key rows: keys stay per token */
     if (k.hot_type != QT_F16 && k.hot_type != QT_F32)
         return err_set(err, ERR_INVALID_ARG, "the hot KV tier must be f16 or f32");
     const uint32_t ok_q[] = {QT_F32, QT_F16, QT_Q8_0, QT_Q4_0, QT_Q4_1};
@@ -160,8 +162,9 @@ static int cache_view(void *self, int layer, const kv_span **spans) {
         const kv_block *b = L->blocks[i];
         if (!b->n || b->spilled) continue;
         L->spans[n++] = (kv_span){
-            .n_tokens = b->n, .pos = b->pos, .k_type = b->k_type, .v_type = b->v_type, .k = b->mem,
-            .v = kv_vrow(c, b, 0), .k_row_bytes = kv_k_stride(c, b->k_type), .v_row_bytes = kv_row_bytes(b->v_type, c->v_dim),
+            .n_tokens = b->n, .pos = b->pos, .k_type = b->k_type, .v_type = c->v_dim ? b->v_type : b->k_type, .k = b->mem,
+            .v = c->v_dim ? kv_vrow(c, b, 0) : b->mem, .k_row_bytes = kv_k_stride(c, b->k_type),
+            .v_row_bytes = c->v_dim ? kv_row_bytes(b->v_type, c->v_dim) : kv_k_stride(c, b->k_type),
         };
     }
     *spans = L->spans;

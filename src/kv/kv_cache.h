@@ -60,6 +60,7 @@
 #define OCTO_KV_KV_CACHE_H
 
 #include <stdbool.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/err.h"
@@ -78,7 +79,13 @@ typedef struct {
     int window;     /* > 0: layer l with l % window_period == 0 attends to the newest `window`
                      * positions only (sliding-window attention), so it keeps no more */
     int window_period;
+    bool values_in_keys; /* one KV head whose value is the first head_dim_v elements of its key
+                          * (latent attention): only keys are stored, per token in every tier,
+                          * and the view's values point into the key rows */
 } kv_shape;
+
+/* The value elements a token's row stores (0 when they are read from its keys). */
+static inline int kv_shape_v_dim(kv_shape s) { return s.values_in_keys ? 0 : s.n_head_kv * s.head_dim_v; }
 
 /* A policy is its row in the table of policies (policy_table.c): these are
  * the rows the runtime names; a policy added after them has a row, a name

@@ -65,7 +65,7 @@ typedef struct {
 struct kv_cache {
     kv_config cfg;
     const kv_policy *policy;
-    int n_layer, k_dim, v_dim, n_head, head_dim;
+    int n_layer, k_dim, v_dim, n_head, head_dim; /* v_dim 0: values read from the keys (values_in_keys) */
     kv_layer *layers;
     int32_t commit_pos;    /* entries at positions below are committed */
     bool prefill_observed; /* SnapKV has voted */

@@ -351,8 +351,8 @@ err_code arch_read_hparams(const gguf_ctx *g, model_hparams *hp, err_t *err) {
 }
 
 model_kv_row model_kv_row_of(const model_hparams *hp) {
-    if (hp->kv_lora_rank > 0) return (model_kv_row){1, hp->kv_lora_rank + hp->n_rot, hp->kv_lora_rank};
-    return (model_kv_row){hp->n_head_kv, hp->head_dim, hp->head_dim_v};
+    if (hp->kv_lora_rank > 0) return (model_kv_row){1, hp->kv_lora_rank + hp->n_rot, hp->kv_lora_rank, true};
+    return (model_kv_row){hp->n_head_kv, hp->head_dim, hp->head_dim_v, false};
 }
 
 bool model_layer_swa(const model_hparams *hp, int il) {
@@ -393,7 +393,7 @@ void model_features(const model_hparams *hp, char *buf, size_t n) {
     if (hp->n_expert > 0) moe_features(hp, buf, n, &u);
     if (hp->kv_lora_rank)
         add(buf, n, &u, "latent attention: q rank %d, kv rank %d, %d RoPE dims (cached: %d values a token and layer)",
-            hp->q_lora_rank, hp->kv_lora_rank, hp->n_rot, 2 * hp->kv_lora_rank + hp->n_rot);
+            hp->q_lora_rank, hp->kv_lora_rank, hp->n_rot, hp->kv_lora_rank + hp->n_rot);
     if (hp->qk_norm) add(buf, n, &u, "q/k RMS norms");
     if (hp->fused_qkv) add(buf, n, &u, "fused q/k/v and gate/up tensors");
     if (hp->post_norms) add(buf, n, &u, "post-attention and post-FFN norms");

@@ -9,9 +9,10 @@
  * So q_nope_h · k_nope_h = (K_hᵀ q_nope_h) · ĉ, and sum_s p_s v_h(s) =
  * V_h (sum_s p_s ĉ_s): every head attends over the same cached rows
  * [ĉ | RoPE(k_pe)] with the query [K_hᵀ q_nope_h | RoPE(q_pe_h)] and takes
- * ĉ as its value; V_h is applied once to the result. The cache is that of a
- * one-head model of head size r + n_rot (values: r), r + n_rot values a token
- * per layer instead of n_head * (head_dim + head_dim_v).
+ * ĉ, the first r values of the same row, as its value; V_h is applied once to
+ * the result. The cache holds that one row (the values read from it: kv_shape
+ * values_in_keys), r + n_rot values a token per layer instead of
+ * n_head * (head_dim + head_dim_v).
  */
 #include "forward_internal.h"
 
@@ -51,7 +52,8 @@ static void absorb_work(void *ctx, int ith, int nth) {
     }
 }
 
-/* q (per head [q_nope | q_pe]) into st->q; the cache rows into st->k (keys) and st->v (values). */
+/* q (per head [q_nope | q_pe]) into st->q; the cache rows into st->k (the
+ * values, their first r elements, also into st->v for a cache that stores them apart). */
 static err_code project(fwd_state *st, const model_layer *L, int T, err_t *err) {
     const model_hparams *hp = &st->m->hp;
     const int r = hp->kv_lora_rank, row = r + hp->n_rot;

@@ -189,7 +189,7 @@ static err_code bind_layer(binder *b, const model_hparams *hp, int il, model_lay
 uint64_t model_kv_bytes(const model_hparams *hp, uint64_t n_tokens, uint32_t type) {
     uint64_t el = type == QT_F16 ? 2 : 4;
     const model_kv_row r = model_kv_row_of(hp);
-    return n_tokens * (uint64_t)hp->n_layer * (uint64_t)r.n_head_kv * (uint64_t)(r.head_dim + r.head_dim_v) * el;
+    return n_tokens * (uint64_t)hp->n_layer * (uint64_t)r.n_head_kv * (uint64_t)(r.head_dim + (r.values_in_keys ? 0 : r.head_dim_v)) * el;
 }
 
 /* The active path has packed kernels for w (core/packed.h) and its rows

@@ -93,9 +93,11 @@ typedef struct {
 } model_hparams;
 
 /* The shape of one token's KV cache row: heads, key and value head sizes
- * (MLA caches one latent "head": kv_lora_rank + n_rot keys, kv_lora_rank values). */
+ * (MLA caches one latent "head": kv_lora_rank + n_rot keys whose first
+ * kv_lora_rank are also its values, stored once). */
 typedef struct {
     int n_head_kv, head_dim, head_dim_v;
+    bool values_in_keys;
 } model_kv_row;
 model_kv_row model_kv_row_of(const model_hparams *hp);
 /* Does layer il attend through a sliding window (hp->swa_window keys)? */
@@ -181,7 +183,7 @@ err_code model_requantize(const model *src, uint32_t type, tpool *pool, model **
 /* The bytes model_requantize would allocate (0: nothing converts). */
 uint64_t model_requantized_bytes(const model *src, uint32_t type);
 
-/* Bytes of a KV cache of n_tokens tokens with elements of type (F32/F16). */
+/* Bytes of a KV cache of n_tokens tokens with elements of type (F32/F16), as stored. */
 uint64_t model_kv_bytes(const model_hparams *hp, uint64_t n_tokens, uint32_t type);
 
 #endif

@@ -63,7 +63,7 @@ kv_shape plan_kv_shape(const model_hparams *hp) {
     const model_kv_row r = model_kv_row_of(hp);
     return (kv_shape){.n_layer = hp->n_layer, .n_head = hp->n_head, .n_head_kv = r.n_head_kv,
                       .head_dim = r.head_dim, .head_dim_v = r.head_dim_v, .window = hp->swa_window,
-                      .window_period = hp->swa_period};
+                      .window_period = hp->swa_period, .values_in_keys = r.values_in_keys};
 }
 
 plan plan_make(const model *m, const model *draft, int n_ctx, const kv_config *cfg, const plan_device *dev) {
