@@ -22,6 +22,8 @@
  */
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/gguf.h"
 #include "core/quant.h"
@@ -369,6 +371,43 @@ static void test_yarn(void) {
     }
 }
 
+/* The latent rows under a budget: eviction, and spill to a file and back,
+ * run on rows whose values are read from the keys. */
+static void test_mla_budget(const model *m, const int32_t *tok) {
+    for (int spill = 0; spill < 2; spill++) {
+        kv_config cfg = kv_config_default();
+        cfg.hot_tokens = 64, cfg.warm_tokens = 128; /* blocks turn cold (spill takes cold blocks) early */
+        const kv_shape sh = {.n_layer = m->hp.n_layer, .n_head = m->hp.n_head, .n_head_kv = 1,
+                             .head_dim = m->hp.kv_lora_rank + m->hp.n_rot, .head_dim_v = m->hp.kv_lora_rank,
+                             .values_in_keys = true};
+        cfg.budget_bytes = kv_budget_floor(sh, &cfg) + kv_token_bytes(sh, QT_F16) * 64;
+        char dir[600];
+        tu_tmp_path(dir, sizeof dir, "archs-spill");
+        if (spill) {
+            mkdir(dir, 0700);
+            cfg.spill_dir = dir;
+        }
+        session *s = NULL;
+        err_t err = {0};
+        T_EQ_INT(session_new_kv(m, N_KV_TOKENS, &cfg, 0, &s, &err), ERR_OK);
+        float *row = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+        int t = 0, finite = 1;
+        for (; s && t < N_KV_TOKENS && !session_eval(s, tok + t, 1, false, row, &err); t++)
+            for (int i = 0; i < m->hp.n_vocab; i++) finite &= isfinite(row[i]) != 0;
+        const kv_stats ks = s ? kv_cache_stats(s->kv) : (kv_stats){0};
+        printf("[deepseek2] latent rows under a budget of %llu bytes%s: %d tokens, %lld evicted a layer, %lld spilled, "
+               "%lld read back, %lld errors\n",
+               (unsigned long long)cfg.budget_bytes, spill ? " with spill" : "", t, (long long)ks.tokens_evicted,
+               (long long)ks.spill_writes, (long long)ks.spill_reads, (long long)ks.spill_errors);
+        T_EQ_INT(t, N_KV_TOKENS);
+        T_CHECK(finite && ks.bytes <= cfg.budget_bytes && ks.spill_errors == 0);
+        T_CHECK(spill ? ks.spill_writes > 0 && ks.spill_reads > 0 : ks.tokens_evicted > 0);
+        session_free(s);
+        free(row);
+        if (spill) rmdir(dir);
+    }
+}
+
 /* ---- bad files ---- */
 
 static err_code zero_fill(void *user, uint64_t index, void *buf, uint64_t n_bytes, err_t *err) {
@@ -462,6 +501,7 @@ int main(void) {
         if (!tu_quick() || i % 2 == 0) test_kv_tiers(ac, m, tok);
         if (ac->window) test_window(ac, m, tok);
         if (m->hp.kv_lora_rank) test_mla_cache(m);
+        if (m->hp.kv_lora_rank) test_mla_budget(m, tok);
         model_free(m);
     }
     T_CHECKF(lookahead_accepted > 0, "lookahead: no draft accepted on any architecture");
