@@ -166,6 +166,25 @@ swiglu_fn kernel_swiglu_path(cpu_path p) {
 
 swiglu_fn kernel_swiglu(void) { return kernel_swiglu_path(kernels_path()); }
 
+/* gelu(g) * u with GELU's tanh form, 0.5 x (1 + tanh(z)) = x sigmoid(2z),
+ * z = sqrt(2/pi) (x + 0.044715 x^3): the sigmoid keeps it accurate where
+ * 1 + tanh would cancel. */
+void geglu_scalar(float *g, const float *u, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const float x = g[i], z2 = 1.5957691216057308f * (x + 0.044715f * x * x * x);
+        g[i] = x / (1.0f + expf(-z2)) * u[i];
+    }
+}
+
+swiglu_fn kernel_geglu_path(cpu_path p) {
+    kernels_path();
+    if ((unsigned)p >= CPU_PATH_COUNT || !K.compiled[p]) return NULL;
+    const swiglu_fn f = p == CPU_AVX512 ? geglu_avx512() : NULL;
+    return f ? f : geglu_scalar;
+}
+
+swiglu_fn kernel_geglu(void) { return kernel_geglu_path(kernels_path()); }
+
 void kernels_set(kernel_entry table[], int n_types, const kernel_quantizers *q, const kernel_dots *rows,
                  size_t n_rows) {
     for (size_t r = 0; r < n_rows; r++) {

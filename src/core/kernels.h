@@ -59,6 +59,11 @@ swiglu_fn kernel_swiglu(void);
 swiglu_fn kernel_swiglu_path(cpu_path p); /* NULL when p is not compiled in */
 void swiglu_scalar(float *g, const float *u, size_t n);
 swiglu_fn swiglu_avx512(void); /* NULL without the AVX-512 build */
+/* g = gelu(g) * u (GeGLU, GELU's tanh form), same shape as swiglu */
+swiglu_fn kernel_geglu(void);
+swiglu_fn kernel_geglu_path(cpu_path p); /* NULL when p is not compiled in */
+void geglu_scalar(float *g, const float *u, size_t n);
+swiglu_fn geglu_avx512(void); /* NULL without the AVX-512 build */
 
 /* The active path (decided on first use: OCTO_CPU, else the best the CPU runs). */
 cpu_path kernels_path(void);

@@ -879,6 +879,21 @@ static void swiglu_512(float *g, const float *u, size_t n) {
 
 swiglu_fn swiglu_avx512(void) { return swiglu_512; }
 
+/* gelu(g) * u as x / (1 + exp(-2z)) (kernels.c: geglu_scalar), 16 at a time */
+static void geglu_512(float *g, const float *u, size_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f), c = _mm512_set1_ps(-1.5957691216057308f), k = _mm512_set1_ps(0.044715f);
+    for (size_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 x = _mm512_maskz_loadu_ps(m, g + i);
+        const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+        const __m512 nz2 = _mm512_mul_ps(c, _mm512_fmadd_ps(k, x3, x));
+        const __m512 s = _mm512_div_ps(x, _mm512_add_ps(one, exp512(nz2)));
+        _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, u + i)));
+    }
+}
+
+swiglu_fn geglu_avx512(void) { return geglu_512; }
+
 #else /* x86-64 built without the AVX-512 flags: every type uses the scalar kernel */
 
 void kernels_fill_avx512(kernel_entry table[], int n_types, bool int8_dot, bool prefetch) {
@@ -889,12 +904,14 @@ void kernels_fill_avx512(kernel_entry table[], int n_types, bool int8_dot, bool 
 }
 
 swiglu_fn swiglu_avx512(void) { return NULL; }
+swiglu_fn geglu_avx512(void) { return NULL; }
 
 #endif
 
 #else /* not x86-64 */
 
 swiglu_fn swiglu_avx512(void) { return NULL; }
+swiglu_fn geglu_avx512(void) { return NULL; }
 
 typedef int kernels_avx512_unused;
 

@@ -25,14 +25,10 @@ static void swiglu_work(void *ctx, int ith, int nth) {
     kernel_swiglu()(j->g + lo, j->u + lo, hi - lo);
 }
 
-/* g = gelu(g) * u, GELU in its tanh form */
 static void geglu_work(void *ctx, int ith, int nth) {
     swiglu_job *j = ctx;
-    const float c = 0.7978845608028654f; /* sqrt(2/pi) */
-    for (size_t i = j->n * ith / nth; i < j->n * (ith + 1) / nth; i++) {
-        const float x = j->g[i];
-        j->g[i] = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))) * j->u[i];
-    }
+    const size_t lo = j->n * ith / nth, hi = j->n * (ith + 1) / nth;
+    kernel_geglu()(j->g + lo, j->u + lo, hi - lo);
 }
 
 /* g = act(g) * u, over the pool when there is enough of it */
