@@ -250,6 +250,12 @@ static void test_window(const arch_case *ac, const model *m, const int32_t *tok)
     /* a windowed layer holds at most window + two blocks: the rest of N is dropped */
     T_CHECKF(ks.tokens_windowed >= (int64_t)windowed * (N - ac->window - 2 * KV_BLOCK), "[%s] dropped %lld", ac->arch,
              (long long)ks.tokens_windowed);
+    /* the plan counts a windowed layer at window + two blocks, not the whole context */
+    const kv_shape sh = {.n_layer = 3, .n_head = 4, .n_head_kv = 2, .head_dim = 32, .head_dim_v = 32, .window = 40,
+                         .window_period = 2};
+    T_EQ_INT((long long)kv_context_bytes(sh, QT_F16, 1000),
+             (long long)(kv_token_bytes(sh, QT_F16) / 3 * (1000 + 2 * (40 + 2 * KV_BLOCK))));
+    T_EQ_INT((long long)kv_context_bytes(sh, QT_F16, 100), (long long)(kv_token_bytes(sh, QT_F16) * 100));
     /* taking back a block's worth never loses what the window needs */
     T_CHECK(!kv_cache_window_lost(one->kv, N - KV_BLOCK));
     /* back to R tokens (below the dropped blocks), then on again: rows as before */

@@ -18,6 +18,17 @@ uint64_t kv_token_bytes(kv_shape shape, uint32_t type) {
            (kv_row_bytes(type, shape.n_head_kv * shape.head_dim) + kv_row_bytes(type, kv_shape_v_dim(shape)));
 }
 
+uint64_t kv_context_bytes(kv_shape shape, uint32_t type, int n_ctx) {
+    const uint64_t per_layer = kv_token_bytes(shape, type) / (uint64_t)shape.n_layer;
+    uint64_t bytes = 0;
+    for (int l = 0; l < shape.n_layer; l++) {
+        const bool windowed = shape.window > 0 && l % (shape.window_period > 0 ? shape.window_period : 1) == 0;
+        const int kept = windowed && shape.window + 2 * KV_BLOCK < n_ctx ? shape.window + 2 * KV_BLOCK : n_ctx;
+        bytes += per_layer * (uint64_t)kept;
+    }
+    return bytes;
+}
+
 uint64_t kv_block_bytes(const kv_cache *c, uint32_t kt, uint32_t vt, int n) {
     if (n == 0) return 0;
     /* keys by channel: each channel's step and minimum, then n quants (KC4: half a byte each; k_dim is even) */

@@ -179,5 +179,8 @@ int kv_cache_spill_fd(const kv_cache *c);
 
 /* Row bytes of one token (all KV heads, K and V) at a type. */
 uint64_t kv_token_bytes(kv_shape shape, uint32_t type);
+/* Bytes of a cache of n_ctx tokens at type, a sliding-window layer counting
+ * only the entries it keeps (window + two blocks at most). */
+uint64_t kv_context_bytes(kv_shape shape, uint32_t type, int n_ctx);
 
 #endif

@@ -280,9 +280,8 @@ experts_stats bundle_experts_stats(const bundle *b) {
 bundle_kv_stats bundle_kv_stats_get(const bundle *b) {
     bundle_kv_stats st = {.kv = kv_cache_stats(b->s->kv)};
     const kv_stats d = b->draft_s ? kv_cache_stats(b->draft_s->kv) : (kv_stats){0};
-    const uint64_t full = (kv_token_bytes(plan_kv_shape(&b->m->hp), b->plan.kv.hot_type) +
-                           (b->draft_s ? kv_token_bytes(plan_kv_shape(&b->draft_m->hp), b->plan.kv.hot_type) : 0)) *
-                          (uint64_t)b->s->n_ctx;
+    const uint64_t full = kv_context_bytes(plan_kv_shape(&b->m->hp), b->plan.kv.hot_type, b->s->n_ctx) +
+                          (b->draft_s ? kv_context_bytes(plan_kv_shape(&b->draft_m->hp), b->plan.kv.hot_type, b->s->n_ctx) : 0);
     st.budget_bytes = st.kv.budget ? st.kv.budget + d.budget : full;
     st.draft_bytes = d.bytes;
     st.kv.bytes += d.bytes;

@@ -72,7 +72,7 @@ plan plan_make(const model *m, const model *draft, int n_ctx, const kv_config *c
     kv_config *k = &p.kv;
     const kv_shape ms = plan_kv_shape(&m->hp), ds = draft ? plan_kv_shape(&draft->hp) : ms;
     const uint64_t tb = kv_token_bytes(ms, k->hot_type), db = draft ? kv_token_bytes(ds, k->hot_type) : 0;
-    const uint64_t full = (uint64_t)n_ctx * (tb + db);
+    const uint64_t full = kv_context_bytes(ms, k->hot_type, n_ctx) + (draft ? kv_context_bytes(ds, k->hot_type, n_ctx) : 0);
     const uint64_t floor = kv_budget_floor(ms, k) + (draft ? kv_budget_floor(ds, k) : 0);
     const uint64_t weights = plan_resident_weights(m) + (draft ? draft->weight_bytes : 0);
     char share[96] = "";
@@ -125,13 +125,11 @@ void plan_experts(plan *p, const model *m, const model *draft, int n_ctx, const 
                  (given->budget_bytes ? (double)given->budget_bytes : given->share * (double)all) * mib, all * mib);
         return;
     }
-    const uint64_t kv = p->kv.budget_bytes ? p->kv.budget_bytes
-                                           : (uint64_t)n_ctx * kv_token_bytes(plan_kv_shape(&m->hp), p->kv.hot_type);
+    const uint64_t kv = p->kv.budget_bytes ? p->kv.budget_bytes : kv_context_bytes(plan_kv_shape(&m->hp), p->kv.hot_type, n_ctx);
     /* a draft's weights and its whole cache are set aside: the pool is the target's */
     const uint64_t draft_bytes =
         draft ? draft->weight_bytes + (p->draft_kv.budget_bytes ? p->draft_kv.budget_bytes
-                                                                : (uint64_t)n_ctx * kv_token_bytes(plan_kv_shape(&draft->hp),
-                                                                                                   p->kv.hot_type))
+                                                                : kv_context_bytes(plan_kv_shape(&draft->hp), p->kv.hot_type, n_ctx))
               : 0;
     const uint64_t free_mem = dev->mem_available;
     const uint64_t margin = free_mem / 4 < PLAN_SAFETY_MARGIN ? free_mem / 4 : PLAN_SAFETY_MARGIN;
