@@ -296,7 +296,10 @@ typedef enum {
 
 /* Continue the model's sequence with n_tokens tokens and write logits
  * (row i = distribution of the token after tokens 0..i). A failed call leaves
- * the sequence unchanged. */
+ * the sequence unchanged, with one exception: on a model with sliding-window
+ * layers (gemma2) a failure after more than 512 of the call's tokens may have
+ * let the windows drop entries the sequence needs; the sequence is then
+ * empty (octo_n_past 0) rather than wrong. */
 octo_status octo_eval(octo_model *model, const int32_t *tokens, int n_tokens, float *logits, octo_logits_mode mode);
 /* Tokens consumed so far. */
 int octo_n_past(const octo_model *model);

@@ -281,6 +281,40 @@ static void test_window(const arch_case *ac, const model *m, const int32_t *tok)
     free(rows), free(row);
 }
 
+/* Under a budget, the windowed layers' unused share goes to the others: a
+ * 3-layer cache whose layers 0 and 2 are windowed keeps more of layer 1 than
+ * the same cache without windows, and both stay within the budget. */
+static void test_window_budget(void) {
+    int64_t kept[2] = {0, 0};
+    for (int w = 0; w < 2; w++) {
+        const kv_shape sh = {.n_layer = 3, .n_head = 4, .n_head_kv = 2, .head_dim = 32, .head_dim_v = 32,
+                             .window = w ? 40 : 0, .window_period = 2};
+        kv_config cfg = kv_config_default();
+        cfg.budget_bytes = kv_budget_floor(sh, &cfg) * 2;
+        kv_cache *c = NULL;
+        err_t err = {0};
+        T_EQ_INT(kv_cache_new(sh, &cfg, &c, &err), ERR_OK);
+        if (!c) return;
+        const kv_iface kv = kv_cache_iface(c);
+        float k[64], v[64];
+        for (int i = 0; i < 64; i++) k[i] = (float)(i % 7) * 0.1f, v[i] = (float)(i % 5) * 0.2f;
+        uint64_t worst = 0;
+        for (int32_t p = 0; p < 1000; p++) {
+            for (int l = 0; l < 3; l++) T_EQ_INT(kv.append(kv.self, l, 1, &p, k, v, &err), ERR_OK);
+            T_EQ_INT(kv_cache_commit(c, 1, &err), ERR_OK);
+            const uint64_t b = kv_cache_stats(c).bytes;
+            worst = b > worst ? b : worst;
+        }
+        kept[w] = kv_cache_stats(c).tokens;
+        T_CHECKF(worst <= cfg.budget_bytes, "window %d: %llu bytes over a budget of %llu", w, (unsigned long long)worst,
+                 (unsigned long long)cfg.budget_bytes);
+        kv_cache_free(c);
+    }
+    printf("KV budget with windowed layers: the full layer keeps %lld entries (%lld without windows)\n",
+           (long long)kept[1], (long long)kept[0]);
+    T_CHECK(kept[1] > kept[0]);
+}
+
 static void test_mla_cache(const model *m) {
     session *s = NULL;
     err_t err = {0};
@@ -512,6 +546,7 @@ int main(void) {
     }
     T_CHECKF(lookahead_accepted > 0, "lookahead: no draft accepted on any architecture");
     test_longrope();
+    test_window_budget();
     test_yarn();
     test_bad_files();
     for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {

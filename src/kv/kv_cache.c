@@ -236,21 +236,44 @@ static void drop_unseen(kv_cache *c, kv_layer *L) {
     }
 }
 
-/* Per layer: the last forward's weights into the scores, windows, tiers by
- * age, the budget (spill, then eviction), then a read-ahead of what may come back. */
+/* One layer's commit: the last forward's weights into the scores, its
+ * window, tiers by age, the budget (spill, then eviction), then a read-ahead
+ * of what may come back. */
+static err_code commit_layer(kv_cache *c, kv_layer *L, uint64_t limit, err_t *err) {
+    if (L->n_pending) apply_pending(c, L);
+    if (L->window) drop_unseen(c, L);
+    err_code rc = kv_retier_layer(c, L, err);
+    if (rc) return rc;
+    if (limit && (rc = kv_evict(c, L, limit, err))) return rc;
+    kv_spill_prefetch_next(c, L);
+    return ERR_OK;
+}
+
+/* The budget is shared evenly, except that sliding-window layers (which
+ * keep little) go first and what they leave of their share goes to the
+ * others. */
 err_code kv_cache_commit(kv_cache *c, int n, err_t *err) {
     if (n <= 0) return ERR_OK;
     c->commit_pos += n;
     if (c->policy->observe == POLICY_OBSERVE_PREFILL) c->prefill_observed = true;
-    const uint64_t limit = c->cfg.budget_bytes / (uint64_t)c->n_layer;
+    const uint64_t budget = c->cfg.budget_bytes, share = budget / (uint64_t)c->n_layer;
+    uint64_t windowed = 0;
+    int n_full = 0;
     for (int l = 0; l < c->n_layer; l++) {
         kv_layer *L = &c->layers[l];
-        if (L->n_pending) apply_pending(c, L);
-        if (L->window) drop_unseen(c, L);
-        err_code rc = kv_retier_layer(c, L, err);
+        if (!L->window) {
+            n_full++;
+            continue;
+        }
+        err_code rc = commit_layer(c, L, share, err);
         if (rc) return rc;
-        if (limit && (rc = kv_evict(c, L, limit, err))) return rc;
-        kv_spill_prefetch_next(c, L);
+        windowed += kv_layer_bytes(c, L);
+    }
+    const uint64_t rest = n_full && budget ? (budget - (windowed < budget ? windowed : budget)) / (uint64_t)n_full : 0;
+    for (int l = 0; l < c->n_layer; l++) {
+        if (c->layers[l].window) continue;
+        err_code rc = commit_layer(c, &c->layers[l], budget ? (rest > share ? rest : share) : 0, err);
+        if (rc) return rc;
     }
     return ERR_OK;
 }

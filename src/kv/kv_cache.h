@@ -49,7 +49,8 @@
  * than window + 2 * KV_BLOCK entries, whatever the context. After a deeper
  * truncation the window misses entries its next query needs
  * (kv_cache_window_lost); the caller must compute them again
- * (kv_cache_stale_from says from where).
+ * (kv_cache_stale_from says from where). Under a budget the windowed layers
+ * take their even share first and the other layers split what they leave.
  *
  * Speculation. Appended entries are tentative: attended to, but not counted
  * against the budget, not scored, not re-quantized, until kv_cache_commit.
@@ -59,7 +60,6 @@
 #ifndef OCTO_KV_KV_CACHE_H
 #define OCTO_KV_KV_CACHE_H
 
-#include <stdbool.h>
 #include <stdbool.h>
 #include <stdint.h>
 

@@ -146,10 +146,13 @@ static err_code read_phi3(const gguf_ctx *g, model_hparams *hp, err_t *err) {
     err_code rc = arch_get_int(g, a, "attention.sliding_window", true, 0, 0, INT32_MAX, &window, err);
     if (rc) return rc;
     hp->fused_qkv = hp->fused_gate_up = true;
-    if ((rc = arch_get_int(g, a, "rope.scaling.original_context_length", false, hp->n_ctx_train, 1, BIG,
-                           &hp->rope_ctx_orig, err)))
+    const int orig = hp->rope_ctx_orig ? hp->rope_ctx_orig : hp->n_ctx_train; /* YaRN may have read it */
+    if ((rc = arch_get_int(g, a, "rope.scaling.original_context_length", false, orig, 1, BIG, &hp->rope_ctx_orig, err)))
         return rc;
-    return get_float_req(g, a, "rope.scaling.attn_factor", false, true, 1.0f, &hp->rope_attn_factor, err);
+    float factor; /* LongRoPE's magnitude, on top of YaRN's where a file asks for both */
+    if ((rc = get_float_req(g, a, "rope.scaling.attn_factor", false, true, 1.0f, &factor, err))) return rc;
+    hp->rope_attn_factor *= factor;
+    return ERR_OK;
 }
 
 static err_code read_gemma2(const gguf_ctx *g, model_hparams *hp, err_t *err) {
@@ -249,6 +252,8 @@ static err_code read_yarn(const gguf_ctx *g, model_hparams *hp, float factor, er
                                &hp->rope_ctx_orig, err);
     if (rc) return rc;
     if (factor <= 0.0f) return err_set(err, ERR_MISSING_KEY, "metadata key '%s.rope.scaling.factor' is missing", hp->arch_name);
+    if (!isfinite(1.0f / factor) || !isfinite(logf(factor)))
+        return err_set(err, ERR_BAD_VALUE, "%s.rope.scaling.factor %g is out of range", hp->arch_name, (double)factor);
     hp->rope_yarn = true;
     hp->rope_freq_scale = 1.0f / factor;
     hp->rope_attn_factor = 1.0f + 0.1f * logf(factor);

@@ -179,7 +179,7 @@ static int victim_among(moe_cache *c, bool spare_named) {
             if (c->slots[s].state == SLOT_EMPTY && (empty < 0 || (c->slots[s].mem && !c->slots[empty].mem))) empty = s;
         if (empty >= 0) return empty;
     }
-    const int floor = c->policy->layer_floor ? c->limit / (2 * c->m->hp.n_layer) : 0;
+    const int floor = c->policy->layer_floor ? c->limit / (2 * model_moe_layers(&c->m->hp)) : 0;
     int best = -1, best_any = -1;
     double rank = 0.0, rank_any = 0.0;
     for (int s = 0; s < c->n_slots; s++) {

@@ -58,6 +58,7 @@ static err_code draft_create(const spec_setup *su, void **state, err_t *err) {
 static int draft_steps(draft_state *s, const spec_view *v, int k, spec_pass *pass, err_t *err) {
     int keep = s->lm.common_prefix(s->lm.ctx, v->tokens, v->n_past);
     s->lm.truncate(s->lm.ctx, keep);
+    keep = s->lm.common_prefix(s->lm.ctx, v->tokens, keep); /* a windowed draft may have had to start over */
     if (v->n_past - keep > SPEC_MAX_K) {
         if (s->lm.eval(s->lm.ctx, v->tokens + keep, v->n_past - SPEC_MAX_K - keep, s->logits, err)) return -1;
         keep = v->n_past - SPEC_MAX_K;
