@@ -279,6 +279,19 @@ for spec in "qwen2moe:shared expert 256 wide, sigmoid-gated" "olmoe:q/k RMS norm
         bad "inspect $arch: $(grep -E '^(architecture|features)' "$tmp/out")"
     expect 0 0 "$octo" run -m "$tmp/$arch.gguf" -p "hello" -n 4 --temp 0
 done
+# quantize: a line per tensor on stderr, the sizes on stdout; bad types and missing files are errors
+"$octo" quantize -m "$tmp/m.gguf" -o "$tmp/q.gguf" --type q4_0 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 0 ] && [ "$(grep -c '^quantize: \[' "$tmp/err")" -eq 21 ] && grep -q "^quantized: .* as q4_0" "$tmp/out" && ok ||
+    bad "quantize: $(cat "$tmp/err" "$tmp/out" | tail -3)"
+expect 0 0 "$octo" inspect -m "$tmp/q.gguf"
+grep -q "Q4_0=" "$tmp/out" && ok || bad "quantized model: $(grep tensors "$tmp/out")"
+expect 2 1 "$octo" quantize -m "$tmp/m.gguf" -o "$tmp/q.gguf" --type q9_9
+grep -q "q4_k_m" "$tmp/err" && ok || bad "quantize unknown type: $(cat "$tmp/err")"
+expect 2 1 "$octo" quantize -m "$tmp/m.gguf" --type q4_0
+expect 1 1 "$octo" quantize -m /nonexistent.gguf -o "$tmp/q.gguf" --type q4_0 --quiet
+expect 1 1 "$octo" quantize -m "$tmp/m.gguf" -o "$tmp/no-such-dir/q.gguf" --type q4_0 --quiet
+[ ! -e "$tmp/no-such-dir" ] && ok || bad "quantize left something behind"
+
 expect 1 1 "$octo" synth -o "$tmp/x.gguf" --arch olmoe
 grep -q "needs --experts\|give --experts" "$tmp/err" && ok || bad "synth olmoe without experts: $(cat "$tmp/err")"
 expect 1 1 "$octo" synth -o "$tmp/x.gguf" --arch mamba

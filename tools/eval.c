@@ -4,6 +4,9 @@
  * the one an uncompressed (F16, nothing evicted) cache gives, top-1 agreement,
  * and the KV bytes used. The way reference runtimes report KV quantization.
  *
+ * With --ref OTHER the reference is another model of the same vocabulary
+ * (the unquantized one, to measure a quantization: octo quantize).
+ *
  * The text's first --ctx tokens are fed --batch tokens per step (default 1,
  * as in decoding: each step's entries are committed, re-quantized and
  * possibly evicted before the next step attends to them). The reference run
@@ -96,6 +99,7 @@ static int run(octo_model *m, const int32_t *tok, int n, int batch, int V, float
 /* What the command line asks for. */
 typedef struct {
     const char *path, *file, *cache_dir, *device;
+    const char *ref_path;  /* --ref: another model (same vocabulary) as the reference, e.g. the unquantized one */
     long n_ctx, batch;
     int json, plain;
     double budget_pct;     /* > 0: --kv-budget as a percentage of the full F16 cache (known once tokenized) */
@@ -184,6 +188,7 @@ static int parse_eval_args(int argc, char **argv, eval_args *e) {
         else if (!strcmp(a, "--ctx")) { NEED_VALUE; if (!parse_long(v, 2, 1 << 20, &e->n_ctx)) return usage_error("eval: bad --ctx '%s'", v); }
         else if (!strcmp(a, "--batch")) { NEED_VALUE; if (!parse_long(v, 1, 4096, &e->batch)) return usage_error("eval: bad --batch '%s'", v); }
         else if (!strcmp(a, "--json")) e->json = 1;
+        else if (!strcmp(a, "--ref")) { NEED_VALUE; e->ref_path = v; }
         else if (!strcmp(a, "--kv-plain")) e->plain = 1;
         else if (!strcmp(a, "--kv-policy")) { NEED_VALUE; rc = parse_policy(v, &k->policy); }
         else if (!strcmp(a, "--kv-budget")) { NEED_VALUE; rc = parse_kv_budget(v, e); }
@@ -243,7 +248,7 @@ static int run_reference(octo_client *c, const eval_args *e, char *text, size_t 
     ro.moe.int2 = OCTO_MOE_INT2_OFF; /* every expert whole: exact */
     ro.n_ctx = (int)e->n_ctx;
     ro.auto_draft = OCTO_DRAFT_NONE;
-    octo_model *m = c ? octo_load_model(c, e->path, &ro) : NULL;
+    octo_model *m = c ? octo_load_model(c, e->ref_path ? e->ref_path : e->path, &ro) : NULL;
     if (!m) {
         free(text);
         return fail("%s", c ? octo_last_error(c) : "out of memory");
@@ -292,8 +297,13 @@ static void print_json(const eval_args *e, const eval_figures *f, const eval_res
 static void print_text(octo_model *m, const eval_args *e, const eval_figures *f, const eval_result *rt,
                        const octo_stats *s) {
     printf("tokens          %d (fed %ld per step)\n", f->n, e->batch);
-    printf("perplexity      %.4f (uncompressed F16 cache: %.4f)\n", f->ppl, f->ppl_ref);
-    printf("KL divergence   mean %.6f, max %.6f (against the uncompressed cache)\n", f->kld, rt->kld_max);
+    if (e->ref_path) {
+        printf("perplexity      %.4f (reference %s, uncompressed F16 cache: %.4f)\n", f->ppl, e->ref_path, f->ppl_ref);
+        printf("KL divergence   mean %.6f, max %.6f (against the reference)\n", f->kld, rt->kld_max);
+    } else {
+        printf("perplexity      %.4f (uncompressed F16 cache: %.4f)\n", f->ppl, f->ppl_ref);
+        printf("KL divergence   mean %.6f, max %.6f (against the uncompressed cache)\n", f->kld, rt->kld_max);
+    }
     printf("top-1 agreement %.2f %%\n", 100.0 * f->top1);
     printf("KV bytes        %llu at the end = %.1f %% of F16 (%llu); peak %llu, budget %llu\n",
            (unsigned long long)rt->kv_bytes_end, 100.0 * f->frac_end, (unsigned long long)f->full_f16,
@@ -330,6 +340,11 @@ static int run_under_test(octo_client *c, const eval_args *e, const eval_referen
     mo.auto_draft = OCTO_DRAFT_NONE;
     octo_model *m = octo_load_model(c, e->path, &mo);
     if (!m) return fail("%s", octo_last_error(c));
+    if (octo_model_info_get(m).n_vocab != ref->V) {
+        const int v = octo_model_info_get(m).n_vocab;
+        octo_model_free(m);
+        return fail("%s has %d tokens in its vocabulary, the reference %d: they cannot be compared", e->path, v, ref->V);
+    }
     eval_result rt;
     const int rc = run(m, ref->tok, ref->n, (int)e->batch, ref->V, NULL, ref->logprobs, &rt);
     const octo_stats s = octo_model_stats(m);

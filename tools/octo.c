@@ -64,6 +64,7 @@ static void help(FILE *f) {
           "       [--kv-budget BYTES|PCT%] [--kv-hot N] [--kv-warm N] [--kv-anchors N] [--kv-recent N]\n"
           "       [--kv-cold q4_1|q4_0|q8_0|f16] [--kv-keys channel|token]\n"
           "       [--cache-dir DIR] [--kv-spill auto|on|off] [--kv-spill-max BYTES] [--device NAME]\n"
+          "       [--ref OTHER]\n"
           "      perplexity over the text's first N tokens, fed N per step (default 1), and the\n"
           "      KV cache's cost in quality: KL divergence and top-1 agreement against an\n"
           "      uncompressed F16 cache, KV bytes used; P: ",
@@ -71,6 +72,7 @@ static void help(FILE *f) {
     char policies[256];
     fputs(kv_policy_names(OCTO_KV_POLICY_NONE, " ", policies, sizeof policies), f);
     fputs(".\n"
+          "      --ref OTHER: the reference is OTHER (same vocabulary), e.g. the unquantized model.\n"
           "      With a cache directory, cold blocks over budget spill there (auto: only on\n"
           "      fast storage); NAME: iphone-15-pro iphone-14 pixel-8 galaxy-s24 android-4gb-emmc\n"
           "  inspect -m MODEL [--kv-tokens N]\n"
@@ -95,6 +97,10 @@ static void help(FILE *f) {
           "      learns the split and router from TEXT (its last fifth, up to --heldout\n"
           "      tokens, is held out) and reports perplexity, KLD and routing there;\n"
           "      --shared N: the N most often active neurons form an always-on expert\n"
+          "  quantize -m IN.gguf -o OUT.gguf --type T [-t N] [--quiet]\n"
+          "      the model with its weight matrices in T: a plain type (f32 f16 bf16 q8_0 q4_0 q4_1\n"
+          "      q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k) or a mix (q3_k_m q4_k_s q4_k_m q5_k_s q5_k_m);\n"
+          "      a tensor per line on stderr (docs/quantize.md)\n"
           "  moe-prep -m MOE [-f TEXT] [--ctx N]\n"
           "      write MOE.int2, the 2-bit copies of the experts; with TEXT, measure what they\n"
           "      cost (KL divergence over N tokens, default 512), which --moe-int2 auto reads\n",
@@ -754,7 +760,7 @@ int main(int argc, char **argv) {
     } cmds[] = {{"run", cmd_run},         {"tokenize", cmd_tokenize}, {"detokenize", cmd_detokenize},
                 {"inspect", cmd_inspect}, {"bench", cmd_bench},       {"eval", cmd_eval},
                 {"logits", cmd_logits},   {"synth", cmd_synth},       {"upcycle", cmd_upcycle},
-                {"moe-prep", cmd_moe_prep}};
+                {"moe-prep", cmd_moe_prep}, {"quantize", cmd_quantize}};
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
         if (!strcmp(argv[1], cmds[i].name)) return finish_stdout(cmds[i].run(argc - 2, argv + 2));
     return usage_error("unknown command '%s'", argv[1]);

@@ -1,0 +1,52 @@
+/*
+ * octo quantize — a model's weights in another type (convert/quantize.h
+ * has the rules). Progress on stderr, a line per tensor; at the end the
+ * sizes on stdout.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "convert/quantize.h" /* internal: the conversion itself */
+#include "core/quant.h"       /* internal: type names for the progress lines */
+
+static const char *type_name(uint32_t t) {
+    const quant_traits *tr = quant_traits_of(t);
+    return tr ? tr->name : "?";
+}
+
+static void show_progress(void *ctx, int index, int count, const char *name, uint32_t from, uint32_t to) {
+    (void)ctx;
+    fprintf(stderr, "quantize: [%d/%d] %-36s %s -> %s\n", index + 1, count, name, type_name(from), type_name(to));
+}
+
+int cmd_quantize(int argc, char **argv) {
+    quantize_opts o = {.progress = show_progress};
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long n;
+        if (!strcmp(a, "-m") && v) o.input = argv[++i];
+        else if (!strcmp(a, "-o") && v) o.output = argv[++i];
+        else if (!strcmp(a, "--type") && v) o.type = argv[++i];
+        else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && v) {
+            if (!parse_long(v, 1, 1024, &n)) return usage_error("%s takes a whole number from 1 to 1024", a);
+            o.n_threads = (int)n;
+            i++;
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o.progress = NULL;
+        else return usage_error("quantize: unknown option '%s'", a);
+    }
+    if (!o.input || !o.output || !o.type) return usage_error("quantize needs -m IN.gguf -o OUT.gguf --type T");
+    if (quantize_type_of(o.type) < 0) {
+        err_t err = {0};
+        quantize_report rep;
+        quantize_run(&o, &rep, &err); /* only to name the types in the message */
+        return usage_error("%s", err.msg);
+    }
+    quantize_report rep;
+    err_t err = {0};
+    if (quantize_run(&o, &rep, &err)) return fail("quantize: %s", err.msg);
+    printf("quantized:  %s -> %s as %s: %d of %d tensors converted, %.2f MiB -> %.2f MiB of tensor data\n", o.input,
+           o.output, o.type, rep.n_converted, rep.n_tensors, rep.bytes_in / 1048576.0, rep.bytes_out / 1048576.0);
+    if (rep.n_fallback) printf("fallback:   %d matrices in a nearer type; first: %s\n", rep.n_fallback, rep.fallback);
+    return 0;
+}
