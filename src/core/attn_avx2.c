@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "exp_avx2.h"
 #include "quant.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
@@ -48,25 +49,6 @@ ALWAYS_INLINE v16 v_gt(v16 a, v16 b) {
 }
 ALWAYS_INLINE int v_bits(v16 mask) { return _mm256_movemask_ps(mask.h[0]) | _mm256_movemask_ps(mask.h[1]) << 8; }
 
-/* e^x for 8 floats: 2^n e^r, |r| <= ln2/2, the degree-6 polynomial of
- * exp_avx512.h; inputs clamped to [-87, 88] (2^n stays a normal float: the
- * smallest result, 1.6e-38, stands for anything smaller). */
-ALWAYS_INLINE __m256 exp8(__m256 x) {
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 720);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
 ALWAYS_INLINE v16 v_exp(v16 a) { return (v16){{exp8(a.h[0]), exp8(a.h[1])}}; }
 
 /* 8 values of a Q8_0 / Q4_0 / Q4_1 block, from value k0 (0, 8, 16, 24) */

@@ -157,15 +157,15 @@ void swiglu_scalar(float *g, const float *u, size_t n) {
     for (size_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-/* A gated activation's kernel on path p: the AVX-512 one there, else the scalar one. */
-static swiglu_fn act_path(cpu_path p, swiglu_fn (*avx512)(void), swiglu_fn scalar) {
+/* A gated activation's kernel on path p: the AVX-512 or AVX2 one there, else the scalar one. */
+static swiglu_fn act_path(cpu_path p, swiglu_fn (*avx512)(void), swiglu_fn (*avx2)(void), swiglu_fn scalar) {
     kernels_path();
     if ((unsigned)p >= CPU_PATH_COUNT || !K.compiled[p]) return NULL;
-    const swiglu_fn f = p == CPU_AVX512 ? avx512() : NULL;
+    const swiglu_fn f = p == CPU_AVX512 ? avx512() : p == CPU_AVX2 ? avx2() : NULL;
     return f ? f : scalar;
 }
 
-swiglu_fn kernel_swiglu_path(cpu_path p) { return act_path(p, swiglu_avx512, swiglu_scalar); }
+swiglu_fn kernel_swiglu_path(cpu_path p) { return act_path(p, swiglu_avx512, swiglu_avx2, swiglu_scalar); }
 
 swiglu_fn kernel_swiglu(void) { return kernel_swiglu_path(kernels_path()); }
 
@@ -179,7 +179,7 @@ void geglu_scalar(float *g, const float *u, size_t n) {
     }
 }
 
-swiglu_fn kernel_geglu_path(cpu_path p) { return act_path(p, geglu_avx512, geglu_scalar); }
+swiglu_fn kernel_geglu_path(cpu_path p) { return act_path(p, geglu_avx512, geglu_avx2, geglu_scalar); }
 
 swiglu_fn kernel_geglu(void) { return kernel_geglu_path(kernels_path()); }
 

@@ -64,6 +64,8 @@ swiglu_fn kernel_geglu(void);
 swiglu_fn kernel_geglu_path(cpu_path p); /* NULL when p is not compiled in */
 void geglu_scalar(float *g, const float *u, size_t n);
 swiglu_fn geglu_avx512(void); /* NULL without the AVX-512 build */
+swiglu_fn swiglu_avx2(void);  /* NULL without the AVX2 build */
+swiglu_fn geglu_avx2(void);
 
 /* The active path (decided on first use: OCTO_CPU, else the best the CPU runs). */
 cpu_path kernels_path(void);

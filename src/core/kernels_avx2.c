@@ -39,6 +39,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "exp_avx2.h"
 #include "quant.h"
 
 /* ---------------------------------------------------------------------------
@@ -613,6 +614,39 @@ VARIANTS(dot_q6_K)
 #undef VARIANTS
 
 /* ---------------------------------------------------------------------------
+ * Gated activations: silu(g) * u and gelu(g) * u (kernels.c has the scalar
+ * forms), 8 at a time, the tail through a mask (the same arithmetic)
+ * ------------------------------------------------------------------------- */
+
+static inline __m256i tail_mask8(size_t rest) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(rest >= 8 ? 8 : (int)rest), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+static void swiglu_256(float *g, const float *u, size_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (size_t i = 0; i < n; i += 8) {
+        const __m256i m = tail_mask8(n - i);
+        const __m256 x = _mm256_maskload_ps(g + i, m);
+        const __m256 s = _mm256_div_ps(x, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+        _mm256_maskstore_ps(g + i, m, _mm256_mul_ps(s, _mm256_maskload_ps(u + i, m)));
+    }
+}
+
+static void geglu_256(float *g, const float *u, size_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f), c = _mm256_set1_ps(-1.5957691216057308f), k = _mm256_set1_ps(0.044715f);
+    for (size_t i = 0; i < n; i += 8) {
+        const __m256i m = tail_mask8(n - i);
+        const __m256 x = _mm256_maskload_ps(g + i, m);
+        const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+        const __m256 s = _mm256_div_ps(x, _mm256_add_ps(one, exp8(_mm256_mul_ps(c, _mm256_fmadd_ps(k, x3, x)))));
+        _mm256_maskstore_ps(g + i, m, _mm256_mul_ps(s, _mm256_maskload_ps(u + i, m)));
+    }
+}
+
+swiglu_fn swiglu_avx2(void) { return swiglu_256; }
+swiglu_fn geglu_avx2(void) { return geglu_256; }
+
+/* ---------------------------------------------------------------------------
  * Table
  * ------------------------------------------------------------------------- */
 
@@ -643,10 +677,14 @@ void kernels_fill_avx2(kernel_entry table[], int n_types) {
     (void)n_types;
 }
 
+swiglu_fn swiglu_avx2(void) { return NULL; }
+swiglu_fn geglu_avx2(void) { return NULL; }
+
 #endif
 
 #else /* not x86-64: nothing here */
 
-typedef int kernels_avx2_unused;
+swiglu_fn swiglu_avx2(void) { return NULL; }
+swiglu_fn geglu_avx2(void) { return NULL; }
 
 #endif
