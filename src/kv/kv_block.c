@@ -22,8 +22,7 @@ uint64_t kv_context_bytes(kv_shape shape, uint32_t type, int n_ctx) {
     const uint64_t per_layer = kv_token_bytes(shape, type) / (uint64_t)shape.n_layer;
     uint64_t bytes = 0;
     for (int l = 0; l < shape.n_layer; l++) {
-        const bool windowed = shape.window > 0 && l % (shape.window_period > 0 ? shape.window_period : 1) == 0;
-        const int kept = windowed && shape.window + 2 * KV_BLOCK < n_ctx ? shape.window + 2 * KV_BLOCK : n_ctx;
+        const int kept = kv_shape_windowed(shape, l) && shape.window + 2 * KV_BLOCK < n_ctx ? shape.window + 2 * KV_BLOCK : n_ctx;
         bytes += per_layer * (uint64_t)kept;
     }
     return bytes;

@@ -78,8 +78,8 @@ err_code kv_cache_new(kv_shape shape, const kv_config *cfg, kv_cache **out, err_
         kv_cache_free(c);
         return err_set(err, ERR_NOMEM, "out of memory");
     }
-    for (int l = 0; shape.window > 0 && l < shape.n_layer; l++)
-        if (l % (shape.window_period > 0 ? shape.window_period : 1) == 0) c->layers[l].window = shape.window;
+    for (int l = 0; l < shape.n_layer; l++)
+        if (kv_shape_windowed(shape, l)) c->layers[l].window = shape.window;
     /* spill: only with a budget to keep; a directory that cannot take the
      * file leaves the cache working, evicting instead (the stats say why) */
     if (k.spill_dir && k.budget_bytes) {

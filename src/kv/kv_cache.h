@@ -84,6 +84,11 @@ typedef struct {
                           * and the view's values point into the key rows */
 } kv_shape;
 
+/* Does layer l of shape attend through a sliding window? */
+static inline bool kv_shape_windowed(kv_shape s, int l) {
+    return s.window > 0 && l % (s.window_period > 0 ? s.window_period : 1) == 0;
+}
+
 /* The value elements a token's row stores (0 when they are read from its keys). */
 static inline int kv_shape_v_dim(kv_shape s) { return s.values_in_keys ? 0 : s.n_head_kv * s.head_dim_v; }
 

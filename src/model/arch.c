@@ -27,8 +27,10 @@ static const gguf_kv *find(const gguf_ctx *g, const char *arch, const char *name
     return gguf_find_kv(g, key);
 }
 
-err_code arch_get_int(const gguf_ctx *g, const char *arch, const char *name, bool required, int def, int min, int max,
-                      int *out, err_t *err) {
+/* "<arch>.<name>" as an integer in [min, max] (a uniform per-layer array
+ * counts as its value, a bool as 0/1); absent: def, or ERR_MISSING_KEY. */
+static err_code arch_get_int(const gguf_ctx *g, const char *arch, const char *name, bool required, int def, int min, int max,
+                             int *out, err_t *err) {
     char key[128];
     const gguf_kv *kv = find(g, arch, name, key, sizeof key);
     if (!kv) {
@@ -79,7 +81,8 @@ static err_code get_float_req(const gguf_ctx *g, const char *arch, const char *n
     return ERR_OK;
 }
 
-err_code arch_get_float(const gguf_ctx *g, const char *arch, const char *name, float def, float *out, err_t *err) {
+/* "<arch>.<name>" as a finite float >= 0; absent: def. */
+static err_code arch_get_float(const gguf_ctx *g, const char *arch, const char *name, float def, float *out, err_t *err) {
     return get_float_req(g, arch, name, false, false, def, out, err);
 }
 
@@ -236,7 +239,7 @@ static const arch_row ARCHS[] = {
 };
 #define N_ARCHS (int)(sizeof ARCHS / sizeof *ARCHS)
 
-const char *arch_supported_list(void) {
+static const char *arch_supported_list(void) {
     return "llama, qwen2, qwen2moe, olmoe, granitemoe, phi3, gemma2, deepseek2";
 }
 

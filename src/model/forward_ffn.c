@@ -12,31 +12,24 @@
 #include "core/kernels.h"
 #include "model/gating.h"
 
-
 typedef struct {
+    swiglu_fn act; /* the path's SwiGLU or GeGLU kernel */
     float *g;
     const float *u;
     size_t n;
-} swiglu_job;
+} act_job;
 
-static void swiglu_work(void *ctx, int ith, int nth) {
-    swiglu_job *j = ctx;
+static void act_work(void *ctx, int ith, int nth) {
+    act_job *j = ctx;
     const size_t lo = j->n * ith / nth, hi = j->n * (ith + 1) / nth;
-    kernel_swiglu()(j->g + lo, j->u + lo, hi - lo);
-}
-
-static void geglu_work(void *ctx, int ith, int nth) {
-    swiglu_job *j = ctx;
-    const size_t lo = j->n * ith / nth, hi = j->n * (ith + 1) / nth;
-    kernel_geglu()(j->g + lo, j->u + lo, hi - lo);
+    j->act(j->g + lo, j->u + lo, hi - lo);
 }
 
 /* g = act(g) * u, over the pool when there is enough of it */
 static void gated_act(fwd_state *st, float *g, const float *u, size_t n) {
-    swiglu_job j = {g, u, n};
-    void (*work)(void *, int, int) = st->m->hp.act == ACT_GELU ? geglu_work : swiglu_work;
-    if (n < (size_t)MIN_PARALLEL_MACS / 4) work(&j, 0, 1);
-    else tpool_run(st->pool, work, &j);
+    act_job j = {st->m->hp.act == ACT_GELU ? kernel_geglu() : kernel_swiglu(), g, u, n};
+    if (n < (size_t)MIN_PARALLEL_MACS / 4) act_work(&j, 0, 1);
+    else tpool_run(st->pool, act_work, &j);
 }
 
 static err_code ffn_dense(fwd_state *st, const model_layer *L, int T, err_t *err) {

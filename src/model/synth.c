@@ -167,7 +167,7 @@ static const synth_arch ARCHS[] = {
     {"gemma2", 0, 0, 0, 1, 0, 0, 0, 0},    {"deepseek2", 0, 0, 0, 0, 0, 0, 1, 1},
 };
 
-const char *synth_arch_list(void) { return "llama, qwen2, qwen2moe, olmoe, granitemoe, phi3, gemma2, deepseek2"; }
+static const char *synth_arch_list(void) { return "llama, qwen2, qwen2moe, olmoe, granitemoe, phi3, gemma2, deepseek2"; }
 
 /* deepseek2's latent attention, derived from the shape: each head's key is
  * [hd values without RoPE | 32 with], its value hd; the latent kv_lora_rank

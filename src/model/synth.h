@@ -49,7 +49,5 @@ typedef struct {
 synth_opts synth_defaults(void);
 
 err_code synth_write(const synth_opts *o, const char *path, err_t *err);
-/* "llama, qwen2, ..." */
-const char *synth_arch_list(void);
 
 #endif
