@@ -281,6 +281,9 @@ typedef struct {
     uint64_t expert_cache_budget;   /* the expert cache's size when full */
     char expert_plan[256];      /* how the expert cache was sized, and why */
     char expert_int2[160];      /* whether the 2-bit copies are used, and why */
+    char weights[224];          /* how the weights are held: packed at load for this CPU's kernels (when
+                                   they fit in free memory), packed in a deploy bundle's file, or left in
+                                   the read-only mapping (pages the OS can drop and read again) */
     char features[512];         /* what the architecture adds to a plain llama: gating, shared
                                    experts, latent attention (ranks), soft-caps, sliding window, ... */
 } octo_model_info;

@@ -334,6 +334,7 @@ octo_model_info octo_model_info_get(const octo_model *om) {
     info.kv_budget_bytes = om->b->plan.kv.budget_bytes + om->b->plan.draft_kv.budget_bytes;
     snprintf(info.kv_plan, sizeof info.kv_plan, "%s", om->b->plan.kv_reason);
     snprintf(info.kv_spill, sizeof info.kv_spill, "%s", om->b->plan.spill_reason);
+    snprintf(info.weights, sizeof info.weights, "%s", om->b->weights_reason);
     snprintf(info.speculation, sizeof info.speculation, "%s", om->b->plan.spec_reason);
     info.n_ctx = om->b->s->n_ctx;
     info.n_ff_shared = hp->n_ff_shexp;

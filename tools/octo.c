@@ -161,8 +161,8 @@ static int cmd_inspect(int argc, char **argv) {
     printf("tensors:        %llu (%s)\n", (unsigned long long)in.n_tensors, in.tensor_types);
     printf("parameters:     %llu (%.2f M)\n", (unsigned long long)in.n_params, in.n_params / 1e6);
     printf("file:           %llu bytes (%.2f MiB)\n", (unsigned long long)in.file_bytes, mib(in.file_bytes));
-    printf("weights:        %llu bytes (%.2f MiB) mapped, read-only\n", (unsigned long long)in.weight_bytes,
-           mib(in.weight_bytes));
+    printf("weights:        %llu bytes (%.2f MiB): %s\n", (unsigned long long)in.weight_bytes, mib(in.weight_bytes),
+           in.weights);
     if (in.n_expert) {
         printf("experts:        %.2f MiB each, %.2f MiB in all, read into the expert cache as tokens need them; "
                "other weights %.2f MiB\n",

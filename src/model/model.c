@@ -228,12 +228,14 @@ void model_expert_pack(const model *m, int layer, model_mat mats[3], void *tmp) 
  * stacks stay as they are, untouched: the expert store (src/moe/) reads
  * each expert when it is first used and packs its own copy
  * (model_expert_pack), so a load never pulls every expert in. When the
- * mapping cannot be made writable the model simply keeps the GGUF layout. */
-static void pack_weights(model *m) {
+ * mapping cannot be made writable the model simply keeps the GGUF layout.
+ * relay false: the file already holds this layout (a deploy bundle's
+ * weights): the same matrices are only marked, the mapping stays read-only. */
+static void pack_weights(model *m, bool relay) {
     model_mat *mats[12];
     size_t tmp_bytes = 0;
     uint8_t *tmp = NULL;
-    bool writable = false;
+    bool writable = !relay;
     for (int l = -1; l < m->hp.n_layer; l++) {
         int n = 0;
         if (l < 0) {
@@ -253,18 +255,50 @@ static void pack_weights(model *m) {
                 continue; /* a copy's shared matrix: its source's to lay out */
             if (!writable && !(writable = own || gguf_writable_data(m->gguf) != NULL)) return;
             const size_t need = (size_t)PACK_ROWS * w->row_bytes;
-            if (need > tmp_bytes) {
+            if (relay && need > tmp_bytes) {
                 uint8_t *t = realloc(tmp, need);
                 if (!t) break;
                 tmp = t;
                 tmp_bytes = need;
             }
-            packed_pack(w->type, (void *)w->data, rows, w->n_in, tmp);
+            if (relay) packed_pack(w->type, (void *)w->data, rows, w->n_in, tmp);
             w->packed = true;
             m->packed_bytes += (uint64_t)rows * w->row_bytes;
         }
     }
     free(tmp);
+}
+
+void model_pack(model *m) {
+    if (!m->prepacked) pack_weights(m, true);
+}
+
+/* A file written in the packed layout (model.h: MODEL_LAYOUT_KEY) is read
+ * only by a path with the same packed kernels, and its matrices are exactly
+ * those this build packs: anything else would compute garbage. */
+static err_code check_layout(model *m, err_t *err) {
+    gguf_str layout = {0, NULL};
+    if (!gguf_get_str(m->gguf, MODEL_LAYOUT_KEY, &layout)) return ERR_OK;
+    if (!gguf_str_eq(layout, MODEL_LAYOUT_PACKED))
+        return err_set(err, ERR_UNSUPPORTED, "weights laid out as '%.*s', which this build of octo does not read",
+                       (int)layout.len, layout.ptr);
+    const gguf_value *types = gguf_get_arr(m->gguf, MODEL_LAYOUT_KEY ".types");
+    for (uint64_t i = 0; types && i < types->v.arr.n; i++) {
+        const uint32_t t = (uint32_t)gguf_arr_i64(types, i);
+        if (t >= QT_COUNT || !packed_get(t))
+            return err_set(err, ERR_UNSUPPORTED,
+                           "the weights are laid out for the packed %s kernels (AVX-512), which this CPU's %s path "
+                           "does not have: deploy for this device, or load the GGUF model",
+                           t < QT_COUNT ? quant_traits_of(t)->name : "?", cpu_path_name(kernels_path()));
+    }
+    uint64_t want = 0;
+    gguf_get_u64(m->gguf, MODEL_LAYOUT_KEY ".bytes", &want);
+    pack_weights(m, false);
+    m->prepacked = true;
+    if (m->packed_bytes != want)
+        return err_set(err, ERR_BAD_VALUE, "the packed layout covers %llu bytes, this build would pack %llu",
+                       (unsigned long long)want, (unsigned long long)m->packed_bytes);
+    return ERR_OK;
 }
 
 err_code model_from_gguf(gguf_ctx *g, model **out, err_t *err) {
@@ -318,7 +352,10 @@ err_code model_from_gguf(gguf_ctx *g, model **out, err_t *err) {
         per_token -= experts * (uint64_t)(hp->n_expert - hp->n_expert_used);
     }
     m->weight_bytes_per_token = per_token;
-    pack_weights(m);
+    if ((rc = check_layout(m, err))) {
+        model_free(m);
+        return rc;
+    }
     *out = m;
     return ERR_OK;
 }
@@ -327,13 +364,19 @@ void model_set_context(model *m, int n_ctx) {
     if (m->rope_long.data) m->rope_freqs = n_ctx > m->hp.rope_ctx_orig ? m->rope_long : m->rope_short;
 }
 
-err_code model_load(const char *path, model **out, err_t *err) {
+err_code model_open(const char *path, model **out, err_t *err) {
     gguf_ctx *g;
     *out = NULL;
     err_code rc = gguf_open(path, &g, err);
     if (rc) return rc;
     rc = model_from_gguf(g, out, err);
     if (rc) err_prefix(err, "%s", path);
+    return rc;
+}
+
+err_code model_load(const char *path, model **out, err_t *err) {
+    err_code rc = model_open(path, out, err);
+    if (!rc) model_pack(*out);
     return rc;
 }
 
@@ -482,7 +525,7 @@ err_code model_requantize(const model *src, uint32_t type, tpool *pool, model **
         if (l >= 0) m->weight_bytes += m->layers[l].attn_norm.row_bytes + m->layers[l].ffn_norm.row_bytes;
     }
     m->weight_bytes_per_token = m->weight_bytes - m->tok_embd.row_bytes * (uint64_t)(m->hp.n_vocab - 1);
-    pack_weights(m);
+    pack_weights(m, true);
     *out = m;
     return ERR_OK;
 }

@@ -153,7 +153,8 @@ typedef struct {
     model_mat rope_long, rope_short; /* LongRoPE's two sets of divisors (phi3); model_set_context picks one */
     model_layer *layers;   /* [n_layer] */
     bool output_tied;
-    uint64_t packed_bytes; /* weight bytes re-laid at load (0: all in the GGUF layout) */
+    uint64_t packed_bytes; /* weight bytes in the packed layout (0: all in the GGUF layout) */
+    bool prepacked;        /* the file holds them packed (MODEL_LAYOUT_KEY): mapped read-only, never re-laid */
     uint64_t n_params;
     uint64_t weight_bytes;
     uint64_t weight_bytes_per_token; /* read to decode one token: every matrix once, one
@@ -167,9 +168,22 @@ typedef struct {
  * rope_ctx_orig, else the short ones (llama.cpp's rule; the default). */
 void model_set_context(model *m, int n_ctx);
 
-/* Open path, read hyperparameters, bind tensors. */
+/* A file whose matrices are already in the packed layout (written by octo
+ * deploy) says so: MODEL_LAYOUT_KEY = MODEL_LAYOUT_PACKED, KEY.types the
+ * packed types, KEY.bytes how many bytes are packed (checked at load). */
+#define MODEL_LAYOUT_KEY "octo.layout"
+#define MODEL_LAYOUT_PACKED "packed16"
+
+/* Open path, read hyperparameters, bind tensors; the weights stay in the
+ * read-only mapping as the file lays them out (a packed file's are marked
+ * packed; one this CPU cannot read that way is ERR_UNSUPPORTED). */
+err_code model_open(const char *path, model **out, err_t *err);
+/* Re-lay the matrices the active path has packed kernels for (core/packed.h):
+ * faster matmuls, but the pages become private memory. No-op for a packed file. */
+void model_pack(model *m);
+/* model_open then model_pack. */
 err_code model_load(const char *path, model **out, err_t *err);
-/* The same over an already opened GGUF (takes ownership of g, also on failure). */
+/* model_open over an already opened GGUF (takes ownership of g, also on failure). */
 err_code model_from_gguf(gguf_ctx *g, model **out, err_t *err);
 void model_free(model *m);
 

@@ -21,10 +21,24 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/kernels.h"
 #include "core/quant.h"
 
 static void warn(const bundle_options *o, const char *msg) {
     if (o->warn && msg && *msg) o->warn(o->warn_user, msg);
+}
+
+/* Step 1: the weights, packed when the plan says they fit; the reason says
+ * what was done. */
+static err_code load_weights(bundle *b, const char *path, const bundle_options *o, err_t *err) {
+    err_code rc = model_open(path, &b->m, err);
+    if (rc || !plan_pack_weights(b->m, &o->dev, b->weights_reason, sizeof b->weights_reason)) return rc;
+    model_pack(b->m);
+    if (!b->m->packed_bytes)
+        snprintf(b->weights_reason, sizeof b->weights_reason,
+                 "mapped read-only: no matrix in a type this CPU's kernels pack (%s path)",
+                 cpu_path_name(kernels_path()));
+    return ERR_OK;
 }
 
 /* Threads on the performance cores when there are two classes; a placement
@@ -204,7 +218,7 @@ err_code bundle_load(const char *path, const bundle_options *o, bundle **out, er
     if (!b) return err_set(err, ERR_NOMEM, "out of memory");
     cpu_classes cc;
     bool unplaced = false;
-    err_code rc = model_load(path, &b->m, err);
+    err_code rc = load_weights(b, path, o, err);
     if (!rc) rc = place_threads(b, o, &cc, &unplaced, err);
     if (rc) {
         bundle_free(b);

@@ -54,6 +54,7 @@ typedef struct {
     chat_family chat;
     plan plan;                 /* what was decided at load (KV budgets, spill, speculation) */
     char warning[160];         /* the tokenizer's, if any */
+    char weights_reason[224];  /* packed at load, packed in the file, or mapped read-only, and why */
 } bundle;
 
 err_code bundle_load(const char *path, const bundle_options *o, bundle **out, err_t *err);

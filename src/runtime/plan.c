@@ -112,6 +112,25 @@ uint64_t plan_resident_weights(const model *m) {
     return m->weight_bytes > experts ? m->weight_bytes - experts : 0;
 }
 
+bool plan_pack_weights(const model *m, const plan_device *dev, char *why, size_t n) {
+    const double mib = 1.0 / (1 << 20);
+    const uint64_t w = plan_resident_weights(m), need = w + PLAN_SAFETY_MARGIN;
+    if (m->prepacked) {
+        snprintf(why, n, "packed in the file (%.0f MiB), mapped read-only", (double)m->packed_bytes * mib);
+        return false;
+    }
+    if (dev->mem_available && dev->mem_available < need) {
+        snprintf(why, n,
+                 "mapped read-only in the file's layout: %.0f MiB of weights and a %.0f MiB margin exceed %.0f MiB "
+                 "free, so pages are read from the file as needed instead of packed into private memory",
+                 (double)w * mib, (double)PLAN_SAFETY_MARGIN * mib, (double)dev->mem_available * mib);
+        return false;
+    }
+    snprintf(why, n, "packed at load for this CPU's kernels (%.0f MiB fit in %.0f MiB free)", (double)w * mib,
+             (double)dev->mem_available * mib);
+    return true;
+}
+
 void plan_experts(plan *p, const model *m, const model *draft, int n_ctx, const moe_cache_config *given,
                   const plan_device *dev) {
     p->moe = *given;

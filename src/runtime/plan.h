@@ -48,6 +48,15 @@
  * cache are set aside before the pool. The memory free comes from the
  * device, the process's cgroup limit included (core/sysmem.h).
  *
+ * Weights (a dense model's, or an MoE model's resident ones): re-laid at
+ * load for the packed kernels (core/packed.h) when they fit, i.e. they and
+ * the safety margin are within free memory; the re-laid pages are the
+ * process's own and cannot be dropped. When they do not fit they stay in the
+ * read-only mapping in the file's layout: slower matmuls, but pages the OS
+ * reads back from the file instead of killing the process, so a model larger
+ * than memory runs. A deploy bundle's weights are packed in the file and
+ * mapped read-only either way.
+ *
  * Spill (DESIGN.md: only where storage is fast): on when there is a cache
  * directory and its storage is NVMe, UFS or an SSD (device.h), or when the
  * caller forces it; never without a budget to keep.
@@ -119,6 +128,9 @@ void plan_experts(plan *p, const model *m, const model *draft, int n_ctx, const 
 /* Weights that stay resident: all of them for a dense model, all but the
  * experts for an MoE one. */
 uint64_t plan_resident_weights(const model *m);
+
+/* Should the weights be packed at load (see Weights above)? Writes why. */
+bool plan_pack_weights(const model *m, const plan_device *dev, char *why, size_t n);
 
 /* Should a self-draft of copy_bytes (its per-token bytes) be made? Writes
  * the reason either way. */
