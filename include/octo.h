@@ -95,7 +95,8 @@ typedef struct {
     int n_threads;         /* 0..OCTO_MAX_THREADS; 0 = the performance cores this process may use */
     /* NULL = this host. A known phone's profile ("iphone-15-pro", "iphone-14",
      * "pixel-8", "galaxy-s24", "android-4gb-emmc") replaces the host's memory
-     * and storage in every plan; an unknown name fails octo_load_model. */
+     * and storage in every plan; an unknown name fails octo_load_model.
+     * "host" is this machine (the default), named (a deploy bundle's folder). */
     const char *device;
     /* NULL = none (features that spill to flash stay off). The KV cache's
      * spill file is created here (and unlinked at once: nothing is left). */
@@ -232,6 +233,11 @@ typedef struct {
      *     loads faster and takes less memory). */
     int auto_draft;
     octo_moe_options moe;
+    /* 1: decide everything a load decides (the plan) and make nothing: no
+     * packing, no self-draft copy, no KV cache, no expert store. Such a model
+     * answers octo_model_info_get and octo_model_plan_json (octo plan); eval
+     * and generation fail with OCTO_ERR_INVALID_ARG. */
+    int plan_only;
 } octo_model_options;
 
 enum { OCTO_DRAFT_NONE = -1, OCTO_DRAFT_AUTO = 0, OCTO_DRAFT_SELF = 1 };
@@ -239,7 +245,12 @@ enum { OCTO_DRAFT_NONE = -1, OCTO_DRAFT_AUTO = 0, OCTO_DRAFT_SELF = 1 };
 octo_model_options octo_model_options_defaults(void);
 
 /* Map the GGUF file at path and bind it. opts NULL = automatic. On failure
- * returns NULL; octo_last_error(client) says why. */
+ * returns NULL; octo_last_error(client) says why.
+ * path may also be a bundle written by `octo deploy` (docs/deploy.md): the
+ * folder for the client's device (its profile's name, or "host" when none is
+ * set) is checked against its manifest and loaded with its weights mapped
+ * read-only as they are, its draft, and its plan.json applied where opts are
+ * automatic. */
 octo_model *octo_load_model(octo_client *client, const char *path, const octo_model_options *opts);
 void octo_model_free(octo_model *model);
 const char *octo_model_error(const octo_model *model);
@@ -289,6 +300,13 @@ typedef struct {
 } octo_model_info;
 
 octo_model_info octo_model_info_get(const octo_model *model);
+
+/* The plan the load made (weights, KV budget and compression, spill, draft,
+ * lookahead, expert cache, threads, each with its reason) as one flat JSON
+ * object, the same as a deploy bundle's plan.json. Writes at most cap bytes
+ * (NUL included) and returns the length the whole text needs, like snprintf;
+ * -1 on bad arguments. */
+int octo_model_plan_json(const octo_model *model, char *buf, int cap);
 
 /* ---- evaluation ---- */
 

@@ -25,6 +25,7 @@
 #include "model/tokenizer.h"
 #include "moe/policy.h"
 #include "runtime/bundle.h"
+#include "runtime/bundle_dir.h"
 #include "runtime/generate.h"
 #include "runtime/plan.h"
 #include "runtime/session.h"
@@ -75,6 +76,7 @@ struct octo_model {
     pthread_mutex_t lock;    /* held while a token is made or stats are read: stats are a snapshot */
     char warning[160];       /* the tokenizer's, or the chat template's */
     err_t err;
+    plan_device dev;         /* what the plan was made for */
 };
 
 struct octo_stream {
@@ -251,17 +253,18 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
     if (!om) return NULL;
     bundle_options bo = {.n_ctx = om->opts.n_ctx, .n_threads = c->opts.n_threads,
                          .draft_model = om->opts.draft_model, .auto_draft = (bundle_draft)om->opts.auto_draft,
-                         .warn = warn_client, .warn_user = c};
+                         .plan_only = om->opts.plan_only != 0, .warn = warn_client, .warn_user = c};
     err_code rc = kv_config_of(&om->opts, &bo.kv, cerr);
     if (!rc) rc = moe_config_of(&om->opts.moe, &bo.moe, cerr);
     if (!rc)
         rc = plan_device_of(c->opts.device, c->opts.cache_dir,
                             om->opts.kv.compress ? (plan_spill)om->opts.kv.spill : PLAN_SPILL_OFF, &bo.dev, cerr);
-    if (!rc) rc = bundle_load(path, &bo, &om->b, cerr);
+    if (!rc) rc = bundle_load_path(path, c->opts.device, &bo, &om->b, cerr);
     if (rc) {
         octo_model_free(om);
         return NULL;
     }
+    om->dev = bo.dev;
     snprintf(om->warning, sizeof om->warning, "%s", om->b->warning);
     return om;
 }
@@ -301,6 +304,12 @@ static void describe_origin(const model *m, char *out, size_t n) {
                     : "Mixtral layout: other runtimes compute it the same way");
 }
 
+int octo_model_plan_json(const octo_model *om, char *buf, int cap) {
+    if (!om || cap < 0 || (cap && !buf)) return -1;
+    const size_t n = bundle_plan_json(om->b, &om->dev, buf, (size_t)cap);
+    return n > INT32_MAX ? -1 : (int)n;
+}
+
 octo_model_info octo_model_info_get(const octo_model *om) {
     octo_model_info info;
     memset(&info, 0, sizeof info);
@@ -336,7 +345,7 @@ octo_model_info octo_model_info_get(const octo_model *om) {
     snprintf(info.kv_spill, sizeof info.kv_spill, "%s", om->b->plan.spill_reason);
     snprintf(info.weights, sizeof info.weights, "%s", om->b->weights_reason);
     snprintf(info.speculation, sizeof info.speculation, "%s", om->b->plan.spec_reason);
-    info.n_ctx = om->b->s->n_ctx;
+    info.n_ctx = om->b->n_ctx;
     info.n_ff_shared = hp->n_ff_shexp;
     describe_origin(m, info.origin, sizeof info.origin);
     model_features(hp, info.features, sizeof info.features);
@@ -368,20 +377,29 @@ octo_model_info octo_model_info_get(const octo_model *om) {
     return info;
 }
 
+/* A model loaded with plan_only has no session: what needs one fails. */
+static bool plan_only(octo_model *om) {
+    if (!om->b->plan_only) return false;
+    err_set(&om->err, ERR_INVALID_ARG, "the model was loaded to plan only (octo_model_options.plan_only)");
+    return true;
+}
+
 octo_status octo_eval(octo_model *om, const int32_t *tokens, int n, float *logits, octo_logits_mode mode) {
     if (!om) return OCTO_ERR_INVALID_ARG;
     err_clear(&om->err);
+    if (plan_only(om)) return (octo_status)om->err.code;
     if (atomic_load(&om->busy)) return (octo_status)err_set(&om->err, ERR_BUSY, "the model is serving a stream");
     if (!tokens || !logits || (mode != OCTO_LOGITS_LAST && mode != OCTO_LOGITS_ALL))
         return (octo_status)err_set(&om->err, ERR_INVALID_ARG, "octo_eval: tokens and logits are required");
     return (octo_status)session_eval(om->b->s, tokens, n, mode == OCTO_LOGITS_ALL, logits, &om->err);
 }
 
-int octo_n_past(const octo_model *om) { return om ? om->b->s->n_past : 0; }
+int octo_n_past(const octo_model *om) { return om && om->b->s ? om->b->s->n_past : 0; }
 
 octo_status octo_truncate(octo_model *om, int n) {
     if (!om) return OCTO_ERR_INVALID_ARG;
     err_clear(&om->err);
+    if (plan_only(om)) return (octo_status)om->err.code;
     if (atomic_load(&om->busy)) return (octo_status)err_set(&om->err, ERR_BUSY, "the model is serving a stream");
     if (n < 0 || n > om->b->s->n_past)
         return (octo_status)err_set(&om->err, ERR_INVALID_ARG, "cannot truncate %d tokens to %d", om->b->s->n_past, n);
@@ -389,7 +407,7 @@ octo_status octo_truncate(octo_model *om, int n) {
 }
 
 void octo_reset(octo_model *om) {
-    if (om && !atomic_load(&om->busy)) session_reset(om->b->s);
+    if (om && om->b->s && !atomic_load(&om->busy)) session_reset(om->b->s);
 }
 
 /* ---------------------------------------------------------------- text */
@@ -511,7 +529,7 @@ static octo_stream *start_stream(octo_model *om, const char *text, bool parse_sp
         err_set(&om->err, ERR_INVALID_ARG, "max_tokens must be positive, not %d", p.max_tokens);
         return NULL;
     }
-    if (need_tokenizer(om)) return NULL;
+    if (need_tokenizer(om) || plan_only(om)) return NULL;
     if (!*text) {
         err_set(&om->err, ERR_INVALID_ARG, "the prompt is empty");
         return NULL;
@@ -729,8 +747,8 @@ static octo_stats stats_snapshot(const octo_model *om) {
             snprintf(st.spec_note, sizeof st.spec_note, "off: %.1f ms/token verified vs %.1f plain",
                      g.spec_ms_per_token, g.plain_ms_per_token);
     }
-    st.context_tokens = om->b->s->n_past;
-    st.context_size = om->b->s->n_ctx;
+    st.context_tokens = om->b->s ? om->b->s->n_past : 0;
+    st.context_size = om->b->n_ctx;
     const bundle_kv_stats bk = bundle_kv_stats_get(om->b);
     const kv_stats kv = bk.kv; /* the draft's bytes included */
     st.kv_bytes = kv.bytes;

@@ -760,7 +760,8 @@ int main(int argc, char **argv) {
     } cmds[] = {{"run", cmd_run},         {"tokenize", cmd_tokenize}, {"detokenize", cmd_detokenize},
                 {"inspect", cmd_inspect}, {"bench", cmd_bench},       {"eval", cmd_eval},
                 {"logits", cmd_logits},   {"synth", cmd_synth},       {"upcycle", cmd_upcycle},
-                {"moe-prep", cmd_moe_prep}, {"quantize", cmd_quantize}};
+                {"moe-prep", cmd_moe_prep}, {"quantize", cmd_quantize}, {"plan", cmd_plan},
+                {"deploy", cmd_deploy}};
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
         if (!strcmp(argv[1], cmds[i].name)) return finish_stdout(cmds[i].run(argc - 2, argv + 2));
     return usage_error("unknown command '%s'", argv[1]);

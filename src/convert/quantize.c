@@ -13,6 +13,7 @@
 
 #include "core/gguf.h"
 #include "core/quant.h"
+#include "model/model.h"
 #include "core/threadpool.h"
 
 /* ---------------------------------------------------------------- names */
@@ -178,6 +179,9 @@ static void plan_types(const gguf_ctx *g, const type_row *tr, uint32_t *to, quan
 }
 
 static err_code check_input(const gguf_ctx *g, err_t *err) {
+    if (gguf_find_kv(g, MODEL_LAYOUT_KEY))
+        return err_set(err, ERR_UNSUPPORTED, "its matrices are in a deploy bundle's packed layout: quantize the GGUF "
+                                             "model it was made from");
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
         const quant_traits *tr = quant_traits_of(t->type);

@@ -231,29 +231,51 @@ void model_expert_pack(const model *m, int layer, model_mat mats[3], void *tmp) 
  * mapping cannot be made writable the model simply keeps the GGUF layout.
  * relay false: the file already holds this layout (a deploy bundle's
  * weights): the same matrices are only marked, the mapping stays read-only. */
+/* The matrices of layer l (-1: the output) that the active path packs; n returned. */
+static int packable_mats(model *m, int l, model_mat **out) {
+    model_mat *cand[12];
+    int n = 0, k = 0;
+    if (l < 0) {
+        if (!m->output_tied) cand[n++] = &m->output;
+    } else {
+        model_layer *L = &m->layers[l];
+        model_mat *ls[] = {&L->wq,   &L->wk,     &L->wv,        &L->wo,      &L->w_gate, &L->w_up,
+                           &L->w_down, &L->w_gate_sh, &L->w_up_sh, &L->w_down_sh, &L->wq_a, &L->wkv_a};
+        for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) cand[n++] = ls[i];
+    }
+    const uint8_t *own = m->owned;
+    for (int i = 0; i < n; i++) {
+        model_mat *w = cand[i];
+        if (!w->data || w->packed || w->shared || w->n_mat > 1 || !packable(w)) continue;
+        if (own && ((const uint8_t *)w->data < own || (const uint8_t *)w->data >= own + m->owned_bytes))
+            continue; /* a copy's shared matrix: its source's to lay out */
+        out[k++] = w;
+    }
+    return k;
+}
+
+uint64_t model_packable_bytes(const model *m) {
+    if (m->prepacked) return m->packed_bytes;
+    uint64_t bytes = 0;
+    model_mat *mats[12];
+    for (int l = -1; l < m->hp.n_layer; l++) {
+        const int n = packable_mats((model *)m, l, mats); /* only read */
+        for (int i = 0; i < n; i++) bytes += (uint64_t)(mats[i]->n_out * mats[i]->n_mat) * mats[i]->row_bytes;
+    }
+    return bytes;
+}
+
 static void pack_weights(model *m, bool relay) {
     model_mat *mats[12];
     size_t tmp_bytes = 0;
     uint8_t *tmp = NULL;
     bool writable = !relay;
     for (int l = -1; l < m->hp.n_layer; l++) {
-        int n = 0;
-        if (l < 0) {
-            if (!m->output_tied) mats[n++] = &m->output;
-        } else {
-            model_layer *L = &m->layers[l];
-            model_mat *ls[] = {&L->wq,   &L->wk,     &L->wv,        &L->wo,      &L->w_gate, &L->w_up,
-                               &L->w_down, &L->w_gate_sh, &L->w_up_sh, &L->w_down_sh, &L->wq_a, &L->wkv_a};
-            for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) mats[n++] = ls[i];
-        }
+        const int n = packable_mats(m, l, mats);
         for (int i = 0; i < n; i++) {
             model_mat *w = mats[i];
             const int64_t rows = w->n_out * w->n_mat;
-            if (!w->data || w->packed || w->shared || w->n_mat > 1 || !packable(w)) continue;
-            const uint8_t *own = m->owned;
-            if (own && ((const uint8_t *)w->data < own || (const uint8_t *)w->data >= own + m->owned_bytes))
-                continue; /* a copy's shared matrix: its source's to lay out */
-            if (!writable && !(writable = own || gguf_writable_data(m->gguf) != NULL)) return;
+            if (!writable && !(writable = m->owned || gguf_writable_data(m->gguf) != NULL)) return;
             const size_t need = (size_t)PACK_ROWS * w->row_bytes;
             if (relay && need > tmp_bytes) {
                 uint8_t *t = realloc(tmp, need);

@@ -181,6 +181,8 @@ err_code model_open(const char *path, model **out, err_t *err);
 /* Re-lay the matrices the active path has packed kernels for (core/packed.h):
  * faster matmuls, but the pages become private memory. No-op for a packed file. */
 void model_pack(model *m);
+/* The bytes model_pack would re-lay (a packed file's: those it holds packed). */
+uint64_t model_packable_bytes(const model *m);
 /* model_open then model_pack. */
 err_code model_load(const char *path, model **out, err_t *err);
 /* model_open over an already opened GGUF (takes ownership of g, also on failure). */

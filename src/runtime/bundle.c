@@ -21,7 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/kernels.h"
 #include "core/quant.h"
 
 static void warn(const bundle_options *o, const char *msg) {
@@ -33,11 +32,9 @@ static void warn(const bundle_options *o, const char *msg) {
 static err_code load_weights(bundle *b, const char *path, const bundle_options *o, err_t *err) {
     err_code rc = model_open(path, &b->m, err);
     if (rc || !plan_pack_weights(b->m, &o->dev, b->weights_reason, sizeof b->weights_reason)) return rc;
+    b->weights_packed = true;
+    if (o->plan_only) return ERR_OK;
     model_pack(b->m);
-    if (!b->m->packed_bytes)
-        snprintf(b->weights_reason, sizeof b->weights_reason,
-                 "mapped read-only: no matrix in a type this CPU's kernels pack (%s path)",
-                 cpu_path_name(kernels_path()));
     return ERR_OK;
 }
 
@@ -102,14 +99,19 @@ static err_code load_draft(bundle *b, const char *path, err_t *err) {
     return rc;
 }
 
+bool bundle_draft_beside(const char *path, char *out, size_t n) {
+    const size_t len = strlen(path);
+    const int stem = len > 5 && !strcmp(path + len - 5, ".gguf") ? (int)(len - 5) : (int)len;
+    return snprintf(out, n, "%.*s.draft.gguf", stem, path) < (int)n;
+}
+
 /* No draft given: look beside the model for NAME.draft.gguf (NAME.gguf's
  * stem). One that cannot serve (another vocabulary, larger, unreadable) is
  * passed over with a warning and the reason in the plan; n-gram stands in. */
 static bool find_draft(bundle *b, const char *path, const bundle_options *o) {
     char cand[4096], *r = b->plan.spec_reason;
-    const size_t rn = sizeof b->plan.spec_reason, len = strlen(path);
-    const int stem = len > 5 && !strcmp(path + len - 5, ".gguf") ? (int)(len - 5) : (int)len;
-    if (snprintf(cand, sizeof cand, "%.*s.draft.gguf", stem, path) >= (int)sizeof cand) {
+    const size_t rn = sizeof b->plan.spec_reason;
+    if (!bundle_draft_beside(path, cand, sizeof cand)) {
         snprintf(r, rn, "n-gram: no draft given (path too long to look beside)");
         return false;
     }
@@ -142,6 +144,13 @@ static err_code make_self_draft(bundle *b, bool asked, const plan_device *dev, e
         char prev[256];
         snprintf(prev, sizeof prev, "%s", r);
         snprintf(r, rn, "%.150s; %.100s", prev, why);
+        return ERR_OK;
+    }
+    if (b->plan_only) { /* the copy's shape stands in for it: plan_make reads its hparams and bytes */
+        b->self_shape = *b->m;
+        b->self_shape.weight_bytes = b->self_shape.weight_bytes_per_token = bytes;
+        b->draft_self = true;
+        snprintf(r, rn, "%s", why);
         return ERR_OK;
     }
     err_code rc = model_requantize(b->m, QT_Q4_0, b->pool, &b->draft_m, err);
@@ -194,8 +203,9 @@ static void drop_draft(bundle *b, const bundle_options *o, const cpu_classes *cc
  * threads on the efficiency cores, its session. */
 static err_code plan_with_draft(bundle *b, const bundle_options *o, cpu_classes *cc, bool unplaced, int n_ctx,
                                 char *spec_reason, size_t rn, err_t *err) {
-    b->plan = plan_make(b->m, b->draft_m, n_ctx, &o->kv, &o->dev);
+    b->plan = plan_make(b->m, bundle_draft_shape(b), n_ctx, &o->kv, &o->dev);
     if (!unplaced) b->cores = plan_place(cc, o->n_threads, true);
+    if (o->plan_only) return ERR_OK;
     err_t derr = {0};
     if (b->cores.draft_threads && tpool_new_on(b->cores.draft_threads, cc->eff, cc->n_eff, &b->draft_pool, &derr)) {
         b->cores = plan_place(cc, o->n_threads, false); /* the draft computes on the model's threads */
@@ -216,6 +226,7 @@ err_code bundle_load(const char *path, const bundle_options *o, bundle **out, er
     *out = NULL;
     bundle *b = calloc(1, sizeof *b);
     if (!b) return err_set(err, ERR_NOMEM, "out of memory");
+    b->plan_only = o->plan_only;
     cpu_classes cc;
     bool unplaced = false;
     err_code rc = load_weights(b, path, o, err);
@@ -233,12 +244,15 @@ err_code bundle_load(const char *path, const bundle_options *o, bundle **out, er
     char spec_reason[sizeof b->plan.spec_reason];
     memcpy(spec_reason, b->plan.spec_reason, sizeof spec_reason);
     if (!rc && b->draft_m) model_set_context(b->draft_m, n_ctx);
-    if (!rc && b->draft_m) rc = plan_with_draft(b, o, &cc, unplaced, n_ctx, spec_reason, sizeof spec_reason, err);
+    if (!rc && bundle_draft_shape(b))
+        rc = plan_with_draft(b, o, &cc, unplaced, n_ctx, spec_reason, sizeof spec_reason, err);
     memcpy(b->plan.spec_reason, spec_reason, sizeof spec_reason);
-    if (!rc) rc = session_new_shared(b->m, n_ctx, &b->plan.kv, b->pool, &b->s, err);
+    b->n_ctx = n_ctx;
+    if (!rc && !o->plan_only) rc = session_new_shared(b->m, n_ctx, &b->plan.kv, b->pool, &b->s, err);
     if (!rc && b->m->hp.n_expert > 0) {
-        plan_experts(&b->plan, b->m, b->draft_m, n_ctx, &o->moe, &o->dev);
-        if (!(rc = moe_experts_new(b->m, path, &b->plan.moe, &b->experts, err))) {
+        plan_experts(&b->plan, b->m, bundle_draft_shape(b), n_ctx, &o->moe, &o->dev);
+        if (o->plan_only) {
+        } else if (!(rc = moe_experts_new(b->m, path, &b->plan.moe, &b->experts, err))) {
             b->s->experts = moe_experts_iface(b->experts);
             b->s->shared_bytes = b->plan.moe_shared;
             b->s->token_bytes = kv_token_bytes(plan_kv_shape(&b->m->hp), b->plan.kv.hot_type);
@@ -268,6 +282,10 @@ void bundle_free(bundle *b) {
     free(b);
 }
 
+const model *bundle_draft_shape(const bundle *b) {
+    return b->draft_m ? b->draft_m : b->self_shape.gguf ? &b->self_shape : NULL;
+}
+
 err_code bundle_proposer(const bundle *b, const proposer_ops *asked, const proposer_ops **out, err_t *err) {
     const proposer_ops *p = asked ? asked : b->draft_s ? &proposer_draft : &proposer_ngram;
     *out = NULL;
@@ -292,6 +310,7 @@ experts_stats bundle_experts_stats(const bundle *b) {
 }
 
 bundle_kv_stats bundle_kv_stats_get(const bundle *b) {
+    if (!b->s) return (bundle_kv_stats){.budget_bytes = b->plan.kv.budget_bytes + b->plan.draft_kv.budget_bytes};
     bundle_kv_stats st = {.kv = kv_cache_stats(b->s->kv)};
     const kv_stats d = b->draft_s ? kv_cache_stats(b->draft_s->kv) : (kv_stats){0};
     const uint64_t full = kv_context_bytes(plan_kv_shape(&b->m->hp), b->plan.kv.hot_type, b->s->n_ctx) +

@@ -35,6 +35,8 @@ typedef struct {
     const char *draft_model;   /* given: any problem with it fails the load */
     bundle_draft auto_draft;
     moe_cache_config moe;      /* an MoE model's expert cache */
+    bool plan_only;            /* decide everything, make nothing: no packing, no self-draft copy, no
+                                  sessions, no expert store (octo plan, octo deploy) */
     void (*warn)(void *user, const char *msg); /* what the load decided against and why (optional) */
     void *warn_user;
 } bundle_options;
@@ -54,11 +56,31 @@ typedef struct {
     chat_family chat;
     plan plan;                 /* what was decided at load (KV budgets, spill, speculation) */
     char warning[160];         /* the tokenizer's, if any */
+    bool weights_packed;       /* packed at load (or would be, plan_only) */
+    bool plan_only;            /* loaded with bundle_options.plan_only: s is NULL */
+    model self_shape;          /* plan_only: the self-draft that would be made (gguf set) */
+    int n_ctx;
     char weights_reason[224];  /* packed at load, packed in the file, or mapped read-only, and why */
 } bundle;
 
 err_code bundle_load(const char *path, const bundle_options *o, bundle **out, err_t *err);
 void bundle_free(bundle *b);
+
+/* The plan as one flat JSON object (runtime/plan_json.c; the keys are listed
+ * in docs/deploy.md); returns the length it needs, like snprintf. */
+size_t bundle_plan_json(const bundle *b, const plan_device *dev, char *buf, size_t cap);
+/* A deploy bundle's plan.json applied to the options of its load: the context,
+ * the KV budget and the expert cache, where the caller left them automatic.
+ * *want_draft: whether the plan runs a draft. */
+err_code bundle_plan_apply(const char *json, size_t len, bundle_options *o, bool *want_draft, err_t *err);
+
+/* Where a model's own draft would be: NAME.draft.gguf beside NAME.gguf.
+ * false when it does not fit in n. */
+bool bundle_draft_beside(const char *path, char *out, size_t n);
+
+/* The draft model as the plan sees it: the loaded one, the self-draft that
+ * would be made (plan_only), or NULL. */
+const model *bundle_draft_shape(const bundle *b);
 
 /* The proposer for a stream: `asked` from the proposer table, or NULL for
  * the automatic choice (the draft model if one is loaded, else n-gram). A

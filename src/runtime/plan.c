@@ -21,9 +21,9 @@ err_code plan_device_of(const char *name, const char *cache_dir, plan_spill spil
         return err_set(err, ERR_INVALID_ARG, "cache directory %s is not a directory", out->cache_dir);
     if (out->cache_dir && access(out->cache_dir, W_OK | X_OK) != 0)
         return err_set(err, ERR_IO, "cache directory %s is not writable: %s", out->cache_dir, strerror(errno));
-    if (name) {
+    if (name && strcmp(name, "host")) {
         const device_profile *d = device_find(name);
-        if (!d) return err_set(err, ERR_INVALID_ARG, "unknown device '%s' (known: %s)", name, device_names());
+        if (!d) return err_set(err, ERR_INVALID_ARG, "unknown device '%s' (known: host, %s)", name, device_names());
         out->device = d->name;
         out->mem_available = d->ram_bytes - d->os_reserve_bytes;
         out->storage = d->storage;
@@ -119,6 +119,14 @@ bool plan_pack_weights(const model *m, const plan_device *dev, char *why, size_t
         snprintf(why, n, "packed in the file (%.0f MiB), mapped read-only", (double)m->packed_bytes * mib);
         return false;
     }
+    if (dev->device) {
+        snprintf(why, n, "mapped read-only in the file's layout, which %s's NEON kernels read as it is", dev->device);
+        return false;
+    }
+    if (!model_packable_bytes(m)) {
+        snprintf(why, n, "mapped read-only: no matrix in a type this CPU's kernels pack");
+        return false;
+    }
     if (dev->mem_available && dev->mem_available < need) {
         snprintf(why, n,
                  "mapped read-only in the file's layout: %.0f MiB of weights and a %.0f MiB margin exceed %.0f MiB "
@@ -126,8 +134,8 @@ bool plan_pack_weights(const model *m, const plan_device *dev, char *why, size_t
                  (double)w * mib, (double)PLAN_SAFETY_MARGIN * mib, (double)dev->mem_available * mib);
         return false;
     }
-    snprintf(why, n, "packed at load for this CPU's kernels (%.0f MiB fit in %.0f MiB free)", (double)w * mib,
-             (double)dev->mem_available * mib);
+    snprintf(why, n, "%.0f MiB packed at load for this CPU's kernels (%.0f MiB of weights fit in %.0f MiB free)",
+             (double)model_packable_bytes(m) * mib, (double)w * mib, (double)dev->mem_available * mib);
     return true;
 }
 
