@@ -32,7 +32,7 @@ export OCTO_TEST_QUICK=1
 QEMU="qemu-aarch64 -L /usr/aarch64-linux-gnu"
 echo "== configure and build ($B)"
 cmake -S . -B "$B" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release -DOCTO_TEST_TIMEOUT=2400 >/dev/null
-cmake --build "$B" -j 2 --target octo test_kernels test_matmul test_quant test_golden test_forward_ref test_attn test_kv test_spec test_archs
+cmake --build "$B" -j 2 --target octo test_kernels test_matmul test_quant test_golden test_forward_ref test_attn test_kv test_spec test_archs test_deploy
 mkdir -p "$B/testtmp"
 probe="$B/testtmp/probe.gguf"
 $QEMU "$B/octo" synth -o "$probe" >/dev/null
@@ -76,7 +76,7 @@ run() {
     esac
 }
 
-run max neon yes '^(test_kernels|test_matmul|test_quant|test_golden|test_forward_ref|test_attn|test_kv|test_spec|test_archs)$'
+run max neon yes '^(test_kernels|test_matmul|test_quant|test_golden|test_forward_ref|test_attn|test_kv|test_spec|test_archs|test_deploy)$'
 run cortex-a53 neon no '^(test_kernels|test_matmul|test_golden|test_forward_ref)$'
 run max scalar yes '^(test_kernels|test_matmul|test_golden|test_forward_ref)$'
 

@@ -292,6 +292,39 @@ expect 1 1 "$octo" quantize -m /nonexistent.gguf -o "$tmp/q.gguf" --type q4_0 --
 expect 1 1 "$octo" quantize -m "$tmp/m.gguf" -o "$tmp/no-such-dir/q.gguf" --type q4_0 --quiet
 [ ! -e "$tmp/no-such-dir" ] && ok || bad "quantize left something behind"
 
+# plan: a row per device, the reasons, JSON that names each device once
+expect 0 0 "$octo" plan -m "$tmp/q.gguf" --device all
+[ "$(grep -cE '^(host|iphone-15-pro|iphone-14|pixel-8|galaxy-s24|android-4gb-emmc) ' "$tmp/out")" -eq 6 ] &&
+    grep -q "^  weights " "$tmp/out" && ok || bad "plan table: $(head -3 "$tmp/out")"
+expect 0 0 "$octo" plan -m "$tmp/q.gguf" --device all --json
+[ "$(grep -c '"device":' "$tmp/out")" -eq 6 ] && ok || bad "plan --json: $(head -3 "$tmp/out")"
+if command -v python3 >/dev/null; then
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert [d["device"] for d in p][0] == "host"' "$tmp/out" &&
+        ok || bad "plan --json is not JSON"
+fi
+expect 1 1 "$octo" plan -m "$tmp/q.gguf" --device nokia-3310
+grep -q "unknown device 'nokia-3310' (known: host," "$tmp/err" && ok || bad "plan unknown device: $(cat "$tmp/err")"
+# deploy: a folder per device that runs as the GGUF does; bad input is one line and leaves nothing
+expect 0 0 "$octo" deploy -q -m "$tmp/q.gguf" --device host,pixel-8 -o "$tmp/dep"
+[ -s "$tmp/dep/host/weights.octo" ] && [ -s "$tmp/dep/pixel-8/plan.json" ] && grep -q "^octo-bundle 1" "$tmp/dep/host/manifest" &&
+    ok || bad "deploy folders: $(ls -R "$tmp/dep")"
+"$octo" run -m "$tmp/q.gguf" -p "hello" -n 8 --temp 0 --spec none >"$tmp/a.txt" 2>&1
+"$octo" run -m "$tmp/dep" -p "hello" -n 8 --temp 0 --spec none >"$tmp/b.txt" 2>&1
+cmp -s "$tmp/a.txt" "$tmp/b.txt" && [ -s "$tmp/a.txt" ] && ok || bad "bundle output: $(cat "$tmp/a.txt") / $(cat "$tmp/b.txt")"
+expect 0 0 "$octo" inspect -m "$tmp/dep" --device pixel-8
+grep -q "^weights: .*pixel-8's NEON kernels" "$tmp/out" && ok || bad "inspect bundle: $(grep weights "$tmp/out")"
+expect 1 1 "$octo" deploy -m "$tmp/q.gguf" --device host,moto-g -o "$tmp/dep2"
+expect 1 1 "$octo" deploy -m "$tmp/q.gguf" --device host --type q9_9 -o "$tmp/dep2"
+expect 1 1 "$octo" deploy -m "$tmp/q.gguf" --device host -o "$tmp/no-such-dir/sub"
+[ ! -e "$tmp/dep2" ] && [ ! -e "$tmp/no-such-dir" ] && ok || bad "deploy left something behind"
+if grep -q '"weights_packed": true' "$tmp/dep/host/plan.json"; then
+    OCTO_CPU=avx2 expect 1 1 "$octo" run -m "$tmp/dep" -p "hello" -n 2
+    grep -q "deploy for this device" "$tmp/err" && ok || bad "packed bundle on another path: $(cat "$tmp/err")"
+fi
+printf 'x' | dd of="$tmp/dep/host/weights.octo" bs=1 seek=5000 conv=notrunc 2>/dev/null
+expect 1 1 "$octo" run -m "$tmp/dep" -p "hello" -n 2
+grep -q "fails its checksum" "$tmp/err" && ok || bad "altered bundle: $(cat "$tmp/err")"
+
 expect 1 1 "$octo" synth -o "$tmp/x.gguf" --arch olmoe
 grep -q "needs --experts\|give --experts" "$tmp/err" && ok || bad "synth olmoe without experts: $(cat "$tmp/err")"
 expect 1 1 "$octo" synth -o "$tmp/x.gguf" --arch mamba

@@ -7,6 +7,7 @@
  *   octo inspect    -m MODEL [--kv-tokens N]     what a model is and what it costs
  *   octo logits     -m MODEL (--tokens "1 2 3" | --prompt TEXT) --out FILE.f32
  *   octo synth      -o FILE [shape and type options]
+ *   octo plan, deploy (plan.c, deploy.c), bench, eval, quantize, upcycle, moe-prep (their files)
  *
  * Every failure is one line on stderr ("octo: ...") and a non-zero exit:
  * 1 for an error of the operation, 2 for a usage error.
@@ -75,9 +76,10 @@ static void help(FILE *f) {
           "      --ref OTHER: the reference is OTHER (same vocabulary), e.g. the unquantized model.\n"
           "      With a cache directory, cold blocks over budget spill there (auto: only on\n"
           "      fast storage); NAME: iphone-15-pro iphone-14 pixel-8 galaxy-s24 android-4gb-emmc\n"
-          "  inspect -m MODEL [--kv-tokens N]\n"
+          "  inspect -m MODEL [--kv-tokens N] [--device NAME]\n"
           "      architecture, hyperparameters, tensors, parameter count, file bytes,\n"
-          "      memory for weights and for a KV cache of N tokens (default: trained context)\n"
+          "      memory for weights and for a KV cache of N tokens (default: trained context);\n"
+          "      MODEL may be a GGUF file or a deploy bundle's folder\n"
           "  logits -m MODEL (--tokens \"1 2 3\" | --prompt TEXT) --out FILE.f32 [--ctx N]\n"
           "      logits of every position as little-endian float32, n_tokens x n_vocab;\n"
           "      row i = logits after consuming tokens 0..i\n"
@@ -101,6 +103,15 @@ static void help(FILE *f) {
           "      the model with its weight matrices in T: a plain type (f32 f16 bf16 q8_0 q4_0 q4_1\n"
           "      q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k) or a mix (q3_k_m q4_k_s q4_k_m q5_k_s q5_k_m);\n"
           "      a tensor per line on stderr (docs/quantize.md)\n"
+          "  plan -m MODEL [--device NAME|all] [--json] [--ctx N] [--draft MODEL] [--cache-dir DIR]\n"
+          "      what octo switches on for the model on each device (host, or a profile):\n"
+          "      weights packed or mapped, KV compression and budget, spill, draft, lookahead,\n"
+          "      expert cache, each with its reason; --json: the same as deploy's plan.json\n"
+          "  deploy -m MODEL.gguf --device NAME[,NAME...] -o DIR [--type T] [--draft DRAFT.gguf] [-t N] [--quiet]\n"
+          "      DIR/NAME per device: the weights in the layout its kernels read (mapped\n"
+          "      read-only at load, nothing re-laid), its draft, plan.json and a manifest of\n"
+          "      checksums; 'octo run -m DIR' loads the host's folder (--device: another)\n"
+          "      (docs/deploy.md)\n"
           "  moe-prep -m MOE [-f TEXT] [--ctx N]\n"
           "      write MOE.int2, the 2-bit copies of the experts; with TEXT, measure what they\n"
           "      cost (KL divergence over N tokens, default 512), which --moe-int2 auto reads\n",
@@ -114,7 +125,7 @@ static int tokenize_all(octo_model *m, const char *text, size_t len, int add_spe
 /* ---------------------------------------------------------------- inspect */
 
 static int cmd_inspect(int argc, char **argv) {
-    const char *path = NULL;
+    const char *path = NULL, *device = NULL;
     long kv_tokens = -1;
     octo_moe_options moe = octo_model_options_defaults().moe;
     for (int i = 0; i < argc; i++) {
@@ -122,13 +133,16 @@ static int cmd_inspect(int argc, char **argv) {
         if (rc) return rc;
         if (used) { i++; continue; }
         if (!strcmp(argv[i], "-m") && i + 1 < argc) path = argv[++i];
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
         else if (!strcmp(argv[i], "--kv-tokens") && i + 1 < argc) {
             if (!parse_long(argv[++i], 1, 1L << 24, &kv_tokens)) return usage_error("--kv-tokens takes a positive count");
         } else return usage_error("inspect: unknown option '%s'", argv[i]);
     }
     if (!path) return usage_error("inspect needs -m MODEL");
     octo_memory before = octo_memory_usage();
-    octo_client *c = octo_client_new(NULL);
+    octo_client_options co = octo_client_options_defaults();
+    co.device = device;
+    octo_client *c = octo_client_new(&co);
     octo_model_options mo = octo_model_options_defaults();
     mo.n_ctx = 1; /* inspect does not need a cache */
     mo.moe = moe;

@@ -150,8 +150,9 @@ bool flatjson_get_u64(const char *text, size_t len, const char *k, uint64_t *out
     uint64_t v = 0;
     size_t i = c.i;
     for (; i < len && text[i] >= '0' && text[i] <= '9'; i++) {
-        if (v > (UINT64_MAX - 9) / 10) return false;
-        v = v * 10 + (uint64_t)(text[i] - '0');
+        const uint64_t d = (uint64_t)(text[i] - '0');
+        if (v > UINT64_MAX / 10 || (v == UINT64_MAX / 10 && d > UINT64_MAX % 10)) return false;
+        v = v * 10 + d;
     }
     if (i == c.i) return false;
     *out = v;

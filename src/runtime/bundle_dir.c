@@ -3,6 +3,7 @@
  */
 #include "bundle_dir.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,6 +142,14 @@ static err_code pick_folder(const char *dir, const char *device, char *out, size
     if ((size_t)snprintf(out, n, "%s/%s", dir, device ? device : "host") >= n)
         return err_set(err, ERR_INVALID_ARG, "bundle path too long");
     if (is_dir(out)) return ERR_OK;
+    DIR *d = opendir(dir);
+    bool any = false; /* a folder with a manifest: a bundle, else just a directory */
+    for (struct dirent *e; d && !any && (e = readdir(d));) {
+        snprintf(probe, sizeof probe, "%s/%.255s/%s", dir, e->d_name, BUNDLE_MANIFEST);
+        any = e->d_name[0] != '.' && stat(probe, &st) == 0;
+    }
+    if (d) closedir(d);
+    if (!any) return err_set(err, ERR_IS_DIR, "%s is a directory, not a model file or an octo deploy bundle", dir);
     return err_set(err, ERR_NOT_FOUND, "bundle %s has no folder for %s%s (octo deploy --device %s makes one)", dir,
                    device ? "device " : "this host", device ? device : "", device ? device : "host");
 }
