@@ -4,6 +4,7 @@
  * sizes on stdout.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -22,6 +23,7 @@ static void show_progress(void *ctx, int index, int count, const char *name, uin
 
 int cmd_quantize(int argc, char **argv) {
     quantize_opts o = {.progress = show_progress};
+    const char *calib = NULL;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long n;
@@ -32,7 +34,13 @@ int cmd_quantize(int argc, char **argv) {
             if (!parse_long(v, 1, 1024, &n)) return usage_error("%s takes a whole number from 1 to 1024", a);
             o.n_threads = (int)n;
             i++;
-        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o.progress = NULL;
+        } else if (!strcmp(a, "-f") && v) calib = argv[++i];
+        else if (!strcmp(a, "--calib-tokens") && v) {
+            if (!parse_long(v, 1, 1L << 24, &n)) return usage_error("--calib-tokens takes a positive count");
+            o.calib_tokens = (int)n;
+            i++;
+        } else if (!strcmp(a, "--types-from") && v) o.types_from = argv[++i];
+        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o.progress = NULL;
         else return usage_error("quantize: unknown option '%s'", a);
     }
     if (!o.input || !o.output || !o.type) return usage_error("quantize needs -m IN.gguf -o OUT.gguf --type T");
@@ -44,9 +52,17 @@ int cmd_quantize(int argc, char **argv) {
     }
     quantize_report rep;
     err_t err = {0};
-    if (quantize_run(&o, &rep, &err)) return fail("quantize: %s", err.msg);
+    char *text = NULL;
+    if (calib && read_text_file(calib, &text, &o.calib_len)) return 1; /* it said why */
+    o.calib_text = text;
+    const int rc = quantize_run(&o, &rep, &err);
+    free(text);
+    if (rc) return fail("quantize: %s", err.msg);
     printf("quantized:  %s -> %s as %s: %d of %d tensors converted, %.2f MiB -> %.2f MiB of tensor data\n", o.input,
            o.output, o.type, rep.n_converted, rep.n_tensors, rep.bytes_in / 1048576.0, rep.bytes_out / 1048576.0);
+    if (calib)
+        printf("importance: %d matrices rounded by the importance of their inputs over %d tokens of %s\n",
+               rep.n_weighted, rep.calib_tokens, calib);
     if (rep.n_fallback) printf("fallback:   %d matrices in a nearer type; first: %s\n", rep.n_fallback, rep.fallback);
     return 0;
 }

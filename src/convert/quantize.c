@@ -15,6 +15,7 @@
 #include "core/quant.h"
 #include "model/model.h"
 #include "core/threadpool.h"
+#include "imatrix.h"
 
 /* ---------------------------------------------------------------- names */
 
@@ -122,6 +123,8 @@ typedef struct {
     tpool *pool;
     float **rows;      /* per thread, one row of the widest tensor */
     const quantize_opts *o;
+    imatrix *im;       /* NULL: no calibration text */
+    quantize_report *rep;
 } qctx;
 
 typedef struct {
@@ -129,6 +132,7 @@ typedef struct {
     uint32_t to;
     uint8_t *dst;
     float **rows;
+    const float *imp;  /* the importance of each input column, or NULL */
 } row_job;
 
 static void convert_rows(void *ctx, int ith, int nth) {
@@ -138,7 +142,8 @@ static void convert_rows(void *ctx, int ith, int nth) {
     float *f = j->rows[ith];
     for (int64_t r = rows * ith / nth; r < rows * (ith + 1) / nth; r++) {
         quant_dequantize_row(j->t->type, (const uint8_t *)j->t->data + (size_t)r * rb_in, f, n);
-        quant_quantize_row(j->to, f, j->dst + (size_t)r * rb_out, n);
+        if (j->imp) quant_traits_of(j->to)->quantize_imp(f, j->dst + (size_t)r * rb_out, n, j->imp);
+        else quant_quantize_row(j->to, f, j->dst + (size_t)r * rb_out, n);
     }
 }
 
@@ -151,19 +156,24 @@ static err_code fill(void *user, uint64_t index, void *buf, uint64_t n_bytes, er
         memcpy(buf, t->data, n_bytes);
         return ERR_OK;
     }
-    row_job j = {t, c->to[index], buf, c->rows};
+    row_job j = {t, c->to[index], buf, c->rows, NULL};
+    if (c->im && quant_traits_of(j.to)->quantize_imp && (j.imp = imatrix_of(c->im, t->name, t->ne[0])))
+        c->rep->n_weighted++;
     tpool_run(c->pool, convert_rows, &j);
     return ERR_OK;
 }
 
 /* Every tensor's type, and the report's counts. */
-static void plan_types(const gguf_ctx *g, const type_row *tr, uint32_t *to, quantize_report *rep) {
+static void plan_types(const gguf_ctx *g, const gguf_ctx *ref, const type_row *tr, uint32_t *to,
+                       quantize_report *rep) {
     int n_layer = 0;
     for (uint64_t i = 0; i < g->n_tensors; i++)
         if (layer_of(g->tensors[i].name) + 1 > n_layer) n_layer = layer_of(g->tensors[i].name) + 1;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
         uint32_t want = kept(t) ? t->type : mix_type(tr->mix, tr->type, t->name, n_layer);
+        const gguf_tensor *r = ref ? gguf_find_tensor(ref, t->name) : NULL;
+        if (r && r->ne[0] == t->ne[0] && quant_type_supported(r->type)) want = r->type; /* --types-from */
         to[i] = holding(want, t->ne[0]);
         if (to[i] != want) {
             if (!rep->n_fallback)
@@ -208,8 +218,9 @@ static err_code write_metadata(gguf_writer *w, const gguf_ctx *g, const type_row
     return rc ? err_set(err, rc, "out of memory") : ERR_OK;
 }
 
-static err_code run(const quantize_opts *o, const gguf_ctx *g, const type_row *tr, quantize_report *rep, err_t *err) {
-    qctx c = {.src = g, .o = o};
+static err_code run(const quantize_opts *o, const gguf_ctx *g, const gguf_ctx *ref, const type_row *tr,
+                    quantize_report *rep, err_t *err) {
+    qctx c = {.src = g, .o = o, .rep = rep};
     int64_t widest = 1;
     for (uint64_t i = 0; i < g->n_tensors; i++) widest = g->tensors[i].ne[0] > widest ? g->tensors[i].ne[0] : widest;
     c.to = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *c.to);
@@ -221,8 +232,14 @@ static err_code run(const quantize_opts *o, const gguf_ctx *g, const type_row *t
         if (!(c.rows[t] = malloc(sizeof(float) * (size_t)widest))) rc = err_set(err, ERR_NOMEM, "out of memory");
     gguf_writer *w = rc ? NULL : gguf_writer_new();
     if (!rc && !w) rc = err_set(err, ERR_NOMEM, "out of memory");
+    if (!rc && o->calib_text) {
+        const int want_tokens = o->calib_tokens > 0 ? o->calib_tokens : QUANTIZE_CALIB_TOKENS;
+        rc = imatrix_collect(o->input, o->calib_text, o->calib_len, want_tokens, o->n_threads, &c.im,
+                             &rep->calib_tokens, err);
+        if (rc) err_prefix(err, "importance matrix");
+    }
     if (!rc) {
-        plan_types(g, tr, c.to, rep);
+        plan_types(g, ref, tr, c.to, rep);
         gguf_writer_set_version(w, 3);
         rc = write_metadata(w, g, tr, err);
     }
@@ -234,6 +251,7 @@ static err_code run(const quantize_opts *o, const gguf_ctx *g, const type_row *t
     free(c.rows);
     tpool_free(c.pool);
     free(c.to);
+    imatrix_free(c.im);
     return rc;
 }
 
@@ -247,10 +265,12 @@ err_code quantize_run(const quantize_opts *o, quantize_report *rep, err_t *err) 
         return err_set(err, ERR_INVALID_ARG, "unknown type '%s' (%s)", o->type ? o->type : "", names);
     }
     if (!o->input || !o->output) return err_set(err, ERR_INVALID_ARG, "quantize needs an input and an output");
-    gguf_ctx *g = NULL;
+    gguf_ctx *g = NULL, *ref = NULL;
     err_code rc = gguf_open(o->input, &g, err);
     if (rc) return err_prefix(err, "%s", o->input), rc;
-    if (!(rc = check_input(g, err))) rc = run(o, g, tr, rep, err);
+    if (o->types_from && (rc = gguf_open(o->types_from, &ref, err))) err_prefix(err, "%s", o->types_from);
+    if (!rc && !(rc = check_input(g, err))) rc = run(o, g, ref, tr, rep, err);
+    gguf_close(ref);
     gguf_close(g);
     return rc;
 }

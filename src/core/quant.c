@@ -197,6 +197,70 @@ static float bf16_dot(const void *w, const float *x, int64_t n) {
  * value j+16 (high nibble).
  * ------------------------------------------------------------------------- */
 
+/* ---- importance-weighted scales for the 32-value types ----
+ * Candidate scales around the plain one (the extreme value on the end
+ * level), each refit by weighted least squares on the codes it gives, the
+ * scale rounded to fp16 as stored; the one with the least weighted squared
+ * error wins. The plain scale is a candidate, so the error never grows. */
+
+static void minmax_scale(const float *x, int n, int levels, fp16_t *d16, fp16_t *m16, float *d, float *m);
+
+/* Weighted squared error of x ~ d*L + m, L = round((x - m)/d) in [lo, hi]. */
+static double block_wsse(const float *x, const float *w, int n, int lo, int hi, float d, float m) {
+    double e = 0.0;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int i = 0; i < n; i++) {
+        const double r = (double)d * q_round((x[i] - m) * id, lo, hi) + m - x[i];
+        e += w[i] * r * r;
+    }
+    return e;
+}
+
+/* Symmetric: the fp16 scale for x ~ d*L, L in [lo, hi]. */
+static fp16_t sym_scale_imp(const float *x, const float *w, int n, int lo, int hi) {
+    float vmax;
+    abs_max(x, n, &vmax);
+    fp16_t best = fp16_scale(vmax / (float)lo);
+    double best_e = block_wsse(x, w, n, lo, hi, fp16_to_fp32(best), 0.0f);
+    for (int step = -10; step <= 10 && vmax != 0.0f; step++) {
+        const float id = ((float)lo + 0.1f * (float)step) / vmax;
+        double sxl = 0, sll = 0;
+        for (int i = 0; i < n; i++) {
+            const int l = q_round(x[i] * id, lo, hi);
+            sxl += (double)w[i] * x[i] * l;
+            sll += (double)w[i] * l * l;
+        }
+        if (!(sll > 0.0)) continue;
+        const fp16_t d = fp16_scale((float)(sxl / sll));
+        const double e = block_wsse(x, w, n, lo, hi, fp16_to_fp32(d), 0.0f);
+        if (e < best_e) best_e = e, best = d;
+    }
+    return best;
+}
+
+/* Affine: fp16 step and minimum for x ~ d*L + m, L in [0, qmax]. */
+static void affine_scale_imp(const float *x, const float *w, int n, int qmax, fp16_t *d16, fp16_t *m16) {
+    float d, m;
+    minmax_scale(x, n, qmax + 1, d16, m16, &d, &m);
+    double best_e = block_wsse(x, w, n, 0, qmax, d, m);
+    const float lo = m, range = d * (float)qmax;
+    for (int step = -10; step <= 10 && range > 0.0f; step++) {
+        const float id = ((float)qmax + 0.1f * (float)step) / range;
+        double sw = 0, sl = 0, sll = 0, sx = 0, sxl = 0;
+        for (int i = 0; i < n; i++) {
+            const int l = q_round((x[i] - lo) * id, 0, qmax);
+            sw += w[i], sl += w[i] * l, sll += (double)w[i] * l * l, sx += w[i] * x[i], sxl += (double)w[i] * x[i] * l;
+        }
+        const double det = sw * sll - sl * sl;
+        if (!(det > 0.0)) continue;
+        const double ds = (sw * sxl - sl * sx) / det, ms = (sll * sx - sl * sxl) / det;
+        if (!(ds > 0.0)) continue;
+        const fp16_t cd = fp16_scale((float)ds), cm = fp16_scale((float)ms);
+        const double e = block_wsse(x, w, n, 0, qmax, fp16_to_fp32(cd), fp16_to_fp32(cm));
+        if (e < best_e) best_e = e, *d16 = cd, *m16 = cm;
+    }
+}
+
 static void q4_0_dequantize(const void *src, float *dst, int64_t n) {
     const block_q4_0 *b = src;
     for (int64_t i = 0; i < n / QK4_0; i++, dst += QK4_0) {
@@ -225,6 +289,16 @@ static void q4_0_quantize(const float *src, void *dst, int64_t n) {
             const int q1 = q_round(src[j + QK4_0 / 2] * id, -8, 7) + 8;
             b[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
         }
+    }
+}
+
+static void q4_0_quantize_imp(const float *src, void *dst, int64_t n, const float *imp) {
+    block_q4_0 *b = dst;
+    for (int64_t i = 0; i < n / QK4_0; i++, src += QK4_0, imp += QK4_0) {
+        b[i].d = sym_scale_imp(src, imp, QK4_0, -8, 7);
+        const float d = fp16_to_fp32(b[i].d), id = d != 0.0f ? 1.0f / d : 0.0f;
+        for (int j = 0; j < QK4_0 / 2; j++)
+            b[i].qs[j] = (uint8_t)((q_round(src[j] * id, -8, 7) + 8) | ((q_round(src[j + 16] * id, -8, 7) + 8) << 4));
     }
 }
 
@@ -290,6 +364,16 @@ static void q4_1_quantize(const float *src, void *dst, int64_t n) {
     }
 }
 
+static void q4_1_quantize_imp(const float *src, void *dst, int64_t n, const float *imp) {
+    block_q4_1 *b = dst;
+    for (int64_t i = 0; i < n / QK4_1; i++, src += QK4_1, imp += QK4_1) {
+        affine_scale_imp(src, imp, QK4_1, 15, &b[i].d, &b[i].m);
+        const float d = fp16_to_fp32(b[i].d), m = fp16_to_fp32(b[i].m), id = d != 0.0f ? 1.0f / d : 0.0f;
+        for (int j = 0; j < QK4_1 / 2; j++)
+            b[i].qs[j] = (uint8_t)(q_round((src[j] - m) * id, 0, 15) | (q_round((src[j + 16] - m) * id, 0, 15) << 4));
+    }
+}
+
 static float q4_1_dot(const void *w, const float *x, int64_t n) {
     const block_q4_1 *b = w;
     float sum = 0.0f;
@@ -339,23 +423,35 @@ static void q5_0_dequantize(const void *src, float *dst, int64_t n) {
     }
 }
 
+/* 32 five-bit codes round((x - m) / d) + bias into qs and qh. */
+static void q5_codes(const float *x, float d, float m, int lo, int hi, int bias, uint8_t *qs, uint8_t qh8[4]) {
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; j++) {
+        const int q0 = q_round((x[j] - m) * id, lo, hi) + bias;
+        const int q1 = q_round((x[j + 16] - m) * id, lo, hi) + bias;
+        qs[j] = (uint8_t)((q0 & 0x0F) | ((q1 & 0x0F) << 4));
+        qh |= (uint32_t)(q0 >> 4) << j;
+        qh |= (uint32_t)(q1 >> 4) << (j + 16);
+    }
+    qh_store(qh8, qh);
+}
+
 static void q5_0_quantize(const float *src, void *dst, int64_t n) {
     block_q5_0 *b = dst;
     for (int64_t i = 0; i < n / QK5_0; i++, src += QK5_0) {
         float vmax;
         abs_max(src, QK5_0, &vmax);
         b[i].d = fp16_scale(vmax / -16.0f);
-        const float d = fp16_to_fp32(b[i].d);
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        uint32_t qh = 0;
-        for (int j = 0; j < QK5_0 / 2; j++) {
-            const int q0 = q_round(src[j] * id, -16, 15) + 16;
-            const int q1 = q_round(src[j + QK5_0 / 2] * id, -16, 15) + 16;
-            b[i].qs[j] = (uint8_t)((q0 & 0x0F) | ((q1 & 0x0F) << 4));
-            qh |= (uint32_t)(q0 >> 4) << j;
-            qh |= (uint32_t)(q1 >> 4) << (j + QK5_0 / 2);
-        }
-        qh_store(b[i].qh, qh);
+        q5_codes(src, fp16_to_fp32(b[i].d), 0.0f, -16, 15, 16, b[i].qs, b[i].qh);
+    }
+}
+
+static void q5_0_quantize_imp(const float *src, void *dst, int64_t n, const float *imp) {
+    block_q5_0 *b = dst;
+    for (int64_t i = 0; i < n / QK5_0; i++, src += QK5_0, imp += QK5_0) {
+        b[i].d = sym_scale_imp(src, imp, QK5_0, -16, 15);
+        q5_codes(src, fp16_to_fp32(b[i].d), 0.0f, -16, 15, 16, b[i].qs, b[i].qh);
     }
 }
 
@@ -394,16 +490,15 @@ static void q5_1_quantize(const float *src, void *dst, int64_t n) {
     for (int64_t i = 0; i < n / QK5_1; i++, src += QK5_1) {
         float d, m;
         minmax_scale(src, QK5_1, 32, &b[i].d, &b[i].m, &d, &m);
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        uint32_t qh = 0;
-        for (int j = 0; j < QK5_1 / 2; j++) {
-            const int q0 = q_round((src[j] - m) * id, 0, 31);
-            const int q1 = q_round((src[j + QK5_1 / 2] - m) * id, 0, 31);
-            b[i].qs[j] = (uint8_t)((q0 & 0x0F) | ((q1 & 0x0F) << 4));
-            qh |= (uint32_t)(q0 >> 4) << j;
-            qh |= (uint32_t)(q1 >> 4) << (j + QK5_1 / 2);
-        }
-        qh_store(b[i].qh, qh);
+        q5_codes(src, d, m, 0, 31, 0, b[i].qs, b[i].qh);
+    }
+}
+
+static void q5_1_quantize_imp(const float *src, void *dst, int64_t n, const float *imp) {
+    block_q5_1 *b = dst;
+    for (int64_t i = 0; i < n / QK5_1; i++, src += QK5_1, imp += QK5_1) {
+        affine_scale_imp(src, imp, QK5_1, 31, &b[i].d, &b[i].m);
+        q5_codes(src, fp16_to_fp32(b[i].d), fp16_to_fp32(b[i].m), 0, 31, 0, b[i].qs, b[i].qh);
     }
 }
 
@@ -516,12 +611,12 @@ static float kq_sym_dot(const kq_sym *k, int sub, const float *x) {
 }
 
 /* Squared error of x ~ scale*L + lo with L = round((x - lo)/scale) in [0, qmax]. */
-static double kq_affine_sse(const float *x, int n, int qmax, double scale, double lo) {
+static double kq_affine_sse(const float *x, const float *w, int n, int qmax, double scale, double lo) {
     double sse = 0.0;
     for (int i = 0; i < n; i++) {
         const int l = scale > 0.0 ? q_round((float)((x[i] - lo) / scale), 0, qmax) : 0;
         const double e = scale * l + lo - x[i];
-        sse += e * e;
+        sse += (w ? w[i] : 1.0) * e * e;
     }
     return sse;
 }
@@ -531,7 +626,7 @@ static double kq_affine_sse(const float *x, int n, int qmax, double scale, doubl
  * to zero or below). Start from min/max; then, for a spread of candidate
  * inverse scales, quantize and refit (scale, offset) by least squares,
  * keeping the fit with the smallest squared error. */
-static void kq_fit_affine(const float *x, int n, int qmax, float *scale, float *offset) {
+static void kq_fit_affine(const float *x, const float *w, int n, int qmax, float *scale, float *offset) {
     float lo = 0.0f, hi = x[0];
     for (int i = 0; i < n; i++) {
         if (x[i] < lo) lo = x[i];
@@ -544,27 +639,29 @@ static void kq_fit_affine(const float *x, int n, int qmax, float *scale, float *
     }
     const double range = (double)hi - (double)lo;
     double best_scale = range / qmax, best_lo = lo;
-    double best_sse = kq_affine_sse(x, n, qmax, best_scale, best_lo);
+    double best_sse = kq_affine_sse(x, w, n, qmax, best_scale, best_lo);
     for (int step = -10; step <= 10; step++) {
         const double iscale = (qmax + 0.1 * step) / range;
-        double sl = 0, sl2 = 0, sx = 0, sxl = 0;
-        for (int i = 0; i < n; i++) {
+        double sw = 0, sl = 0, sl2 = 0, sx = 0, sxl = 0;
+        for (int i = 0; i < n; i++) { /* with no weights every w_i is 1: the plain least squares, exactly */
             const int l = q_round((float)(iscale * (x[i] - lo)), 0, qmax);
-            sl += l;
-            sl2 += (double)l * l;
-            sx += x[i];
-            sxl += (double)x[i] * l;
+            const double wi = w ? w[i] : 1.0;
+            sw += wi;
+            sl += wi * l;
+            sl2 += wi * l * l;
+            sx += wi * x[i];
+            sxl += wi * x[i] * l;
         }
-        const double det = n * sl2 - sl * sl;
+        const double det = sw * sl2 - sl * sl;
         if (!(det > 0.0)) continue;
-        double s = (n * sxl - sl * sx) / det;
+        double s = (sw * sxl - sl * sx) / det;
         double m = (sl2 * sx - sl * sxl) / det;
         if (m > 0.0) { /* the offset must stay >= 0: refit the scale alone */
             m = 0.0;
             s = sxl / sl2;
         }
         if (!(s > 0.0)) continue;
-        const double sse = kq_affine_sse(x, n, qmax, s, m);
+        const double sse = kq_affine_sse(x, w, n, qmax, s, m);
         if (sse < best_sse) {
             best_sse = sse;
             best_scale = s;
@@ -579,13 +676,13 @@ static void kq_fit_affine(const float *x, int n, int qmax, float *scale, float *
  * sub-block scales and offsets to smax levels of the fp16 super-block
  * scales d and dmin, then quantize each value against the scale and offset
  * it will actually be dequantized with. */
-static void kq_affine_quantize(const float *x, int sub, int qmax, int smax, kq_affine *k) {
+static void kq_affine_quantize(const float *x, const float *w, int sub, int qmax, int smax, kq_affine *k) {
     const int nsub = QK_K / sub;
     float scale[QK_K / 16] = { 0 }, offset[QK_K / 16] = { 0 };
     float max_scale = 0.0f, max_offset = 0.0f;
     assert(nsub <= QK_K / 16);
     for (int j = 0; j < nsub; j++) {
-        kq_fit_affine(x + j * sub, sub, qmax, &scale[j], &offset[j]);
+        kq_fit_affine(x + j * sub, w ? w + j * sub : NULL, sub, qmax, &scale[j], &offset[j]);
         if (scale[j] > max_scale) max_scale = scale[j];
         if (offset[j] > max_offset) max_offset = offset[j];
     }
@@ -602,12 +699,12 @@ static void kq_affine_quantize(const float *x, int sub, int qmax, int smax, kq_a
 }
 
 /* Squared error of x ~ scale*L with L = round(x/scale) in [qlo, qhi]. */
-static double kq_sym_sse(const float *x, int n, int qlo, int qhi, double scale) {
+static double kq_sym_sse(const float *x, const float *w, int n, int qlo, int qhi, double scale) {
     double sse = 0.0;
     for (int i = 0; i < n; i++) {
         const int l = scale != 0.0 ? q_round((float)(x[i] / scale), qlo, qhi) : 0;
         const double e = scale * l - x[i];
-        sse += e * e;
+        sse += (w ? w[i] : 1.0) * e * e;
     }
     return sse;
 }
@@ -616,22 +713,23 @@ static double kq_sym_sse(const float *x, int n, int qlo, int qhi, double scale) 
  * value of largest magnitude maps near qlo, which uses the extra negative
  * level; candidate inverse scales around that are each refit by least
  * squares. The scale may be negative. */
-static float kq_fit_sym(const float *x, int n, int qlo, int qhi) {
+static float kq_fit_sym(const float *x, const float *w, int n, int qlo, int qhi) {
     float vmax;
     if (abs_max(x, n, &vmax) == 0.0f) return 0.0f;
     double best_scale = (double)vmax / qlo;
-    double best_sse = kq_sym_sse(x, n, qlo, qhi, best_scale);
+    double best_sse = kq_sym_sse(x, w, n, qlo, qhi, best_scale);
     for (int step = -9; step <= 9; step++) {
         const double iscale = (qlo - 0.1 * step) / vmax;
         double sl2 = 0, sxl = 0;
         for (int i = 0; i < n; i++) {
             const int l = q_round((float)(iscale * x[i]), qlo, qhi);
-            sl2 += (double)l * l;
-            sxl += (double)x[i] * l;
+            const double wi = w ? w[i] : 1.0;
+            sl2 += wi * l * l;
+            sxl += wi * x[i] * l;
         }
         if (!(sl2 > 0.0)) continue;
         const double s = sxl / sl2;
-        const double sse = kq_sym_sse(x, n, qlo, qhi, s);
+        const double sse = kq_sym_sse(x, w, n, qlo, qhi, s);
         if (sse < best_sse) {
             best_sse = sse;
             best_scale = s;
@@ -643,12 +741,12 @@ static float kq_fit_sym(const float *x, int n, int qlo, int qhi) {
 /* Quantize 256 values to the symmetric form; sub-block scales become signed
  * integers in [slo, shi] of the fp16 super-block scale d, with the largest
  * one mapped to slo (as ggml does). */
-static void kq_sym_quantize(const float *x, int sub, int qlo, int qhi, int slo, int shi,
+static void kq_sym_quantize(const float *x, const float *w, int sub, int qlo, int qhi, int slo, int shi,
                             kq_sym *k) {
     const int nsub = QK_K / sub;
     float scale[QK_K / 16] = { 0 };
     assert(nsub <= QK_K / 16);
-    for (int j = 0; j < nsub; j++) scale[j] = kq_fit_sym(x + j * sub, sub, qlo, qhi);
+    for (int j = 0; j < nsub; j++) scale[j] = kq_fit_sym(x + j * sub, w ? w + j * sub : NULL, sub, qlo, qhi);
     float vmax;
     abs_max(scale, nsub, &vmax);
     k->d = fp16_to_fp32(fp16_scale(vmax / slo));
@@ -706,14 +804,16 @@ static void q2_K_dequantize(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void q2_K_quantize(const float *src, void *dst, int64_t n) {
+static void q2_K_quantize_imp(const float *src, void *dst, int64_t n, const float *imp) {
     block_q2_K *b = dst;
     kq_affine k;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        kq_affine_quantize(src + i * QK_K, 16, 3, 15, &k);
+        kq_affine_quantize(src + i * QK_K, imp ? imp + i * QK_K : NULL, 16, 3, 15, &k);
         q2_K_pack(&k, &b[i]);
     }
 }
+
+static void q2_K_quantize(const float *src, void *dst, int64_t n) { q2_K_quantize_imp(src, dst, n, NULL); }
 
 static float q2_K_dot(const void *w, const float *x, int64_t n) {
     const block_q2_K *b = w;
@@ -780,14 +880,16 @@ static void q3_K_dequantize(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void q3_K_quantize(const float *src, void *dst, int64_t n) {
+static void q3_K_quantize_imp(const float *src, void *dst, int64_t n, const float *imp) {
     block_q3_K *b = dst;
     kq_sym k;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        kq_sym_quantize(src + i * QK_K, 16, -4, 3, -32, 31, &k);
+        kq_sym_quantize(src + i * QK_K, imp ? imp + i * QK_K : NULL, 16, -4, 3, -32, 31, &k);
         q3_K_pack(&k, &b[i]);
     }
 }
+
+static void q3_K_quantize(const float *src, void *dst, int64_t n) { q3_K_quantize_imp(src, dst, n, NULL); }
 
 static float q3_K_dot(const void *w, const float *x, int64_t n) {
     const block_q3_K *b = w;
@@ -861,14 +963,16 @@ static void q4_K_dequantize(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void q4_K_quantize(const float *src, void *dst, int64_t n) {
+static void q4_K_quantize_imp(const float *src, void *dst, int64_t n, const float *imp) {
     block_q4_K *b = dst;
     kq_affine k;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        kq_affine_quantize(src + i * QK_K, 32, 15, 63, &k);
+        kq_affine_quantize(src + i * QK_K, imp ? imp + i * QK_K : NULL, 32, 15, 63, &k);
         q4_K_pack(&k, &b[i]);
     }
 }
+
+static void q4_K_quantize(const float *src, void *dst, int64_t n) { q4_K_quantize_imp(src, dst, n, NULL); }
 
 static float q4_K_dot(const void *w, const float *x, int64_t n) {
     const block_q4_K *b = w;
@@ -916,14 +1020,16 @@ static void q5_K_dequantize(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void q5_K_quantize(const float *src, void *dst, int64_t n) {
+static void q5_K_quantize_imp(const float *src, void *dst, int64_t n, const float *imp) {
     block_q5_K *b = dst;
     kq_affine k;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        kq_affine_quantize(src + i * QK_K, 32, 31, 63, &k);
+        kq_affine_quantize(src + i * QK_K, imp ? imp + i * QK_K : NULL, 32, 31, 63, &k);
         q5_K_pack(&k, &b[i]);
     }
 }
+
+static void q5_K_quantize(const float *src, void *dst, int64_t n) { q5_K_quantize_imp(src, dst, n, NULL); }
 
 static float q5_K_dot(const void *w, const float *x, int64_t n) {
     const block_q5_K *b = w;
@@ -983,14 +1089,16 @@ static void q6_K_dequantize(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void q6_K_quantize(const float *src, void *dst, int64_t n) {
+static void q6_K_quantize_imp(const float *src, void *dst, int64_t n, const float *imp) {
     block_q6_K *b = dst;
     kq_sym k;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        kq_sym_quantize(src + i * QK_K, 16, -32, 31, -128, 127, &k);
+        kq_sym_quantize(src + i * QK_K, imp ? imp + i * QK_K : NULL, 16, -32, 31, -128, 127, &k);
         q6_K_pack(&k, &b[i]);
     }
 }
+
+static void q6_K_quantize(const float *src, void *dst, int64_t n) { q6_K_quantize_imp(src, dst, n, NULL); }
 
 static float q6_K_dot(const void *w, const float *x, int64_t n) {
     const block_q6_K *b = w;
@@ -1054,27 +1162,30 @@ static float q8_K_dot(const void *w, const float *x, int64_t n) {
  * (which carries the block sum the min multiplies) for those with one, Q8_K
  * for the K-quants, F32 for the float types */
 #define QUANT_ROW(id, nm, bs, ts, pfx, act) \
-    [id] = { nm, bs, ts, pfx##_dequantize, pfx##_quantize, pfx##_dot, act }
+    [id] = { nm, bs, ts, pfx##_dequantize, pfx##_quantize, pfx##_dot, act, NULL }
+#define QUANT_ROW_IMP(id, nm, bs, ts, pfx, act) \
+    [id] = { nm, bs, ts, pfx##_dequantize, pfx##_quantize, pfx##_dot, act, pfx##_quantize_imp }
 
 static const quant_traits quant_table[QT_COUNT] = {
     QUANT_ROW(QT_F32, "f32", 1, sizeof(float), f32, QT_F32),
     QUANT_ROW(QT_F16, "f16", 1, sizeof(fp16_t), f16, QT_F32),
-    QUANT_ROW(QT_Q4_0, "q4_0", QK4_0, sizeof(block_q4_0), q4_0, QT_Q8_0),
-    QUANT_ROW(QT_Q4_1, "q4_1", QK4_1, sizeof(block_q4_1), q4_1, QT_Q8_1),
-    QUANT_ROW(QT_Q5_0, "q5_0", QK5_0, sizeof(block_q5_0), q5_0, QT_Q8_0),
-    QUANT_ROW(QT_Q5_1, "q5_1", QK5_1, sizeof(block_q5_1), q5_1, QT_Q8_1),
+    QUANT_ROW_IMP(QT_Q4_0, "q4_0", QK4_0, sizeof(block_q4_0), q4_0, QT_Q8_0),
+    QUANT_ROW_IMP(QT_Q4_1, "q4_1", QK4_1, sizeof(block_q4_1), q4_1, QT_Q8_1),
+    QUANT_ROW_IMP(QT_Q5_0, "q5_0", QK5_0, sizeof(block_q5_0), q5_0, QT_Q8_0),
+    QUANT_ROW_IMP(QT_Q5_1, "q5_1", QK5_1, sizeof(block_q5_1), q5_1, QT_Q8_1),
     QUANT_ROW(QT_Q8_0, "q8_0", QK8_0, sizeof(block_q8_0), q8_0, QT_Q8_0),
-    [QT_Q8_1] = { "q8_1", QK8_0, sizeof(block_q8_1), NULL, NULL, NULL, QT_Q8_1 },
-    QUANT_ROW(QT_Q2_K, "q2_K", QK_K, sizeof(block_q2_K), q2_K, QT_Q8_K),
-    QUANT_ROW(QT_Q3_K, "q3_K", QK_K, sizeof(block_q3_K), q3_K, QT_Q8_K),
-    QUANT_ROW(QT_Q4_K, "q4_K", QK_K, sizeof(block_q4_K), q4_K, QT_Q8_K),
-    QUANT_ROW(QT_Q5_K, "q5_K", QK_K, sizeof(block_q5_K), q5_K, QT_Q8_K),
-    QUANT_ROW(QT_Q6_K, "q6_K", QK_K, sizeof(block_q6_K), q6_K, QT_Q8_K),
+    [QT_Q8_1] = { "q8_1", QK8_0, sizeof(block_q8_1), NULL, NULL, NULL, QT_Q8_1, NULL },
+    QUANT_ROW_IMP(QT_Q2_K, "q2_K", QK_K, sizeof(block_q2_K), q2_K, QT_Q8_K),
+    QUANT_ROW_IMP(QT_Q3_K, "q3_K", QK_K, sizeof(block_q3_K), q3_K, QT_Q8_K),
+    QUANT_ROW_IMP(QT_Q4_K, "q4_K", QK_K, sizeof(block_q4_K), q4_K, QT_Q8_K),
+    QUANT_ROW_IMP(QT_Q5_K, "q5_K", QK_K, sizeof(block_q5_K), q5_K, QT_Q8_K),
+    QUANT_ROW_IMP(QT_Q6_K, "q6_K", QK_K, sizeof(block_q6_K), q6_K, QT_Q8_K),
     QUANT_ROW(QT_Q8_K, "q8_K", QK_K, sizeof(block_q8_K), q8_K, QT_Q8_K),
     QUANT_ROW(QT_BF16, "bf16", 1, sizeof(bf16_t), bf16, QT_F32),
 };
 
 #undef QUANT_ROW
+#undef QUANT_ROW_IMP
 
 const quant_traits *quant_traits_of(uint32_t type) {
     if (type >= QT_COUNT || quant_table[type].name == NULL) return NULL;

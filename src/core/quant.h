@@ -109,6 +109,10 @@ _Static_assert(sizeof(block_q8_K) == 292, "block_q8_K layout");
 typedef void (*quant_dequantize_fn)(const void *src, float *dst, int64_t n);
 typedef void (*quant_quantize_fn)(const float *src, void *dst, int64_t n);
 typedef float (*quant_dot_fn)(const void *w, const float *x, int64_t n);
+/* imp: n non-negative importances, one per value (an importance matrix's
+ * E[x_j^2] for the row's input columns): the scales are chosen to minimise
+ * sum_j imp_j (w_j - w'_j)^2 rather than the plain squared error. */
+typedef void (*quant_quantize_imp_fn)(const float *src, void *dst, int64_t n, const float *imp);
 
 typedef struct {
     const char *name;         /* GGUF/ggml name: "q4_0", "f16", ... */
@@ -119,6 +123,7 @@ typedef struct {
     quant_dot_fn dot;
     uint32_t act_type;        /* the activation format its integer kernels take (core/kernels.h):
                                  Q8_0, Q8_1 (with the block sum), Q8_K, or F32 for float types */
+    quant_quantize_imp_fn quantize_imp; /* NULL: importance does not apply (Q8_0, float types) */
 } quant_traits;
 
 /* Traits of a type id, or NULL when the id is not a type GGUF defines that we know. */

@@ -365,6 +365,7 @@ static err_code layer(fwd_state *st, const kv_iface *kv, const experts_iface *ex
     err_code rc = hp->kv_lora_rank > 0 ? fwd_attn_mla(st, kv, l, n, pos, pos0, anc, trunk, err)
                                        : attn_heads(st, kv, l, n, pos, pos0, anc, trunk, err);
     if (rc) return rc;
+    observe(st, l, FWD_AT_ATTN, n, st->xn, st->att);
     residual_add(st, &L->post_attn_norm, n);
 
     fwd_norm_rows(st, st->xn, st->x, L->ffn_norm.data, E, n, hp->rms_eps);

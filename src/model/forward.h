@@ -22,19 +22,22 @@ typedef struct fwd_state fwd_state;
 
 /*
  * An observer sees what a layer computed, for tools that learn from a model's
- * activations (convert/upcycle): after each layer's FFN, x is its normed
- * input and act (dense FFN only, else NULL) the SwiGLU activations
- * silu(gate) * up, [T][n_ff]; at the layer's end, x is the residual stream
- * leaving it. Rows are the batch's tokens in order. The observer must not
- * keep the pointers; the forward pass does not read anything it returns.
+ * activations (convert/upcycle, convert/imatrix): after each layer's
+ * attention, x is its normed input (what wq, wk, wv or an MLA layer's wq_a
+ * and wkv_a read) and act the heads' output before wo, [T][n_head *
+ * head_dim_v]; after its FFN, x is the FFN's normed input and act (dense FFN
+ * only, else NULL) the gated activations silu(gate) * up, [T][n_ff]; at the
+ * layer's end, x is the residual stream leaving it. Rows are the batch's
+ * tokens in order. The observer must not keep the pointers; the forward pass
+ * does not read anything it returns.
  */
-typedef enum { FWD_AT_FFN, FWD_AT_LAYER_END } fwd_point;
+typedef enum { FWD_AT_FFN, FWD_AT_LAYER_END, FWD_AT_ATTN } fwd_point;
 typedef struct {
     int layer;
     fwd_point at;
     int T;
     const float *x;   /* [T][n_embd] */
-    const float *act; /* [T][n_ff] or NULL */
+    const float *act; /* FFN: [T][n_ff] or NULL; attention: [T][n_head * head_dim_v] */
 } fwd_tap;
 typedef void (*fwd_observer)(void *ctx, const fwd_tap *tap);
 
