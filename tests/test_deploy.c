@@ -10,6 +10,7 @@
  *     text as the GGUF; the AArch64 profile's folder (GGUF layout) too;
  *   - weights that do not fit stay unpacked in the mapping, and compute the
  *     same function (within the two layouts' rounding);
+ *   - an MoE bundle carries 2-bit expert copies that match its weights;
  *   - plan.json is applied at load; a plan-only load answers the plan and
  *     refuses to evaluate;
  *   - bad input: an unknown device or type, an output that is a file, a full
@@ -28,6 +29,7 @@
 #include "core/packed.h"
 #include "core/quant.h"
 #include "model/model.h"
+#include "moe/int2.h"
 #include "octo.h"
 #include "runtime/bundle_dir.h"
 #include "t.h"
@@ -234,6 +236,41 @@ static void check_mapped(void) {
     unlink(gguf);
 }
 
+/* An MoE model: its bundle carries the 2-bit copies, which match the bundle's
+ * weights, and computes what the GGUF computes. */
+static void check_moe(void) {
+    char gguf[512], dir[512], path[700], why[256], t1[256], t2[256];
+    tu_tmp_path(gguf, sizeof gguf, "moe.gguf");
+    tu_tmp_path(dir, sizeof dir, "moeb");
+    synth_opts o = synth_defaults();
+    o.type = QT_Q4_0, o.n_embd = 256, o.n_head = 4, o.n_head_kv = 2, o.n_ff = 256, o.n_vocab = 320, o.n_layer = 2;
+    o.n_ctx = 128, o.seed = 17, o.n_expert = 4, o.n_expert_used = 2;
+    err_t err = {0};
+    T_EQ_INT(synth_write(&o, gguf, &err), ERR_OK);
+    T_CHECKF(deploy(gguf, dir, "host", NULL, NULL, &err) == ERR_OK, "%s", err.msg);
+    bundle_manifest man;
+    snprintf(path, sizeof path, "%s/host", dir);
+    T_EQ_INT(bundle_manifest_check(path, &man, &err), ERR_OK);
+    bool listed = false;
+    for (int i = 0; i < man.n_files; i++) listed = listed || !strcmp(man.files[i].name, BUNDLE_WEIGHTS ".int2");
+    T_CHECK(listed);
+    snprintf(path, sizeof path, "%s/host/%s", dir, BUNDLE_WEIGHTS);
+    model *m = NULL;
+    moe_int2 *s2 = NULL;
+    T_EQ_INT(model_open(path, &m, &err), ERR_OK);
+    if (m) T_CHECKF(moe_int2_open(m, path, &s2, &err) == ERR_OK, "%s", err.msg);
+    moe_int2_close(s2);
+    model_free(m);
+    octo_model_info ig, ib;
+    float *g = run_public(gguf, NULL, t1, sizeof t1, &ig, why, sizeof why);
+    float *b = run_public(dir, NULL, t2, sizeof t2, &ib, why, sizeof why);
+    T_CHECKF(g && b && same_rows(g, b, ig.n_vocab) && !strcmp(t1, t2), "MoE bundle: %s", why);
+    free(g), free(b);
+    snprintf(path, sizeof path, "rm -rf '%s'", dir);
+    T_EQ_INT(system(path), 0);
+    unlink(gguf);
+}
+
 /* plan.json applied at load (a budget written into it, the manifest made
  * again); a plan-only load answers the plan and refuses to evaluate. */
 static void check_plan(void) {
@@ -396,6 +433,7 @@ int main(void) {
     const uint32_t types[] = {QT_Q4_0, QT_Q8_0, QT_Q4_K};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) check_type(types[i]);
     check_mapped();
+    check_moe();
     check_plan();
     char gguf[512], dir[512];
     tu_tmp_path(gguf, sizeof gguf, "bad.gguf");
