@@ -1,7 +1,8 @@
 /*
  * fuzz_parsers — libFuzzer target: the chat-template detector and
- * formatter, and the command line's number, id-list, lookahead and mode
- * parsers, on arbitrary bytes.
+ * formatter, the command line's number, id-list, lookahead and mode
+ * parsers, and a deploy bundle's plan.json reader (flat JSON applied to a
+ * load's options), on arbitrary bytes.
  *
  * First byte: which parser. Chat: the rest is a template to detect, then
  * NUL-separated role/content pairs to format with every family. The CLI
@@ -12,7 +13,9 @@
 #include <string.h>
 
 #include "../tools/cli.h"
+#include "core/flatjson.h"
 #include "model/chat_template.h"
+#include "runtime/bundle.h"
 
 static void chat(const char *p, size_t n) {
     const size_t tl = strnlen(p, n);
@@ -35,6 +38,20 @@ static void chat(const char *p, size_t n) {
     }
 }
 
+/* A plan.json: checked, its values read, applied to default options. */
+static void plan_json(const char *p, size_t n) {
+    err_t err = {0};
+    bundle_options o = {0};
+    bool want = false;
+    char str[64];
+    uint64_t v;
+    if (flatjson_check(p, n, &err) == ERR_OK) {
+        (void)flatjson_get_str(p, n, "draft", str, sizeof str);
+        (void)flatjson_get_u64(p, n, "kv_budget_bytes", &v);
+    }
+    (void)bundle_plan_apply(p, n, &o, &want, &err);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     char *s = malloc(size); /* the rest, NUL-terminated (the chat parser reads its own NULs) */
@@ -45,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     float f;
     int32_t *ids = NULL;
     int n, a, b, c;
-    switch (data[0] % 6) {
+    switch (data[0] % 8) {
     case 0: chat(s, size); break;
     case 1: (void)parse_long(s, -5, 1L << 40, &l); break;
     case 2: (void)parse_float(s, &f); break;
@@ -53,6 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (parse_tokens(s, &ids, &n)) free(ids);
         break;
     case 4: (void)parse_lookahead(s, &a, &b, &c); break;
+    case 6: plan_json(s, size - 1); break;
     default: (void)parse_spec_mode(s, &a); break;
     }
     free(s);

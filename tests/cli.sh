@@ -316,6 +316,8 @@ grep -q "^weights: .*pixel-8's NEON kernels" "$tmp/out" && ok || bad "inspect bu
 expect 1 1 "$octo" deploy -m "$tmp/q.gguf" --device host,moto-g -o "$tmp/dep2"
 expect 1 1 "$octo" deploy -m "$tmp/q.gguf" --device host --type q9_9 -o "$tmp/dep2"
 expect 1 1 "$octo" deploy -m "$tmp/q.gguf" --device host -o "$tmp/no-such-dir/sub"
+expect 1 1 "$octo" deploy -m "$tmp/q.gguf" --device host -o /sys/octo-bundle   # a read-only file system
+grep -q "cannot create /sys/octo-bundle" "$tmp/err" && ok || bad "deploy to a read-only place: $(cat "$tmp/err")"
 [ ! -e "$tmp/dep2" ] && [ ! -e "$tmp/no-such-dir" ] && ok || bad "deploy left something behind"
 if grep -q '"weights_packed": true' "$tmp/dep/host/plan.json"; then
     OCTO_CPU=avx2 expect 1 1 "$octo" run -m "$tmp/dep" -p "hello" -n 2
