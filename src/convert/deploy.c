@@ -154,7 +154,8 @@ static err_code write_text(const char *path, const char *text, err_t *err) {
 typedef struct {
     const deploy_opts *o;
     const char *source;       /* the model to lay out (the input, or its --type copy) */
-    char self_draft[PATH_CAP + 32];/* the Q4_0 copy, made once when a plan wants it ("" until then) */
+    char self_draft[PATH_CAP + 32];
+    char beside[PATH_CAP];     /* NAME.draft.gguf beside the input *//* the Q4_0 copy, made once when a plan wants it ("" until then) */
     char tmp_prefix[PATH_CAP]; /* DIR/.octo-deploy-PID */
     uint64_t source_size, source_hash;
 } deploy_ctx;
@@ -178,11 +179,11 @@ static void remove_folder(const char *dir) {
 static err_code choose_draft(deploy_ctx *c, const char *device, const char **draft, char *why, size_t wn,
                              err_t *err) {
     const deploy_opts *o = c->o;
-    static char beside[PATH_CAP];
+    char *beside = c->beside;
     *draft = o->draft;
     snprintf(why, wn, "draft %.200s (given to octo deploy)", o->draft ? base_name(o->draft) : "");
     if (*draft) return ERR_OK;
-    bundle_draft_beside(o->input, beside, sizeof beside);
+    bundle_draft_beside(o->input, beside, sizeof c->beside);
     if (access(beside, R_OK) == 0) {
         *draft = beside;
         snprintf(why, wn, "draft %.200s (found beside the model by octo deploy)", base_name(beside));

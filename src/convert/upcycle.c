@@ -67,6 +67,8 @@ static err_code check_opts(const upcycle_opts *o, err_t *err) {
 
 static err_code check_model(const model *m, const upcycle_opts *o, err_t *err) {
     const model_hparams *hp = &m->hp;
+    if (m->prepacked) /* its matrices are read from the file below, which holds them re-laid */
+        return err_set(err, ERR_INVALID_ARG, "%s is a deploy bundle's packed file: upcycle the GGUF model", o->input);
     if (hp->n_expert > 0)
         return err_set(err, ERR_INVALID_ARG, "%s is already a Mixture-of-Experts model (%d experts): upcycle takes a dense one",
                        o->input, hp->n_expert);

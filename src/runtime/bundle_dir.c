@@ -135,7 +135,7 @@ static err_code pick_folder(const char *dir, const char *device, char *out, size
     char probe[4096];
     snprintf(probe, sizeof probe, "%s/%s", dir, BUNDLE_MANIFEST);
     struct stat st;
-    if (!device && stat(probe, &st) == 0) { /* a device folder itself */
+    if (stat(probe, &st) == 0) { /* a device folder itself (its manifest names the device, checked after) */
         snprintf(out, n, "%s", dir);
         return ERR_OK;
     }

@@ -55,7 +55,8 @@ err_code bundle_manifest_write(const char *dir, bundle_manifest *m, err_t *err);
 err_code bundle_manifest_check(const char *dir, bundle_manifest *out, err_t *err);
 
 /* path a directory: a bundle; else a model file (bundle_load). The folder is
- * DIR/device (device NULL: DIR/host, or DIR itself when it holds a manifest). */
+ * DIR itself when it holds a manifest (which must then name device, if
+ * given), else DIR/device (device NULL: DIR/host). */
 err_code bundle_load_path(const char *path, const char *device, const bundle_options *o, bundle **out, err_t *err);
 
 #endif
