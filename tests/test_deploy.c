@@ -55,12 +55,20 @@ static void check_flatjson(void) {
     T_CHECK(flatjson_get_bool(buf, n, "b", &b) && b);
     T_CHECK(flatjson_get_str(buf, n, "s", s, sizeof s) && !strcmp(s, "a \"quoted\"\\ line\nand\ttab"));
     T_CHECK(!flatjson_get_u64(buf, n, "missing", &v) && !flatjson_get_u64(buf, n, "s", &v));
+    static const char frac[] = "{\"x\": 1.5, \"y\": 1e6, \"z\": -0.25e-3, \"w\": 7}";
+    T_EQ_INT(flatjson_check(frac, strlen(frac), &err), ERR_OK);
+    T_CHECK(!flatjson_get_u64(frac, strlen(frac), "x", &v) && !flatjson_get_u64(frac, strlen(frac), "y", &v));
+    T_CHECK(flatjson_get_u64(frac, strlen(frac), "w", &v) && v == 7);
+    static const char uni[] = "{\"s\": \"\\u0041\"}";
+    T_CHECK(flatjson_check("{}", 2, &err) == ERR_OK && flatjson_check(uni, strlen(uni), &err) == ERR_OK);
+    T_CHECK(flatjson_get_str(uni, strlen(uni), "s", s, sizeof s) && !strcmp(s, "A"));
     char small[8];
     flatjson_begin(&o, small, sizeof small);
     flatjson_str(&o, "key", "value");
     T_EQ_INT(flatjson_end(&o), n > 0 ? strlen("{\n  \"key\": \"value\"\n}\n") : 0); /* the length it needs */
     static const char *const bad[] = {"", "[]", "{", "{\"a\" 1}", "{\"a\": {\"b\": 1}}", "{\"a\": 1,}", "{\"a\": \"x}",
-                                      "{\"a\": 1} x", "{\"a\": -}", "{\"a\": tru}"};
+                                      "{\"a\": 1} x", "{\"a\": -}", "{\"a\": tru}", "{} x", "{\"a\": 1.2.3}",
+                                      "{\"a\": +1}", "{\"a\": 1e}", "{\"a\": .5}", "{\"a\": \"\\q\"}"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         err_clear(&err);
         T_CHECKF(flatjson_check(bad[i], strlen(bad[i]), &err) == ERR_BAD_VALUE, "accepted: %s", bad[i]);
@@ -271,6 +279,35 @@ static void check_moe(void) {
     unlink(gguf);
 }
 
+/* A bundle with a draft: loaded with it by default, without it when the
+ * caller says no draft (options the caller set win over plan.json). */
+static void check_draft(void) {
+    char gguf[512], draft[512], dir[512], cmd[700];
+    tu_tmp_path(gguf, sizeof gguf, "dtarget.gguf");
+    tu_tmp_path(draft, sizeof draft, "ddraft.gguf");
+    tu_tmp_path(dir, sizeof dir, "draftb");
+    synth(gguf, QT_Q8_0, 21);
+    synth_opts o = synth_defaults();
+    o.type = QT_Q4_0, o.n_embd = 256, o.n_head = 4, o.n_head_kv = 2, o.n_ff = 256, o.n_vocab = 320, o.n_layer = 1;
+    o.n_ctx = 128, o.seed = 22;
+    err_t err = {0};
+    T_EQ_INT(synth_write(&o, draft, &err), ERR_OK);
+    T_CHECKF(deploy(gguf, dir, "host", NULL, draft, &err) == ERR_OK, "%s", err.msg);
+    bundle_options bo = {.kv = kv_config_default(), .moe = moe_cache_config_default(), .plan_only = true};
+    T_EQ_INT(plan_device_of(NULL, NULL, PLAN_SPILL_AUTO, &bo.dev, &err), ERR_OK);
+    bundle *b = NULL;
+    T_EQ_INT(bundle_load_path(dir, NULL, &bo, &b, &err), ERR_OK);
+    T_CHECKF(b && b->draft_m && strstr(b->plan.spec_reason, "draft.octo"), "%s", b ? b->plan.spec_reason : err.msg);
+    bundle_free(b);
+    bo.auto_draft = BUNDLE_DRAFT_NONE;
+    T_EQ_INT(bundle_load_path(dir, NULL, &bo, &b, &err), ERR_OK);
+    T_CHECK(b && !b->draft_m);
+    bundle_free(b);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    T_EQ_INT(system(cmd), 0);
+    unlink(gguf), unlink(draft);
+}
+
 /* plan.json applied at load (a budget written into it, the manifest made
  * again); a plan-only load answers the plan and refuses to evaluate. */
 static void check_plan(void) {
@@ -434,6 +471,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) check_type(types[i]);
     check_mapped();
     check_moe();
+    check_draft();
     check_plan();
     char gguf[512], dir[512];
     tu_tmp_path(gguf, sizeof gguf, "bad.gguf");

@@ -1,10 +1,12 @@
 /*
  * deploy — see deploy.h.
  */
+#define _GNU_SOURCE /* renameat2 */
 #include "deploy.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,7 +77,14 @@ static err_code write_model(const char *src, const char *dst, bool packed, err_t
     model *m = NULL;
     err_code rc = model_open(src, &m, err);
     if (rc) return rc;
+    const uint64_t want = packed ? model_packable_bytes(m) : 0;
     if (packed) model_pack(m);
+    if (m->packed_bytes != want) { /* a mapping that could not be made writable, or memory short mid-way */
+        err_set(err, ERR_NOMEM, "%s: %llu of %llu bytes could be packed", src, (unsigned long long)m->packed_bytes,
+                (unsigned long long)want);
+        model_free(m);
+        return ERR_NOMEM;
+    }
     const gguf_ctx *g = m->gguf;
     gguf_writer *w = gguf_writer_new();
     if (!w) rc = err_set(err, ERR_NOMEM, "out of memory");
@@ -184,7 +193,11 @@ static err_code choose_draft(deploy_ctx *c, const char *device, const char **dra
     snprintf(why, wn, "draft %.200s (given to octo deploy)", o->draft ? base_name(o->draft) : "");
     if (*draft) return ERR_OK;
     bundle_draft_beside(o->input, beside, sizeof c->beside);
-    if (access(beside, R_OK) == 0) {
+    model *bm = NULL;
+    err_t berr = {0};
+    const bool usable = access(beside, R_OK) == 0 && model_open(beside, &bm, &berr) == ERR_OK && !bm->prepacked;
+    model_free(bm);
+    if (usable) {
         *draft = beside;
         snprintf(why, wn, "draft %.200s (found beside the model by octo deploy)", base_name(beside));
         return ERR_OK;
@@ -197,7 +210,7 @@ static err_code choose_draft(deploy_ctx *c, const char *device, const char **dra
     if (!c->self_draft[0]) {
         quantize_opts q = {.input = o->input, .type = "q4_0", .n_threads = o->n_threads};
         quantize_report rep;
-        snprintf(c->self_draft, sizeof c->self_draft, "%s.draft.gguf", c->tmp_prefix);
+        snprintf(c->self_draft, sizeof c->self_draft, "%s-selfdraft.gguf", c->tmp_prefix); /* not "beside" the source */
         q.output = c->self_draft;
         say(o, "deploy: a Q4_0 self-draft of %s%s", o->input, "");
         if ((rc = quantize_run(&q, &rep, err))) {
@@ -255,6 +268,10 @@ static err_code deploy_device(deploy_ctx *c, const char *device, err_t *err) {
         return err_set(err, errno == ENOSPC ? ERR_NO_SPACE : ERR_IO, "%s: %s", tmp, strerror(errno));
     err_code rc = fill_folder(c, device, tmp, err);
     const bool had = !rc && access(final, F_OK) == 0;
+    if (had && renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) == 0) { /* one step: never no folder */
+        remove_folder(tmp); /* the old bundle, now under the temporary name */
+        return ERR_OK;
+    }
     if (had && rename(final, old) != 0) rc = err_set(err, ERR_IO, "%s: %s", final, strerror(errno));
     if (!rc && rename(tmp, final) != 0) {
         rc = err_set(err, ERR_IO, "%s: %s", final, strerror(errno));
@@ -263,6 +280,19 @@ static err_code deploy_device(deploy_ctx *c, const char *device, err_t *err) {
     if (rc) remove_folder(tmp);
     else if (had) remove_folder(old);
     return rc;
+}
+
+/* An existing DIR/NAME is replaced only if it is a bundle (it has a manifest). */
+static err_code check_targets(const deploy_opts *o, err_t *err) {
+    for (int i = 0; i < o->n_devices; i++) {
+        char final[PATH_CAP + 64], man[PATH_CAP + 128];
+        snprintf(final, sizeof final, "%s/%s", o->output_dir, o->devices[i]);
+        snprintf(man, sizeof man, "%s/%s", final, BUNDLE_MANIFEST);
+        if (access(final, F_OK) == 0 && access(man, F_OK) != 0)
+            return err_set(err, ERR_INVALID_ARG, "%s exists and is not an octo bundle: remove it or deploy elsewhere",
+                           final);
+    }
+    return ERR_OK;
 }
 
 /* Everything that can be checked before writing. */
@@ -282,11 +312,14 @@ static err_code check_opts(const deploy_opts *o, err_t *err) {
         quantize_report rep;
         return quantize_run(&q, &rep, err); /* its message names the types */
     }
-    model *m = NULL;
-    err_code rc = model_open(o->input, &m, err);
-    if (!rc && m->prepacked) rc = err_set(err, ERR_INVALID_ARG, "%s is already a deployed file", o->input);
-    model_free(m);
-    if (!rc && o->draft && !(rc = model_open(o->draft, &m, err))) model_free(m);
+    const char *files[2] = {o->input, o->draft};
+    err_code rc = ERR_OK;
+    for (int i = 0; i < 2 && !rc && files[i]; i++) {
+        model *m = NULL;
+        rc = model_open(files[i], &m, err);
+        if (!rc && m->prepacked) rc = err_set(err, ERR_INVALID_ARG, "%s is already a deployed file: give its GGUF", files[i]);
+        model_free(m);
+    }
     return rc;
 }
 
@@ -303,6 +336,7 @@ static err_code output_folder(const char *dir, err_t *err) {
 err_code deploy_run(const deploy_opts *o, err_t *err) {
     err_code rc = check_opts(o, err);
     if (!rc) rc = output_folder(o->output_dir, err);
+    if (!rc) rc = check_targets(o, err);
     if (rc) return rc;
     deploy_ctx c = {.o = o, .source = o->input};
     snprintf(c.tmp_prefix, sizeof c.tmp_prefix, "%s/.octo-deploy-%ld", o->output_dir, (long)getpid());

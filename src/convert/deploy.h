@@ -18,9 +18,10 @@
  *      copies (the source's measured cost carried over when it has one);
  *   4. plan.json: the plan for that device, made with the draft in place;
  *   5. manifest, last.
- * Each folder is written under a temporary name and renamed into place
- * (an old folder of the same name is replaced only then): a failure leaves
- * no half-written folder. Everything is checked before anything is written:
+ * Each folder is written under a temporary name and renamed into place (an
+ * old bundle of the same name is exchanged with it in one step where the
+ * file system allows, then removed; a folder there that is no bundle is an
+ * error, never removed): a failure leaves no half-written folder. Everything is checked before anything is written:
  * device names, the type, the draft, the model itself.
  */
 #ifndef OCTO_CONVERT_DEPLOY_H

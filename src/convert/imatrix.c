@@ -49,15 +49,17 @@ static void observe(void *ctx, const fwd_tap *tap) {
     imatrix *im = ctx;
     const model_hparams *hp = &im->m->hp;
     layer_sums *L = &im->layers[tap->layer];
+    const model_layer *ml = &im->m->layers[tap->layer];
     const int E = hp->n_embd;
     if (tap->at == FWD_AT_ATTN) {
         accumulate(&L->sum[AT_ATTN_IN], &L->width[AT_ATTN_IN], &L->rows[AT_ATTN_IN], tap->x, tap->T, E);
         accumulate(&L->sum[AT_ATTN_OUT], &L->width[AT_ATTN_OUT], &L->rows[AT_ATTN_OUT], tap->act, tap->T,
-                   hp->n_head * hp->head_dim_v);
+                   (int)ml->wo.n_in);
     } else if (tap->at == FWD_AT_FFN) {
         accumulate(&L->sum[AT_FFN_IN], &L->width[AT_FFN_IN], &L->rows[AT_FFN_IN], tap->x, tap->T, E);
         if (tap->act)
-            accumulate(&L->sum[AT_FFN_ACT], &L->width[AT_FFN_ACT], &L->rows[AT_FFN_ACT], tap->act, tap->T, hp->n_ff);
+            accumulate(&L->sum[AT_FFN_ACT], &L->width[AT_FFN_ACT], &L->rows[AT_FFN_ACT], tap->act, tap->T,
+                       (int)ml->w_down.n_in); /* this layer's width (a dense lead layer of an MoE model has its own) */
     } else if (tap->at == FWD_AT_LAYER_END && tap->layer == hp->n_layer - 1 && im->norm_tmp) {
         for (int t = 0; t < tap->T; t++) {
             fwd_rmsnorm(im->norm_tmp, tap->x + (size_t)t * E, im->m->output_norm.data, E, hp->rms_eps);
@@ -68,6 +70,7 @@ static void observe(void *ctx, const fwd_tap *tap) {
 
 static err_code feed(imatrix *im, const model *m, const int32_t *ids, int n, int bos, int n_threads, err_t *err) {
     const int chunk = m->hp.n_ctx_train - 1 < CHUNK ? m->hp.n_ctx_train - 1 : CHUNK;
+    if (chunk < 1) return err_set(err, ERR_UNSUPPORTED, "a context of %d tokens leaves no room after BOS", m->hp.n_ctx_train);
     session *s = NULL;
     err_code rc = session_new(m, chunk + 1, QT_F32, n_threads, &s, err);
     int32_t *buf = malloc(sizeof(int32_t) * (size_t)(chunk + 1));

@@ -63,6 +63,10 @@ static void ws(cursor *c) {
         c->i++;
 }
 
+static bool in_set(char ch, const char *set) { return ch != '\0' && strchr(set, ch) != NULL; }
+
+static bool is_digit(char ch) { return ch >= '0' && ch <= '9'; }
+
 /* Past a string starting at c->i ('"'); false when unterminated or badly escaped. */
 static bool skip_str(cursor *c) {
     if (c->i >= c->n || c->s[c->i] != '"') return false;
@@ -74,10 +78,10 @@ static bool skip_str(cursor *c) {
         }
         if (ch < 0x20) return false;
         if (ch == '\\') {
-            if (++c->i >= c->n || !strchr("\"\\/bfnrtu", c->s[c->i])) return false;
+            if (++c->i >= c->n || !in_set(c->s[c->i], "\"\\/bfnrtu")) return false;
             if (c->s[c->i] == 'u') {
                 for (int k = 0; k < 4; k++)
-                    if (++c->i >= c->n || !strchr("0123456789abcdefABCDEF", c->s[c->i])) return false;
+                    if (++c->i >= c->n || !in_set(c->s[c->i], "0123456789abcdefABCDEF")) return false;
             }
         }
     }
@@ -94,10 +98,25 @@ static bool skip_value(cursor *c) {
             return true;
         }
     }
-    const size_t start = c->i;
-    if (c->i < c->n && c->s[c->i] == '-') c->i++;
-    while (c->i < c->n && strchr("0123456789.eE+-", c->s[c->i])) c->i++;
-    return c->i > start && c->s[c->i - 1] != '-';
+    /* a JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+    const char *s = c->s;
+    size_t i = c->i;
+    if (i < c->n && s[i] == '-') i++;
+    if (i >= c->n || !is_digit(s[i])) return false;
+    if (s[i] == '0') i++;
+    else
+        while (i < c->n && is_digit(s[i])) i++;
+    if (i < c->n && s[i] == '.') {
+        if (++i >= c->n || !is_digit(s[i])) return false;
+        while (i < c->n && is_digit(s[i])) i++;
+    }
+    if (i < c->n && (s[i] == 'e' || s[i] == 'E')) {
+        if (++i < c->n && (s[i] == '+' || s[i] == '-')) i++;
+        if (i >= c->n || !is_digit(s[i])) return false;
+        while (i < c->n && is_digit(s[i])) i++;
+    }
+    c->i = i;
+    return true;
 }
 
 /* Walk the object; with want set, stop at that key's value (c->i there). */
@@ -108,9 +127,12 @@ static bool walk(cursor *c, const char *want, err_t *err) {
         return false;
     }
     ws(c);
-    if (c->i < c->n && c->s[c->i] == '}') {
+    if (c->i < c->n && c->s[c->i] == '}') { /* {} and nothing after it */
         c->i++;
-        return !want;
+        ws(c);
+        if (c->i == c->n) return !want;
+        if (err) err_set(err, ERR_BAD_VALUE, "offset %zu: text after the object", c->i);
+        return false;
     }
     for (;;) {
         ws(c);
@@ -149,12 +171,13 @@ bool flatjson_get_u64(const char *text, size_t len, const char *k, uint64_t *out
     if (!walk(&c, k, NULL)) return false;
     uint64_t v = 0;
     size_t i = c.i;
-    for (; i < len && text[i] >= '0' && text[i] <= '9'; i++) {
+    if (i < len && text[i] == '0' && i + 1 < len && is_digit(text[i + 1])) return false;
+    for (; i < len && is_digit(text[i]); i++) {
         const uint64_t d = (uint64_t)(text[i] - '0');
         if (v > UINT64_MAX / 10 || (v == UINT64_MAX / 10 && d > UINT64_MAX % 10)) return false;
         v = v * 10 + d;
     }
-    if (i == c.i) return false;
+    if (i == c.i || (i < len && !in_set(text[i], " \t\r\n,}"))) return false; /* a fraction, an exponent: not a count */
     *out = v;
     return true;
 }
@@ -176,9 +199,13 @@ bool flatjson_get_str(const char *text, size_t len, const char *k, char *out, si
         if (ch == '\\' && i + 1 < len) {
             const char e = text[++i];
             ch = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'b' ? '\b' : e == 'f' ? '\f' : e;
-            if (e == 'u') { /* octo writes \u only for control bytes */
+            if (e == 'u') { /* octo writes \u only for control bytes; others read as '?' */
                 unsigned v = 0;
-                if (i + 4 >= len || sscanf(text + i + 1, "%4x", &v) != 1) return false;
+                if (i + 4 >= len) return false;
+                for (int k = 1; k <= 4; k++) {
+                    const char h = text[i + k];
+                    v = v * 16 + (unsigned)(is_digit(h) ? h - '0' : (h | 0x20) - 'a' + 10);
+                }
                 ch = v < 0x80 ? (char)v : '?';
                 i += 4;
             }

@@ -26,7 +26,8 @@ typedef struct fwd_state fwd_state;
  * attention, x is its normed input (what wq, wk, wv or an MLA layer's wq_a
  * and wkv_a read) and act the heads' output before wo, [T][n_head *
  * head_dim_v]; after its FFN, x is the FFN's normed input and act (dense FFN
- * only, else NULL) the gated activations silu(gate) * up, [T][n_ff]; at the
+ * only, else NULL) the gated activations silu(gate) * up, [T][the layer's
+ * w_down.n_in, n_ff but for an MoE model's dense leading layers]; at the
  * layer's end, x is the residual stream leaving it. Rows are the batch's
  * tokens in order. The observer must not keep the pointers; the forward pass
  * does not read anything it returns.
@@ -37,7 +38,7 @@ typedef struct {
     fwd_point at;
     int T;
     const float *x;   /* [T][n_embd] */
-    const float *act; /* FFN: [T][n_ff] or NULL; attention: [T][n_head * head_dim_v] */
+    const float *act; /* FFN: [T][the layer's w_down.n_in] or NULL; attention: [T][its wo.n_in] */
 } fwd_tap;
 typedef void (*fwd_observer)(void *ctx, const fwd_tap *tap);
 

@@ -75,7 +75,7 @@ static void load_tokenizer(bundle *b, const bundle_options *o) {
 /* Load the draft model and check it can propose for this one: the same
  * vocabulary, token by token, and fewer weight bytes (what a draft step costs). */
 static err_code load_draft(bundle *b, const char *path, err_t *err) {
-    err_code rc = model_load(path, &b->draft_m, err);
+    err_code rc = b->plan_only ? model_open(path, &b->draft_m, err) : model_load(path, &b->draft_m, err);
     if (rc) return rc;
     tokenizer *dt = NULL;
     rc = tokenizer_load(b->draft_m->gguf, &dt, err);
@@ -129,6 +129,13 @@ static bool find_draft(bundle *b, const char *path, const bundle_options *o) {
     return false;
 }
 
+/* Why a self-draft is made: the plan's reason, or (asked where it does not
+ * pay) that it was asked for. */
+static void self_reason(char *r, size_t rn, bool pays, const char *why) {
+    if (pays) snprintf(r, rn, "%s", why);
+    else snprintf(r, rn, "self-draft: a Q4_0 copy made at load (asked; %.150s)", why + strlen("no self-draft: "));
+}
+
 /* No draft model: a Q4_0 copy of the target when the plan says it pays and
  * fits (plan_self_draft), or whenever it can be made when asked. Only a copy
  * that was asked for and cannot be made is an error; otherwise the plan's
@@ -150,7 +157,7 @@ static err_code make_self_draft(bundle *b, bool asked, const plan_device *dev, e
         b->self_shape = *b->m;
         b->self_shape.weight_bytes = b->self_shape.weight_bytes_per_token = bytes;
         b->draft_self = true;
-        snprintf(r, rn, "%s", why);
+        self_reason(r, rn, pays, why);
         return ERR_OK;
     }
     err_code rc = model_requantize(b->m, QT_Q4_0, b->pool, &b->draft_m, err);
@@ -163,8 +170,7 @@ static err_code make_self_draft(bundle *b, bool asked, const plan_device *dev, e
         return ERR_OK;
     }
     b->draft_self = true;
-    if (pays) snprintf(r, rn, "%s", why);
-    else snprintf(r, rn, "self-draft: a Q4_0 copy made at load (asked; %.150s)", why + strlen("no self-draft: "));
+    self_reason(r, rn, pays, why);
     return ERR_OK;
 }
 

@@ -58,6 +58,7 @@ err_code bundle_manifest_write(const char *dir, bundle_manifest *m, err_t *err) 
         snprintf(path, sizeof path, "%s/%s", dir, f->name);
         err_code rc = checksum_file(path, &f->hash, &f->size, err);
         if (rc) return rc;
+        if (off >= (int)sizeof text) break;
         off += snprintf(text + off, sizeof text - (size_t)off, "file %s %llu %016llx\n", f->name,
                         (unsigned long long)f->size, (unsigned long long)f->hash);
     }
@@ -174,7 +175,7 @@ static err_code apply_plan(const char *folder, const bundle_manifest *m, bundle_
         if (rc) err_prefix(err, "%s", path);
         if (rc) return rc;
     }
-    if (!o->draft_model && want_draft && has_draft) {
+    if (!o->draft_model && o->auto_draft != BUNDLE_DRAFT_NONE && want_draft && has_draft) {
         snprintf(draft, dn, "%s/%s", folder, BUNDLE_DRAFT);
         o->draft_model = draft;
     } else if (!o->draft_model && o->auto_draft == BUNDLE_DRAFT_AUTO) {

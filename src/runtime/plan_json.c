@@ -76,10 +76,11 @@ err_code bundle_plan_apply(const char *json, size_t len, bundle_options *o, bool
                      PLAN_JSON_VERSION);
     if (rc) return rc;
     if (!o->n_ctx && flatjson_get_u64(json, len, "n_ctx", &v) && v > 0 && v <= (1u << 24)) o->n_ctx = (int)v;
-    if (!o->kv.budget_bytes && o->kv.policy != KV_POLICY_NONE && flatjson_get_u64(json, len, "kv_budget_bytes", &v))
-        o->kv.budget_bytes = v;
-    uint64_t dkv = 0;
-    if (flatjson_get_u64(json, len, "draft_kv_budget_bytes", &dkv) && o->kv.budget_bytes) o->kv.budget_bytes += dkv;
+    uint64_t dkv = 0; /* the plan's budget is both caches' together, as kv_config's is */
+    if (!o->kv.budget_bytes && o->kv.policy != KV_POLICY_NONE && flatjson_get_u64(json, len, "kv_budget_bytes", &v) && v) {
+        flatjson_get_u64(json, len, "draft_kv_budget_bytes", &dkv);
+        o->kv.budget_bytes = v + dkv;
+    }
     if (!o->moe.budget_bytes && !(o->moe.share > 0) && flatjson_get_u64(json, len, "moe_cache_bytes", &v)) {
         uint64_t all = 0;
         flatjson_get_u64(json, len, "moe_expert_bytes", &all);
