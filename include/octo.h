@@ -49,6 +49,28 @@
 extern "C" {
 #endif
 
+/* The version of this header; octo_version() gives the library's. */
+#define OCTO_VERSION_MAJOR 0
+#define OCTO_VERSION_MINOR 1
+#define OCTO_VERSION_PATCH 0
+#define OCTO_VERSION "0.1.0"
+
+/* The library exports exactly the functions marked OCTO_API (everything
+ * else is hidden), so it links beside other libraries, ggml included. */
+#if defined(__GNUC__) || defined(__clang__)
+#define OCTO_API __attribute__((visibility("default")))
+#else
+#define OCTO_API
+#endif
+
+/* "MAJOR.MINOR.PATCH" of the library in use: compare with OCTO_VERSION to
+ * catch a header and a library from different releases. */
+OCTO_API const char *octo_version(void);
+/* sizeof of the public structs as the library was built, by name
+ * ("octo_model_info", "octo_stats", ...; 0 for an unknown name): a binding
+ * that lays the structs out itself checks its layout against these. */
+OCTO_API int octo_struct_size(const char *name);
+
 /* Upper bounds of the size-like parameters (docs/limits.md). */
 #define OCTO_MAX_CONTEXT (1 << 24)       /* tokens: n_ctx and the KV windows */
 #define OCTO_MAX_THREADS 1024            /* octo_client_options.n_threads */
@@ -83,7 +105,7 @@ typedef enum {
 } octo_status;
 
 /* A short stable name for a status ("truncated file", ...). */
-const char *octo_status_name(octo_status status);
+OCTO_API const char *octo_status_name(octo_status status);
 
 /* ---- client ---- */
 
@@ -107,16 +129,16 @@ typedef struct {
     void *log_user;
 } octo_client_options;
 
-octo_client_options octo_client_options_defaults(void);
+OCTO_API octo_client_options octo_client_options_defaults(void);
 /* opts NULL = defaults. Returns NULL only when out of memory. */
-octo_client *octo_client_new(const octo_client_options *opts);
+OCTO_API octo_client *octo_client_new(const octo_client_options *opts);
 /* Releases the caller's hold: the client itself lives on while models loaded
  * from it do (their log callback keeps working). */
-void octo_client_free(octo_client *client);
+OCTO_API void octo_client_free(octo_client *client);
 /* The message of the last failure of a call made on this client by the calling
  * thread ("" if none); valid until that thread's next call on the client. */
-const char *octo_last_error(const octo_client *client);
-octo_status octo_last_status(const octo_client *client);
+OCTO_API const char *octo_last_error(const octo_client *client);
+OCTO_API octo_status octo_last_status(const octo_client *client);
 
 /* ---- model ---- */
 
@@ -137,9 +159,9 @@ typedef enum {
 /* A policy's name: "default", "none", "window", "h2o", "snapkv", "morphkv",
  * then those of the policies that follow; NULL when p is not a policy (so
  * counting up from OCTO_KV_POLICY_NONE until NULL lists them all). */
-const char *octo_kv_policy_name(octo_kv_policy p);
+OCTO_API const char *octo_kv_policy_name(octo_kv_policy p);
 /* The policy called name ("default" is OCTO_KV_POLICY_DEFAULT); -1 when none is. */
-int octo_kv_policy_from_name(const char *name);
+OCTO_API int octo_kv_policy_from_name(const char *name);
 
 /* The KV cache. Every field has a working default (octo_model_options_defaults). */
 typedef struct {
@@ -172,9 +194,9 @@ typedef enum {
 } octo_moe_policy;
 
 /* A policy's name ("default", "lhu", "lru", "lfu"); NULL when p is none. */
-const char *octo_moe_policy_name(octo_moe_policy p);
+OCTO_API const char *octo_moe_policy_name(octo_moe_policy p);
 /* The policy called name; -1 when none is. */
-int octo_moe_policy_from_name(const char *name);
+OCTO_API int octo_moe_policy_from_name(const char *name);
 
 /* A Mixture-of-Experts model's experts are read from the file into a cache
  * of slots as tokens need them (nothing is read at load); these size it.
@@ -242,7 +264,7 @@ typedef struct {
 
 enum { OCTO_DRAFT_NONE = -1, OCTO_DRAFT_AUTO = 0, OCTO_DRAFT_SELF = 1 };
 
-octo_model_options octo_model_options_defaults(void);
+OCTO_API octo_model_options octo_model_options_defaults(void);
 
 /* Map the GGUF file at path and bind it. opts NULL = automatic. On failure
  * returns NULL; octo_last_error(client) says why.
@@ -251,11 +273,11 @@ octo_model_options octo_model_options_defaults(void);
  * set) is checked against its manifest and loaded with its weights mapped
  * read-only as they are, its draft, and its plan.json applied where opts are
  * automatic. */
-octo_model *octo_load_model(octo_client *client, const char *path, const octo_model_options *opts);
-void octo_model_free(octo_model *model);
-const char *octo_model_error(const octo_model *model);
+OCTO_API octo_model *octo_load_model(octo_client *client, const char *path, const octo_model_options *opts);
+OCTO_API void octo_model_free(octo_model *model);
+OCTO_API const char *octo_model_error(const octo_model *model);
 /* The status of the last call on this model that failed (OCTO_OK after a success). */
-octo_status octo_model_status(const octo_model *model);
+OCTO_API octo_status octo_model_status(const octo_model *model);
 
 typedef struct {
     char arch[32];            /* general.architecture */
@@ -299,14 +321,14 @@ typedef struct {
                                    experts, latent attention (ranks), soft-caps, sliding window, ... */
 } octo_model_info;
 
-octo_model_info octo_model_info_get(const octo_model *model);
+OCTO_API octo_model_info octo_model_info_get(const octo_model *model);
 
 /* The plan the load made (weights, KV budget and compression, spill, draft,
  * lookahead, expert cache, threads, each with its reason) as one flat JSON
  * object, the same as a deploy bundle's plan.json. Writes at most cap bytes
  * (NUL included) and returns the length the whole text needs, like snprintf;
  * -1 on bad arguments. */
-int octo_model_plan_json(const octo_model *model, char *buf, int cap);
+OCTO_API int octo_model_plan_json(const octo_model *model, char *buf, int cap);
 
 /* ---- evaluation ---- */
 
@@ -321,14 +343,14 @@ typedef enum {
  * layers (gemma2) a failure after more than 512 of the call's tokens may have
  * let the windows drop entries the sequence needs; the sequence is then
  * empty (octo_n_past 0) rather than wrong. */
-octo_status octo_eval(octo_model *model, const int32_t *tokens, int n_tokens, float *logits, octo_logits_mode mode);
+OCTO_API octo_status octo_eval(octo_model *model, const int32_t *tokens, int n_tokens, float *logits, octo_logits_mode mode);
 /* Tokens consumed so far. */
-int octo_n_past(const octo_model *model);
+OCTO_API int octo_n_past(const octo_model *model);
 /* Forget the sequence (the cache is kept allocated). */
-void octo_reset(octo_model *model);
+OCTO_API void octo_reset(octo_model *model);
 /* Keep only the first n_tokens of the sequence (n_tokens <= octo_n_past):
  * evaluation continues from there, as if the rest had never been seen. */
-octo_status octo_truncate(octo_model *model, int n_tokens);
+OCTO_API octo_status octo_truncate(octo_model *model, int n_tokens);
 
 /* ---- text ---- */
 
@@ -337,19 +359,19 @@ octo_status octo_truncate(octo_model *model, int n_tokens);
  * text such as "<|im_end|>". Writes at most cap ids and returns the total
  * number of ids (call again with a larger buffer when it exceeds cap), or a
  * negative octo_status on error. */
-int octo_tokenize(octo_model *model, const char *text, int len, int add_special, int parse_special, int32_t *ids,
+OCTO_API int octo_tokenize(octo_model *model, const char *text, int len, int add_special, int parse_special, int32_t *ids,
                   int cap);
 /* The bytes of one token (may be part of a UTF-8 character). Writes at most
  * cap bytes (no NUL) and returns the piece's length, or a negative status. */
-int octo_token_piece(octo_model *model, int32_t id, char *buf, int cap);
+OCTO_API int octo_token_piece(octo_model *model, int32_t id, char *buf, int cap);
 /* The text of a token sequence: pieces concatenated, control tokens left
  * out, and the leading space SentencePiece adds to the first word removed, so
  * that detokenize(tokenize(text)) == text. Same return convention as
  * octo_token_piece. */
-int octo_detokenize(octo_model *model, const int32_t *ids, int n_ids, char *buf, int cap);
+OCTO_API int octo_detokenize(octo_model *model, const int32_t *ids, int n_ids, char *buf, int cap);
 /* Special ids of the vocabulary (-1 when absent). */
-int32_t octo_token_bos(const octo_model *model);
-int32_t octo_token_eos(const octo_model *model);
+OCTO_API int32_t octo_token_bos(const octo_model *model);
+OCTO_API int32_t octo_token_eos(const octo_model *model);
 
 /* ---- generation ---- */
 
@@ -371,9 +393,9 @@ typedef enum {
 /* The name of a mode ("auto", "none", "ngram", "draft", "self", "lookahead",
  * ...), or NULL for a number that is none: counting from 0 up to the first
  * NULL lists them all. */
-const char *octo_spec_mode_name(int mode);
+OCTO_API const char *octo_spec_mode_name(int mode);
 /* The mode of a name, or -1 when there is no such mode. */
-int octo_spec_mode_from_name(const char *name);
+OCTO_API int octo_spec_mode_from_name(const char *name);
 
 typedef struct {
     int max_tokens;         /* > 0; default 256 */
@@ -398,7 +420,7 @@ typedef struct {
     int lookahead_w, lookahead_n, lookahead_g;
 } octo_generate_params;
 
-octo_generate_params octo_generate_params_defaults(void);
+OCTO_API octo_generate_params octo_generate_params_defaults(void);
 
 typedef struct octo_stream octo_stream;
 
@@ -415,7 +437,7 @@ typedef enum {
  * (octo_model_error says why: empty prompt, prompt longer than the context,
  * invalid parameters, model busy, ...). Nothing is computed until the first
  * octo_stream_next. */
-octo_stream *octo_generate(octo_model *model, const char *prompt, const octo_generate_params *params);
+OCTO_API octo_stream *octo_generate(octo_model *model, const char *prompt, const octo_generate_params *params);
 
 typedef struct {
     const char *role;    /* "system", "user" or "assistant" */
@@ -426,36 +448,36 @@ typedef struct {
  * ChatML, Llama 2, Llama 3, Mistral, Phi-3, Gemma, Zephyr; anything else is a
  * plain prompt and a warning in octo_stats.warning), then generate the
  * assistant's reply. */
-octo_stream *octo_chat(octo_model *model, const octo_message *messages, int n_messages,
+OCTO_API octo_stream *octo_chat(octo_model *model, const octo_message *messages, int n_messages,
                        const octo_generate_params *params);
 
 /* The next piece of UTF-8 text, or NULL at the end. A piece never ends in the
  * middle of a character. The pointer is valid until the next call. Pieces are
  * NUL-terminated; a model that emits U+0000 puts a NUL byte inside one, so
  * code that must keep every byte uses octo_stream_piece_size. */
-const char *octo_stream_next(octo_stream *stream);
+OCTO_API const char *octo_stream_next(octo_stream *stream);
 /* Bytes of the piece the last octo_stream_next returned. */
-int octo_stream_piece_size(const octo_stream *stream);
+OCTO_API int octo_stream_piece_size(const octo_stream *stream);
 /* OCTO_OK unless the stream stopped on an error. */
-octo_status octo_stream_status(const octo_stream *stream);
-const char *octo_stream_error(const octo_stream *stream);
-octo_stop_reason octo_stream_stop_reason(const octo_stream *stream);
+OCTO_API octo_status octo_stream_status(const octo_stream *stream);
+OCTO_API const char *octo_stream_error(const octo_stream *stream);
+OCTO_API octo_stop_reason octo_stream_stop_reason(const octo_stream *stream);
 /* The token id of the last piece returned (-1 before the first). */
-int32_t octo_stream_last_token(const octo_stream *stream);
+OCTO_API int32_t octo_stream_last_token(const octo_stream *stream);
 /* Every token generated so far, including those that have no text (control
  * tokens); the end-of-turn token itself is not included. Returns the count and
  * points *ids at them (valid until the next call on the stream). */
-int octo_stream_tokens(const octo_stream *stream, const int32_t **ids);
+OCTO_API int octo_stream_tokens(const octo_stream *stream, const int32_t **ids);
 /* Safe from any thread: the stream stops before its next token. */
-void octo_stream_cancel(octo_stream *stream);
+OCTO_API void octo_stream_cancel(octo_stream *stream);
 /* Tokens generated so far (for progress displays); safe from any thread. */
-int octo_stream_token_count(octo_stream *stream);
+OCTO_API int octo_stream_token_count(octo_stream *stream);
 /* Frees the stream and makes the model available again. */
-void octo_stream_free(octo_stream *stream);
+OCTO_API void octo_stream_free(octo_stream *stream);
 
 /* The callback variant: on_piece is called for each piece; returning
  * non-zero stops the generation (OCTO_STOP_CANCELLED). Returns the final status. */
-octo_status octo_generate_cb(octo_model *model, const char *prompt, const octo_generate_params *params,
+OCTO_API octo_status octo_generate_cb(octo_model *model, const char *prompt, const octo_generate_params *params,
                              int (*on_piece)(void *user, const char *piece), void *user);
 
 /* ---- statistics ---- */
@@ -539,7 +561,7 @@ typedef struct {
     char warning[160];            /* "" or a problem worth showing, e.g. an unknown chat template */
 } octo_stats;
 
-octo_stats octo_model_stats(const octo_model *model);
+OCTO_API octo_stats octo_model_stats(const octo_model *model);
 
 /* ---- process ---- */
 
@@ -547,12 +569,12 @@ typedef struct {
     uint64_t rss_bytes, peak_rss_bytes, pss_bytes; /* 0 where the system does not say */
 } octo_memory;
 
-octo_memory octo_memory_usage(void);
+OCTO_API octo_memory octo_memory_usage(void);
 
 /* The machine's memory read bandwidth in GB/s, measured now by streaming
  * `bytes` (0 = 1 GiB) with n_threads threads (0 = default): the roofline that
  * decode speed is judged against. Returns 0 and fills nothing on failure. */
-double octo_measure_read_bandwidth(int n_threads, uint64_t bytes);
+OCTO_API double octo_measure_read_bandwidth(int n_threads, uint64_t bytes);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 #!/bin/sh
 # setup.sh — install what octo needs to build and test on Debian.
 # Safe to run again; does nothing when everything is present.
-#   build:  cmake, a C compiler (gcc), make
+#   build:  cmake, a C compiler (gcc), make; pkg-config (tests/install.sh builds against the installed octo)
 #   tests:  clang and its runtime (sanitizer build, libFuzzer target), valgrind
 #   arm:    gcc-aarch64-linux-gnu, qemu-user (scripts/test-arm.sh: cross build + qemu)
 #   bench:  python3-numpy for ../shared/tools/widen.py (the 1.1B fixtures of docs/speculative.md)
@@ -10,6 +10,7 @@ need=""
 command -v cmake >/dev/null 2>&1 || need="$need cmake"
 command -v gcc >/dev/null 2>&1 || need="$need gcc"
 command -v make >/dev/null 2>&1 || need="$need make"
+command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 command -v clang >/dev/null 2>&1 || need="$need clang"
 command -v valgrind >/dev/null 2>&1 || need="$need valgrind"
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need="$need gcc-aarch64-linux-gnu"

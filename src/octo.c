@@ -90,6 +90,22 @@ static void client_log(const octo_client *c, octo_log_level level, const char *m
 
 const char *octo_status_name(octo_status status) { return err_code_name((err_code)status); }
 
+const char *octo_version(void) { return OCTO_VERSION; }
+
+int octo_struct_size(const char *name) {
+#define OCTO_STRUCT(t) {#t, (int)sizeof(t)}
+    static const struct {
+        const char *name;
+        int size;
+    } structs[] = {OCTO_STRUCT(octo_client_options), OCTO_STRUCT(octo_kv_options),   OCTO_STRUCT(octo_moe_options),
+                   OCTO_STRUCT(octo_model_options),  OCTO_STRUCT(octo_model_info),   OCTO_STRUCT(octo_generate_params),
+                   OCTO_STRUCT(octo_message),        OCTO_STRUCT(octo_stats),        OCTO_STRUCT(octo_memory)};
+#undef OCTO_STRUCT
+    for (size_t i = 0; name && i < sizeof structs / sizeof *structs; i++)
+        if (!strcmp(name, structs[i].name)) return structs[i].size;
+    return 0;
+}
+
 octo_client_options octo_client_options_defaults(void) { return (octo_client_options){.n_threads = 0}; }
 
 octo_client *octo_client_new(const octo_client_options *opts) {

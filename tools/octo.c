@@ -27,7 +27,7 @@
 #include "core/atomic_write.h" /* internal: output files written whole or not at all */
 
 static void help(FILE *f) {
-    fputs("usage: octo <command> [options]\n"
+    fputs("usage: octo <command> [options]   (octo --version: the version)\n"
           "\n"
           "  run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
           "      [--repeat-penalty R] [--seed S] [--ctx N] [--chat] [--ids] [--stats]\n"
@@ -767,6 +767,10 @@ static int cmd_synth(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))) {
+        printf("octo %s\n", octo_version());
+        return finish_stdout(0);
+    }
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         help(argc < 2 ? stderr : stdout);
         return finish_stdout(argc < 2 ? 2 : 0);
