@@ -3,6 +3,7 @@
 # Safe to run again; does nothing when everything is present.
 #   build:  cmake, a C compiler (gcc), make; pkg-config (tests/install.sh builds against the installed octo)
 #   tests:  clang and its runtime (sanitizer build, libFuzzer target), valgrind
+#   python: python3-venv, python3-pytest (tests/python.sh: the binding in a fresh venv)
 #   arm:    gcc-aarch64-linux-gnu, qemu-user (scripts/test-arm.sh: cross build + qemu)
 #   bench:  python3-numpy for ../shared/tools/widen.py (the 1.1B fixtures of docs/speculative.md)
 set -e
@@ -16,6 +17,8 @@ command -v valgrind >/dev/null 2>&1 || need="$need valgrind"
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need="$need gcc-aarch64-linux-gnu"
 command -v qemu-aarch64 >/dev/null 2>&1 || need="$need qemu-user"
 /usr/bin/python3 -c "import numpy" >/dev/null 2>&1 || need="$need python3-numpy"
+/usr/bin/python3 -c "import pytest" >/dev/null 2>&1 || need="$need python3-pytest"
+/usr/bin/python3 -c "import ensurepip" >/dev/null 2>&1 || need="$need python3-venv"
 # libFuzzer and the sanitizer runtimes ship in libclang-rt-<version>-dev
 if command -v clang >/dev/null 2>&1; then
     ver=$(clang -dumpversion | cut -d. -f1)

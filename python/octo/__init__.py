@@ -1,0 +1,237 @@
+"""octo: on-device LLM inference, from Python.
+
+    import octo
+    model = octo.Model("model.gguf")                      # or a deploy bundle's folder
+    for piece in model.generate("Once upon a time", max_tokens=64):
+        print(piece, end="", flush=True)
+    print(model.stats().decode_tokens_per_s)
+
+Model(path, **options) loads a model (options below). generate(prompt, ...) and chat(messages, ...)
+return a Stream: iterate it for text pieces (str; a piece never splits a character), call cancel()
+from any thread to stop it, read stop_reason after it ends. stats() and info() return dataclasses
+with every field of octo_stats / octo_model_info. Errors raise OctoError with octo's message and
+status. The library is ctypes over libocto.so (OCTO_LIBRARY names it; else the loader's path),
+checked at import against this package's version and struct layout.
+"""
+import ctypes
+import dataclasses
+import os
+import threading
+
+from . import _lib
+from ._version import __version__
+
+__all__ = ["Model", "Stream", "OctoError", "LibraryError", "Stats", "Info", "version", "__version__"]
+
+LibraryError = _lib.LibraryError
+_L = _lib.load()
+
+STOP_REASONS = {0: "running", 1: "end_of_turn", 2: "max_tokens", 3: "cancelled", 4: "context_full", 5: "error"}
+
+
+class OctoError(Exception):
+    """A failure octo reported: .status is its octo_status number, .status_name its name."""
+
+    def __init__(self, message, status=0):
+        super().__init__(message)
+        self.status = status
+        self.status_name = _L.octo_status_name(status).decode() if status else ""
+
+
+def version():
+    """The library's version ("MAJOR.MINOR.PATCH")."""
+    return _L.octo_version().decode()
+
+
+def _dataclass_of(struct, name):
+    """A frozen dataclass with the struct's fields; char arrays become str."""
+    fields = [(f, str if issubclass(t, ctypes.Array) else type(t().value if hasattr(t(), "value") else 0))
+              for f, t in struct._fields_]
+    return dataclasses.make_dataclass(name, fields, frozen=True)
+
+
+Stats = _dataclass_of(_lib.Stats, "Stats")
+Info = _dataclass_of(_lib.ModelInfo, "Info")
+
+
+def _convert(struct_value, cls):
+    values = {}
+    for f, t in struct_value._fields_:
+        v = getattr(struct_value, f)
+        values[f] = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+    return cls(**values)
+
+
+def _enc(s):
+    return None if s is None else os.fsencode(s) if not isinstance(s, bytes) else s
+
+
+class Stream:
+    """The pieces of one generation. Iterate it; cancel() is safe from any thread."""
+
+    def __init__(self, model, handle):
+        self._model = model
+        self._h = handle
+        self._lock = threading.Lock()  # free vs cancel from another thread
+        self.stop_reason = "running"
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._h is None:
+            raise StopIteration
+        p = _L.octo_stream_next(self._h)
+        if not p:
+            self._finish()
+            raise StopIteration
+        return ctypes.string_at(p, _L.octo_stream_piece_size(self._h)).decode("utf-8", "replace")
+
+    def text(self):
+        """The rest of the generation as one string."""
+        return "".join(self)
+
+    def cancel(self):
+        """Stop before the next token (the iteration then ends; stop_reason "cancelled")."""
+        with self._lock:
+            if self._h is not None:
+                _L.octo_stream_cancel(self._h)
+
+    @property
+    def tokens_generated(self):
+        with self._lock:
+            return _L.octo_stream_token_count(self._h) if self._h is not None else 0
+
+    def _finish(self):
+        status = _L.octo_stream_status(self._h)
+        err = (_L.octo_stream_error(self._h) or b"").decode("utf-8", "replace")
+        self.stop_reason = STOP_REASONS.get(_L.octo_stream_stop_reason(self._h), "error")
+        self.close()
+        if status:
+            raise OctoError(err, status)
+
+    def close(self):
+        """Free the stream (the model can then start another); iteration ends."""
+        with self._lock:
+            if self._h is not None:
+                _L.octo_stream_free(self._h)
+                self._h = None
+                self._model._stream = None
+
+    def __del__(self):
+        self.close()
+
+
+class Model:
+    """A loaded model. Options (all optional):
+
+    n_ctx, n_threads, device ("pixel-8", ..., or "host"), cache_dir, draft_model,
+    auto_draft ("auto", "self", "none"), kv_budget_bytes, kv_policy ("morphkv", "snapkv", ...),
+    kv_compress (bool).
+    """
+
+    def __init__(self, path, *, n_ctx=0, n_threads=0, device=None, cache_dir=None, draft_model=None,
+                 auto_draft="auto", kv_budget_bytes=0, kv_policy=None, kv_compress=True):
+        self._client = self._model = None
+        self._stream = None
+        self._keep = [_enc(device), _enc(cache_dir), _enc(draft_model)]  # alive while the C side holds them
+        co = _L.octo_client_options_defaults()
+        co.n_threads, co.device, co.cache_dir = n_threads, self._keep[0], self._keep[1]
+        self._client = _L.octo_client_new(ctypes.byref(co))
+        if not self._client:
+            raise MemoryError("octo_client_new")
+        mo = _L.octo_model_options_defaults()
+        mo.n_ctx, mo.draft_model = n_ctx, self._keep[2]
+        mo.auto_draft = {"auto": 0, "self": 1, "none": -1}[auto_draft]
+        mo.kv.budget_bytes, mo.kv.compress = kv_budget_bytes, int(bool(kv_compress))
+        if kv_policy is not None:
+            p = _L.octo_kv_policy_from_name(kv_policy.encode())
+            if p < 0:
+                raise ValueError(f"unknown kv_policy {kv_policy!r}")
+            mo.kv.policy = p
+        self._model = _L.octo_load_model(self._client, os.fsencode(path), ctypes.byref(mo))
+        if not self._model:
+            msg = _L.octo_last_error(self._client).decode("utf-8", "replace")
+            status = _L.octo_last_status(self._client)
+            self.close()
+            raise OctoError(msg, status)
+
+    def _params(self, max_tokens, temperature, top_k, top_p, min_p, seed, spec):
+        p = _L.octo_generate_params_defaults()
+        p.max_tokens, p.temperature, p.top_k, p.top_p, p.min_p = max_tokens, temperature, top_k, top_p, min_p
+        p.seed = int.from_bytes(os.urandom(8), "little") if seed is None else seed
+        if spec is not None:
+            m = _L.octo_spec_mode_from_name(spec.encode())
+            if m < 0:
+                raise ValueError(f"unknown spec mode {spec!r}")
+            p.spec = m
+        return p
+
+    def _start(self, handle):
+        if not handle:
+            raise OctoError(_L.octo_model_error(self._model).decode("utf-8", "replace"), 1)
+        self._stream = Stream(self, handle)
+        return self._stream
+
+    def generate(self, prompt, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
+                 spec=None):
+        """A Stream of the continuation of prompt. seed None: a random one (a fixed seed repeats the text)."""
+        self._check()
+        p = self._params(max_tokens, temperature, top_k, top_p, min_p, seed, spec)
+        return self._start(_L.octo_generate(self._model, prompt.encode(), ctypes.byref(p)))
+
+    def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
+             spec=None):
+        """A Stream of the assistant's reply to messages ([{"role": ..., "content": ...}, ...])."""
+        self._check()
+        p = self._params(max_tokens, temperature, top_k, top_p, min_p, seed, spec)
+        keep = [(m["role"].encode(), m["content"].encode()) for m in messages]
+        arr = (_lib.Message * len(keep))(*[_lib.Message(r, c) for r, c in keep])
+        return self._start(_L.octo_chat(self._model, arr, len(keep), ctypes.byref(p)))
+
+    def cancel(self):
+        """Cancel the model's current generation, from any thread."""
+        s = self._stream
+        if s is not None:
+            s.cancel()
+
+    def stats(self):
+        self._check()
+        return _convert(_L.octo_model_stats(self._model), Stats)
+
+    def info(self):
+        self._check()
+        return _convert(_L.octo_model_info_get(self._model), Info)
+
+    def tokenize(self, text, add_special=True):
+        """The token ids of text."""
+        self._check()
+        raw = text.encode()
+        n = _L.octo_tokenize(self._model, raw, len(raw), int(add_special), 0, None, 0)
+        if n < 0:
+            raise OctoError(_L.octo_model_error(self._model).decode("utf-8", "replace"), -n)
+        ids = (ctypes.c_int32 * max(n, 1))()
+        n = _L.octo_tokenize(self._model, raw, len(raw), int(add_special), 0, ids, n)
+        return list(ids[:n])
+
+    def _check(self):
+        if self._model is None:
+            raise OctoError("the model is closed", 1)
+
+    def close(self):
+        if self._stream is not None:
+            self._stream.close()
+        if self._model:
+            _L.octo_model_free(self._model)
+        if self._client:
+            _L.octo_client_free(self._client)
+        self._model = self._client = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()

@@ -1,0 +1,187 @@
+"""The C library through ctypes: finding it, the public structs as include/octo.h lays them out,
+the function signatures, and the handshake that checks both against the library loaded."""
+import ctypes
+import ctypes.util
+import os
+
+from ._version import __version__
+
+c_int, c_float, c_double = ctypes.c_int, ctypes.c_float, ctypes.c_double
+c_u64, c_i64, c_i32 = ctypes.c_uint64, ctypes.c_int64, ctypes.c_int32
+c_char_p, c_void_p = ctypes.c_char_p, ctypes.c_void_p
+
+LOG_FN = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_char_p)
+PREFILL_FN = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_int)
+
+
+def chars(n):
+    return ctypes.c_char * n
+
+
+class ClientOptions(ctypes.Structure):
+    _fields_ = [("n_threads", c_int), ("device", c_char_p), ("cache_dir", c_char_p), ("log", LOG_FN),
+                ("log_user", c_void_p)]
+
+
+class KvOptions(ctypes.Structure):
+    _fields_ = [("compress", c_int), ("policy", c_int), ("budget_bytes", c_u64), ("hot_tokens", c_int),
+                ("warm_tokens", c_int), ("anchor_tokens", c_int), ("recent_tokens", c_int), ("cold_bits", c_int),
+                ("cold_symmetric", c_int), ("per_token_keys", c_int), ("spill", c_int), ("spill_max_bytes", c_u64)]
+
+
+class MoeOptions(ctypes.Structure):
+    _fields_ = [("cache_bytes", c_u64), ("cache_share", c_double), ("policy", c_int), ("prefetch", c_int),
+                ("predict_margin", c_double), ("trace", c_char_p), ("int2", c_int)]
+
+
+class ModelOptions(ctypes.Structure):
+    _fields_ = [("n_ctx", c_int), ("kv_type", c_int), ("kv", KvOptions), ("draft_model", c_char_p),
+                ("auto_draft", c_int), ("moe", MoeOptions), ("plan_only", c_int)]
+
+
+class GenerateParams(ctypes.Structure):
+    _fields_ = [("max_tokens", c_int), ("temperature", c_float), ("top_k", c_int), ("top_p", c_float),
+                ("min_p", c_float), ("repeat_penalty", c_float), ("presence_penalty", c_float),
+                ("repeat_last_n", c_int), ("seed", c_u64), ("parse_special", c_int), ("on_prefill", PREFILL_FN),
+                ("user", c_void_p), ("spec", c_int), ("spec_k", c_int), ("lookahead_w", c_int),
+                ("lookahead_n", c_int), ("lookahead_g", c_int)]
+
+
+class Message(ctypes.Structure):
+    _fields_ = [("role", c_char_p), ("content", c_char_p)]
+
+
+class Memory(ctypes.Structure):
+    _fields_ = [("rss_bytes", c_u64), ("peak_rss_bytes", c_u64), ("pss_bytes", c_u64)]
+
+
+class ModelInfo(ctypes.Structure):
+    _fields_ = [("arch", chars(32)), ("n_vocab", c_int), ("n_ctx_train", c_int), ("n_embd", c_int),
+                ("n_layer", c_int), ("n_head", c_int), ("n_head_kv", c_int), ("head_dim", c_int), ("n_ff", c_int),
+                ("n_expert", c_int), ("n_expert_used", c_int), ("rope_freq_base", c_float),
+                ("rope_freq_scale", c_float), ("rms_eps", c_float), ("output_tied", c_int), ("n_tensors", c_u64),
+                ("tensor_types", chars(256)), ("n_params", c_u64), ("file_bytes", c_u64), ("weight_bytes", c_u64),
+                ("weight_bytes_per_token", c_u64), ("n_threads", c_int), ("cores", chars(160)),
+                ("cpu_path", chars(16)), ("kv_bytes_per_token", c_u64), ("n_ctx", c_int),
+                ("kv_budget_bytes", c_u64), ("kv_spill", chars(128)), ("kv_plan", chars(256)),
+                ("speculation", chars(256)), ("n_ff_shared", c_int), ("origin", chars(320)),
+                ("expert_bytes_one", c_u64), ("expert_bytes", c_u64), ("resident_weight_bytes", c_u64),
+                ("expert_cache_budget", c_u64), ("expert_plan", chars(256)), ("expert_int2", chars(160)),
+                ("weights", chars(224)), ("features", chars(512))]
+
+
+class Stats(ctypes.Structure):
+    _fields_ = [("prompt_tokens", c_int), ("prefill_tokens", c_int), ("prefill_ms", c_double),
+                ("prefill_tokens_per_s", c_double), ("decode_tokens", c_int), ("decode_ms", c_double),
+                ("decode_tokens_per_s", c_double), ("time_to_first_token_ms", c_double),
+                ("context_tokens", c_int), ("context_size", c_int), ("kv_bytes", c_u64), ("kv_draft_bytes", c_u64),
+                ("kv_budget_bytes", c_u64), ("kv_cache_utilization", c_double), ("kv_bytes_hot", c_u64),
+                ("kv_bytes_warm", c_u64), ("kv_bytes_cold", c_u64), ("kv_tokens_retained", c_i64),
+                ("kv_tokens_evicted", c_i64), ("kv_policy", chars(12)), ("kv_spill_on", c_int),
+                ("kv_blocks_spilled", c_i64), ("kv_spill_writes", c_i64), ("kv_spill_clean", c_i64),
+                ("kv_spill_reads", c_i64), ("kv_spill_hits", c_i64), ("kv_spill_errors", c_i64),
+                ("kv_spill_prefetched", c_i64), ("kv_spill_read_us", c_double), ("kv_spill_hit_rate", c_double),
+                ("kv_spill_file_bytes", c_u64), ("kv_spill_note", chars(160)),
+                ("speculative_acceptance_rate", c_double), ("spec_proposed", c_int), ("spec_accepted", c_int),
+                ("spec_steps", c_int), ("spec_k", c_int), ("spec_ms", c_double), ("spec_draft_ms", c_double),
+                ("spec_proposer", chars(12)), ("lookahead_ngrams", c_int), ("lookahead_new", c_int),
+                ("lookahead_pool_proposed", c_int), ("lookahead_pool_accepted", c_int), ("spec_note", chars(96)),
+                ("expert_cache_hit_rate", c_double), ("expert_lookups", c_u64), ("expert_bytes_read", c_u64),
+                ("expert_stall_ms", c_double), ("expert_cache_bytes", c_u64), ("expert_cache_capacity", c_u64),
+                ("expert_bytes", c_u64), ("expert_prediction_rate", c_double),
+                ("expert_prediction_precision", c_double), ("expert_prefetch_recall", c_double),
+                ("expert_prefetched", c_u64), ("expert_readahead_share", c_double), ("expert_tokens", c_u64),
+                ("expert_batch_saved_bytes_per_token", c_double), ("expert_bytes_read_per_token", c_double),
+                ("expert_stall_ms_per_token", c_double), ("expert_trace_failed", c_int),
+                ("expert_int2_loads", c_u64), ("expert_int2_served", c_u64), ("expert_int2_promotions", c_u64),
+                ("expert_int2_errors", c_u64), ("rss_bytes", c_u64), ("peak_rss_bytes", c_u64),
+                ("chat_template", chars(16)), ("warning", chars(160))]
+
+
+# (struct, its name in octo.h): checked against octo_struct_size at load
+STRUCTS = [(ClientOptions, "octo_client_options"), (KvOptions, "octo_kv_options"), (MoeOptions, "octo_moe_options"),
+           (ModelOptions, "octo_model_options"), (ModelInfo, "octo_model_info"),
+           (GenerateParams, "octo_generate_params"), (Message, "octo_message"), (Stats, "octo_stats"),
+           (Memory, "octo_memory")]
+
+P = ctypes.POINTER
+SIGNATURES = {
+    "octo_version": (c_char_p, []),
+    "octo_struct_size": (c_int, [c_char_p]),
+    "octo_status_name": (c_char_p, [c_int]),
+    "octo_client_options_defaults": (ClientOptions, []),
+    "octo_client_new": (c_void_p, [P(ClientOptions)]),
+    "octo_client_free": (None, [c_void_p]),
+    "octo_last_error": (c_char_p, [c_void_p]),
+    "octo_last_status": (c_int, [c_void_p]),
+    "octo_model_options_defaults": (ModelOptions, []),
+    "octo_load_model": (c_void_p, [c_void_p, c_char_p, P(ModelOptions)]),
+    "octo_model_free": (None, [c_void_p]),
+    "octo_model_error": (c_char_p, [c_void_p]),
+    "octo_model_info_get": (ModelInfo, [c_void_p]),
+    "octo_model_stats": (Stats, [c_void_p]),
+    "octo_model_plan_json": (c_int, [c_void_p, c_char_p, c_int]),
+    "octo_kv_policy_from_name": (c_int, [c_char_p]),
+    "octo_spec_mode_from_name": (c_int, [c_char_p]),
+    "octo_generate_params_defaults": (GenerateParams, []),
+    "octo_generate": (c_void_p, [c_void_p, c_char_p, P(GenerateParams)]),
+    "octo_chat": (c_void_p, [c_void_p, P(Message), c_int, P(GenerateParams)]),
+    "octo_stream_next": (c_void_p, [c_void_p]),
+    "octo_stream_piece_size": (c_int, [c_void_p]),
+    "octo_stream_status": (c_int, [c_void_p]),
+    "octo_stream_error": (c_char_p, [c_void_p]),
+    "octo_stream_stop_reason": (c_int, [c_void_p]),
+    "octo_stream_cancel": (None, [c_void_p]),
+    "octo_stream_token_count": (c_int, [c_void_p]),
+    "octo_stream_free": (None, [c_void_p]),
+    "octo_tokenize": (c_int, [c_void_p, c_char_p, c_int, c_int, c_int, P(c_i32), c_int]),
+    "octo_reset": (None, [c_void_p]),
+    "octo_memory_usage": (Memory, []),
+}
+
+
+class LibraryError(ImportError):
+    """The shared library is missing, or is not the one this package was written for."""
+
+
+def _candidates():
+    env = os.environ.get("OCTO_LIBRARY")
+    if env:
+        return [env]
+    found = ctypes.util.find_library("octo")
+    return ["libocto.so.0"] + ([found] if found else [])
+
+
+def load():
+    """The library, its functions typed, its version and struct layout checked."""
+    errors = []
+    for path in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+            break
+        except OSError as e:
+            errors.append(f"{path}: {e}")
+    else:
+        raise LibraryError("libocto.so not found (" + "; ".join(errors) + "): install octo (cmake --install) "
+                           "or set OCTO_LIBRARY to the library's path")
+    for name, (res, args) in SIGNATURES.items():
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            raise LibraryError(f"{lib._name} has no {name}: an octo library older than this package "
+                               f"({__version__})") from None
+        fn.restype, fn.argtypes = res, args
+    handshake(lib)
+    return lib
+
+
+def handshake(lib):
+    """Same major.minor version, and every struct the size the library says."""
+    have = lib.octo_version().decode()
+    if have.split(".")[:2] != __version__.split(".")[:2]:
+        raise LibraryError(f"{lib._name} is octo {have}; this package is for {__version__}")
+    for struct, name in STRUCTS:
+        theirs = lib.octo_struct_size(name.encode())
+        if theirs != ctypes.sizeof(struct):
+            raise LibraryError(f"{lib._name}: {name} is {theirs} bytes there, {ctypes.sizeof(struct)} here: "
+                               f"the library and this package come from different builds")

@@ -1,0 +1,125 @@
+"""The Python binding against the library built beside it (tests/python.sh runs this with
+OCTO_LIBRARY, OCTO_BIN and OCTO_TEST_DATA set)."""
+import ctypes
+import os
+import subprocess
+import threading
+
+import pytest
+
+import octo
+from octo import _lib
+
+PROMPT = "Once upon a time"
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    data = os.environ.get("OCTO_TEST_DATA", "")
+    path = os.path.join(data, "models", "stories260K.gguf")
+    if data and os.path.exists(path):
+        return path
+    out = str(tmp_path_factory.mktemp("m") / "synth.gguf")  # no data folder: a synthetic model
+    subprocess.run([os.environ["OCTO_BIN"], "synth", "-o", out], check=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def model(model_path):
+    m = octo.Model(model_path)
+    yield m
+    m.close()
+
+
+def test_version_and_layout():
+    assert octo.version() == octo.__version__
+    for struct, name in _lib.STRUCTS:
+        assert ctypes.sizeof(struct) == _lib.load().octo_struct_size(name.encode()), name
+
+
+class FakeLib:
+    _name = "libfake.so"
+
+    def __init__(self, ver, delta):
+        self.ver, self.delta = ver, delta
+
+    def octo_version(self):
+        return self.ver
+
+    def octo_struct_size(self, name):
+        struct = dict((n.encode(), s) for s, n in _lib.STRUCTS)[name]
+        return ctypes.sizeof(struct) + (self.delta if name == b"octo_stats" else 0)
+
+
+def test_handshake_refuses_a_mismatched_library():
+    _lib.handshake(FakeLib(octo.__version__.encode(), 0))  # the same layout passes
+    with pytest.raises(octo.LibraryError, match="octo_stats is .* different builds"):
+        _lib.handshake(FakeLib(octo.__version__.encode(), 8))
+    with pytest.raises(octo.LibraryError, match="is octo 9.0.0"):
+        _lib.handshake(FakeLib(b"9.0.0", 0))
+
+
+def test_greedy_text_equals_octo_run(model, model_path):
+    pieces = list(model.generate(PROMPT, max_tokens=24, temperature=0))
+    assert pieces and all(isinstance(p, str) and p for p in pieces)
+    cli = subprocess.run([os.environ["OCTO_BIN"], "run", "-m", model_path, "-p", PROMPT, "-n", "24", "--temp", "0"],
+                         check=True, capture_output=True).stdout.decode("utf-8", "replace")
+    assert "".join(pieces) == cli.removesuffix("\n")  # octo run ends the text with a newline
+
+
+def test_stream_ends_with_a_reason_and_stats(model):
+    s = model.generate(PROMPT, max_tokens=16, temperature=0)
+    text = s.text()
+    assert text and s.stop_reason in ("max_tokens", "end_of_turn")
+    st = model.stats()
+    assert isinstance(st, octo.Stats) and st.decode_tokens == 16 and st.decode_tokens_per_s > 0
+    assert st.kv_policy == "morphkv" and st.context_tokens > 16
+    with pytest.raises(Exception):
+        st.decode_tokens = 1  # frozen
+    info = model.info()
+    assert info.arch == "llama" and info.n_vocab > 0 and info.cpu_path
+
+
+def test_seeds(model):
+    a = model.generate(PROMPT, max_tokens=32, temperature=0.8, seed=7).text()
+    b = model.generate(PROMPT, max_tokens=32, temperature=0.8, seed=7).text()
+    assert a == b
+    unseeded = {model.generate(PROMPT, max_tokens=32, temperature=0.8).text() for _ in range(3)}
+    assert len(unseeded) > 1  # a random seed each time
+
+
+def test_chat(model):
+    reply = model.chat([{"role": "user", "content": "Tell me a story."}], max_tokens=8, temperature=0).text()
+    assert isinstance(reply, str) and reply
+
+
+def test_cancel_from_another_thread(model):
+    s = model.generate(PROMPT, max_tokens=400, temperature=0.8, seed=1)
+    first = next(s)
+    t = threading.Thread(target=s.cancel)
+    t.start()
+    t.join()
+    rest = list(s)
+    assert first and s.stop_reason == "cancelled" and len(rest) < 5
+
+
+def test_errors(model):
+    with pytest.raises(octo.OctoError, match="no such file") as e:
+        octo.Model("/nonexistent/model.gguf")
+    assert e.value.status == 4 and e.value.status_name == "not found"
+    with pytest.raises(ValueError, match="kv_policy"):
+        octo.Model("/nonexistent/model.gguf", kv_policy="lru")
+    s = model.generate(PROMPT, max_tokens=8)
+    with pytest.raises(octo.OctoError, match="already serving"):
+        model.generate(PROMPT, max_tokens=8)
+    s.close()
+    with pytest.raises(octo.OctoError, match="empty"):
+        model.generate("")
+    assert model.tokenize("Once upon")[0] == 1  # BOS
+
+
+def test_closed_model(model_path):
+    m = octo.Model(model_path)
+    m.close()
+    with pytest.raises(octo.OctoError, match="closed"):
+        m.generate(PROMPT)
