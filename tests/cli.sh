@@ -327,6 +327,37 @@ printf 'x' | dd of="$tmp/dep/host/weights.octo" bs=1 seek=5000 conv=notrunc 2>/d
 expect 1 1 "$octo" run -m "$tmp/dep" -p "hello" -n 2
 grep -q "fails its checksum" "$tmp/err" && ok || bad "altered bundle: $(cat "$tmp/err")"
 
+# the CLI people know: positional model and prompt, -f, stdin, -t, -h, --version, suggestions, JSON
+expect 0 0 "$octo" --version
+grep -qE "^octo [0-9]+\.[0-9]+\.[0-9]+$" "$tmp/out" && ok || bad "--version: $(cat "$tmp/out")"
+"$octo" run -m "$tmp/q.gguf" -p "hello" -n 6 --temp 0 >"$tmp/a.txt" 2>/dev/null
+"$octo" run "$tmp/q.gguf" "hello" -n 6 --temp 0 -t 1 >"$tmp/b.txt" 2>/dev/null
+cmp -s "$tmp/a.txt" "$tmp/b.txt" && ok || bad "positional model and prompt differ from -m/-p"
+printf 'hello\n' >"$tmp/prompt.txt"
+"$octo" run "$tmp/q.gguf" -f "$tmp/prompt.txt" -n 6 --temp 0 >"$tmp/b.txt" 2>/dev/null
+cmp -s "$tmp/a.txt" "$tmp/b.txt" && ok || bad "-f FILE differs from -p"
+printf 'hello' | "$octo" run "$tmp/q.gguf" - -n 6 --temp 0 >"$tmp/b.txt" 2>/dev/null
+cmp -s "$tmp/a.txt" "$tmp/b.txt" && ok || bad "stdin prompt differs from -p"
+expect 0 0 "$octo" run -h
+grep -q "^  run " "$tmp/out" && ! grep -q "^  bench " "$tmp/out" && ok || bad "run -h: $(head -2 "$tmp/out")"
+expect 0 0 "$octo" quantize --help
+grep -q "^  quantize " "$tmp/out" && ok || bad "quantize --help"
+expect 2 1 "$octo" run "$tmp/q.gguf" hello --temprature 0.5
+grep -q "did you mean --temp?" "$tmp/err" && ok || bad "suggestion: $(cat "$tmp/err")"
+expect 2 1 "$octo" bench -m "$tmp/q.gguf" --jsn
+grep -q "did you mean --json?" "$tmp/err" && ok || bad "suggestion: $(cat "$tmp/err")"
+expect 2 1 "$octo" run "$tmp/q.gguf" hello --frobnicate
+grep -q "did you mean" "$tmp/err" && bad "a suggestion for nonsense: $(cat "$tmp/err")" || ok
+"$octo" run "$tmp/q.gguf" hello -n 4 --temp 0 --stats --json 2>"$tmp/err" >/dev/null
+tail -1 "$tmp/err" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["decode_tokens"] == 4' && ok ||
+    bad "run --stats --json: $(tail -1 "$tmp/err")"
+expect 0 0 "$octo" inspect -m "$tmp/q.gguf" --json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["arch"] == "llama" and d["n_vocab"] == 300' "$tmp/out" &&
+    ok || bad "inspect --json: $(head -c 200 "$tmp/out")"
+a=$("$octo" run "$tmp/q.gguf" hello -n 24 2>/dev/null); b=$("$octo" run "$tmp/q.gguf" hello -n 24 2>/dev/null)
+c=$("$octo" run "$tmp/q.gguf" hello -n 24 --seed 9 2>/dev/null); d=$("$octo" run "$tmp/q.gguf" hello -n 24 --seed 9 2>/dev/null)
+[ "$a" != "$b" ] && [ "$c" = "$d" ] && ok || bad "seeds: unseeded runs equal, or seeded ones differ"
+
 expect 1 1 "$octo" synth -o "$tmp/x.gguf" --arch olmoe
 grep -q "needs --experts\|give --experts" "$tmp/err" && ok || bad "synth olmoe without experts: $(cat "$tmp/err")"
 expect 1 1 "$octo" synth -o "$tmp/x.gguf" --arch mamba

@@ -253,7 +253,7 @@ static int parse_bench_args(int argc, char **argv, bench_args *a) {
             i++;
         }
         else if (!strcmp(o, "--batch") && v) { if (!parse_batches(v, a)) return 2; i++; }
-        else return usage_error("bench: unknown option '%s'", o);
+        else return unknown_option("bench", o);
     }
     return -1;
 }

@@ -11,6 +11,9 @@
 
 /* "octo: <message> (see 'octo help')" on stderr; returns 2. */
 int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "CMD: unknown option 'ARG' (did you mean --flag?)", the flag the nearest of
+ * those CMD's help lists; a usage error (tools/octo.c). */
+int unknown_option(const char *cmd, const char *arg);
 /* "octo: <message>" on stderr; returns 1. */
 int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The whole string must be a number in range; returns 1 on success. */

@@ -38,7 +38,7 @@ int cmd_deploy(int argc, char **argv) {
             o.n_threads = (int)n;
             i++;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o.progress = NULL;
-        else return usage_error("deploy: unknown option '%s'", a);
+        else return unknown_option("deploy", a);
         if (rc) return rc;
     }
     if (!o.input || !o.output_dir || !o.n_devices)

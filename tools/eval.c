@@ -201,7 +201,7 @@ static int parse_eval_args(int argc, char **argv, eval_args *e) {
             if (!parse_long(v, 1, LONG_MAX, &x)) return usage_error("eval: bad --kv-spill-max '%s' (bytes)", v);
             k->spill_max_bytes = (uint64_t)x;
         }
-        else return usage_error("eval: unknown option '%s'", a);
+        else return unknown_option("eval", a);
 #undef NEED_VALUE
         if (rc) return rc;
     }

@@ -27,7 +27,7 @@ static int parse_prep(int argc, char **argv, prep_args *a) {
         else if (!strcmp(k, "-f")) a->file = v;
         else if (!strcmp(k, "--ctx")) {
             if (!parse_long(v, 2, 1 << 20, &a->n_ctx)) return usage_error("moe-prep: --ctx takes 2 to %d tokens", 1 << 20);
-        } else return usage_error("moe-prep: unknown option '%s'", k);
+        } else return unknown_option("moe-prep", k);
     }
     if (!a->path) return usage_error("moe-prep needs -m MODEL");
     return 0;

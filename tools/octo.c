@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "octo.h"
@@ -25,18 +26,20 @@
 #include "model/synth.h" /* internal: synthetic model writer, used by `octo synth` */
 #include "core/quant.h"  /* internal: type names for `octo synth --type` */
 #include "core/atomic_write.h" /* internal: output files written whole or not at all */
+#include "core/flatjson.h"     /* internal: inspect --json */
 
 static void help(FILE *f) {
     fputs("usage: octo <command> [options]   (octo --version: the version)\n"
           "\n"
-          "  run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
-          "      [--repeat-penalty R] [--seed S] [--ctx N] [--chat] [--ids] [--stats]\n"
-          "      [--spec MODE] [--draft MODEL] [--spec-k N] [--lookahead W,N,G]\n"
+          "  run [-m] MODEL [-p] PROMPT | -f FILE | - [-n N] [-t THREADS] [--temp T] [--top-k K]\n"
+          "      [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [--chat] [--ids]\n"
+          "      [--stats [--json]] [--spec MODE] [--draft MODEL] [--spec-k N] [--lookahead W,N,G]\n"
           "      [--cache-dir DIR] [--device NAME]\n"
-          "      stream a continuation to stdout; --chat: an interactive conversation (with -p as\n"
-          "      the system prompt); --ids: print the generated token ids on one line;\n"
-          "      --stats: a table of speed and memory on stderr at the end; MODE (speculative\n"
-          "      decoding): ",
+          "      stream a continuation to stdout; the prompt from -p, a file (-f) or stdin (-);\n"
+          "      sampling without --seed draws a new seed each run; --chat: an interactive\n"
+          "      conversation (with -p as the system prompt); --ids: print the generated token ids\n"
+          "      on one line; --stats: a table of speed and memory on stderr at the end (--json:\n"
+          "      one JSON object); every command takes -h; MODE (speculative decoding): ",
           f);
     fputs(spec_mode_names(), f);
     fputs("\n"
@@ -76,7 +79,7 @@ static void help(FILE *f) {
           "      --ref OTHER: the reference is OTHER (same vocabulary), e.g. the unquantized model.\n"
           "      With a cache directory, cold blocks over budget spill there (auto: only on\n"
           "      fast storage); NAME: iphone-15-pro iphone-14 pixel-8 galaxy-s24 android-4gb-emmc\n"
-          "  inspect -m MODEL [--kv-tokens N] [--device NAME]\n"
+          "  inspect -m MODEL [--kv-tokens N] [--device NAME] [--json]\n"
           "      architecture, hyperparameters, tensors, parameter count, file bytes,\n"
           "      memory for weights and for a KV cache of N tokens (default: trained context);\n"
           "      MODEL may be a GGUF file or a deploy bundle's folder\n"
@@ -121,15 +124,133 @@ static void help(FILE *f) {
           f);
 }
 
+/* `octo help` as one string (the caller frees it); NULL when out of memory. */
+static char *help_text(void) {
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *m = open_memstream(&buf, &n);
+    if (!m) return NULL;
+    help(m);
+    fclose(m);
+    return buf;
+}
+
+/* Calls fn on each line of cmd's entries in the help (from "  CMD " to the next entry). */
+static void for_help_lines(const char *help, const char *cmd, void (*fn)(void *ctx, const char *line, size_t n),
+                           void *ctx) {
+    const size_t cl = strlen(cmd);
+    bool in = false;
+    for (const char *l = help; l && *l;) {
+        const char *e = strchr(l, '\n');
+        const size_t n = e ? (size_t)(e - l) : strlen(l);
+        const bool entry = n > 2 && l[0] == ' ' && l[1] == ' ' && l[2] != ' ';
+        if (entry) in = n > cl + 2 && !strncmp(l + 2, cmd, cl) && l[2 + cl] == ' ';
+        if (in || (entry && !strncmp(l + 2, "Mixture", 7) && strstr("run bench eval logits inspect", cmd)))
+            fn(ctx, l, n);
+        l = e ? e + 1 : NULL;
+    }
+}
+
+static void print_line(void *ctx, const char *line, size_t n) {
+    printf("%.*s\n", (int)n, line);
+    ++*(int *)ctx;
+}
+
+/* `octo CMD -h`: that command's entries of the help. */
+static int help_for(const char *cmd) {
+    char *h = help_text();
+    int lines = 0;
+    for_help_lines(h, cmd, print_line, &lines);
+    free(h);
+    return lines ? finish_stdout(0) : usage_error("no help for '%s'", cmd);
+}
+
+/* Levenshtein distance of two short strings (capped at 32 characters). */
+static int edit_distance(const char *a, const char *b) {
+    int prev[33], cur[33];
+    const int la = (int)strlen(a) < 32 ? (int)strlen(a) : 32, lb = (int)strlen(b) < 32 ? (int)strlen(b) : 32;
+    for (int j = 0; j <= lb; j++) prev[j] = j;
+    for (int i = 1; i <= la; i++) {
+        cur[0] = i;
+        for (int j = 1; j <= lb; j++) {
+            const int sub = prev[j - 1] + (a[i - 1] != b[j - 1]), del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, sizeof(int) * (size_t)(lb + 1));
+    }
+    return prev[lb];
+}
+
+typedef struct {
+    const char *bad;
+    char best[40];
+    int dist;
+} suggestion;
+
+/* Every -x / --word in a help line, scored against the unknown option. */
+static void score_flags(void *ctx, const char *line, size_t n) {
+    suggestion *s = ctx;
+    for (size_t i = 0; i < n; i++) {
+        if (line[i] != '-' || (i > 0 && line[i - 1] != ' ' && line[i - 1] != '[' && line[i - 1] != '(')) continue;
+        size_t k = i;
+        while (k < n && (line[k] == '-' || (line[k] >= 'a' && line[k] <= 'z') || (line[k] >= '0' && line[k] <= '9'))) k++;
+        char flag[40];
+        if (k - i < 2 || k - i >= sizeof flag) continue;
+        memcpy(flag, line + i, k - i);
+        flag[k - i] = '\0';
+        int d = edit_distance(s->bad, flag);
+        if (!strncmp(s->bad, flag, strlen(flag)) && strlen(flag) > 2) d = d < 1 ? d : 1; /* --temperature: --temp */
+        if (d < s->dist) s->dist = d, snprintf(s->best, sizeof s->best, "%s", flag);
+        i = k;
+    }
+}
+
+int unknown_option(const char *cmd, const char *arg) {
+    char *h = help_text();
+    suggestion s = {arg, "", 1 << 20};
+    for_help_lines(h, cmd, score_flags, &s);
+    free(h);
+    const int limit = strlen(arg) > 6 ? 3 : 2;
+    if (s.best[0] && s.dist <= limit) return usage_error("%s: unknown option '%s' (did you mean %s?)", cmd, arg, s.best);
+    return usage_error("%s: unknown option '%s'", cmd, arg);
+}
+
 static int tokenize_all(octo_model *m, const char *text, size_t len, int add_special, int parse_special, int32_t **out,
                         int *n_out);
 
 
 /* ---------------------------------------------------------------- inspect */
 
+/* inspect --json: the model's description as one flat JSON object. */
+static void print_info_json(const char *path, const octo_model_info *in, uint64_t resident) {
+    char buf[8192];
+    flatjson_out o;
+    flatjson_begin(&o, buf, sizeof buf);
+    flatjson_str(&o, "model", path);
+    flatjson_str(&o, "arch", in->arch);
+    const struct { const char *k; uint64_t v; } nums[] = {
+        {"n_vocab", (uint64_t)in->n_vocab}, {"n_ctx_train", (uint64_t)in->n_ctx_train}, {"n_embd", (uint64_t)in->n_embd},
+        {"n_layer", (uint64_t)in->n_layer}, {"n_head", (uint64_t)in->n_head}, {"n_head_kv", (uint64_t)in->n_head_kv},
+        {"head_dim", (uint64_t)in->head_dim}, {"n_ff", (uint64_t)in->n_ff}, {"n_expert", (uint64_t)in->n_expert},
+        {"n_expert_used", (uint64_t)in->n_expert_used}, {"n_params", in->n_params}, {"file_bytes", in->file_bytes},
+        {"weight_bytes", in->weight_bytes}, {"weight_bytes_per_token", in->weight_bytes_per_token},
+        {"kv_bytes_per_token_f32", in->kv_bytes_per_token}, {"n_threads", (uint64_t)in->n_threads},
+        {"expert_bytes", in->expert_bytes}, {"resident_bytes_after_load", resident}};
+    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) flatjson_u64(&o, nums[i].k, nums[i].v);
+    flatjson_bool(&o, "output_tied", in->output_tied);
+    const struct { const char *k, *v; } strs[] = {
+        {"tensor_types", in->tensor_types}, {"features", in->features}, {"weights", in->weights},
+        {"cpu_path", in->cpu_path}, {"cores", in->cores}, {"speculation", in->speculation}, {"origin", in->origin},
+        {"expert_plan", in->expert_plan}};
+    for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) flatjson_str(&o, strs[i].k, strs[i].v);
+    flatjson_end(&o);
+    fputs(buf, stdout);
+}
+
 static int cmd_inspect(int argc, char **argv) {
     const char *path = NULL, *device = NULL;
     long kv_tokens = -1;
+    int json = 0;
     octo_moe_options moe = octo_model_options_defaults().moe;
     for (int i = 0; i < argc; i++) {
         int used, rc = parse_moe(argv[i], i + 1 < argc ? argv[i + 1] : NULL, &moe, &used);
@@ -137,9 +258,10 @@ static int cmd_inspect(int argc, char **argv) {
         if (used) { i++; continue; }
         if (!strcmp(argv[i], "-m") && i + 1 < argc) path = argv[++i];
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
+        else if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--kv-tokens") && i + 1 < argc) {
             if (!parse_long(argv[++i], 1, 1L << 24, &kv_tokens)) return usage_error("--kv-tokens takes a positive count");
-        } else return usage_error("inspect: unknown option '%s'", argv[i]);
+        } else return unknown_option("inspect", argv[i]);
     }
     if (!path) return usage_error("inspect needs -m MODEL");
     octo_memory before = octo_memory_usage();
@@ -160,6 +282,12 @@ static int cmd_inspect(int argc, char **argv) {
     octo_memory after = octo_memory_usage();
     octo_model_info in = octo_model_info_get(m);
     if (kv_tokens < 0) kv_tokens = in.n_ctx_train;
+    if (json) {
+        print_info_json(path, &in, after.rss_bytes > before.rss_bytes ? after.rss_bytes - before.rss_bytes : 0);
+        octo_model_free(m);
+        octo_client_free(c);
+        return 0;
+    }
     printf("model:          %s\n", path);
     printf("architecture:   %s%s\n", in.arch, in.n_expert ? " (mixture of experts)" : "");
     printf("vocabulary:     %d tokens\n", in.n_vocab);
@@ -217,7 +345,7 @@ static int cmd_logits(int argc, char **argv) {
         else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) {
             if (!parse_long(argv[++i], 1, 1L << 24, &n_ctx)) return usage_error("--ctx takes a positive count");
         } else if (!strcmp(argv[i], "--prompt") && i + 1 < argc) prompt = argv[++i];
-        else return usage_error("logits: unknown option '%s'", argv[i]);
+        else return unknown_option("logits", argv[i]);
     }
     if (!path || (!tokens_arg && !prompt) || (tokens_arg && prompt) || !out_path)
         return usage_error("logits needs -m MODEL, one of --tokens \"IDS\" or --prompt TEXT, and --out FILE");
@@ -293,6 +421,7 @@ static int tokenize_all(octo_model *m, const char *text, size_t len, int add_spe
 
 /* the client options `run` takes: where to spill, which device to plan for */
 static const char *g_cache_dir, *g_device;
+static int g_threads; /* -t: 0 = the performance cores */
 
 static octo_moe_options g_moe; /* run's --moe-cache / --moe-policy (zero: the defaults) */
 
@@ -301,6 +430,7 @@ static octo_model *open_model(const char *path, int n_ctx, const char *draft, in
     octo_client_options co = octo_client_options_defaults();
     co.cache_dir = g_cache_dir;
     co.device = g_device;
+    co.n_threads = g_threads;
     *client = octo_client_new(&co);
     if (!*client) {
         fail("out of memory");
@@ -327,7 +457,7 @@ static int cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(argv[i], "-f") && i + 1 < argc) file = argv[++i];
         else if (!strcmp(argv[i], "--no-bos")) no_bos = 1;
         else if (!strcmp(argv[i], "--special")) special = 1;
-        else return usage_error("tokenize: unknown option '%s'", argv[i]);
+        else return unknown_option("tokenize", argv[i]);
     }
     if (!path || (!text == !file)) return usage_error("tokenize needs -m MODEL and one of --text T or -f FILE");
     char *buf = NULL;
@@ -366,7 +496,7 @@ static int cmd_detokenize(int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "-m") && i + 1 < argc) path = argv[++i];
         else if (!strcmp(argv[i], "--ids") && i + 1 < argc) ids_arg = argv[++i];
-        else return usage_error("detokenize: unknown option '%s'", argv[i]);
+        else return unknown_option("detokenize", argv[i]);
     }
     if (!path || !ids_arg) return usage_error("detokenize needs -m MODEL and --ids \"IDS\"");
     int32_t *ids;
@@ -409,6 +539,24 @@ static void show_prefill(void *user, int done, int total) {
     fprintf(stderr, "\rprompt: %d/%d tokens", done, total);
     if (done == total) fputs("\r\033[K", stderr);
     fflush(stderr);
+}
+
+/* --stats --json: the figures as one JSON object on stderr. */
+static void print_stats_json(const octo_stats *s) {
+    fprintf(stderr,
+            "{\"prompt_tokens\": %d, \"prefill_tokens\": %d, \"prefill_ms\": %.3f, \"prefill_tokens_per_s\": %.3f, "
+            "\"decode_tokens\": %d, \"decode_ms\": %.3f, \"decode_tokens_per_s\": %.3f, "
+            "\"time_to_first_token_ms\": %.3f, \"context_tokens\": %d, \"context_size\": %d, "
+            "\"kv_bytes\": %llu, \"kv_budget_bytes\": %llu, \"kv_tokens_evicted\": %lld, \"kv_policy\": \"%s\", "
+            "\"spec_proposer\": \"%s\", \"spec_proposed\": %d, \"spec_accepted\": %d, \"spec_steps\": %d, "
+            "\"speculative_acceptance_rate\": %.4f, \"expert_cache_hit_rate\": %.4f, "
+            "\"expert_bytes_read\": %llu, \"rss_bytes\": %llu, \"peak_rss_bytes\": %llu, \"chat_template\": \"%s\"}\n",
+            s->prompt_tokens, s->prefill_tokens, s->prefill_ms, s->prefill_tokens_per_s, s->decode_tokens,
+            s->decode_ms, s->decode_tokens_per_s, s->time_to_first_token_ms, s->context_tokens, s->context_size,
+            (unsigned long long)s->kv_bytes, (unsigned long long)s->kv_budget_bytes, (long long)s->kv_tokens_evicted,
+            s->kv_policy, s->spec_proposer, s->spec_proposed, s->spec_accepted, s->spec_steps,
+            s->speculative_acceptance_rate, s->expert_cache_hit_rate, (unsigned long long)s->expert_bytes_read,
+            (unsigned long long)s->rss_bytes, (unsigned long long)s->peak_rss_bytes, s->chat_template);
 }
 
 static void print_stats(const octo_stats *s) {
@@ -628,52 +776,95 @@ static int chat_session(octo_model *m, const char *system, int ids, const octo_g
     return rc;
 }
 
-static int cmd_run(int argc, char **argv) {
-    const char *path = NULL, *prompt = NULL;
-    int chat = 0, ids = 0, stats = 0;
-    long n_ctx = 0;
-    const char *draft = NULL;
-    octo_generate_params gp = octo_generate_params_defaults();
+/* A prompt from a file, or from stdin for "-"; NULL after printing why not. */
+static char *read_prompt(const char *file) {
+    char *text = NULL;
+    size_t len = 0;
+    if (read_text_file(!strcmp(file, "-") ? "/dev/stdin" : file, &text, &len)) return NULL;
+    while (len && (text[len - 1] == '\n' || text[len - 1] == '\r')) text[--len] = '\0'; /* a file's last newline */
+    return text;
+}
+
+/* run's options; positional MODEL and PROMPT as well as -m / -p. */
+typedef struct {
+    const char *path, *prompt, *prompt_file, *draft;
+    int chat, ids, stats, json, seeded;
+    long n_ctx, threads;
+} run_args;
+
+static int parse_run(int argc, char **argv, run_args *r, octo_generate_params *gp) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int used, rc = parse_sampling(a, v, &gp, &used);
+        int used, rc = parse_sampling(a, v, gp, &used);
         if (!rc && !used) rc = parse_moe(a, v, &g_moe, &used);
         if (rc) return rc;
-        if (used) { i++; continue; }
-        if (!strcmp(a, "-m") && v) { path = v; i++; }
-        else if (!strcmp(a, "-p") && v) { prompt = v; i++; }
-        else if (!strcmp(a, "--ctx") && v) { if (!parse_long(v, 1, 1L << 24, &n_ctx)) return usage_error("--ctx takes a positive count"); i++; }
-        else if (!strcmp(a, "--chat")) chat = 1;
-        else if (!strcmp(a, "--ids")) ids = 1;
-        else if (!strcmp(a, "--stats")) stats = 1;
+        if (used) {
+            r->seeded |= !strcmp(a, "--seed");
+            i++;
+            continue;
+        }
+        if (!strcmp(a, "-m") && v) { r->path = v; i++; }
+        else if (!strcmp(a, "-p") && v) { r->prompt = v; i++; }
+        else if (!strcmp(a, "-f") && v) { r->prompt_file = v; i++; }
+        else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && v) {
+            if (!parse_long(v, 1, OCTO_MAX_THREADS, &r->threads)) return usage_error("-t takes 1..%d", OCTO_MAX_THREADS);
+            i++;
+        }
+        else if (!strcmp(a, "--json")) r->json = 1;
+        else if (a[0] != '-' || !strcmp(a, "-")) { /* positional: the model, then the prompt ("-": stdin) */
+            if (!r->path) r->path = a;
+            else if (!r->prompt && !r->prompt_file) *(strcmp(a, "-") ? &r->prompt : &r->prompt_file) = a;
+            else return usage_error("run: one model and one prompt, not also '%s'", a);
+        }
+        else if (!strcmp(a, "--ctx") && v) { if (!parse_long(v, 1, 1L << 24, &r->n_ctx)) return usage_error("--ctx takes a positive count"); i++; }
+        else if (!strcmp(a, "--chat")) r->chat = 1;
+        else if (!strcmp(a, "--ids")) r->ids = 1;
+        else if (!strcmp(a, "--stats")) r->stats = 1;
         else if (!strcmp(a, "--spec") && v) {
             int mode;
             if (!parse_spec_mode(v, &mode)) return usage_error("--spec is one of %s", spec_mode_names());
-            gp.spec = (octo_spec_mode)mode;
+            gp->spec = (octo_spec_mode)mode;
             i++;
         }
         else if (!strcmp(a, "--lookahead") && v) {
-            if (!parse_lookahead(v, &gp.lookahead_w, &gp.lookahead_n, &gp.lookahead_g))
+            if (!parse_lookahead(v, &gp->lookahead_w, &gp->lookahead_n, &gp->lookahead_g))
                 return usage_error("--lookahead takes W,N,G (e.g. 5,3,4)");
             i++;
         }
-        else if (!strcmp(a, "--draft") && v) { draft = v; i++; }
+        else if (!strcmp(a, "--draft") && v) { r->draft = v; i++; }
         else if (!strcmp(a, "--cache-dir") && v) { g_cache_dir = v; i++; }
         else if (!strcmp(a, "--device") && v) { g_device = v; i++; }
         else if (!strcmp(a, "--spec-k") && v) {
             long k;
             if (!parse_long(v, 1, 10, &k)) return usage_error("--spec-k takes 1..10");
-            gp.spec_k = (int)k;
+            gp->spec_k = (int)k;
             i++;
         }
-        else return usage_error("run: unknown option '%s'", a);
+        else return unknown_option("run", a);
     }
-    if (!path) return usage_error("run needs -m MODEL");
-    if (!chat && !prompt) return usage_error("run needs -p PROMPT (or --chat)");
+    if (!r->path) return usage_error("run needs a model: octo run MODEL \"PROMPT\" (or -m MODEL -p PROMPT)");
+    if (r->prompt && r->prompt_file) return usage_error("run: a prompt (-p) or a prompt file (-f), not both");
+    if (!r->chat && !r->prompt && !r->prompt_file) return usage_error("run needs a prompt: -p PROMPT, -f FILE, - (stdin) or --chat");
+    return 0;
+}
+
+static int cmd_run(int argc, char **argv) {
+    run_args r = {0};
+    octo_generate_params gp = octo_generate_params_defaults();
+    int rc = parse_run(argc, argv, &r, &gp);
+    if (rc) return rc;
+    char *file_prompt = r.prompt_file ? read_prompt(r.prompt_file) : NULL;
+    if (r.prompt_file && !file_prompt) return 1;
+    const char *prompt = file_prompt ? file_prompt : r.prompt;
+    const int chat = r.chat, ids = r.ids;
+    /* sampling without --seed: a new text each run (a fixed seed repeats one) */
+    if (!r.seeded) gp.seed = (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)getpid();
     if (isatty(STDOUT_FILENO)) gp.on_prefill = show_prefill; /* progress only on a terminal */
     octo_client *c;
-    octo_model *m = open_model(path, (int)n_ctx, draft, gp.spec == OCTO_SPEC_SELF ? OCTO_DRAFT_SELF : gp.spec == OCTO_SPEC_NONE || gp.spec == OCTO_SPEC_LOOKAHEAD ? OCTO_DRAFT_NONE : OCTO_DRAFT_AUTO, &c);
+    g_threads = (int)r.threads;
+    octo_model *m = open_model(r.path, (int)r.n_ctx, r.draft, gp.spec == OCTO_SPEC_SELF ? OCTO_DRAFT_SELF : gp.spec == OCTO_SPEC_NONE || gp.spec == OCTO_SPEC_LOOKAHEAD ? OCTO_DRAFT_NONE : OCTO_DRAFT_AUTO, &c);
     if (!m) {
+        free(file_prompt);
         octo_client_free(c);
         return 1;
     }
@@ -681,7 +872,7 @@ static int cmd_run(int argc, char **argv) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
-    int rc = 0, started = 0; /* streams that ran: without one there are no stats to show */
+    int started = 0; /* streams that ran: without one there are no stats to show */
     if (!chat) {
         octo_stream *st = octo_generate(m, prompt, &gp);
         if (!st) rc = fail("%s", octo_model_error(m));
@@ -694,11 +885,13 @@ static int cmd_run(int argc, char **argv) {
     } else {
         rc = chat_session(m, prompt, ids, &gp, &started);
     }
-    if (stats && started) {
+    if (r.stats && started) {
         fflush(stdout);
         octo_stats s = octo_model_stats(m);
-        print_stats(&s);
+        if (r.json) print_stats_json(&s);
+        else print_stats(&s);
     }
+    free(file_prompt);
     if (!rc && started && g_moe.trace && octo_model_stats(m).expert_trace_failed)
         rc = fail("could not write the whole expert trace to %s", g_moe.trace);
     octo_model_free(m);
@@ -758,7 +951,7 @@ static int cmd_synth(int argc, char **argv) {
             if (!parse_long(v, 2, 3, &n)) return usage_error("--gguf-version is 2 or 3");
             o.gguf_version = (uint32_t)n;
             i++;
-        } else return usage_error("synth: unknown option '%s'", a);
+        } else return unknown_option("synth", a);
     }
     if (!out) return usage_error("synth needs -o FILE");
     err_t err = {0};
@@ -783,7 +976,11 @@ int main(int argc, char **argv) {
                 {"logits", cmd_logits},   {"synth", cmd_synth},       {"upcycle", cmd_upcycle},
                 {"moe-prep", cmd_moe_prep}, {"quantize", cmd_quantize}, {"plan", cmd_plan},
                 {"deploy", cmd_deploy}};
-    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
-        if (!strcmp(argv[1], cmds[i].name)) return finish_stdout(cmds[i].run(argc - 2, argv + 2));
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        if (strcmp(argv[1], cmds[i].name)) continue;
+        for (int k = 2; k < argc; k++) /* -h / --help anywhere: this command's help */
+            if (!strcmp(argv[k], "-h") || !strcmp(argv[k], "--help")) return help_for(cmds[i].name);
+        return finish_stdout(cmds[i].run(argc - 2, argv + 2));
+    }
     return usage_error("unknown command '%s'", argv[1]);
 }

@@ -99,7 +99,7 @@ static int parse(int argc, char **argv, plan_args *a, const char **device, bool 
         else if (!strcmp(o, "--ctx") && v) {
             if (!parse_long(argv[++i], 1, 1L << 24, &a->n_ctx)) return usage_error("--ctx takes a positive count");
         } else if (!strcmp(o, "--json")) *json = true;
-        else return usage_error("plan: unknown option '%s'", o);
+        else return unknown_option("plan", o);
     }
     if (!a->path) return usage_error("plan needs -m MODEL");
     return 0;

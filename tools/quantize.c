@@ -41,7 +41,7 @@ int cmd_quantize(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--types-from") && v) o.types_from = argv[++i];
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o.progress = NULL;
-        else return usage_error("quantize: unknown option '%s'", a);
+        else return unknown_option("quantize", a);
     }
     if (!o.input || !o.output || !o.type) return usage_error("quantize needs -m IN.gguf -o OUT.gguf --type T");
     if (quantize_type_of(o.type) < 0) {

@@ -98,7 +98,7 @@ static int parse_args(int argc, char **argv, upcycle_opts *o, const char **text_
             errno = 0;
             o->seed = strtoull(v, &end, 10);
             if (errno || end == v || *end || *v == '-') return usage_error("--seed takes a whole number");
-        } else return usage_error("upcycle: unknown option '%s'", a);
+        } else return unknown_option("upcycle", a);
     }
     if (!o->input || !o->output) return usage_error("upcycle needs -m DENSE.gguf and -o MOE.gguf");
     if (!o->n_expert) return usage_error("upcycle needs --experts E and --experts-used K");
