@@ -74,6 +74,7 @@ OCTO_API int octo_struct_size(const char *name);
 /* Upper bounds of the size-like parameters (docs/limits.md). */
 #define OCTO_MAX_CONTEXT (1 << 24)       /* tokens: n_ctx and the KV windows */
 #define OCTO_MAX_THREADS 1024            /* octo_client_options.n_threads */
+#define OCTO_MAX_SESSIONS 64             /* octo_model_options.max_sessions */
 #define OCTO_MAX_REPEAT_LAST_N (1 << 20) /* octo_generate_params.repeat_last_n */
 
 typedef enum {
@@ -260,6 +261,11 @@ typedef struct {
      * answers octo_model_info_get and octo_model_plan_json (octo plan); eval
      * and generation fail with OCTO_ERR_INVALID_ARG. */
     int plan_only;
+    /* Conversations the model serves at once (octo_session_new), its own
+     * included: 0 or 1 (default) = its own only, up to OCTO_MAX_SESSIONS. The
+     * KV budget is planned for that many contexts and each session's cache
+     * takes its share; the weights are loaded once. */
+    int max_sessions;
 } octo_model_options;
 
 enum { OCTO_DRAFT_NONE = -1, OCTO_DRAFT_AUTO = 0, OCTO_DRAFT_SELF = 1 };
@@ -475,6 +481,30 @@ OCTO_API int octo_stream_token_count(octo_stream *stream);
 /* Frees the stream and makes the model available again. */
 OCTO_API void octo_stream_free(octo_stream *stream);
 
+/* ---- sessions: several conversations on one copy of the weights ----
+ *
+ * A model loaded with octo_model_options.max_sessions = N serves up to N
+ * independent conversations: its own (the octo_model calls above) and up to
+ * N - 1 sessions. Each has its own KV cache (and its draft's), within the one
+ * budget, and its own stream. Sessions may be used from different threads at
+ * once: their tokens are computed in turn on the model's threads. Free the
+ * sessions before their model (one left open is closed with it: its calls
+ * then fail). */
+typedef struct octo_session octo_session;
+
+/* NULL when all N are open or on error: octo_model_error says why. */
+OCTO_API octo_session *octo_session_new(octo_model *model);
+OCTO_API void octo_session_free(octo_session *session);
+/* The message of the session's last failure ("" if none). */
+OCTO_API const char *octo_session_error(const octo_session *session);
+/* As octo_generate and octo_chat, in this session (one stream at a time per session). */
+OCTO_API octo_stream *octo_session_generate(octo_session *session, const char *prompt,
+                                            const octo_generate_params *params);
+OCTO_API octo_stream *octo_session_chat(octo_session *session, const octo_message *messages, int n_messages,
+                                        const octo_generate_params *params);
+/* Forget the conversation (its cache emptied); not while it streams. */
+OCTO_API void octo_session_reset(octo_session *session);
+
 /* The callback variant: on_piece is called for each piece; returning
  * non-zero stops the generation (OCTO_STOP_CANCELLED). Returns the final status. */
 OCTO_API octo_status octo_generate_cb(octo_model *model, const char *prompt, const octo_generate_params *params,
@@ -562,6 +592,8 @@ typedef struct {
 } octo_stats;
 
 OCTO_API octo_stats octo_model_stats(const octo_model *model);
+/* The same for a session: its generation, its caches (the model's figures for the rest). */
+OCTO_API octo_stats octo_session_stats(const octo_session *session);
 
 /* ---- process ---- */
 

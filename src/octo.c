@@ -66,21 +66,33 @@ static void client_release(octo_client *c) {
     if (c && atomic_fetch_sub(&c->refs, 1) == 1) free(c);
 }
 
+/* One conversation: its KV caches (the model's and its draft's), its stream. A model's
+ * own is `main`; octo_session_new makes more, up to octo_model_options.max_sessions. */
+struct octo_session {
+    octo_model *om;          /* NULL once its model was freed */
+    session *s, *draft_s;
+    atomic_bool busy;        /* a stream is alive */
+    octo_stream *stream;     /* that stream */
+    gen_stats last;          /* of the last finished stream */
+    err_t *err;              /* the model's error for `main`, else own_err */
+    err_t own_err;
+};
+
 struct octo_model {
     octo_client *client;
     bundle *b;               /* the model, its draft, threads, plan and sessions (runtime/bundle.h) */
     octo_model_options opts;
-    atomic_bool busy;        /* a stream is alive */
-    octo_stream *stream;     /* that stream */
-    gen_stats last;          /* of the last finished stream */
-    pthread_mutex_t lock;    /* held while a token is made or stats are read: stats are a snapshot */
+    octo_session main;       /* the conversation the octo_model calls use */
+    octo_session **extra;    /* [max_sessions - 1]: those made by octo_session_new, NULL where free */
+    pthread_mutex_t lock;    /* held while a token is made or stats are read: every session's tokens in turn */
     char warning[160];       /* the tokenizer's, or the chat template's */
     err_t err;
     plan_device dev;         /* what the plan was made for */
 };
 
 struct octo_stream {
-    octo_model *om;
+    octo_model *om;          /* NULL once the model was freed */
+    octo_session *ss;
     generation *g;
 };
 
@@ -233,13 +245,18 @@ static octo_model *model_new(octo_client *c, const octo_model_options *opts, err
     const octo_model_options o = opts ? *opts : octo_model_options_defaults();
     if (o.n_ctx < 0 || o.n_ctx > OCTO_MAX_CONTEXT || c->opts.n_threads < 0 || c->opts.n_threads > OCTO_MAX_THREADS ||
         (o.kv_type != OCTO_KV_F32 && o.kv_type != OCTO_KV_F16) || o.auto_draft < OCTO_DRAFT_NONE ||
-        o.auto_draft > OCTO_DRAFT_SELF) {
+        o.auto_draft > OCTO_DRAFT_SELF || o.max_sessions < 0 || o.max_sessions > OCTO_MAX_SESSIONS) {
         err_set(cerr, ERR_INVALID_ARG,
-                "bad model options (n_ctx %d of 0..%d, n_threads %d of 0..%d, kv_type %d, auto_draft %d)", o.n_ctx,
-                OCTO_MAX_CONTEXT, c->opts.n_threads, OCTO_MAX_THREADS, (int)o.kv_type, o.auto_draft);
+                "bad model options (n_ctx %d of 0..%d, n_threads %d of 0..%d, kv_type %d, auto_draft %d, "
+                "max_sessions %d of 0..%d)", o.n_ctx, OCTO_MAX_CONTEXT, c->opts.n_threads, OCTO_MAX_THREADS,
+                (int)o.kv_type, o.auto_draft, o.max_sessions, OCTO_MAX_SESSIONS);
         return NULL;
     }
     octo_model *om = calloc(1, sizeof *om);
+    if (om && o.max_sessions > 1 && !(om->extra = calloc((size_t)o.max_sessions - 1, sizeof *om->extra))) {
+        free(om);
+        om = NULL;
+    }
     if (!om) {
         err_set(cerr, ERR_NOMEM, "out of memory");
         return NULL;
@@ -252,11 +269,22 @@ static octo_model *model_new(octo_client *c, const octo_model_options *opts, err
     pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
     pthread_mutex_init(&om->lock, &ma);
     pthread_mutexattr_destroy(&ma);
-    atomic_init(&om->busy, false);
+    atomic_init(&om->main.busy, false);
+    om->main.om = om;
+    om->main.err = &om->err;
     return om;
 }
 
 static void warn_client(void *client, const char *msg) { client_log(client, OCTO_LOG_WARN, msg); }
+
+/* A session's caches freed (its model is going); a stream left on it only reports an error. */
+static void session_detach(octo_session *ss) {
+    if (ss->stream) ss->stream->om = NULL;
+    session_free(ss->draft_s);
+    session_free(ss->s);
+    ss->s = ss->draft_s = NULL;
+    ss->om = NULL;
+}
 
 octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_options *opts) {
     if (!c) return NULL;
@@ -269,7 +297,8 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
     if (!om) return NULL;
     bundle_options bo = {.n_ctx = om->opts.n_ctx, .n_threads = c->opts.n_threads,
                          .draft_model = om->opts.draft_model, .auto_draft = (bundle_draft)om->opts.auto_draft,
-                         .plan_only = om->opts.plan_only != 0, .warn = warn_client, .warn_user = c};
+                         .plan_only = om->opts.plan_only != 0, .warn = warn_client, .warn_user = c,
+                         .n_sessions = om->opts.max_sessions > 1 ? om->opts.max_sessions : 1};
     err_code rc = kv_config_of(&om->opts, &bo.kv, cerr);
     if (!rc) rc = moe_config_of(&om->opts.moe, &bo.moe, cerr);
     if (!rc)
@@ -281,13 +310,18 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
         return NULL;
     }
     om->dev = bo.dev;
+    om->main.s = om->b->s;
+    om->main.draft_s = om->b->draft_s;
     snprintf(om->warning, sizeof om->warning, "%s", om->b->warning);
     return om;
 }
 
 void octo_model_free(octo_model *om) {
     if (!om) return;
-    if (om->stream) om->stream->om = NULL; /* a stream outliving its model only reports an error */
+    if (om->main.stream) om->main.stream->om = NULL; /* a stream outliving its model only reports an error */
+    for (int i = 0; om->extra && i < om->opts.max_sessions - 1; i++)
+        if (om->extra[i]) session_detach(om->extra[i]); /* sessions left open: their caches go with the model */
+    free(om->extra);
     bundle_free(om->b);
     pthread_mutex_destroy(&om->lock);
     client_release(om->client);
@@ -404,26 +438,26 @@ octo_status octo_eval(octo_model *om, const int32_t *tokens, int n, float *logit
     if (!om) return OCTO_ERR_INVALID_ARG;
     err_clear(&om->err);
     if (plan_only(om)) return (octo_status)om->err.code;
-    if (atomic_load(&om->busy)) return (octo_status)err_set(&om->err, ERR_BUSY, "the model is serving a stream");
+    if (atomic_load(&om->main.busy)) return (octo_status)err_set(&om->err, ERR_BUSY, "the model is serving a stream");
     if (!tokens || !logits || (mode != OCTO_LOGITS_LAST && mode != OCTO_LOGITS_ALL))
         return (octo_status)err_set(&om->err, ERR_INVALID_ARG, "octo_eval: tokens and logits are required");
-    return (octo_status)session_eval(om->b->s, tokens, n, mode == OCTO_LOGITS_ALL, logits, &om->err);
+    return (octo_status)session_eval(om->main.s, tokens, n, mode == OCTO_LOGITS_ALL, logits, &om->err);
 }
 
-int octo_n_past(const octo_model *om) { return om && om->b->s ? om->b->s->n_past : 0; }
+int octo_n_past(const octo_model *om) { return om && om->main.s ? om->main.s->n_past : 0; }
 
 octo_status octo_truncate(octo_model *om, int n) {
     if (!om) return OCTO_ERR_INVALID_ARG;
     err_clear(&om->err);
     if (plan_only(om)) return (octo_status)om->err.code;
-    if (atomic_load(&om->busy)) return (octo_status)err_set(&om->err, ERR_BUSY, "the model is serving a stream");
-    if (n < 0 || n > om->b->s->n_past)
-        return (octo_status)err_set(&om->err, ERR_INVALID_ARG, "cannot truncate %d tokens to %d", om->b->s->n_past, n);
-    return (octo_status)session_rewind(om->b->s, n, &om->err);
+    if (atomic_load(&om->main.busy)) return (octo_status)err_set(&om->err, ERR_BUSY, "the model is serving a stream");
+    if (n < 0 || n > om->main.s->n_past)
+        return (octo_status)err_set(&om->err, ERR_INVALID_ARG, "cannot truncate %d tokens to %d", om->main.s->n_past, n);
+    return (octo_status)session_rewind(om->main.s, n, &om->err);
 }
 
 void octo_reset(octo_model *om) {
-    if (om && om->b->s && !atomic_load(&om->busy)) session_reset(om->b->s);
+    if (om && om->main.s && !atomic_load(&om->main.busy)) session_reset(om->main.s);
 }
 
 /* ---------------------------------------------------------------- text */
@@ -526,88 +560,158 @@ int octo_spec_mode_from_name(const char *name) {
 }
 
 /* Tokenize text and start a stream on it; the model is marked busy on success. */
-static octo_stream *start_stream(octo_model *om, const char *text, bool parse_special,
+static octo_stream *start_stream(octo_session *ss, const char *text, bool parse_special,
                                  const octo_generate_params *params) {
+    octo_model *om = ss->om;
+    err_t *err = ss->err;
     octo_generate_params p = params ? *params : octo_generate_params_defaults();
     gen_params gp = to_gen_params(&p);
     if ((int)p.spec < OCTO_SPEC_AUTO || (int)p.spec > OCTO_SPEC_NONE + spec_proposer_count()) {
-        err_set(&om->err, ERR_INVALID_ARG, "unknown speculative mode %d", (int)p.spec);
+        err_set(err, ERR_INVALID_ARG, "unknown speculative mode %d", (int)p.spec);
         return NULL;
     }
     /* AUTO: the bundle's choice; a named mode: its row of the proposer table */
     if (p.spec != OCTO_SPEC_NONE &&
         bundle_proposer(om->b, p.spec == OCTO_SPEC_AUTO ? NULL : spec_proposer_at((int)p.spec - OCTO_SPEC_NONE - 1),
-                        &gp.proposer, &om->err))
+                        &gp.proposer, err))
         return NULL;
-    gp.draft = om->b->draft_s;
-    if (sampler_check(&gp.sampling, &om->err)) return NULL;
+    gp.draft = ss->draft_s;
+    if (sampler_check(&gp.sampling, err)) return NULL;
     if (p.max_tokens <= 0) {
-        err_set(&om->err, ERR_INVALID_ARG, "max_tokens must be positive, not %d", p.max_tokens);
+        err_set(err, ERR_INVALID_ARG, "max_tokens must be positive, not %d", p.max_tokens);
         return NULL;
     }
-    if (need_tokenizer(om) || plan_only(om)) return NULL;
+    if (!om->b->tok || om->b->plan_only) { /* the model's reason, in this session's error */
+        if (!need_tokenizer(om)) plan_only(om);
+        if (err != &om->err) *err = om->err;
+        return NULL;
+    }
     if (!*text) {
-        err_set(&om->err, ERR_INVALID_ARG, "the prompt is empty");
+        err_set(err, ERR_INVALID_ARG, "the prompt is empty");
         return NULL;
     }
     bool expected = false;
-    if (!atomic_compare_exchange_strong(&om->busy, &expected, true)) {
-        err_set(&om->err, ERR_BUSY, "the model is already serving a stream; free it or load another model object");
+    if (!atomic_compare_exchange_strong(&ss->busy, &expected, true)) {
+        err_set(err, ERR_BUSY, "the model is already serving a stream; free it, or open another session (octo_session_new)");
         return NULL;
     }
     tok_list l = {0};
     octo_stream *st = NULL;
-    err_code rc = tokenizer_encode(om->b->tok, text, strlen(text), true, parse_special, &l, &om->err);
-    if (!rc && !(st = calloc(1, sizeof *st))) rc = err_set(&om->err, ERR_NOMEM, "out of memory");
-    if (!rc) rc = gen_start(om->b->s, om->b->tok, l.ids, l.n, &gp, &st->g, &om->err);
+    err_code rc = tokenizer_encode(om->b->tok, text, strlen(text), true, parse_special, &l, err);
+    if (!rc && !(st = calloc(1, sizeof *st))) rc = err_set(err, ERR_NOMEM, "out of memory");
+    if (!rc) rc = gen_start(ss->s, om->b->tok, l.ids, l.n, &gp, &st->g, err);
     tok_list_free(&l);
     if (rc) {
         free(st);
-        atomic_store(&om->busy, false);
+        atomic_store(&ss->busy, false);
         return NULL;
     }
     st->om = om;
+    st->ss = ss;
     pthread_mutex_lock(&om->lock);
-    om->stream = st;
+    ss->stream = st;
     pthread_mutex_unlock(&om->lock);
     return st;
 }
 
-octo_stream *octo_generate(octo_model *om, const char *prompt, const octo_generate_params *params) {
-    if (!om) return NULL;
-    err_clear(&om->err);
+static octo_stream *generate_in(octo_session *ss, const char *prompt, const octo_generate_params *params) {
+    err_clear(ss->err);
     if (!prompt) {
-        err_set(&om->err, ERR_INVALID_ARG, "no prompt given");
+        err_set(ss->err, ERR_INVALID_ARG, "no prompt given");
         return NULL;
     }
-    return start_stream(om, prompt, params && params->parse_special, params);
+    return start_stream(ss, prompt, params && params->parse_special, params);
 }
 
-octo_stream *octo_chat(octo_model *om, const octo_message *msgs, int n, const octo_generate_params *params) {
-    if (!om) return NULL;
-    err_clear(&om->err);
+static octo_stream *chat_in(octo_session *ss, const octo_message *msgs, int n, const octo_generate_params *params) {
+    octo_model *om = ss->om;
+    err_clear(ss->err);
     if (!msgs || n <= 0) {
-        err_set(&om->err, ERR_INVALID_ARG, "octo_chat needs at least one message");
+        err_set(ss->err, ERR_INVALID_ARG, "octo_chat needs at least one message");
         return NULL;
     }
     chat_message *cm = malloc(sizeof *cm * (size_t)n);
     if (!cm) {
-        err_set(&om->err, ERR_NOMEM, "out of memory");
+        err_set(ss->err, ERR_NOMEM, "out of memory");
         return NULL;
     }
     for (int i = 0; i < n; i++) cm[i] = (chat_message){msgs[i].role, msgs[i].content};
     char *text = NULL;
-    err_code rc = chat_format(om->b->chat, cm, n, &text, &om->err);
+    err_code rc = chat_format(om->b->chat, cm, n, &text, ss->err);
     free(cm);
     if (rc) return NULL;
     if (om->b->chat == CHAT_PLAIN) {
+        pthread_mutex_lock(&om->lock);
         snprintf(om->warning, sizeof om->warning,
                  "the model's chat template is missing or not recognised; messages were joined as a plain prompt");
+        pthread_mutex_unlock(&om->lock);
         client_log(om->client, OCTO_LOG_WARN, om->warning);
     }
-    octo_stream *st = start_stream(om, text, true, params);
+    octo_stream *st = start_stream(ss, text, true, params);
     free(text);
     return st;
+}
+
+octo_session *octo_session_new(octo_model *om) {
+    if (!om) return NULL;
+    err_clear(&om->err);
+    pthread_mutex_lock(&om->lock);
+    int slot = -1;
+    for (int i = 0; om->extra && i < om->opts.max_sessions - 1 && slot < 0; i++)
+        if (!om->extra[i]) slot = i;
+    octo_session *ss = slot < 0 ? NULL : calloc(1, sizeof *ss);
+    if (slot < 0)
+        err_set(&om->err, ERR_BUSY, "all %d sessions are open (octo_model_options.max_sessions)",
+                om->opts.max_sessions > 1 ? om->opts.max_sessions : 1);
+    else if (!ss) err_set(&om->err, ERR_NOMEM, "out of memory");
+    else if (bundle_session_open(om->b, &ss->s, &ss->draft_s, &om->err)) {
+        free(ss);
+        ss = NULL;
+    } else {
+        ss->om = om;
+        ss->err = &ss->own_err;
+        atomic_init(&ss->busy, false);
+        om->extra[slot] = ss;
+    }
+    pthread_mutex_unlock(&om->lock);
+    return ss;
+}
+
+void octo_session_free(octo_session *ss) {
+    if (!ss) return;
+    octo_model *om = ss->om;
+    if (om) {
+        pthread_mutex_lock(&om->lock);
+        for (int i = 0; i < om->opts.max_sessions - 1; i++)
+            if (om->extra[i] == ss) om->extra[i] = NULL;
+        pthread_mutex_unlock(&om->lock);
+        session_detach(ss);
+    }
+    free(ss);
+}
+
+const char *octo_session_error(const octo_session *ss) { return ss ? ss->own_err.msg : "no session"; }
+
+octo_stream *octo_session_generate(octo_session *ss, const char *prompt, const octo_generate_params *params) {
+    if (!ss || !ss->om) return NULL;
+    return generate_in(ss, prompt, params);
+}
+
+octo_stream *octo_session_chat(octo_session *ss, const octo_message *msgs, int n, const octo_generate_params *params) {
+    if (!ss || !ss->om) return NULL;
+    return chat_in(ss, msgs, n, params);
+}
+
+void octo_session_reset(octo_session *ss) {
+    if (ss && ss->s && !atomic_load(&ss->busy)) session_reset(ss->s);
+}
+
+octo_stream *octo_generate(octo_model *om, const char *prompt, const octo_generate_params *params) {
+    return om ? generate_in(&om->main, prompt, params) : NULL;
+}
+
+octo_stream *octo_chat(octo_model *om, const octo_message *msgs, int n, const octo_generate_params *params) {
+    return om ? chat_in(&om->main, msgs, n, params) : NULL;
 }
 
 const char *octo_stream_next(octo_stream *st) {
@@ -663,10 +767,10 @@ void octo_stream_free(octo_stream *st) {
     if (!st) return;
     if (st->om) {
         pthread_mutex_lock(&st->om->lock);
-        st->om->last = gen_get_stats(st->g);
-        st->om->stream = NULL;
+        st->ss->last = gen_get_stats(st->g);
+        st->ss->stream = NULL;
         pthread_mutex_unlock(&st->om->lock);
-        atomic_store(&st->om->busy, false);
+        atomic_store(&st->ss->busy, false);
     }
     gen_free(st->g);
     free(st);
@@ -688,19 +792,28 @@ octo_status octo_generate_cb(octo_model *om, const char *prompt, const octo_gene
     return rc;
 }
 
-static octo_stats stats_snapshot(const octo_model *om);
+static octo_stats stats_snapshot(const octo_model *om, const octo_session *ss);
 
-/* Taken between tokens: a stream running on another thread pauses for it. */
-octo_stats octo_model_stats(const octo_model *om) {
-    if (!om) return stats_snapshot(NULL);
-    octo_model *m = (octo_model *)om; /* the lock is not part of the model's value */
+octo_stats octo_session_stats(const octo_session *ss) {
+    if (!ss || !ss->om) return stats_snapshot(NULL, NULL);
+    octo_model *m = ss->om;
     pthread_mutex_lock(&m->lock);
-    octo_stats st = stats_snapshot(om);
+    octo_stats st = stats_snapshot(m, ss);
     pthread_mutex_unlock(&m->lock);
     return st;
 }
 
-static octo_stats stats_snapshot(const octo_model *om) {
+/* Taken between tokens: a stream running on another thread pauses for it. */
+octo_stats octo_model_stats(const octo_model *om) {
+    if (!om) return stats_snapshot(NULL, NULL);
+    octo_model *m = (octo_model *)om; /* the lock is not part of the model's value */
+    pthread_mutex_lock(&m->lock);
+    octo_stats st = stats_snapshot(om, &om->main);
+    pthread_mutex_unlock(&m->lock);
+    return st;
+}
+
+static octo_stats stats_snapshot(const octo_model *om, const octo_session *ss) {
     octo_stats st;
     memset(&st, 0, sizeof st);
     st.speculative_acceptance_rate = -1.0;
@@ -733,7 +846,7 @@ static octo_stats stats_snapshot(const octo_model *om) {
     st.expert_int2_promotions = ex.int2_promotions;
     st.expert_int2_errors = ex.int2_errors;
     st.expert_readahead_share = ex.readahead_passes ? (double)ex.readahead_passes_on / (double)ex.readahead_passes : -1.0;
-    gen_stats g = om->stream ? gen_get_stats(om->stream->g) : om->last;
+    gen_stats g = ss->stream ? gen_get_stats(ss->stream->g) : ss->last;
     st.prompt_tokens = g.prompt_tokens;
     st.prefill_tokens = g.prefill_tokens;
     st.prefill_ms = g.prefill_ms;
@@ -763,9 +876,9 @@ static octo_stats stats_snapshot(const octo_model *om) {
             snprintf(st.spec_note, sizeof st.spec_note, "off: %.1f ms/token verified vs %.1f plain",
                      g.spec_ms_per_token, g.plain_ms_per_token);
     }
-    st.context_tokens = om->b->s ? om->b->s->n_past : 0;
+    st.context_tokens = ss->s ? ss->s->n_past : 0;
     st.context_size = om->b->n_ctx;
-    const bundle_kv_stats bk = bundle_kv_stats_get(om->b);
+    const bundle_kv_stats bk = bundle_kv_stats_of(om->b, ss->s, ss->draft_s);
     const kv_stats kv = bk.kv; /* the draft's bytes included */
     st.kv_bytes = kv.bytes;
     st.kv_draft_bytes = bk.draft_bytes;

@@ -480,6 +480,77 @@ static void test_truncate_as_never_seen(void) {
     octo_client_free(c);
 }
 
+/* Sessions: several conversations on one model, from several threads at once. */
+typedef struct {
+    octo_session *ss;   /* NULL: the model's own conversation */
+    octo_model *m;
+    const char *prompt;
+    char text[2048];
+    int tokens;
+} session_job;
+
+static void *session_run(void *arg) {
+    session_job *j = arg;
+    octo_generate_params gp = octo_generate_params_defaults();
+    gp.temperature = 0;
+    gp.max_tokens = 40;
+    gp.spec = OCTO_SPEC_NONE;
+    octo_stream *st = j->ss ? octo_session_generate(j->ss, j->prompt, &gp) : octo_generate(j->m, j->prompt, &gp);
+    j->text[0] = '\0';
+    for (const char *p; st && (p = octo_stream_next(st));) strncat(j->text, p, sizeof j->text - strlen(j->text) - 1);
+    j->tokens = st ? octo_stream_token_count(st) : -1;
+    octo_stream_free(st);
+    return NULL;
+}
+
+static void test_sessions(void) {
+    octo_client *c = octo_client_new(NULL);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.auto_draft = OCTO_DRAFT_NONE;
+    mo.max_sessions = 3;
+    mo.kv.budget_bytes = 3u << 20; /* shared by the three */
+    octo_model *m = octo_load_model(c, g_model, &mo);
+    T_CHECKF(m != NULL, "%s", octo_last_error(c));
+    if (!m) return;
+    const char *prompts[3] = {"Once upon a time", "The cat sat", "A long way from home"};
+    session_job alone[3], together[3];
+    octo_session *ss[2] = {octo_session_new(m), octo_session_new(m)};
+    T_CHECKF(ss[0] && ss[1], "%s", octo_model_error(m));
+    T_CHECK(octo_session_new(m) == NULL && strstr(octo_model_error(m), "all 3 sessions"));
+    for (int i = 0; i < 3; i++) { /* each prompt alone, in the model's own conversation */
+        alone[i] = (session_job){.m = m, .prompt = prompts[i]};
+        octo_reset(m);
+        session_run(&alone[i]);
+    }
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) {
+        together[i] = (session_job){.ss = i ? ss[i - 1] : NULL, .m = m, .prompt = prompts[i]};
+        pthread_create(&th[i], NULL, session_run, &together[i]);
+    }
+    for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 3; i++)
+        T_CHECKF(together[i].tokens == 40 && !strcmp(alone[i].text, together[i].text), "[%d] '%s' vs '%s'", i,
+                 together[i].text, alone[i].text);
+    const octo_stats s1 = octo_session_stats(ss[0]);
+    T_CHECKF(s1.decode_tokens == 40 && s1.context_tokens > 40 && s1.kv_budget_bytes <= (1u << 20) + (1u << 16),
+             "session stats: %d tokens, context %d, budget %llu", s1.decode_tokens, s1.context_tokens,
+             (unsigned long long)s1.kv_budget_bytes);
+    octo_stream *busy = octo_session_generate(ss[0], "x", NULL);
+    T_CHECK(busy && !octo_session_generate(ss[0], "y", NULL) && strstr(octo_session_error(ss[0]), "already serving"));
+    octo_session *other = ss[1];
+    octo_stream *free_one = octo_session_generate(other, "z", NULL); /* another session is not busy */
+    T_CHECK(free_one != NULL);
+    octo_stream_free(free_one);
+    octo_session_free(ss[1]);
+    T_CHECK((ss[1] = octo_session_new(m)) != NULL); /* a freed slot is reused */
+    octo_model_free(m); /* with two sessions and a stream still open: they report errors, never crash */
+    T_CHECK(octo_stream_next(busy) == NULL && octo_session_generate(ss[0], "x", NULL) == NULL);
+    octo_stream_free(busy);
+    octo_session_free(ss[0]);
+    octo_session_free(ss[1]);
+    octo_client_free(c);
+}
+
 int main(void) {
     tu_tmp_path(g_model, sizeof g_model, "reliability.gguf");
     synth_opts o = synth_defaults();
@@ -495,6 +566,7 @@ int main(void) {
     test_long_pieces();
     test_escaped_errors();
     test_truncate_as_never_seen();
+    test_sessions();
     remove(g_model);
     T_DONE();
 }

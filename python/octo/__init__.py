@@ -21,7 +21,7 @@ import threading
 from . import _lib
 from ._version import __version__
 
-__all__ = ["Model", "Stream", "OctoError", "LibraryError", "Stats", "Info", "version", "__version__"]
+__all__ = ["Model", "Session", "Stream", "OctoError", "LibraryError", "Stats", "Info", "version", "__version__"]
 
 LibraryError = _lib.LibraryError
 _L = _lib.load()
@@ -70,7 +70,7 @@ class Stream:
     """The pieces of one generation. Iterate it; cancel() is safe from any thread."""
 
     def __init__(self, model, handle):
-        self._model = model
+        self._model = model  # the Model or Session that started it
         self._h = handle
         self._lock = threading.Lock()  # free vs cancel from another thread
         self.stop_reason = "running"
@@ -127,13 +127,14 @@ class Model:
 
     n_ctx, n_threads, device ("pixel-8", ..., or "host"), cache_dir, draft_model,
     auto_draft ("auto", "self", "none"), kv_budget_bytes, kv_policy ("morphkv", "snapkv", ...),
-    kv_compress (bool).
+    kv_compress (bool), max_sessions (conversations at once: this model's own plus model.session()s).
     """
 
     def __init__(self, path, *, n_ctx=0, n_threads=0, device=None, cache_dir=None, draft_model=None,
-                 auto_draft="auto", kv_budget_bytes=0, kv_policy=None, kv_compress=True):
+                 auto_draft="auto", kv_budget_bytes=0, kv_policy=None, kv_compress=True, max_sessions=1):
         self._client = self._model = None
         self._stream = None
+        self._sessions = []
         self._keep = [_enc(device), _enc(cache_dir), _enc(draft_model)]  # alive while the C side holds them
         co = _L.octo_client_options_defaults()
         co.n_threads, co.device, co.cache_dir = n_threads, self._keep[0], self._keep[1]
@@ -144,6 +145,7 @@ class Model:
         mo.n_ctx, mo.draft_model = n_ctx, self._keep[2]
         mo.auto_draft = {"auto": 0, "self": 1, "none": -1}[auto_draft]
         mo.kv.budget_bytes, mo.kv.compress = kv_budget_bytes, int(bool(kv_compress))
+        mo.max_sessions = max_sessions
         if kv_policy is not None:
             p = _L.octo_kv_policy_from_name(kv_policy.encode())
             if p < 0:
@@ -189,6 +191,16 @@ class Model:
         arr = (_lib.Message * len(keep))(*[_lib.Message(r, c) for r, c in keep])
         return self._start(_L.octo_chat(self._model, arr, len(keep), ctypes.byref(p)))
 
+    def session(self):
+        """Another conversation on this model (its own KV cache; up to max_sessions at once)."""
+        self._check()
+        h = _L.octo_session_new(self._model)
+        if not h:
+            raise OctoError(_L.octo_model_error(self._model).decode("utf-8", "replace"), 21)
+        s = Session(self, h)
+        self._sessions.append(s)
+        return s
+
     def cancel(self):
         """Cancel the model's current generation, from any thread."""
         s = self._stream
@@ -221,6 +233,9 @@ class Model:
     def close(self):
         if self._stream is not None:
             self._stream.close()
+        for s in self._sessions:
+            s.close()
+        self._sessions = []
         if self._model:
             _L.octo_model_free(self._model)
         if self._client:
@@ -234,4 +249,62 @@ class Model:
         self.close()
 
     def __del__(self):
+        self.close()
+
+
+class Session:
+    """One more conversation on a Model (Model.session()): generate, chat, stats, reset, close.
+    Sessions of one model may generate from different threads at once."""
+
+    def __init__(self, model, handle):
+        self._owner = model
+        self._h = handle
+        self._stream = None
+
+    def _err(self):
+        return _L.octo_session_error(self._h).decode("utf-8", "replace")
+
+    def _start(self, handle):
+        if not handle:
+            raise OctoError(self._err(), 1)
+        self._stream = Stream(self, handle)
+        return self._stream
+
+    def generate(self, prompt, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
+                 spec=None):
+        self._check()
+        p = self._owner._params(max_tokens, temperature, top_k, top_p, min_p, seed, spec)
+        return self._start(_L.octo_session_generate(self._h, prompt.encode(), ctypes.byref(p)))
+
+    def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
+             spec=None):
+        self._check()
+        p = self._owner._params(max_tokens, temperature, top_k, top_p, min_p, seed, spec)
+        keep = [(m["role"].encode(), m["content"].encode()) for m in messages]
+        arr = (_lib.Message * len(keep))(*[_lib.Message(r, c) for r, c in keep])
+        return self._start(_L.octo_session_chat(self._h, arr, len(keep), ctypes.byref(p)))
+
+    def stats(self):
+        self._check()
+        return _convert(_L.octo_session_stats(self._h), Stats)
+
+    def reset(self):
+        self._check()
+        _L.octo_session_reset(self._h)
+
+    def _check(self):
+        if self._h is None:
+            raise OctoError("the session is closed", 1)
+
+    def close(self):
+        if self._stream is not None:
+            self._stream.close()
+        if self._h is not None:
+            _L.octo_session_free(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
         self.close()

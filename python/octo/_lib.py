@@ -36,7 +36,7 @@ class MoeOptions(ctypes.Structure):
 
 class ModelOptions(ctypes.Structure):
     _fields_ = [("n_ctx", c_int), ("kv_type", c_int), ("kv", KvOptions), ("draft_model", c_char_p),
-                ("auto_draft", c_int), ("moe", MoeOptions), ("plan_only", c_int)]
+                ("auto_draft", c_int), ("moe", MoeOptions), ("plan_only", c_int), ("max_sessions", c_int)]
 
 
 class GenerateParams(ctypes.Structure):
@@ -137,6 +137,13 @@ SIGNATURES = {
     "octo_tokenize": (c_int, [c_void_p, c_char_p, c_int, c_int, c_int, P(c_i32), c_int]),
     "octo_reset": (None, [c_void_p]),
     "octo_memory_usage": (Memory, []),
+    "octo_session_new": (c_void_p, [c_void_p]),
+    "octo_session_free": (None, [c_void_p]),
+    "octo_session_error": (c_char_p, [c_void_p]),
+    "octo_session_generate": (c_void_p, [c_void_p, c_char_p, P(GenerateParams)]),
+    "octo_session_chat": (c_void_p, [c_void_p, P(Message), c_int, P(GenerateParams)]),
+    "octo_session_reset": (None, [c_void_p]),
+    "octo_session_stats": (Stats, [c_void_p]),
 }
 
 

@@ -123,3 +123,27 @@ def test_closed_model(model_path):
     m.close()
     with pytest.raises(octo.OctoError, match="closed"):
         m.generate(PROMPT)
+
+
+def test_sessions_in_threads(model_path):
+    with octo.Model(model_path, max_sessions=3) as m:
+        alone = [m.generate(p, max_tokens=24, temperature=0).text() for p in ("Once upon a time", "The dog")]
+        a, b = m.session(), m.session()
+        with pytest.raises(octo.OctoError, match="all 3 sessions"):
+            m.session()
+        out = [None, None]
+
+        def run(i, s, p):
+            out[i] = s.generate(p, max_tokens=24, temperature=0).text()
+
+        ts = [threading.Thread(target=run, args=(0, a, "Once upon a time")),
+              threading.Thread(target=run, args=(1, b, "The dog"))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert out == alone
+        assert a.stats().decode_tokens == 24
+        b.close()
+        c = m.session()  # the freed slot
+        assert c.generate("Once upon a time", max_tokens=4, temperature=0).text()

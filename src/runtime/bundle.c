@@ -27,6 +27,26 @@ static void warn(const bundle_options *o, const char *msg) {
     if (o->warn && msg && *msg) o->warn(o->warn_user, msg);
 }
 
+/* The plan for o->n_sessions conversations of n_ctx tokens: the budget of
+ * that many contexts (plan.h), each session's cache taking its share. */
+static plan plan_sessions(const bundle *b, const bundle_options *o, const model *draft, int n_ctx) {
+    const int n = o->n_sessions > 1 ? o->n_sessions : 1;
+    const int64_t all = (int64_t)n_ctx * n;
+    plan p = plan_make(b->m, draft, all > (1 << 24) ? (1 << 24) : (int)all, &o->kv, &o->dev);
+    if (n > 1 && p.kv.budget_bytes) { /* each cache its share, never below what a cache needs to work */
+        const uint64_t floor = kv_budget_floor(plan_kv_shape(&b->m->hp), &p.kv);
+        p.kv.budget_bytes = p.kv.budget_bytes / (uint64_t)n > floor ? p.kv.budget_bytes / (uint64_t)n : floor;
+        if (draft && p.draft_kv.budget_bytes) {
+            const uint64_t dfloor = kv_budget_floor(plan_kv_shape(&draft->hp), &p.draft_kv);
+            p.draft_kv.budget_bytes /= (uint64_t)n;
+            if (p.draft_kv.budget_bytes < dfloor) p.draft_kv.budget_bytes = dfloor;
+        }
+        const size_t len = strlen(p.kv_reason);
+        snprintf(p.kv_reason + len, sizeof p.kv_reason - len, "; split among %d sessions", n);
+    }
+    return p;
+}
+
 /* Step 1: the weights, packed when the plan says they fit; the reason says
  * what was done. */
 static err_code load_weights(bundle *b, const char *path, const bundle_options *o, err_t *err) {
@@ -202,14 +222,14 @@ static void drop_draft(bundle *b, const bundle_options *o, const cpu_classes *cc
     if (!unplaced) b->cores = plan_place(cc, o->n_threads, false);
     snprintf(spec_reason, rn, "n-gram: the draft's cache could not be made: %.190s", why);
     warn(o, spec_reason);
-    b->plan = plan_make(b->m, NULL, n_ctx, &o->kv, &o->dev);
+    b->plan = plan_sessions(b, o, NULL, n_ctx);
 }
 
 /* Step 5: the plan that shares the KV budget with the draft, the draft's
  * threads on the efficiency cores, its session. */
 static err_code plan_with_draft(bundle *b, const bundle_options *o, cpu_classes *cc, bool unplaced, int n_ctx,
                                 char *spec_reason, size_t rn, err_t *err) {
-    b->plan = plan_make(b->m, bundle_draft_shape(b), n_ctx, &o->kv, &o->dev);
+    b->plan = plan_sessions(b, o, bundle_draft_shape(b), n_ctx);
     if (!unplaced) b->cores = plan_place(cc, o->n_threads, true);
     if (o->plan_only) return ERR_OK;
     err_t derr = {0};
@@ -226,6 +246,30 @@ static err_code plan_with_draft(bundle *b, const bundle_options *o, cpu_classes 
         rc = ERR_OK;
     }
     return rc;
+}
+
+/* A session of an MoE model fetches its experts through the one store. */
+static void wire_experts(const bundle *b, session *s) {
+    if (!b->experts) return;
+    s->experts = moe_experts_iface(b->experts);
+    s->shared_bytes = b->plan.moe_shared;
+    s->token_bytes = kv_token_bytes(plan_kv_shape(&b->m->hp), b->plan.kv.hot_type);
+}
+
+err_code bundle_session_open(const bundle *b, session **s, session **ds, err_t *err) {
+    *s = *ds = NULL;
+    if (b->plan_only) return err_set(err, ERR_INVALID_ARG, "the model was loaded to plan only");
+    err_code rc = session_new_shared(b->m, b->n_ctx, &b->plan.kv, b->pool, s, err);
+    if (!rc && b->draft_s)
+        rc = session_new_shared(b->draft_m, b->n_ctx, &b->plan.draft_kv, b->draft_pool ? b->draft_pool : b->pool, ds,
+                                err);
+    if (rc) {
+        session_free(*s);
+        *s = NULL;
+        return rc;
+    }
+    wire_experts(b, *s);
+    return ERR_OK;
 }
 
 err_code bundle_load(const char *path, const bundle_options *o, bundle **out, err_t *err) {
@@ -245,7 +289,7 @@ err_code bundle_load(const char *path, const bundle_options *o, bundle **out, er
     model_set_context(b->m, n_ctx); /* LongRoPE's factors follow the context */
     load_tokenizer(b, o);
     /* the draft first (the self-draft's decision needs the plan without one) */
-    b->plan = plan_make(b->m, NULL, n_ctx, &o->kv, &o->dev);
+    b->plan = plan_sessions(b, o, NULL, n_ctx);
     rc = choose_draft(b, path, o, err);
     char spec_reason[sizeof b->plan.spec_reason];
     memcpy(spec_reason, b->plan.spec_reason, sizeof spec_reason);
@@ -257,12 +301,8 @@ err_code bundle_load(const char *path, const bundle_options *o, bundle **out, er
     if (!rc && !o->plan_only) rc = session_new_shared(b->m, n_ctx, &b->plan.kv, b->pool, &b->s, err);
     if (!rc && b->m->hp.n_expert > 0) {
         plan_experts(&b->plan, b->m, bundle_draft_shape(b), n_ctx, &o->moe, &o->dev);
-        if (o->plan_only) {
-        } else if (!(rc = moe_experts_new(b->m, path, &b->plan.moe, &b->experts, err))) {
-            b->s->experts = moe_experts_iface(b->experts);
-            b->s->shared_bytes = b->plan.moe_shared;
-            b->s->token_bytes = kv_token_bytes(plan_kv_shape(&b->m->hp), b->plan.kv.hot_type);
-        }
+        if (!o->plan_only && !(rc = moe_experts_new(b->m, path, &b->plan.moe, &b->experts, err)))
+            wire_experts(b, b->s);
     }
     if (rc) {
         bundle_free(b);
@@ -315,12 +355,14 @@ experts_stats bundle_experts_stats(const bundle *b) {
     return st;
 }
 
-bundle_kv_stats bundle_kv_stats_get(const bundle *b) {
-    if (!b->s) return (bundle_kv_stats){.budget_bytes = b->plan.kv.budget_bytes + b->plan.draft_kv.budget_bytes};
-    bundle_kv_stats st = {.kv = kv_cache_stats(b->s->kv)};
-    const kv_stats d = b->draft_s ? kv_cache_stats(b->draft_s->kv) : (kv_stats){0};
-    const uint64_t full = kv_context_bytes(plan_kv_shape(&b->m->hp), b->plan.kv.hot_type, b->s->n_ctx) +
-                          (b->draft_s ? kv_context_bytes(plan_kv_shape(&b->draft_m->hp), b->plan.kv.hot_type, b->s->n_ctx) : 0);
+bundle_kv_stats bundle_kv_stats_get(const bundle *b) { return bundle_kv_stats_of(b, b->s, b->draft_s); }
+
+bundle_kv_stats bundle_kv_stats_of(const bundle *b, const session *s, const session *ds) {
+    if (!s) return (bundle_kv_stats){.budget_bytes = b->plan.kv.budget_bytes + b->plan.draft_kv.budget_bytes};
+    bundle_kv_stats st = {.kv = kv_cache_stats(s->kv)};
+    const kv_stats d = ds ? kv_cache_stats(ds->kv) : (kv_stats){0};
+    const uint64_t full = kv_context_bytes(plan_kv_shape(&b->m->hp), b->plan.kv.hot_type, s->n_ctx) +
+                          (ds ? kv_context_bytes(plan_kv_shape(&b->draft_m->hp), b->plan.kv.hot_type, s->n_ctx) : 0);
     st.budget_bytes = st.kv.budget ? st.kv.budget + d.budget : full;
     st.draft_bytes = d.bytes;
     st.kv.bytes += d.bytes;

@@ -35,6 +35,8 @@ typedef struct {
     const char *draft_model;   /* given: any problem with it fails the load */
     bundle_draft auto_draft;
     moe_cache_config moe;      /* an MoE model's expert cache */
+    int n_sessions;            /* conversations the model serves at once (0, 1: one); the KV budget is
+                                  planned for all of them and each cache takes its share */
     bool plan_only;            /* decide everything, make nothing: no packing, no self-draft copy, no
                                   sessions, no expert store (octo plan, octo deploy) */
     void (*warn)(void *user, const char *msg); /* what the load decided against and why (optional) */
@@ -97,6 +99,13 @@ typedef struct {
 } bundle_kv_stats;
 
 bundle_kv_stats bundle_kv_stats_get(const bundle *b);
+/* The same for another session's caches (ds NULL: no draft). */
+bundle_kv_stats bundle_kv_stats_of(const bundle *b, const session *s, const session *ds);
+
+/* Another conversation on the loaded model: its own caches (the model's and
+ * the draft's, configured as the plan's), the same weights, threads and
+ * expert store. The caller frees both with session_free. */
+err_code bundle_session_open(const bundle *b, session **s, session **ds, err_t *err);
 
 /* The expert store's figures since the load (all 0 for a dense model). */
 experts_stats bundle_experts_stats(const bundle *b);
