@@ -266,6 +266,10 @@ typedef struct {
      * KV budget is planned for that many contexts and each session's cache
      * takes its share; the weights are loaded once. */
     int max_sessions;
+    /* 1: read the file's vocabulary only: tokenize and detokenize work on a
+     * file of any architecture (or a vocabulary-only GGUF); octo_model_info
+     * has what the metadata says; evaluation and generation fail. */
+    int vocab_only;
 } octo_model_options;
 
 enum { OCTO_DRAFT_NONE = -1, OCTO_DRAFT_AUTO = 0, OCTO_DRAFT_SELF = 1 };

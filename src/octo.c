@@ -298,7 +298,8 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
     bundle_options bo = {.n_ctx = om->opts.n_ctx, .n_threads = c->opts.n_threads,
                          .draft_model = om->opts.draft_model, .auto_draft = (bundle_draft)om->opts.auto_draft,
                          .plan_only = om->opts.plan_only != 0, .warn = warn_client, .warn_user = c,
-                         .n_sessions = om->opts.max_sessions > 1 ? om->opts.max_sessions : 1};
+                         .n_sessions = om->opts.max_sessions > 1 ? om->opts.max_sessions : 1,
+                         .vocab_only = om->opts.vocab_only != 0};
     err_code rc = kv_config_of(&om->opts, &bo.kv, cerr);
     if (!rc) rc = moe_config_of(&om->opts.moe, &bo.moe, cerr);
     if (!rc)
@@ -355,15 +356,52 @@ static void describe_origin(const model *m, char *out, size_t n) {
 }
 
 int octo_model_plan_json(const octo_model *om, char *buf, int cap) {
-    if (!om || cap < 0 || (cap && !buf)) return -1;
+    if (!om || cap < 0 || (cap && !buf) || !om->b->m) return -1;
     const size_t n = bundle_plan_json(om->b, &om->dev, buf, (size_t)cap);
     return n > INT32_MAX ? -1 : (int)n;
+}
+
+/* "F32=9 Q4_0=29 Q6_K=1": the file's tensors by type, in type-id order. */
+static void type_histogram(const gguf_ctx *g, char *out, size_t cap) {
+    uint64_t count[QT_COUNT] = {0};
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i].type < QT_COUNT) count[g->tensors[i].type]++;
+    size_t off = 0;
+    out[0] = '\0';
+    for (uint32_t t = 0; t < QT_COUNT; t++) {
+        if (!count[t]) continue;
+        char name[16];
+        const char *n = quant_traits_of(t)->name;
+        size_t i = 0;
+        for (; n[i] && i + 1 < sizeof name; i++) name[i] = (char)(n[i] >= 'a' && n[i] <= 'z' ? n[i] - 32 : n[i]);
+        name[i] = '\0';
+        int w = snprintf(out + off, cap - off, "%s%s=%llu", off ? " " : "", name, (unsigned long long)count[t]);
+        if (w < 0 || (size_t)w >= cap - off) break;
+        off += (size_t)w;
+    }
+}
+
+/* A file loaded for its vocabulary only: what its metadata says. */
+static octo_model_info vocab_info(const octo_model *om) {
+    octo_model_info info;
+    memset(&info, 0, sizeof info);
+    const gguf_ctx *g = om->b->vocab_gguf;
+    gguf_str arch = {0, NULL};
+    if (gguf_get_str(g, "general.architecture", &arch))
+        snprintf(info.arch, sizeof info.arch, "%.*s", (int)(arch.len < 31 ? arch.len : 31), arch.ptr);
+    info.n_vocab = om->b->tok ? tokenizer_n_vocab(om->b->tok) : 0;
+    info.n_tensors = g->n_tensors;
+    info.file_bytes = g->size;
+    type_histogram(g, info.tensor_types, sizeof info.tensor_types);
+    snprintf(info.weights, sizeof info.weights, "not loaded (vocabulary only)");
+    return info;
 }
 
 octo_model_info octo_model_info_get(const octo_model *om) {
     octo_model_info info;
     memset(&info, 0, sizeof info);
     if (!om) return info;
+    if (!om->b->m) return vocab_info(om);
     const model *m = om->b->m;
     const model_hparams *hp = &m->hp;
     memcpy(info.arch, hp->arch_name, sizeof info.arch);
@@ -407,30 +445,15 @@ octo_model_info octo_model_info_get(const octo_model *om) {
         snprintf(info.expert_plan, sizeof info.expert_plan, "%s", om->b->plan.moe_reason);
         snprintf(info.expert_int2, sizeof info.expert_int2, "%s", bundle_experts_stats(om->b).int2_why);
     }
-    /* type histogram, in type-id order */
-    uint64_t count[QT_COUNT] = {0};
-    for (uint64_t i = 0; i < m->gguf->n_tensors; i++)
-        if (m->gguf->tensors[i].type < QT_COUNT) count[m->gguf->tensors[i].type]++;
-    size_t off = 0;
-    for (uint32_t t = 0; t < QT_COUNT; t++) {
-        if (!count[t]) continue;
-        char name[16];
-        const char *n = quant_traits_of(t)->name;
-        size_t i = 0;
-        for (; n[i] && i + 1 < sizeof name; i++) name[i] = (char)(n[i] >= 'a' && n[i] <= 'z' ? n[i] - 32 : n[i]);
-        name[i] = '\0';
-        int w = snprintf(info.tensor_types + off, sizeof info.tensor_types - off, "%s%s=%llu", off ? " " : "", name,
-                         (unsigned long long)count[t]);
-        if (w < 0 || (size_t)w >= sizeof info.tensor_types - off) break;
-        off += (size_t)w;
-    }
+    type_histogram(m->gguf, info.tensor_types, sizeof info.tensor_types);
     return info;
 }
 
 /* A model loaded with plan_only has no session: what needs one fails. */
 static bool plan_only(octo_model *om) {
     if (!om->b->plan_only) return false;
-    err_set(&om->err, ERR_INVALID_ARG, "the model was loaded to plan only (octo_model_options.plan_only)");
+    err_set(&om->err, ERR_INVALID_ARG, "%s", om->b->m ? "the model was loaded to plan only (octo_model_options.plan_only)"
+                                                      : "the file was loaded for its vocabulary only (octo_model_options.vocab_only)");
     return true;
 }
 

@@ -327,6 +327,20 @@ printf 'x' | dd of="$tmp/dep/host/weights.octo" bs=1 seek=5000 conv=notrunc 2>/d
 expect 1 1 "$octo" run -m "$tmp/dep" -p "hello" -n 2
 grep -q "fails its checksum" "$tmp/err" && ok || bad "altered bundle: $(cat "$tmp/err")"
 
+# a file octo cannot run: inspect says what it is and why; tokenize needs only its vocabulary
+if command -v python3 >/dev/null; then
+    "$octo" synth -o "$tmp/mamba.gguf" --vocab 300 --embd 64 --layers 1 --heads 4 --kv-heads 2 --ff 96 >/dev/null 2>&1
+    python3 -c 'import sys
+b = bytearray(open(sys.argv[1], "rb").read()); i = b.find(b"llama", b.find(b"general.architecture"))
+b[i:i + 5] = b"mamba"; open(sys.argv[1], "wb").write(bytes(b))' "$tmp/mamba.gguf"
+    expect 1 1 "$octo" inspect -m "$tmp/mamba.gguf"
+    grep -q "^architecture: *mamba" "$tmp/out" && grep -q "^runs: *no: .*'mamba' is not supported" "$tmp/out" &&
+        grep -q "^vocabulary: *300 tokens" "$tmp/out" && ok || bad "inspect of an unsupported file: $(cat "$tmp/out")"
+    expect 0 0 "$octo" tokenize -m "$tmp/mamba.gguf" --text "hello"
+    [ "$(cat "$tmp/out")" = "$("$octo" tokenize -m "$tmp/q.gguf" --text "hello")" ] && ok || bad "tokenize on mamba: $(cat "$tmp/out")"
+    expect 0 0 "$octo" detokenize -m "$tmp/mamba.gguf" --ids "1 266 104"
+fi
+
 # the CLI people know: positional model and prompt, -f, stdin, -t, -h, --version, suggestions, JSON
 expect 0 0 "$octo" --version
 grep -qE "^octo [0-9]+\.[0-9]+\.[0-9]+$" "$tmp/out" && ok || bad "--version: $(cat "$tmp/out")"

@@ -551,6 +551,29 @@ static void test_sessions(void) {
     octo_client_free(c);
 }
 
+/* vocab_only: tokenize without the model; evaluation refused with a reason. */
+static void test_vocab_only(void) {
+    octo_client *c = octo_client_new(NULL);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.vocab_only = 1;
+    octo_model *v = octo_load_model(c, g_model, &mo), *m = load(c, g_model);
+    T_CHECKF(v && m, "%s", octo_last_error(c));
+    if (v && m) {
+        int32_t a[16], b[16];
+        const int na = octo_tokenize(v, "hello world", 11, 1, 0, a, 16), nb = octo_tokenize(m, "hello world", 11, 1, 0, b, 16);
+        T_CHECK(na > 1 && na == nb && !memcmp(a, b, sizeof(int32_t) * (size_t)na));
+        const octo_model_info in = octo_model_info_get(v);
+        T_CHECK(!strcmp(in.arch, "llama") && in.n_vocab == octo_model_info_get(m).n_vocab && in.n_layer == 0);
+        float l[8];
+        T_EQ_INT(octo_eval(v, a, 1, l, OCTO_LOGITS_LAST), OCTO_ERR_INVALID_ARG);
+        T_CHECK(strstr(octo_model_error(v), "vocabulary only") && !octo_generate(v, "hi", NULL));
+        T_CHECK(octo_model_plan_json(v, NULL, 0) == -1);
+    }
+    octo_model_free(v);
+    octo_model_free(m);
+    octo_client_free(c);
+}
+
 int main(void) {
     tu_tmp_path(g_model, sizeof g_model, "reliability.gguf");
     synth_opts o = synth_defaults();
@@ -567,6 +590,7 @@ int main(void) {
     test_escaped_errors();
     test_truncate_as_never_seen();
     test_sessions();
+    test_vocab_only();
     remove(g_model);
     T_DONE();
 }

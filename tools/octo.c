@@ -247,6 +247,41 @@ static void print_info_json(const char *path, const octo_model_info *in, uint64_
     fputs(buf, stdout);
 }
 
+/* A file octo cannot run: what it is (read for its vocabulary alone) and why, then the error. */
+static int explain_unrunnable(octo_client *c, const char *path, int json) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", octo_last_error(c));
+    octo_model_options vo = octo_model_options_defaults();
+    vo.vocab_only = 1;
+    octo_model *v = octo_load_model(c, path, &vo);
+    if (!v) return fail("%s", why); /* not even a readable GGUF: the first error says it */
+    const octo_model_info in = octo_model_info_get(v);
+    if (json) {
+        char buf[2048];
+        flatjson_out o;
+        flatjson_begin(&o, buf, sizeof buf);
+        flatjson_str(&o, "model", path);
+        flatjson_bool(&o, "runnable", false);
+        flatjson_str(&o, "error", why);
+        flatjson_str(&o, "arch", in.arch);
+        flatjson_u64(&o, "n_vocab", (uint64_t)in.n_vocab);
+        flatjson_u64(&o, "n_tensors", in.n_tensors);
+        flatjson_str(&o, "tensor_types", in.tensor_types);
+        flatjson_u64(&o, "file_bytes", in.file_bytes);
+        flatjson_end(&o);
+        fputs(buf, stdout);
+    } else {
+        printf("model:          %s\n", path);
+        printf("architecture:   %s\n", in.arch[0] ? in.arch : "(none given)");
+        printf("runs:           no: %s\n", why);
+        printf("vocabulary:     %d tokens (octo tokenize and detokenize work on it)\n", in.n_vocab);
+        printf("tensors:        %llu (%s)\n", (unsigned long long)in.n_tensors, in.tensor_types);
+        printf("file:           %llu bytes (%.2f MiB)\n", (unsigned long long)in.file_bytes, mib(in.file_bytes));
+    }
+    octo_model_free(v);
+    return fail("%s", why);
+}
+
 static int cmd_inspect(int argc, char **argv) {
     const char *path = NULL, *device = NULL;
     long kv_tokens = -1;
@@ -275,7 +310,7 @@ static int cmd_inspect(int argc, char **argv) {
     mo.kv.compress = 0;
     octo_model *m = c ? octo_load_model(c, path, &mo) : NULL;
     if (!m) {
-        int rc = fail("%s", c ? octo_last_error(c) : "out of memory");
+        const int rc = c ? explain_unrunnable(c, path, json) : fail("out of memory");
         octo_client_free(c);
         return rc;
     }
@@ -426,6 +461,8 @@ static int g_threads; /* -t: 0 = the performance cores */
 static octo_moe_options g_moe; /* run's --moe-cache / --moe-policy (zero: the defaults) */
 
 /* auto_draft: OCTO_DRAFT_NONE for commands that never speculate */
+static int g_vocab_only; /* tokenize, detokenize: the vocabulary alone */
+
 static octo_model *open_model(const char *path, int n_ctx, const char *draft, int auto_draft, octo_client **client) {
     octo_client_options co = octo_client_options_defaults();
     co.cache_dir = g_cache_dir;
@@ -441,6 +478,7 @@ static octo_model *open_model(const char *path, int n_ctx, const char *draft, in
     mo.moe = g_moe;
     mo.draft_model = draft;
     mo.auto_draft = auto_draft;
+    mo.vocab_only = g_vocab_only;
     octo_model *m = octo_load_model(*client, path, &mo);
     if (!m) fail("%s", octo_last_error(*client));
     return m;
@@ -469,6 +507,7 @@ static int cmd_tokenize(int argc, char **argv) {
         len = strlen(text);
     }
     octo_client *c;
+    g_vocab_only = 1; /* any architecture, or a vocabulary-only file */
     octo_model *m = open_model(path, 1, NULL, OCTO_DRAFT_NONE, &c);
     int rc = m ? 0 : 1;
     int32_t *ids = NULL;
@@ -503,6 +542,7 @@ static int cmd_detokenize(int argc, char **argv) {
     int n;
     if (!parse_tokens(ids_arg, &ids, &n)) return usage_error("--ids takes space-separated non-negative ids");
     octo_client *c;
+    g_vocab_only = 1; /* any architecture, or a vocabulary-only file */
     octo_model *m = open_model(path, 1, NULL, OCTO_DRAFT_NONE, &c);
     int rc = m ? 0 : 1;
     if (!rc) {

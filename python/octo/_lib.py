@@ -36,7 +36,8 @@ class MoeOptions(ctypes.Structure):
 
 class ModelOptions(ctypes.Structure):
     _fields_ = [("n_ctx", c_int), ("kv_type", c_int), ("kv", KvOptions), ("draft_model", c_char_p),
-                ("auto_draft", c_int), ("moe", MoeOptions), ("plan_only", c_int), ("max_sessions", c_int)]
+                ("auto_draft", c_int), ("moe", MoeOptions), ("plan_only", c_int), ("max_sessions", c_int),
+                ("vocab_only", c_int)]
 
 
 class GenerateParams(ctypes.Structure):

@@ -272,11 +272,25 @@ err_code bundle_session_open(const bundle *b, session **s, session **ds, err_t *
     return ERR_OK;
 }
 
+/* The file's vocabulary alone: no model bound, so any architecture (or none) will do. */
+static err_code load_vocab_only(bundle *b, const char *path, bundle **out, err_t *err) {
+    err_code rc = gguf_open(path, &b->vocab_gguf, err);
+    if (rc) err_prefix(err, "%s", path);
+    if (!rc && (rc = tokenizer_load(b->vocab_gguf, &b->tok, err))) err_prefix(err, "%s", path);
+    if (rc) {
+        bundle_free(b);
+        return rc;
+    }
+    *out = b;
+    return ERR_OK;
+}
+
 err_code bundle_load(const char *path, const bundle_options *o, bundle **out, err_t *err) {
     *out = NULL;
     bundle *b = calloc(1, sizeof *b);
     if (!b) return err_set(err, ERR_NOMEM, "out of memory");
-    b->plan_only = o->plan_only;
+    b->plan_only = o->plan_only || o->vocab_only;
+    if (o->vocab_only) return load_vocab_only(b, path, out, err);
     cpu_classes cc;
     bool unplaced = false;
     err_code rc = load_weights(b, path, o, err);
@@ -325,6 +339,7 @@ void bundle_free(bundle *b) {
     tpool_free(b->draft_pool); /* after the sessions that compute on them */
     tpool_free(b->pool);
     model_free(b->m);
+    gguf_close(b->vocab_gguf);
     free(b);
 }
 

@@ -37,6 +37,7 @@ typedef struct {
     moe_cache_config moe;      /* an MoE model's expert cache */
     int n_sessions;            /* conversations the model serves at once (0, 1: one); the KV budget is
                                   planned for all of them and each cache takes its share */
+    bool vocab_only;           /* the vocabulary alone (tokenize a file of any architecture, or none) */
     bool plan_only;            /* decide everything, make nothing: no packing, no self-draft copy, no
                                   sessions, no expert store (octo plan, octo deploy) */
     void (*warn)(void *user, const char *msg); /* what the load decided against and why (optional) */
@@ -59,7 +60,8 @@ typedef struct {
     plan plan;                 /* what was decided at load (KV budgets, spill, speculation) */
     char warning[160];         /* the tokenizer's, if any */
     bool weights_packed;       /* packed at load (or would be, plan_only) */
-    bool plan_only;            /* loaded with bundle_options.plan_only: s is NULL */
+    bool plan_only;            /* loaded with bundle_options.plan_only or vocab_only: s is NULL */
+    gguf_ctx *vocab_gguf;      /* vocab_only: the file (m is NULL) */
     model self_shape;          /* plan_only: the self-draft that would be made (gguf set) */
     int n_ctx;
     char weights_reason[224];  /* packed at load, packed in the file, or mapped read-only, and why */
