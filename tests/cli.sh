@@ -341,6 +341,20 @@ b[i:i + 5] = b"mamba"; open(sys.argv[1], "wb").write(bytes(b))' "$tmp/mamba.gguf
     expect 0 0 "$octo" detokenize -m "$tmp/mamba.gguf" --ids "1 266 104"
 fi
 
+# a chat that passes its context keeps going: 20 turns on stories260K (512 tokens), the oldest
+# exchanges dropped as needed (said on stderr); /stats, /reset, /exit are commands
+if [ -n "$shared" ] && [ -f "$shared/models/stories260K.gguf" ]; then
+    i=0; : >"$tmp/chat.txt"
+    while [ $i -lt 20 ]; do echo "Tell me a story about a little girl and her dog who went to the park one day" >>"$tmp/chat.txt"; i=$((i + 1)); done
+    "$octo" run -m "$shared/models/stories260K.gguf" --chat -n 64 --ids --temp 0 <"$tmp/chat.txt" >"$tmp/out" 2>"$tmp/err"
+    [ $? -eq 0 ] && [ "$(grep -c . "$tmp/out")" -eq 20 ] && grep -q "oldest exchange" "$tmp/err" && ok ||
+        bad "20-turn chat: $(grep -c . "$tmp/out") replies; $(tail -2 "$tmp/err")"
+    printf 'hello\n/stats\n/reset\n/exit\nnever answered\n' |
+        "$octo" run -m "$shared/models/stories260K.gguf" --chat -n 4 --ids --temp 0 >"$tmp/out" 2>"$tmp/err"
+    [ $? -eq 0 ] && [ "$(grep -c . "$tmp/out")" -eq 1 ] && grep -q "^context " "$tmp/err" && grep -q "was reset" "$tmp/err" &&
+        ok || bad "chat commands: $(cat "$tmp/out" "$tmp/err" | head -5)"
+fi
+
 # the CLI people know: positional model and prompt, -f, stdin, -t, -h, --version, suggestions, JSON
 expect 0 0 "$octo" --version
 grep -qE "^octo [0-9]+\.[0-9]+\.[0-9]+$" "$tmp/out" && ok || bad "--version: $(cat "$tmp/out")"

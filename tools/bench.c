@@ -464,7 +464,8 @@ int cmd_bench(int argc, char **argv) {
     if (!a.path) return usage_error("bench needs -m MODEL (or --roofline)");
     if ((a.prompt || a.prompt_file || a.draft) && a.spec < 0)
         return usage_error("--prompt, --prompt-file and --draft go with --spec");
-    if (a.spec >= 0) return spec_bench(&a);
-    if (a.p == 0 && a.n == 0) return usage_error("nothing to measure: -p and -n are both 0");
-    return plain_bench(&a);
+    if (a.p == 0 && a.n == 0 && a.spec < 0) return usage_error("nothing to measure: -p and -n are both 0");
+    const int tty = isatty(STDERR_FILENO); /* a bench runs for seconds before its table: say so */
+    if (tty) fprintf(stderr, "bench: measuring %s, the table follows when it is done\n", a.path);
+    return a.spec >= 0 ? spec_bench(&a) : plain_bench(&a);
 }

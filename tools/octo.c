@@ -37,7 +37,8 @@ static void help(FILE *f) {
           "      [--cache-dir DIR] [--device NAME]\n"
           "      stream a continuation to stdout; the prompt from -p, a file (-f) or stdin (-);\n"
           "      sampling without --seed draws a new seed each run; --chat: an interactive\n"
-          "      conversation (with -p as the system prompt); --ids: print the generated token ids\n"
+          "      conversation (with -p as the system prompt; /stats, /reset, /exit; when the context\n"
+          "      fills, the oldest exchanges are dropped); --ids: print the generated token ids\n"
           "      on one line; --stats: a table of speed and memory on stderr at the end (--json:\n"
           "      one JSON object); every command takes -h; MODE (speculative decoding): ",
           f);
@@ -479,7 +480,13 @@ static octo_model *open_model(const char *path, int n_ctx, const char *draft, in
     mo.draft_model = draft;
     mo.auto_draft = auto_draft;
     mo.vocab_only = g_vocab_only;
+    const int tty = isatty(STDERR_FILENO) && !g_vocab_only; /* a load may take seconds (a self-draft, a big file) */
+    if (tty) {
+        fprintf(stderr, "loading %s ...", path);
+        fflush(stderr);
+    }
     octo_model *m = octo_load_model(*client, path, &mo);
+    if (tty) fputs("\r\033[K", stderr);
     if (!m) fail("%s", octo_last_error(*client));
     return m;
 }
@@ -767,9 +774,13 @@ static void history_free(chat_history *h) {
  * first; a message that does not fit alone is dropped with one line. */
 static int chat_turn(octo_model *m, chat_history *h, int ids, const octo_generate_params *gp, int *started) {
     octo_stream *st;
+    int dropped = 0;
     while (!(st = octo_chat(m, h->msgs, h->n, gp)) && octo_model_status(m) == OCTO_ERR_CONTEXT_FULL &&
-           history_drop_oldest(h)) {
-    }
+           history_drop_oldest(h))
+        dropped++;
+    if (dropped) /* what the context shift cost, on stderr beside the conversation */
+        fprintf(stderr, "octo: the context was full: the %d oldest exchange%s dropped (%d messages kept)\n", dropped,
+                dropped > 1 ? "s were" : " was", h->n);
     if (!st) {
         fail("%s", octo_model_error(m));
         if (octo_model_status(m) != OCTO_ERR_CONTEXT_FULL) return 1;
@@ -790,7 +801,28 @@ static int chat_turn(octo_model *m, chat_history *h, int ids, const octo_generat
     return 0;
 }
 
-/* interactive: one user line per turn (any length); the history is resent and the cache reuses its prefix */
+/* /exit (1), /reset and /stats (0), else -1: a message. */
+static int chat_command(octo_model *m, chat_history *h, const char *line) {
+    if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) return 1;
+    if (!strcmp(line, "/reset")) { /* the system prompt stays */
+        while (history_drop_oldest(h)) {
+        }
+        const int first = h->n && !strcmp(h->msgs[0].role, "system");
+        while (h->n > first) free(h->owned[--h->n]);
+        octo_reset(m);
+        fputs("octo: the conversation was reset\n", stderr);
+        return 0;
+    }
+    if (!strcmp(line, "/stats")) {
+        octo_stats s = octo_model_stats(m);
+        print_stats(&s);
+        return 0;
+    }
+    return -1;
+}
+
+/* interactive: one user line per turn (any length); the history is resent and the cache reuses its prefix;
+ * /reset, /stats and /exit are commands */
 static int chat_session(octo_model *m, const char *system, int ids, const octo_generate_params *gp, int *started) {
     chat_history h = {0};
     int rc = system && !history_add(&h, "system", (char *)system) ? fail("out of memory") : 0;
@@ -803,6 +835,9 @@ static int chat_session(octo_model *m, const char *system, int ids, const octo_g
         if (len < 0) break;
         line[strcspn(line, "\n")] = '\0';
         if (!line[0]) continue;
+        const int cmd = chat_command(m, &h, line);
+        if (cmd > 0) break; /* /exit */
+        if (cmd == 0) continue;
         char *user = strdup(line);
         if (!user || !history_add(&h, "user", user)) {
             free(user);
@@ -899,7 +934,7 @@ static int cmd_run(int argc, char **argv) {
     const int chat = r.chat, ids = r.ids;
     /* sampling without --seed: a new text each run (a fixed seed repeats one) */
     if (!r.seeded) gp.seed = (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)getpid();
-    if (isatty(STDOUT_FILENO)) gp.on_prefill = show_prefill; /* progress only on a terminal */
+    if (isatty(STDERR_FILENO)) gp.on_prefill = show_prefill; /* progress only where a person reads stderr */
     octo_client *c;
     g_threads = (int)r.threads;
     octo_model *m = open_model(r.path, (int)r.n_ctx, r.draft, gp.spec == OCTO_SPEC_SELF ? OCTO_DRAFT_SELF : gp.spec == OCTO_SPEC_NONE || gp.spec == OCTO_SPEC_LOOKAHEAD ? OCTO_DRAFT_NONE : OCTO_DRAFT_AUTO, &c);
