@@ -3,6 +3,7 @@
 # Safe to run again; does nothing when everything is present.
 #   build:  cmake, a C compiler (gcc), make; pkg-config (tests/install.sh builds against the installed octo)
 #   tests:  clang and its runtime (sanitizer build, libFuzzer target), valgrind
+#   server: libmicrohttpd-dev, libcjson-dev (octo serve), curl and nodejs/npm (its tests' clients)
 #   python: python3-venv, python3-pytest (tests/python.sh: the binding in a fresh venv)
 #   arm:    gcc-aarch64-linux-gnu, qemu-user (scripts/test-arm.sh: cross build + qemu)
 #   bench:  python3-numpy for ../shared/tools/widen.py (the 1.1B fixtures of docs/speculative.md)
@@ -12,6 +13,11 @@ command -v cmake >/dev/null 2>&1 || need="$need cmake"
 command -v gcc >/dev/null 2>&1 || need="$need gcc"
 command -v make >/dev/null 2>&1 || need="$need make"
 command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
+pkg-config --exists libmicrohttpd 2>/dev/null || need="$need libmicrohttpd-dev"
+pkg-config --exists libcjson 2>/dev/null || need="$need libcjson-dev"
+command -v curl >/dev/null 2>&1 || need="$need curl"
+command -v node >/dev/null 2>&1 || need="$need nodejs"
+command -v npm >/dev/null 2>&1 || need="$need npm"
 command -v clang >/dev/null 2>&1 || need="$need clang"
 command -v valgrind >/dev/null 2>&1 || need="$need valgrind"
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need="$need gcc-aarch64-linux-gnu"

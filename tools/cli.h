@@ -52,6 +52,7 @@ int cmd_moe_prep(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_deploy(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 /* The mean KL divergence (nats) of the next-token distributions over the
  * first n_ctx tokens of file, fed one at a time, with every expert no
  * token chose first served by its 2-bit copy (OCTO_MOE_INT2_ALL) against

@@ -28,6 +28,8 @@
 #include "core/atomic_write.h" /* internal: output files written whole or not at all */
 #include "core/flatjson.h"     /* internal: inspect --json */
 
+static void help_tools(FILE *f);
+
 static void help(FILE *f) {
     fputs("usage: octo <command> [options]   (octo --version: the version)\n"
           "\n"
@@ -51,10 +53,17 @@ static void help(FILE *f) {
           "      (one line per token and MoE layer: the experts used, each HIT, MISS or INT2);\n"
           "      --moe-int2 auto|on|off|all: serve a miss on an expert no token chose first by its\n"
           "      2-bit copy (auto: where moe-prep measured at most 0.01 nats; all: every such\n"
-          "      lookup, to measure);"
+          "      lookup, to measure);\n"
           "      --moe-predict-margin SD: also read ahead experts within SD standard deviations\n"
           "      of the k-th predicted (default 0.25; 0: the top k only)\n"
-          "  tokenize -m MODEL (--text T | -f FILE) [--no-bos] [--special]\n"
+          ,
+          f);
+    help_tools(f);
+}
+
+/* The entries after run's: the other commands. */
+static void help_tools(FILE *f) {
+    fputs("  tokenize -m MODEL (--text T | -f FILE) [--no-bos] [--special]\n"
           "      the ids of the whole text, space-separated on one line\n"
           "  detokenize -m MODEL --ids \"1 2 3\"\n"
           "      the text of the ids, as raw bytes\n"
@@ -119,6 +128,11 @@ static void help(FILE *f) {
           "      read-only at load, nothing re-laid), its draft, plan.json and a manifest of\n"
           "      checksums; 'octo run -m DIR' loads the host's folder (--device: another)\n"
           "      (docs/deploy.md)\n"
+          "  serve [-m] MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N] [--ctx N]\n"
+          "        [--max-body BYTES] [--max-prompt BYTES]\n"
+          "      an OpenAI-compatible server: POST /v1/completions and /v1/chat/completions (stream\n"
+          "      or not), GET /v1/models and /health; N conversations at once on one copy of the\n"
+          "      weights, more requests queue; --port 0: any free port (docs/server.md)\n"
           "  moe-prep -m MOE [-f TEXT] [--ctx N]\n"
           "      write MOE.int2, the 2-bit copies of the experts; with TEXT, measure what they\n"
           "      cost (KL divergence over N tokens, default 512), which --moe-int2 auto reads\n",
@@ -1034,6 +1048,13 @@ static int cmd_synth(int argc, char **argv) {
     return 0;
 }
 
+#ifndef OCTO_HAVE_SERVE
+int cmd_serve(int argc, char **argv) {
+    (void)argc, (void)argv;
+    return fail("serve: this octo was built without libmicrohttpd and cJSON (scripts/setup.sh installs them)");
+}
+#endif
+
 int main(int argc, char **argv) {
     if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))) {
         printf("octo %s\n", octo_version());
@@ -1050,7 +1071,7 @@ int main(int argc, char **argv) {
                 {"inspect", cmd_inspect}, {"bench", cmd_bench},       {"eval", cmd_eval},
                 {"logits", cmd_logits},   {"synth", cmd_synth},       {"upcycle", cmd_upcycle},
                 {"moe-prep", cmd_moe_prep}, {"quantize", cmd_quantize}, {"plan", cmd_plan},
-                {"deploy", cmd_deploy}};
+                {"deploy", cmd_deploy}, {"serve", cmd_serve}};
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
         if (strcmp(argv[1], cmds[i].name)) continue;
         for (int k = 2; k < argc; k++) /* -h / --help anywhere: this command's help */

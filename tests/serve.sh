@@ -1,0 +1,59 @@
+#!/bin/sh
+# serve.sh OCTO SCRATCH [SHARED_DIR] [npm] — `octo serve` with real clients on loopback:
+#   curl: health, models, the API key, a completion equal to `octo run`'s text, a malformed
+#   body (400), a wrong key (401), a 10 MB body (413), the server still serving after each;
+#   Python's standard library (tests/serve/client.py): streaming, chat, a client hanging up
+#   mid-stream, two requests queued on one slot;
+#   with "npm" as the fourth argument instead: the official `openai` npm package
+#   (tests/serve/openai.mjs), installed from the npm registry into SCRATCH; exit 77
+#   (reported skipped, never passed) where it cannot be installed.
+# Exit 77 (skipped) when octo was built without the server's libraries.
+set -u
+octo=$1
+mkdir -p "$2/serve-$$" || exit 1
+tmp=$(cd "$2/serve-$$" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+shared=${3:-}
+part=${4:-core}
+failed=0
+bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+model=$tmp/m.gguf
+if [ -n "$shared" ] && [ -f "$shared/models/stories260K.gguf" ]; then model=$shared/models/stories260K.gguf
+else "$octo" synth -o "$model" --vocab 300 --embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 96 >/dev/null || exit 1; fi
+"$octo" serve -m "$model" --port 0 --parallel 1 --api-key sekret --max-body 1000000 >"$tmp/log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+for i in $(seq 50); do grep -q "on http://" "$tmp/log" && break; sleep 0.1; done
+if grep -q "built without" "$tmp/log"; then echo "skipped: $(cat "$tmp/log")"; exit 77; fi
+url=$(sed -n 's/.* on \(http:\/\/[0-9.:]*\) .*/\1/p' "$tmp/log")
+[ -n "$url" ] || { echo "FAIL: the server did not start: $(cat "$tmp/log")" >&2; exit 1; }
+auth="Authorization: Bearer sekret"
+"$octo" run -m "$model" -p "Once upon a time" -n 24 --temp 0 >"$tmp/expected" 2>/dev/null
+
+code() { curl -s -o "$tmp/body" -w "%{http_code}" "$@"; }
+if [ "$part" = npm ]; then
+    if ! command -v node >/dev/null || ! command -v npm >/dev/null ||
+       ! (cd "$tmp" && timeout 180 npm install --silent --no-audit --no-fund openai >/dev/null 2>&1); then
+        echo "skipped: npm could not install the openai package"
+        exit 77
+    fi
+    cp "$here/serve/openai.mjs" "$tmp/" && node "$tmp/openai.mjs" "$url" sekret "$tmp/expected" || bad "openai npm client"
+else
+    [ "$(code "$url/health")" = 200 ] && grep -q '"ok"' "$tmp/body" || bad "health: $(cat "$tmp/body")"
+    [ "$(code "$url/v1/models")" = 401 ] && grep -q '"invalid_api_key"' "$tmp/body" || bad "models without a key"
+    [ "$(code -H "$auth" "$url/v1/models")" = 200 ] && grep -q '"object":"list"' "$tmp/body" || bad "models: $(cat "$tmp/body")"
+    [ "$(code -H "$auth" "$url/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0}')" = 200 ] ||
+        bad "completion: $(cat "$tmp/body")"
+    python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["choices"][0]["text"]; e=open(sys.argv[2]).read()[:-1]; assert t == e, (t, e)' \
+        "$tmp/body" "$tmp/expected" || bad "curl's completion differs from octo run's"
+    [ "$(code -H "$auth" "$url/v1/completions" -d '{"prompt": ')" = 400 ] && grep -q '"message"' "$tmp/body" || bad "malformed body"
+    [ "$(code -H "Authorization: Bearer nope" "$url/v1/completions" -d '{}')" = 401 ] || bad "wrong key"
+    head -c 10000000 /dev/zero | tr '\0' 'a' >"$tmp/big"
+    [ "$(code -H "$auth" "$url/v1/completions" --data-binary @"$tmp/big")" = 413 ] && grep -q "max-body" "$tmp/body" || bad "10 MB body"
+    [ "$(code "$url/health")" = 200 ] || bad "not serving after the errors"
+
+    python3 "$here/serve/client.py" "$url" sekret "$tmp/expected" || bad "python client"
+fi
+kill -0 $pid 2>/dev/null || bad "the server died"
+[ "$failed" -eq 0 ] && echo "serve: all passed" || echo "serve: $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,93 @@
+"""A client of `octo serve` with Python's standard library only (tests/serve.sh runs it).
+
+    python3 client.py URL KEY EXPECTED_TEXT_FILE
+
+Checks: a streamed completion (server-sent events read with urllib) whose text equals EXPECTED;
+a non-streamed chat; a client that hangs up mid-stream, after which the server (one slot) still
+answers; two requests at once on one slot, both answered (the second queued); error objects.
+"""
+import http.client
+import json
+import sys
+import threading
+import urllib.error
+import urllib.request
+from urllib.parse import urlparse
+
+URL, KEY, EXPECTED = sys.argv[1], sys.argv[2], open(sys.argv[3]).read()
+if EXPECTED.endswith("\n"):
+    EXPECTED = EXPECTED[:-1]  # octo run ends its text with a newline
+
+
+def post(path, body, key=KEY, raw=None):
+    req = urllib.request.Request(URL + path, data=raw if raw is not None else json.dumps(body).encode(),
+                                 headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    return urllib.request.urlopen(req, timeout=60)
+
+
+def stream_text(body):
+    text, chunks, last = "", 0, None
+    with post("/v1/completions", dict(body, stream=True)) as r:
+        assert r.headers["Content-Type"] == "text/event-stream"
+        for line in r:
+            line = line.decode().strip()
+            if not line:
+                continue
+            assert line.startswith("data: "), line
+            if line == "data: [DONE]":
+                break
+            ev = json.loads(line[6:])
+            text += ev["choices"][0]["text"]
+            chunks += 1
+            last = ev
+    return text, chunks, last
+
+
+def main():
+    text, chunks, last = stream_text({"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0})
+    assert text == EXPECTED, (text, EXPECTED)
+    assert chunks > 2 and last["choices"][0]["finish_reason"] in ("length", "stop")
+    assert last["usage"]["completion_tokens"] == 24 and "decode_tokens_per_s" in last["octo"], last
+    with post("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8,
+                                        "temperature": 0}) as r:
+        d = json.load(r)
+    assert d["object"] == "chat.completion" and d["choices"][0]["message"]["role"] == "assistant", d
+    # a client that hangs up mid-stream: the server cancels it and frees the slot
+    u = urlparse(URL)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    c.request("POST", "/v1/completions", json.dumps({"prompt": "Once", "max_tokens": 400, "stream": True}),
+              {"Authorization": f"Bearer {KEY}"})
+    resp = c.getresponse()
+    resp.read(200)
+    c.close()
+    text, _, _ = stream_text({"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0})
+    assert text == EXPECTED
+    # two at once on one slot: the second waits, both complete
+    out = [None, None]
+
+    def one(i):
+        out[i] = stream_text({"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0})[0]
+
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert out == [EXPECTED, EXPECTED], out
+    # errors: the status and an OpenAI-style error object
+    for path, body, key, raw, status in [("/v1/completions", None, KEY, b"{not json", 400),
+                                         ("/v1/completions", {"prompt": "x", "temperature": 5}, KEY, None, 400),
+                                         ("/v1/models", None, "wrong", None, 401)]:
+        try:
+            if body is None and raw is None:
+                urllib.request.urlopen(urllib.request.Request(URL + path, headers={"Authorization": f"Bearer {key}"}))
+            else:
+                post(path, body, key, raw)
+            raise AssertionError(f"{path} answered 200")
+        except urllib.error.HTTPError as e:
+            assert e.code == status, (path, e.code)
+            assert "message" in json.load(e)["error"]
+    print("client.py: all passed")
+
+
+main()

@@ -1,0 +1,404 @@
+/*
+ * serve_openai — the OpenAI API's completions and chat completions over a
+ * slot of the server (serve.h): the request (cJSON), stop sequences, the
+ * response as one JSON object or as server-sent events, the usage and an
+ * `octo` object of speed, speculation and KV figures.
+ */
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "serve.h"
+
+#define MAX_STOP 4
+
+typedef struct {
+    char *prompt;          /* completions */
+    octo_message *msgs;    /* chat: [n_msgs], strings owned by json */
+    int n_msgs;
+    octo_generate_params gp;
+    int stream;
+    const char *stop[MAX_STOP];
+    int n_stop;
+    cJSON *json;           /* the parsed body, which the strings point into */
+} request;
+
+static void request_free(request *r) {
+    free(r->msgs);
+    cJSON_Delete(r->json);
+}
+
+/* A number field in [lo, hi], or def when absent; -1 when present but not such a number. */
+static int num_field(const cJSON *o, const char *k, double lo, double hi, double def, double *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    *out = def;
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsNumber(v) || v->valuedouble < lo || v->valuedouble > hi) return -1;
+    *out = v->valuedouble;
+    return 0;
+}
+
+static const char *parse_stop(const cJSON *body, request *r) {
+    const cJSON *stop = cJSON_GetObjectItemCaseSensitive(body, "stop");
+    if (!stop || cJSON_IsNull(stop)) return NULL;
+    if (cJSON_IsString(stop)) {
+        if (stop->valuestring[0]) r->stop[r->n_stop++] = stop->valuestring;
+        return NULL;
+    }
+    if (!cJSON_IsArray(stop) || cJSON_GetArraySize(stop) > MAX_STOP) return "'stop' is a string or up to 4 strings";
+    const cJSON *e;
+    cJSON_ArrayForEach(e, stop) {
+        if (!cJSON_IsString(e)) return "'stop' is a string or up to 4 strings";
+        if (e->valuestring[0]) r->stop[r->n_stop++] = e->valuestring;
+    }
+    return NULL;
+}
+
+static const char *parse_messages(const cJSON *body, request *r, size_t *bytes) {
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(body, "messages"), *e;
+    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) < 1) return "'messages' must be a non-empty array";
+    r->msgs = calloc((size_t)cJSON_GetArraySize(msgs), sizeof *r->msgs);
+    if (!r->msgs) return "out of memory";
+    cJSON_ArrayForEach(e, msgs) {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
+        if (!cJSON_IsString(role) || !cJSON_IsString(content)) return "each message needs a string 'role' and 'content'";
+        r->msgs[r->n_msgs++] = (octo_message){role->valuestring, content->valuestring};
+        *bytes += strlen(content->valuestring);
+    }
+    return NULL;
+}
+
+static const char *parse_prompt(const cJSON *body, request *r, size_t *bytes) {
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(body, "prompt");
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1) p = cJSON_GetArrayItem(p, 0);
+    if (!cJSON_IsString(p)) return "'prompt' must be a string";
+    r->prompt = p->valuestring;
+    *bytes = strlen(p->valuestring);
+    return NULL;
+}
+
+/* The sampling fields into gp; a message when one is out of range. */
+static const char *parse_sampling(const cJSON *body, octo_generate_params *gp) {
+    double v;
+    if (num_field(body, "max_tokens", 1, 1 << 20, gp->max_tokens, &v)) return "'max_tokens' must be a positive integer";
+    gp->max_tokens = (int)v;
+    if (num_field(body, "temperature", 0, 2, 1.0, &v)) return "'temperature' must be within [0, 2]";
+    gp->temperature = (float)v;
+    if (num_field(body, "top_p", 1e-6, 1, 1.0, &v)) return "'top_p' must be within (0, 1]";
+    gp->top_p = (float)v;
+    gp->top_k = 0, gp->min_p = 0; /* OpenAI's sampling: temperature and top_p only */
+    uint64_t seed;
+    if (num_field(body, "seed", 0, 9007199254740991.0, -1, &v)) return "'seed' must be a non-negative integer";
+    if (v >= 0) seed = (uint64_t)v;
+    else seed = (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)(uintptr_t)gp; /* none given: a new one */
+    gp->seed = seed;
+    if (num_field(body, "n", 1, 1, 1, &v)) return "only 'n': 1 is supported";
+    return NULL;
+}
+
+static const char *parse_request(server *s, const char *body, size_t len, bool chat, request *r) {
+    memset(r, 0, sizeof *r);
+    r->gp = octo_generate_params_defaults();
+    r->gp.max_tokens = 16; /* OpenAI's completions default */
+    if (chat) r->gp.max_tokens = 256;
+    if (!(r->json = cJSON_ParseWithLength(body, len)) || !cJSON_IsObject(r->json))
+        return "the body is not a JSON object";
+    size_t bytes = 0;
+    const char *why = chat ? parse_messages(r->json, r, &bytes) : parse_prompt(r->json, r, &bytes);
+    if (!why && bytes > s->max_prompt) why = "the prompt is longer than this server takes (--max-prompt)";
+    if (!why) why = parse_sampling(r->json, &r->gp);
+    if (!why) why = parse_stop(r->json, r);
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(r->json, "stream");
+    if (!why && st && !cJSON_IsBool(st) && !cJSON_IsNull(st)) why = "'stream' must be true or false";
+    r->stream = cJSON_IsTrue(st);
+    return why;
+}
+
+/* ---- stop sequences: text is emitted only once no stop can begin in it ---- */
+
+typedef struct {
+    char *text;
+    size_t len, cap, emitted;
+    int hit;
+} stop_filter;
+
+/* Append piece; out and n: the text that may be emitted now. */
+static void stop_feed(stop_filter *f, const request *r, const char *piece, size_t pn, const char **out, size_t *n) {
+    if (f->len + pn + 1 > f->cap) {
+        size_t cap = (f->len + pn + 1) * 2;
+        char *t = realloc(f->text, cap);
+        if (!t) pn = 0;
+        else f->text = t, f->cap = cap;
+    }
+    memcpy(f->text + f->len, piece, pn);
+    f->len += pn;
+    f->text[f->len] = '\0';
+    size_t upto = f->len;
+    for (int i = 0; i < r->n_stop && !f->hit; i++) {
+        const char *at = strstr(f->text + (f->emitted > 64 ? f->emitted - 64 : 0), r->stop[i]);
+        if (at) f->hit = 1, upto = (size_t)(at - f->text);
+    }
+    for (int i = 0; i < r->n_stop && !f->hit; i++) /* hold back a tail that may start a stop */
+        for (size_t k = strlen(r->stop[i]) - 1; k > 0; k--)
+            if (k <= f->len && !strncmp(f->text + f->len - k, r->stop[i], k) && f->len - k < upto) {
+                upto = f->len - k;
+                break;
+            }
+    if (upto < f->emitted) upto = f->emitted;
+    *out = f->text + f->emitted;
+    *n = upto - f->emitted;
+    f->emitted = upto;
+}
+
+/* ---- responses ---- */
+
+static atomic_long g_ids;
+
+static const char *finish_reason(octo_stream *st, const stop_filter *f) {
+    if (f->hit) return "stop";
+    const octo_stop_reason r = octo_stream_stop_reason(st);
+    return r == OCTO_STOP_MAX_TOKENS || r == OCTO_STOP_CONTEXT_FULL ? "length" : "stop";
+}
+
+static void add_usage(cJSON *o, const octo_stats *st) {
+    cJSON *u = cJSON_AddObjectToObject(o, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", st->prompt_tokens);
+    cJSON_AddNumberToObject(u, "completion_tokens", st->decode_tokens);
+    cJSON_AddNumberToObject(u, "total_tokens", st->prompt_tokens + st->decode_tokens);
+    cJSON *x = cJSON_AddObjectToObject(o, "octo");
+    cJSON_AddNumberToObject(x, "prefill_tokens_per_s", st->prefill_tokens_per_s);
+    cJSON_AddNumberToObject(x, "decode_tokens_per_s", st->decode_tokens_per_s);
+    cJSON_AddNumberToObject(x, "time_to_first_token_ms", st->time_to_first_token_ms);
+    cJSON_AddStringToObject(x, "spec_proposer", st->spec_proposer);
+    cJSON_AddNumberToObject(x, "spec_acceptance_rate", st->speculative_acceptance_rate);
+    cJSON_AddNumberToObject(x, "kv_bytes", (double)st->kv_bytes);
+    cJSON_AddNumberToObject(x, "kv_budget_bytes", (double)st->kv_budget_bytes);
+    cJSON_AddNumberToObject(x, "kv_tokens_evicted", (double)st->kv_tokens_evicted);
+    cJSON_AddNumberToObject(x, "context_tokens", st->context_tokens);
+}
+
+/* The envelope both kinds of response share. */
+static cJSON *envelope(server *s, bool chat, bool chunk, long id) {
+    cJSON *o = cJSON_CreateObject();
+    char buf[48];
+    snprintf(buf, sizeof buf, "%s-%ld", chat ? "chatcmpl" : "cmpl", id);
+    cJSON_AddStringToObject(o, "id", buf);
+    cJSON_AddStringToObject(o, "object", chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion");
+    cJSON_AddNumberToObject(o, "created", (double)time(NULL));
+    cJSON_AddStringToObject(o, "model", s->model_name);
+    return o;
+}
+
+/* One choice: text (a delta when chunk) and the finish reason (NULL: still running). */
+static void add_choice(cJSON *o, bool chat, bool chunk, const char *text, size_t n, const char *finish) {
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    char *t = strndup(text ? text : "", n);
+    if (chat) {
+        cJSON *m = cJSON_AddObjectToObject(c, chunk ? "delta" : "message");
+        if (!chunk) cJSON_AddStringToObject(m, "role", "assistant");
+        if (text) cJSON_AddStringToObject(m, "content", t ? t : "");
+    } else {
+        cJSON_AddStringToObject(c, "text", t ? t : "");
+        cJSON_AddNullToObject(c, "logprobs");
+    }
+    free(t);
+    if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
+    else cJSON_AddNullToObject(c, "finish_reason");
+}
+
+struct MHD_Response *serve_json_response(const char *json) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(json), (void *)json, MHD_RESPMEM_MUST_COPY);
+    if (r) MHD_add_response_header(r, "Content-Type", "application/json");
+    return r;
+}
+
+static struct MHD_Response *json_reply(cJSON *o) {
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    struct MHD_Response *r = serve_json_response(text ? text : "{}");
+    free(text);
+    return r;
+}
+
+struct MHD_Response *serve_error_response(unsigned status, const char *type, const char *code, const char *msg) {
+    (void)status;
+    cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+    cJSON_AddStringToObject(e, "message", msg);
+    cJSON_AddStringToObject(e, "type", type);
+    if (code) cJSON_AddStringToObject(e, "code", code);
+    else cJSON_AddNullToObject(e, "code");
+    cJSON_AddNullToObject(e, "param");
+    return json_reply(o);
+}
+
+struct MHD_Response *serve_models(server *s, unsigned *status) {
+    cJSON *o = cJSON_CreateObject(), *data = cJSON_CreateArray(), *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON_AddItemToObject(o, "data", data);
+    cJSON_AddItemToArray(data, m);
+    cJSON_AddStringToObject(m, "id", s->model_name);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", 0);
+    cJSON_AddStringToObject(m, "owned_by", "octo");
+    *status = MHD_HTTP_OK;
+    return json_reply(o);
+}
+
+/* ---- streaming: the reader MHD calls pulls the next piece ---- */
+
+typedef struct {
+    server *s;
+    int slot;
+    bool chat;
+    long id;
+    octo_stream *st;
+    request r;
+    stop_filter f;
+    char *out;
+    size_t out_len, out_pos;
+    int state; /* 0: generating, 1: final chunk sent, 2: [DONE] sent */
+} sse;
+
+static void sse_put(sse *e, cJSON *o) {
+    char *json = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    free(e->out);
+    e->out = NULL;
+    e->out_len = e->out_pos = 0;
+    if (!json) return;
+    const size_t n = strlen(json) + 9; /* "data: " + json + "\n\n" + NUL */
+    if ((e->out = malloc(n))) e->out_len = (size_t)snprintf(e->out, n, "data: %s\n\n", json);
+    free(json);
+}
+
+/* The next event into e->out; false at the end. */
+static bool sse_next(sse *e) {
+    if (e->state == 2) return false;
+    if (e->state == 1) {
+        free(e->out);
+        e->out = strdup("data: [DONE]\n\n");
+        e->out_len = e->out ? strlen(e->out) : 0, e->out_pos = 0, e->state = 2;
+        return true;
+    }
+    const char *piece = e->f.hit ? NULL : octo_stream_next(e->st), *emit;
+    size_t n;
+    if (piece) {
+        stop_feed(&e->f, &e->r, piece, (size_t)octo_stream_piece_size(e->st), &emit, &n);
+        if (e->f.hit) octo_stream_cancel(e->st);
+        cJSON *o = envelope(e->s, e->chat, true, e->id);
+        add_choice(o, e->chat, true, emit, n, NULL);
+        sse_put(e, o);
+        return true;
+    }
+    cJSON *o = envelope(e->s, e->chat, true, e->id);
+    if (octo_stream_status(e->st) != OCTO_OK) {
+        cJSON *err = cJSON_AddObjectToObject(o, "error");
+        cJSON_AddStringToObject(err, "message", octo_stream_error(e->st));
+        cJSON_AddStringToObject(err, "type", "server_error");
+    }
+    emit = e->f.hit ? "" : e->f.text ? e->f.text + e->f.emitted : ""; /* what was held back for a stop */
+    add_choice(o, e->chat, true, emit, strlen(emit), finish_reason(e->st, &e->f));
+    const octo_stats st = serve_stats(e->s, e->slot);
+    add_usage(o, &st);
+    sse_put(e, o);
+    e->state = 1;
+    return true;
+}
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    sse *e = cls;
+    (void)pos;
+    while (e->out_pos >= e->out_len)
+        if (!sse_next(e)) return MHD_CONTENT_READER_END_OF_STREAM;
+    const size_t n = e->out_len - e->out_pos < max ? e->out_len - e->out_pos : max;
+    memcpy(buf, e->out + e->out_pos, n);
+    e->out_pos += n;
+    return (ssize_t)n;
+}
+
+/* Done, or the client went away: the generation stops, the slot is free. */
+static void sse_free(void *cls) {
+    sse *e = cls;
+    if (e->state < 2) octo_stream_cancel(e->st);
+    octo_stream_free(e->st);
+    serve_release(e->s, e->slot);
+    request_free(&e->r);
+    free(e->f.text);
+    free(e->out);
+    free(e);
+}
+
+/* ---- the endpoint ---- */
+
+static octo_stream *start(server *s, int slot, bool chat, const request *r) {
+    return chat ? serve_chat(s, slot, r->msgs, r->n_msgs, &r->gp) : serve_generate(s, slot, r->prompt, &r->gp);
+}
+
+/* Non-streaming: the whole text, then one object. */
+static struct MHD_Response *whole(server *s, int slot, bool chat, long id, octo_stream *st, request *r) {
+    stop_filter f = {0};
+    const char *emit;
+    size_t n;
+    for (const char *piece; !f.hit && (piece = octo_stream_next(st));)
+        stop_feed(&f, r, piece, (size_t)octo_stream_piece_size(st), &emit, &n);
+    if (f.hit) octo_stream_cancel(st);
+    const size_t len = f.hit ? f.emitted : f.len;
+    cJSON *o = envelope(s, chat, false, id);
+    add_choice(o, chat, false, f.text ? f.text : "", len, finish_reason(st, &f));
+    const octo_stats stats = serve_stats(s, slot);
+    add_usage(o, &stats);
+    free(f.text);
+    return json_reply(o);
+}
+
+struct MHD_Response *serve_completion(server *s, const char *body, size_t len, bool chat, unsigned *status) {
+    request r;
+    const char *why = parse_request(s, body, len, chat, &r);
+    if (why) {
+        request_free(&r);
+        *status = MHD_HTTP_BAD_REQUEST;
+        return serve_error_response(*status, "invalid_request_error", NULL, why);
+    }
+    const int slot = serve_acquire(s);
+    octo_stream *st = start(s, slot, chat, &r);
+    const long id = atomic_fetch_add(&g_ids, 1) + 1;
+    if (!st) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s", serve_error(s, slot));
+        serve_release(s, slot);
+        request_free(&r);
+        *status = MHD_HTTP_BAD_REQUEST;
+        return serve_error_response(*status, "invalid_request_error",
+                                    strstr(msg, "context") ? "context_length_exceeded" : NULL, msg);
+    }
+    *status = MHD_HTTP_OK;
+    if (!r.stream) {
+        struct MHD_Response *resp = whole(s, slot, chat, id, st, &r);
+        octo_stream_free(st);
+        serve_release(s, slot);
+        request_free(&r);
+        return resp;
+    }
+    sse *e = calloc(1, sizeof *e);
+    if (!e) {
+        octo_stream_free(st);
+        serve_release(s, slot);
+        request_free(&r);
+        *status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        return serve_error_response(*status, "server_error", NULL, "out of memory");
+    }
+    *e = (sse){.s = s, .slot = slot, .chat = chat, .id = id, .st = st, .r = r};
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, e, sse_free);
+    if (resp) {
+        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    } else sse_free(e);
+    return resp;
+}
