@@ -4,6 +4,7 @@
 #   build:  cmake, a C compiler (gcc), make; pkg-config (tests/install.sh builds against the installed octo)
 #   tests:  clang and its runtime (sanitizer build, libFuzzer target), valgrind
 #   server: libmicrohttpd-dev, libcjson-dev (octo serve), curl and nodejs/npm (its tests' clients)
+#   chat:   libedit-dev (line editing and history in run --chat on a terminal)
 #   python: python3-venv, python3-pytest (tests/python.sh: the binding in a fresh venv)
 #   arm:    gcc-aarch64-linux-gnu, qemu-user (scripts/test-arm.sh: cross build + qemu)
 #   bench:  python3-numpy for ../shared/tools/widen.py (the 1.1B fixtures of docs/speculative.md)
@@ -15,6 +16,7 @@ command -v make >/dev/null 2>&1 || need="$need make"
 command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 pkg-config --exists libmicrohttpd 2>/dev/null || need="$need libmicrohttpd-dev"
 pkg-config --exists libcjson 2>/dev/null || need="$need libcjson-dev"
+pkg-config --exists libedit 2>/dev/null || need="$need libedit-dev"
 command -v curl >/dev/null 2>&1 || need="$need curl"
 command -v node >/dev/null 2>&1 || need="$need nodejs"
 command -v npm >/dev/null 2>&1 || need="$need npm"

@@ -27,6 +27,9 @@
 #include "core/quant.h"  /* internal: type names for `octo synth --type` */
 #include "core/atomic_write.h" /* internal: output files written whole or not at all */
 #include "core/flatjson.h"     /* internal: inspect --json */
+#ifdef OCTO_HAVE_EDITLINE
+#include <editline/readline.h>
+#endif
 
 static void help_tools(FILE *f);
 
@@ -815,6 +818,27 @@ static int chat_turn(octo_model *m, chat_history *h, int ids, const octo_generat
     return 0;
 }
 
+/* One line of the conversation into *line; false at the end of input. On a
+ * terminal with libedit: line editing and history (arrows, Ctrl-R). */
+static bool read_line(int tty, char **line, size_t *cap) {
+#ifdef OCTO_HAVE_EDITLINE
+    if (tty) {
+        char *l = readline("> ");
+        if (!l) return false;
+        if (*l) add_history(l);
+        free(*line);
+        *line = l;
+        *cap = strlen(l) + 1;
+        return true;
+    }
+#endif
+    if (tty) {
+        fputs("> ", stderr);
+        fflush(stderr);
+    }
+    return getline(line, cap, stdin) >= 0;
+}
+
 /* /exit (1), /reset and /stats (0), else -1: a message. */
 static int chat_command(octo_model *m, chat_history *h, const char *line) {
     if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) return 1;
@@ -844,9 +868,7 @@ static int chat_session(octo_model *m, const char *system, int ids, const octo_g
     char *line = NULL;
     size_t line_cap = 0;
     while (!rc) {
-        if (tty) { fputs("> ", stderr); fflush(stderr); }
-        ssize_t len = getline(&line, &line_cap, stdin);
-        if (len < 0) break;
+        if (!read_line(tty, &line, &line_cap)) break;
         line[strcspn(line, "\n")] = '\0';
         if (!line[0]) continue;
         const int cmd = chat_command(m, &h, line);

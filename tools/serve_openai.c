@@ -24,6 +24,7 @@ typedef struct {
     int stream;
     const char *stop[MAX_STOP];
     int n_stop;
+    int dropped;           /* chat: the oldest messages dropped to fit the context */
     cJSON *json;           /* the parsed body, which the strings point into */
 } request;
 
@@ -165,7 +166,7 @@ static const char *finish_reason(octo_stream *st, const stop_filter *f) {
     return r == OCTO_STOP_MAX_TOKENS || r == OCTO_STOP_CONTEXT_FULL ? "length" : "stop";
 }
 
-static void add_usage(cJSON *o, const octo_stats *st) {
+static void add_usage(cJSON *o, const octo_stats *st, int dropped) {
     cJSON *u = cJSON_AddObjectToObject(o, "usage");
     cJSON_AddNumberToObject(u, "prompt_tokens", st->prompt_tokens);
     cJSON_AddNumberToObject(u, "completion_tokens", st->decode_tokens);
@@ -180,6 +181,7 @@ static void add_usage(cJSON *o, const octo_stats *st) {
     cJSON_AddNumberToObject(x, "kv_budget_bytes", (double)st->kv_budget_bytes);
     cJSON_AddNumberToObject(x, "kv_tokens_evicted", (double)st->kv_tokens_evicted);
     cJSON_AddNumberToObject(x, "context_tokens", st->context_tokens);
+    cJSON_AddNumberToObject(x, "messages_dropped", dropped);
 }
 
 /* The envelope both kinds of response share. */
@@ -306,7 +308,7 @@ static bool sse_next(sse *e) {
     emit = e->f.hit ? "" : e->f.text ? e->f.text + e->f.emitted : ""; /* what was held back for a stop */
     add_choice(o, e->chat, true, emit, strlen(emit), finish_reason(e->st, &e->f));
     const octo_stats st = serve_stats(e->s, e->slot);
-    add_usage(o, &st);
+    add_usage(o, &st, e->r.dropped);
     sse_put(e, o);
     e->state = 1;
     return true;
@@ -337,8 +339,25 @@ static void sse_free(void *cls) {
 
 /* ---- the endpoint ---- */
 
-static octo_stream *start(server *s, int slot, bool chat, const request *r) {
-    return chat ? serve_chat(s, slot, r->msgs, r->n_msgs, &r->gp) : serve_generate(s, slot, r->prompt, &r->gp);
+/* Drop the oldest message after a system one; false when only the last would be left. */
+static bool drop_oldest(request *r) {
+    const int first = r->n_msgs && !strcmp(r->msgs[0].role, "system");
+    if (r->n_msgs - first <= 1) return false;
+    memmove(r->msgs + first, r->msgs + first + 1, sizeof *r->msgs * (size_t)(r->n_msgs - first - 1));
+    r->n_msgs--;
+    r->dropped++;
+    return true;
+}
+
+/* A chat that no longer fits the context keeps going: its oldest messages are
+ * dropped (the system prompt and the last message stay) and the count is reported. */
+static octo_stream *start(server *s, int slot, bool chat, request *r) {
+    if (!chat) return serve_generate(s, slot, r->prompt, &r->gp);
+    octo_stream *st;
+    while (!(st = serve_chat(s, slot, r->msgs, r->n_msgs, &r->gp)) && strstr(serve_error(s, slot), "the context holds") &&
+           drop_oldest(r)) {
+    }
+    return st;
 }
 
 /* Non-streaming: the whole text, then one object. */
@@ -353,7 +372,7 @@ static struct MHD_Response *whole(server *s, int slot, bool chat, long id, octo_
     cJSON *o = envelope(s, chat, false, id);
     add_choice(o, chat, false, f.text ? f.text : "", len, finish_reason(st, &f));
     const octo_stats stats = serve_stats(s, slot);
-    add_usage(o, &stats);
+    add_usage(o, &stats, r->dropped);
     free(f.text);
     return json_reply(o);
 }

@@ -52,6 +52,13 @@ def main():
                                         "temperature": 0}) as r:
         d = json.load(r)
     assert d["object"] == "chat.completion" and d["choices"][0]["message"]["role"] == "assistant", d
+    # a conversation longer than the context keeps going: its oldest messages are dropped
+    long = [{"role": "user" if i % 2 == 0 else "assistant",
+             "content": "Once upon a time there was a little girl named Lily who loved to play in the park"}
+            for i in range(41)]
+    with post("/v1/chat/completions", {"messages": long, "max_tokens": 8, "temperature": 0}) as r:
+        d = json.load(r)
+    assert d["octo"]["messages_dropped"] > 0 and d["choices"][0]["message"]["content"], d["octo"]
     # a client that hangs up mid-stream: the server cancels it and frees the slot
     u = urlparse(URL)
     c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
