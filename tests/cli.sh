@@ -355,6 +355,14 @@ if [ -n "$shared" ] && [ -f "$shared/models/stories260K.gguf" ]; then
         ok || bad "chat commands: $(cat "$tmp/out" "$tmp/err" | head -5)"
 fi
 
+# eval --prompt: a prefill, then only the continuation scored
+printf 'Once upon a time there was a little girl who liked to play in the garden with her dog every day.\n' >"$tmp/t.txt"
+expect 0 0 "$octo" eval -m "$tmp/q.gguf" -f "$tmp/t.txt" --prompt 8 --json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["prompt"] == 8 and d["scored"] == d["tokens"] - 8, d' "$tmp/out" &&
+    ok || bad "eval --prompt: $(head -c 200 "$tmp/out")"
+expect 1 1 "$octo" eval -m "$tmp/q.gguf" -f "$tmp/t.txt" --prompt 100000
+grep -q "leaves nothing to score" "$tmp/err" && ok || bad "eval --prompt too long: $(cat "$tmp/err")"
+
 # the CLI people know: positional model and prompt, -f, stdin, -t, -h, --version, suggestions, JSON
 expect 0 0 "$octo" --version
 grep -qE "^octo [0-9]+\.[0-9]+\.[0-9]+$" "$tmp/out" && ok || bad "--version: $(cat "$tmp/out")"

@@ -9,7 +9,10 @@
  *
  * The text's first --ctx tokens are fed --batch tokens per step (default 1,
  * as in decoding: each step's entries are committed, re-quantized and
- * possibly evicted before the next step attends to them). The reference run
+ * possibly evicted before the next step attends to them). With --prompt N
+ * the first N go in one step (a prompt's prefill: the cache then compressed
+ * as its policy decides, a --kv-budget percentage being of the prompt's
+ * cache) and only the continuation is scored. The reference run
  * goes first and keeps its log-probabilities; the cache under test runs
  * second. Only the public API is used.
  */
@@ -48,11 +51,32 @@ static int argmax(const float *x, int n) {
     return b;
 }
 
-/* Feed tokens[0..n) in steps of batch; ref NULL: store log-probs into store,
- * else compare against ref. */
-static int run(octo_model *m, const int32_t *tok, int n, int batch, int V, float *store, const float *ref,
+/* Score row i of a step's logits (predicting token t + 1): its NLL, and its
+ * KLD and top-1 against ref or its log-probs into store. */
+static void score(const float *logits, const int32_t *tok, int t, int V, float *lp, float *store, const float *ref,
+                  eval_result *r) {
+    log_softmax(logits, V, lp);
+    r->nll -= lp[tok[t + 1]];
+    if (store) memcpy(store + (size_t)t * V, lp, sizeof(float) * (size_t)V);
+    if (ref) {
+        const float *q = ref + (size_t)t * V;
+        double k = 0.0;
+        for (int v = 0; v < V; v++) k += exp((double)q[v]) * ((double)q[v] - lp[v]);
+        r->kld += k;
+        if (k > r->kld_max) r->kld_max = k;
+        r->top1 += argmax(q, V) == argmax(lp, V);
+    }
+    r->n++;
+}
+
+/* Feed tokens[0..n) in steps of batch (with prompt > 0: its first prompt
+ * tokens as one step, and only the rows from the prompt's last on are
+ * scored: the continuation); ref NULL: store log-probs into store, else
+ * compare against ref. */
+static int run(octo_model *m, const int32_t *tok, int n, int batch, int prompt, int V, float *store, const float *ref,
                eval_result *r) {
-    float *logits = malloc(sizeof(float) * (size_t)batch * V), *lp = malloc(sizeof(float) * (size_t)V);
+    const int widest = prompt > batch ? prompt : batch;
+    float *logits = malloc(sizeof(float) * (size_t)widest * V), *lp = malloc(sizeof(float) * (size_t)V);
     if (!logits || !lp) {
         free(logits), free(lp);
         return fail("out of memory");
@@ -60,28 +84,16 @@ static int run(octo_model *m, const int32_t *tok, int n, int batch, int V, float
     memset(r, 0, sizeof *r);
     double kv_sum = 0.0;
     int steps = 0;
-    for (int t0 = 0; t0 < n - 1; t0 += batch) {
-        const int nb = n - 1 - t0 < batch ? n - 1 - t0 : batch;
+    for (int t0 = 0, nb; t0 < n - 1; t0 += nb) {
+        const int step = t0 == 0 && prompt > 0 ? prompt : batch;
+        nb = n - 1 - t0 < step ? n - 1 - t0 : step;
         const octo_status st = octo_eval(m, tok + t0, nb, logits, OCTO_LOGITS_ALL);
         if (st != OCTO_OK) {
             free(logits), free(lp);
             return fail("%s", octo_model_error(m));
         }
-        for (int i = 0; i < nb; i++) {
-            const int t = t0 + i; /* row predicts token t + 1 */
-            log_softmax(logits + (size_t)i * V, V, lp);
-            r->nll -= lp[tok[t + 1]];
-            if (store) memcpy(store + (size_t)t * V, lp, sizeof(float) * (size_t)V);
-            if (ref) {
-                const float *q = ref + (size_t)t * V;
-                double k = 0.0;
-                for (int v = 0; v < V; v++) k += exp((double)q[v]) * ((double)q[v] - lp[v]);
-                r->kld += k;
-                if (k > r->kld_max) r->kld_max = k;
-                r->top1 += argmax(q, V) == argmax(lp, V);
-            }
-            r->n++;
-        }
+        for (int i = 0; i < nb; i++) /* row i predicts token t0 + i + 1 */
+            if (t0 + i + 1 >= prompt) score(logits + (size_t)i * V, tok, t0 + i, V, lp, store, ref, r);
         const octo_stats s = octo_model_stats(m);
         kv_sum += (double)s.kv_bytes;
         steps++;
@@ -101,6 +113,7 @@ typedef struct {
     const char *path, *file, *cache_dir, *device;
     const char *ref_path;  /* --ref: another model (same vocabulary) as the reference, e.g. the unquantized one */
     long n_ctx, batch;
+    long prompt;           /* --prompt N: the first N tokens one prefill, the rest decoded and scored */
     int json, plain;
     double budget_pct;     /* > 0: --kv-budget as a percentage of the full F16 cache (known once tokenized) */
     octo_model_options mo; /* the cache under test */
@@ -187,6 +200,7 @@ static int parse_eval_args(int argc, char **argv, eval_args *e) {
         else if (!strcmp(a, "-f")) { NEED_VALUE; e->file = v; }
         else if (!strcmp(a, "--ctx")) { NEED_VALUE; if (!parse_long(v, 2, 1 << 20, &e->n_ctx)) return usage_error("eval: bad --ctx '%s'", v); }
         else if (!strcmp(a, "--batch")) { NEED_VALUE; if (!parse_long(v, 1, 4096, &e->batch)) return usage_error("eval: bad --batch '%s'", v); }
+        else if (!strcmp(a, "--prompt")) { NEED_VALUE; if (!parse_long(v, 1, 1 << 20, &e->prompt)) return usage_error("eval: bad --prompt '%s'", v); }
         else if (!strcmp(a, "--json")) e->json = 1;
         else if (!strcmp(a, "--ref")) { NEED_VALUE; e->ref_path = v; }
         else if (!strcmp(a, "--kv-plain")) e->plain = 1;
@@ -257,7 +271,7 @@ static int run_reference(octo_client *c, const eval_args *e, char *text, size_t 
     free(text);
     if (!rc) {
         ref->logprobs = malloc(sizeof(float) * (size_t)ref->n * ref->V);
-        rc = ref->logprobs ? run(m, ref->tok, ref->n, (int)e->batch, ref->V, ref->logprobs, NULL, &ref->r)
+        rc = ref->logprobs ? run(m, ref->tok, ref->n, (int)e->batch, (int)e->prompt, ref->V, ref->logprobs, NULL, &ref->r)
                            : fail("out of memory");
     }
     octo_model_free(m);
@@ -273,7 +287,7 @@ typedef struct {
 } eval_figures;
 
 static void print_json(const eval_args *e, const eval_figures *f, const eval_result *rt, const octo_stats *s) {
-    printf("{\"tokens\": %d, \"batch\": %ld, \"ppl_ref\": %.6f, \"ppl\": %.6f, \"kld_mean\": %.6g, \"kld_max\": %.6g, "
+    printf("{\"tokens\": %d, \"prompt\": %ld, \"scored\": %d, \"batch\": %ld, \"ppl_ref\": %.6f, \"ppl\": %.6f, \"kld_mean\": %.6g, \"kld_max\": %.6g, "
            "\"top1_agreement\": %.6f, \"kv_bytes_end\": %llu, \"kv_bytes_peak\": %llu, \"kv_bytes_mean\": %.0f, "
            "\"kv_bytes_f16\": %llu, \"kv_fraction_of_f16\": %.4f, \"kv_budget\": %llu, \"kv_policy\": \"%s\", "
            "\"kv_bytes_hot\": %llu, \"kv_bytes_warm\": %llu, \"kv_bytes_cold\": %llu, \"tokens_evicted\": %lld, "
@@ -283,7 +297,7 @@ static void print_json(const eval_args *e, const eval_figures *f, const eval_res
            "\"expert_cache_bytes\": %llu, \"expert_prefetch_recall\": %.4f, \"expert_prediction_rate\": %.4f, "
            "\"expert_prediction_precision\": %.4f, \"expert_int2_loads\": %llu, \"expert_int2_served\": %llu, "
            "\"expert_int2_promotions\": %llu}\n",
-           f->n, e->batch, f->ppl_ref, f->ppl, f->kld, rt->kld_max, f->top1, (unsigned long long)rt->kv_bytes_end,
+           f->n, e->prompt, rt->n, e->batch, f->ppl_ref, f->ppl, f->kld, rt->kld_max, f->top1, (unsigned long long)rt->kv_bytes_end,
            (unsigned long long)rt->kv_bytes_peak, rt->kv_bytes_mean, (unsigned long long)f->full_f16, f->frac_end,
            (unsigned long long)rt->kv_budget, f->policy, (unsigned long long)rt->hot, (unsigned long long)rt->warm,
            (unsigned long long)rt->cold, (long long)rt->evicted, s->kv_spill_on, (long long)s->kv_blocks_spilled,
@@ -296,7 +310,10 @@ static void print_json(const eval_args *e, const eval_figures *f, const eval_res
 
 static void print_text(octo_model *m, const eval_args *e, const eval_figures *f, const eval_result *rt,
                        const octo_stats *s) {
-    printf("tokens          %d (fed %ld per step)\n", f->n, e->batch);
+    if (e->prompt)
+        printf("tokens          %d: a prompt of %ld in one step, then %d scored, fed %ld per step\n", f->n, e->prompt,
+               rt->n, e->batch);
+    else printf("tokens          %d (fed %ld per step)\n", f->n, e->batch);
     if (e->ref_path) {
         printf("perplexity      %.4f (reference %s, uncompressed F16 cache: %.4f)\n", f->ppl, e->ref_path, f->ppl_ref);
         printf("KL divergence   mean %.6f, max %.6f (against the reference)\n", f->kld, rt->kld_max);
@@ -332,7 +349,10 @@ static void print_text(octo_model *m, const eval_args *e, const eval_figures *f,
  * and report; 0 or 1 (printed). */
 static int run_under_test(octo_client *c, const eval_args *e, const eval_reference *ref) {
     octo_model_options mo = e->mo;
-    const uint64_t full_f16 = ref->kv_bytes_per_token * (uint64_t)ref->n; /* reference entries are F16 */
+    if (e->prompt && e->prompt >= ref->n)
+        return fail("--prompt %ld leaves nothing to score: the text has %d tokens", e->prompt, ref->n);
+    /* reference entries are F16; with --prompt a budget is a share of the prompt's cache */
+    const uint64_t full_f16 = ref->kv_bytes_per_token * (uint64_t)(e->prompt ? e->prompt : ref->n);
     if (e->budget_pct > 0) mo.kv.budget_bytes = (uint64_t)(e->budget_pct / 100.0 * (double)full_f16);
     if (e->budget_pct > 0 && mo.kv.budget_bytes == 0) /* 0 would mean "no budget": the opposite of what was asked */
         return fail("--kv-budget %g%% of %llu bytes rounds to 0 bytes", e->budget_pct, (unsigned long long)full_f16);
@@ -346,7 +366,7 @@ static int run_under_test(octo_client *c, const eval_args *e, const eval_referen
         return fail("%s has %d tokens in its vocabulary, the reference %d: they cannot be compared", e->path, v, ref->V);
     }
     eval_result rt;
-    const int rc = run(m, ref->tok, ref->n, (int)e->batch, ref->V, NULL, ref->logprobs, &rt);
+    const int rc = run(m, ref->tok, ref->n, (int)e->batch, (int)e->prompt, ref->V, NULL, ref->logprobs, &rt);
     const octo_stats s = octo_model_stats(m);
     if (!rc && e->mo.moe.trace && s.expert_trace_failed) {
         octo_model_free(m);
@@ -400,7 +420,7 @@ int eval_int2_kld(const char *path, const char *file, long n_ctx, double *kld, i
         if (!(m = octo_load_model(c, path, &e.mo))) rc = fail("%s", octo_last_error(c));
     }
     eval_result rt;
-    if (!rc) rc = run(m, ref.tok, ref.n, 1, ref.V, NULL, ref.logprobs, &rt);
+    if (!rc) rc = run(m, ref.tok, ref.n, 1, 0, ref.V, NULL, ref.logprobs, &rt);
     if (!rc && octo_model_stats(m).expert_int2_served == 0) rc = fail("no lookup was served by a 2-bit copy");
     if (!rc) *kld = rt.kld / rt.n, *n_positions = rt.n;
     octo_model_free(m);

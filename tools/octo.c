@@ -77,7 +77,7 @@ static void help_tools(FILE *f) {
           "  bench -m MODEL --spec MODE [--draft MODEL] [--spec-k N] [--lookahead W,N,G] [--prompt T | --prompt-file F]\n"
           "      [-n 128] [-r REPS] [--temp T] [--seed S] [--json]\n"
           "      speculative decoding against plain, alternated: tokens/s, speedup, acceptance, the formula's figure\n"
-          "  eval -m MODEL -f TEXT [--ctx N] [--batch N] [--json] [--kv-plain] [--kv-policy P]\n"
+          "  eval -m MODEL -f TEXT [--ctx N] [--batch N] [--prompt N] [--json] [--kv-plain] [--kv-policy P]\n"
           "       [--kv-budget BYTES|PCT%] [--kv-hot N] [--kv-warm N] [--kv-anchors N] [--kv-recent N]\n"
           "       [--kv-cold q4_1|q4_0|q8_0|f16] [--kv-keys channel|token]\n"
           "       [--cache-dir DIR] [--kv-spill auto|on|off] [--kv-spill-max BYTES] [--device NAME]\n"
@@ -90,6 +90,8 @@ static void help_tools(FILE *f) {
     fputs(kv_policy_names(OCTO_KV_POLICY_NONE, " ", policies, sizeof policies), f);
     fputs(".\n"
           "      --ref OTHER: the reference is OTHER (same vocabulary), e.g. the unquantized model.\n"
+          "      --prompt N: the first N tokens as one prompt (the cache compressed as its policy\n"
+          "      decides, a budget % being of the prompt's cache), then only the rest is scored.\n"
           "      With a cache directory, cold blocks over budget spill there (auto: only on\n"
           "      fast storage); NAME: iphone-15-pro iphone-14 pixel-8 galaxy-s24 android-4gb-emmc\n"
           "  inspect -m MODEL [--kv-tokens N] [--device NAME] [--json]\n"
