@@ -97,10 +97,10 @@ static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *ur
         return queue(c, status, serve_json_response("{\"status\":\"ok\"}"));
     if (!authorized(s, c))
         return queue(c, MHD_HTTP_UNAUTHORIZED,
-                     serve_error_response(401, "invalid_request_error", "invalid_api_key", "a valid API key is required"));
+                     serve_error_response("invalid_request_error", "invalid_api_key", "a valid API key is required"));
     if (u->too_large)
         return queue(c, MHD_HTTP_CONTENT_TOO_LARGE,
-                     serve_error_response(413, "invalid_request_error", "request_too_large",
+                     serve_error_response("invalid_request_error", "request_too_large",
                                           "the request body is larger than this server takes (--max-body)"));
     const bool post = !strcmp(method, "POST");
     if (!strcmp(url, "/v1/models") && !post) return queue(c, status, serve_models(s, &status));
@@ -109,7 +109,7 @@ static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *ur
         struct MHD_Response *r = serve_completion(s, u->body ? u->body : "", u->len, chat, &status);
         return queue(c, status, r);
     }
-    return queue(c, MHD_HTTP_NOT_FOUND, serve_error_response(404, "invalid_request_error", "not_found", "no such endpoint"));
+    return queue(c, MHD_HTTP_NOT_FOUND, serve_error_response("invalid_request_error", "not_found", "no such endpoint"));
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,

@@ -53,6 +53,6 @@ struct MHD_Response *serve_completion(server *s, const char *body, size_t len, b
 /* GET /v1/models */
 struct MHD_Response *serve_models(server *s, unsigned *status);
 /* An OpenAI-style error object. */
-struct MHD_Response *serve_error_response(unsigned status, const char *type, const char *code, const char *msg);
+struct MHD_Response *serve_error_response(const char *type, const char *code, const char *msg);
 
 #endif

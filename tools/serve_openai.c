@@ -229,8 +229,7 @@ static struct MHD_Response *json_reply(cJSON *o) {
     return r;
 }
 
-struct MHD_Response *serve_error_response(unsigned status, const char *type, const char *code, const char *msg) {
-    (void)status;
+struct MHD_Response *serve_error_response(const char *type, const char *code, const char *msg) {
     cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
     cJSON_AddStringToObject(e, "message", msg);
     cJSON_AddStringToObject(e, "type", type);
@@ -383,7 +382,7 @@ struct MHD_Response *serve_completion(server *s, const char *body, size_t len, b
     if (why) {
         request_free(&r);
         *status = MHD_HTTP_BAD_REQUEST;
-        return serve_error_response(*status, "invalid_request_error", NULL, why);
+        return serve_error_response("invalid_request_error", NULL, why);
     }
     const int slot = serve_acquire(s);
     octo_stream *st = start(s, slot, chat, &r);
@@ -394,7 +393,7 @@ struct MHD_Response *serve_completion(server *s, const char *body, size_t len, b
         serve_release(s, slot);
         request_free(&r);
         *status = MHD_HTTP_BAD_REQUEST;
-        return serve_error_response(*status, "invalid_request_error",
+        return serve_error_response("invalid_request_error",
                                     strstr(msg, "context") ? "context_length_exceeded" : NULL, msg);
     }
     *status = MHD_HTTP_OK;
@@ -411,7 +410,7 @@ struct MHD_Response *serve_completion(server *s, const char *body, size_t len, b
         serve_release(s, slot);
         request_free(&r);
         *status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-        return serve_error_response(*status, "server_error", NULL, "out of memory");
+        return serve_error_response("server_error", NULL, "out of memory");
     }
     *e = (sse){.s = s, .slot = slot, .chat = chat, .id = id, .st = st, .r = r};
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, e, sse_free);

@@ -122,7 +122,48 @@ class Stream:
         self.close()
 
 
-class Model:
+def _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec):
+    p = _L.octo_generate_params_defaults()
+    p.max_tokens, p.temperature, p.top_k, p.top_p, p.min_p = max_tokens, temperature, top_k, top_p, min_p
+    p.seed = int.from_bytes(os.urandom(8), "little") if seed is None else seed
+    if spec is not None:
+        m = _L.octo_spec_mode_from_name(spec.encode())
+        if m < 0:
+            raise ValueError(f"unknown spec mode {spec!r}")
+        p.spec = m
+    return p
+
+
+class _Conversation:
+    """generate and chat, for a Model's own conversation and a Session's. A subclass gives
+    _check, _error (the last failure's text), _gen(prompt, params) and _chat(messages, n, params)."""
+
+    _stream = None
+
+    def _start(self, handle):
+        if not handle:
+            raise OctoError(self._error(), 1)
+        self._stream = Stream(self, handle)
+        return self._stream
+
+    def generate(self, prompt, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
+                 spec=None):
+        """A Stream of the continuation of prompt. seed None: a random one (a fixed seed repeats the text)."""
+        self._check()
+        p = _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec)
+        return self._start(self._gen(prompt.encode(), ctypes.byref(p)))
+
+    def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
+             spec=None):
+        """A Stream of the assistant's reply to messages ([{"role": ..., "content": ...}, ...])."""
+        self._check()
+        p = _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec)
+        keep = [(m["role"].encode(), m["content"].encode()) for m in messages]
+        arr = (_lib.Message * len(keep))(*[_lib.Message(r, c) for r, c in keep])
+        return self._start(self._chat(arr, len(keep), ctypes.byref(p)))
+
+
+class Model(_Conversation):
     """A loaded model. Options (all optional):
 
     n_ctx, n_threads, device ("pixel-8", ..., or "host"), cache_dir, draft_model,
@@ -158,45 +199,21 @@ class Model:
             self.close()
             raise OctoError(msg, status)
 
-    def _params(self, max_tokens, temperature, top_k, top_p, min_p, seed, spec):
-        p = _L.octo_generate_params_defaults()
-        p.max_tokens, p.temperature, p.top_k, p.top_p, p.min_p = max_tokens, temperature, top_k, top_p, min_p
-        p.seed = int.from_bytes(os.urandom(8), "little") if seed is None else seed
-        if spec is not None:
-            m = _L.octo_spec_mode_from_name(spec.encode())
-            if m < 0:
-                raise ValueError(f"unknown spec mode {spec!r}")
-            p.spec = m
-        return p
+    def _error(self):
+        return _L.octo_model_error(self._model).decode("utf-8", "replace")
 
-    def _start(self, handle):
-        if not handle:
-            raise OctoError(_L.octo_model_error(self._model).decode("utf-8", "replace"), 1)
-        self._stream = Stream(self, handle)
-        return self._stream
+    def _gen(self, prompt, params):
+        return _L.octo_generate(self._model, prompt, params)
 
-    def generate(self, prompt, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-                 spec=None):
-        """A Stream of the continuation of prompt. seed None: a random one (a fixed seed repeats the text)."""
-        self._check()
-        p = self._params(max_tokens, temperature, top_k, top_p, min_p, seed, spec)
-        return self._start(_L.octo_generate(self._model, prompt.encode(), ctypes.byref(p)))
-
-    def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-             spec=None):
-        """A Stream of the assistant's reply to messages ([{"role": ..., "content": ...}, ...])."""
-        self._check()
-        p = self._params(max_tokens, temperature, top_k, top_p, min_p, seed, spec)
-        keep = [(m["role"].encode(), m["content"].encode()) for m in messages]
-        arr = (_lib.Message * len(keep))(*[_lib.Message(r, c) for r, c in keep])
-        return self._start(_L.octo_chat(self._model, arr, len(keep), ctypes.byref(p)))
+    def _chat(self, messages, n, params):
+        return _L.octo_chat(self._model, messages, n, params)
 
     def session(self):
         """Another conversation on this model (its own KV cache; up to max_sessions at once)."""
         self._check()
         h = _L.octo_session_new(self._model)
         if not h:
-            raise OctoError(_L.octo_model_error(self._model).decode("utf-8", "replace"), 21)
+            raise OctoError(self._error(), 21)
         s = Session(self, h)
         self._sessions.append(s)
         return s
@@ -252,37 +269,22 @@ class Model:
         self.close()
 
 
-class Session:
+class Session(_Conversation):
     """One more conversation on a Model (Model.session()): generate, chat, stats, reset, close.
     Sessions of one model may generate from different threads at once."""
 
     def __init__(self, model, handle):
         self._owner = model
         self._h = handle
-        self._stream = None
 
-    def _err(self):
+    def _error(self):
         return _L.octo_session_error(self._h).decode("utf-8", "replace")
 
-    def _start(self, handle):
-        if not handle:
-            raise OctoError(self._err(), 1)
-        self._stream = Stream(self, handle)
-        return self._stream
+    def _gen(self, prompt, params):
+        return _L.octo_session_generate(self._h, prompt, params)
 
-    def generate(self, prompt, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-                 spec=None):
-        self._check()
-        p = self._owner._params(max_tokens, temperature, top_k, top_p, min_p, seed, spec)
-        return self._start(_L.octo_session_generate(self._h, prompt.encode(), ctypes.byref(p)))
-
-    def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-             spec=None):
-        self._check()
-        p = self._owner._params(max_tokens, temperature, top_k, top_p, min_p, seed, spec)
-        keep = [(m["role"].encode(), m["content"].encode()) for m in messages]
-        arr = (_lib.Message * len(keep))(*[_lib.Message(r, c) for r, c in keep])
-        return self._start(_L.octo_session_chat(self._h, arr, len(keep), ctypes.byref(p)))
+    def _chat(self, messages, n, params):
+        return _L.octo_session_chat(self._h, messages, n, params)
 
     def stats(self):
         self._check()

@@ -370,8 +370,6 @@ experts_stats bundle_experts_stats(const bundle *b) {
     return st;
 }
 
-bundle_kv_stats bundle_kv_stats_get(const bundle *b) { return bundle_kv_stats_of(b, b->s, b->draft_s); }
-
 bundle_kv_stats bundle_kv_stats_of(const bundle *b, const session *s, const session *ds) {
     if (!s) return (bundle_kv_stats){.budget_bytes = b->plan.kv.budget_bytes + b->plan.draft_kv.budget_bytes};
     bundle_kv_stats st = {.kv = kv_cache_stats(s->kv)};

@@ -92,16 +92,15 @@ const model *bundle_draft_shape(const bundle *b);
  * the target's copy); asking for one that is not there is an error. */
 err_code bundle_proposer(const bundle *b, const proposer_ops *asked, const proposer_ops **out, err_t *err);
 
-/* The KV figures for the stats: the target's cache, with the draft's bytes
- * added where the budget is shared (runtime/plan.h). */
+/* The KV figures for the stats of one conversation: its cache s, with its
+ * draft cache ds's bytes added where the budget is shared (runtime/plan.h). */
 typedef struct {
     kv_stats kv;               /* the target's; bytes and bytes_hot/warm/cold include the draft's */
     uint64_t draft_bytes;
     uint64_t budget_bytes;     /* the shared budget, or the full F16 caches when there is none */
 } bundle_kv_stats;
 
-bundle_kv_stats bundle_kv_stats_get(const bundle *b);
-/* The same for another session's caches (ds NULL: no draft). */
+/* ds NULL: no draft. */
 bundle_kv_stats bundle_kv_stats_of(const bundle *b, const session *s, const session *ds);
 
 /* Another conversation on the loaded model: its own caches (the model's and
