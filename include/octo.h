@@ -154,10 +154,11 @@ typedef enum {
     OCTO_KV_POLICY_H2O,         /* the entries with the most accumulated attention */
     OCTO_KV_POLICY_SNAPKV,      /* the prompt entries the end of the prompt attends to */
     OCTO_KV_POLICY_MORPHKV,     /* recent window + the entries recent queries attend to */
+    OCTO_KV_POLICY_SPECKV,      /* the prompt entries the end of the prompt and the draft's lookahead attend to */
     /* policies added later follow by number, without a name in this enum */
 } octo_kv_policy;
 
-/* A policy's name: "default", "none", "window", "h2o", "snapkv", "morphkv",
+/* A policy's name: "default", "none", "window", "h2o", "snapkv", "morphkv", "speckv",
  * then those of the policies that follow; NULL when p is not a policy (so
  * counting up from OCTO_KV_POLICY_NONE until NULL lists them all). */
 OCTO_API const char *octo_kv_policy_name(octo_kv_policy p);
@@ -184,6 +185,9 @@ typedef struct {
      * -1: never. */
     int spill;
     uint64_t spill_max_bytes; /* the spill file's limit; 0 (default) = what the disk holds */
+    /* 0 (default): no limit; else the entries each layer of the model's cache keeps (as well as
+     * budget_bytes): at least anchor_tokens + recent_tokens + 1. The budget eviction papers state. */
+    int budget_tokens;
 } octo_kv_options;
 
 /* How a Mixture-of-Experts model's expert cache picks what to evict. */
@@ -428,9 +432,27 @@ typedef struct {
      * n-grams kept per first token G (1..16), a pass being 1 + (N-1)(W+1)
      * tokens at most 63; all 0 = 5, 3, 4 (default) */
     int lookahead_w, lookahead_n, lookahead_g;
+    /* With a draft model loaded (octo_model_options.draft_model or auto_draft): the share of the
+     * prompt's tokens the model reads, in (0, 1], after the draft has dropped those it attends to
+     * least (SpecPC); 0 = off (default). 1 reads them all. */
+    float prompt_compress;
+    /* Tokens the draft writes ahead to score the prompt (SpecKV, SpecPC): 1..256; 0 = 64 (default,
+     * fewer when the context has less room); -1 = none, the prompt's last 32 tokens vote alone. */
+    int prompt_lookahead;
 } octo_generate_params;
 
 OCTO_API octo_generate_params octo_generate_params_defaults(void);
+
+/* A prompt's prefill as octo_generate does it, on tokens: with a draft model
+ * loaded, the draft's lookahead scores the prompt's cache entries (policy
+ * speckv; the default policy when the prompt does not fit the KV budget:
+ * SpecKV), and params->prompt_compress in (0, 1) drops the prompt tokens the
+ * draft attends to least before the model reads the rest (SpecPC). Only
+ * params' prompt_compress and prompt_lookahead are read (NULL: defaults).
+ * logits: [n_vocab], the last token's. octo_n_past says how many positions
+ * the prompt took; octo_model_stats what the draft did. */
+OCTO_API octo_status octo_eval_prompt(octo_model *model, const int32_t *tokens, int n,
+                                      const octo_generate_params *params, float *logits);
 
 typedef struct octo_stream octo_stream;
 
@@ -593,6 +615,14 @@ typedef struct {
     uint64_t rss_bytes, peak_rss_bytes;
     char chat_template[16];       /* the chat template family in use ("plain" when none matched) */
     char warning[160];            /* "" or a problem worth showing, e.g. an unknown chat template */
+    /* the prompt read with the draft model (octo_eval_prompt, octo_generate): SpecKV, SpecPC */
+    int prefill_speckv;              /* 1: the prompt's entries were kept by the votes of the draft's lookahead */
+    int prefill_lookahead_tokens;    /* tokens the draft wrote ahead */
+    double prefill_draft_ms;         /* the draft's time: reading the prompt, writing the lookahead */
+    int64_t kv_tokens_kept_by_score; /* prompt entries per layer kept by their votes (not anchors or recent) */
+    int prompt_tokens_dropped;       /* prompt tokens SpecPC dropped before the model read the rest */
+    double prefill_ms_saved;         /* SpecPC, estimated: the model's prefill time per token x tokens dropped,
+                                        less the draft's time */
 } octo_stats;
 
 OCTO_API octo_stats octo_model_stats(const octo_model *model);

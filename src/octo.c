@@ -205,6 +205,8 @@ static err_code kv_config_of(const octo_model_options *o, kv_config *out, err_t 
     if (k->spill < -1 || k->spill > 1) return err_set(err, ERR_INVALID_ARG, "KV spill is -1, 0 or 1, not %d", k->spill);
     if ((int)k->policy < OCTO_KV_POLICY_DEFAULT || (int)k->policy > kv_policy_count())
         return err_set(err, ERR_INVALID_ARG, "unknown KV policy %d", (int)k->policy);
+    if (k->budget_tokens < 0 || k->budget_tokens > OCTO_MAX_CONTEXT)
+        return err_set(err, ERR_INVALID_ARG, "KV budget_tokens must be 0..%d, not %d", OCTO_MAX_CONTEXT, k->budget_tokens);
     if (k->cold_bits != 4 && k->cold_bits != 8 && k->cold_bits != 16)
         return err_set(err, ERR_INVALID_ARG, "KV cold_bits must be 4, 8 or 16, not %d", k->cold_bits);
     if (k->hot_tokens < 0 || k->warm_tokens < k->hot_tokens || k->anchor_tokens < 0 || k->recent_tokens < 0 ||
@@ -223,6 +225,7 @@ static err_code kv_config_of(const octo_model_options *o, kv_config *out, err_t 
     c.anchor_tokens = k->anchor_tokens;
     c.recent_tokens = k->recent_tokens;
     c.budget_bytes = k->budget_bytes;
+    c.budget_tokens = k->budget_tokens;
     c.key_channels = !k->per_token_keys;
     c.spill_max_bytes = k->spill_max_bytes;
     *out = c;
@@ -467,6 +470,31 @@ octo_status octo_eval(octo_model *om, const int32_t *tokens, int n, float *logit
     return (octo_status)session_eval(om->main.s, tokens, n, mode == OCTO_LOGITS_ALL, logits, &om->err);
 }
 
+/* The caller left the KV policy to octo: SpecKV scores a prompt that does not fit (runtime/prefill.h). */
+static bool auto_kv_policy(const octo_model *om) {
+    return om->opts.kv.compress && om->opts.kv.policy == OCTO_KV_POLICY_DEFAULT;
+}
+
+octo_status octo_eval_prompt(octo_model *om, const int32_t *tokens, int n, const octo_generate_params *params,
+                             float *logits) {
+    if (!om) return OCTO_ERR_INVALID_ARG;
+    err_clear(&om->err);
+    if (plan_only(om)) return (octo_status)om->err.code;
+    if (atomic_load(&om->main.busy)) return (octo_status)err_set(&om->err, ERR_BUSY, "the model is serving a stream");
+    if (!tokens || !logits || n <= 0)
+        return (octo_status)err_set(&om->err, ERR_INVALID_ARG, "octo_eval_prompt: tokens (n > 0) and logits are required");
+    const octo_generate_params gp = params ? *params : octo_generate_params_defaults();
+    const prefill_params pp = {.compress = gp.prompt_compress, .lookahead = gp.prompt_lookahead,
+                               .auto_policy = auto_kv_policy(om)};
+    prefill_stats st;
+    int n_kept;
+    err_code rc = prefill_run(om->main.s, om->main.draft_s, tokens, n, &pp, logits, NULL, &n_kept, &st, &om->err);
+    if (!rc)
+        om->main.last = (gen_stats){.prompt_tokens = n, .prefill_tokens = n_kept, .prefill_ms = st.draft_ms + st.prefill_ms,
+                                    .pre = st};
+    return (octo_status)rc;
+}
+
 int octo_n_past(const octo_model *om) { return om && om->main.s ? om->main.s->n_past : 0; }
 
 octo_status octo_truncate(octo_model *om, int n) {
@@ -565,6 +593,7 @@ static gen_params to_gen_params(const octo_generate_params *p) {
         .user = p->user,
         .spec_k = p->spec_k,
         .lookahead = {.w = p->lookahead_w, .n = p->lookahead_n, .g = p->lookahead_g},
+        .prefill = {.compress = p->prompt_compress, .lookahead = p->prompt_lookahead},
     };
 }
 
@@ -599,6 +628,7 @@ static octo_stream *start_stream(octo_session *ss, const char *text, bool parse_
                         &gp.proposer, err))
         return NULL;
     gp.draft = ss->draft_s;
+    gp.prefill.auto_policy = auto_kv_policy(om);
     if (sampler_check(&gp.sampling, err)) return NULL;
     if (p.max_tokens <= 0) {
         err_set(err, ERR_INVALID_ARG, "max_tokens must be positive, not %d", p.max_tokens);
@@ -836,6 +866,45 @@ octo_stats octo_model_stats(const octo_model *om) {
     return st;
 }
 
+/* The figures of a generation (or of octo_eval_prompt's prompt) into st. */
+static void generation_stats(octo_stats *st, const gen_stats *g) {
+    st->prompt_tokens = g->prompt_tokens;
+    st->prefill_tokens = g->prefill_tokens;
+    st->prefill_ms = g->prefill_ms;
+    st->prefill_tokens_per_s = g->prefill_ms > 0 && g->prefill_tokens ? g->prefill_tokens * 1e3 / g->prefill_ms : 0.0;
+    st->decode_tokens = g->decode_tokens;
+    st->decode_ms = g->decode_ms;
+    /* tokens the decode passes produced: one per plain pass, accepted drafts + 1 per verify pass */
+    const int decoded = g->decode_evals + g->spec_accepted + g->spec_steps;
+    st->decode_tokens_per_s = g->decode_ms > 0 && decoded ? decoded * 1e3 / g->decode_ms : 0.0;
+    st->time_to_first_token_ms = g->time_to_first_token_ms;
+    if (g->spec_k) {
+        st->speculative_acceptance_rate = g->spec_proposed ? (double)g->spec_accepted / g->spec_proposed : 0.0;
+        st->spec_proposed = g->spec_proposed;
+        st->spec_accepted = g->spec_accepted;
+        st->spec_steps = g->spec_steps;
+        st->spec_k = g->spec_k;
+        st->spec_ms = g->spec_ms;
+        st->spec_draft_ms = g->spec_draft_ms;
+        snprintf(st->spec_proposer, sizeof st->spec_proposer, "%s", g->spec_proposer);
+        st->lookahead_ngrams = g->proposer.ngrams;
+        st->lookahead_new = g->proposer.ngrams_new;
+        st->lookahead_pool_proposed = g->proposer.pool_proposed;
+        st->lookahead_pool_accepted = g->proposer.pool_accepted;
+        if (g->spec_off && !g->spec_accepted)
+            snprintf(st->spec_note, sizeof st->spec_note, "off: no draft accepted in %d verify passes", g->spec_steps);
+        else if (g->spec_off)
+            snprintf(st->spec_note, sizeof st->spec_note, "off: %.1f ms/token verified vs %.1f plain",
+                     g->spec_ms_per_token, g->plain_ms_per_token);
+    }
+    st->prefill_speckv = g->pre.speckv;
+    st->prefill_lookahead_tokens = g->pre.lookahead_tokens;
+    st->prefill_draft_ms = g->pre.draft_ms;
+    st->kv_tokens_kept_by_score = g->pre.kept_by_score;
+    st->prompt_tokens_dropped = g->pre.prompt_dropped;
+    st->prefill_ms_saved = g->pre.saved_ms;
+}
+
 static octo_stats stats_snapshot(const octo_model *om, const octo_session *ss) {
     octo_stats st;
     memset(&st, 0, sizeof st);
@@ -870,35 +939,7 @@ static octo_stats stats_snapshot(const octo_model *om, const octo_session *ss) {
     st.expert_int2_errors = ex.int2_errors;
     st.expert_readahead_share = ex.readahead_passes ? (double)ex.readahead_passes_on / (double)ex.readahead_passes : -1.0;
     gen_stats g = ss->stream ? gen_get_stats(ss->stream->g) : ss->last;
-    st.prompt_tokens = g.prompt_tokens;
-    st.prefill_tokens = g.prefill_tokens;
-    st.prefill_ms = g.prefill_ms;
-    st.prefill_tokens_per_s = g.prefill_ms > 0 && g.prefill_tokens ? g.prefill_tokens * 1e3 / g.prefill_ms : 0.0;
-    st.decode_tokens = g.decode_tokens;
-    st.decode_ms = g.decode_ms;
-    /* tokens the decode passes produced: one per plain pass, accepted drafts + 1 per verify pass */
-    const int decoded = g.decode_evals + g.spec_accepted + g.spec_steps;
-    st.decode_tokens_per_s = g.decode_ms > 0 && decoded ? decoded * 1e3 / g.decode_ms : 0.0;
-    st.time_to_first_token_ms = g.time_to_first_token_ms;
-    if (g.spec_k) {
-        st.speculative_acceptance_rate = g.spec_proposed ? (double)g.spec_accepted / g.spec_proposed : 0.0;
-        st.spec_proposed = g.spec_proposed;
-        st.spec_accepted = g.spec_accepted;
-        st.spec_steps = g.spec_steps;
-        st.spec_k = g.spec_k;
-        st.spec_ms = g.spec_ms;
-        st.spec_draft_ms = g.spec_draft_ms;
-        snprintf(st.spec_proposer, sizeof st.spec_proposer, "%s", g.spec_proposer);
-        st.lookahead_ngrams = g.proposer.ngrams;
-        st.lookahead_new = g.proposer.ngrams_new;
-        st.lookahead_pool_proposed = g.proposer.pool_proposed;
-        st.lookahead_pool_accepted = g.proposer.pool_accepted;
-        if (g.spec_off && !g.spec_accepted)
-            snprintf(st.spec_note, sizeof st.spec_note, "off: no draft accepted in %d verify passes", g.spec_steps);
-        else if (g.spec_off)
-            snprintf(st.spec_note, sizeof st.spec_note, "off: %.1f ms/token verified vs %.1f plain",
-                     g.spec_ms_per_token, g.plain_ms_per_token);
-    }
+    generation_stats(&st, &g);
     st.context_tokens = ss->s ? ss->s->n_past : 0;
     st.context_size = om->b->n_ctx;
     const bundle_kv_stats bk = bundle_kv_stats_of(om->b, ss->s, ss->draft_s);

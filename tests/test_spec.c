@@ -912,9 +912,21 @@ int main(void) {
         mo.draft_model = bad;
         T_CHECK(octo_load_model(c, path, &mo) == NULL && strstr(octo_last_error(c), "vocabulary"));
         printf("different vocabulary: %s\n", octo_last_error(c));
+        /* a draft larger than the model is loaded (it can score prompts) but never speculates */
         mo.draft_model = path;
-        T_CHECK(octo_load_model(c, dpath, &mo) == NULL && strstr(octo_last_error(c), "larger"));
-        printf("draft larger than the model: %s\n", octo_last_error(c));
+        octo_model *big = octo_load_model(c, dpath, &mo);
+        T_CHECK(big != NULL);
+        octo_generate_params gp = octo_generate_params_defaults();
+        gp.max_tokens = 4;
+        gp.spec = OCTO_SPEC_DRAFT;
+        T_CHECK(big && octo_generate(big, "Once", &gp) == NULL && strstr(octo_model_error(big), "not smaller"));
+        printf("draft larger than the model: %s\n", big ? octo_model_error(big) : "?");
+        gp.spec = OCTO_SPEC_AUTO;
+        octo_stream *st = big ? octo_generate(big, "Once", &gp) : NULL;
+        while (st && octo_stream_next(st)) {}
+        T_CHECK(st && strcmp(octo_model_stats(big).spec_proposer, "draft") != 0);
+        octo_stream_free(st);
+        octo_model_free(big);
         char junk[512];
         tu_tmp_path(junk, sizeof junk, "spec-junk.gguf");
         T_CHECK(tu_write_file(junk, "GGUF\3\0\0\0garbage", 15));

@@ -19,6 +19,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,12 +70,44 @@ static void score(const float *logits, const int32_t *tok, int t, int V, float *
     r->n++;
 }
 
+/* --prompt-random SEED: the baseline prompt compression is judged against */
+static unsigned long random_keep_seed;
+static int prompt_lookahead; /* --prompt-lookahead N */
+
+/* The prompt, compressed: by the library (the draft's votes), or with
+ * --prompt-random by keeping a random share of it (its first 4 and last 32
+ * tokens always, as the library's selection does). */
+static octo_status eval_prompt(octo_model *m, const int32_t *tok, int n, float compress, float *logits) {
+    octo_generate_params gp = octo_generate_params_defaults();
+    gp.prompt_compress = compress;
+    gp.prompt_lookahead = prompt_lookahead;
+    if (!random_keep_seed || compress <= 0.0f || compress >= 1.0f) return octo_eval_prompt(m, tok, n, &gp, logits);
+    int32_t *kept = malloc(sizeof(int32_t) * (size_t)n);
+    if (!kept) return OCTO_ERR_NOMEM;
+    const int mid = n - 4 - 32 > 0 ? n - 4 - 32 : 0;
+    int want = (int)ceil(compress * n) - (n - mid), k = 0;
+    unsigned long x = random_keep_seed;
+    for (int i = 0; i < n; i++) {
+        const bool always = i < 4 || i >= n - 32;
+        x = x * 6364136223846793005UL + 1442695040888963407UL;
+        /* selection sampling: of the mid - (i - 4) still to see, keep want of them */
+        const int left = mid - (i - 4);
+        const bool take = !always && want > 0 && (double)(x >> 11) / 9007199254740992.0 * left < want;
+        if (take) want--;
+        if (always || take) kept[k++] = tok[i];
+    }
+    gp.prompt_compress = 0.0f;
+    const octo_status st = octo_eval_prompt(m, kept, k, &gp, logits);
+    free(kept);
+    return st;
+}
+
 /* Feed tokens[0..n) in steps of batch (with prompt > 0: its first prompt
  * tokens as one step, and only the rows from the prompt's last on are
  * scored: the continuation); ref NULL: store log-probs into store, else
  * compare against ref. */
-static int run(octo_model *m, const int32_t *tok, int n, int batch, int prompt, int V, float *store, const float *ref,
-               eval_result *r) {
+static int run(octo_model *m, const int32_t *tok, int n, int batch, int prompt, float compress, int V, float *store,
+               const float *ref, eval_result *r) {
     const int widest = prompt > batch ? prompt : batch;
     float *logits = malloc(sizeof(float) * (size_t)widest * V), *lp = malloc(sizeof(float) * (size_t)V);
     if (!logits || !lp) {
@@ -87,12 +120,16 @@ static int run(octo_model *m, const int32_t *tok, int n, int batch, int prompt, 
     for (int t0 = 0, nb; t0 < n - 1; t0 += nb) {
         const int step = t0 == 0 && prompt > 0 ? prompt : batch;
         nb = n - 1 - t0 < step ? n - 1 - t0 : step;
-        const octo_status st = octo_eval(m, tok + t0, nb, logits, OCTO_LOGITS_ALL);
+        /* the prompt as generation reads it (the draft's lookahead and compression, when asked for): its last row */
+        const bool as_prompt = t0 == 0 && prompt > 0;
+        const octo_status st = as_prompt ? eval_prompt(m, tok, nb, compress, logits)
+                                         : octo_eval(m, tok + t0, nb, logits, OCTO_LOGITS_ALL);
         if (st != OCTO_OK) {
             free(logits), free(lp);
             return fail("%s", octo_model_error(m));
         }
-        for (int i = 0; i < nb; i++) /* row i predicts token t0 + i + 1 */
+        if (as_prompt) score(logits, tok, nb - 1, V, lp, store, ref, r);
+        for (int i = 0; i < nb && !as_prompt; i++) /* row i predicts token t0 + i + 1 */
             if (t0 + i + 1 >= prompt) score(logits + (size_t)i * V, tok, t0 + i, V, lp, store, ref, r);
         const octo_stats s = octo_model_stats(m);
         kv_sum += (double)s.kv_bytes;
@@ -116,6 +153,8 @@ typedef struct {
     long prompt;           /* --prompt N: the first N tokens one prefill, the rest decoded and scored */
     int json, plain;
     double budget_pct;     /* > 0: --kv-budget as a percentage of the full F16 cache (known once tokenized) */
+    double keep_pct;       /* > 0: --kv-keep as a percentage of the prompt's (or the text's) entries */
+    float compress;        /* --prompt-compress: the share of the prompt the model reads (SpecPC) */
     octo_model_options mo; /* the cache under test */
 } eval_args;
 
@@ -144,6 +183,22 @@ static int parse_kv_budget(const char *v, eval_args *e) {
         e->budget_pct = pct;
     } else if (parse_long(v, 1, 0x7fffffffffffffffL, &x)) e->mo.kv.budget_bytes = (uint64_t)x;
     else return usage_error("eval: bad --kv-budget '%s' (bytes, or a percentage of the full F16 cache)", v);
+    return 0;
+}
+
+/* --kv-keep N or PCT%; 0 or a usage error's exit code. */
+static int parse_kv_keep(const char *v, eval_args *e) {
+    const size_t len = strlen(v);
+    char buf[32];
+    long x;
+    float pct;
+    if (len && len < sizeof buf && v[len - 1] == '%') {
+        memcpy(buf, v, len - 1);
+        buf[len - 1] = 0;
+        if (!parse_float(buf, &pct) || pct <= 0 || pct > 100) return usage_error("eval: bad --kv-keep '%s'", v);
+        e->keep_pct = pct;
+    } else if (parse_long(v, 1, 1 << 20, &x)) e->mo.kv.budget_tokens = (int)x;
+    else return usage_error("eval: bad --kv-keep '%s' (entries per layer, or a percentage of the prompt's)", v);
     return 0;
 }
 
@@ -206,6 +261,23 @@ static int parse_eval_args(int argc, char **argv, eval_args *e) {
         else if (!strcmp(a, "--kv-plain")) e->plain = 1;
         else if (!strcmp(a, "--kv-policy")) { NEED_VALUE; rc = parse_policy(v, &k->policy); }
         else if (!strcmp(a, "--kv-budget")) { NEED_VALUE; rc = parse_kv_budget(v, e); }
+        else if (!strcmp(a, "--kv-keep")) { NEED_VALUE; rc = parse_kv_keep(v, e); }
+        else if (!strcmp(a, "--draft")) { NEED_VALUE; e->mo.draft_model = v; }
+        else if (!strcmp(a, "--prompt-lookahead")) {
+            NEED_VALUE;
+            if (!parse_long(v, -1, 256, &x)) return usage_error("eval: --prompt-lookahead takes -1..256, not '%s'", v);
+            prompt_lookahead = (int)x;
+        }
+        else if (!strcmp(a, "--prompt-random")) {
+            NEED_VALUE;
+            if (!parse_long(v, 1, LONG_MAX, &x)) return usage_error("eval: bad --prompt-random '%s' (a seed > 0)", v);
+            random_keep_seed = (unsigned long)x;
+        }
+        else if (!strcmp(a, "--prompt-compress")) {
+            NEED_VALUE;
+            if (!parse_float(v, &e->compress) || !(e->compress > 0.0f && e->compress <= 1.0f))
+                return usage_error("eval: --prompt-compress takes the share of the prompt to keep, in (0, 1], not '%s'", v);
+        }
         else if (is_kv_window(a)) { NEED_VALUE; rc = parse_kv_window(a, v, k); }
         else if (!strcmp(a, "--kv-keys") || !strcmp(a, "--kv-spill") || !strcmp(a, "--kv-cold")) { NEED_VALUE; rc = parse_kv_choice(a, v, k); }
         else if (!strcmp(a, "--cache-dir")) { NEED_VALUE; e->cache_dir = v; }
@@ -221,6 +293,9 @@ static int parse_eval_args(int argc, char **argv, eval_args *e) {
     }
     if (!e->path || !e->file) return usage_error("eval needs -m MODEL and -f TEXT");
     if (e->plain) k->compress = 0;
+    if (e->compress > 0.0f && !e->prompt) return usage_error("eval: --prompt-compress needs --prompt N");
+    if (e->compress > 0.0f && !e->mo.draft_model && !random_keep_seed)
+        return usage_error("eval: --prompt-compress needs --draft MODEL (or --prompt-random SEED)");
     return 0;
 }
 
@@ -271,7 +346,7 @@ static int run_reference(octo_client *c, const eval_args *e, char *text, size_t 
     free(text);
     if (!rc) {
         ref->logprobs = malloc(sizeof(float) * (size_t)ref->n * ref->V);
-        rc = ref->logprobs ? run(m, ref->tok, ref->n, (int)e->batch, (int)e->prompt, ref->V, ref->logprobs, NULL, &ref->r)
+        rc = ref->logprobs ? run(m, ref->tok, ref->n, (int)e->batch, (int)e->prompt, 0.0f, ref->V, ref->logprobs, NULL, &ref->r)
                            : fail("out of memory");
     }
     octo_model_free(m);
@@ -284,6 +359,7 @@ typedef struct {
     double ppl_ref, ppl, kld, top1, frac_end;
     uint64_t full_f16;  /* the reference cache's bytes at the end */
     const char *policy; /* "plain" for an uncompressed cache under test */
+    int kv_keep;        /* the entries per layer the cache under test kept at most (0: no limit) */
 } eval_figures;
 
 static void print_json(const eval_args *e, const eval_figures *f, const eval_result *rt, const octo_stats *s) {
@@ -296,7 +372,7 @@ static void print_json(const eval_args *e, const eval_figures *f, const eval_res
            "\"expert_cache_hit_rate\": %.6f, \"expert_bytes_read_per_token\": %.0f, \"expert_stall_ms_per_token\": %.4f, "
            "\"expert_cache_bytes\": %llu, \"expert_prefetch_recall\": %.4f, \"expert_prediction_rate\": %.4f, "
            "\"expert_prediction_precision\": %.4f, \"expert_int2_loads\": %llu, \"expert_int2_served\": %llu, "
-           "\"expert_int2_promotions\": %llu}\n",
+           "\"expert_int2_promotions\": %llu, ",
            f->n, e->prompt, rt->n, e->batch, f->ppl_ref, f->ppl, f->kld, rt->kld_max, f->top1, (unsigned long long)rt->kv_bytes_end,
            (unsigned long long)rt->kv_bytes_peak, rt->kv_bytes_mean, (unsigned long long)f->full_f16, f->frac_end,
            (unsigned long long)rt->kv_budget, f->policy, (unsigned long long)rt->hot, (unsigned long long)rt->warm,
@@ -306,6 +382,21 @@ static void print_json(const eval_args *e, const eval_figures *f, const eval_res
            s->expert_stall_ms_per_token, (unsigned long long)s->expert_cache_bytes, s->expert_prefetch_recall,
            s->expert_prediction_rate, s->expert_prediction_precision, (unsigned long long)s->expert_int2_loads,
            (unsigned long long)s->expert_int2_served, (unsigned long long)s->expert_int2_promotions);
+    printf("\"kv_keep\": %d, \"prompt_compress\": %g, \"prefill_ms\": %.3f, \"speckv\": %d, \"lookahead_tokens\": %d, "
+           "\"draft_ms\": %.3f, \"kept_by_score\": %lld, \"prompt_dropped\": %d, \"prefill_ms_saved\": %.3f}\n",
+           f->kv_keep, (double)e->compress, s->prefill_ms, s->prefill_speckv, s->prefill_lookahead_tokens,
+           s->prefill_draft_ms, (long long)s->kv_tokens_kept_by_score, s->prompt_tokens_dropped, s->prefill_ms_saved);
+}
+
+/* The prompt's reading with the draft model, when it took place. */
+static void print_prefill(const octo_stats *s) {
+    if (!s->prefill_lookahead_tokens) return;
+    printf("prompt          %d tokens read in %.1f ms; the draft wrote %d ahead in %.1f ms", s->prefill_tokens,
+           s->prefill_ms, s->prefill_lookahead_tokens, s->prefill_draft_ms);
+    if (s->prefill_speckv) printf("; %lld entries per layer kept by their votes (SpecKV)", (long long)s->kv_tokens_kept_by_score);
+    if (s->prompt_tokens_dropped)
+        printf("; %d dropped first (SpecPC, %.1f ms saved, estimated)", s->prompt_tokens_dropped, s->prefill_ms_saved);
+    printf("\n");
 }
 
 static void print_text(octo_model *m, const eval_args *e, const eval_figures *f, const eval_result *rt,
@@ -322,6 +413,7 @@ static void print_text(octo_model *m, const eval_args *e, const eval_figures *f,
         printf("KL divergence   mean %.6f, max %.6f (against the uncompressed cache)\n", f->kld, rt->kld_max);
     }
     printf("top-1 agreement %.2f %%\n", 100.0 * f->top1);
+    print_prefill(s);
     printf("KV bytes        %llu at the end = %.1f %% of F16 (%llu); peak %llu, budget %llu\n",
            (unsigned long long)rt->kv_bytes_end, 100.0 * f->frac_end, (unsigned long long)f->full_f16,
            (unsigned long long)rt->kv_bytes_peak, (unsigned long long)rt->kv_budget);
@@ -356,6 +448,7 @@ static int run_under_test(octo_client *c, const eval_args *e, const eval_referen
     if (e->budget_pct > 0) mo.kv.budget_bytes = (uint64_t)(e->budget_pct / 100.0 * (double)full_f16);
     if (e->budget_pct > 0 && mo.kv.budget_bytes == 0) /* 0 would mean "no budget": the opposite of what was asked */
         return fail("--kv-budget %g%% of %llu bytes rounds to 0 bytes", e->budget_pct, (unsigned long long)full_f16);
+    if (e->keep_pct > 0) mo.kv.budget_tokens = (int)ceil(e->keep_pct / 100.0 * (double)(e->prompt ? e->prompt : ref->n));
     mo.n_ctx = (int)e->n_ctx;
     mo.auto_draft = OCTO_DRAFT_NONE;
     octo_model *m = octo_load_model(c, e->path, &mo);
@@ -366,7 +459,7 @@ static int run_under_test(octo_client *c, const eval_args *e, const eval_referen
         return fail("%s has %d tokens in its vocabulary, the reference %d: they cannot be compared", e->path, v, ref->V);
     }
     eval_result rt;
-    const int rc = run(m, ref->tok, ref->n, (int)e->batch, (int)e->prompt, ref->V, NULL, ref->logprobs, &rt);
+    const int rc = run(m, ref->tok, ref->n, (int)e->batch, (int)e->prompt, e->compress, ref->V, NULL, ref->logprobs, &rt);
     const octo_stats s = octo_model_stats(m);
     if (!rc && e->mo.moe.trace && s.expert_trace_failed) {
         octo_model_free(m);
@@ -376,7 +469,7 @@ static int run_under_test(octo_client *c, const eval_args *e, const eval_referen
         const eval_figures f = {
             .n = ref->n, .ppl_ref = exp(ref->r.nll / ref->r.n), .ppl = exp(rt.nll / rt.n), .kld = rt.kld / rt.n,
             .top1 = rt.top1 / rt.n, .frac_end = (double)rt.kv_bytes_end / (double)full_f16, .full_f16 = full_f16,
-            .policy = mo.kv.compress ? s.kv_policy : "plain"};
+            .policy = mo.kv.compress ? s.kv_policy : "plain", .kv_keep = mo.kv.budget_tokens};
         if (e->json) print_json(e, &f, &rt, &s);
         else print_text(m, e, &f, &rt, &s);
     }
@@ -420,7 +513,7 @@ int eval_int2_kld(const char *path, const char *file, long n_ctx, double *kld, i
         if (!(m = octo_load_model(c, path, &e.mo))) rc = fail("%s", octo_last_error(c));
     }
     eval_result rt;
-    if (!rc) rc = run(m, ref.tok, ref.n, 1, 0, ref.V, NULL, ref.logprobs, &rt);
+    if (!rc) rc = run(m, ref.tok, ref.n, 1, 0, 0.0f, ref.V, NULL, ref.logprobs, &rt);
     if (!rc && octo_model_stats(m).expert_int2_served == 0) rc = fail("no lookup was served by a 2-bit copy");
     if (!rc) *kld = rt.kld / rt.n, *n_positions = rt.n;
     octo_model_free(m);

@@ -39,7 +39,7 @@ static void help(FILE *f) {
           "  run [-m] MODEL [-p] PROMPT | -f FILE | - [-n N] [-t THREADS] [--temp T] [--top-k K]\n"
           "      [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [--chat] [--ids]\n"
           "      [--stats [--json]] [--spec MODE] [--draft MODEL] [--spec-k N] [--lookahead W,N,G]\n"
-          "      [--cache-dir DIR] [--device NAME]\n"
+          "      [--prompt-compress R] [--cache-dir DIR] [--device NAME]\n"
           "      stream a continuation to stdout; the prompt from -p, a file (-f) or stdin (-);\n"
           "      sampling without --seed draws a new seed each run; --chat: an interactive\n"
           "      conversation (with -p as the system prompt; /stats, /reset, /exit; when the context\n"
@@ -81,7 +81,8 @@ static void help_tools(FILE *f) {
           "       [--kv-budget BYTES|PCT%] [--kv-hot N] [--kv-warm N] [--kv-anchors N] [--kv-recent N]\n"
           "       [--kv-cold q4_1|q4_0|q8_0|f16] [--kv-keys channel|token]\n"
           "       [--cache-dir DIR] [--kv-spill auto|on|off] [--kv-spill-max BYTES] [--device NAME]\n"
-          "       [--ref OTHER]\n"
+          "       [--ref OTHER] [--kv-keep N|PCT%] [--draft MODEL] [--prompt-compress R]\n"
+          "       [--prompt-lookahead N] [--prompt-random SEED]\n"
           "      perplexity over the text's first N tokens, fed N per step (default 1), and the\n"
           "      KV cache's cost in quality: KL divergence and top-1 agreement against an\n"
           "      uncompressed F16 cache, KV bytes used; P: ",
@@ -90,6 +91,10 @@ static void help_tools(FILE *f) {
     fputs(kv_policy_names(OCTO_KV_POLICY_NONE, " ", policies, sizeof policies), f);
     fputs(".\n"
           "      --ref OTHER: the reference is OTHER (same vocabulary), e.g. the unquantized model.\n"
+          "      --kv-keep: entries per layer the cache keeps (a percentage: of the prompt's); with\n"
+          "      --prompt N, --draft MODEL scores the prompt with the draft's lookahead (speckv;\n"
+          "      the default policy when the prompt does not fit) and --prompt-compress R lets the\n"
+          "      model read R of the prompt, the draft choosing (SpecPC; --prompt-random: at random)\n"
           "      --prompt N: the first N tokens as one prompt (the cache compressed as its policy\n"
           "      decides, a budget % being of the prompt's cache), then only the rest is scored.\n"
           "      With a cache directory, cold blocks over budget spill there (auto: only on\n"
@@ -616,13 +621,16 @@ static void print_stats_json(const octo_stats *s) {
             "\"kv_bytes\": %llu, \"kv_budget_bytes\": %llu, \"kv_tokens_evicted\": %lld, \"kv_policy\": \"%s\", "
             "\"spec_proposer\": \"%s\", \"spec_proposed\": %d, \"spec_accepted\": %d, \"spec_steps\": %d, "
             "\"speculative_acceptance_rate\": %.4f, \"expert_cache_hit_rate\": %.4f, "
-            "\"expert_bytes_read\": %llu, \"rss_bytes\": %llu, \"peak_rss_bytes\": %llu, \"chat_template\": \"%s\"}\n",
+            "\"expert_bytes_read\": %llu, \"rss_bytes\": %llu, \"peak_rss_bytes\": %llu, \"chat_template\": \"%s\", "
+            "\"prefill_speckv\": %d, \"prefill_lookahead_tokens\": %d, \"prefill_draft_ms\": %.3f, "
+            "\"prompt_tokens_dropped\": %d}\n",
             s->prompt_tokens, s->prefill_tokens, s->prefill_ms, s->prefill_tokens_per_s, s->decode_tokens,
             s->decode_ms, s->decode_tokens_per_s, s->time_to_first_token_ms, s->context_tokens, s->context_size,
             (unsigned long long)s->kv_bytes, (unsigned long long)s->kv_budget_bytes, (long long)s->kv_tokens_evicted,
             s->kv_policy, s->spec_proposer, s->spec_proposed, s->spec_accepted, s->spec_steps,
             s->speculative_acceptance_rate, s->expert_cache_hit_rate, (unsigned long long)s->expert_bytes_read,
-            (unsigned long long)s->rss_bytes, (unsigned long long)s->peak_rss_bytes, s->chat_template);
+            (unsigned long long)s->rss_bytes, (unsigned long long)s->peak_rss_bytes, s->chat_template,
+            s->prefill_speckv, s->prefill_lookahead_tokens, s->prefill_draft_ms, s->prompt_tokens_dropped);
 }
 
 static void print_stats(const octo_stats *s) {
@@ -645,6 +653,10 @@ static void print_stats(const octo_stats *s) {
         fprintf(stderr, "lookahead    the window made %d n-grams, %d of them new to the pool; %d of %d drafts from the pool accepted\n",
                 s->lookahead_ngrams, s->lookahead_new, s->lookahead_pool_accepted, s->lookahead_pool_proposed);
     if (s->spec_note[0]) fprintf(stderr, "speculation  %s\n", s->spec_note);
+    if (s->prefill_lookahead_tokens || s->prompt_tokens_dropped)
+        fprintf(stderr, "prompt       the draft read it and wrote %d tokens ahead in %.1f ms%s; %d prompt tokens dropped\n",
+                s->prefill_lookahead_tokens, s->prefill_draft_ms,
+                s->prefill_speckv ? ", its lookahead chose the entries kept" : "", s->prompt_tokens_dropped);
     if (s->expert_cache_hit_rate >= 0)
         fprintf(stderr,
                 "experts      %.1f%% cache hits; %.2f MiB read from the file and %.2f ms waited on it per token; "
@@ -951,6 +963,11 @@ static int parse_run(int argc, char **argv, run_args *r, octo_generate_params *g
             long k;
             if (!parse_long(v, 1, 10, &k)) return usage_error("--spec-k takes 1..10");
             gp->spec_k = (int)k;
+            i++;
+        }
+        else if (!strcmp(a, "--prompt-compress") && v) {
+            if (!parse_float(v, &gp->prompt_compress) || !(gp->prompt_compress > 0.0f && gp->prompt_compress <= 1.0f))
+                return usage_error("--prompt-compress takes the share of the prompt to keep, in (0, 1], not '%s'", v);
             i++;
         }
         else return unknown_option("run", a);

@@ -122,8 +122,9 @@ class Stream:
         self.close()
 
 
-def _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec):
+def _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec, prompt_compress=0.0):
     p = _L.octo_generate_params_defaults()
+    p.prompt_compress = prompt_compress
     p.max_tokens, p.temperature, p.top_k, p.top_p, p.min_p = max_tokens, temperature, top_k, top_p, min_p
     p.seed = int.from_bytes(os.urandom(8), "little") if seed is None else seed
     if spec is not None:
@@ -147,10 +148,11 @@ class _Conversation:
         return self._stream
 
     def generate(self, prompt, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-                 spec=None):
-        """A Stream of the continuation of prompt. seed None: a random one (a fixed seed repeats the text)."""
+                 spec=None, prompt_compress=0.0):
+        """A Stream of the continuation of prompt. seed None: a random one (a fixed seed repeats the text).
+        prompt_compress in (0, 1): with a draft model, the share of the prompt the model reads (SpecPC)."""
         self._check()
-        p = _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec)
+        p = _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec, prompt_compress)
         return self._start(self._gen(prompt.encode(), ctypes.byref(p)))
 
     def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,

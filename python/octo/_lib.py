@@ -26,7 +26,8 @@ class ClientOptions(ctypes.Structure):
 class KvOptions(ctypes.Structure):
     _fields_ = [("compress", c_int), ("policy", c_int), ("budget_bytes", c_u64), ("hot_tokens", c_int),
                 ("warm_tokens", c_int), ("anchor_tokens", c_int), ("recent_tokens", c_int), ("cold_bits", c_int),
-                ("cold_symmetric", c_int), ("per_token_keys", c_int), ("spill", c_int), ("spill_max_bytes", c_u64)]
+                ("cold_symmetric", c_int), ("per_token_keys", c_int), ("spill", c_int), ("spill_max_bytes", c_u64),
+                ("budget_tokens", c_int)]
 
 
 class MoeOptions(ctypes.Structure):
@@ -45,7 +46,8 @@ class GenerateParams(ctypes.Structure):
                 ("min_p", c_float), ("repeat_penalty", c_float), ("presence_penalty", c_float),
                 ("repeat_last_n", c_int), ("seed", c_u64), ("parse_special", c_int), ("on_prefill", PREFILL_FN),
                 ("user", c_void_p), ("spec", c_int), ("spec_k", c_int), ("lookahead_w", c_int),
-                ("lookahead_n", c_int), ("lookahead_g", c_int)]
+                ("lookahead_n", c_int), ("lookahead_g", c_int), ("prompt_compress", c_float),
+                ("prompt_lookahead", c_int)]
 
 
 class Message(ctypes.Structure):
@@ -96,7 +98,10 @@ class Stats(ctypes.Structure):
                 ("expert_stall_ms_per_token", c_double), ("expert_trace_failed", c_int),
                 ("expert_int2_loads", c_u64), ("expert_int2_served", c_u64), ("expert_int2_promotions", c_u64),
                 ("expert_int2_errors", c_u64), ("rss_bytes", c_u64), ("peak_rss_bytes", c_u64),
-                ("chat_template", chars(16)), ("warning", chars(160))]
+                ("chat_template", chars(16)), ("warning", chars(160)), ("prefill_speckv", c_int),
+                ("prefill_lookahead_tokens", c_int), ("prefill_draft_ms", c_double),
+                ("kv_tokens_kept_by_score", c_i64), ("prompt_tokens_dropped", c_int),
+                ("prefill_ms_saved", c_double)]
 
 
 # (struct, its name in octo.h): checked against octo_struct_size at load

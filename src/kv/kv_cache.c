@@ -49,12 +49,15 @@ err_code kv_cache_new(kv_shape shape, const kv_config *cfg, kv_cache **out, err_
     /* quantized tiers need rows of whole blocks of 32; otherwise stay at hot_type */
     if (k_dim % 32 || v_dim % 32) k.warm_type = k.cold_type = k.hot_type;
     if (k.hot_tokens < 0 || k.warm_tokens < k.hot_tokens || k.anchor_tokens < 0 || k.recent_tokens < 0 ||
-        k.snap_window < 0)
+        k.snap_window < 0 || k.budget_tokens < 0)
         return err_set(err, ERR_INVALID_ARG, "KV tier windows must satisfy 0 <= hot <= warm (got hot %d, warm %d)",
                        k.hot_tokens, k.warm_tokens);
     const kv_policy *pol = kv_policy_get(k.policy);
     if (!pol) return err_set(err, ERR_INVALID_ARG, "unknown KV eviction policy %d", (int)k.policy);
-    if (!pol->evicts) k.budget_bytes = 0;
+    if (!pol->evicts) k.budget_bytes = 0, k.budget_tokens = 0;
+    if (k.budget_tokens && k.budget_tokens < k.anchor_tokens + k.recent_tokens + 1)
+        return err_set(err, ERR_INVALID_ARG, "a KV budget of %d entries cannot hold %d anchor and %d recent tokens and a new one",
+                       k.budget_tokens, k.anchor_tokens, k.recent_tokens);
     if (k.budget_bytes) {
         const uint64_t floor = kv_budget_floor(shape, &k);
         if (k.budget_bytes < floor)
@@ -200,6 +203,13 @@ static void apply_pending(kv_cache *c, kv_layer *L) {
     L->n_pending = 0;
 }
 
+/* Far enough from the budget (bytes and entries) that nothing will be evicted soon. */
+static bool below_half_budget(const kv_cache *c) {
+    const kv_stats st = kv_cache_stats(c);
+    return (!c->cfg.budget_bytes || st.bytes < c->cfg.budget_bytes / 2) &&
+           (!c->cfg.budget_tokens || st.tokens < c->cfg.budget_tokens / 2);
+}
+
 kv_iface kv_cache_iface(kv_cache *c) {
     kv_iface k = {.self = c, .append = cache_append, .view = cache_view};
     if (c->spill) k.queries = kv_spill_queries;
@@ -208,8 +218,8 @@ kv_iface kv_cache_iface(kv_cache *c) {
     /* Scores only matter once eviction can happen: not at all without a
      * budget, and for a policy whose scores fade (morphkv) only from half
      * the budget on, long enough before the first eviction to be ranked. */
-    if (observe && !c->cfg.budget_bytes) observe = false;
-    if (observe && c->policy->recent_multiple && kv_cache_stats(c).bytes < c->cfg.budget_bytes / 2) observe = false;
+    if (observe && ((!c->cfg.budget_bytes && !c->cfg.budget_tokens) || c->held)) observe = false;
+    if (observe && c->policy->recent_multiple && below_half_budget(c)) observe = false;
     if (observe) {
         k.observe = cache_observe;
         k.observe_last = c->policy->observe == POLICY_OBSERVE_PREFILL ? c->cfg.snap_window
@@ -244,10 +254,13 @@ static err_code commit_layer(kv_cache *c, kv_layer *L, uint64_t limit, err_t *er
     if (L->window) drop_unseen(c, L);
     err_code rc = kv_retier_layer(c, L, err);
     if (rc) return rc;
-    if (limit && (rc = kv_evict(c, L, limit, err))) return rc;
+    if (!c->held && (limit || c->cfg.budget_tokens) && (rc = kv_evict(c, L, limit ? limit : UINT64_MAX, err)))
+        return rc;
     kv_spill_prefetch_next(c, L);
     return ERR_OK;
 }
+
+static err_code apply_budget(kv_cache *c, err_t *err);
 
 /* The budget is shared evenly, except that sliding-window layers (which
  * keep little) go first and what they leave of their share goes to the
@@ -255,7 +268,34 @@ static err_code commit_layer(kv_cache *c, kv_layer *L, uint64_t limit, err_t *er
 err_code kv_cache_commit(kv_cache *c, int n, err_t *err) {
     if (n <= 0) return ERR_OK;
     c->commit_pos += n;
-    if (c->policy->observe == POLICY_OBSERVE_PREFILL) c->prefill_observed = true;
+    if (c->policy->observe == POLICY_OBSERVE_PREFILL && !c->held) c->prefill_observed = true;
+    return apply_budget(c, err);
+}
+
+void kv_cache_hold(kv_cache *c) { c->held = true; }
+
+err_code kv_cache_release(kv_cache *c, const float *votes, int n_pos, int n_queries, err_t *err) {
+    if (!c->held) return ERR_OK;
+    c->held = false;
+    c->prefill_observed = true; /* these were the prompt's votes */
+    for (int l = 0; votes && l < c->n_layer; l++) {
+        kv_layer *L = &c->layers[l];
+        const float *v = votes + (size_t)l * (size_t)n_pos;
+        for (int i = 0; i < L->n_blocks; i++) {
+            kv_block *b = L->blocks[i];
+            for (int j = 0; j < b->n && !b->spilled; j++) {
+                const int32_t p = b->pos[j];
+                if (p >= c->commit_pos || p >= n_pos) continue;
+                b->score[j] = c->policy->update(b->score[j], v[p], n_queries, c->cfg.recent_tokens);
+                b->scored[j] = true;
+            }
+        }
+    }
+    return apply_budget(c, err);
+}
+
+/* Every layer's commit (the budget shared as said above kv_cache_commit). */
+static err_code apply_budget(kv_cache *c, err_t *err) {
     const uint64_t budget = c->cfg.budget_bytes, share = budget / (uint64_t)c->n_layer;
     uint64_t windowed = 0;
     int n_full = 0;
@@ -350,6 +390,13 @@ void kv_cache_truncate(kv_cache *c, int32_t pos) {
     if (pos < 0) pos = 0;
     drop_from(c, pos);
     if (c->commit_pos > pos) c->commit_pos = pos;
+}
+
+bool kv_cache_fits(const kv_cache *c, int n) {
+    const kv_stats st = kv_cache_stats(c);
+    if (c->cfg.budget_tokens && st.tokens + n > c->cfg.budget_tokens) return false;
+    const uint64_t row = (uint64_t)c->n_layer * (kv_row_bytes(c->cfg.hot_type, c->k_dim) + kv_row_bytes(c->cfg.hot_type, c->v_dim));
+    return !c->cfg.budget_bytes || st.bytes + (uint64_t)n * row <= c->cfg.budget_bytes;
 }
 
 kv_stats kv_cache_stats(const kv_cache *c) {

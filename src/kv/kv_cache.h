@@ -95,7 +95,8 @@ static inline int kv_shape_v_dim(kv_shape s) { return s.values_in_keys ? 0 : s.n
 /* A policy is its row in the table of policies (policy_table.c): these are
  * the rows the runtime names; a policy added after them has a row, a name
  * and a public number (octo_kv_policy: the row + 1) but no constant here. */
-typedef enum { KV_POLICY_NONE = 0, KV_POLICY_WINDOW, KV_POLICY_H2O, KV_POLICY_SNAPKV, KV_POLICY_MORPHKV } kv_policy_id;
+typedef enum { KV_POLICY_NONE = 0, KV_POLICY_WINDOW, KV_POLICY_H2O, KV_POLICY_SNAPKV, KV_POLICY_MORPHKV,
+               KV_POLICY_SPECKV } kv_policy_id;
 
 typedef struct {
     uint32_t hot_type;   /* QT_F16 (default) or QT_F32 */
@@ -108,6 +109,9 @@ typedef struct {
     kv_policy_id policy; /* KV_POLICY_MORPHKV */
     int key_channels;    /* 1 (default): quantized keys by channel within a block (KIVI), values by token */
     uint64_t budget_bytes; /* 0 = no limit */
+    int budget_tokens;   /* 0 = no limit; else the committed entries a layer keeps resident, at most
+                          * (evicted as over budget_bytes; the anchors and the recent window fit in it):
+                          * the budget KV-eviction papers state, in entries */
     int snap_window;     /* SnapKV's observation window: 32 */
     const char *spill_dir;    /* NULL (default): no spill */
     uint64_t spill_max_bytes; /* the spill file's limit; 0 = what the disk holds */
@@ -164,6 +168,15 @@ kv_iface kv_cache_iface(kv_cache *c);
 /* The oldest n tentative entries become part of the cache; tiering and the
  * budget are applied. */
 err_code kv_cache_commit(kv_cache *c, int n, err_t *err);
+/* Scoring a prompt by queries that come after it (SpecKV's lookahead): from
+ * kv_cache_hold, commits keep every entry (tiers still apply) and nothing
+ * is observed; kv_cache_release folds votes[l * n_pos + p] (the attention
+ * n_queries queries gave the entry at position p of layer l, summed over
+ * heads; NULL: none) into
+ * the committed entries' scores, as the policy folds what it observes, then
+ * applies the budget. Until then the cache may hold more than its budget. */
+void kv_cache_hold(kv_cache *c);
+err_code kv_cache_release(kv_cache *c, const float *votes, int n_pos, int n_queries, err_t *err);
 /* Drop the newest n tentative entries (n <= tentative). */
 void kv_cache_rollback(kv_cache *c, int n);
 /* Drop every entry at position >= pos (committed or not). */
@@ -178,6 +191,8 @@ bool kv_cache_window_lost(const kv_cache *c, int32_t n);
  * evicted. */
 int32_t kv_cache_stale_from(const kv_cache *c, int32_t n);
 kv_stats kv_cache_stats(const kv_cache *c);
+/* Would n more entries, at the hot tier, leave the cache within its budget (no eviction)? */
+bool kv_cache_fits(const kv_cache *c, int n);
 const kv_config *kv_cache_config(const kv_cache *c);
 /* The spill file's descriptor, -1 without one (tests damage the file). */
 int kv_cache_spill_fd(const kv_cache *c);

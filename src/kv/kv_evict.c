@@ -3,7 +3,8 @@
  * blocks cost more than its share of budget_bytes, first spill whole cold
  * blocks (kv_spill_rank.c), then evict the entries the policy ranks lowest
  * (never anchors, never the recent_tokens newest) until the layer, packed
- * into as few blocks as hold it, fits. Per-token rows move forward; blocks
+ * into as few blocks as hold it, fits, and holds no more than budget_tokens
+ * entries in memory. Per-token rows move forward; blocks
  * with keys by channel merge whole (keys quantized again over the union);
  * freed blocks are unmapped. Should that not do (the bounds of spilled
  * blocks are all that is left), spilled blocks go whole, lowest rank first.
@@ -79,10 +80,20 @@ static void compact_layer(kv_cache *c, kv_layer *L) {
     }
 }
 
+/* Committed entries held in memory (a spilled block's are on file). */
+static int resident_entries(const kv_cache *c, const kv_layer *L) {
+    int n = 0;
+    for (int i = 0; i < L->n_blocks; i++)
+        if (!L->blocks[i]->spilled) n += kv_committed_in(c, L->blocks[i]);
+    return n;
+}
+
 err_code kv_evict(kv_cache *c, kv_layer *L, uint64_t limit, err_t *err) {
     kv_spill_over(c, L, limit);
     uint64_t bytes = kv_layer_bytes(c, L);
-    if (bytes <= limit) return ERR_OK;
+    const int cap = c->cfg.budget_tokens ? c->cfg.budget_tokens : INT32_MAX;
+    int held = resident_entries(c, L);
+    if (bytes <= limit && held <= cap) return ERR_OK;
     int n = 0;
     for (int i = 0; i < L->n_blocks; i++) n += L->blocks[i]->n;
     victim *v = malloc(sizeof *v * (size_t)(n ? n : 1));
@@ -105,7 +116,7 @@ err_code kv_evict(kv_cache *c, kv_layer *L, uint64_t limit, err_t *err) {
     }
     for (int i = 0; i < L->n_blocks; i++) left[i] = kv_committed_in(c, L->blocks[i]);
     int k = 0;
-    for (; k < nv && bytes > limit; k++) {
+    for (; k < nv && (bytes > limit || held > cap); k++, held--) {
         kv_block *b = L->blocks[v[k].block];
         b->pos[v[k].slot] = INT32_MIN; /* marked; removed below */
         left[v[k].block]--;

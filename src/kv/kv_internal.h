@@ -69,6 +69,7 @@ struct kv_cache {
     kv_layer *layers;
     int32_t commit_pos;    /* entries at positions below are committed */
     bool prefill_observed; /* SnapKV has voted */
+    bool held;             /* kv_cache_hold: commits apply no budget, nothing is observed */
     int64_t evicted, requantized, windowed;
     float *f32;            /* scratch: one block of rows as F32 */
     spill_store *spill;    /* NULL: no spill */

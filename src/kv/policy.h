@@ -32,6 +32,12 @@ typedef struct {
     double (*rank)(float score, bool scored, int32_t pos);
 } kv_policy;
 
+/* A vote cast once, after the prompt (SnapKV, SpecKV: policy_snapkv.c): the
+ * score is the vote; voted entries go lowest vote first, unvoted ones after
+ * them, oldest first. */
+float policy_vote_update(float score, float w, int n_queries, int recent_tokens);
+double policy_vote_rank(float score, bool scored, int32_t pos);
+
 /* The policy whose row in the table (policy_table.c) is id; NULL when there is none. */
 const kv_policy *kv_policy_get(int id);
 

@@ -4,13 +4,14 @@
  * and go only when no voted entry is left, oldest first. */
 #include "policy.h"
 
-static float update_snapkv(float score, float w, int n_queries, int recent_tokens) {
+float policy_vote_update(float score, float w, int n_queries, int recent_tokens) {
     (void)score, (void)n_queries, (void)recent_tokens;
     return w;
 }
 
-static double rank_snapkv(float score, bool scored, int32_t pos) {
+double policy_vote_rank(float score, bool scored, int32_t pos) {
     return scored ? (double)score + 1e-12 * pos : 1e30 + pos;
 }
 
-const kv_policy kv_policy_snapkv = {"snapkv", true, POLICY_OBSERVE_PREFILL, 0, update_snapkv, rank_snapkv};
+const kv_policy kv_policy_snapkv = {"snapkv", true, POLICY_OBSERVE_PREFILL, 0, policy_vote_update,
+                                   policy_vote_rank};

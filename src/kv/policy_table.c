@@ -20,7 +20,8 @@
     X(window)          \
     X(h2o)             \
     X(snapkv)          \
-    X(morphkv)
+    X(morphkv)         \
+    X(speckv)
 
 #define DECLARE(name) extern const kv_policy kv_policy_##name;
 KV_POLICIES(DECLARE)

@@ -93,8 +93,10 @@ static void load_tokenizer(bundle *b, const bundle_options *o) {
 }
 
 /* Load the draft model and check it can propose for this one: the same
- * vocabulary, token by token, and fewer weight bytes (what a draft step costs). */
-static err_code load_draft(bundle *b, const char *path, err_t *err) {
+ * vocabulary, token by token, and fewer weight bytes (what a draft step
+ * costs). A given draft that is not smaller (any_size) is kept to score
+ * prompts (runtime/prefill.h), never to speculate (bundle_proposer). */
+static err_code load_draft(bundle *b, const char *path, bool any_size, err_t *err) {
     err_code rc = b->plan_only ? model_open(path, &b->draft_m, err) : model_load(path, &b->draft_m, err);
     if (rc) return rc;
     tokenizer *dt = NULL;
@@ -109,7 +111,11 @@ static err_code load_draft(bundle *b, const char *path, err_t *err) {
             rc = err_set(err, ERR_BAD_VALUE, "draft %s: token %d differs from the model's vocabulary", path, i);
     }
     tokenizer_free(dt);
-    if (!rc && b->draft_m->weight_bytes >= b->m->weight_bytes)
+    b->draft_not_smaller = !rc && b->draft_m->weight_bytes >= b->m->weight_bytes;
+    if (b->draft_not_smaller && any_size)
+        snprintf(b->draft_note, sizeof b->draft_note, "draft %.200s is not smaller than the model (%llu weight bytes against %llu)",
+                 path, (unsigned long long)b->draft_m->weight_bytes, (unsigned long long)b->m->weight_bytes);
+    else if (b->draft_not_smaller)
         rc = err_set(err, ERR_INVALID_ARG, "draft %s is larger than the model: %llu weight bytes against %llu", path,
                      (unsigned long long)b->draft_m->weight_bytes, (unsigned long long)b->m->weight_bytes);
     if (rc) {
@@ -140,7 +146,7 @@ static bool find_draft(bundle *b, const char *path, const bundle_options *o) {
         return false;
     }
     err_t derr = {0};
-    if (load_draft(b, cand, &derr) == ERR_OK) {
+    if (load_draft(b, cand, false, &derr) == ERR_OK) {
         snprintf(r, rn, "draft %.200s (found beside the model)", cand);
         return true;
     }
@@ -197,8 +203,9 @@ static err_code make_self_draft(bundle *b, bool asked, const plan_device *dev, e
 /* Step 4: the draft, if any (plan.spec_reason says which and why). */
 static err_code choose_draft(bundle *b, const char *path, const bundle_options *o, err_t *err) {
     if (o->draft_model) { /* given: any problem fails the load */
-        err_code rc = load_draft(b, o->draft_model, err);
-        snprintf(b->plan.spec_reason, sizeof b->plan.spec_reason, "draft %s (given)", o->draft_model);
+        err_code rc = load_draft(b, o->draft_model, true, err);
+        snprintf(b->plan.spec_reason, sizeof b->plan.spec_reason, "draft %s (given)%s", o->draft_model,
+                 b->draft_not_smaller ? "; not smaller than the model: it scores prompts, it does not speculate" : "");
         return rc;
     }
     if (o->auto_draft == BUNDLE_DRAFT_NONE) {
@@ -348,13 +355,15 @@ const model *bundle_draft_shape(const bundle *b) {
 }
 
 err_code bundle_proposer(const bundle *b, const proposer_ops *asked, const proposer_ops **out, err_t *err) {
-    const proposer_ops *p = asked ? asked : b->draft_s ? &proposer_draft : &proposer_ngram;
+    const proposer_ops *p = asked ? asked : b->draft_s && !b->draft_not_smaller ? &proposer_draft : &proposer_ngram;
     *out = NULL;
     if (p == &proposer_self && !b->draft_self)
         return err_set(err, ERR_INVALID_ARG, "no self-draft was made at load (auto_draft OCTO_DRAFT_SELF asks): %s",
                        b->plan.spec_reason);
     if (p->needs_lm && !b->draft_s)
         return err_set(err, ERR_INVALID_ARG, "no draft model was loaded (octo_model_options.draft_model)");
+    if (p->needs_lm && b->draft_not_smaller) /* AUTO passed it over above */
+        return err_set(err, ERR_INVALID_ARG, "%s: a draft step would cost more than the model's", b->draft_note);
     /* "draft" and "self" both name the loaded draft: what it is decides the name */
     if (p == &proposer_draft || p == &proposer_self) p = b->draft_self ? &proposer_self : &proposer_draft;
     *out = p;

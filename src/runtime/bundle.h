@@ -54,6 +54,8 @@ typedef struct {
     model *draft_m;            /* the draft model, or NULL */
     session *draft_s;
     bool draft_self;           /* draft_m is the target's own low-precision copy */
+    bool draft_not_smaller;    /* draft_m (given) costs as much as the model: prompt scoring only, no speculation */
+    char draft_note[320];      /* why, when it is */
     tokenizer *tok;            /* NULL when the file has no usable vocabulary */
     err_t tok_err;             /* why tok is NULL */
     chat_family chat;

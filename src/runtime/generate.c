@@ -151,6 +151,7 @@ err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int 
     err_code rc = !g->prompt || !g->logits || !g->out_ids || !g->pending || !g->piece
                       ? err_set(err, ERR_NOMEM, "out of memory")
                       : ERR_OK;
+    if (!rc) rc = prefill_check(s, p->draft, &p->prefill, err);
     if (!rc) rc = sampler_new(&p->sampling, n_vocab, &g->smp, err);
     if (!rc && p->proposer) rc = spec_start(g, prompt, n_prompt, err);
     if (rc) {
@@ -273,6 +274,31 @@ static void check_speed(generation *g) {
     }
 }
 
+static void prefilled(generation *g, int evaluated) {
+    for (int i = 0; i < g->n_prompt; i++) sampler_accept(g->smp, g->prompt[i]);
+    g->t_prefill_end = now_ms();
+    g->stats.prefill_tokens = evaluated;
+    g->stats.prefill_ms = g->t_prefill_end - g->t_start;
+}
+
+/* The prompt's new part with the draft model reading it first (SpecKV,
+ * SpecPC: runtime/prefill.h), in one call: cancel is honoured before it. */
+static bool prefill_with_draft(generation *g, int keep) {
+    if (atomic_load(&g->cancel)) {
+        fail(g, GEN_STOP_CANCELLED);
+        return false;
+    }
+    int n_kept;
+    if (prefill_run(g->s, g->p.draft, g->prompt + keep, g->n_prompt - keep, &g->p.prefill, g->logits, NULL, &n_kept,
+                    &g->stats.pre, &g->err)) {
+        fail(g, GEN_STOP_ERROR);
+        return false;
+    }
+    if (g->p.on_prefill) g->p.on_prefill(g->p.user, g->n_prompt - keep, g->n_prompt - keep);
+    prefilled(g, n_kept);
+    return true;
+}
+
 /* Evaluate the prompt, reusing the prefix the cache already holds. */
 static bool prefill(generation *g) {
     session *s = g->s;
@@ -280,6 +306,7 @@ static bool prefill(generation *g) {
     if (keep == g->n_prompt) keep--; /* the last token must run again to give logits */
     keep = session_reusable(s, keep); /* entries the last generation aged are computed again */
     session_truncate(s, keep);
+    if (prefill_uses_draft(s, g->p.draft, g->n_prompt - keep, &g->p.prefill)) return prefill_with_draft(g, keep);
     for (int i = keep; i < g->n_prompt; i += PREFILL_CHUNK) {
         if (atomic_load(&g->cancel)) {
             fail(g, GEN_STOP_CANCELLED);
@@ -292,10 +319,7 @@ static bool prefill(generation *g) {
         }
         if (g->p.on_prefill) g->p.on_prefill(g->p.user, i + n - keep, g->n_prompt - keep);
     }
-    for (int i = 0; i < g->n_prompt; i++) sampler_accept(g->smp, g->prompt[i]);
-    g->t_prefill_end = now_ms();
-    g->stats.prefill_tokens = g->n_prompt - keep;
-    g->stats.prefill_ms = g->t_prefill_end - g->t_start;
+    prefilled(g, g->n_prompt - keep);
     return true;
 }
 

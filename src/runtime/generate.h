@@ -21,6 +21,7 @@
 #include "core/err.h"
 #include "model/sampler.h"
 #include "model/tokenizer.h"
+#include "runtime/prefill.h"
 #include "runtime/session.h"
 #include "speculative/proposer.h"
 
@@ -33,6 +34,7 @@ typedef struct {
     int spec_k;                    /* fixed draft length, never switched off (experiments); 0 = adaptive (4, then 2..10) */
     session *draft;                /* a proposer that needs_lm: the draft model's session (same vocabulary) */
     lookahead_params lookahead;    /* lookahead: W, N, G (all 0: lookahead_params_default()) */
+    prefill_params prefill;        /* the prompt with the draft (SpecKV, SpecPC): runtime/prefill.h */
     void (*on_prefill)(void *user, int done, int total); /* optional progress */
     void *user;
 } gen_params;
@@ -63,6 +65,7 @@ typedef struct {
     const char *spec_proposer; /* its name (proposer_ops.name), NULL when not speculating */
     spec_proposer_stats proposer; /* the proposer's own counters (lookahead's pool) */
     double spec_ms_per_token, plain_ms_per_token; /* the figures that decided it */
+    prefill_stats pre;   /* what the draft did to the prompt (runtime/prefill.h) */
 } gen_stats;
 
 typedef struct generation generation;

@@ -99,6 +99,7 @@ plan plan_make(const model *m, const model *draft, int n_ctx, const kv_config *c
     if (draft) {
         p.draft_kv = *k;
         p.draft_kv.spill_dir = NULL;
+        p.draft_kv.budget_tokens = 0; /* an entry count is the model's: the draft is under the shared bytes */
         plan_share(&p, b, tb, db, share, sizeof share);
         const size_t len = strlen(p.kv_reason);
         snprintf(p.kv_reason + len, sizeof p.kv_reason - len, "%s", share);

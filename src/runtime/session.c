@@ -120,6 +120,78 @@ err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, f
     return ERR_OK;
 }
 
+/* The cache's interface, with the attention weights the forward reports
+ * added by layer and position into votes (see session_eval_voting). */
+typedef struct {
+    kv_iface inner;
+    const kv_span *spans; /* the last view, which the weights follow */
+    int n_spans;
+    float *votes;
+    int n_votes;
+} vote_iface;
+
+static err_code vote_append(void *self, int layer, int n, const int32_t *pos, const float *k, const float *v,
+                            err_t *err) {
+    vote_iface *w = self;
+    return w->inner.append(w->inner.self, layer, n, pos, k, v, err);
+}
+
+static int vote_view(void *self, int layer, const kv_span **spans) {
+    vote_iface *w = self;
+    w->n_spans = w->inner.view(w->inner.self, layer, spans);
+    w->spans = *spans;
+    return w->n_spans;
+}
+
+static void vote_observe(void *self, int layer, int n_queries, int n_entries, const float *weights) {
+    (void)n_queries;
+    vote_iface *w = self;
+    float *votes = w->votes + (size_t)layer * (size_t)w->n_votes;
+    int e = 0;
+    for (int i = 0; i < w->n_spans && e < n_entries; i++)
+        for (int j = 0; j < w->spans[i].n_tokens && e < n_entries; j++, e++) {
+            const int32_t p = w->spans[i].pos[j];
+            if (p >= 0 && p < w->n_votes) votes[p] += weights[e];
+        }
+}
+
+static void vote_queries(void *self, int layer, int n, const float *q) {
+    vote_iface *w = self;
+    w->inner.queries(w->inner.self, layer, n, q);
+}
+
+/* The cache's interface, voting with the forward's last `last` queries (0: none). */
+static kv_iface voting_iface(session *s, vote_iface *w, int last, float *votes, int n_votes) {
+    *w = (vote_iface){.inner = kv_cache_iface(s->kv), .votes = votes, .n_votes = n_votes};
+    if (last <= 0) return w->inner;
+    return (kv_iface){.self = w, .append = vote_append, .view = vote_view, .observe = vote_observe,
+                      .observe_last = last, .queries = w->inner.queries ? vote_queries : NULL};
+}
+
+err_code session_eval_voting(session *s, const int32_t *tokens, int n, bool tentative, int last, float *votes,
+                             int n_votes, float *logits, err_t *err) {
+    err_code rc = check_room(s, n, err);
+    if (rc) return rc;
+    if (tentative && n > SESSION_CHUNK) return err_set(err, ERR_INVALID_ARG, "a tentative batch of %d tokens", n);
+    rebalance(s, n);
+    for (int t0 = 0; t0 < n && !rc; t0 += SESSION_CHUNK) {
+        const int nc = n - t0 < SESSION_CHUNK ? n - t0 : SESSION_CHUNK;
+        const int from = n - last > t0 ? n - last : t0; /* the first voting query in this chunk */
+        vote_iface w;
+        const kv_iface kv = voting_iface(s, &w, t0 + nc - from, votes, n_votes);
+        const bool out = !tentative && t0 + nc == n && logits;
+        rc = forward(s->fwd, &kv, s->experts, tokens + t0, nc, s->n_past + t0, NULL, out ? 1 : 0, logits, err);
+        if (!rc && !tentative) rc = kv_cache_commit(s->kv, nc, err);
+    }
+    if (rc || tentative) {
+        cut(s, s->n_past); /* a tentative batch only votes: its entries go */
+        return rc;
+    }
+    memcpy(s->tokens + s->n_past, tokens, sizeof(int32_t) * (size_t)n);
+    s->n_past += n;
+    return ERR_OK;
+}
+
 err_code session_eval_tentative(session *s, const int32_t *tokens, int n, float *logits, err_t *err) {
     if (n > SESSION_CHUNK) return err_set(err, ERR_INVALID_ARG, "a verify batch of %d tokens", n);
     return session_eval_tree(s, tokens, n, NULL, NULL, n, logits, err);

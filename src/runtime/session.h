@@ -50,6 +50,14 @@ void session_free(session *s);
 
 /* Consume n tokens; logits gets n rows when all_rows, else the last row only. */
 err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, float *logits, err_t *err);
+/* session_eval (last row of logits, when logits is not NULL), adding to
+ * votes[l * n_votes + p] (p < n_votes) the attention the batch's last `last`
+ * queries give the entry at position p in layer l, summed over heads. tentative: the
+ * tokens only vote (n <= 512; their entries are dropped after, the sequence
+ * stays as it was); else they are consumed. With kv_cache_hold this scores
+ * a prompt by queries that come after it (runtime/prefill.h). */
+err_code session_eval_voting(session *s, const int32_t *tokens, int n, bool tentative, int last, float *votes,
+                             int n_votes, float *logits, err_t *err);
 void session_reset(session *s);
 /* Speculative verification: evaluate n tokens (all rows of logits) with
  * their cache entries left tentative, then keep the first n_keep of them
