@@ -3,8 +3,9 @@
 KV policies at a budget of entries, and prompt compression, over many
 held-out prompts, each figure one `octo eval --json` run.
 
-    python3 bench/speckv.py kv  [-n 24] [--keep 25,15]
-    python3 bench/speckv.py pc  [-n 24] [--ratio 50,25]
+    python3 bench/speckv.py kv  [-n 24] [--keep 25,15] [--also-draft D] [--short]
+    python3 bench/speckv.py pc  [-n 24] [--ratio 50,25] [--also-draft D] [--short]
+    python3 bench/speckv.py prefill -m WIDE.gguf [--ratio 50,25] [-r 5]
 
 Each prompt starts at a story of ../shared/text/tinystories-valid-head.txt
 (the k-th story from the 40th on, every third) and is 256..447 tokens long
@@ -39,8 +40,9 @@ WINDOWS = ["--kv-hot", "32", "--kv-warm", "128", "--kv-anchors", "4", "--kv-rece
 SCORED = 64
 
 
-def prompts(n):
-    """(text file, prompt length) for n prompts."""
+def prompts(n, short=False):
+    """(text file, prompt length) for n prompts: 256..447 tokens, or with short 160..249 (within
+    llama2xs's trained context of 256)."""
     text = open(TEXT, encoding="utf-8").read()
     starts = [i for i in range(len(text)) if text.startswith("Once upon a time", i)]
     out, tmp = [], tempfile.mkdtemp(prefix="octo-speckv-")
@@ -49,7 +51,7 @@ def prompts(n):
         path = os.path.join(tmp, "p%02d.txt" % k)
         with open(path, "w", encoding="utf-8") as f:
             f.write(text[s:s + 6000])
-        out.append((path, 256 + (k * 37) % 192))
+        out.append((path, 160 + (k * 37) % 90 if short else 256 + (k * 37) % 192))
     return out
 
 
@@ -80,7 +82,7 @@ def table(rows, title):
 
 
 def run_kv(a):
-    ps = prompts(a.n)
+    ps = prompts(a.n, a.short)
     for keep in a.keep:
         rows = {}
         ways = [(p, p, []) for p in ("window", "h2o", "morphkv", "snapkv")]
@@ -95,7 +97,7 @@ def run_kv(a):
 
 
 def run_pc(a):
-    ps = prompts(a.n)
+    ps = prompts(a.n, a.short)
     ways = (("SpecPC: the draft's votes", ["--draft", DRAFT]), ("the model's own votes (SnapKV-style)", ["--draft", MODEL, "--prompt-lookahead", "-1"]),
             ("at random", ["--prompt-random", "1"]))
     if a.also_draft:
@@ -109,17 +111,53 @@ def run_pc(a):
         table(rows, "the model reading %d %% of the prompt, whole cache, %d prompts" % (ratio, len(ps)))
 
 
+def run_prefill(a):
+    """Time to read a 448-token prompt (`run -n 1 --stats --json`: prefill_ms, the draft's time
+    included) with SpecPC at each ratio against reading it whole, alternated, medians."""
+    if not a.model:
+        sys.exit("prefill needs -m MODEL")
+    path = os.path.join(tempfile.mkdtemp(prefix="octo-specpc-"), "prompt.txt")
+    with open(TEXT, encoding="utf-8") as f:
+        text = f.read()
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text[:900])  # about 460 tokens of this vocabulary
+    ratios = [1.0] + [r / 100 for r in a.ratio]
+    times = {r: [] for r in ratios}
+    draft = {r: [] for r in ratios}
+    for _ in range(a.reps):
+        for r in ratios:
+            cmd = [OCTO, "run", "-m", a.model, "-f", path, "-n", "1", "--spec", "none", "--draft", DRAFT,
+                   "--stats", "--json"] + ([] if r == 1.0 else ["--prompt-compress", "%g" % r])
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            if p.returncode:
+                sys.exit("failed: %s\n%s" % (" ".join(cmd), p.stderr))
+            d = json.loads(p.stderr.strip().splitlines()[-1])
+            times[r].append(d["prefill_ms"])
+            draft[r].append(d["prefill_draft_ms"])
+            n = d["prompt_tokens"]
+    base = statistics.median(times[1.0])
+    print("\n%s, a %d-token prompt, %d alternated runs, medians\n" % (os.path.basename(a.model), n, a.reps))
+    print("| the model reads | prefill ms (draft included) | of which the draft | against the whole prompt |")
+    print("|---|---:|---:|---:|")
+    for r in ratios:
+        m = statistics.median(times[r])
+        print("| %d %% | %.0f | %.0f | %.2f |" % (100 * r, m, statistics.median(draft[r]), m / base))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["kv", "pc"])
+    ap.add_argument("what", choices=["kv", "pc", "prefill"])
     ap.add_argument("-n", type=int, default=24)
     ap.add_argument("--keep", default="25,15")
     ap.add_argument("--ratio", default="50,25")
     ap.add_argument("--also-draft", help="another draft to compare (e.g. the model quantized to q4_0)")
+    ap.add_argument("--short", action="store_true", help="prompts of 160..249 tokens instead of 256..447")
+    ap.add_argument("-m", "--model", help="prefill: the model (e.g. the widened 1.1B)")
+    ap.add_argument("-r", "--reps", type=int, default=5, help="prefill: alternated repetitions")
     a = ap.parse_args()
     a.keep = [int(x) for x in a.keep.split(",")]
     a.ratio = [int(x) for x in a.ratio.split(",")]
-    run_kv(a) if a.what == "kv" else run_pc(a)
+    {"kv": run_kv, "pc": run_pc, "prefill": run_prefill}[a.what](a)
 
 
 if __name__ == "__main__":

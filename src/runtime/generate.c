@@ -305,6 +305,8 @@ static bool prefill(generation *g) {
     int keep = session_common_prefix(s, g->prompt, g->n_prompt);
     if (keep == g->n_prompt) keep--; /* the last token must run again to give logits */
     keep = session_reusable(s, keep); /* entries the last generation aged are computed again */
+    /* a compressed prompt is chosen whole: part of an older one, kept, would compress the rest alone */
+    if (g->p.prefill.compress > 0.0f && g->p.prefill.compress < 1.0f && keep < s->n_past) keep = 0;
     session_truncate(s, keep);
     if (prefill_uses_draft(s, g->p.draft, g->n_prompt - keep, &g->p.prefill)) return prefill_with_draft(g, keep);
     for (int i = keep; i < g->n_prompt; i += PREFILL_CHUNK) {

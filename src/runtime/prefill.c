@@ -110,7 +110,8 @@ static int by_vote_desc(const void *a, const void *b) {
 
 /* SpecPC: of prompt[0..n) (at positions base..), the tokens to keep, in
  * order, into kept (the first PREFILL_KEEP_FIRST and last `window` always,
- * then the best-voted until ratio x n); returns their count. */
+ * then the best-voted, each with its PREFILL_PC_NEIGHBOURS neighbours on
+ * either side, until ratio x n); returns their count. */
 static int compress_prompt(const float *votes, int base, const int32_t *prompt, int n, float ratio, int window,
                            int32_t *kept) {
     const int want = (int)ceilf(ratio * (float)n);
@@ -127,7 +128,12 @@ static int compress_prompt(const float *votes, int base, const int32_t *prompt, 
         else r[nr++] = (ranked){votes[base + i], i};
     }
     qsort(r, (size_t)nr, sizeof *r, by_vote_desc);
-    for (int a = 0; a < nr && held < want; a++, held++) keep[r[a].i] = 1;
+    for (int a = 0; a < nr && held < want; a++) /* each in turn with its neighbours, nearest first */
+        for (int d = 0; d <= PREFILL_PC_NEIGHBOURS && held < want; d++)
+            for (int sgn = -1; sgn <= 1 && held < want; sgn += 2) {
+                const int i = r[a].i + sgn * d;
+                if ((d || sgn > 0) && i >= 0 && i < n && !keep[i]) keep[i] = 1, held++;
+            }
     int m = 0;
     for (int i = 0; i < n; i++)
         if (keep[i]) kept[m++] = prompt[i];

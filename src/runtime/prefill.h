@@ -14,8 +14,9 @@
  *
  * SpecPC. The draft's own attention while it reads the prompt and writes the
  * lookahead (its last snap_window prompt queries and every lookahead query)
- * votes the same way; the prompt tokens with the fewest pooled votes are
- * dropped, the first PREFILL_KEEP_FIRST and last snap_window always kept,
+ * votes the same way (each token's largest vote over the layers); the best-
+ * voted tokens are kept with their neighbours and the rest dropped, the
+ * first PREFILL_KEEP_FIRST and last snap_window always kept,
  * and the model prefills only the rest, in order, at consecutive positions.
  * Off unless asked for (prefill_params.compress).
  *
@@ -37,6 +38,9 @@
  * small models: docs/kv-cache.md). */
 #define PREFILL_PC_POOL 3
 #define PREFILL_KV_POOL 0
+/* SpecPC keeps a chosen token's neighbours with it, up to 3 on either side (as the paper, whose
+ * chunk is its pooling kernel): measured better than pooling alone (docs/kv-cache.md). */
+#define PREFILL_PC_NEIGHBOURS 3
 #define PREFILL_KEEP_FIRST 4  /* SpecPC never drops the prompt's first tokens (attention sinks) */
 
 typedef struct {
