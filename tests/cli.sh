@@ -150,6 +150,15 @@ expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --spec lookahead --lookahead 16,
 grep -q "63 at most" "$tmp/err" && ok || bad "lookahead size message: $(cat "$tmp/err")"
 expect 2 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --spec sideways
 grep -q "one of auto, none, ngram, draft, self, lookahead (see" "$tmp/err" && ok || bad "--spec sideways: $(cat "$tmp/err")"
+# prompt compression: a ratio outside (0, 1] is a usage error, no draft a one-line error; with a
+# draft (the model itself) --stats says how many prompt tokens were dropped
+expect 2 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --prompt-compress 0
+expect 2 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --prompt-compress 1.5
+expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "ab ab ab" --prompt-compress 0.5
+grep -q "needs a draft model" "$tmp/err" && ok || bad "--prompt-compress without a draft: $(cat "$tmp/err")"
+long="$(printf 'ab cd ef gh %.0s' $(seq 1 30))"
+expect 0 1 "$octo" run -m "$tmp/m.gguf" -p "$long" -n 4 --draft "$tmp/m.gguf" --prompt-compress 0.5 --stats --json --temp 0 --spec none
+grep -q '"prompt_tokens_dropped": [1-9]' "$tmp/err" && ok || bad "--prompt-compress stats: $(cat "$tmp/err")"
 # bench --spec: the comparison as JSON; --spec none and a stray --prompt are usage errors
 expect 0 0 "$octo" bench -m "$tmp/m.gguf" --spec ngram --prompt "ab ab ab ab" -n 24 -r 1 --json
 grep -q '"speedup": {"median": ' "$tmp/out" && grep -q '"spec": "ngram"' "$tmp/out" && ok || bad "bench --spec json: $(cat "$tmp/out")"
