@@ -245,8 +245,10 @@ typedef struct {
     octo_kv_options kv;
     /* Optional: a smaller model with the same vocabulary (checked token by
      * token; a mismatch fails the load) that proposes tokens for speculative
-     * decoding. NULL: NAME.draft.gguf beside the model NAME.gguf if there is
-     * one that qualifies (one that does not is skipped, with a warning in the
+     * decoding and scores long prompts (octo_eval_prompt). One that is not
+     * smaller than the model only scores prompts: it never speculates.
+     * NULL: NAME.draft.gguf beside the model NAME.gguf if there is one that
+     * qualifies (smaller; one that does not is skipped, with a warning in the
      * log and the reason in octo_model_info.speculation). */
     const char *draft_model;
     /* With no draft_model:
@@ -390,7 +392,8 @@ OCTO_API int32_t octo_token_eos(const octo_model *model);
 /* ---- generation ---- */
 
 typedef enum {
-    OCTO_SPEC_AUTO = 0,  /* the draft model if one was loaded or made, else n-gram / prompt lookup; switched off
+    OCTO_SPEC_AUTO = 0,  /* the draft model if one was loaded or made (and is smaller than the model), else
+                            n-gram / prompt lookup; switched off
                             during a generation where it does not pay. Lossless under any sampling: greedy
                             gives exactly the text of plain decoding, sampled the same distribution
                             (rejection sampling; the random draws differ, so the text for a seed does) */
@@ -432,9 +435,10 @@ typedef struct {
      * n-grams kept per first token G (1..16), a pass being 1 + (N-1)(W+1)
      * tokens at most 63; all 0 = 5, 3, 4 (default) */
     int lookahead_w, lookahead_n, lookahead_g;
-    /* With a draft model loaded (octo_model_options.draft_model or auto_draft): the share of the
-     * prompt's tokens the model reads, in (0, 1], after the draft has dropped those it attends to
-     * least (SpecPC); 0 = off (default). 1 reads them all. */
+    /* The share of the prompt's tokens the model reads, in (0, 1], after the draft model
+     * (octo_model_options.draft_model or auto_draft) has dropped those it attends to least
+     * (SpecPC); 0 = off (default), 1 reads them all. A share below 1 without a draft model is
+     * an error (OCTO_ERR_INVALID_ARG). */
     float prompt_compress;
     /* Tokens the draft writes ahead to score the prompt (SpecKV, SpecPC): 1..256; 0 = 64 (default,
      * fewer when the context has less room); -1 = none, the prompt's last 32 tokens vote alone. */

@@ -162,6 +162,9 @@ static void test_lossless(octo_client *c, const char *model, const char *text) {
     T_CHECKF(!strcmp(plain, fast), "plain '%s' against speculative '%s'", plain, fast);
     T_CHECK(a.prompt_tokens_dropped > 0 && a.prompt_tokens_dropped == b.prompt_tokens_dropped);
     T_CHECK(b.spec_accepted > 0);
+    /* the cache holds the compressed prompt and every generated token but the last, as plain decoding leaves it */
+    T_EQ_INT(a.context_tokens, a.prompt_tokens - a.prompt_tokens_dropped + a.decode_tokens - 1);
+    T_EQ_INT(b.context_tokens, b.prompt_tokens - b.prompt_tokens_dropped + b.decode_tokens - 1);
     printf("SpecPC, greedy: %d prompt tokens dropped, %d drafts accepted; the same %zu bytes of text\n",
            b.prompt_tokens_dropped, b.spec_accepted, strlen(plain));
     free(plain), free(fast);

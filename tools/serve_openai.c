@@ -99,6 +99,9 @@ static const char *parse_sampling(const cJSON *body, octo_generate_params *gp) {
     else seed = (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)(uintptr_t)gp; /* none given: a new one */
     gp->seed = seed;
     if (num_field(body, "n", 1, 1, 1, &v)) return "only 'n': 1 is supported";
+    /* octo's own: the share of the prompt the model reads, the draft dropping the rest (SpecPC) */
+    if (num_field(body, "prompt_compress", 0, 1, 0, &v)) return "'prompt_compress' must be within [0, 1] (0: off)";
+    gp->prompt_compress = (float)v;
     return NULL;
 }
 

@@ -48,8 +48,9 @@ err_code kv_cache_new(kv_shape shape, const kv_config *cfg, kv_cache **out, err_
     }
     /* quantized tiers need rows of whole blocks of 32; otherwise stay at hot_type */
     if (k_dim % 32 || v_dim % 32) k.warm_type = k.cold_type = k.hot_type;
+    if (k.budget_tokens < 0) return err_set(err, ERR_INVALID_ARG, "a KV budget of %d entries", k.budget_tokens);
     if (k.hot_tokens < 0 || k.warm_tokens < k.hot_tokens || k.anchor_tokens < 0 || k.recent_tokens < 0 ||
-        k.snap_window < 0 || k.budget_tokens < 0)
+        k.snap_window < 0)
         return err_set(err, ERR_INVALID_ARG, "KV tier windows must satisfy 0 <= hot <= warm (got hot %d, warm %d)",
                        k.hot_tokens, k.warm_tokens);
     const kv_policy *pol = kv_policy_get(k.policy);
@@ -392,11 +393,14 @@ void kv_cache_truncate(kv_cache *c, int32_t pos) {
     if (c->commit_pos > pos) c->commit_pos = pos;
 }
 
-bool kv_cache_fits(const kv_cache *c, int n) {
-    const kv_stats st = kv_cache_stats(c);
-    if (c->cfg.budget_tokens && st.tokens + n > c->cfg.budget_tokens) return false;
+uint64_t kv_cache_bytes_with(const kv_cache *c, int n) {
     const uint64_t row = (uint64_t)c->n_layer * (kv_row_bytes(c->cfg.hot_type, c->k_dim) + kv_row_bytes(c->cfg.hot_type, c->v_dim));
-    return !c->cfg.budget_bytes || st.bytes + (uint64_t)n * row <= c->cfg.budget_bytes;
+    return kv_cache_stats(c).bytes + (uint64_t)n * row;
+}
+
+bool kv_cache_fits(const kv_cache *c, int n) {
+    if (c->cfg.budget_tokens && kv_cache_stats(c).tokens + n > c->cfg.budget_tokens) return false;
+    return !c->cfg.budget_bytes || kv_cache_bytes_with(c, n) <= c->cfg.budget_bytes;
 }
 
 kv_stats kv_cache_stats(const kv_cache *c) {

@@ -193,6 +193,8 @@ int32_t kv_cache_stale_from(const kv_cache *c, int32_t n);
 kv_stats kv_cache_stats(const kv_cache *c);
 /* Would n more entries, at the hot tier, leave the cache within its budget (no eviction)? */
 bool kv_cache_fits(const kv_cache *c, int n);
+/* The bytes the cache would hold with n more entries at the hot tier, none evicted. */
+uint64_t kv_cache_bytes_with(const kv_cache *c, int n);
 const kv_config *kv_cache_config(const kv_cache *c);
 /* The spill file's descriptor, -1 without one (tests damage the file). */
 int kv_cache_spill_fd(const kv_cache *c);

@@ -111,11 +111,12 @@ static err_code load_draft(bundle *b, const char *path, bool any_size, err_t *er
             rc = err_set(err, ERR_BAD_VALUE, "draft %s: token %d differs from the model's vocabulary", path, i);
     }
     tokenizer_free(dt);
-    b->draft_not_smaller = !rc && b->draft_m->weight_bytes >= b->m->weight_bytes;
-    if (b->draft_not_smaller && any_size)
+    const bool not_smaller = !rc && b->draft_m->weight_bytes >= b->m->weight_bytes;
+    if (not_smaller && any_size) {
+        b->draft_not_smaller = true; /* kept: it scores prompts */
         snprintf(b->draft_note, sizeof b->draft_note, "draft %.200s is not smaller than the model (%llu weight bytes against %llu)",
                  path, (unsigned long long)b->draft_m->weight_bytes, (unsigned long long)b->m->weight_bytes);
-    else if (b->draft_not_smaller)
+    } else if (not_smaller)
         rc = err_set(err, ERR_INVALID_ARG, "draft %s is larger than the model: %llu weight bytes against %llu", path,
                      (unsigned long long)b->draft_m->weight_bytes, (unsigned long long)b->m->weight_bytes);
     if (rc) {

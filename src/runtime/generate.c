@@ -55,6 +55,7 @@ struct generation {
     gen_params p;
     int32_t *prompt;
     int n_prompt;
+    int prompt_end;         /* positions the prompt took in the cache (fewer than n_prompt after SpecPC) */
     float *logits;          /* [n_vocab] logits for the next sample */
     bool prefilled;
     bool need_decode;       /* last sampled token not yet fed to the model */
@@ -275,6 +276,7 @@ static void check_speed(generation *g) {
 }
 
 static void prefilled(generation *g, int evaluated) {
+    g->prompt_end = g->s->n_past;
     for (int i = 0; i < g->n_prompt; i++) sampler_accept(g->smp, g->prompt[i]);
     g->t_prefill_end = now_ms();
     g->stats.prefill_tokens = evaluated;
@@ -392,8 +394,8 @@ static const char *next_piece(generation *g) {
             /* Speculation may have cached accepted drafts past the stop (or
              * the end-of-turn token): leave the cache as plain decoding
              * would, with every generated token but the last. */
-            if (g->spec_on && g->prefilled && g->n_generated > 0 && g->s->n_past > g->n_prompt + g->n_generated - 1)
-                session_truncate(g->s, g->n_prompt + g->n_generated - 1);
+            if (g->spec_on && g->prefilled && g->n_generated > 0 && g->s->n_past > g->prompt_end + g->n_generated - 1)
+                session_truncate(g->s, g->prompt_end + g->n_generated - 1);
             /* whatever is still pending goes out once, even if incomplete */
             if (!g->flushed && take_complete(g, true)) return g->piece;
             g->flushed = true;

@@ -20,8 +20,11 @@ static int argmax(const float *x, int n) {
 
 static int window_of(const session *s) { return kv_cache_config(s->kv)->snap_window; }
 
+/* SpecKV for these n tokens: the speckv policy, or the default one when they do not fit;
+ * never when holding them all would take more than PREFILL_HOLD_MAX x the byte budget. */
 static bool policy_scores_lookahead(const session *s, int n, const prefill_params *p) {
     const kv_config *k = kv_cache_config(s->kv);
+    if (k->budget_bytes && kv_cache_bytes_with(s->kv, n) > PREFILL_HOLD_MAX * k->budget_bytes) return false;
     if (k->policy == KV_POLICY_SPECKV) return true;
     return p->auto_policy && (k->budget_bytes || k->budget_tokens) && !kv_cache_fits(s->kv, n);
 }
@@ -202,6 +205,9 @@ err_code prefill_run(session *s, session *draft, const int32_t *prompt, int n, c
     if (kept) memcpy(kept, prompt, sizeof(int32_t) * (size_t)n);
     err_code rc = prefill_check(s, draft, p, err);
     if (rc) return rc;
+    if (n <= 0 || n > s->n_ctx - s->n_past)
+        return err_set(err, n <= 0 ? ERR_INVALID_ARG : ERR_CONTEXT_FULL,
+                       "%d tokens do not fit: %d of %d context positions are used", n, s->n_past, s->n_ctx);
     if (!prefill_uses_draft(s, draft, n, p)) {
         const uint64_t t0 = clock_ns();
         rc = session_eval(s, prompt, n, false, logits, err);
@@ -209,7 +215,7 @@ err_code prefill_run(session *s, session *draft, const int32_t *prompt, int n, c
         return rc;
     }
     /* the draft reads what the model will hold: its sequence so far, then the prompt */
-    const int n_seq = s->n_past + n;
+    const int n_seq = s->n_past + n, n_past0 = s->n_past;
     int32_t *seq = malloc(sizeof(int32_t) * (size_t)n_seq), *mine = malloc(sizeof(int32_t) * (size_t)n);
     draft_look look = {0};
     rc = seq && mine ? ERR_OK : err_set(err, ERR_NOMEM, "out of memory");
@@ -226,6 +232,7 @@ err_code prefill_run(session *s, session *draft, const int32_t *prompt, int n, c
         if (st->prompt_dropped && *n_kept)
             st->saved_ms = (st->prefill_ms - st->vote_ms) / *n_kept * st->prompt_dropped - st->draft_ms;
     }
+    if (rc) session_truncate(s, n_past0); /* the sequence as it was (entries evicted meanwhile stay evicted) */
     if (!rc && kept) memcpy(kept, mine, sizeof(int32_t) * (size_t)*n_kept);
     free(seq), free(mine), free(look.votes), free(look.la);
     return rc;

@@ -4,21 +4,25 @@
  *
  * SpecKV. The draft reads the prompt and writes a lookahead of the answer
  * (greedy). The model prefills the prompt with its cache's budget held
- * (kv_cache_hold), then runs the lookahead tentatively; the attention that
- * the prompt's last snap_window queries and the lookahead's queries give each
- * prompt entry, summed over heads and layers and max-pooled over neighbours,
- * is its vote; the lookahead's entries go and the cache applies its budget
- * by those votes (kv_cache_release). Used for the speckv policy, and for the
- * default policy when a draft is loaded and the prompt does not fit the
- * budget (the votes are then the default policy's first scores).
+ * (kv_cache_hold), then runs the lookahead tentatively. The attention that
+ * the prompt's last snap_window queries and the lookahead's queries give
+ * each prompt entry, summed over heads, is its vote in that layer (not
+ * pooled: PREFILL_KV_POOL). The lookahead's entries go and the cache applies
+ * its budget by the votes (kv_cache_release). Used for the speckv policy,
+ * and for the default policy when a draft is loaded and the prompt does not
+ * fit the budget (the votes are then the default policy's first scores).
+ * Holding the whole prompt costs memory: when its entries would take more
+ * than PREFILL_HOLD_MAX times the byte budget, the prompt is read as without
+ * a draft (the policy's own votes).
  *
- * SpecPC. The draft's own attention while it reads the prompt and writes the
- * lookahead (its last snap_window prompt queries and every lookahead query)
- * votes the same way (each token's largest vote over the layers); the best-
- * voted tokens are kept with their neighbours and the rest dropped, the
- * first PREFILL_KEEP_FIRST and last snap_window always kept,
- * and the model prefills only the rest, in order, at consecutive positions.
- * Off unless asked for (prefill_params.compress).
+ * SpecPC. The draft's own attention while it reads the prompt and writes
+ * the lookahead (its last snap_window prompt queries and every lookahead
+ * query) votes the same way (each token's largest vote over the layers,
+ * pooled over PREFILL_PC_POOL neighbours); the best-voted tokens are kept
+ * with PREFILL_PC_NEIGHBOURS neighbours on either side and the rest dropped,
+ * the first PREFILL_KEEP_FIRST and last snap_window always kept. The model
+ * prefills what is kept, in order, at consecutive positions. Off unless
+ * asked for (prefill_params.compress).
  *
  * SpecKV-PC: both; one lookahead serves the two.
  */
@@ -42,6 +46,7 @@
  * chunk is its pooling kernel): measured better than pooling alone (docs/kv-cache.md). */
 #define PREFILL_PC_NEIGHBOURS 3
 #define PREFILL_KEEP_FIRST 4  /* SpecPC never drops the prompt's first tokens (attention sinks) */
+#define PREFILL_HOLD_MAX 2    /* SpecKV holds a prompt of at most twice the byte budget */
 
 typedef struct {
     float compress;      /* SpecPC: 0 = off; (0, 1]: the share of the prompt's tokens the model prefills */

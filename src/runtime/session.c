@@ -144,8 +144,9 @@ static int vote_view(void *self, int layer, const kv_span **spans) {
 }
 
 static void vote_observe(void *self, int layer, int n_queries, int n_entries, const float *weights) {
-    (void)n_queries;
     vote_iface *w = self;
+    if (w->inner.observe) /* the cache's own policy sees these queries too */
+        w->inner.observe(w->inner.self, layer, n_queries, n_entries, weights);
     float *votes = w->votes + (size_t)layer * (size_t)w->n_votes;
     int e = 0;
     for (int i = 0; i < w->n_spans && e < n_entries; i++)

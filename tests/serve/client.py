@@ -84,6 +84,9 @@ def main():
     # errors: the status and an OpenAI-style error object
     for path, body, key, raw, status in [("/v1/completions", None, KEY, b"{not json", 400),
                                          ("/v1/completions", {"prompt": "x", "temperature": 5}, KEY, None, 400),
+                                         ("/v1/completions", {"prompt": "x", "prompt_compress": 2}, KEY, None, 400),
+                                         # the server's model has no draft to compress with
+                                         ("/v1/completions", {"prompt": "x y z", "prompt_compress": 0.5}, KEY, None, 400),
                                          ("/v1/models", None, "wrong", None, 401)]:
         try:
             if body is None and raw is None:
