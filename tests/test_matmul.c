@@ -4,9 +4,13 @@
  * and token, bit for bit, whatever the batch size and the number of threads;
  * packed matrices give the same outputs one token at a time as in a batch,
  * and in a set as alone; a type with no kernel is an error, not a crash.
+ * F16 and BF16 prefill batches on AVX512-BF16 (core/gemm_bf16.h): each
+ * output equals the bf16 reference bit for bit, whatever the batch, the
+ * token's place in it and the threads, and is near the F32 product.
  */
 #include <string.h>
 
+#include "core/gemm_bf16.h"
 #include "core/kernels.h"
 #include "core/matmul.h"
 #include "core/packed.h"
@@ -63,6 +67,7 @@ static void test_type(matmul_ctx *const ctx[2], uint32_t type) {
     reference(&w, T_MAX, ref);
     for (int c = 0; c < 2; c++)
         for (int b = 0; b < N_BATCHES; b++) {
+            if (batches[b] >= PACKED_BF16_MIN_TOKENS && gemm_bf16_supported(type)) continue; /* test_bf16 */
             err_t err = {0};
             memset(y, 0, sizeof(float) * T_MAX * N_OUT);
             T_EQ_INT(matmul(ctx[c], &w, xs, batches[b], y, &err), ERR_OK);
@@ -141,6 +146,70 @@ static void test_errors(matmul_ctx *ctx) {
     T_EQ_INT(matmul_set(ctx, &p, 0, xs, 1, NULL, &err), ERR_OK); /* nothing to do */
 }
 
+#define BF_T 130
+
+/* A random rows x n matrix of type (F16 or BF16) and its values as bf16, the kernel's rounding. */
+static matmul_weight bf_weight(uint32_t type, int rows, int n, uint16_t *wb) {
+    const size_t rb = quant_row_bytes(type, n);
+    uint8_t *w = malloc(rb * (size_t)rows);
+    float *row = malloc(sizeof(float) * (size_t)n), *back = malloc(sizeof(float) * (size_t)n);
+    for (int r = 0; r < rows; r++) {
+        for (int i = 0; i < n; i++) row[i] = frand() * (1.0f + (float)(r % 3));
+        quant_quantize_row(type, row, w + (size_t)r * rb, n);
+        quant_dequantize_row(type, w + (size_t)r * rb, back, n);
+        for (int i = 0; i < gemm_bf16_row_len(n); i++) wb[(size_t)r * gemm_bf16_row_len(n) + i] = i < n ? gemm_bf16_round(back[i]) : 0;
+    }
+    free(row), free(back);
+    return (matmul_weight){.data = w, .type = type, .n_in = n, .n_out = rows, .row_bytes = rb};
+}
+
+static void test_bf16_shape(matmul_ctx *const ctx[2], uint32_t type, int rows, int n, const float *x) {
+    const int64_t len = gemm_bf16_row_len(n);
+    uint16_t *wb = malloc(sizeof(uint16_t) * (size_t)(rows * len)), *xb = malloc(sizeof(uint16_t) * (size_t)(BF_T * len));
+    matmul_weight w = bf_weight(type, rows, n, wb);
+    float *ref = malloc(sizeof(float) * BF_T * (size_t)rows), *y = malloc(sizeof(float) * BF_T * (size_t)rows);
+    double err2 = 0, norm2 = 0;
+    for (int t = 0; t < BF_T; t++) {
+        for (int i = 0; i < len; i++) xb[(size_t)t * len + i] = i < n ? gemm_bf16_round(x[(size_t)t * n + i]) : 0;
+        for (int r = 0; r < rows; r++) {
+            ref[(size_t)t * rows + r] = gemm_bf16_ref_dot(wb + (size_t)r * len, xb + (size_t)t * len, len / 2);
+            double exact = 0;
+            float back[1024];
+            quant_dequantize_row(type, (const uint8_t *)w.data + (size_t)r * w.row_bytes, back, n);
+            for (int i = 0; i < n; i++) exact += (double)back[i] * x[(size_t)t * n + i];
+            err2 += (ref[(size_t)t * rows + r] - exact) * (ref[(size_t)t * rows + r] - exact), norm2 += exact * exact;
+        }
+    }
+    T_CHECKF(sqrt(err2 / norm2) < 1e-2, "bf16 against the exact product: relative error %.2e", sqrt(err2 / norm2));
+    /* whole batches from token 0, and a batch of the last 64 (each token elsewhere in it) */
+    const int starts[] = {0, 0, 0, BF_T - 64}, counts[] = {64, 77, BF_T, 64};
+    for (int c = 0; c < 2; c++)
+        for (int k = 0; k < 4; k++) {
+            err_t e = {0};
+            T_EQ_INT(matmul(ctx[c], &w, x + (size_t)starts[k] * n, counts[k], y, &e), ERR_OK);
+            T_CHECKF(!memcmp(y, ref + (size_t)starts[k] * rows, sizeof(float) * (size_t)counts[k] * rows),
+                     "%s %dx%d, tokens %d..%d, %d threads", quant_traits_of(type)->name, rows, n, starts[k],
+                     starts[k] + counts[k], c + 1);
+        }
+    free(wb), free(xb), free(ref), free(y), free((void *)w.data);
+}
+
+static void test_bf16(matmul_ctx *const ctx[2]) {
+    if (!gemm_bf16_supported(QT_F16)) {
+        printf("note: no AVX512-BF16 here; the bf16 prefill kernel was not run\n");
+        return;
+    }
+    float *x = malloc(sizeof(float) * BF_T * 1024);
+    for (int i = 0; i < BF_T * 1024; i++) x[i] = frand() * 3.0f;
+    const uint32_t types[] = {QT_F16, QT_BF16};
+    for (int i = 0; i < 2; i++) {
+        test_bf16_shape(ctx, types[i], 48, 512, x); /* a chunk of 32 rows and one of 16 */
+        test_bf16_shape(ctx, types[i], 33, 75, x);  /* odd: a row past a chunk, a value past the pairs */
+        test_bf16_shape(ctx, types[i], 64, 1024, x);
+    }
+    free(x);
+}
+
 int main(void) {
     for (size_t i = 0; i < sizeof xs / sizeof *xs; i++) xs[i] = frand() * 3.0f;
     tpool *pool = NULL;
@@ -160,6 +229,7 @@ int main(void) {
     }
     test_mixed_set(ctx[1]);
     test_errors(ctx[1]);
+    test_bf16(ctx);
     matmul_ctx_free(ctx[0]);
     matmul_ctx_free(ctx[1]);
     tpool_free(pool);

@@ -23,6 +23,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/gemm_bf16.h"
 #include "core/packed.h"
 #include "core/quant.h"
 #include "model/model.h"
@@ -362,7 +363,8 @@ static void test_forward_batch_invariance(void) {
                 rows_far += row_d > 0.05 * 3.0; /* logits here are within +-4 */
                 if (row_d > max_d) max_d = row_d;
             }
-            const bool bf16 = T >= PACKED_BF16_MIN_TOKENS && packed_get_batch(cases[c].type, T) != packed_get(cases[c].type);
+            const bool bf16 = T >= PACKED_BF16_MIN_TOKENS && (packed_get_batch(cases[c].type, T) != packed_get(cases[c].type) ||
+                                                              gemm_bf16_supported(cases[c].type));
             printf("[%s] T=%d: %d of %d logits differ between one batch and %d steps (max |d| %.3g of max |logit| %.3g, "
                    "%d rows off by > 0.15, argmax differs on %d rows, %d of them with a margin > 0.25)%s%s\n",
                    cases[c].name, T, differing, T * V, T, max_d, max_l, rows_far, argmax_diff, clear_flips,

@@ -31,7 +31,7 @@
 #endif
 
 typedef struct {
-    bool avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512vnni, neon, dotprod, amd;
+    bool avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16, neon, dotprod, amd;
 } cpu_features;
 
 static struct {
@@ -69,6 +69,7 @@ static cpu_features detect(void) {
         f.avx512vl = zmm && (b & (1u << 31));
         f.avx512vnni = zmm && (c & (1u << 11));
     }
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512bf16 = zmm && (a & (1u << 5));
 #elif OCTO_ARM64
     f.neon = true;
     f.dotprod = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
@@ -89,6 +90,11 @@ static bool runs(const cpu_features *f, cpu_path p) {
 bool cpu_path_supported(cpu_path p) {
     kernels_path(); /* make sure detection ran */
     return runs(&K.cpu, p);
+}
+
+bool cpu_has_bf16_dot(void) {
+    kernels_path();
+    return K.cpu.avx512bf16;
 }
 
 bool cpu_has_int8_dot(void) {

@@ -76,6 +76,8 @@ bool cpu_path_supported(cpu_path p);
 bool cpu_path_compiled(cpu_path p);
 /* Does the CPU have the int8 dot-product extension the path can use (VNNI, ARM dotprod)? */
 bool cpu_has_int8_dot(void);
+/* AVX512-BF16 (vdpbf16ps): core/gemm_bf16.h */
+bool cpu_has_bf16_dot(void);
 
 /* Kernels for a weight type on the active path; NULL for types with none. */
 const kernel_entry *kernel_get(uint32_t weight_type);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "kernels.h"
+#include "gemm_bf16.h"
 #include "packed.h"
 #include "quant.h"
 
@@ -24,6 +25,8 @@ struct matmul_ctx {
     tpool *pool;      /* borrowed; NULL runs on the calling thread */
     uint8_t *act;     /* converted activation rows of the current product */
     size_t act_cap;
+    uint8_t *scratch; /* per-thread re-laid weight panels (gemm_bf16) */
+    size_t scratch_cap;
 };
 
 matmul_ctx *matmul_ctx_new(tpool *pool) {
@@ -35,6 +38,7 @@ matmul_ctx *matmul_ctx_new(tpool *pool) {
 void matmul_ctx_free(matmul_ctx *c) {
     if (!c) return;
     free(c->act);
+    free(c->scratch);
     free(c);
 }
 
@@ -222,8 +226,54 @@ static err_code matmul_packed(matmul_ctx *c, const matmul_weight *ws, int n, con
     return ERR_OK;
 }
 
+/* ---------------------------------------------------------------- bf16 prefill */
+
+/* F16 and BF16 matrices in prefill batches (core/gemm_bf16.h): whole chunks
+ * of GEMM_BF16_ROWS rows, a contiguous run of them per thread. */
+typedef struct {
+    const matmul_weight *w;
+    const uint16_t *act;
+    size_t act_stride; /* values */
+    int T;
+    float *y;
+    uint8_t *scratch;
+    size_t scratch_bytes; /* per thread */
+} bf_job;
+
+static void bf_work(void *ctx, int ith, int nth) {
+    bf_job *j = ctx;
+    const int64_t n_out = j->w->n_out, chunks = (n_out + GEMM_BF16_ROWS - 1) / GEMM_BF16_ROWS;
+    for (int64_t ch = chunks * ith / nth; ch < chunks * (ith + 1) / nth; ch++) {
+        const int r0 = (int)(ch * GEMM_BF16_ROWS), r1 = (int)(r0 + GEMM_BF16_ROWS < n_out ? r0 + GEMM_BF16_ROWS : n_out);
+        gemm_bf16_rows(j->w->data, j->w->type, j->w->row_bytes, j->w->n_in, r0, r1, j->act, j->act_stride, j->T, j->y,
+                       (size_t)n_out, j->scratch + (size_t)ith * j->scratch_bytes);
+    }
+}
+
+static void bf16_act(const float *x, void *dst, int64_t n) { gemm_bf16_act(x, dst, n); }
+
+static err_code matmul_bf16(matmul_ctx *c, const matmul_weight *w, const float *x, int T, float *y, err_t *err) {
+    const size_t len = (size_t)gemm_bf16_row_len(w->n_in);
+    err_code rc = convert_rows(c, bf16_act, x, w->n_in, T, len * 2, err);
+    if (rc) return rc;
+    const int nth = c->pool ? tpool_size(c->pool) : 1;
+    const size_t per = (gemm_bf16_scratch_bytes(w->n_in) + 63) & ~(size_t)63;
+    if ((size_t)nth * per > c->scratch_cap) {
+        uint8_t *p = realloc(c->scratch, (size_t)nth * per);
+        if (!p) return err_set(err, ERR_NOMEM, "out of memory for weight panels");
+        c->scratch = p;
+        c->scratch_cap = (size_t)nth * per;
+    }
+    bf_job j = {.w = w, .act = (const uint16_t *)c->act, .act_stride = len, .T = T, .y = y, .scratch = c->scratch,
+                .scratch_bytes = per};
+    if (c->pool) tpool_run(c->pool, bf_work, &j);
+    else bf_work(&j, 0, 1);
+    return ERR_OK;
+}
+
 err_code matmul(matmul_ctx *c, const matmul_weight *w, const float *x, int T, float *y, err_t *err) {
     if (w->packed) return matmul_packed(c, w, 1, x, T, &y, err);
+    if (T >= PACKED_BF16_MIN_TOKENS && gemm_bf16_supported(w->type)) return matmul_bf16(c, w, x, T, y, err);
     const kernel_entry *k = kernel_get(w->type);
     if (!k) return err_set(err, ERR_UNSUPPORTED, "no kernel for tensor type %u", w->type);
     mm_job j = {

@@ -1,0 +1,173 @@
+/*
+ * gemm_bf16 — see gemm_bf16.h. Built with -mavx512bf16; called only where
+ * gemm_bf16_supported says the CPU has it.
+ */
+#include "gemm_bf16.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "quant.h"
+
+#define GB_TOKENS 12 /* tokens per register tile: 2 x 12 accumulators */
+
+bool gemm_bf16_supported(uint32_t type) {
+    if (type != QT_F16 && type != QT_BF16) return false;
+    if (kernels_path() != CPU_AVX512 || !cpu_has_bf16_dot()) return false;
+    const char *env = getenv("OCTO_BF16");
+    return !(env && !strcmp(env, "0"));
+}
+
+uint16_t gemm_bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* NaN stays NaN (quiet) */
+    if ((u & 0x7f800000u) == 0) u &= 0x80000000u;                            /* denormals as zero, as the instruction */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static float bf16_f32(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* GCC 12's loop vectorizer at -O3 reorders this two-term reduction (even with
+ * plain SSE2: 744.5 instead of 662.3 on 512 values near 1, tests/test_matmul),
+ * so the reference keeps its order by not being vectorized. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-vectorize")))
+#endif
+float gemm_bf16_ref_dot(const uint16_t *w, const uint16_t *x, int64_t n_pairs) {
+    float acc = 0.0f;
+    for (int64_t p = 0; p < n_pairs; p++) { /* the odd value of each pair first, as vdpbf16ps */
+        acc += bf16_f32(w[2 * p + 1]) * bf16_f32(x[2 * p + 1]);
+        acc += bf16_f32(w[2 * p]) * bf16_f32(x[2 * p]);
+    }
+    return acc;
+}
+
+#if defined(__x86_64__) && defined(__AVX512BF16__)
+#include <immintrin.h>
+
+void gemm_bf16_act(const float *x, uint16_t *dst, int64_t n) {
+    const int64_t len = gemm_bf16_row_len(n);
+    for (int64_t i = 0; i < len; i += 32) {
+        const int64_t a = n - i, b = n - i - 16;
+        const __mmask16 ma = a >= 16 ? 0xffff : a > 0 ? (__mmask16)((1u << a) - 1) : 0;
+        const __mmask16 mb = b >= 16 ? 0xffff : b > 0 ? (__mmask16)((1u << b) - 1) : 0;
+        const __m512 lo = _mm512_maskz_loadu_ps(ma, x + i), hi = _mm512_maskz_loadu_ps(mb, x + i + 16);
+        const __m512i v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+        const int64_t left = len - i;
+        _mm512_mask_storeu_epi16(dst + i, left >= 32 ? 0xffffffffu : (__mmask32)((1ull << left) - 1), v);
+    }
+}
+
+/* One weight row as bf16 pairs (32-bit words) into out, zero-padded to n_pairs. */
+static void row_pairs(const void *row, uint32_t type, int64_t n, uint32_t *out) {
+    const int64_t n_pairs = gemm_bf16_row_len(n) / 2;
+    if (type == QT_BF16) {
+        memcpy(out, row, (size_t)n * 2);
+        if (n & 1) ((uint16_t *)out)[n] = 0;
+        return;
+    }
+    const uint16_t *h = row;
+    for (int64_t i = 0; i < 2 * n_pairs; i += 32) {
+        const int64_t a = n - i, b = n - i - 16;
+        const __mmask16 ma = a >= 16 ? 0xffff : a > 0 ? (__mmask16)((1u << a) - 1) : 0;
+        const __mmask16 mb = b >= 16 ? 0xffff : b > 0 ? (__mmask16)((1u << b) - 1) : 0;
+        const __m512 lo = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(ma, h + i));
+        const __m512 hi = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mb, h + i + 16));
+        const int64_t left = 2 * n_pairs - i;
+        _mm512_mask_storeu_epi16((uint16_t *)out + i, left >= 32 ? 0xffffffffu : (__mmask32)((1ull << left) - 1),
+                                 (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+}
+
+/* Rows r0.. (up to 32) re-laid as two panels: panel[q][p * 16 + i] = row (16q + i)'s pair p. */
+static void make_panels(const uint8_t *w, uint32_t type, size_t row_bytes, int64_t n, int rows, uint32_t *panel,
+                        uint32_t *tmp) {
+    const int64_t n_pairs = gemm_bf16_row_len(n) / 2;
+    for (int i = 0; i < GEMM_BF16_ROWS; i++) {
+        uint32_t *dst = panel + (size_t)(i / 16) * (size_t)n_pairs * 16 + (i % 16);
+        if (i >= rows) {
+            for (int64_t p = 0; p < n_pairs; p++) dst[p * 16] = 0;
+            continue;
+        }
+        row_pairs(w + (size_t)i * row_bytes, type, n, tmp);
+        for (int64_t p = 0; p < n_pairs; p++) dst[p * 16] = tmp[p];
+    }
+}
+
+/* nt (1..GB_TOKENS) tokens against both panels. */
+static inline __attribute__((always_inline)) void tile(const uint32_t *p0, const uint32_t *p1, int64_t n_pairs,
+                                                        const uint16_t *act, size_t act_stride, int nt, float *y,
+                                                        size_t y_stride, __mmask16 m0, __mmask16 m1) {
+    __m512 a0[GB_TOKENS], a1[GB_TOKENS];
+    for (int t = 0; t < nt; t++) a0[t] = a1[t] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < n_pairs; p++) {
+        const __m512bh w0 = (__m512bh)_mm512_loadu_si512(p0 + p * 16), w1 = (__m512bh)_mm512_loadu_si512(p1 + p * 16);
+        for (int t = 0; t < nt; t++) {
+            uint32_t pair;
+            memcpy(&pair, act + (size_t)t * act_stride + 2 * p, 4);
+            const __m512bh x = (__m512bh)_mm512_set1_epi32((int)pair);
+            a0[t] = _mm512_dpbf16_ps(a0[t], w0, x);
+            a1[t] = _mm512_dpbf16_ps(a1[t], w1, x);
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        _mm512_mask_storeu_ps(y + (size_t)t * y_stride, m0, a0[t]);
+        if (m1) _mm512_mask_storeu_ps(y + (size_t)t * y_stride + 16, m1, a1[t]);
+    }
+}
+
+static void tile_any(const uint32_t *p0, const uint32_t *p1, int64_t n_pairs, const uint16_t *act, size_t act_stride,
+                     int nt, float *y, size_t y_stride, __mmask16 m0, __mmask16 m1) {
+    switch (nt) { /* a constant count per case: the tile's loops unroll into registers */
+#define CASE(k) \
+    case k: tile(p0, p1, n_pairs, act, act_stride, k, y, y_stride, m0, m1); break;
+        CASE(1) CASE(2) CASE(3) CASE(4) CASE(5) CASE(6) CASE(7) CASE(8) CASE(9) CASE(10) CASE(11) CASE(12)
+#undef CASE
+    default: break;
+    }
+}
+
+size_t gemm_bf16_scratch_bytes(int64_t n) {
+    const size_t n_pairs = (size_t)gemm_bf16_row_len(n) / 2;
+    return (GEMM_BF16_ROWS + 1) * n_pairs * 4 + 64;
+}
+
+void gemm_bf16_rows(const void *w, uint32_t type, size_t row_bytes, int64_t n, int r0, int r1, const uint16_t *act,
+                    size_t act_stride, int T, float *y, size_t y_stride, void *scratch) {
+    const int64_t n_pairs = gemm_bf16_row_len(n) / 2;
+    uint32_t *panel = (uint32_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *tmp = panel + GEMM_BF16_ROWS * n_pairs;
+    const int rows = r1 - r0;
+    make_panels((const uint8_t *)w + (size_t)r0 * row_bytes, type, row_bytes, n, rows, panel, tmp);
+    const __mmask16 m0 = rows >= 16 ? 0xffff : (__mmask16)((1u << rows) - 1);
+    const __mmask16 m1 = rows >= 32 ? 0xffff : rows > 16 ? (__mmask16)((1u << (rows - 16)) - 1) : 0;
+    for (int t = 0; t < T; t += GB_TOKENS) {
+        const int nt = T - t < GB_TOKENS ? T - t : GB_TOKENS;
+        tile_any(panel, panel + 16 * n_pairs, n_pairs, act + (size_t)t * act_stride, act_stride, nt,
+                 y + (size_t)t * y_stride + r0, y_stride, m0, m1);
+    }
+}
+
+#else /* no AVX512-BF16 in this build: never supported, never called */
+
+void gemm_bf16_act(const float *x, uint16_t *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = gemm_bf16_round(x[i]);
+    if (n & 1) dst[n] = 0;
+}
+
+size_t gemm_bf16_scratch_bytes(int64_t n) { return (size_t)gemm_bf16_row_len(n) * 2; }
+
+void gemm_bf16_rows(const void *w, uint32_t type, size_t row_bytes, int64_t n, int r0, int r1, const uint16_t *act,
+                    size_t act_stride, int T, float *y, size_t y_stride, void *scratch) {
+    (void)w, (void)type, (void)row_bytes, (void)n, (void)r0, (void)r1, (void)act, (void)act_stride, (void)T, (void)y,
+        (void)y_stride, (void)scratch;
+}
+
+#endif
