@@ -71,7 +71,7 @@ static void score(const float *logits, const int32_t *tok, int t, int V, float *
 }
 
 /* --prompt-random SEED: the baseline prompt compression is judged against */
-static unsigned long random_keep_seed;
+static uint64_t random_keep_seed;
 static int prompt_lookahead; /* --prompt-lookahead N */
 
 /* The prompt, compressed: by the library (the draft's votes), or with
@@ -86,10 +86,10 @@ static octo_status eval_prompt(octo_model *m, const int32_t *tok, int n, float c
     if (!kept) return OCTO_ERR_NOMEM;
     const int mid = n - 4 - 32 > 0 ? n - 4 - 32 : 0;
     int want = (int)ceil(compress * n) - (n - mid), k = 0;
-    unsigned long x = random_keep_seed;
+    uint64_t x = random_keep_seed;
     for (int i = 0; i < n; i++) {
         const bool always = i < 4 || i >= n - 32;
-        x = x * 6364136223846793005UL + 1442695040888963407UL;
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
         /* selection sampling: of the mid - (i - 4) still to see, keep want of them */
         const int left = mid - (i - 4);
         const bool take = !always && want > 0 && (double)(x >> 11) / 9007199254740992.0 * left < want;
@@ -271,7 +271,7 @@ static int parse_eval_args(int argc, char **argv, eval_args *e) {
         else if (!strcmp(a, "--prompt-random")) {
             NEED_VALUE;
             if (!parse_long(v, 1, LONG_MAX, &x)) return usage_error("eval: bad --prompt-random '%s' (a seed > 0)", v);
-            random_keep_seed = (unsigned long)x;
+            random_keep_seed = (uint64_t)x;
         }
         else if (!strcmp(a, "--prompt-compress")) {
             NEED_VALUE;

@@ -115,6 +115,8 @@ def test_errors(model):
     s.close()
     with pytest.raises(octo.OctoError, match="empty"):
         model.generate("")
+    with pytest.raises(octo.OctoError, match="needs a draft model"):  # SpecPC without a draft
+        model.generate(PROMPT, max_tokens=8, prompt_compress=0.5)
     assert model.tokenize("Once upon")[0] == 1  # BOS
 
 

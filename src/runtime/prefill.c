@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/threadpool.h"
 
 static double ms_since(uint64_t t0) { return (double)(clock_ns() - t0) / 1e6; }
 
@@ -183,7 +184,10 @@ static err_code draft_part(session *s, session *draft, const int32_t *seq, int n
     if (!(look->la = malloc(sizeof(int32_t) * (size_t)(look->n_la ? look->n_la : 1))))
         return err_set(err, ERR_NOMEM, "out of memory");
     const uint64_t t0 = clock_ns();
+    tpool_affinity prev; /* on cores of different capacity the draft computes on its own (runtime/plan.h) */
+    tpool_pin_caller(draft->pool, &prev);
     err_code rc = pc || look->n_la ? draft_lookahead(draft, seq, n_seq, window, look, err) : ERR_OK;
+    tpool_unpin_caller(&prev);
     for (int l = 1; !rc && pc && l < n_layer; l++) /* a token's vote: its largest in any layer (measured above the sum) */
         for (int i = 0; i < n_seq; i++) look->votes[i] = fmaxf(look->votes[i], look->votes[(size_t)l * n_seq + i]);
     if (!rc && pc) rc = pool_votes(look->votes, n_seq, PREFILL_PC_POOL, err);
