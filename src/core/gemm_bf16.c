@@ -87,18 +87,50 @@ static void row_pairs(const void *row, uint32_t type, int64_t n, uint32_t *out) 
     }
 }
 
-/* Rows r0.. (up to 32) re-laid as two panels: panel[q][p * 16 + i] = row (16q + i)'s pair p. */
+/* Pairs rounded up to whole 16 x 16 blocks (the transposes' unit). */
+static int64_t pairs16(int64_t n) { return (gemm_bf16_row_len(n) / 2 + 15) & ~(int64_t)15; }
+
+/* dst[16 p + i] = src[i * stride + p] for 16 rows i and 16 words p: a 16 x 16 transpose of 32-bit words. */
+static void transpose16(const uint32_t *src, size_t stride, uint32_t *dst) {
+    __m512i r[16], t[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512(src + (size_t)i * stride);
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+    }
+    for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + 16 * j, r[j]);
+}
+
+/* Rows r0.. (up to 32) re-laid as two panels: panel[q][p * 16 + i] = row (16q + i)'s pair p, each
+ * panel pairs16(n) pairs long. rows: 16 rows of pairs16(n) words, the rows converted first. */
 static void make_panels(const uint8_t *w, uint32_t type, size_t row_bytes, int64_t n, int rows, uint32_t *panel,
-                        uint32_t *tmp) {
-    const int64_t n_pairs = gemm_bf16_row_len(n) / 2;
-    for (int i = 0; i < GEMM_BF16_ROWS; i++) {
-        uint32_t *dst = panel + (size_t)(i / 16) * (size_t)n_pairs * 16 + (i % 16);
-        if (i >= rows) {
-            for (int64_t p = 0; p < n_pairs; p++) dst[p * 16] = 0;
-            continue;
+                        uint32_t *rowbuf) {
+    const int64_t np = gemm_bf16_row_len(n) / 2, np16 = pairs16(n);
+    for (int q = 0; q < 2; q++) {
+        for (int i = 0; i < 16; i++) {
+            uint32_t *dst = rowbuf + (size_t)i * (size_t)np16;
+            const int r = 16 * q + i;
+            if (r < rows) row_pairs(w + (size_t)r * row_bytes, type, n, dst);
+            memset(dst + (r < rows ? np : 0), 0, sizeof(uint32_t) * (size_t)(np16 - (r < rows ? np : 0)));
         }
-        row_pairs(w + (size_t)i * row_bytes, type, n, tmp);
-        for (int64_t p = 0; p < n_pairs; p++) dst[p * 16] = tmp[p];
+        uint32_t *pq = panel + (size_t)q * (size_t)np16 * 16;
+        for (int64_t p = 0; p < np16; p += 16) transpose16(rowbuf + p, (size_t)np16, pq + (size_t)p * 16);
     }
 }
 
@@ -135,22 +167,19 @@ static void tile_any(const uint32_t *p0, const uint32_t *p1, int64_t n_pairs, co
     }
 }
 
-size_t gemm_bf16_scratch_bytes(int64_t n) {
-    const size_t n_pairs = (size_t)gemm_bf16_row_len(n) / 2;
-    return (GEMM_BF16_ROWS + 1) * n_pairs * 4 + 64;
-}
+size_t gemm_bf16_scratch_bytes(int64_t n) { return (GEMM_BF16_ROWS + 16) * (size_t)pairs16(n) * 4 + 64; }
 
 void gemm_bf16_rows(const void *w, uint32_t type, size_t row_bytes, int64_t n, int r0, int r1, const uint16_t *act,
                     size_t act_stride, int T, float *y, size_t y_stride, void *scratch) {
-    const int64_t n_pairs = gemm_bf16_row_len(n) / 2;
-    uint32_t *panel = (uint32_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *tmp = panel + GEMM_BF16_ROWS * n_pairs;
+    const int64_t n_pairs = gemm_bf16_row_len(n) / 2, np16 = pairs16(n);
+    uint32_t *panel = (uint32_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *rowbuf = panel + GEMM_BF16_ROWS * np16;
     const int rows = r1 - r0;
-    make_panels((const uint8_t *)w + (size_t)r0 * row_bytes, type, row_bytes, n, rows, panel, tmp);
+    make_panels((const uint8_t *)w + (size_t)r0 * row_bytes, type, row_bytes, n, rows, panel, rowbuf);
     const __mmask16 m0 = rows >= 16 ? 0xffff : (__mmask16)((1u << rows) - 1);
     const __mmask16 m1 = rows >= 32 ? 0xffff : rows > 16 ? (__mmask16)((1u << (rows - 16)) - 1) : 0;
     for (int t = 0; t < T; t += GB_TOKENS) {
         const int nt = T - t < GB_TOKENS ? T - t : GB_TOKENS;
-        tile_any(panel, panel + 16 * n_pairs, n_pairs, act + (size_t)t * act_stride, act_stride, nt,
+        tile_any(panel, panel + 16 * np16, n_pairs, act + (size_t)t * act_stride, act_stride, nt,
                  y + (size_t)t * y_stride + r0, y_stride, m0, m1);
     }
 }

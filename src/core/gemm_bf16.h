@@ -13,7 +13,7 @@
  * is why only batches of PACKED_BF16_MIN_TOKENS or more take this path, as
  * with AMX's bf16 kernel (core/packed.h).
  *
- * The kernel: 32 weight rows are re-laid once per slice as two panels whose
+ * The kernel: 32 weight rows are re-laid (16 x 16 word transposes) as two panels whose
  * vector p holds the pair (2p, 2p + 1) of 16 rows; each vector serves 12
  * tokens, whose pairs are broadcast: 24 accumulators in registers.
  */
