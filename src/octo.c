@@ -487,11 +487,10 @@ octo_status octo_eval_prompt(octo_model *om, const int32_t *tokens, int n, const
     const prefill_params pp = {.compress = gp.prompt_compress, .lookahead = gp.prompt_lookahead,
                                .auto_policy = auto_kv_policy(om)};
     prefill_stats st;
-    int n_kept;
-    err_code rc = prefill_run(om->main.s, om->main.draft_s, tokens, n, &pp, logits, NULL, &n_kept, &st, &om->err);
+    err_code rc = prefill_run(om->main.s, om->main.draft_s, tokens, n, &pp, logits, &st, &om->err);
     if (!rc)
-        om->main.last = (gen_stats){.prompt_tokens = n, .prefill_tokens = n_kept, .prefill_ms = st.draft_ms + st.prefill_ms,
-                                    .pre = st};
+        om->main.last = (gen_stats){.prompt_tokens = n, .prefill_tokens = n - st.prompt_dropped,
+                                    .prefill_ms = st.draft_ms + st.prefill_ms, .pre = st};
     return (octo_status)rc;
 }
 

@@ -170,35 +170,36 @@ static int parse_policy(const char *s, octo_kv_policy *out) {
     return 0;
 }
 
+/* "PCT%" with 0 < PCT <= 100 into *pct: 1; not a percentage: 0; a bad one: -1. */
+static int parse_percent(const char *v, double *pct) {
+    const size_t len = strlen(v);
+    char buf[32];
+    float f;
+    if (!len || len >= sizeof buf || v[len - 1] != '%') return 0;
+    memcpy(buf, v, len - 1);
+    buf[len - 1] = 0;
+    if (!parse_float(buf, &f) || f <= 0 || f > 100) return -1;
+    *pct = f;
+    return 1;
+}
+
 /* --kv-budget BYTES or PCT%; 0 or a usage error's exit code. */
 static int parse_kv_budget(const char *v, eval_args *e) {
-    size_t len = strlen(v);
-    float pct;
-    char buf[32];
     long x;
-    if (len && len < sizeof buf && v[len - 1] == '%') {
-        memcpy(buf, v, len - 1);
-        buf[len - 1] = 0;
-        if (!parse_float(buf, &pct) || pct <= 0 || pct > 100) return usage_error("eval: bad --kv-budget '%s'", v);
-        e->budget_pct = pct;
-    } else if (parse_long(v, 1, 0x7fffffffffffffffL, &x)) e->mo.kv.budget_bytes = (uint64_t)x;
-    else return usage_error("eval: bad --kv-budget '%s' (bytes, or a percentage of the full F16 cache)", v);
+    const int pct = parse_percent(v, &e->budget_pct);
+    if (pct < 0) return usage_error("eval: bad --kv-budget '%s'", v);
+    if (!pct && parse_long(v, 1, 0x7fffffffffffffffL, &x)) e->mo.kv.budget_bytes = (uint64_t)x;
+    else if (!pct) return usage_error("eval: bad --kv-budget '%s' (bytes, or a percentage of the full F16 cache)", v);
     return 0;
 }
 
 /* --kv-keep N or PCT%; 0 or a usage error's exit code. */
 static int parse_kv_keep(const char *v, eval_args *e) {
-    const size_t len = strlen(v);
-    char buf[32];
     long x;
-    float pct;
-    if (len && len < sizeof buf && v[len - 1] == '%') {
-        memcpy(buf, v, len - 1);
-        buf[len - 1] = 0;
-        if (!parse_float(buf, &pct) || pct <= 0 || pct > 100) return usage_error("eval: bad --kv-keep '%s'", v);
-        e->keep_pct = pct;
-    } else if (parse_long(v, 1, 1 << 20, &x)) e->mo.kv.budget_tokens = (int)x;
-    else return usage_error("eval: bad --kv-keep '%s' (entries per layer, or a percentage of the prompt's)", v);
+    const int pct = parse_percent(v, &e->keep_pct);
+    if (pct < 0) return usage_error("eval: bad --kv-keep '%s'", v);
+    if (!pct && parse_long(v, 1, 1 << 20, &x)) e->mo.kv.budget_tokens = (int)x;
+    else if (!pct) return usage_error("eval: bad --kv-keep '%s' (entries per layer, or a percentage of the prompt's)", v);
     return 0;
 }
 

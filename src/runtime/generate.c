@@ -290,14 +290,13 @@ static bool prefill_with_draft(generation *g, int keep) {
         fail(g, GEN_STOP_CANCELLED);
         return false;
     }
-    int n_kept;
-    if (prefill_run(g->s, g->p.draft, g->prompt + keep, g->n_prompt - keep, &g->p.prefill, g->logits, NULL, &n_kept,
-                    &g->stats.pre, &g->err)) {
+    const int n = g->n_prompt - keep;
+    if (prefill_run(g->s, g->p.draft, g->prompt + keep, n, &g->p.prefill, g->logits, &g->stats.pre, &g->err)) {
         fail(g, GEN_STOP_ERROR);
         return false;
     }
-    if (g->p.on_prefill) g->p.on_prefill(g->p.user, g->n_prompt - keep, g->n_prompt - keep);
-    prefilled(g, n_kept);
+    if (g->p.on_prefill) g->p.on_prefill(g->p.user, n, n);
+    prefilled(g, n - g->stats.pre.prompt_dropped);
     return true;
 }
 

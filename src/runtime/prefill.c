@@ -201,12 +201,8 @@ static err_code draft_part(session *s, session *draft, const int32_t *seq, int n
 }
 
 err_code prefill_run(session *s, session *draft, const int32_t *prompt, int n, const prefill_params *p,
-                     float *logits, int32_t *kept, int *n_kept, prefill_stats *st, err_t *err) {
+                     float *logits, prefill_stats *st, err_t *err) {
     *st = (prefill_stats){0};
-    int n_dummy;
-    if (!n_kept) n_kept = &n_dummy;
-    *n_kept = n;
-    if (kept) memcpy(kept, prompt, sizeof(int32_t) * (size_t)n);
     err_code rc = prefill_check(s, draft, p, err);
     if (rc) return rc;
     if (n <= 0 || n > s->n_ctx - s->n_past)
@@ -222,22 +218,22 @@ err_code prefill_run(session *s, session *draft, const int32_t *prompt, int n, c
     const int n_seq = s->n_past + n, n_past0 = s->n_past;
     int32_t *seq = malloc(sizeof(int32_t) * (size_t)n_seq), *mine = malloc(sizeof(int32_t) * (size_t)n);
     draft_look look = {0};
+    int n_kept = n;
     rc = seq && mine ? ERR_OK : err_set(err, ERR_NOMEM, "out of memory");
     if (!rc) {
         memcpy(seq, s->tokens, sizeof(int32_t) * (size_t)s->n_past);
         memcpy(seq + s->n_past, prompt, sizeof(int32_t) * (size_t)n);
-        rc = draft_part(s, draft, seq, n_seq, n, p, &look, mine, n_kept, st, err);
+        rc = draft_part(s, draft, seq, n_seq, n, p, &look, mine, &n_kept, st, err);
     }
     if (!rc) {
         const uint64_t t0 = clock_ns();
-        rc = policy_scores_lookahead(s, *n_kept, p) ? speckv_prefill(s, mine, *n_kept, &look, logits, st, err)
-                                                    : session_eval(s, mine, *n_kept, false, logits, err);
+        rc = policy_scores_lookahead(s, n_kept, p) ? speckv_prefill(s, mine, n_kept, &look, logits, st, err)
+                                                   : session_eval(s, mine, n_kept, false, logits, err);
         st->prefill_ms = ms_since(t0);
-        if (st->prompt_dropped && *n_kept)
-            st->saved_ms = (st->prefill_ms - st->vote_ms) / *n_kept * st->prompt_dropped - st->draft_ms;
+        if (st->prompt_dropped && n_kept)
+            st->saved_ms = (st->prefill_ms - st->vote_ms) / n_kept * st->prompt_dropped - st->draft_ms;
     }
     if (rc) session_truncate(s, n_past0); /* the sequence as it was (entries evicted meanwhile stay evicted) */
-    if (!rc && kept) memcpy(kept, mine, sizeof(int32_t) * (size_t)*n_kept);
     free(seq), free(mine), free(look.votes), free(look.la);
     return rc;
 }

@@ -72,10 +72,10 @@ bool prefill_uses_draft(const session *s, const session *draft, int n, const pre
  * a draft of the same vocabulary. */
 err_code prefill_check(const session *s, const session *draft, const prefill_params *p, err_t *err);
 
-/* Prefill prompt[0..n) after what s holds, as the header says: the last row of logits into logits,
- * the tokens the model consumed into kept (n of them at most; NULL allowed) and their count into
- * *n_kept. Without a draft path (prefill_uses_draft false) a plain session_eval. */
+/* Prefill prompt[0..n) after what s holds, as the header says: the last row of logits into logits.
+ * The model consumes n - st->prompt_dropped tokens. Without a draft path (prefill_uses_draft false)
+ * a plain session_eval. */
 err_code prefill_run(session *s, session *draft, const int32_t *prompt, int n, const prefill_params *p,
-                     float *logits, int32_t *kept, int *n_kept, prefill_stats *st, err_t *err);
+                     float *logits, prefill_stats *st, err_t *err);
 
 #endif
