@@ -431,6 +431,9 @@ typedef struct {
     octo_spec_mode spec;    /* speculative decoding; default OCTO_SPEC_AUTO */
     int spec_k;             /* fixed draft length 1..10, for experiments: speculation then also stays on when it
                                does not pay; 0 = adaptive and switched off where it does not pay (default) */
+    int spec_tree;          /* draft and self-draft: 0 = each pass verifies a token tree, its size chosen by the
+                               passes' measured cost (default); -1 = one line of drafts; 1..31 = trees of this
+                               many nodes, for experiments (kept on like spec_k); spec_k > 0 means lines */
     /* OCTO_SPEC_LOOKAHEAD: window columns W (1..16), n-gram size N (2..6),
      * n-grams kept per first token G (1..16), a pass being 1 + (N-1)(W+1)
      * tokens at most 63; all 0 = 5, 3, 4 (default) */
@@ -579,7 +582,9 @@ typedef struct {
     double speculative_acceptance_rate; /* accepted / proposed draft tokens */
     int spec_proposed, spec_accepted;   /* draft tokens of the last generation */
     int spec_steps;                     /* its verify passes */
-    int spec_k;                         /* its draft length at the end (0: speculation off) */
+    int spec_k;                         /* its draft length, or its last tree's nodes, at the end (0: off) */
+    int spec_tree_passes;               /* verify passes of token trees (spec_proposed counts their nodes) */
+    int spec_off_line;                  /* of those, passes that kept a path other than the tree's first line */
     double spec_ms;                     /* time in speculative steps, proposing and verifying */
     double spec_draft_ms;               /* of spec_ms, the time proposing (the draft's steps, a lookup) */
     char spec_proposer[12];             /* "ngram", "draft", "self", "lookahead" or "none" */

@@ -591,6 +591,7 @@ static gen_params to_gen_params(const octo_generate_params *p) {
         .on_prefill = p->on_prefill,
         .user = p->user,
         .spec_k = p->spec_k,
+        .spec_tree = p->spec_tree,
         .lookahead = {.w = p->lookahead_w, .n = p->lookahead_n, .g = p->lookahead_g},
         .prefill = {.compress = p->prompt_compress, .lookahead = p->prompt_lookahead},
     };
@@ -883,6 +884,8 @@ static void generation_stats(octo_stats *st, const gen_stats *g) {
         st->spec_accepted = g->spec_accepted;
         st->spec_steps = g->spec_steps;
         st->spec_k = g->spec_k;
+        st->spec_tree_passes = g->spec_tree_passes;
+        st->spec_off_line = g->spec_off_line;
         st->spec_ms = g->spec_ms;
         st->spec_draft_ms = g->spec_draft_ms;
         snprintf(st->spec_proposer, sizeof st->spec_proposer, "%s", g->spec_proposer);

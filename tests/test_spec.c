@@ -130,7 +130,7 @@ static void compare_mode(const char *label, const char *path, const char *draft,
     }
     const int ks[] = {0, 1, 3, 8};
     int differ = 0, runs = 0;
-    long proposed = 0, accepted = 0, steps = 0, tokens = 0;
+    long proposed = 0, accepted = 0, steps = 0, tokens = 0, off_line = 0;
     for (int i = 0; i < n_prompts; i++) {
         gen_out ref = generate(m, prompts[i], OCTO_SPEC_NONE, 0, n_tokens, NULL);
         for (size_t kk = 0; kk < sizeof ks / sizeof *ks; kk++) {
@@ -149,11 +149,30 @@ static void compare_mode(const char *label, const char *path, const char *draft,
             tokens += o.n;
             free(o.ids);
         }
+        for (int t = 0; mode == OCTO_SPEC_DRAFT && t < 3; t++) { /* trees of fixed sizes */
+            octo_generate_params tp = octo_generate_params_defaults();
+            tp.temperature = 0.0f;
+            tp.spec_tree = (int[]){3, 8, 20}[t];
+            octo_stats st;
+            gen_out o = generate_with(m, prompts[i], &tp, mode, 0, n_tokens, &st);
+            runs++;
+            differ += o.n != ref.n || memcmp(o.ids, ref.ids, sizeof(int32_t) * (size_t)o.n);
+            T_CHECKF(st.spec_tree_passes == st.spec_steps, "[%s] tree %d: %d of %d passes trees", label, tp.spec_tree,
+                     st.spec_tree_passes, st.spec_steps);
+            proposed += st.spec_proposed, accepted += st.spec_accepted, steps += st.spec_steps, tokens += o.n;
+            off_line += st.spec_off_line;
+            free(o.ids);
+        }
         free(ref.ids);
     }
-    printf("[%s] %d prompts x 4 draft settings: %d of %d generations differ from plain decoding; "
+    printf("[%s] %d prompts x %d draft settings: %d of %d generations differ from plain decoding; "
            "%ld drafts proposed, %ld accepted (%.1f %%), %ld tokens in %ld verify passes\n",
-           label, n_prompts, differ, runs, proposed, accepted, proposed ? 100.0 * accepted / proposed : 0.0, tokens, steps);
+           label, n_prompts, runs / n_prompts, differ, runs, proposed, accepted, proposed ? 100.0 * accepted / proposed : 0.0,
+           tokens, steps);
+    if (mode == OCTO_SPEC_DRAFT) {
+        printf("[%s] of the tree passes' accepted paths, %ld left the tree's first line\n", label, off_line);
+        T_CHECKF(off_line > 0, "[%s] no tree pass kept a path off its first line: moving entries went untested", label);
+    }
     if (mode == OCTO_SPEC_LOOKAHEAD)
         printf("[%s] of those drafts, %ld came from the window's pool, %ld of them accepted\n", label, pool_proposed,
                pool_accepted);
@@ -368,6 +387,105 @@ static void test_tree_rollback(const char *path) {
     model_free(m);
 }
 
+/* A random draft tree over the plain continuation: node u at depth d < 4
+ * gets 0..3 children; when u is on plain decoding's path, one child at a
+ * random rank is plain decoding's next token and the others are not. */
+static void random_tree(rng_t *r, const int32_t *next_tokens, int V, spec_tree *t) {
+    bool on[SPEC_TREE_MAX] = {true};
+    t->n = 1;
+    for (int u = 0; u < t->n; u++) {
+        if (t->depth[u] >= 4) continue;
+        const int c = (int)(rng_next(r) % 4), right = on[u] ? (int)(rng_next(r) % 4) : -1;
+        for (int k = 0; k < c && t->n < 20; k++) {
+            const int v = t->n++;
+            t->parent[v] = (int8_t)u, t->rank[v] = (int8_t)k, t->depth[v] = (int8_t)(t->depth[u] + 1);
+            t->q[v] = NULL, t->prob[v] = t->value[v] = 0.5f;
+            on[v] = k == right;
+            const int32_t want = next_tokens[t->depth[u]];
+            t->token[v] = on[v] ? want : (int32_t)((want + 1 + (int32_t)(rng_next(r) % 7) + 7 * k) % V);
+        }
+    }
+}
+
+/* Draft trees against plain decoding, through the session: random trees
+ * whose accepted path is often not their first line. The rows of the path
+ * verification walks must equal plain decoding's logits bit for bit, the
+ * path must be plain decoding's for as long as the tree has it, and after
+ * every pass (its path's entries moved into place, session_accept_path)
+ * the F32 cache must equal plain decoding's, entry for entry. */
+static void test_draft_tree_paths(const char *path) {
+    model *m = NULL;
+    err_t err = {0};
+    if (model_load(path, &m, &err)) {
+        T_CHECKF(0, "%s", err.msg);
+        return;
+    }
+    const int V = m->hp.n_vocab, N_GEN = 120;
+    session *ref = NULL, *s = NULL;
+    sampler *greedy = NULL;
+    sampler_params sp = sampler_defaults();
+    sp.temperature = 0.0f;
+    T_CHECK(session_new(m, 256, QT_F32, 1, &ref, &err) == ERR_OK && session_new(m, 256, QT_F32, 1, &s, &err) == ERR_OK);
+    T_CHECK(sampler_new(&sp, V, &greedy, &err) == ERR_OK);
+    const int32_t prompt[6] = {5, 17, 33, 17, 5, 90};
+    float *rl = malloc(sizeof(float) * (size_t)V * (N_GEN + 1)), *tl = malloc(sizeof(float) * (size_t)V * SPEC_TREE_MAX);
+    float *scratch = malloc(sizeof(float) * 3 * (size_t)V);
+    int32_t seq[128];
+    T_CHECK(session_eval(ref, prompt, 6, false, rl, &err) == ERR_OK);
+    for (int i = 0; i < N_GEN; i++) {
+        seq[i] = argmax_row(rl + (size_t)i * V, V);
+        T_CHECK(session_eval(ref, &seq[i], 1, false, rl + (size_t)(i + 1) * V, &err) == ERR_OK);
+    }
+    T_CHECK(session_eval(s, prompt, 6, false, tl, &err) == ERR_OK);
+    rng_t r = {91};
+    int done = 0, passes = 0, off_line = 0, accepted = 0, row_diff = 0, len_wrong = 0;
+    while (done < N_GEN - 8) {
+        spec_tree raw = {0}, t;
+        raw.token[0] = seq[done];
+        raw.parent[0] = -1;
+        random_tree(&r, seq + done + 1, V, &raw);
+        uint64_t anc[SPEC_TREE_MAX];
+        spec_tree_layout(&raw, &t, anc);
+        int expect = 0; /* plain decoding's path through the tree */
+        for (int u = 0, found = 1; found;) {
+            found = 0;
+            for (int v = u + 1; v < t.n && !found; v++)
+                if (t.parent[v] == u && t.token[v] == seq[done + 1 + expect]) found = 1, u = v, expect++;
+        }
+        if (session_eval_tree(s, t.token, t.n, anc, NULL, t.n, tl, &err)) {
+            T_CHECKF(0, "%s", err.msg);
+            break;
+        }
+        int walk[SPEC_TREE_MAX];
+        int32_t next;
+        const int a = spec_verify_tree(greedy, tl, V, &t, scratch, walk, &next);
+        len_wrong += a != expect || next != seq[done + 1 + a];
+        for (int j = 0; j <= a; j++)
+            row_diff += memcmp(tl + (size_t)walk[j] * V, rl + (size_t)(done + 1 + j) * V, sizeof(float) * V) != 0;
+        off_line += a > 0 && walk[a] != a;
+        if (session_accept_path(s, t.token, t.n, walk, a + 1, &err)) {
+            T_CHECKF(0, "%s", err.msg);
+            break;
+        }
+        accepted += a;
+        done += a + 1;
+        passes++;
+    }
+    session_truncate(ref, 6 + done);
+    const int cdiff = caches_differ(s, ref);
+    printf("draft trees: %d passes, %d nodes accepted, %d paths off the first line; %d path rows differ from plain "
+           "decoding, %d paths wrong, %d cache entries differ\n",
+           passes, accepted, off_line, row_diff, len_wrong, cdiff);
+    T_EQ_INT(row_diff, 0);
+    T_EQ_INT(len_wrong, 0);
+    T_EQ_INT(cdiff, 0);
+    T_CHECK(off_line > 5 && accepted > 20);
+    free(rl), free(tl), free(scratch);
+    sampler_free(greedy);
+    session_free(s), session_free(ref);
+    model_free(m);
+}
+
 /* ---- statistics: chi-square tests ----
  *
  * Five tests below must pass (two on the toy target, three end to end); each
@@ -551,6 +669,143 @@ static void test_rejection_exact(void) {
     }
 }
 
+/* ---- the same for draft trees ----
+ *
+ * Each pass from position pos verifies a tree: 3 children of the root, 2
+ * children of the first (the line), 2 of its first, and 1 of the root's
+ * second child (a path off the line), each family drawn without
+ * replacement from Q at its depth (or, deterministic, Q's top ones). Node
+ * rows are P at pos + depth. */
+
+typedef int (*tree_rule)(sampler *, const float *, int, const spec_tree *, float *, int *, int32_t *);
+
+/* Children of u in rank order (the toy builds them in that order). */
+static int toy_children(const spec_tree *t, int u, int *ch) {
+    int m = 0;
+    for (int v = u + 1; v < t->n; v++)
+        if (t->parent[v] == u) ch[m++] = v;
+    return m;
+}
+
+/* The walk with a WRONG multi-candidate rule: mode 1 tries every child
+ * against the node's own p (no residual after a rejection); mode 2 keeps
+ * the residual but treats the children as drawn with replacement (q never
+ * loses the earlier ones). */
+static int wrong_tree(int mode, sampler *smp, const float *rows, int V, const spec_tree *t, float *s, int *path,
+                      int32_t *next) {
+    float *p = s, *r = s + V;
+    int a = 0;
+    path[0] = 0;
+    for (int u = 0;;) {
+        int ch[SPEC_TREE_MAX], v = -1;
+        const int m = toy_children(t, u, ch);
+        sampler_distribution(smp, rows + (size_t)u * V, p);
+        for (int i = 0; i < m && v < 0; i++) {
+            const int32_t x = t->token[ch[i]];
+            const float *q = t->q[ch[i]];
+            if (sampler_uniform(smp) * q[x] < p[x]) v = ch[i];
+            else if (mode == 2) {
+                double sum = 0;
+                for (int j = 0; j < V; j++) sum += r[j] = p[j] > q[j] ? p[j] - q[j] : 0.0f;
+                if (sum > 0) for (int j = 0; j < V; j++) p[j] = (float)(r[j] / sum);
+            }
+        }
+        if (v < 0) {
+            *next = sampler_draw(smp, p);
+            break;
+        }
+        sampler_accept(smp, t->token[v]);
+        path[++a] = u = v;
+    }
+    sampler_rewind(smp, a);
+    return a;
+}
+static int wrong_same_p(sampler *smp, const float *rows, int V, const spec_tree *t, float *s, int *path, int32_t *next) {
+    return wrong_tree(1, smp, rows, V, t, s, path, next);
+}
+static int wrong_replacement(sampler *smp, const float *rows, int V, const spec_tree *t, float *s, int *path,
+                             int32_t *next) {
+    return wrong_tree(2, smp, rows, V, t, s, path, next);
+}
+
+/* Add `count` children of u drawn from q without replacement (or q's top ones). */
+static void toy_family(sampler *smp, spec_tree *t, int u, int count, const float *q, int sampled) {
+    float left[TV];
+    memcpy(left, q, sizeof left);
+    for (int k = 0; k < count; k++) {
+        int32_t x = 0;
+        if (sampled) x = sampler_draw(smp, left);
+        else
+            for (int j = 1; j < TV; j++) x = left[j] > left[x] ? j : x;
+        if (x < 0 || left[x] <= 0.0f) return;
+        const int v = t->n++;
+        t->token[v] = x, t->parent[v] = (int8_t)u, t->rank[v] = (int8_t)k, t->depth[v] = (int8_t)(t->depth[u] + 1);
+        t->q[v] = sampled ? q : NULL, t->prob[v] = q[x], t->value[v] = 0.5f;
+        left[x] = 0.0f;
+    }
+}
+
+static double toy_tree_run(tree_rule rule, int sampled, long n_trials, double *stat, int *df) {
+    sampler_params sp = sampler_defaults();
+    sp.temperature = 0.9f, sp.top_k = 5, sp.top_p = 0.97f, sp.min_p = 0.02f, sp.seed = 4321;
+    sampler *smp;
+    err_t err = {0};
+    if (sampler_new(&sp, TV, &smp, &err)) return -1;
+    float P[TPOS][TV], Q[TPOS][TV], p[TPOS][TV], q[TPOS][TV], scratch[3 * TV], rows[SPEC_TREE_MAX * TV];
+    for (int t = 0; t < TPOS; t++)
+        for (int v = 0; v < TV; v++) {
+            P[t][v] = (float)(1.3 * sin(1.7 * t + 2.1 * v) + 0.4 * v);
+            Q[t][v] = (float)(1.5 * sin(1.1 * t + 1.9 * v + 0.5) + 0.2 * (TV - v));
+        }
+    for (int t = 0; t < TPOS; t++) sampler_distribution(smp, P[t], p[t]), sampler_distribution(smp, Q[t], q[t]);
+    long count[TV * TV * TV] = {0};
+    double prob[TV * TV * TV];
+    for (int i = 0; i < TV * TV * TV; i++) prob[i] = (double)p[0][i / (TV * TV)] * p[1][i / TV % TV] * p[2][i % TV];
+    for (long n = 0; n < n_trials; n++) {
+        int32_t out[16];
+        int pos = 0;
+        while (pos < 3) {
+            spec_tree t = {.n = 1, .parent = {-1}};
+            toy_family(smp, &t, 0, 3, q[pos], sampled);
+            toy_family(smp, &t, 1, 2, q[pos + 1], sampled);
+            toy_family(smp, &t, t.n - 2, 2, q[pos + 2], sampled);
+            toy_family(smp, &t, 2, 1, q[pos + 1], sampled);
+            for (int u = 0; u < t.n; u++) memcpy(rows + u * TV, P[pos + t.depth[u]], sizeof(float) * TV);
+            int walk[SPEC_TREE_MAX];
+            int32_t next;
+            const int a = rule(smp, rows, TV, &t, scratch, walk, &next);
+            for (int i = 1; i <= a; i++) out[pos++] = t.token[walk[i]];
+            out[pos++] = next;
+        }
+        count[(out[0] * TV + out[1]) * TV + out[2]]++;
+    }
+    sampler_free(smp);
+    return chi2_fit(count, prob, TV * TV * TV, n_trials, stat, df);
+}
+
+static void test_tree_rejection_exact(void) {
+    const long N = 200000;
+    struct {
+        const char *name;
+        tree_rule rule;
+        int sampled, must_pass;
+    } cases[] = {
+        {"spec_verify_tree, sampled drafts", spec_verify_tree, 1, 1},
+        {"spec_verify_tree, deterministic candidates", spec_verify_tree, 0, 1},
+        {"WRONG: every child against the same p", wrong_same_p, 1, 0},
+        {"WRONG: children as if drawn with replacement", wrong_replacement, 1, 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        double stat;
+        int df;
+        const double pv = toy_tree_run(cases[c].rule, cases[c].sampled, N, &stat, &df);
+        printf("tree rejection sampling, %s: chi2 %.1f on %d df, p = %.3g over %ld runs\n", cases[c].name, stat, df,
+               pv, N);
+        if (cases[c].must_pass) T_CHECKF(pv > ALPHA, "%s: p = %g", cases[c].name, pv);
+        else T_CHECKF(pv >= 0 && pv < ALPHA, "%s: the test did not see the wrong rule (p = %g)", cases[c].name, pv);
+    }
+}
+
 /* ---- end to end: sampled generation with and without speculation ---- */
 
 static int cmp_long(const void *a, const void *b) {
@@ -559,17 +814,17 @@ static int cmp_long(const void *a, const void *b) {
 }
 
 /* The first 3 tokens of n seeded generations as one key each, sorted. */
-static long *first3(octo_model *m, const char *prompt, octo_spec_mode spec, int n, int V, long *accepted,
+static long *first3(octo_model *m, const char *prompt, octo_spec_mode spec, int tree, int n, int V, long *accepted,
                     long *proposed) {
     octo_generate_params p = octo_generate_params_defaults();
     p.temperature = 0.6f, p.top_k = 8, p.top_p = 0.95f, p.min_p = 0.02f, p.repeat_penalty = 1.1f;
-    p.repeat_last_n = 16, p.spec_k = 3;
+    p.repeat_last_n = 16, p.spec_k = tree ? 0 : 3, p.spec_tree = tree;
     long *keys = malloc(sizeof(long) * (size_t)n);
     *accepted = *proposed = 0;
     for (int i = 0; i < n; i++) {
-        p.seed = 1000003ull * (uint64_t)i + (uint64_t)spec; /* independent runs, per arm */
+        p.seed = 1000003ull * (uint64_t)i + (uint64_t)spec + 101ull * (uint64_t)tree; /* independent runs, per arm */
         octo_stats st;
-        gen_out o = generate_with(m, prompt, &p, spec, 3, 3, &st);
+        gen_out o = generate_with(m, prompt, &p, spec, p.spec_k, 3, &st);
         long key = 0;
         for (int j = 0; j < 3; j++) key = key * (V + 1) + (j < o.n ? o.ids[j] : V); /* V: ended early */
         keys[i] = key;
@@ -613,12 +868,13 @@ static void test_sampled_end_to_end(const char *path, const char *dpath) {
     T_CHECK(w > 0 && w < (int)(sizeof prompt - len));
     free(g.ids);
     long acc, prop;
-    long *plain = first3(m, prompt, OCTO_SPEC_NONE, n, V, &acc, &prop);
+    long *plain = first3(m, prompt, OCTO_SPEC_NONE, 0, n, V, &acc, &prop);
     long *ca = malloc(sizeof(long) * 2 * (size_t)n), *cb = malloc(sizeof(long) * 2 * (size_t)n);
-    const octo_spec_mode modes[] = {OCTO_SPEC_DRAFT, OCTO_SPEC_NGRAM, OCTO_SPEC_LOOKAHEAD};
-    const char *names[] = {"draft", "n-gram", "lookahead"};
-    for (int k = 0; k < 3; k++) {
-        long *spec = first3(m, prompt, modes[k], n, V, &acc, &prop);
+    const octo_spec_mode modes[] = {OCTO_SPEC_DRAFT, OCTO_SPEC_DRAFT, OCTO_SPEC_NGRAM, OCTO_SPEC_LOOKAHEAD};
+    const int trees[] = {0, 6, 0, 0};
+    const char *names[] = {"draft", "draft trees of 6", "n-gram", "lookahead"};
+    for (int k = 0; k < 4; k++) {
+        long *spec = first3(m, prompt, modes[k], trees[k], n, V, &acc, &prop);
         const int cells = merge_counts(plain, spec, n, ca, cb);
         double stat;
         int df;
@@ -659,24 +915,34 @@ static void test_self_draft(const char *trained, char **prompts, int n_prompts) 
     T_CHECKF(m != NULL, "load with a self-draft: %s", octo_last_error(c));
     if (m) {
         printf("self-draft, asked: %s\n", octo_model_info_get(m).speculation);
-        int differ = 0;
-        long proposed = 0, accepted = 0;
-        for (int i = 0; i < n_prompts; i++) {
-            gen_out ref = generate(m, prompts[i], OCTO_SPEC_NONE, 0, 48, NULL);
-            octo_stats st;
-            gen_out o = generate(m, prompts[i], OCTO_SPEC_SELF, 0, 48, &st);
-            T_CHECK(!strcmp(st.spec_proposer, "self"));
-            /* proposing is counted within speculation's time, never beside it */
-            T_CHECKF(st.spec_draft_ms > 0 && st.spec_draft_ms < st.spec_ms, "proposing %.3f ms of %.3f",
-                     st.spec_draft_ms, st.spec_ms);
-            differ += o.n != ref.n || memcmp(o.ids, ref.ids, sizeof(int32_t) * (size_t)o.n);
-            proposed += st.spec_proposed, accepted += st.spec_accepted;
-            free(o.ids), free(ref.ids);
+        octo_generate_params gp = octo_generate_params_defaults();
+        gp.temperature = 0.0f;
+        for (int tree = -1; tree <= 0; tree++) { /* lines of drafts, then trees */
+            gp.spec_tree = tree;
+            int differ = 0;
+            long proposed = 0, accepted = 0, steps = 0, tree_passes = 0;
+            for (int i = 0; i < n_prompts; i++) {
+                gen_out ref = generate(m, prompts[i], OCTO_SPEC_NONE, 0, 48, NULL);
+                octo_stats st;
+                gen_out o = generate_with(m, prompts[i], &gp, OCTO_SPEC_SELF, 0, 48, &st);
+                T_CHECK(!strcmp(st.spec_proposer, "self"));
+                /* proposing is counted within speculation's time, never beside it */
+                T_CHECKF(st.spec_draft_ms > 0 && st.spec_draft_ms < st.spec_ms, "proposing %.3f ms of %.3f",
+                         st.spec_draft_ms, st.spec_ms);
+                differ += o.n != ref.n || memcmp(o.ids, ref.ids, sizeof(int32_t) * (size_t)o.n);
+                proposed += st.spec_proposed, accepted += st.spec_accepted, steps += st.spec_steps;
+                tree_passes += st.spec_tree_passes;
+                free(o.ids), free(ref.ids);
+            }
+            printf("[stories260K, Q4_0 self-draft, %s] %d prompts: %d differ from plain decoding; %ld of %ld drafts "
+                   "accepted in %ld verify passes (%ld of trees)\n",
+                   tree ? "lines" : "trees", n_prompts, differ, accepted, proposed, steps, tree_passes);
+            T_EQ_INT(differ, 0);
+            if (tree) T_CHECKF(accepted * 2 > proposed && tree_passes == 0, "self-draft: only %ld of %ld accepted", accepted, proposed);
+            /* a tree's nodes are mostly alternatives: what counts is the tokens a pass gives */
+            else T_CHECKF(tree_passes == steps && accepted > steps, "self-draft trees: %ld accepted in %ld passes (%ld of trees)",
+                          accepted, steps, tree_passes);
         }
-        printf("[stories260K, Q4_0 self-draft] %d prompts: %d differ from plain decoding; %ld of %ld drafts accepted\n",
-               n_prompts, differ, accepted, proposed);
-        T_EQ_INT(differ, 0);
-        T_CHECKF(accepted * 2 > proposed, "self-draft: only %ld of %ld accepted", accepted, proposed);
         octo_model_free(m);
     }
     octo_client_free(c);
@@ -897,11 +1163,13 @@ int main(void) {
     synth_model(bad, 1000, 8);
     test_self_draft_refused(dpath);
     test_tree_rollback(path);
+    test_draft_tree_paths(path);
     compare_on("synthetic dense Q8_0, n-gram", path, NULL, sp, 4, 48);
     compare_mode("synthetic dense Q8_0, lookahead", path, NULL, OCTO_SPEC_LOOKAHEAD, sp, 4, 48);
     compare_on("synthetic dense Q8_0, Q4_0 draft", path, dpath, sp, 4, 48);
     test_chi2();
     test_rejection_exact();
+    test_tree_rejection_exact();
     test_sampled_end_to_end(path, dpath);
     test_draft_budget(path, dpath);
     test_placed_draft(path, dpath);

@@ -247,6 +247,7 @@ static int parse_bench_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(o, "--prompt-file") && v) { a->prompt_file = v; i++; }
         else if (!strcmp(o, "--temp") && v) { if (!parse_float(v, &gp->temperature)) return usage_error("--temp takes a number"); i++; }
         else if (!strcmp(o, "--seed") && v) { long s; if (!parse_long(v, 0, 1L << 62, &s)) return usage_error("--seed takes a count"); gp->seed = (uint64_t)s; i++; }
+        else if (!strcmp(o, "--spec-tree") && v) { if (!parse_spec_tree(v, &gp->spec_tree)) return usage_error("--spec-tree takes auto, off or 1..31 nodes"); i++; }
         else if (!strcmp(o, "--spec-k") && v) { long k; if (!parse_long(v, 1, 10, &k)) return usage_error("--spec-k takes 1..10"); gp->spec_k = (int)k; i++; }
         else if (!strcmp(o, "--lookahead") && v) {
             if (!parse_lookahead(v, &gp->lookahead_w, &gp->lookahead_n, &gp->lookahead_g)) return usage_error("--lookahead takes W,N,G (e.g. 5,3,4)");

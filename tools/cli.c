@@ -44,6 +44,15 @@ int parse_long(const char *s, long min, long max, long *out) {
     return 1;
 }
 
+int parse_spec_tree(const char *s, int *out) {
+    long n;
+    if (!strcmp(s, "off")) return *out = -1, 1;
+    if (!strcmp(s, "auto")) return *out = 0, 1;
+    if (!parse_long(s, 1, 31, &n)) return 0;
+    *out = (int)n;
+    return 1;
+}
+
 int parse_float(const char *s, float *out) {
     char *end;
     errno = 0;

@@ -38,8 +38,8 @@ static void help(FILE *f) {
           "\n"
           "  run [-m] MODEL [-p] PROMPT | -f FILE | - [-n N] [-t THREADS] [--temp T] [--top-k K]\n"
           "      [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [--chat] [--ids]\n"
-          "      [--stats [--json]] [--spec MODE] [--draft MODEL] [--spec-k N] [--lookahead W,N,G]\n"
-          "      [--prompt-compress R] [--cache-dir DIR] [--device NAME]\n"
+          "      [--stats [--json]] [--spec MODE] [--draft MODEL] [--spec-k N] [--spec-tree auto|off|N]\n"
+          "      [--lookahead W,N,G] [--prompt-compress R] [--cache-dir DIR] [--device NAME]\n"
           "      stream a continuation to stdout; the prompt from -p, a file (-f) or stdin (-);\n"
           "      sampling without --seed draws a new seed each run; --chat: an interactive\n"
           "      conversation (with -p as the system prompt; /stats, /reset, /exit; when the context\n"
@@ -74,8 +74,8 @@ static void help_tools(FILE *f) {
           "      prompt and generation tokens/s (median, spread), GB/s of weights read and the\n"
           "      percentage of the machine's read bandwidth (measured in the same run), the\n"
           "      cost of forwarding T tokens at once; 'octo bench --roofline' measures only that\n"
-          "  bench -m MODEL --spec MODE [--draft MODEL] [--spec-k N] [--lookahead W,N,G] [--prompt T | --prompt-file F]\n"
-          "      [-n 128] [-r REPS] [--temp T] [--seed S] [--json]\n"
+          "  bench -m MODEL --spec MODE [--draft MODEL] [--spec-k N] [--spec-tree auto|off|N] [--lookahead W,N,G]\n"
+          "      [--prompt T | --prompt-file F] [-n 128] [-r REPS] [--temp T] [--seed S] [--json]\n"
           "      speculative decoding against plain, alternated: tokens/s, speedup, acceptance, the formula's figure\n"
           "  eval -m MODEL -f TEXT [--ctx N] [--batch N] [--prompt N] [--json] [--kv-plain] [--kv-policy P]\n"
           "       [--kv-budget BYTES|PCT%] [--kv-hot N] [--kv-warm N] [--kv-anchors N] [--kv-recent N]\n"
@@ -620,6 +620,7 @@ static void print_stats_json(const octo_stats *s) {
             "\"time_to_first_token_ms\": %.3f, \"context_tokens\": %d, \"context_size\": %d, "
             "\"kv_bytes\": %llu, \"kv_budget_bytes\": %llu, \"kv_tokens_evicted\": %lld, \"kv_policy\": \"%s\", "
             "\"spec_proposer\": \"%s\", \"spec_proposed\": %d, \"spec_accepted\": %d, \"spec_steps\": %d, "
+            "\"spec_k\": %d, \"spec_tree_passes\": %d, \"spec_off_line\": %d, \"spec_draft_ms\": %.3f, \"spec_ms\": %.3f, "
             "\"speculative_acceptance_rate\": %.4f, \"expert_cache_hit_rate\": %.4f, "
             "\"expert_bytes_read\": %llu, \"rss_bytes\": %llu, \"peak_rss_bytes\": %llu, \"chat_template\": \"%s\", "
             "\"prefill_speckv\": %d, \"prefill_lookahead_tokens\": %d, \"prefill_draft_ms\": %.3f, "
@@ -627,8 +628,8 @@ static void print_stats_json(const octo_stats *s) {
             s->prompt_tokens, s->prefill_tokens, s->prefill_ms, s->prefill_tokens_per_s, s->decode_tokens,
             s->decode_ms, s->decode_tokens_per_s, s->time_to_first_token_ms, s->context_tokens, s->context_size,
             (unsigned long long)s->kv_bytes, (unsigned long long)s->kv_budget_bytes, (long long)s->kv_tokens_evicted,
-            s->kv_policy, s->spec_proposer, s->spec_proposed, s->spec_accepted, s->spec_steps,
-            s->speculative_acceptance_rate, s->expert_cache_hit_rate, (unsigned long long)s->expert_bytes_read,
+            s->kv_policy, s->spec_proposer, s->spec_proposed, s->spec_accepted, s->spec_steps, s->spec_k,
+            s->spec_tree_passes, s->spec_off_line, s->spec_draft_ms, s->spec_ms, s->speculative_acceptance_rate, s->expert_cache_hit_rate, (unsigned long long)s->expert_bytes_read,
             (unsigned long long)s->rss_bytes, (unsigned long long)s->peak_rss_bytes, s->chat_template,
             s->prefill_speckv, s->prefill_lookahead_tokens, s->prefill_draft_ms, s->prompt_tokens_dropped);
 }
@@ -643,7 +644,14 @@ static void print_stats(const octo_stats *s) {
             s->context_size, mib(s->kv_bytes), 100.0 * s->kv_cache_utilization, mib(s->kv_budget_bytes));
     if (s->kv_draft_bytes) fprintf(stderr, ", the draft's %.2f MiB of it", mib(s->kv_draft_bytes));
     fputc('\n', stderr);
-    if (s->speculative_acceptance_rate >= 0)
+    if (s->speculative_acceptance_rate >= 0 && s->spec_tree_passes)
+        fprintf(stderr,
+                "speculation  %s: %d of %d tree nodes accepted in %d verify passes (%.2f tokens a pass, %d off "
+                "the first line), last tree %d nodes; %.0f ms proposing, %.0f ms verifying\n",
+                s->spec_proposer, s->spec_accepted, s->spec_proposed, s->spec_steps,
+                s->spec_steps ? 1.0 + (double)s->spec_accepted / s->spec_steps : 0.0, s->spec_off_line, s->spec_k,
+                s->spec_draft_ms, s->spec_ms - s->spec_draft_ms);
+    else if (s->speculative_acceptance_rate >= 0)
         fprintf(stderr,
                 "speculation  %s: %d of %d drafted tokens accepted (%.1f%%) in %d verify passes, k now %d; "
                 "%.0f ms proposing, %.0f ms verifying\n",
@@ -959,6 +967,10 @@ static int parse_run(int argc, char **argv, run_args *r, octo_generate_params *g
         else if (!strcmp(a, "--draft") && v) { r->draft = v; i++; }
         else if (!strcmp(a, "--cache-dir") && v) { g_cache_dir = v; i++; }
         else if (!strcmp(a, "--device") && v) { g_device = v; i++; }
+        else if (!strcmp(a, "--spec-tree") && v) {
+            if (!parse_spec_tree(v, &gp->spec_tree)) return usage_error("--spec-tree takes auto, off or 1..31 nodes");
+            i++;
+        }
         else if (!strcmp(a, "--spec-k") && v) {
             long k;
             if (!parse_long(v, 1, 10, &k)) return usage_error("--spec-k takes 1..10");

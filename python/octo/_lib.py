@@ -45,7 +45,7 @@ class GenerateParams(ctypes.Structure):
     _fields_ = [("max_tokens", c_int), ("temperature", c_float), ("top_k", c_int), ("top_p", c_float),
                 ("min_p", c_float), ("repeat_penalty", c_float), ("presence_penalty", c_float),
                 ("repeat_last_n", c_int), ("seed", c_u64), ("parse_special", c_int), ("on_prefill", PREFILL_FN),
-                ("user", c_void_p), ("spec", c_int), ("spec_k", c_int), ("lookahead_w", c_int),
+                ("user", c_void_p), ("spec", c_int), ("spec_k", c_int), ("spec_tree", c_int), ("lookahead_w", c_int),
                 ("lookahead_n", c_int), ("lookahead_g", c_int), ("prompt_compress", c_float),
                 ("prompt_lookahead", c_int)]
 
@@ -86,7 +86,8 @@ class Stats(ctypes.Structure):
                 ("kv_spill_prefetched", c_i64), ("kv_spill_read_us", c_double), ("kv_spill_hit_rate", c_double),
                 ("kv_spill_file_bytes", c_u64), ("kv_spill_note", chars(160)),
                 ("speculative_acceptance_rate", c_double), ("spec_proposed", c_int), ("spec_accepted", c_int),
-                ("spec_steps", c_int), ("spec_k", c_int), ("spec_ms", c_double), ("spec_draft_ms", c_double),
+                ("spec_steps", c_int), ("spec_k", c_int), ("spec_tree_passes", c_int), ("spec_off_line", c_int),
+                ("spec_ms", c_double), ("spec_draft_ms", c_double),
                 ("spec_proposer", chars(12)), ("lookahead_ngrams", c_int), ("lookahead_new", c_int),
                 ("lookahead_pool_proposed", c_int), ("lookahead_pool_accepted", c_int), ("spec_note", chars(96)),
                 ("expert_cache_hit_rate", c_double), ("expert_lookups", c_u64), ("expert_bytes_read", c_u64),

@@ -379,6 +379,41 @@ void kv_cache_rollback(kv_cache *c, int n) {
     drop_from(c, from);
 }
 
+/* The entry of layer L at position pos, searched from the newest block. */
+static bool find_entry(kv_layer *L, int32_t pos, kv_block **bo, int *jo) {
+    for (int i = L->n_blocks - 1; i >= 0; i--) {
+        kv_block *b = L->blocks[i];
+        if (b->spilled) continue;
+        for (int j = b->n - 1; j >= 0; j--)
+            if (b->pos[j] == pos) return *bo = b, *jo = j, true;
+    }
+    return false;
+}
+
+/* Tentative entries sit in blocks at the hot type, rows by token: one moves
+ * into another's place, which keeps its position. */
+static void copy_entry(const kv_cache *c, kv_block *to, int tj, const kv_block *from, int fj) {
+    memcpy(kv_krow(c, to, tj), kv_krow(c, from, fj), kv_row_bytes(to->k_type, c->k_dim));
+    memcpy(kv_vrow(c, to, tj), kv_vrow(c, from, fj), kv_row_bytes(to->v_type, c->v_dim));
+    to->score[tj] = from->score[fj];
+    to->scored[tj] = from->scored[fj];
+}
+
+void kv_cache_keep_tentative(kv_cache *c, const int *slots, int m) {
+    for (int l = 0; l < c->n_layer; l++) {
+        kv_layer *L = &c->layers[l];
+        for (int j = 0; j < m; j++) {
+            kv_block *tb, *fb;
+            int tj, fj;
+            if (slots[j] == j || !find_entry(L, c->commit_pos + j, &tb, &tj) ||
+                !find_entry(L, c->commit_pos + slots[j], &fb, &fj))
+                continue;
+            copy_entry(c, tb, tj, fb, fj);
+        }
+    }
+    drop_from(c, c->commit_pos + m);
+}
+
 bool kv_cache_window_lost(const kv_cache *c, int32_t n) {
     for (int l = 0; l < c->n_layer; l++) {
         const kv_layer *L = &c->layers[l];

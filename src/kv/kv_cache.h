@@ -179,6 +179,12 @@ void kv_cache_hold(kv_cache *c);
 err_code kv_cache_release(kv_cache *c, const float *votes, int n_pos, int n_queries, err_t *err);
 /* Drop the newest n tentative entries (n <= tentative). */
 void kv_cache_rollback(kv_cache *c, int n);
+/* Keep the tentative entries appended at offsets slots[0] < .. < slots[m-1]
+ * from the oldest one, as though only they had been appended, in that order:
+ * their rows move to the positions of the first m, the rest are dropped (a
+ * tree pass whose accepted path left its leading line; its nodes' rows were
+ * computed at the positions they move to). */
+void kv_cache_keep_tentative(kv_cache *c, const int *slots, int m);
 /* Drop every entry at position >= pos (committed or not). */
 void kv_cache_truncate(kv_cache *c, int32_t pos);
 /* Holding the first n positions, does a sliding-window layer miss an entry

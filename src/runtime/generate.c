@@ -22,6 +22,8 @@
 #include "speculative/verify.h"
 
 #define PREFILL_CHUNK 256
+/* the most rows a verify pass returns: a line and lookahead's window, or a tree */
+#define VERIFY_ROWS (SPEC_TREE_MAX > SPEC_MAX_K + 1 + LOOKAHEAD_MAX_W ? SPEC_TREE_MAX : SPEC_MAX_K + 1 + LOOKAHEAD_MAX_W)
 #define PENDING_MAX 512 /* the pending buffer's first size */
 
 /* The draft model as a proposer sees it (speculative/proposer.h: spec_lm):
@@ -79,12 +81,14 @@ struct generation {
     spec_pass pass;           /* the pass it laid out */
     draft_lm lm;              /* the draft model, for a proposer that needs one */
     int proposing_steps;      /* verify passes that had a draft */
-    float *vlogits;           /* [(SPEC_MAX_K + 1 + LOOKAHEAD_MAX_W) * n_vocab] a verify pass's logits */
+    float *vlogits;           /* [VERIFY_ROWS * n_vocab] a verify pass's logits */
     int32_t queue[SPEC_MAX_K + 1]; /* tokens of a verify pass not yet returned: the accepted drafts
                                       (their entries are cached), then the token after them (not yet) */
     int q_head, q_n;
     spec_length len;          /* the draft length (speculative/adaptive.h) */
-    float *scratch;           /* [2 * n_vocab] for verification */
+    spec_budget budget;       /* trees: their size (speculative/adaptive.h) */
+    bool trees;               /* the proposer drafts trees */
+    float *scratch;           /* [3 * n_vocab] for verification */
     int decode_passes;        /* plain and verify passes so far */
     double plain_ms;          /* time of the plain passes (the baseline speculation must beat) */
     bool spec_off;            /* switched off: slower than plain decoding here */
@@ -102,15 +106,20 @@ static err_code spec_start(generation *g, const int32_t *prompt, int n_prompt, e
     const int n_vocab = g->s->m->hp.n_vocab;
     if (p->spec_k < 0 || p->spec_k > SPEC_MAX_K)
         return err_set(err, ERR_INVALID_ARG, "draft length %d is outside 0..%d", p->spec_k, SPEC_MAX_K);
+    if (p->spec_tree < -1 || p->spec_tree >= SPEC_TREE_MAX)
+        return err_set(err, ERR_INVALID_ARG, "tree size %d is outside -1..%d", p->spec_tree, SPEC_TREE_MAX - 1);
     if (p->proposer->needs_lm && (!p->draft || p->draft->m->hp.n_vocab != n_vocab))
         return err_set(err, ERR_INVALID_ARG, "draft speculation needs a draft model with the same vocabulary");
-    if (!(g->vlogits = malloc(sizeof(float) * (size_t)(SPEC_MAX_K + 1 + LOOKAHEAD_MAX_W) * n_vocab)) ||
-        !(g->scratch = malloc(sizeof(float) * 2 * (size_t)n_vocab)))
+    if (!(g->vlogits = malloc(sizeof(float) * (size_t)VERIFY_ROWS * n_vocab)) ||
+        !(g->scratch = malloc(sizeof(float) * 3 * (size_t)n_vocab)))
         return err_set(err, ERR_NOMEM, "out of memory");
     if (p->proposer->needs_lm) draft_lm_init(&g->lm, p->draft);
+    g->trees = p->proposer->trees && p->spec_tree >= 0 && p->spec_k == 0;
+    spec_budget_init(&g->budget, p->spec_tree > 0 ? p->spec_tree : 0);
     const spec_setup su = {.n_vocab = n_vocab, .n_ctx = g->s->n_ctx, .prompt = prompt, .n_prompt = n_prompt,
                            .smp = g->smp, .sampled = p->sampling.temperature != 0.0f,
-                           .lm = p->proposer->needs_lm ? &g->lm.lm : NULL, .lookahead = p->lookahead};
+                           .lm = p->proposer->needs_lm ? &g->lm.lm : NULL, .lookahead = p->lookahead,
+                           .budget = g->trees ? &g->budget : NULL};
     err_code rc = p->proposer->create(&su, &g->prop, err);
     if (rc) return rc;
     g->spec_on = true;
@@ -207,52 +216,81 @@ static void fail(generation *g, gen_stop why) {
 }
 
 /* A verify pass is done: queue the a accepted drafts and the token after
- * them, and count. The step began at t0; its proposal was ready at t1. */
-static void verified(generation *g, const int32_t *draft, int k, int a, int32_t next, double t0, double t1) {
-    memcpy(g->queue, draft, sizeof(int32_t) * (size_t)a);
+ * them, and count. The step began at t0; its proposal was ready at t1, its
+ * verification done at t2. */
+static void verified(generation *g, const spec_pass *pass, const int32_t *drafts, int a, int32_t next,
+                     const int *path, double t0, double t1, double t2) {
+    memcpy(g->queue, drafts, sizeof(int32_t) * (size_t)a);
     g->queue[a] = next;
     g->q_head = 0;
     g->q_n = a + 1;
-    const double dt = now_ms() - t0;
+    const double dt = t2 - t0;
     g->t_decode_total += dt;
     g->stats.decode_ms = g->t_decode_total;
     g->stats.spec_ms += dt;
     g->stats.spec_draft_ms += t1 - t0;
     g->stats.spec_steps++;
-    g->stats.spec_proposed += k;
+    g->stats.spec_proposed += pass->k;
     g->stats.spec_accepted += a;
-    if (k > 0) g->proposing_steps++;
-    spec_length_update(&g->len, k, a);
+    if (pass->k > 0) g->proposing_steps++;
+    if (pass->draft_tree) {
+        g->stats.spec_tree_passes++;
+        g->stats.spec_off_line += a > 0 && path[a] != a;
+        spec_budget_measured(&g->budget, pass->n, t2 - t1, pass->draft_steps, t1 - t0, a + 1);
+        g->stats.spec_k = pass->k;
+        return;
+    }
+    spec_length_update(&g->len, pass->k, a);
     g->stats.spec_k = g->len.k;
 }
 
+/* Verify the pass the target has run: the drafts accepted into drafts[],
+ * the batch positions kept into path[0..a] (the pass's first, then a line
+ * of the tree, or the first a + 1 of a line), the token after into *next. */
+static int verify_pass(generation *g, const spec_pass *pass, int32_t *drafts, int *path, int32_t *next) {
+    const int V = g->s->m->hp.n_vocab;
+    int a;
+    if (pass->draft_tree) {
+        a = spec_verify_tree(g->smp, g->vlogits, V, &pass->dt, g->scratch, path, next);
+        for (int i = 0; i < a; i++) drafts[i] = pass->tokens[path[i + 1]];
+    } else {
+        a = spec_verify(g->smp, g->vlogits, V, pass->tokens + 1, pass->q, pass->k, g->scratch, next);
+        memcpy(drafts, pass->tokens + 1, sizeof(int32_t) * (size_t)a);
+        for (int i = 0; i <= a; i++) path[i] = i;
+    }
+    g->p.proposer->verified(g->prop, pass, g->vlogits, V, a, path);
+    return a;
+}
+
 /* One speculative step: the proposer lays out a pass (the last token, its
- * drafts, any branches), the target runs it with its entries tentative, the
- * drafts it agrees with are kept and the rest of the entries rolled back
- * (session_accept: the one place the tentative region is repaired). Returns
- * false when the proposer has nothing this step (decode one token instead). */
+ * drafts, any branches, or a draft tree), the target runs it with its
+ * entries tentative, the drafts it agrees with are kept and the rest of the
+ * entries rolled back (session_accept_path: the one place the tentative
+ * region is repaired). Returns false when the proposer has nothing this
+ * step (decode one token instead). */
 static bool speculate(generation *g, bool *ok) {
     session *s = g->s;
     spec_pass *pass = &g->pass;
     const spec_view v = {.tokens = s->tokens, .n_past = s->n_past, .last = g->last, .n_ctx = s->n_ctx};
+    pass->draft_tree = false;
+    pass->draft_steps = 0;
     const double t0 = now_ms(); /* drafting counts as speculation's cost */
-    const int n = g->p.proposer->propose(g->prop, &v, g->len.k, pass, &g->err);
+    const int n = g->p.proposer->propose(g->prop, &v, g->trees ? 0 : g->len.k, pass, &g->err);
     const double t1 = now_ms();
     if (n < 0) { /* the draft model failed: an error like any other */
         *ok = false;
         return true;
     }
     if (n == 0) return false;
-    const int V = s->m->hp.n_vocab;
     *ok = false;
     if (pass->tree ? session_eval_tree(s, pass->tokens, n, pass->anc, pass->rows, pass->n_rows, g->vlogits, &g->err)
                    : session_eval_tentative(s, pass->tokens, n, g->vlogits, &g->err))
         return true;
-    int32_t next;
-    const int a = spec_verify(g->smp, g->vlogits, V, pass->tokens + 1, pass->q, pass->k, g->scratch, &next);
-    g->p.proposer->verified(g->prop, pass, g->vlogits, V, a);
-    if (session_accept(s, pass->tokens, n, a + 1, &g->err)) return true;
-    verified(g, pass->tokens + 1, pass->k, a, next, t0, t1);
+    int32_t next, drafts[SPEC_MAX_K + 1];
+    int path[SPEC_TREE_MAX > SPEC_MAX_K + 1 ? SPEC_TREE_MAX : SPEC_MAX_K + 1];
+    const int a = verify_pass(g, pass, drafts, path, &next);
+    if (session_accept_path(s, pass->tokens, n, path, a + 1, &g->err)) return true;
+    verified(g, pass, drafts, a, next, path, t0, t1, now_ms());
     *ok = true;
     return true;
 }
@@ -267,7 +305,7 @@ static spec_timing timing_of(const generation *g) {
 /* Speculation must pay (speculative/adaptive.h); once off it stays off, and
  * the stats say why. A fixed draft length is an experiment: it runs as asked. */
 static void check_speed(generation *g) {
-    if (g->spec_off || g->p.spec_k) return;
+    if (g->spec_off || g->p.spec_k || g->p.spec_tree > 0) return;
     const spec_timing t = timing_of(g);
     if (spec_stop(&t, g->p.proposer->min_passes, &g->stats.spec_ms_per_token, &g->stats.plain_ms_per_token)) {
         g->spec_off = true;
@@ -430,6 +468,7 @@ static const char *next_piece(generation *g) {
                     continue;
                 }
                 const double dt = now_ms() - t0;
+                if (g->trees) spec_budget_measured(&g->budget, 1, dt, 0, 0.0, 1);
                 g->t_decode_total += dt;
                 g->plain_ms += dt;
                 g->stats.decode_ms = g->t_decode_total;

@@ -32,6 +32,9 @@ typedef struct {
      * NULL: plain decoding */
     const proposer_ops *proposer;
     int spec_k;                    /* fixed draft length, never switched off (experiments); 0 = adaptive (4, then 2..10) */
+    int spec_tree;                 /* a proposer with trees (proposer_ops.trees): 0 = trees, their size adaptive
+                                    * (speculative/adaptive.h); -1 = lines of spec_k; 1..SPEC_TREE_MAX - 1 = trees
+                                    * of this many nodes, never switched off (experiments). spec_k > 0: lines */
     session *draft;                /* a proposer that needs_lm: the draft model's session (same vocabulary) */
     lookahead_params lookahead;    /* lookahead: W, N, G (all 0: lookahead_params_default()) */
     prefill_params prefill;        /* the prompt with the draft (SpecKV, SpecPC): runtime/prefill.h */
@@ -56,9 +59,11 @@ typedef struct {
     double prefill_ms, decode_ms, time_to_first_token_ms;
     /* speculative decoding */
     int spec_steps;      /* verify passes */
-    int spec_proposed;   /* draft tokens proposed */
+    int spec_proposed;   /* draft tokens proposed (a tree's nodes) */
     int spec_accepted;   /* of those, accepted */
-    int spec_k;          /* current draft length (0: speculation off) */
+    int spec_k;          /* current draft length, or a tree's nodes (0: speculation off) */
+    int spec_tree_passes; /* verify passes of draft trees */
+    int spec_off_line;   /* of those, passes whose accepted path left the tree's leading line */
     double spec_ms;      /* time in speculative steps: proposing and verifying */
     double spec_draft_ms; /* of spec_ms, the time proposing (the draft model's steps, a lookup) */
     int spec_off;        /* 1: switched off, a token cost more by verification than by a plain pass */

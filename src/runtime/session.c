@@ -221,6 +221,17 @@ err_code session_accept(session *s, const int32_t *tokens, int n, int n_keep, er
     return ERR_OK;
 }
 
+err_code session_accept_path(session *s, const int32_t *tokens, int n, const int *path, int n_keep, err_t *err) {
+    int lead = 0;
+    while (lead < n_keep && path[lead] == lead) lead++;
+    if (lead == n_keep) return session_accept(s, tokens, n, n_keep, err);
+    int32_t kept[64]; /* a tree batch's most (forward_tree) */
+    if (n_keep > 64) return err_set(err, ERR_INVALID_ARG, "a path of %d tokens", n_keep);
+    for (int j = 0; j < n_keep; j++) kept[j] = tokens[path[j]];
+    kv_cache_keep_tentative(s->kv, path, n_keep);
+    return session_accept(s, kept, n_keep, n_keep, err);
+}
+
 void session_reset(session *s) { session_truncate(s, 0); }
 
 void session_truncate(session *s, int n) {

@@ -69,6 +69,10 @@ err_code session_eval_tentative(session *s, const int32_t *tokens, int n, float 
 err_code session_eval_tree(session *s, const int32_t *tokens, int n, const uint64_t *anc, const int32_t *out_rows,
                            int n_out, float *logits, err_t *err);
 err_code session_accept(session *s, const int32_t *tokens, int n, int n_keep, err_t *err);
+/* The same for a tree batch whose kept tokens are the batch positions
+ * path[0] < .. < path[n_keep - 1], one line of the tree (each the parent of
+ * the next): their entries move into place (kv_cache_keep_tentative). */
+err_code session_accept_path(session *s, const int32_t *tokens, int n, const int *path, int n_keep, err_t *err);
 /* Forget everything after the first n tokens (n <= n_past). Entries the
  * forgotten tokens aged into a colder tier stay there: see session_rewind.
  * When a sliding-window layer already dropped an entry the next token needs,

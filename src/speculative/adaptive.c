@@ -36,3 +36,63 @@ bool spec_stop(const spec_timing *t, int min_passes, double *spec_ms_per_token, 
     *plain_ms_per_token = plain;
     return true;
 }
+
+/* ---------------------------------------------------------------- tree budget */
+
+#define BUDGET_EMA 0.3   /* the newest measurement's weight */
+#define TRY_SLOPE 0.02   /* a size not yet measured: +2 % per token over the nearest smaller one that is */
+
+void spec_budget_init(spec_budget *b, int fixed) {
+    memset(b, 0, sizeof *b);
+    b->fixed = fixed;
+    b->depth = 3;
+}
+
+static double ema(double old, double x, bool first) { return first ? x : old + BUDGET_EMA * (x - old); }
+
+/* A verify pass of n tokens, in ms (relative units while nothing is measured). */
+static double cost_of(const spec_budget *b, int n) {
+    if (b->seen[n]) return b->ms[n];
+    int lo = n - 1, hi = n + 1;
+    while (lo >= 1 && !b->seen[lo]) lo--;
+    while (hi <= SPEC_TREE_MAX && !b->seen[hi]) hi++;
+    if (lo >= 1 && hi <= SPEC_TREE_MAX) return b->ms[lo] + (b->ms[hi] - b->ms[lo]) * (n - lo) / (hi - lo);
+    if (lo >= 1) return b->ms[lo] * (1.0 + TRY_SLOPE * (n - lo));
+    if (hi <= SPEC_TREE_MAX) return b->ms[hi];
+    return 1.0 + TRY_SLOPE * (n - 1);
+}
+
+int spec_budget_depth(const spec_budget *b) {
+    const int d = b->fixed ? b->fixed : b->depth + 2;
+    return d < SPEC_MAX_K ? d : SPEC_MAX_K;
+}
+
+bool spec_budget_deeper(const spec_budget *b, float value) {
+    return b->fixed || b->rate <= 0.0 || value >= b->rate * b->step_ms;
+}
+
+int spec_budget_choose(spec_budget *b, const spec_tree *t) {
+    int best = t->n - 1;
+    if (b->fixed) {
+        if (best > b->fixed) best = b->fixed;
+    } else {
+        double sum = 1.0, best_rate = -1.0;
+        for (int k = 1; k < t->n; k++) {
+            sum += t->value[k];
+            const double r = sum / cost_of(b, k + 1);
+            if (r > best_rate) best_rate = r, best = k;
+        }
+    }
+    b->depth = 0;
+    for (int k = 1; k <= best; k++)
+        if (t->depth[k] > b->depth) b->depth = t->depth[k];
+    return best;
+}
+
+void spec_budget_measured(spec_budget *b, int n, double verify_ms, int draft_steps, double draft_ms, int tokens) {
+    if (n < 1 || n > SPEC_TREE_MAX) return;
+    b->ms[n] = ema(b->ms[n], verify_ms, !b->seen[n]);
+    b->seen[n] = true;
+    if (draft_steps > 0) b->step_ms = ema(b->step_ms, draft_ms / draft_steps, b->step_ms <= 0.0);
+    if (n > 1 && verify_ms + draft_ms > 0.0) b->rate = ema(b->rate, tokens / (verify_ms + draft_ms), b->rate <= 0.0);
+}

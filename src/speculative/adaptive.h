@@ -14,6 +14,18 @@
  *                 verification than by a plain pass. It stays off for the
  *                 rest of the generation. A fixed draft length is an
  *                 experiment and is never switched off.
+ *   tree budget   how many of a draft tree's nodes (tree.h) a pass verifies:
+ *                 of the prefixes of the tree in the order its nodes were
+ *                 chosen, the one with the most expected tokens (1 + the
+ *                 nodes' values) per millisecond of verification, the time
+ *                 of a pass of each size measured as the generation goes
+ *                 (a moving average; a size not yet measured is costed from
+ *                 the sizes that are, a little optimistically, so that it
+ *                 gets tried). The draft drafts deeper while its line's
+ *                 value pays for a draft step at the rate the passes have
+ *                 measured, at most 2 levels past the last choice's depth.
+ *                 A fixed budget verifies that many nodes, and drafts as
+ *                 deep as they may need.
  */
 #ifndef OCTO_SPEC_ADAPTIVE_H
 #define OCTO_SPEC_ADAPTIVE_H
@@ -21,6 +33,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "speculative/tree.h"
 #include "speculative/verify.h"
 
 #define SPEC_MIN_K 2
@@ -54,5 +67,26 @@ bool spec_probe_plain(const spec_timing *t, int passes);
 /* Speculation should stop (the caller keeps it off): *spec_ms_per_token and
  * *plain_ms_per_token get the figures that decided it. */
 bool spec_stop(const spec_timing *t, int min_passes, double *spec_ms_per_token, double *plain_ms_per_token);
+
+typedef struct {
+    int fixed;                        /* > 0: every pass verifies this many nodes */
+    double ms[SPEC_TREE_MAX + 1];     /* a verify pass's time by its tokens (moving average) */
+    bool seen[SPEC_TREE_MAX + 1];
+    double step_ms;                   /* one draft step (moving average) */
+    double rate;                      /* tokens per ms of speculative passes (moving average) */
+    int depth;                        /* the deepest node of the last choice */
+} spec_budget;
+
+void spec_budget_init(spec_budget *b, int fixed);
+/* How deep the draft goes, and whether a line whose newest node has this
+ * value is worth another draft step. */
+int spec_budget_depth(const spec_budget *b);
+bool spec_budget_deeper(const spec_budget *b, float value);
+/* The nodes of t (root excluded, in the order spec_tree_select chose them)
+ * to verify: a prefix, chosen as above. Remembers its depth. */
+int spec_budget_choose(spec_budget *b, const spec_tree *t);
+/* A pass of n tokens was verified in verify_ms after draft_steps draft steps
+ * taking draft_ms, and gave `tokens` (n 1: a plain pass, no draft). */
+void spec_budget_measured(spec_budget *b, int n, double verify_ms, int draft_steps, double draft_ms, int tokens);
 
 #endif

@@ -28,7 +28,9 @@
 
 #include "core/err.h"
 #include "model/sampler.h"
+#include "speculative/adaptive.h"
 #include "speculative/lookahead.h"
+#include "speculative/tree.h"
 #include "speculative/verify.h"
 
 /* A pass is at most this many tokens: a chain of 1 + SPEC_MAX_K, or a
@@ -59,6 +61,8 @@ typedef struct {
     bool sampled;              /* not greedy: a draft model keeps the distributions it drew from */
     const spec_lm *lm;         /* the model to draft with, for proposers whose needs_lm is set */
     lookahead_params lookahead; /* lookahead: W, N, G (all 0: lookahead_params_default()) */
+    spec_budget *budget;       /* non-NULL: a proposer with trees drafts trees of the size it says (the
+                                * runtime measures the passes into it) */
 } spec_setup;
 
 /* The target at a step. */
@@ -79,6 +83,12 @@ typedef struct {
     uint64_t anc[SPEC_MAX_PASS]; /* tree: token i attends to the tokens whose bits are set */
     int32_t rows[SPEC_MAX_PASS]; /* tree: the rows whose logits come back, the k + 1 chain rows first */
     int n_rows;
+    /* A draft tree (tree.h) instead: tokens, anc and every row are its
+     * nodes in batch order (tokens[i] = dt.token[i]), k its drafts (n - 1),
+     * and verification walks it (spec_verify_tree). */
+    bool draft_tree;
+    spec_tree dt;
+    int draft_steps;           /* the draft model's steps for this pass (its cost, for the budget) */
 } spec_pass;
 
 /* Counters only some proposers have (0 otherwise). */
@@ -90,6 +100,7 @@ typedef struct {
 typedef struct {
     const char *name;
     bool needs_lm;             /* drafts with a model (spec_setup.lm) */
+    bool trees;                /* drafts trees when given a budget (spec_setup.budget) */
     int min_passes;            /* verify passes timed before its speed is judged (generate.c) */
     /* *state may be NULL for a proposer that keeps none. */
     err_code (*create)(const spec_setup *s, void **state, err_t *err);
@@ -97,8 +108,10 @@ typedef struct {
      * pass->n (1 + k for a chain; 0: nothing this step, decode plainly), or
      * -1 on an error (err says why). */
     int (*propose)(void *state, const spec_view *v, int k, spec_pass *pass, err_t *err);
-    /* The pass ran: logits of its rows, `accepted` of its k drafts kept. */
-    void (*verified)(void *state, const spec_pass *pass, const float *logits, int n_vocab, int accepted);
+    /* The pass ran: logits of its rows, `accepted` of its k drafts kept
+     * (a draft tree: the nodes path[1..accepted]). */
+    void (*verified)(void *state, const spec_pass *pass, const float *logits, int n_vocab, int accepted,
+                     const int *path);
     /* tokens joined the sequence (each emitted token, once) */
     err_code (*push)(void *state, const int32_t *tokens, int n, err_t *err);
     void (*stats)(const void *state, spec_proposer_stats *out);

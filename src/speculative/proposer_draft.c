@@ -11,7 +11,17 @@
  * after). Sampled, the distributions drawn from are kept for verification
  * (pass->q). The draft's entries for the proposal stay: the next proposal
  * keeps what the target accepted.
+ *
+ * With a budget (spec_setup.budget) it drafts a tree (tree.h) instead: the
+ * same line of picks, and at each of its steps the next SPEC_TREE_RANKS - 1
+ * candidates as the pick's siblings (the most probable when greedy, drawn
+ * without replacement from the same distribution when sampled), each valued
+ * by the acceptance measured so far (spec_calib); the budget says how deep
+ * the line goes and how many nodes the pass verifies. The tree's entries in
+ * the draft's cache are the line's: the next proposal keeps what of it the
+ * target accepted.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +33,9 @@ typedef struct {
     int n_vocab;
     float *logits;  /* [n_vocab] the draft's last logits */
     float *q;       /* [SPEC_MAX_K * n_vocab] sampled: the distributions drawn from */
+    spec_budget *budget; /* trees: how big (adaptive.h); NULL: a line of k */
+    spec_calib calib;    /* trees: the acceptance measured by rank and draft probability */
+    float *probs;        /* [n_vocab] trees: a step's distribution, or what is left of it */
 } draft_state;
 
 static void draft_destroy(void *state) {
@@ -30,6 +43,7 @@ static void draft_destroy(void *state) {
     if (!s) return;
     free(s->logits);
     free(s->q);
+    free(s->probs);
     free(s);
 }
 
@@ -43,7 +57,9 @@ static err_code draft_create(const spec_setup *su, void **state, err_t *err) {
     s->n_vocab = su->n_vocab;
     s->logits = malloc(sizeof(float) * (size_t)su->n_vocab);
     if (su->sampled) s->q = malloc(sizeof(float) * (size_t)SPEC_MAX_K * (size_t)su->n_vocab);
-    if (!s->logits || (su->sampled && !s->q)) {
+    s->budget = su->budget;
+    if (s->budget) s->probs = malloc(sizeof(float) * (size_t)su->n_vocab);
+    if (!s->logits || (su->sampled && !s->q) || (s->budget && !s->probs)) {
         draft_destroy(s);
         return err_set(err, ERR_NOMEM, "out of memory");
     }
@@ -51,11 +67,13 @@ static err_code draft_create(const spec_setup *su, void **state, err_t *err) {
     return ERR_OK;
 }
 
-/* k steps of the draft: the target's last few tokens the draft lacks (the
- * token the target chose itself, a draft it never ran) go into one batch
- * with `last`, the first step, which costs a memory-bound draft about one
- * step; a long gap (the prompt) goes first, on its own. */
-static int draft_steps(draft_state *s, const spec_view *v, int k, spec_pass *pass, err_t *err) {
+/* The draft's cache brought to the target's sequence: what they share is
+ * kept, a long gap (the prompt) goes first on its own, and the last few
+ * tokens the draft lacks (the token the target chose itself, a draft it
+ * never ran) are left in first[0..*n_first) with `last`, for the first step
+ * to run in one batch, which costs a memory-bound draft about one step.
+ * Returns -1 on an error. */
+static int catch_up(draft_state *s, const spec_view *v, int32_t *first, int *n_first, err_t *err) {
     int keep = s->lm.common_prefix(s->lm.ctx, v->tokens, v->n_past);
     s->lm.truncate(s->lm.ctx, keep);
     keep = s->lm.common_prefix(s->lm.ctx, v->tokens, keep); /* a windowed draft may have had to start over */
@@ -63,19 +81,29 @@ static int draft_steps(draft_state *s, const spec_view *v, int k, spec_pass *pas
         if (s->lm.eval(s->lm.ctx, v->tokens + keep, v->n_past - SPEC_MAX_K - keep, s->logits, err)) return -1;
         keep = v->n_past - SPEC_MAX_K;
     }
+    *n_first = v->n_past - keep + 1;
+    memcpy(first, v->tokens + keep, sizeof(int32_t) * (size_t)(*n_first - 1));
+    first[*n_first - 1] = v->last;
+    return 0;
+}
+
+/* Step i of the draft's line: its logits after the first batch or cur. */
+static err_code line_step(draft_state *s, int i, const int32_t *first, int n_first, int32_t cur, err_t *err) {
+    return i == 0 ? s->lm.eval(s->lm.ctx, first, n_first, s->logits, err) : s->lm.eval(s->lm.ctx, &cur, 1, s->logits, err);
+}
+
+/* k steps of the draft, one line from the target's last token. */
+static int draft_steps(draft_state *s, const spec_view *v, int k, spec_pass *pass, err_t *err) {
+    int32_t first[SPEC_MAX_K + 1];
+    int n_first;
+    if (catch_up(s, v, first, &n_first, err)) return -1;
     if (k > s->lm.n_ctx - v->n_past) k = s->lm.n_ctx - v->n_past; /* the steps take n_past .. n_past + k - 1 */
     if (k <= 0) return 0; /* no room in the draft's context: decode plainly */
     const size_t V = (size_t)s->n_vocab;
-    int32_t first[SPEC_MAX_K + 1];
-    const int n_first = v->n_past - keep + 1;
-    memcpy(first, v->tokens + keep, sizeof(int32_t) * (size_t)(n_first - 1));
-    first[n_first - 1] = v->last;
     int32_t cur = v->last;
     int i = 0;
     for (; i < k; i++) {
-        if (i == 0 ? s->lm.eval(s->lm.ctx, first, n_first, s->logits, err)
-                   : s->lm.eval(s->lm.ctx, &cur, 1, s->logits, err))
-            break;
+        if (line_step(s, i, first, n_first, cur, err)) break;
         if (s->q) {
             sampler_distribution(s->smp, s->logits, s->q + i * V);
             cur = sampler_draw(s->smp, s->q + i * V);
@@ -86,12 +114,119 @@ static int draft_steps(draft_state *s, const spec_view *v, int k, spec_pass *pas
         sampler_accept(s->smp, cur);
     }
     sampler_rewind(s->smp, i);
+    pass->draft_steps = i;
     return i < k ? -1 : k;
+}
+
+/* ---------------------------------------------------------------- trees */
+
+/* Add to c a child of node `parent`, valued by the measured acceptance. */
+static void add_candidate(draft_state *s, spec_candidates *c, int parent, int rank, int32_t tok, float prob,
+                          const float *q) {
+    const int i = c->n++;
+    c->token[i] = tok;
+    c->parent[i] = (int8_t)parent;
+    c->rank[i] = (int8_t)rank;
+    c->depth[i] = (int8_t)(c->depth[parent] + 1);
+    c->prob[i] = prob;
+    c->value[i] = c->value[parent] * spec_calib_estimate(&s->calib, rank, s->q ? -1.0f : prob); /* tree.h */
+    c->q[i] = q;
+}
+
+/* The most probable token of p other than those zeroed, or -1. */
+static int32_t top_of(const float *p, int n) {
+    int32_t best = -1;
+    for (int j = 0; j < n; j++)
+        if (p[j] > 0.0f && (best < 0 || p[j] > p[best])) best = j;
+    return best;
+}
+
+/* The children of node `parent` from the draft's logits at depth d: the
+ * pick (rank 0, returned), then the next candidates. Greedy: the pick is
+ * the sampler's, the others the most probable under the draft's softmax.
+ * Sampled: all drawn without replacement from the sampler's distribution. */
+static int32_t expand(draft_state *s, spec_candidates *c, int parent, int d) {
+    const int V = s->n_vocab;
+    float *p = s->probs;
+    const float *q = NULL;
+    int32_t pick;
+    if (s->q) {
+        float *qd = s->q + (size_t)d * V;
+        sampler_distribution(s->smp, s->logits, qd);
+        memcpy(p, qd, sizeof(float) * (size_t)V);
+        pick = sampler_draw(s->smp, qd);
+        q = qd;
+    } else {
+        pick = sampler_sample(s->smp, s->logits);
+        float mx = s->logits[0];
+        for (int j = 1; j < V; j++) mx = s->logits[j] > mx ? s->logits[j] : mx;
+        double sum = 0.0;
+        for (int j = 0; j < V; j++) sum += p[j] = expf(s->logits[j] - mx);
+        for (int j = 0; j < V; j++) p[j] = (float)(p[j] / sum);
+    }
+    add_candidate(s, c, parent, 0, pick, p[pick], q);
+    p[pick] = 0.0f;
+    for (int r = 1; r < SPEC_TREE_RANKS; r++) {
+        const int32_t x = q ? sampler_draw(s->smp, p) : top_of(p, V);
+        if (x < 0) break;
+        add_candidate(s, c, parent, r, x, q ? q[x] : p[x], q);
+        p[x] = 0.0f;
+    }
+    return pick;
+}
+
+/* Draft a line with its candidates, then choose the tree the budget pays for. */
+static int draft_tree(draft_state *s, const spec_view *v, int room, spec_pass *pass, err_t *err) {
+    int32_t first[SPEC_MAX_K + 1];
+    int n_first;
+    if (catch_up(s, v, first, &n_first, err)) return -1;
+    int depth = spec_budget_depth(s->budget);
+    if (depth > s->lm.n_ctx - v->n_past) depth = s->lm.n_ctx - v->n_past;
+    if (depth > room) depth = room;
+    if (depth <= 0) return 0;
+    spec_candidates c = {.n = 1, .token = {v->last}, .parent = {-1}, .prob = {1.0f}, .value = {1.0f}};
+    int line = 0, d = 0;
+    bool failed = false;
+    for (int32_t cur = v->last; d < depth && c.n + SPEC_TREE_RANKS <= SPEC_TREE_MAX; d++) {
+        if ((failed = line_step(s, d, first, n_first, cur, err) != ERR_OK)) break;
+        const int at = c.n;
+        cur = expand(s, &c, line, d);
+        line = at;
+        sampler_accept(s->smp, cur);
+        if (!spec_budget_deeper(s->budget, c.value[line])) {
+            d++;
+            break;
+        }
+    }
+    sampler_rewind(s->smp, d);
+    pass->draft_steps = d;
+    if (failed) return -1;
+    spec_tree chosen;
+    spec_tree_select(&c, SPEC_TREE_MAX - 1, &chosen);
+    int n = spec_budget_choose(s->budget, &chosen);
+    spec_tree_truncate(&chosen, (n < room ? n : room) + 1);
+    spec_tree_layout(&chosen, &pass->dt, pass->anc);
+    return pass->dt.n;
+}
+
+static int propose_tree(draft_state *s, const spec_view *v, int room, spec_pass *pass, err_t *err) {
+    s->lm.enter(s->lm.ctx);
+    const int n = draft_tree(s, v, room, pass, err);
+    s->lm.leave(s->lm.ctx);
+    if (n <= 1) return n < 0 ? -1 : 0;
+    memcpy(pass->tokens, pass->dt.token, sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++) pass->rows[i] = i;
+    pass->n = pass->n_rows = n;
+    pass->k = n - 1;
+    pass->q = NULL;
+    pass->tree = pass->draft_tree = true;
+    return n;
 }
 
 static int draft_propose(void *state, const spec_view *v, int k, spec_pass *pass, err_t *err) {
     draft_state *s = state;
     const int room = v->n_ctx - v->n_past - 1; /* the last token takes one position */
+    if (s->budget) return propose_tree(s, v, room, pass, err);
     if (k > room) k = room;
     s->lm.enter(s->lm.ctx);
     const int got = draft_steps(s, v, k, pass, err);
@@ -105,8 +240,12 @@ static int draft_propose(void *state, const spec_view *v, int k, spec_pass *pass
     return pass->n;
 }
 
-static void draft_verified(void *state, const spec_pass *pass, const float *logits, int n_vocab, int accepted) {
-    (void)state, (void)pass, (void)logits, (void)n_vocab, (void)accepted;
+/* A tree's verification is what its values are measured by. */
+static void draft_verified(void *state, const spec_pass *pass, const float *logits, int n_vocab, int accepted,
+                           const int *path) {
+    draft_state *s = state;
+    if (pass->draft_tree) spec_calib_update(&s->calib, &pass->dt, path, accepted, !s->q);
+    (void)logits, (void)n_vocab;
 }
 
 /* The draft reads the target's tokens at each proposal: nothing to keep. */
@@ -121,13 +260,13 @@ static void draft_stats(const void *state, spec_proposer_stats *out) {
 }
 
 const proposer_ops proposer_draft = {
-    .name = "draft", .needs_lm = true, .min_passes = 6,
+    .name = "draft", .needs_lm = true, .trees = true, .min_passes = 6,
     .create = draft_create, .propose = draft_propose, .verified = draft_verified,
     .push = draft_push, .stats = draft_stats, .free = draft_destroy,
 };
 
 const proposer_ops proposer_self = {
-    .name = "self", .needs_lm = true, .min_passes = 6,
+    .name = "self", .needs_lm = true, .trees = true, .min_passes = 6,
     .create = draft_create, .propose = draft_propose, .verified = draft_verified,
     .push = draft_push, .stats = draft_stats, .free = draft_destroy,
 };

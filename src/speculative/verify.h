@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "model/sampler.h"
+#include "speculative/tree.h"
 
 #define SPEC_MAX_K 10 /* the longest draft a pass verifies */
 
@@ -40,5 +41,28 @@
  * when the sampler is greedy). scratch: 2 * n_vocab floats. */
 int spec_verify(sampler *smp, const float *rows, int n_vocab, const int32_t *draft, const float *q, int k,
                 float *scratch, int32_t *next);
+
+/*
+ * A draft tree (tree.h), one logit row per node in node order: from the root,
+ * each node's children are tried in rank order, and the walk goes on from
+ * the child accepted, until a node has none accepted (or no children).
+ *
+ *   greedy   the child equal to the sampler's pick from the node's row.
+ *   sampled  multi-candidate rejection sampling (recursive rejection
+ *            sampling without replacement, as in SpecInfer and Jeon et al.
+ *            2024): p is the node's row after the sampler's transforms and
+ *            q the children's distribution (one-hot at the child when it was
+ *            chosen deterministically). Child x is accepted with probability
+ *            min(1, p(x) / q(x)); on rejection p becomes the normalised
+ *            max(0, p - q), and q loses x and is normalised again (the next
+ *            child was drawn from q without x). With every child rejected,
+ *            the next token is drawn from what p has become. Each emitted
+ *            token is distributed as plain decoding's.
+ *
+ * Returns the drafts accepted, a; path[0..a] gets the nodes walked (path[0] =
+ * 0, the root) and *next the token after them. scratch: 3 * n_vocab floats.
+ */
+int spec_verify_tree(sampler *smp, const float *rows, int n_vocab, const spec_tree *t, float *scratch, int *path,
+                     int32_t *next);
 
 #endif
