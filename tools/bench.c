@@ -101,7 +101,7 @@ static int run_roofline(int n_threads, int json) {
 
 typedef struct {
     double tps;            /* decode tokens/s */
-    int tokens, proposed, accepted, steps, k;
+    int tokens, proposed, accepted, steps, k, tree_passes, off_line;
     double spec_ms, draft_ms, decode_ms;
     char proposer[12], note[96];
 } gen_run;
@@ -116,7 +116,8 @@ static int generate_once(octo_model *m, const char *prompt, const octo_generate_
     const octo_stats st = octo_model_stats(m);
     *out = (gen_run){.tps = st.decode_tokens_per_s, .tokens = st.decode_tokens, .proposed = st.spec_proposed,
                      .accepted = st.spec_accepted, .steps = st.spec_steps, .k = st.spec_k, .spec_ms = st.spec_ms,
-                     .draft_ms = st.spec_draft_ms, .decode_ms = st.decode_ms};
+                     .draft_ms = st.spec_draft_ms, .decode_ms = st.decode_ms, .tree_passes = st.spec_tree_passes,
+                     .off_line = st.spec_off_line};
     snprintf(out->proposer, sizeof out->proposer, "%s", st.spec_proposer);
     snprintf(out->note, sizeof out->note, "%s", st.spec_note);
     return rc;
@@ -143,7 +144,7 @@ static int run_spec_bench(const char *path, const char *draft, const char *promp
     octo_generate_params plain = gp;
     plain.spec = OCTO_SPEC_NONE;
     double a_tps[MAX_REPS], b_tps[MAX_REPS], ratio[MAX_REPS];
-    long proposed = 0, accepted = 0, steps = 0;
+    long proposed = 0, accepted = 0, steps = 0, tree_passes = 0, off_line = 0;
     double spec_ms = 0, draft_ms = 0, plain_ms_tok = 0;
     gen_run a = {0}, b = {0};
     int rc = 0;
@@ -153,6 +154,7 @@ static int run_spec_bench(const char *path, const char *draft, const char *promp
         if (r < 0) continue;
         a_tps[r] = a.tps, b_tps[r] = b.tps, ratio[r] = a.tps > 0 ? b.tps / a.tps : 0;
         proposed += b.proposed, accepted += b.accepted, steps += b.steps, spec_ms += b.spec_ms, draft_ms += b.draft_ms;
+        tree_passes += b.tree_passes, off_line += b.off_line;
         plain_ms_tok += a.decode_ms / (a.tokens > 1 ? a.tokens - 1 : 1);
     }
     if (!rc) {
@@ -169,16 +171,21 @@ static int run_spec_bench(const char *path, const char *draft, const char *promp
                    "\"spec_tokens_per_s\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
                    "\"speedup\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}, \"acceptance\": %.4f, "
                    "\"mean_k\": %.2f, \"tokens_per_pass\": %.3f, \"pass_cost\": %.3f, \"c\": %.3f, "
-                   "\"pass_cost_proposing\": %.3f, \"formula_speedup\": %.3f, \"k_at_end\": %d, \"note\": \"%s\"}\n",
+                   "\"pass_cost_proposing\": %.3f, \"formula_speedup\": %.3f, \"k_at_end\": %d, \"tree_passes\": %ld, "
+                   "\"off_line\": %ld, \"note\": \"%s\"}\n",
                    path, b.proposer, n, reps, sa.median, sa.min, sa.max, sb.median, sb.min, sb.max, sr.median, sr.min,
-                   sr.max, alpha, k, per_pass, pass_cost, cost_c, draft_cost, formula, b.k, b.note);
+                   sr.max, alpha, k, per_pass, pass_cost, cost_c, draft_cost, formula, b.k, tree_passes, off_line, b.note);
         else {
             printf("model        %s, %ld tokens, %ld alternated repetitions (median, min..max)\n", path, n, reps);
             printf("plain        %9.2f tokens/s  (%.2f..%.2f)\n", sa.median, sa.min, sa.max);
             printf("%-12s %9.2f tokens/s  (%.2f..%.2f)\n", b.proposer, sb.median, sb.min, sb.max);
             printf("speedup      %.2fx  (%.2f..%.2f, per pair)\n", sr.median, sr.min, sr.max);
-            printf("speculation  %.1f%% of %ld drafts accepted, %.2f drafts and %.2f tokens per verify pass, k at end %d\n",
-                   100.0 * alpha, proposed, k, per_pass, b.k);
+            if (tree_passes)
+                printf("speculation  trees in %ld of %ld verify passes, %.2f nodes and %.2f tokens a pass, %ld paths kept "
+                       "off a tree's first line, %d nodes at the end\n", tree_passes, steps, k, per_pass, off_line, b.k);
+            else
+                printf("speculation  %.1f%% of %ld drafts accepted, %.2f drafts and %.2f tokens per verify pass, k at end %d\n",
+                       100.0 * alpha, proposed, k, per_pass, b.k);
             printf("formula      (1 - a^(k+1)) / ((1 - a)(1 + k c)) = %.2fx at a = %.3f, k = %.2f, c = %.3f "
                    "(a pass costs %.2f plain tokens: %.2f proposing, %.2f verifying)\n", formula, alpha, k, cost_c,
                    pass_cost, draft_cost, pass_cost - draft_cost);
