@@ -150,6 +150,36 @@ static void tree_batch(attn_fn fn, const char *name) {
         trunk_diff += memcmp(one, outs[t], sizeof one) != 0;
     }
     T_CHECKF(trunk_diff == 0, "%s: %d of %d trunk queries differ from plain causal attention", name, trunk_diff, TRUNK);
+    /* a branch query against the causal query over the prefix and its
+     * ancestors laid end to end, as plain decoding would have them */
+    int branch_diff = 0, same_diff = 0, same = 0;
+    const size_t row = (ks.type == QT_F16 ? 2 : 4) * (size_t)ks.row_dim;
+    for (int t = TRUNK; t < B; t++) {
+        bool tiles_agree = true; /* each of its keys in the tile plain decoding would put it in */
+        for (int j = 0, k = 0; j <= t; j++)
+            if ((anc[t] >> j) & 1) tiles_agree &= (P + j) / ATTN_LANES == (P + k) / ATTN_LANES, k++;
+        keyset line;
+        make_keys(&line, P + B, QT_F16, 64, 64, 0);
+        int n = 0;
+        for (int j = 0; j < P + B; j++) {
+            if (j >= P && !((anc[t] >> (j - P)) & 1)) continue;
+            memcpy((uint8_t *)line.k + (size_t)n * row, (const uint8_t *)ks.k + (size_t)j * row, row);
+            memcpy((uint8_t *)line.v + (size_t)n * row, (const uint8_t *)ks.v + (size_t)j * row, row);
+            line.pos[n] = n;
+            n++;
+        }
+        attn_queries q = {.hd = 64, .hdv = 64, .scale = 0.125f, .n_q = 1, .q = {qs[t]}, .qpos = {n - 1}, .out = {one}};
+        attn_keys part = as_run(&line, 0, n);
+        fn(&q, &part, 1);
+        const int differ = memcmp(one, outs[t], sizeof one) != 0;
+        branch_diff += differ;
+        same += tiles_agree, same_diff += tiles_agree && differ;
+        free_keys(&line);
+    }
+    printf("%s: branch queries against causal attention over their line laid end to end: %d of %d with their keys in "
+           "the line's tiles differ, %d of %d others\n", name, same_diff, same, branch_diff - same_diff, B - TRUNK - same);
+    T_CHECKF(same > 0 && same_diff == 0, "%s: %d of %d branch queries whose keys fall in the line's tiles differ", name,
+             same_diff, same);
     free_keys(&ks);
 }
 

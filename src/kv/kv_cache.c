@@ -414,6 +414,17 @@ void kv_cache_keep_tentative(kv_cache *c, const int *slots, int m) {
     drop_from(c, c->commit_pos + m);
 }
 
+uint32_t kv_cache_append_phases(const kv_cache *c, int tile) {
+    uint32_t phases = 0;
+    for (int l = 0; l < c->n_layer; l++) {
+        const kv_layer *L = &c->layers[l];
+        const kv_block *b = L->n_blocks ? L->blocks[L->n_blocks - 1] : NULL;
+        const int next = b && b->open && b->n < KV_BLOCK ? b->n : 0; /* cache_append's rule */
+        phases |= 1u << (next % tile);
+    }
+    return phases;
+}
+
 bool kv_cache_window_lost(const kv_cache *c, int32_t n) {
     for (int l = 0; l < c->n_layer; l++) {
         const kv_layer *L = &c->layers[l];

@@ -185,6 +185,10 @@ void kv_cache_rollback(kv_cache *c, int n);
  * tree pass whose accepted path left its leading line; its nodes' rows were
  * computed at the positions they move to). */
 void kv_cache_keep_tentative(kv_cache *c, const int *slots, int m);
+/* Where the next appended entry sits in its block, modulo tile, per layer:
+ * bit p is set when some layer's next entry would be its block's p-th
+ * modulo tile (the attention kernels take a block's keys in tiles). */
+uint32_t kv_cache_append_phases(const kv_cache *c, int tile);
 /* Drop every entry at position >= pos (committed or not). */
 void kv_cache_truncate(kv_cache *c, int32_t pos);
 /* Holding the first n positions, does a sliding-window layer miss an entry

@@ -271,7 +271,8 @@ static int verify_pass(generation *g, const spec_pass *pass, int32_t *drafts, in
 static bool speculate(generation *g, bool *ok) {
     session *s = g->s;
     spec_pass *pass = &g->pass;
-    const spec_view v = {.tokens = s->tokens, .n_past = s->n_past, .last = g->last, .n_ctx = s->n_ctx};
+    spec_view v = {.tokens = s->tokens, .n_past = s->n_past, .last = g->last, .n_ctx = s->n_ctx};
+    v.tile_phases = session_tile_phases(s, &v.tile);
     pass->draft_tree = false;
     pass->draft_steps = 0;
     const double t0 = now_ms(); /* drafting counts as speculation's cost */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/attn.h"
 #include "core/quant.h"
 #include "runtime/plan.h"
 
@@ -219,6 +220,11 @@ err_code session_accept(session *s, const int32_t *tokens, int n, int n_keep, er
     memcpy(s->tokens + s->n_past, tokens, sizeof(int32_t) * (size_t)n_keep);
     s->n_past += n_keep;
     return ERR_OK;
+}
+
+uint32_t session_tile_phases(const session *s, int *tile) {
+    *tile = ATTN_LANES;
+    return kv_cache_append_phases(s->kv, ATTN_LANES);
 }
 
 err_code session_accept_path(session *s, const int32_t *tokens, int n, const int *path, int n_keep, err_t *err) {

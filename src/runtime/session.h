@@ -68,6 +68,10 @@ err_code session_eval_tentative(session *s, const int32_t *tokens, int n, float 
  * out_rows only; session_accept may then keep a leading run of the trunk. */
 err_code session_eval_tree(session *s, const int32_t *tokens, int n, const uint64_t *anc, const int32_t *out_rows,
                            int n_out, float *logits, err_t *err);
+/* The attention kernels sum a block's keys in tiles of *tile: bit p is set
+ * when the next entry of some layer would be its tile's p-th
+ * (speculative/tree.h: which tree nodes compute what plain decoding would). */
+uint32_t session_tile_phases(const session *s, int *tile);
 err_code session_accept(session *s, const int32_t *tokens, int n, int n_keep, err_t *err);
 /* The same for a tree batch whose kept tokens are the batch positions
  * path[0] < .. < path[n_keep - 1], one line of the tree (each the parent of

@@ -71,6 +71,10 @@ typedef struct {
     int n_past;
     int32_t last;              /* the newest token, not cached yet: the pass's first */
     int n_ctx;
+    /* how the target's attention groups keys (runtime: session_tile_phases): a
+     * draft tree keeps the nodes it computes as plain decoding would (tree.h) */
+    uint32_t tile_phases;
+    int tile;
 } spec_view;
 
 /* One verify pass as the proposer lays it out. */

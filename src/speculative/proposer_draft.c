@@ -206,7 +206,7 @@ static int draft_tree(draft_state *s, const spec_view *v, int room, spec_pass *p
     int n = spec_budget_choose(s->budget, &chosen);
     spec_tree_truncate(&chosen, (n < room ? n : room) + 1);
     spec_tree_layout(&chosen, &pass->dt, pass->anc);
-    return pass->dt.n;
+    return spec_tree_keep_exact(&pass->dt, pass->anc, v->tile_phases, v->tile);
 }
 
 static int propose_tree(draft_state *s, const spec_view *v, int room, spec_pass *pass, err_t *err) {

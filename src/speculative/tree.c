@@ -106,3 +106,26 @@ void spec_tree_layout(const spec_tree *t, spec_tree *out, uint64_t *anc) {
         anc[i] = (p >= 0 ? anc[where[p]] : 0) | (uint64_t)1 << i;
     }
 }
+
+/* Node v, at batch slot `slot`, with its kept ancestors at slots where[]:
+ * each falls in the tile plain decoding would put it in, for every phase. */
+static bool same_tiles(const spec_tree *t, int v, int slot, const int *where, uint32_t phases, int tile) {
+    for (int u = v, s = slot; u >= 0; s = t->parent[u] >= 0 ? where[t->parent[u]] : 0, u = t->parent[u])
+        for (int p = 0; p < tile; p++)
+            if (((phases >> p) & 1u) && (p + s) / tile != (p + t->depth[u]) / tile) return false;
+    return true;
+}
+
+int spec_tree_keep_exact(spec_tree *t, uint64_t *anc, uint32_t phases, int tile) {
+    if (tile <= 0) return t->n; /* nothing known of the grouping */
+    int where[SPEC_TREE_MAX], n = 0;
+    for (int v = 0; v < t->n; v++) {
+        const int p = t->parent[v];
+        where[v] = v == 0 || (where[p] >= 0 && same_tiles(t, v, n, where, phases, tile)) ? n++ : -1;
+        if (where[v] < 0) continue;
+        copy_node(t, where[v], t, v, p >= 0 ? where[p] : -1);
+        anc[where[v]] = (p >= 0 ? anc[where[p]] : 0) | (uint64_t)1 << where[v];
+    }
+    t->n = n;
+    return n;
+}

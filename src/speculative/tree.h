@@ -25,6 +25,9 @@
  * children from the root comes first, so that when it is accepted the pass
  * keeps a leading run of its entries as a chain does (forward_tree's trunk);
  * an accepted path off that line is moved into place (session_accept_path).
+ * A node off the line is verified only where its keys are summed as plain
+ * decoding sums them (spec_tree_keep_exact), so greedy output stays plain
+ * decoding's byte for byte.
  */
 #ifndef OCTO_SPEC_TREE_H
 #define OCTO_SPEC_TREE_H
@@ -88,5 +91,17 @@ void spec_tree_truncate(spec_tree *t, int n);
  * the rank-0 line from the root first, and anc the batch's ancestry
  * (model/forward.h: forward_tree). */
 void spec_tree_layout(const spec_tree *t, spec_tree *out, uint64_t *anc);
+
+/* Keep only the nodes whose rows the target computes as plain decoding
+ * would, bit for bit. The attention kernels sum a block's keys in tiles of
+ * `tile`, a node at batch slot s and depth d sees its ancestors at their
+ * slots where plain decoding would have them at 0..d, and the sums agree
+ * only when each of them (the node included) falls in the same tile both
+ * ways, for every phase in `phases` (bit p: some layer's first tentative
+ * entry is its tile's p-th; runtime: session_tile_phases). A node that does
+ * not goes, with its subtree; the rest move up, in order. The rank-0 line
+ * always stays. anc is recomputed. Returns the nodes left (all of them when
+ * tile is 0: nothing known of the grouping). */
+int spec_tree_keep_exact(spec_tree *t, uint64_t *anc, uint32_t phases, int tile);
 
 #endif
