@@ -6,8 +6,8 @@ alternated in the same process, medians over the pairs, so each speedup is a rat
 baseline measured in the same run.
 
     python3 bench/spec.py trees --model WIDE.gguf --draft DRAFT.gguf [--reps 3] [--tokens 128]
-        lines against trees at the same pass sizes, adaptive both, the draft and the self-draft,
-        greedy and sampled; tokens and cost per pass
+        trees against lines (`--versus-lines`: the three arms alternated in one run), adaptive and at
+        the same pass sizes, the draft and the self-draft, greedy and sampled; tokens and cost per pass
     python3 bench/spec.py auto --wide WIDE.gguf --stories stories260K.gguf --text TEXT
                                [--models /tmp/octo-bench] [--reps 3]
         `--spec auto` on the eight workloads of docs/speculative.md (makes the synthetic models
@@ -29,36 +29,31 @@ MOE = ["--vocab", "32000", "--embd", "1024", "--layers", "8", "--heads", "16", "
 
 
 def bench(model, spec, extra, reps, tokens):
+    """One `octo bench --spec` run: its JSON object, and the lines arm's when --versus-lines was given."""
     cmd = [OCTO, "bench", "-m", model, "--spec", spec, "-n", str(tokens), "-r", str(reps), "--json"] + extra
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def row(label, r):
-    s = r["speedup"]
-    return (f"| {label} | {r['plain_tokens_per_s']['median']:.2f} | {r['spec_tokens_per_s']['median']:.2f} | "
-            f"**{s['median']:.2f}x** ({s['min']:.2f}-{s['max']:.2f}) | {r['tokens_per_pass']:.2f} | "
-            f"{r['pass_cost']:.2f} | {r['k_at_end']} |")
+    objs = [json.loads(line) for line in out.stdout.strip().splitlines() if line.startswith("{")]
+    return objs[0], (objs[1] if len(objs) > 1 else None)
 
 
 def trees(a):
-    header = ("| run | plain tok/s | speculative tok/s | speedup (range over pairs) | tokens per pass | "
-              "a pass costs (plain tokens) | k or nodes at the end |\n|---|---:|---:|---:|---:|---:|---:|")
-    print(header)
-    runs = [("draft, lines, adaptive", "draft", ["--spec-tree", "off"]),
-            ("draft, trees, adaptive", "draft", [])]
-    for n in a.sizes:
-        runs.append((f"draft, line of {n}", "draft", ["--spec-k", str(n)]))
-        runs.append((f"draft, tree of {n}", "draft", ["--spec-tree", str(n)]))
-    runs += [("draft sampled (temperature 0.8), lines", "draft", ["--spec-tree", "off", "--temp", "0.8", "--seed", "7"]),
-             ("draft sampled (temperature 0.8), trees", "draft", ["--temp", "0.8", "--seed", "7"]),
-             ("self-draft, lines, adaptive", "self", ["--spec-tree", "off"]),
-             ("self-draft, trees, adaptive", "self", [])]
-    for label, spec, extra in runs:
+    print("| run | plain tok/s | trees: tok/s, speedup (range) | tokens a pass, pass cost | lines: tok/s, speedup "
+          "| tokens a pass, pass cost | trees / lines, per triple (range) |\n|---|---:|---:|---:|---:|---:|---:|")
+    runs = [("draft, adaptive", "draft", [], 0)]
+    runs += [(f"draft, {n} nodes against a line of {n}", "draft", ["--spec-tree", str(n)], n) for n in a.sizes]
+    runs += [("draft sampled (temperature 0.8), adaptive", "draft", ["--temp", "0.8", "--seed", "7"], 0),
+             ("self-draft, adaptive", "self", [], 0)]
+    for label, spec, extra, k in runs:
         if a.only and not any(o in label for o in a.only.split(";")):
             continue
         d = ["--draft", a.draft] if spec == "draft" else []
-        print(row(label, bench(a.model, spec, d + extra, a.reps, a.tokens)), flush=True)
+        r, v = bench(a.model, spec, d + extra + ["--versus-lines", str(k)], a.reps, a.tokens)
+        p, s, o = r["plain_tokens_per_s"]["median"], r["speedup"], v["spec_over_versus"]
+        print(f"| {label} | {p:.2f} | {r['spec_tokens_per_s']['median']:.2f}, **{s['median']:.2f}x** "
+              f"({s['min']:.2f}-{s['max']:.2f}) | {r['tokens_per_pass']:.2f}, {r['pass_cost']:.2f} | "
+              f"{v['tokens_per_s']['median']:.2f}, {v['tokens_per_s']['median'] / p:.2f}x | "
+              f"{v['tokens_per_pass']:.2f}, {v['pass_cost']:.2f} | **{o['median']:.2f}** ({o['min']:.2f}-{o['max']:.2f}) |",
+              flush=True)
 
 
 def grounded(text):
@@ -88,7 +83,7 @@ def auto(a):
             ("stories260K, input-grounded prompt", a.stories, ["--prompt", g])]
     print("| workload | auto chose | speedup (range over pairs) | note |\n|---|---|---:|---|")
     for label, model, extra in work:
-        r = bench(model, "auto", extra, a.reps, a.tokens)
+        r, _ = bench(model, "auto", extra, a.reps, a.tokens)
         s = r["speedup"]
         print(f"| {label} | {r['spec']} | {s['median']:.2f}x ({s['min']:.2f}-{s['max']:.2f}) | "
               f"{r.get('note', '')} |", flush=True)

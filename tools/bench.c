@@ -124,8 +124,30 @@ static int generate_once(octo_model *m, const char *prompt, const octo_generate_
 }
 
 /* `octo bench --spec`: plain and speculative generation, alternated. */
+/* --versus-lines: the same generation with lines of drafts, alternated with
+ * the other two arms, as one more figure beside theirs. */
+typedef struct {
+    double tps[MAX_REPS], over[MAX_REPS]; /* tokens/s; the speculative arm's tokens/s over it */
+    long proposed, accepted, steps;
+    double spec_ms;
+} versus_arm;
+
+static void print_versus(const versus_arm *v, long reps, double plain_ms_tok, int json) {
+    const spread s = summarize((double *)v->tps, (int)reps), o = summarize((double *)v->over, (int)reps);
+    const double per_pass = v->steps ? (double)(v->accepted + v->steps) / v->steps : 0.0;
+    const double cost = v->steps && plain_ms_tok > 0 ? (v->spec_ms / v->steps) / (plain_ms_tok / reps) : 0.0;
+    if (json)
+        printf("{\"versus\": \"lines\", \"tokens_per_s\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
+               "\"spec_over_versus\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}, \"tokens_per_pass\": %.3f, "
+               "\"pass_cost\": %.3f}\n", s.median, s.min, s.max, o.median, o.min, o.max, per_pass, cost);
+    else
+        printf("lines        %9.2f tokens/s  (%.2f..%.2f), %.2f tokens a pass costing %.2f plain tokens; the mode "
+               "against them %.2fx (%.2f..%.2f, per triple)\n", s.median, s.min, s.max, per_pass, cost, o.median, o.min,
+               o.max);
+}
+
 static int run_spec_bench(const char *path, const char *draft, const char *prompt, octo_generate_params gp, long n,
-                          long reps, int threads, int json) {
+                          long reps, int threads, int json, int versus) {
     octo_client_options co = octo_client_options_defaults();
     co.n_threads = threads;
     octo_client *c = octo_client_new(&co);
@@ -146,12 +168,20 @@ static int run_spec_bench(const char *path, const char *draft, const char *promp
     double a_tps[MAX_REPS], b_tps[MAX_REPS], ratio[MAX_REPS];
     long proposed = 0, accepted = 0, steps = 0, tree_passes = 0, off_line = 0;
     double spec_ms = 0, draft_ms = 0, plain_ms_tok = 0;
-    gen_run a = {0}, b = {0};
+    gen_run a = {0}, b = {0}, l = {0};
+    octo_generate_params lines = gp;
+    lines.spec_tree = -1, lines.spec_k = versus > 0 ? versus : 0;
+    versus_arm va = {0};
     int rc = 0;
     /* a warm-up pair pages the weights in */
     for (long r = -1; r < reps && !rc; r++) {
         if ((rc = generate_once(m, prompt, &plain, &a)) || (rc = generate_once(m, prompt, &gp, &b))) break;
+        if (versus >= 0 && (rc = generate_once(m, prompt, &lines, &l))) break;
         if (r < 0) continue;
+        if (versus >= 0) {
+            va.tps[r] = l.tps, va.over[r] = l.tps > 0 ? b.tps / l.tps : 0;
+            va.proposed += l.proposed, va.accepted += l.accepted, va.steps += l.steps, va.spec_ms += l.spec_ms;
+        }
         a_tps[r] = a.tps, b_tps[r] = b.tps, ratio[r] = a.tps > 0 ? b.tps / a.tps : 0;
         proposed += b.proposed, accepted += b.accepted, steps += b.steps, spec_ms += b.spec_ms, draft_ms += b.draft_ms;
         tree_passes += b.tree_passes, off_line += b.off_line;
@@ -191,6 +221,7 @@ static int run_spec_bench(const char *path, const char *draft, const char *promp
                    pass_cost, draft_cost, pass_cost - draft_cost);
             if (b.note[0]) printf("note         %s (last run)\n", b.note);
         }
+        if (versus >= 0) print_versus(&va, reps, plain_ms_tok, json);
     }
     octo_model_free(m);
     octo_client_free(c);
@@ -202,6 +233,7 @@ typedef struct {
     const char *path, *draft, *prompt, *prompt_file;
     long p, n, threads, reps;
     int json, roofline_only, with_roofline, kv_plain, spec;
+    int versus;  /* --versus-lines K: -1 none, 0 adaptive lines, else lines of K */
     octo_generate_params gp;
     int batches[MAX_BATCHES], n_batches;
     octo_moe_options moe;
@@ -230,7 +262,7 @@ static int parse_batches(const char *v, bench_args *a) {
 
 /* The options into a; -1 when they parse, else the exit code of the usage error. */
 static int parse_bench_args(int argc, char **argv, bench_args *a) {
-    *a = (bench_args){.p = 512, .n = 128, .reps = 5, .with_roofline = 1, .spec = -1,
+    *a = (bench_args){.p = 512, .n = 128, .reps = 5, .with_roofline = 1, .spec = -1, .versus = -1,
                       .gp = octo_generate_params_defaults(), .batches = {1, 2, 4, 8, 16}, .n_batches = 5};
     a->gp.temperature = 0.0f;
     octo_generate_params *gp = &a->gp;
@@ -254,6 +286,7 @@ static int parse_bench_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(o, "--prompt-file") && v) { a->prompt_file = v; i++; }
         else if (!strcmp(o, "--temp") && v) { if (!parse_float(v, &gp->temperature)) return usage_error("--temp takes a number"); i++; }
         else if (!strcmp(o, "--seed") && v) { long s; if (!parse_long(v, 0, 1L << 62, &s)) return usage_error("--seed takes a count"); gp->seed = (uint64_t)s; i++; }
+        else if (!strcmp(o, "--versus-lines") && v) { long k; if (!parse_long(v, 0, 10, &k)) return usage_error("--versus-lines takes 0 (adaptive) or 1..10"); a->versus = (int)k; i++; }
         else if (!strcmp(o, "--spec-tree") && v) { if (!parse_spec_tree(v, &gp->spec_tree)) return usage_error("--spec-tree takes auto, off or 1..31 nodes"); i++; }
         else if (!strcmp(o, "--spec-k") && v) { long k; if (!parse_long(v, 1, 10, &k)) return usage_error("--spec-k takes 1..10"); gp->spec_k = (int)k; i++; }
         else if (!strcmp(o, "--lookahead") && v) {
@@ -276,7 +309,7 @@ static int spec_bench(bench_args *a) {
     if (a->prompt_file && read_text_file(a->prompt_file, &text, &len)) return 1;
     a->gp.spec = (octo_spec_mode)a->spec;
     const int rc = run_spec_bench(a->path, a->draft, text ? text : a->prompt ? a->prompt : "Once upon a time", a->gp,
-                                  a->n, a->reps, (int)a->threads, a->json);
+                                  a->n, a->reps, (int)a->threads, a->json, a->versus);
     free(text);
     return rc;
 }
