@@ -83,6 +83,8 @@ def auto(a):
             ("stories260K, input-grounded prompt", a.stories, ["--prompt", g])]
     print("| workload | auto chose | speedup (range over pairs) | note |\n|---|---|---:|---|")
     for label, model, extra in work:
+        if a.only and not any(o in label for o in a.only.split(";")):
+            continue
         r, _ = bench(model, "auto", extra, a.reps, a.tokens)
         s = r["speedup"]
         print(f"| {label} | {r['spec']} | {s['median']:.2f}x ({s['min']:.2f}-{s['max']:.2f}) | "
@@ -105,6 +107,7 @@ def main():
     u.add_argument("--stories", required=True)
     u.add_argument("--text", required=True)
     u.add_argument("--models", default="/tmp/octo-bench")
+    u.add_argument("--only", default="", help="semicolon-separated substrings of the workload labels to keep")
     a = p.parse_args()
     global OCTO
     OCTO = a.octo

@@ -45,7 +45,7 @@ bool spec_stop(const spec_timing *t, int min_passes, double *spec_ms_per_token, 
 void spec_budget_init(spec_budget *b, int fixed) {
     memset(b, 0, sizeof *b);
     b->fixed = fixed;
-    b->depth = 3;
+    b->depth = 2; /* the first tree drafts 4 deep, as a first line does */
 }
 
 static double ema(double old, double x, bool first) { return first ? x : old + BUDGET_EMA * (x - old); }
