@@ -431,9 +431,9 @@ typedef struct {
     octo_spec_mode spec;    /* speculative decoding; default OCTO_SPEC_AUTO */
     int spec_k;             /* fixed draft length 1..10, for experiments: speculation then also stays on when it
                                does not pay; 0 = adaptive and switched off where it does not pay (default) */
-    int spec_tree;          /* draft and self-draft: 0 = each pass verifies a token tree, its size chosen by the
-                               passes' measured cost (default); -1 = one line of drafts; 1..31 = trees of this
-                               many nodes, for experiments (kept on like spec_k); spec_k > 0 means lines */
+    int spec_tree;          /* draft and self-draft: 0 = greedy passes verify a token tree, its size chosen by
+                               the passes' measured cost, and sampled ones a line (default); -1 = lines; 1..31 =
+                               trees of this many nodes, for experiments (kept on like spec_k); spec_k > 0: lines */
     /* OCTO_SPEC_LOOKAHEAD: window columns W (1..16), n-gram size N (2..6),
      * n-grams kept per first token G (1..16), a pass being 1 + (N-1)(W+1)
      * tokens at most 63; all 0 = 5, 3, 4 (default) */

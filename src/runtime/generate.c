@@ -114,7 +114,7 @@ static err_code spec_start(generation *g, const int32_t *prompt, int n_prompt, e
         !(g->scratch = malloc(sizeof(float) * 3 * (size_t)n_vocab)))
         return err_set(err, ERR_NOMEM, "out of memory");
     if (p->proposer->needs_lm) draft_lm_init(&g->lm, p->draft);
-    g->trees = p->proposer->trees && p->spec_tree >= 0 && p->spec_k == 0;
+    g->trees = p->proposer->trees && spec_trees_pay(p->spec_tree, p->spec_k, p->sampling.temperature != 0.0f);
     spec_budget_init(&g->budget, p->spec_tree > 0 ? p->spec_tree : 0);
     const spec_setup su = {.n_vocab = n_vocab, .n_ctx = g->s->n_ctx, .prompt = prompt, .n_prompt = n_prompt,
                            .smp = g->smp, .sampled = p->sampling.temperature != 0.0f,

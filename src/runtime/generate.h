@@ -32,9 +32,10 @@ typedef struct {
      * NULL: plain decoding */
     const proposer_ops *proposer;
     int spec_k;                    /* fixed draft length, never switched off (experiments); 0 = adaptive (4, then 2..10) */
-    int spec_tree;                 /* a proposer with trees (proposer_ops.trees): 0 = trees, their size adaptive
-                                    * (speculative/adaptive.h); -1 = lines of spec_k; 1..SPEC_TREE_MAX - 1 = trees
-                                    * of this many nodes, never switched off (experiments). spec_k > 0: lines */
+    int spec_tree;                 /* a proposer with trees (proposer_ops.trees): 0 = trees when greedy, their size
+                                    * adaptive, lines when sampled (speculative/adaptive.h); -1 = lines of spec_k;
+                                    * 1..SPEC_TREE_MAX - 1 = trees of this many nodes, never switched off
+                                    * (experiments). spec_k > 0: lines */
     session *draft;                /* a proposer that needs_lm: the draft model's session (same vocabulary) */
     lookahead_params lookahead;    /* lookahead: W, N, G (all 0: lookahead_params_default()) */
     prefill_params prefill;        /* the prompt with the draft (SpecKV, SpecPC): runtime/prefill.h */

@@ -48,6 +48,10 @@ void spec_budget_init(spec_budget *b, int fixed) {
     b->depth = 2; /* the first tree drafts 4 deep, as a first line does */
 }
 
+bool spec_trees_pay(int spec_tree, int spec_k, bool sampled) {
+    return spec_k == 0 && (spec_tree > 0 || (spec_tree == 0 && !sampled));
+}
+
 static double ema(double old, double x, bool first) { return first ? x : old + BUDGET_EMA * (x - old); }
 
 /* A verify pass of n tokens, in ms (relative units while nothing is measured). */
