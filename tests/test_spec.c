@@ -565,6 +565,38 @@ static void test_chi2(void) {
 #define TV 6
 #define TPOS 8
 
+/* The toy target and draft, after the sampler's transforms, and the exact
+ * joint of plain decoding's first 3 tokens. */
+typedef struct {
+    sampler *smp;
+    float P[TPOS][TV], Q[TPOS][TV], p[TPOS][TV], q[TPOS][TV];
+    double prob[TV * TV * TV];
+} toy_target;
+
+static int toy_init(toy_target *t, uint64_t seed) {
+    sampler_params sp = sampler_defaults();
+    sp.temperature = 0.9f, sp.top_k = 5, sp.top_p = 0.97f, sp.min_p = 0.02f, sp.seed = seed;
+    err_t err = {0};
+    if (sampler_new(&sp, TV, &t->smp, &err)) return -1;
+    for (int i = 0; i < TPOS; i++)
+        for (int v = 0; v < TV; v++) {
+            t->P[i][v] = (float)(1.3 * sin(1.7 * i + 2.1 * v) + 0.4 * v);
+            t->Q[i][v] = (float)(1.5 * sin(1.1 * i + 1.9 * v + 0.5) + 0.2 * (TV - v)); /* close, not equal */
+        }
+    for (int i = 0; i < TPOS; i++)
+        sampler_distribution(t->smp, t->P[i], t->p[i]), sampler_distribution(t->smp, t->Q[i], t->q[i]);
+    for (int i = 0; i < TV * TV * TV; i++)
+        t->prob[i] = (double)t->p[0][i / (TV * TV)] * t->p[1][i / TV % TV] * t->p[2][i % TV];
+    return 0;
+}
+
+/* A rule's p-value: it must pass, or (a wrong rule) the test must see it. */
+static void toy_judge(const char *what, const char *name, double pv, double stat, int df, long n, int must_pass) {
+    printf("%s, %s: chi2 %.1f on %d df, p = %.3g over %ld runs\n", what, name, stat, df, pv, n);
+    if (must_pass) T_CHECKF(pv > ALPHA, "%s: p = %g", name, pv);
+    else T_CHECKF(pv >= 0 && pv < ALPHA, "%s: the test did not see the wrong rule (p = %g)", name, pv);
+}
+
 typedef int (*verify_fn)(sampler *, const float *, int, const int32_t *, const float *, int, float *, int32_t *);
 
 /* WRONG rule 1: after a rejection, draw from p instead of max(0, p - q).
@@ -611,21 +643,11 @@ static int wrong_inverted(sampler *smp, const float *rows, int V, const int32_t 
  * (always the argmax of Q, q NULL). */
 static double toy_run(verify_fn rule, int sampled_draft, long n_trials, double *stat, int *df) {
     *stat = 0, *df = 0;
-    sampler_params sp = sampler_defaults();
-    sp.temperature = 0.9f, sp.top_k = 5, sp.top_p = 0.97f, sp.min_p = 0.02f, sp.seed = 1234;
-    sampler *smp;
-    err_t err = {0};
-    if (sampler_new(&sp, TV, &smp, &err)) return -1;
-    float P[TPOS][TV], Q[TPOS][TV], p[TPOS][TV], q[TPOS][TV], scratch[2 * TV];
-    for (int t = 0; t < TPOS; t++)
-        for (int v = 0; v < TV; v++) {
-            P[t][v] = (float)(1.3 * sin(1.7 * t + 2.1 * v) + 0.4 * v);
-            Q[t][v] = (float)(1.5 * sin(1.1 * t + 1.9 * v + 0.5) + 0.2 * (TV - v)); /* close, not equal */
-        }
-    for (int t = 0; t < TPOS; t++) sampler_distribution(smp, P[t], p[t]), sampler_distribution(smp, Q[t], q[t]);
+    toy_target tt;
+    if (toy_init(&tt, 1234)) return -1;
+    sampler *smp = tt.smp;
+    float(*P)[TV] = tt.P, (*Q)[TV] = tt.Q, (*q)[TV] = tt.q, scratch[2 * TV];
     long count[TV * TV * TV] = {0};
-    double prob[TV * TV * TV];
-    for (int i = 0; i < TV * TV * TV; i++) prob[i] = (double)p[0][i / (TV * TV)] * p[1][i / TV % TV] * p[2][i % TV];
     for (long n = 0; n < n_trials; n++) {
         int32_t out[3 + SPEC_MAX_K + 1];
         int pos = 0;
@@ -648,7 +670,7 @@ static double toy_run(verify_fn rule, int sampled_draft, long n_trials, double *
         count[(out[0] * TV + out[1]) * TV + out[2]]++;
     }
     sampler_free(smp);
-    return chi2_fit(count, prob, TV * TV * TV, n_trials, stat, df);
+    return chi2_fit(count, tt.prob, TV * TV * TV, n_trials, stat, df);
 }
 
 static void test_rejection_exact(void) {
@@ -667,9 +689,7 @@ static void test_rejection_exact(void) {
         double stat;
         int df;
         const double pv = toy_run(cases[c].rule, cases[c].sampled, N, &stat, &df);
-        printf("rejection sampling, %s: chi2 %.1f on %d df, p = %.3g over %ld runs\n", cases[c].name, stat, df, pv, N);
-        if (cases[c].must_pass) T_CHECKF(pv > ALPHA, "%s: p = %g", cases[c].name, pv);
-        else T_CHECKF(pv >= 0 && pv < ALPHA, "%s: the test did not see the wrong rule (p = %g)", cases[c].name, pv);
+        toy_judge("rejection sampling", cases[c].name, pv, stat, df, N, cases[c].must_pass);
     }
 }
 
@@ -750,21 +770,12 @@ static void toy_family(sampler *smp, spec_tree *t, int u, int count, const float
 }
 
 static double toy_tree_run(tree_rule rule, int sampled, long n_trials, double *stat, int *df) {
-    sampler_params sp = sampler_defaults();
-    sp.temperature = 0.9f, sp.top_k = 5, sp.top_p = 0.97f, sp.min_p = 0.02f, sp.seed = 4321;
-    sampler *smp;
-    err_t err = {0};
-    if (sampler_new(&sp, TV, &smp, &err)) return -1;
-    float P[TPOS][TV], Q[TPOS][TV], p[TPOS][TV], q[TPOS][TV], scratch[3 * TV], rows[SPEC_TREE_MAX * TV];
-    for (int t = 0; t < TPOS; t++)
-        for (int v = 0; v < TV; v++) {
-            P[t][v] = (float)(1.3 * sin(1.7 * t + 2.1 * v) + 0.4 * v);
-            Q[t][v] = (float)(1.5 * sin(1.1 * t + 1.9 * v + 0.5) + 0.2 * (TV - v));
-        }
-    for (int t = 0; t < TPOS; t++) sampler_distribution(smp, P[t], p[t]), sampler_distribution(smp, Q[t], q[t]);
+    *stat = 0, *df = 0;
+    toy_target tt;
+    if (toy_init(&tt, 4321)) return -1;
+    sampler *smp = tt.smp;
+    float(*P)[TV] = tt.P, (*q)[TV] = tt.q, scratch[3 * TV], rows[SPEC_TREE_MAX * TV];
     long count[TV * TV * TV] = {0};
-    double prob[TV * TV * TV];
-    for (int i = 0; i < TV * TV * TV; i++) prob[i] = (double)p[0][i / (TV * TV)] * p[1][i / TV % TV] * p[2][i % TV];
     for (long n = 0; n < n_trials; n++) {
         int32_t out[16];
         int pos = 0;
@@ -784,7 +795,7 @@ static double toy_tree_run(tree_rule rule, int sampled, long n_trials, double *s
         count[(out[0] * TV + out[1]) * TV + out[2]]++;
     }
     sampler_free(smp);
-    return chi2_fit(count, prob, TV * TV * TV, n_trials, stat, df);
+    return chi2_fit(count, tt.prob, TV * TV * TV, n_trials, stat, df);
 }
 
 static void test_tree_rejection_exact(void) {
@@ -803,10 +814,7 @@ static void test_tree_rejection_exact(void) {
         double stat;
         int df;
         const double pv = toy_tree_run(cases[c].rule, cases[c].sampled, N, &stat, &df);
-        printf("tree rejection sampling, %s: chi2 %.1f on %d df, p = %.3g over %ld runs\n", cases[c].name, stat, df,
-               pv, N);
-        if (cases[c].must_pass) T_CHECKF(pv > ALPHA, "%s: p = %g", cases[c].name, pv);
-        else T_CHECKF(pv >= 0 && pv < ALPHA, "%s: the test did not see the wrong rule (p = %g)", cases[c].name, pv);
+        toy_judge("tree rejection sampling", cases[c].name, pv, stat, df, N, cases[c].must_pass);
     }
 }
 
