@@ -558,6 +558,41 @@ static void generation_budget(const char *spill_dir) {
 }
 
 /* The plan's spill decision by device profile and storage. */
+/* A tree pass keeps a path off its first line: the kept entries' rows move
+ * into the first slots (across a block boundary here), at those slots'
+ * positions, the rest go; the phases say where the next entry sits in its tile. */
+static void test_keep_tentative(void) {
+    const kv_shape shape = shape_of(2, 2, 16);
+    const int dim = 32, P = 60, T = 10;
+    float *K = random_rows(P + T, dim), *V = random_rows(P + T, dim);
+    kv_config cfg = kv_config_plain(QT_F32);
+    kv_cache *c;
+    err_t err = {0};
+    T_CHECK(kv_cache_new(shape, &cfg, &c, &err) == ERR_OK);
+    feed(c, &shape, 0, P, K, V, true);
+    T_EQ_INT((int)kv_cache_append_phases(c, 16), 1 << (P % 16));
+    feed(c, &shape, P, T, K, V, false); /* slots 0..9 at positions 60..69: 4 in this block, 6 in the next */
+    const int slots[3] = {0, 5, 8};
+    kv_cache_keep_tentative(c, slots, 3);
+    T_CHECK(kv_cache_commit(c, 3, &err) == ERR_OK);
+    int32_t pos[128];
+    float *k = malloc(sizeof(float) * 128 * dim), *v = malloc(sizeof(float) * 128 * dim);
+    const int n = read_back(c, &shape, pos, k, v, NULL, NULL);
+    int wrong = n != P + 3;
+    for (int i = 0; i < n && !wrong; i++) {
+        const int from = pos[i] < P ? pos[i] : P + slots[pos[i] - P];
+        wrong += pos[i] != i || memcmp(k + (size_t)i * dim, K + (size_t)from * dim, sizeof(float) * dim) ||
+                 memcmp(v + (size_t)i * dim, V + (size_t)from * dim, sizeof(float) * dim);
+    }
+    printf("keep tentative: slots 0, 5, 8 of 10 kept at positions 60..62, %d entries held, %s\n", n,
+           wrong ? "WRONG" : "rows moved bit for bit");
+    T_EQ_INT(wrong, 0);
+    T_EQ_INT(kv_cache_stats(c).tentative, 0);
+    T_EQ_INT((int)kv_cache_append_phases(c, 16), 1 << ((P + 3) % 16));
+    free(k), free(v), free(K), free(V);
+    kv_cache_free(c);
+}
+
 static void test_plan_spill(void) {
     char path[512];
     err_t err = {0};
@@ -896,5 +931,6 @@ int main(void) {
     test_mixed_attention();
     test_policies();
     test_rollback_and_budget();
+    test_keep_tentative();
     T_DONE();
 }

@@ -674,7 +674,7 @@ static double toy_run(verify_fn rule, int sampled_draft, long n_trials, double *
 }
 
 static void test_rejection_exact(void) {
-    const long N = 200000;
+    const long N = tu_quick() ? 50000 : 200000; /* quick: sanitizers, qemu (a wrong rule still scores chi2 > 5000) */
     struct {
         const char *name;
         verify_fn rule;
@@ -799,7 +799,7 @@ static double toy_tree_run(tree_rule rule, int sampled, long n_trials, double *s
 }
 
 static void test_tree_rejection_exact(void) {
-    const long N = 200000;
+    const long N = tu_quick() ? 50000 : 200000; /* quick: sanitizers, qemu (a wrong rule still scores chi2 > 5000) */
     struct {
         const char *name;
         tree_rule rule;

@@ -399,9 +399,24 @@ static void copy_entry(const kv_cache *c, kv_block *to, int tj, const kv_block *
     to->scored[tj] = from->scored[fj];
 }
 
+/* The weights the pass observed move with their entries: the tentative ones
+ * are the view's last, slot by slot. */
+static void keep_pending(const kv_cache *c, kv_layer *L, const int *slots, int m) {
+    int in_view = 0, tentative = 0;
+    for (int i = 0; i < L->n_blocks; i++) {
+        const kv_block *b = L->blocks[i];
+        if (b->spilled) continue;
+        in_view += b->n;
+        for (int j = 0; j < b->n; j++) tentative += b->pos[j] >= c->commit_pos;
+    }
+    if (L->n_pending != in_view) return; /* nothing observed this pass */
+    for (int j = 0; j < m; j++) L->pending[in_view - tentative + j] = L->pending[in_view - tentative + slots[j]];
+}
+
 void kv_cache_keep_tentative(kv_cache *c, const int *slots, int m) {
     for (int l = 0; l < c->n_layer; l++) {
         kv_layer *L = &c->layers[l];
+        keep_pending(c, L, slots, m);
         for (int j = 0; j < m; j++) {
             kv_block *tb, *fb;
             int tj, fj;
