@@ -118,6 +118,9 @@ static int try_children(sampler *smp, const spec_tree *t, const int *ch, int m, 
         if (qsum <= 0.0) qsum = 1.0; /* every candidate drawn: no later sibling can be drawn from it */
     }
     *next = sampler_draw(smp, p);
+    /* nothing left but for rounding (the candidates held all of p, the last
+     * rejected by a hair): that last one had what remained */
+    if (*next < 0) *next = m > 0 ? t->token[ch[m - 1]] : 0;
     return -1;
 }
 
