@@ -132,8 +132,8 @@ typedef struct {
     double spec_ms;
 } versus_arm;
 
-static void print_versus(const versus_arm *v, long reps, double plain_ms_tok, int json) {
-    const spread s = summarize((double *)v->tps, (int)reps), o = summarize((double *)v->over, (int)reps);
+static void print_versus(versus_arm *v, long reps, double plain_ms_tok, int json) {
+    const spread s = summarize(v->tps, (int)reps), o = summarize(v->over, (int)reps); /* sorts them */
     const double per_pass = v->steps ? (double)(v->accepted + v->steps) / v->steps : 0.0;
     const double cost = v->steps && plain_ms_tok > 0 ? (v->spec_ms / v->steps) / (plain_ms_tok / reps) : 0.0;
     if (json)

@@ -272,7 +272,7 @@ static bool speculate(generation *g, bool *ok) {
     session *s = g->s;
     spec_pass *pass = &g->pass;
     spec_view v = {.tokens = s->tokens, .n_past = s->n_past, .last = g->last, .n_ctx = s->n_ctx};
-    v.tile_phases = session_tile_phases(s, &v.tile);
+    if (g->trees) v.tile_phases = session_tile_phases(s, &v.tile); /* only a tree needs them */
     pass->draft_tree = false;
     pass->draft_steps = 0;
     const double t0 = now_ms(); /* drafting counts as speculation's cost */

@@ -37,7 +37,6 @@
 
 #define SPEC_TREE_MAX 32   /* nodes of a tree, the root included */
 #define SPEC_TREE_RANKS 3  /* candidates a node's children are chosen from: the pick and 2 more */
-#define SPEC_TREE_DEPTH 16 /* the longest path (the sampler's rewind bounds it) */
 
 typedef struct {
     int n;                          /* nodes, the root included */
