@@ -261,6 +261,12 @@ typedef struct {
      *   OCTO_DRAFT_NONE: neither, for a model that will not speculate (it
      *     loads faster and takes less memory). */
     int auto_draft;
+    /* Cores of the draft model's own: 0 = automatic (on cores of different capacity, the
+     * efficiency cores; else none, and the draft computes on the model's threads); N > 0 = N cores
+     * (the efficiency cores where there are two classes, else the last N the process may use, the
+     * model's threads on the others). A draft with cores of its own drafts while the model verifies
+     * (octo_generate_params.spec_ahead). More than the cores leave for the model is an error. */
+    int draft_threads;
     octo_moe_options moe;
     /* 1: decide everything a load decides (the plan) and make nothing: no
      * packing, no self-draft copy, no KV cache, no expert store. Such a model
@@ -309,6 +315,7 @@ typedef struct {
     uint64_t weight_bytes_per_token; /* of those, read to decode one token (one embedding row,
                                         for MoE only the used experts' share) */
     int n_threads;            /* threads the model computes with */
+    int draft_threads;        /* threads of the draft model's own (0: none, or it shares the model's) */
     char cores[160];          /* where they run: on cores of different capacity, the model's on the
                                  performance cores and a draft model's on the efficiency cores */
     char cpu_path[16];        /* kernels in use: "scalar", "avx2", "avx512" or "neon" */
@@ -434,6 +441,9 @@ typedef struct {
     int spec_tree;          /* draft and self-draft: 0 = greedy passes verify a token tree, its size chosen by
                                the passes' measured cost, and sampled ones a line (default); -1 = lines; 1..31 =
                                trees of this many nodes, for experiments (kept on like spec_k); spec_k > 0: lines */
+    int spec_ahead;         /* draft and self-draft with cores of their own (octo_model_options.draft_threads):
+                               0 = the draft goes on drafting while the model verifies, and the next pass starts
+                               from those steps when the model kept the whole line (default); -1 = never */
     /* OCTO_SPEC_LOOKAHEAD: window columns W (1..16), n-gram size N (2..6),
      * n-grams kept per first token G (1..16), a pass being 1 + (N-1)(W+1)
      * tokens at most 63; all 0 = 5, 3, 4 (default) */
@@ -585,6 +595,8 @@ typedef struct {
     int spec_k;                         /* its draft length, or its last tree's nodes, at the end (0: off) */
     int spec_tree_passes;               /* verify passes of token trees (spec_proposed counts their nodes) */
     int spec_off_line;                  /* of those, passes that kept a path other than the tree's first line */
+    int spec_ahead_used, spec_ahead_dropped; /* draft steps run while the model verified: used by the next
+                                                pass, and dropped (the model did not keep the line) */
     double spec_ms;                     /* time in speculative steps, proposing and verifying */
     double spec_draft_ms;               /* of spec_ms, the time proposing (the draft's steps, a lookup) */
     char spec_proposer[12];             /* "ngram", "draft", "self", "lookahead" or "none" */

@@ -248,11 +248,13 @@ static octo_model *model_new(octo_client *c, const octo_model_options *opts, err
     const octo_model_options o = opts ? *opts : octo_model_options_defaults();
     if (o.n_ctx < 0 || o.n_ctx > OCTO_MAX_CONTEXT || c->opts.n_threads < 0 || c->opts.n_threads > OCTO_MAX_THREADS ||
         (o.kv_type != OCTO_KV_F32 && o.kv_type != OCTO_KV_F16) || o.auto_draft < OCTO_DRAFT_NONE ||
-        o.auto_draft > OCTO_DRAFT_SELF || o.max_sessions < 0 || o.max_sessions > OCTO_MAX_SESSIONS) {
+        o.auto_draft > OCTO_DRAFT_SELF || o.max_sessions < 0 || o.max_sessions > OCTO_MAX_SESSIONS ||
+        o.draft_threads < 0 || o.draft_threads > OCTO_MAX_THREADS) {
         err_set(cerr, ERR_INVALID_ARG,
                 "bad model options (n_ctx %d of 0..%d, n_threads %d of 0..%d, kv_type %d, auto_draft %d, "
-                "max_sessions %d of 0..%d)", o.n_ctx, OCTO_MAX_CONTEXT, c->opts.n_threads, OCTO_MAX_THREADS,
-                (int)o.kv_type, o.auto_draft, o.max_sessions, OCTO_MAX_SESSIONS);
+                "max_sessions %d of 0..%d, draft_threads %d of 0..%d)", o.n_ctx, OCTO_MAX_CONTEXT, c->opts.n_threads,
+                OCTO_MAX_THREADS, (int)o.kv_type, o.auto_draft, o.max_sessions, OCTO_MAX_SESSIONS, o.draft_threads,
+                OCTO_MAX_THREADS);
         return NULL;
     }
     octo_model *om = calloc(1, sizeof *om);
@@ -302,7 +304,7 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
                          .draft_model = om->opts.draft_model, .auto_draft = (bundle_draft)om->opts.auto_draft,
                          .plan_only = om->opts.plan_only != 0, .warn = warn_client, .warn_user = c,
                          .n_sessions = om->opts.max_sessions > 1 ? om->opts.max_sessions : 1,
-                         .vocab_only = om->opts.vocab_only != 0};
+                         .vocab_only = om->opts.vocab_only != 0, .draft_threads = om->opts.draft_threads};
     err_code rc = kv_config_of(&om->opts, &bo.kv, cerr);
     if (!rc) rc = moe_config_of(&om->opts.moe, &bo.moe, cerr);
     if (!rc)
@@ -428,6 +430,7 @@ octo_model_info octo_model_info_get(const octo_model *om) {
     info.weight_bytes = m->weight_bytes;
     info.weight_bytes_per_token = m->weight_bytes_per_token;
     info.n_threads = tpool_size(om->b->pool);
+    info.draft_threads = om->b->draft_pool ? tpool_size(om->b->draft_pool) : 0;
     snprintf(info.cores, sizeof info.cores, "%s", om->b->cores.reason);
     snprintf(info.cpu_path, sizeof info.cpu_path, "%s", cpu_path_name(kernels_path()));
     info.kv_bytes_per_token = kv_token_bytes(plan_kv_shape(hp), om->b->plan.kv.hot_type);
@@ -592,6 +595,7 @@ static gen_params to_gen_params(const octo_generate_params *p) {
         .user = p->user,
         .spec_k = p->spec_k,
         .spec_tree = p->spec_tree,
+        .spec_ahead = p->spec_ahead,
         .lookahead = {.w = p->lookahead_w, .n = p->lookahead_n, .g = p->lookahead_g},
         .prefill = {.compress = p->prompt_compress, .lookahead = p->prompt_lookahead},
     };
@@ -886,6 +890,8 @@ static void generation_stats(octo_stats *st, const gen_stats *g) {
         st->spec_k = g->spec_k;
         st->spec_tree_passes = g->spec_tree_passes;
         st->spec_off_line = g->spec_off_line;
+        st->spec_ahead_used = g->proposer.ahead_used;
+        st->spec_ahead_dropped = g->proposer.ahead_dropped;
         st->spec_ms = g->spec_ms;
         st->spec_draft_ms = g->spec_draft_ms;
         snprintf(st->spec_proposer, sizeof st->spec_proposer, "%s", g->spec_proposer);

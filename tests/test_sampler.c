@@ -900,13 +900,20 @@ static void test_large(void) {
 /* sampler_rewind: after tentative accepts are rewound, the penalties see
  * exactly the window they saw before (also once the ring has wrapped, and
  * for the largest rewind). */
-static void test_rewind(void) {
+/* The penalties' tests: a window of 3 that changes every distribution, over 40 tokens. */
+enum { WV = 40 };
+static sampler_params window_params(float *logits) {
     sampler_params p = sampler_defaults();
     p.temperature = 1.0f, p.top_k = 0, p.top_p = 1.0f, p.min_p = 0.0f;
     p.repeat_penalty = 2.0f, p.presence_penalty = 0.5f, p.repeat_last_n = 3;
-    enum { V = 40 };
+    for (int i = 0; i < WV; i++) logits[i] = (float)((i * 7) % 11) * 0.3f - 1.0f;
+    return p;
+}
+
+static void test_rewind(void) {
+    enum { V = WV };
     float logits[V], pa[V], pb[V];
-    for (int i = 0; i < V; i++) logits[i] = (float)((i * 7) % 11) * 0.3f - 1.0f;
+    const sampler_params p = window_params(logits);
     const int lens[] = {2, 5, 30};
     const int rewinds[] = {1, 2, SAMPLER_REWIND_MAX};
     for (int li = 0; li < 3; li++)
@@ -927,8 +934,38 @@ static void test_rewind(void) {
         }
 }
 
+/* sampler_copy_history: a second sampler with another seed sees the same
+ * window (before and after both accept the same token), and draws from its
+ * own stream. */
+static void test_copy_history(void) {
+    enum { V = WV };
+    float logits[V], pa[V], pb[V];
+    const sampler_params p = window_params(logits);
+    const int lens[] = {0, 2, 5, 30};
+    for (int li = 0; li < 4; li++) {
+        sampler *a, *b;
+        err_t err = {0};
+        sampler_params q = p;
+        q.seed = p.seed + 1;
+        T_CHECK(sampler_new(&p, V, &a, &err) == ERR_OK && sampler_new(&q, V, &b, &err) == ERR_OK);
+        for (int i = 0; i < 7; i++) sampler_accept(b, (i * 5 + 3) % V); /* b's own window, to be replaced */
+        for (int i = 0; i < lens[li]; i++) sampler_accept(a, (i * 11) % V);
+        sampler_copy_history(b, a);
+        sampler_distribution(a, logits, pa);
+        sampler_distribution(b, logits, pb);
+        T_CHECKF(memcmp(pa, pb, sizeof pa) == 0, "copied window of %d accepts differs", lens[li]);
+        sampler_accept(a, 17), sampler_accept(b, 17);
+        sampler_distribution(a, logits, pa);
+        sampler_distribution(b, logits, pb);
+        T_CHECKF(memcmp(pa, pb, sizeof pa) == 0, "after one more accept, the window of %d differs", lens[li]);
+        T_CHECK(sampler_uniform(a) != sampler_uniform(b));
+        sampler_free(a), sampler_free(b);
+    }
+}
+
 int main(void) {
     test_rewind();
+    test_copy_history();
     const char *v = getenv("T_VERBOSE");
     verbose = v && *v && *v != '0';
     test_reproducible();

@@ -183,6 +183,20 @@ static void test_place(void) {
     c = plan_place(&two, 6, true); /* more than the performance cores: not placed */
     printf("place, 6 asked of 4+4: %s\n", c.reason);
     T_CHECK(!c.on_perf && c.draft_threads == 0 && c.threads == 6);
+    /* a draft asked to have cores of its own (draft_threads) on one class: the last ones */
+    cpu_classes same = {.n_perf = 4, .perf = {2, 3, 5, 7}, .perf_capacity = 1024};
+    T_CHECK(!cpu_classes_split(&same, 4) && same.n_eff == 0); /* none would be left for the model */
+    T_CHECK(cpu_classes_split(&same, 1));
+    T_CHECK(same.n_perf == 3 && same.n_eff == 1 && same.perf[2] == 5 && same.eff[0] == 7);
+    c = plan_place(&same, 0, true);
+    T_CHECK(c.on_perf && c.threads == 3 && c.draft_threads == 1);
+    T_CHECK(!cpu_classes_split(&two, 1)); /* two classes already: the efficiency cores are the draft's */
+    cpu_classes none = {0};
+    cpu_set_t allowed;
+    T_CHECK(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+    const int n_allowed = CPU_COUNT(&allowed);
+    T_EQ_INT(cpu_classes_split(&none, 1), n_allowed > 1); /* no capacities: the cores this process may use */
+    if (n_allowed > 1) T_CHECK(none.n_perf == n_allowed - 1 && none.n_eff == 1 && CPU_ISSET(none.eff[0], &allowed));
     /* this host: the default is every core it may use when capacities are one class */
     cpu_classes host;
     cpu_classes_read(NULL, &host);

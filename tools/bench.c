@@ -99,9 +99,22 @@ static int run_roofline(int n_threads, int json) {
     return 0;
 }
 
+/* Everything `octo bench` was asked. */
+typedef struct {
+    const char *path, *draft, *prompt, *prompt_file;
+    long p, n, threads, reps;
+    int json, roofline_only, with_roofline, kv_plain, spec;
+    int versus;  /* --versus-lines K: -1 none, 0 adaptive lines, else lines of K; VERSUS_SERIAL: --versus-serial */
+    long draft_threads; /* -td: cores of the draft's own */
+    octo_generate_params gp;
+    int batches[MAX_BATCHES], n_batches;
+    octo_moe_options moe;
+} bench_args;
+#define VERSUS_SERIAL 100 /* the third arm drafts only between passes (spec_ahead -1) */
+
 typedef struct {
     double tps;            /* decode tokens/s */
-    int tokens, proposed, accepted, steps, k, tree_passes, off_line;
+    int tokens, proposed, accepted, steps, k, tree_passes, off_line, ahead_used, ahead_dropped;
     double spec_ms, draft_ms, decode_ms;
     char proposer[12], note[96];
 } gen_run;
@@ -117,7 +130,8 @@ static int generate_once(octo_model *m, const char *prompt, const octo_generate_
     *out = (gen_run){.tps = st.decode_tokens_per_s, .tokens = st.decode_tokens, .proposed = st.spec_proposed,
                      .accepted = st.spec_accepted, .steps = st.spec_steps, .k = st.spec_k, .spec_ms = st.spec_ms,
                      .draft_ms = st.spec_draft_ms, .decode_ms = st.decode_ms, .tree_passes = st.spec_tree_passes,
-                     .off_line = st.spec_off_line};
+                     .off_line = st.spec_off_line, .ahead_used = st.spec_ahead_used,
+                     .ahead_dropped = st.spec_ahead_dropped};
     snprintf(out->proposer, sizeof out->proposer, "%s", st.spec_proposer);
     snprintf(out->note, sizeof out->note, "%s", st.spec_note);
     return rc;
@@ -125,34 +139,39 @@ static int generate_once(octo_model *m, const char *prompt, const octo_generate_
 
 /* `octo bench --spec`: plain and speculative generation, alternated. */
 /* --versus-lines: the same generation with lines of drafts, alternated with
- * the other two arms, as one more figure beside theirs. */
+ * the other two arms, as one more figure beside theirs; --versus-serial:
+ * with the draft drafting only between passes, not beside them. */
 typedef struct {
     double tps[MAX_REPS], over[MAX_REPS]; /* tokens/s; the speculative arm's tokens/s over it */
     long proposed, accepted, steps;
     double spec_ms;
 } versus_arm;
 
-static void print_versus(versus_arm *v, long reps, double plain_ms_tok, int json) {
+static void print_versus(versus_arm *v, long reps, double plain_ms_tok, int json, const char *name) {
     const spread s = summarize(v->tps, (int)reps), o = summarize(v->over, (int)reps); /* sorts them */
     const double per_pass = v->steps ? (double)(v->accepted + v->steps) / v->steps : 0.0;
     const double cost = v->steps && plain_ms_tok > 0 ? (v->spec_ms / v->steps) / (plain_ms_tok / reps) : 0.0;
     if (json)
-        printf("{\"versus\": \"lines\", \"tokens_per_s\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
+        printf("{\"versus\": \"%s\", \"tokens_per_s\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
                "\"spec_over_versus\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}, \"tokens_per_pass\": %.3f, "
-               "\"pass_cost\": %.3f}\n", s.median, s.min, s.max, o.median, o.min, o.max, per_pass, cost);
+               "\"pass_cost\": %.3f}\n", name, s.median, s.min, s.max, o.median, o.min, o.max, per_pass, cost);
     else
-        printf("lines        %9.2f tokens/s  (%.2f..%.2f), %.2f tokens a pass costing %.2f plain tokens; the mode "
-               "against them %.2fx (%.2f..%.2f, per triple)\n", s.median, s.min, s.max, per_pass, cost, o.median, o.min,
+        printf("%-12s %9.2f tokens/s  (%.2f..%.2f), %.2f tokens a pass costing %.2f plain tokens; the mode "
+               "against them %.2fx (%.2f..%.2f, per triple)\n", name, s.median, s.min, s.max, per_pass, cost, o.median, o.min,
                o.max);
 }
 
-static int run_spec_bench(const char *path, const char *draft, const char *prompt, octo_generate_params gp, long n,
-                          long reps, int threads, int json, int versus) {
+static int run_spec_bench(const bench_args *ba, const char *prompt) {
+    const char *path = ba->path;
+    octo_generate_params gp = ba->gp;
+    const long n = ba->n, reps = ba->reps;
+    const int json = ba->json, versus = ba->versus;
     octo_client_options co = octo_client_options_defaults();
-    co.n_threads = threads;
+    co.n_threads = (int)ba->threads;
     octo_client *c = octo_client_new(&co);
     octo_model_options mo = octo_model_options_defaults();
-    mo.draft_model = draft;
+    mo.draft_model = ba->draft;
+    mo.draft_threads = (int)ba->draft_threads;
     mo.auto_draft = gp.spec == OCTO_SPEC_SELF ? OCTO_DRAFT_SELF
                     : gp.spec == OCTO_SPEC_NGRAM || gp.spec == OCTO_SPEC_LOOKAHEAD ? OCTO_DRAFT_NONE
                                                                                    : OCTO_DRAFT_AUTO;
@@ -166,11 +185,12 @@ static int run_spec_bench(const char *path, const char *draft, const char *promp
     octo_generate_params plain = gp;
     plain.spec = OCTO_SPEC_NONE;
     double a_tps[MAX_REPS], b_tps[MAX_REPS], ratio[MAX_REPS];
-    long proposed = 0, accepted = 0, steps = 0, tree_passes = 0, off_line = 0;
+    long proposed = 0, accepted = 0, steps = 0, tree_passes = 0, off_line = 0, ahead_used = 0, ahead_dropped = 0;
     double spec_ms = 0, draft_ms = 0, plain_ms_tok = 0;
     gen_run a = {0}, b = {0}, l = {0};
     octo_generate_params lines = gp;
-    lines.spec_tree = -1, lines.spec_k = versus > 0 ? versus : 0;
+    if (versus == VERSUS_SERIAL) lines.spec_ahead = -1;
+    else lines.spec_tree = -1, lines.spec_k = versus > 0 ? versus : 0;
     versus_arm va = {0};
     int rc = 0;
     /* a warm-up pair pages the weights in */
@@ -185,6 +205,7 @@ static int run_spec_bench(const char *path, const char *draft, const char *promp
         a_tps[r] = a.tps, b_tps[r] = b.tps, ratio[r] = a.tps > 0 ? b.tps / a.tps : 0;
         proposed += b.proposed, accepted += b.accepted, steps += b.steps, spec_ms += b.spec_ms, draft_ms += b.draft_ms;
         tree_passes += b.tree_passes, off_line += b.off_line;
+        ahead_used += b.ahead_used, ahead_dropped += b.ahead_dropped;
         plain_ms_tok += a.decode_ms / (a.tokens > 1 ? a.tokens - 1 : 1);
     }
     if (!rc) {
@@ -202,9 +223,10 @@ static int run_spec_bench(const char *path, const char *draft, const char *promp
                    "\"speedup\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}, \"acceptance\": %.4f, "
                    "\"mean_k\": %.2f, \"tokens_per_pass\": %.3f, \"pass_cost\": %.3f, \"c\": %.3f, "
                    "\"pass_cost_proposing\": %.3f, \"formula_speedup\": %.3f, \"k_at_end\": %d, \"tree_passes\": %ld, "
-                   "\"off_line\": %ld, \"note\": \"%s\"}\n",
+                   "\"off_line\": %ld, \"ahead_used\": %ld, \"ahead_dropped\": %ld, \"note\": \"%s\"}\n",
                    path, b.proposer, n, reps, sa.median, sa.min, sa.max, sb.median, sb.min, sb.max, sr.median, sr.min,
-                   sr.max, alpha, k, per_pass, pass_cost, cost_c, draft_cost, formula, b.k, tree_passes, off_line, b.note);
+                   sr.max, alpha, k, per_pass, pass_cost, cost_c, draft_cost, formula, b.k, tree_passes, off_line, ahead_used,
+                   ahead_dropped, b.note);
         else {
             printf("model        %s, %ld tokens, %ld alternated repetitions (median, min..max)\n", path, n, reps);
             printf("plain        %9.2f tokens/s  (%.2f..%.2f)\n", sa.median, sa.min, sa.max);
@@ -219,25 +241,18 @@ static int run_spec_bench(const char *path, const char *draft, const char *promp
             printf("formula      (1 - a^(k+1)) / ((1 - a)(1 + k c)) = %.2fx at a = %.3f, k = %.2f, c = %.3f "
                    "(a pass costs %.2f plain tokens: %.2f proposing, %.2f verifying)\n", formula, alpha, k, cost_c,
                    pass_cost, draft_cost, pass_cost - draft_cost);
+            if (ahead_used + ahead_dropped)
+                printf("beside       %ld draft steps run while the model verified: %ld used by the next pass, %ld dropped\n",
+                       ahead_used + ahead_dropped, ahead_used, ahead_dropped);
             if (b.note[0]) printf("note         %s (last run)\n", b.note);
         }
-        if (versus >= 0) print_versus(&va, reps, plain_ms_tok, json);
+        if (versus >= 0) print_versus(&va, reps, plain_ms_tok, json, versus == VERSUS_SERIAL ? "serial" : "lines");
     }
     octo_model_free(m);
     octo_client_free(c);
     return rc;
 }
 
-/* Everything `octo bench` was asked. */
-typedef struct {
-    const char *path, *draft, *prompt, *prompt_file;
-    long p, n, threads, reps;
-    int json, roofline_only, with_roofline, kv_plain, spec;
-    int versus;  /* --versus-lines K: -1 none, 0 adaptive lines, else lines of K */
-    octo_generate_params gp;
-    int batches[MAX_BATCHES], n_batches;
-    octo_moe_options moe;
-} bench_args;
 
 /* --batch 1,3,5: the batch sizes to time; 0 on a usage error (reported). */
 static int parse_batches(const char *v, bench_args *a) {
@@ -288,6 +303,9 @@ static int parse_bench_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(o, "--seed") && v) { long s; if (!parse_long(v, 0, 1L << 62, &s)) return usage_error("--seed takes a count"); gp->seed = (uint64_t)s; i++; }
         else if (!strcmp(o, "--versus-lines") && v) { long k; if (!parse_long(v, 0, 10, &k)) return usage_error("--versus-lines takes 0 (adaptive) or 1..10"); a->versus = (int)k; i++; }
         else if (!strcmp(o, "--spec-tree") && v) { if (!parse_spec_tree(v, &gp->spec_tree)) return usage_error("--spec-tree takes auto, off or 1..31 nodes"); i++; }
+        else if (!strcmp(o, "--versus-serial")) a->versus = VERSUS_SERIAL;
+        else if (!strcmp(o, "--spec-ahead") && v) { if (!parse_on_off(v, &gp->spec_ahead)) return usage_error("--spec-ahead takes on or off"); i++; }
+        else if ((!strcmp(o, "-td") || !strcmp(o, "--threads-draft")) && v) { if (!parse_long(v, 1, 1024, &a->draft_threads)) return usage_error("-td takes a thread count"); i++; }
         else if (!strcmp(o, "--spec-k") && v) { long k; if (!parse_long(v, 1, 10, &k)) return usage_error("--spec-k takes 1..10"); gp->spec_k = (int)k; i++; }
         else if (!strcmp(o, "--lookahead") && v) {
             if (!parse_lookahead(v, &gp->lookahead_w, &gp->lookahead_n, &gp->lookahead_g)) return usage_error("--lookahead takes W,N,G (e.g. 5,3,4)");
@@ -308,8 +326,7 @@ static int spec_bench(bench_args *a) {
     size_t len;
     if (a->prompt_file && read_text_file(a->prompt_file, &text, &len)) return 1;
     a->gp.spec = (octo_spec_mode)a->spec;
-    const int rc = run_spec_bench(a->path, a->draft, text ? text : a->prompt ? a->prompt : "Once upon a time", a->gp,
-                                  a->n, a->reps, (int)a->threads, a->json, a->versus);
+    const int rc = run_spec_bench(a, text ? text : a->prompt ? a->prompt : "Once upon a time");
     free(text);
     return rc;
 }

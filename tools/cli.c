@@ -53,6 +53,12 @@ int parse_spec_tree(const char *s, int *out) {
     return 1;
 }
 
+int parse_on_off(const char *s, int *out) {
+    if (!strcmp(s, "on")) return *out = 0, 1;
+    if (!strcmp(s, "off")) return *out = -1, 1;
+    return 0;
+}
+
 int parse_float(const char *s, float *out) {
     char *end;
     errno = 0;

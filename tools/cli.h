@@ -21,6 +21,8 @@ int parse_long(const char *s, long min, long max, long *out);
 int parse_float(const char *s, float *out);
 /* --spec-tree: "auto" (0), "off" (-1: lines of drafts) or a node count 1..31. */
 int parse_spec_tree(const char *s, int *out);
+/* on -> 0, off -> -1 (octo_generate_params.spec_ahead). 0: neither. */
+int parse_on_off(const char *s, int *out);
 /* Space- or comma-separated non-negative ids into a malloc'd array; returns 1 on success. */
 int parse_tokens(const char *s, int32_t **out, int *n_out);
 double mib(uint64_t bytes);

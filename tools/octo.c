@@ -40,6 +40,7 @@ static void help(FILE *f) {
           "      [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [--chat] [--ids]\n"
           "      [--stats [--json]] [--spec MODE] [--draft MODEL] [--spec-k N] [--spec-tree auto|off|N]\n"
           "      [--lookahead W,N,G] [--prompt-compress R] [--cache-dir DIR] [--device NAME]\n"
+          "      [-td N] [--spec-ahead on|off]\n"
           "      stream a continuation to stdout; the prompt from -p, a file (-f) or stdin (-);\n"
           "      sampling without --seed draws a new seed each run; --chat: an interactive\n"
           "      conversation (with -p as the system prompt; /stats, /reset, /exit; when the context\n"
@@ -77,7 +78,9 @@ static void help_tools(FILE *f) {
           "  bench -m MODEL --spec MODE [--draft MODEL] [--spec-k N] [--spec-tree auto|off|N] [--lookahead W,N,G]\n"
           "      [--prompt T | --prompt-file F] [-n 128] [-r REPS] [--temp T] [--seed S] [--versus-lines K] [--json]\n"
           "      speculative decoding against plain, alternated: tokens/s, speedup, acceptance, the formula's figure;\n"
-          "      --versus-lines K: a third arm with lines of K drafts (0: adaptive), alternated too (trees against lines)\n"
+          "      --versus-lines K: a third arm with lines of K drafts (0: adaptive), alternated too (trees against lines);\n"
+          "      --versus-serial: a third arm whose draft never drafts beside verification; -td N: N cores of the\n"
+          "      draft's own (it then drafts while the model verifies, unless --spec-ahead off)\n"
           "  eval -m MODEL -f TEXT [--ctx N] [--batch N] [--prompt N] [--json] [--kv-plain] [--kv-policy P]\n"
           "       [--kv-budget BYTES|PCT%] [--kv-hot N] [--kv-warm N] [--kv-anchors N] [--kv-recent N]\n"
           "       [--kv-cold q4_1|q4_0|q8_0|f16] [--kv-keys channel|token]\n"
@@ -483,6 +486,7 @@ static int tokenize_all(octo_model *m, const char *text, size_t len, int add_spe
 /* the client options `run` takes: where to spill, which device to plan for */
 static const char *g_cache_dir, *g_device;
 static int g_threads; /* -t: 0 = the performance cores */
+static int g_draft_threads; /* -td: cores of the draft's own, 0 = automatic */
 
 static octo_moe_options g_moe; /* run's --moe-cache / --moe-policy (zero: the defaults) */
 
@@ -504,6 +508,7 @@ static octo_model *open_model(const char *path, int n_ctx, const char *draft, in
     mo.moe = g_moe;
     mo.draft_model = draft;
     mo.auto_draft = auto_draft;
+    mo.draft_threads = g_draft_threads;
     mo.vocab_only = g_vocab_only;
     const int tty = isatty(STDERR_FILENO) && !g_vocab_only; /* a load may take seconds (a self-draft, a big file) */
     if (tty) {
@@ -621,7 +626,8 @@ static void print_stats_json(const octo_stats *s) {
             "\"time_to_first_token_ms\": %.3f, \"context_tokens\": %d, \"context_size\": %d, "
             "\"kv_bytes\": %llu, \"kv_budget_bytes\": %llu, \"kv_tokens_evicted\": %lld, \"kv_policy\": \"%s\", "
             "\"spec_proposer\": \"%s\", \"spec_proposed\": %d, \"spec_accepted\": %d, \"spec_steps\": %d, "
-            "\"spec_k\": %d, \"spec_tree_passes\": %d, \"spec_off_line\": %d, \"spec_draft_ms\": %.3f, \"spec_ms\": %.3f, "
+            "\"spec_k\": %d, \"spec_tree_passes\": %d, \"spec_off_line\": %d, \"spec_ahead_used\": %d, "
+            "\"spec_ahead_dropped\": %d, \"spec_draft_ms\": %.3f, \"spec_ms\": %.3f, "
             "\"speculative_acceptance_rate\": %.4f, \"expert_cache_hit_rate\": %.4f, "
             "\"expert_bytes_read\": %llu, \"rss_bytes\": %llu, \"peak_rss_bytes\": %llu, \"chat_template\": \"%s\", "
             "\"prefill_speckv\": %d, \"prefill_lookahead_tokens\": %d, \"prefill_draft_ms\": %.3f, "
@@ -630,7 +636,7 @@ static void print_stats_json(const octo_stats *s) {
             s->decode_ms, s->decode_tokens_per_s, s->time_to_first_token_ms, s->context_tokens, s->context_size,
             (unsigned long long)s->kv_bytes, (unsigned long long)s->kv_budget_bytes, (long long)s->kv_tokens_evicted,
             s->kv_policy, s->spec_proposer, s->spec_proposed, s->spec_accepted, s->spec_steps, s->spec_k,
-            s->spec_tree_passes, s->spec_off_line, s->spec_draft_ms, s->spec_ms, s->speculative_acceptance_rate, s->expert_cache_hit_rate, (unsigned long long)s->expert_bytes_read,
+            s->spec_tree_passes, s->spec_off_line, s->spec_ahead_used, s->spec_ahead_dropped, s->spec_draft_ms, s->spec_ms, s->speculative_acceptance_rate, s->expert_cache_hit_rate, (unsigned long long)s->expert_bytes_read,
             (unsigned long long)s->rss_bytes, (unsigned long long)s->peak_rss_bytes, s->chat_template,
             s->prefill_speckv, s->prefill_lookahead_tokens, s->prefill_draft_ms, s->prompt_tokens_dropped);
 }
@@ -661,6 +667,9 @@ static void print_stats(const octo_stats *s) {
     if (s->lookahead_ngrams)
         fprintf(stderr, "lookahead    the window made %d n-grams, %d of them new to the pool; %d of %d drafts from the pool accepted\n",
                 s->lookahead_ngrams, s->lookahead_new, s->lookahead_pool_accepted, s->lookahead_pool_proposed);
+    if (s->spec_ahead_used + s->spec_ahead_dropped)
+        fprintf(stderr, "beside       %d draft steps run while the model verified: %d used by the next pass, %d dropped\n",
+                s->spec_ahead_used + s->spec_ahead_dropped, s->spec_ahead_used, s->spec_ahead_dropped);
     if (s->spec_note[0]) fprintf(stderr, "speculation  %s\n", s->spec_note);
     if (s->prefill_lookahead_tokens || s->prompt_tokens_dropped)
         fprintf(stderr, "prompt       the draft read it and wrote %d tokens ahead in %.1f ms%s; %d prompt tokens dropped\n",
@@ -970,6 +979,16 @@ static int parse_run(int argc, char **argv, run_args *r, octo_generate_params *g
         else if (!strcmp(a, "--device") && v) { g_device = v; i++; }
         else if (!strcmp(a, "--spec-tree") && v) {
             if (!parse_spec_tree(v, &gp->spec_tree)) return usage_error("--spec-tree takes auto, off or 1..31 nodes");
+            i++;
+        }
+        else if (!strcmp(a, "--spec-ahead") && v) {
+            if (!parse_on_off(v, &gp->spec_ahead)) return usage_error("--spec-ahead takes on or off");
+            i++;
+        }
+        else if ((!strcmp(a, "-td") || !strcmp(a, "--threads-draft")) && v) {
+            long t;
+            if (!parse_long(v, 1, OCTO_MAX_THREADS, &t)) return usage_error("-td takes 1..%d", OCTO_MAX_THREADS);
+            g_draft_threads = (int)t;
             i++;
         }
         else if (!strcmp(a, "--spec-k") && v) {

@@ -37,7 +37,7 @@ class MoeOptions(ctypes.Structure):
 
 class ModelOptions(ctypes.Structure):
     _fields_ = [("n_ctx", c_int), ("kv_type", c_int), ("kv", KvOptions), ("draft_model", c_char_p),
-                ("auto_draft", c_int), ("moe", MoeOptions), ("plan_only", c_int), ("max_sessions", c_int),
+                ("auto_draft", c_int), ("draft_threads", c_int), ("moe", MoeOptions), ("plan_only", c_int), ("max_sessions", c_int),
                 ("vocab_only", c_int)]
 
 
@@ -45,7 +45,8 @@ class GenerateParams(ctypes.Structure):
     _fields_ = [("max_tokens", c_int), ("temperature", c_float), ("top_k", c_int), ("top_p", c_float),
                 ("min_p", c_float), ("repeat_penalty", c_float), ("presence_penalty", c_float),
                 ("repeat_last_n", c_int), ("seed", c_u64), ("parse_special", c_int), ("on_prefill", PREFILL_FN),
-                ("user", c_void_p), ("spec", c_int), ("spec_k", c_int), ("spec_tree", c_int), ("lookahead_w", c_int),
+                ("user", c_void_p), ("spec", c_int), ("spec_k", c_int), ("spec_tree", c_int), ("spec_ahead", c_int),
+                ("lookahead_w", c_int),
                 ("lookahead_n", c_int), ("lookahead_g", c_int), ("prompt_compress", c_float),
                 ("prompt_lookahead", c_int)]
 
@@ -64,7 +65,8 @@ class ModelInfo(ctypes.Structure):
                 ("n_expert", c_int), ("n_expert_used", c_int), ("rope_freq_base", c_float),
                 ("rope_freq_scale", c_float), ("rms_eps", c_float), ("output_tied", c_int), ("n_tensors", c_u64),
                 ("tensor_types", chars(256)), ("n_params", c_u64), ("file_bytes", c_u64), ("weight_bytes", c_u64),
-                ("weight_bytes_per_token", c_u64), ("n_threads", c_int), ("cores", chars(160)),
+                ("weight_bytes_per_token", c_u64), ("n_threads", c_int), ("draft_threads", c_int),
+                ("cores", chars(160)),
                 ("cpu_path", chars(16)), ("kv_bytes_per_token", c_u64), ("n_ctx", c_int),
                 ("kv_budget_bytes", c_u64), ("kv_spill", chars(128)), ("kv_plan", chars(256)),
                 ("speculation", chars(256)), ("n_ff_shared", c_int), ("origin", chars(320)),
@@ -87,6 +89,7 @@ class Stats(ctypes.Structure):
                 ("kv_spill_file_bytes", c_u64), ("kv_spill_note", chars(160)),
                 ("speculative_acceptance_rate", c_double), ("spec_proposed", c_int), ("spec_accepted", c_int),
                 ("spec_steps", c_int), ("spec_k", c_int), ("spec_tree_passes", c_int), ("spec_off_line", c_int),
+                ("spec_ahead_used", c_int), ("spec_ahead_dropped", c_int),
                 ("spec_ms", c_double), ("spec_draft_ms", c_double),
                 ("spec_proposer", chars(12)), ("lookahead_ngrams", c_int), ("lookahead_new", c_int),
                 ("lookahead_pool_proposed", c_int), ("lookahead_pool_accepted", c_int), ("spec_note", chars(96)),

@@ -211,6 +211,25 @@ int cpu_classes_threads(const cpu_classes *cc) {
     return cc->n_allowed > 0 ? cc->n_allowed : 1;
 }
 
+bool cpu_classes_split(cpu_classes *cc, int n_draft) {
+    if (cc->n_eff > 0 || n_draft <= 0) return false;
+    short ids[TPOOL_MAX_CPUS];
+    int n = cc->n_perf;
+    memcpy(ids, cc->perf, sizeof(short) * (size_t)n);
+    cpu_set_t allowed;
+    if (!n && sched_getaffinity(0, sizeof allowed, &allowed) == 0) /* no capacities: the allowed cores */
+        for (int c = 0; c < CPU_SETSIZE && c < TPOOL_MAX_CPUS; c++)
+            if (CPU_ISSET(c, &allowed)) ids[n++] = (short)c;
+    if (n_draft >= n) return false;
+    cc->n_perf = n - n_draft;
+    cc->n_eff = n_draft;
+    memcpy(cc->perf, ids, sizeof(short) * (size_t)cc->n_perf);
+    memcpy(cc->eff, ids + cc->n_perf, sizeof(short) * (size_t)n_draft);
+    if (!cc->perf_capacity) cc->perf_capacity = cc->eff_capacity = 1024; /* equal: unknown, as the kernel's scale */
+    else cc->eff_capacity = cc->perf_capacity;
+    return true;
+}
+
 static int cmp_int(const void *a, const void *b) { return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b); }
 
 void cpu_classes_read(const char *root, cpu_classes *out) {

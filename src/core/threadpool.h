@@ -11,6 +11,8 @@
 #ifndef OCTO_CORE_THREADPOOL_H
 #define OCTO_CORE_THREADPOOL_H
 
+#include <stdbool.h>
+
 #include "err.h"
 
 typedef struct tpool tpool;
@@ -44,6 +46,11 @@ void cpu_classes_read(const char *root, cpu_classes *out);
 /* The default thread count for those cores: the performance cores where
  * there are two classes, else every allowed core (tpool_default_threads). */
 int cpu_classes_threads(const cpu_classes *cc);
+/* Cores of one class split for a draft asked to have n_draft of its own:
+ * the last n_draft cores this process may use become the second class
+ * (eff), the others the first. false: there are two classes already, or
+ * the split would leave the first empty. */
+bool cpu_classes_split(cpu_classes *cc, int n_draft);
 
 /* A pool whose workers run only on cpus[0..n_cpus); the caller (thread 0)
  * runs where it is unless pinned with tpool_pin_caller. */

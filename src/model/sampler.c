@@ -196,11 +196,15 @@ err_code sampler_new(const sampler_params *p, int n_vocab, sampler **out, err_t 
         sampler_free(s);
         return err_set(err, ERR_NOMEM, "sampler: out of memory for n_vocab %d", n_vocab);
     }
-    uint64_t x = p->seed;
-    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
-    s->pivot_state = 0x5EEDC0FFEEull;
+    sampler_seed(s, p->seed);
     *out = s;
     return ERR_OK;
+}
+
+void sampler_seed(sampler *s, uint64_t seed) {
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
+    s->pivot_state = 0x5EEDC0FFEEull;
 }
 
 void sampler_free(sampler *s) {
@@ -215,6 +219,7 @@ void sampler_free(sampler *s) {
 }
 
 bool sampler_is_greedy(const sampler *s) { return s->p.temperature == 0.0f; }
+const sampler_params *sampler_params_of(const sampler *s) { return &s->p; }
 
 /* ---------------------------------------------------------------------------
  * History and penalties
@@ -242,6 +247,14 @@ void sampler_rewind(sampler *s, int n) {
 void sampler_reset_history(sampler *s) {
     s->hist_len = 0;
     s->hist_pos = 0;
+}
+
+void sampler_copy_history(sampler *dst, const sampler *src) {
+    sampler_reset_history(dst);
+    const float rep = src->p.repeat_penalty, pres = src->p.presence_penalty;
+    if (src->hist_cap == 0 || dst->hist_cap == 0 || (rep == 1.0f && pres == 0.0f)) return;
+    int n = src->hist_len < dst->hist_cap ? src->hist_len : dst->hist_cap;
+    for (int i = n; i >= 1; i--) sampler_accept(dst, src->hist[(src->hist_pos - i + src->hist_cap) % src->hist_cap]);
 }
 
 static void apply_penalties(sampler *s, float *l) {

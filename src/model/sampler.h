@@ -50,8 +50,13 @@ void sampler_accept(sampler *s, int32_t token);
 /* The longest penalty window (octo.h's OCTO_MAX_REPEAT_LAST_N). */
 #define SAMPLER_MAX_HISTORY (1 << 20)
 void sampler_rewind(sampler *s, int n);
+/* Start the RNG over from a seed, as sampler_new does. */
+void sampler_seed(sampler *s, uint64_t seed);
 /* Forget accepted tokens (keeps the RNG state). */
 void sampler_reset_history(sampler *s);
+/* dst's penalty window becomes src's (the same parameters; dst keeps its
+ * own RNG): a second sampler drawing as src would, from its own stream. */
+void sampler_copy_history(sampler *dst, const sampler *src);
 
 /* The distribution after every transform: probs[n_vocab], zero where excluded,
  * sums to 1. Logits that are all -inf/NaN give a uniform distribution. */
@@ -64,5 +69,6 @@ int32_t sampler_sample(sampler *s, const float *logits);
 /* A uniform number in [0, 1) from the sampler's RNG (for rejection sampling). */
 double sampler_uniform(sampler *s);
 bool sampler_is_greedy(const sampler *s);
+const sampler_params *sampler_params_of(const sampler *s);
 
 #endif

@@ -233,12 +233,36 @@ static void drop_draft(bundle *b, const bundle_options *o, const cpu_classes *cc
     b->plan = plan_sessions(b, o, NULL, n_ctx);
 }
 
+/* Cores of one class, a draft asked to have some of its own: the last of
+ * them become the draft's, and the model's pool moves to the others. */
+static err_code split_cores(bundle *b, const bundle_options *o, cpu_classes *cc, err_t *err) {
+    const int allowed = cc->n_perf ? cc->n_perf : cc->n_allowed;
+    if (!cpu_classes_split(cc, o->draft_threads))
+        return err_set(err, ERR_INVALID_ARG, "draft_threads %d leaves no core for the model (%d cores to run on)",
+                       o->draft_threads, allowed);
+    const plan_cores c = plan_place(cc, o->n_threads, true);
+    if (!c.on_perf)
+        return err_set(err, ERR_INVALID_ARG, "%d threads and draft_threads %d need %d cores (%d to run on)", c.threads,
+                       o->draft_threads, c.threads + o->draft_threads, allowed);
+    tpool_free(b->pool);
+    b->pool = NULL;
+    return tpool_new_on(c.threads, cc->perf, cc->n_perf, &b->pool, err);
+}
+
 /* Step 5: the plan that shares the KV budget with the draft, the draft's
- * threads on the efficiency cores, its session. */
+ * threads on the efficiency cores (or the cores asked for), its session. */
 static err_code plan_with_draft(bundle *b, const bundle_options *o, cpu_classes *cc, bool unplaced, int n_ctx,
                                 char *spec_reason, size_t rn, err_t *err) {
     b->plan = plan_sessions(b, o, bundle_draft_shape(b), n_ctx);
+    if (o->draft_threads > 0 && unplaced) warn(o, "draft_threads: the threads cannot be placed here");
+    const bool split = o->draft_threads > 0 && !unplaced && cc->n_eff == 0;
+    err_code rc = split ? split_cores(b, o, cc, err) : ERR_OK;
+    if (rc) return rc;
     if (!unplaced) b->cores = plan_place(cc, o->n_threads, true);
+    if (o->draft_threads > 0 && b->cores.draft_threads > o->draft_threads) b->cores.draft_threads = o->draft_threads;
+    if (split)
+        snprintf(b->cores.reason, sizeof b->cores.reason, "%d threads on %d cores; the draft on %d cores of its own "
+                 "(draft_threads), one class of cores", b->cores.threads, cc->n_perf, cc->n_eff);
     if (o->plan_only) return ERR_OK;
     err_t derr = {0};
     if (b->cores.draft_threads && tpool_new_on(b->cores.draft_threads, cc->eff, cc->n_eff, &b->draft_pool, &derr)) {
@@ -247,7 +271,7 @@ static err_code plan_with_draft(bundle *b, const bundle_options *o, cpu_classes 
         warn(o, b->cores.reason);
     }
     const bool asked = o->draft_model || o->auto_draft == BUNDLE_DRAFT_SELF;
-    err_code rc = session_new_shared(b->draft_m, n_ctx, &b->plan.draft_kv, b->draft_pool ? b->draft_pool : b->pool,
+    rc = session_new_shared(b->draft_m, n_ctx, &b->plan.draft_kv, b->draft_pool ? b->draft_pool : b->pool,
                                      &b->draft_s, asked ? err : &derr);
     if (rc && !asked) {
         drop_draft(b, o, cc, unplaced, n_ctx, derr.msg, spec_reason, rn);
@@ -318,6 +342,8 @@ err_code bundle_load(const char *path, const bundle_options *o, bundle **out, er
     if (!rc && b->draft_m) model_set_context(b->draft_m, n_ctx);
     if (!rc && bundle_draft_shape(b))
         rc = plan_with_draft(b, o, &cc, unplaced, n_ctx, spec_reason, sizeof spec_reason, err);
+    else if (!rc && o->draft_threads > 0)
+        warn(o, "draft_threads: no draft model, so no cores are set aside for one");
     memcpy(b->plan.spec_reason, spec_reason, sizeof spec_reason);
     b->n_ctx = n_ctx;
     if (!rc && !o->plan_only) rc = session_new_shared(b->m, n_ctx, &b->plan.kv, b->pool, &b->s, err);

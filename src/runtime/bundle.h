@@ -32,6 +32,8 @@ typedef struct {
     kv_config kv;              /* the cache as asked (plan_make sizes its budget) */
     plan_device dev;
     int n_threads;             /* 0: as many as suit the cores */
+    int draft_threads;         /* > 0: a draft gets this many cores of its own (where there is one class of
+                                  cores, the last it may use; the model's threads the rest); 0: plan_place */
     const char *draft_model;   /* given: any problem with it fails the load */
     bundle_draft auto_draft;
     moe_cache_config moe;      /* an MoE model's expert cache */

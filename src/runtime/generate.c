@@ -43,11 +43,17 @@ static err_code lm_eval(void *c, const int32_t *t, int n, float *logits, err_t *
 }
 static void lm_enter(void *c) { tpool_pin_caller(((draft_lm *)c)->s->pool, &((draft_lm *)c)->prev); }
 static void lm_leave(void *c) { tpool_unpin_caller(&((draft_lm *)c)->prev); }
+static void lm_pin(void *c) {
+    tpool_affinity for_good;
+    tpool_pin_caller(((draft_lm *)c)->s->pool, &for_good);
+}
 
-static void draft_lm_init(draft_lm *d, session *s) {
+/* own_cores: the draft's threads are not the target's (runtime/plan.h). */
+static void draft_lm_init(draft_lm *d, session *s, const session *target) {
     d->s = s;
     d->lm = (spec_lm){.ctx = d, .n_ctx = s->n_ctx, .common_prefix = lm_common_prefix, .truncate = lm_truncate,
-                      .eval = lm_eval, .enter = lm_enter, .leave = lm_leave};
+                      .eval = lm_eval, .enter = lm_enter, .leave = lm_leave, .own_cores = s->pool != target->pool,
+                      .pin = lm_pin};
 }
 
 struct generation {
@@ -108,18 +114,20 @@ static err_code spec_start(generation *g, const int32_t *prompt, int n_prompt, e
         return err_set(err, ERR_INVALID_ARG, "draft length %d is outside 0..%d", p->spec_k, SPEC_MAX_K);
     if (p->spec_tree < -1 || p->spec_tree >= SPEC_TREE_MAX)
         return err_set(err, ERR_INVALID_ARG, "tree size %d is outside -1..%d", p->spec_tree, SPEC_TREE_MAX - 1);
+    if (p->spec_ahead < -1 || p->spec_ahead > 0)
+        return err_set(err, ERR_INVALID_ARG, "spec_ahead %d is neither 0 (on) nor -1 (off)", p->spec_ahead);
     if (p->proposer->needs_lm && (!p->draft || p->draft->m->hp.n_vocab != n_vocab))
         return err_set(err, ERR_INVALID_ARG, "draft speculation needs a draft model with the same vocabulary");
     if (!(g->vlogits = malloc(sizeof(float) * (size_t)VERIFY_ROWS * n_vocab)) ||
         !(g->scratch = malloc(sizeof(float) * 3 * (size_t)n_vocab)))
         return err_set(err, ERR_NOMEM, "out of memory");
-    if (p->proposer->needs_lm) draft_lm_init(&g->lm, p->draft);
+    if (p->proposer->needs_lm) draft_lm_init(&g->lm, p->draft, g->s);
     g->trees = p->proposer->trees && spec_trees_pay(p->spec_tree, p->spec_k, p->sampling.temperature != 0.0f);
     spec_budget_init(&g->budget, p->spec_tree > 0 ? p->spec_tree : 0);
     const spec_setup su = {.n_vocab = n_vocab, .n_ctx = g->s->n_ctx, .prompt = prompt, .n_prompt = n_prompt,
                            .smp = g->smp, .sampled = p->sampling.temperature != 0.0f,
                            .lm = p->proposer->needs_lm ? &g->lm.lm : NULL, .lookahead = p->lookahead,
-                           .budget = g->trees ? &g->budget : NULL};
+                           .budget = g->trees ? &g->budget : NULL, .ahead = p->spec_ahead >= 0};
     err_code rc = p->proposer->create(&su, &g->prop, err);
     if (rc) return rc;
     g->spec_on = true;
@@ -215,20 +223,27 @@ static void fail(generation *g, gen_stop why) {
     if (why == GEN_STOP_ERROR && g->err.code == ERR_OK) g->err.code = ERR_UNSUPPORTED;
 }
 
+/* When a speculative step's parts ended: it began at t0, its proposal was
+ * ready at t1, its verification done at t2, of which `wait` waiting for
+ * the draft's steps beside it (speculative/ahead.h: drafting, not
+ * verifying). */
+typedef struct {
+    double t0, t1, t2, wait;
+} step_times;
+
 /* A verify pass is done: queue the a accepted drafts and the token after
- * them, and count. The step began at t0; its proposal was ready at t1, its
- * verification done at t2. */
+ * them, and count. */
 static void verified(generation *g, const spec_pass *pass, const int32_t *drafts, int a, int32_t next,
-                     const int *path, double t0, double t1, double t2) {
+                     const int *path, step_times t) {
     memcpy(g->queue, drafts, sizeof(int32_t) * (size_t)a);
     g->queue[a] = next;
     g->q_head = 0;
     g->q_n = a + 1;
-    const double dt = t2 - t0;
+    const double dt = t.t2 - t.t0;
     g->t_decode_total += dt;
     g->stats.decode_ms = g->t_decode_total;
     g->stats.spec_ms += dt;
-    g->stats.spec_draft_ms += t1 - t0;
+    g->stats.spec_draft_ms += t.t1 - t.t0 + t.wait;
     g->stats.spec_steps++;
     g->stats.spec_proposed += pass->k;
     g->stats.spec_accepted += a;
@@ -236,7 +251,7 @@ static void verified(generation *g, const spec_pass *pass, const int32_t *drafts
     if (pass->draft_tree) {
         g->stats.spec_tree_passes++;
         g->stats.spec_off_line += a > 0 && path[a] != a;
-        spec_budget_measured(&g->budget, pass->n, t2 - t1, pass->draft_steps, t1 - t0, a + 1);
+        spec_budget_measured(&g->budget, pass->n, t.t2 - t.t1 - t.wait, pass->draft_steps, t.t1 - t.t0, t.wait, a + 1);
         g->stats.spec_k = pass->k;
         return;
     }
@@ -246,19 +261,29 @@ static void verified(generation *g, const spec_pass *pass, const int32_t *drafts
 
 /* Verify the pass the target has run: the drafts accepted into drafts[],
  * the batch positions kept into path[0..a] (the pass's first, then a line
- * of the tree, or the first a + 1 of a line), the token after into *next. */
-static int verify_pass(generation *g, const spec_pass *pass, int32_t *drafts, int *path, int32_t *next) {
+ * of the tree, or the first a + 1 of a line), the token after into *next
+ * (sampled, after a line: coupled to the proposer's guess, if it has one);
+ * *wait: the time spent waiting on the proposer (its draft beside). */
+static int verify_pass(generation *g, const spec_pass *pass, int32_t *drafts, int *path, int32_t *next, double *wait) {
     const int V = g->s->m->hp.n_vocab;
     int a;
+    double t = now_ms();
+    *wait = 0.0;
     if (pass->draft_tree) {
         a = spec_verify_tree(g->smp, g->vlogits, V, &pass->dt, g->scratch, path, next);
         for (int i = 0; i < a; i++) drafts[i] = pass->tokens[path[i + 1]];
     } else {
-        a = spec_verify(g->smp, g->vlogits, V, pass->tokens + 1, pass->q, pass->k, g->scratch, next);
+        spec_guess guess;
+        const bool guessed = pass->q && g->p.proposer->guess && g->p.proposer->guess(g->prop, &guess);
+        *wait = now_ms() - t;
+        a = spec_verify_guess(g->smp, g->vlogits, V, pass->tokens + 1, pass->q, pass->k, guessed ? &guess : NULL,
+                              g->scratch, next);
         memcpy(drafts, pass->tokens + 1, sizeof(int32_t) * (size_t)a);
         for (int i = 0; i <= a; i++) path[i] = i;
     }
-    g->p.proposer->verified(g->prop, pass, g->vlogits, V, a, path);
+    t = now_ms();
+    g->p.proposer->verified(g->prop, pass, g->vlogits, V, a, path, *next);
+    *wait += now_ms() - t;
     return a;
 }
 
@@ -275,9 +300,9 @@ static bool speculate(generation *g, bool *ok) {
     if (g->trees) v.tile_phases = session_tile_phases(s, &v.tile); /* only a tree needs them */
     pass->draft_tree = false;
     pass->draft_steps = 0;
-    const double t0 = now_ms(); /* drafting counts as speculation's cost */
+    step_times t = {.t0 = now_ms()}; /* drafting counts as speculation's cost */
     const int n = g->p.proposer->propose(g->prop, &v, g->trees ? 0 : g->len.k, pass, &g->err);
-    const double t1 = now_ms();
+    t.t1 = now_ms();
     if (n < 0) { /* the draft model failed: an error like any other */
         *ok = false;
         return true;
@@ -285,13 +310,16 @@ static bool speculate(generation *g, bool *ok) {
     if (n == 0) return false;
     *ok = false;
     if (pass->tree ? session_eval_tree(s, pass->tokens, n, pass->anc, pass->rows, pass->n_rows, g->vlogits, &g->err)
-                   : session_eval_tentative(s, pass->tokens, n, g->vlogits, &g->err))
+                   : session_eval_tentative(s, pass->tokens, n, g->vlogits, &g->err)) {
+        if (g->p.proposer->halt) g->p.proposer->halt(g->prop); /* nothing may run on once the pass is abandoned */
         return true;
+    }
     int32_t next, drafts[SPEC_MAX_K + 1];
     int path[SPEC_TREE_MAX > SPEC_MAX_K + 1 ? SPEC_TREE_MAX : SPEC_MAX_K + 1];
-    const int a = verify_pass(g, pass, drafts, path, &next);
+    const int a = verify_pass(g, pass, drafts, path, &next, &t.wait);
     if (session_accept_path(s, pass->tokens, n, path, a + 1, &g->err)) return true;
-    verified(g, pass, drafts, a, next, path, t0, t1, now_ms());
+    t.t2 = now_ms();
+    verified(g, pass, drafts, a, next, path, t);
     *ok = true;
     return true;
 }
@@ -469,7 +497,7 @@ static const char *next_piece(generation *g) {
                     continue;
                 }
                 const double dt = now_ms() - t0;
-                if (g->trees) spec_budget_measured(&g->budget, 1, dt, 0, 0.0, 1);
+                if (g->trees) spec_budget_measured(&g->budget, 1, dt, 0, 0.0, 0.0, 1);
                 g->t_decode_total += dt;
                 g->plain_ms += dt;
                 g->stats.decode_ms = g->t_decode_total;

@@ -37,6 +37,8 @@ typedef struct {
                                     * 1..SPEC_TREE_MAX - 1 = trees of this many nodes, never switched off
                                     * (experiments). spec_k > 0: lines */
     session *draft;                /* a proposer that needs_lm: the draft model's session (same vocabulary) */
+    int spec_ahead;                /* a draft whose session computes on threads of its own: 0 = it drafts beside
+                                    * verification (speculative/ahead.h), -1 = never */
     lookahead_params lookahead;    /* lookahead: W, N, G (all 0: lookahead_params_default()) */
     prefill_params prefill;        /* the prompt with the draft (SpecKV, SpecPC): runtime/prefill.h */
     void (*on_prefill)(void *user, int done, int total); /* optional progress */

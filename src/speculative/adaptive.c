@@ -93,10 +93,12 @@ int spec_budget_choose(spec_budget *b, const spec_tree *t) {
     return best;
 }
 
-void spec_budget_measured(spec_budget *b, int n, double verify_ms, int draft_steps, double draft_ms, int tokens) {
+void spec_budget_measured(spec_budget *b, int n, double verify_ms, int draft_steps, double draft_ms, double wait_ms,
+                          int tokens) {
     if (n < 1 || n > SPEC_TREE_MAX) return;
     b->ms[n] = ema(b->ms[n], verify_ms, !b->seen[n]);
     b->seen[n] = true;
     if (draft_steps > 0) b->step_ms = ema(b->step_ms, draft_ms / draft_steps, b->step_ms <= 0.0);
-    if (n > 1 && verify_ms + draft_ms > 0.0) b->rate = ema(b->rate, tokens / (verify_ms + draft_ms), b->rate <= 0.0);
+    const double all = verify_ms + draft_ms + wait_ms;
+    if (n > 1 && all > 0.0) b->rate = ema(b->rate, tokens / all, b->rate <= 0.0);
 }

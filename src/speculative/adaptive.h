@@ -93,7 +93,9 @@ bool spec_budget_deeper(const spec_budget *b, float value);
  * to verify: a prefix, chosen as above. Remembers its depth. */
 int spec_budget_choose(spec_budget *b, const spec_tree *t);
 /* A pass of n tokens was verified in verify_ms after draft_steps draft steps
- * taking draft_ms, and gave `tokens` (n 1: a plain pass, no draft). */
-void spec_budget_measured(spec_budget *b, int n, double verify_ms, int draft_steps, double draft_ms, int tokens);
+ * taking draft_ms, waited wait_ms for the draft's steps beside it (ahead.h),
+ * and gave `tokens` (n 1: a plain pass, no draft). */
+void spec_budget_measured(spec_budget *b, int n, double verify_ms, int draft_steps, double draft_ms, double wait_ms,
+                          int tokens);
 
 #endif

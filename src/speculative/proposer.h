@@ -49,6 +49,11 @@ typedef struct {
     /* around a proposal: the calling thread moves to the draft's cores and back */
     void (*enter)(void *ctx);
     void (*leave)(void *ctx);
+    /* the draft computes on cores of its own, not the target's: a thread of
+     * the proposer's may draft while the target verifies (ahead.h), moved
+     * there for good by pin */
+    bool own_cores;
+    void (*pin)(void *ctx);
 } spec_lm;
 
 /* What a proposer is made with. */
@@ -63,6 +68,7 @@ typedef struct {
     lookahead_params lookahead; /* lookahead: W, N, G (all 0: lookahead_params_default()) */
     spec_budget *budget;       /* non-NULL: a proposer with trees drafts trees of the size it says (the
                                 * runtime measures the passes into it) */
+    bool ahead;                /* a draft with cores of its own drafts beside verification (ahead.h) */
 } spec_setup;
 
 /* The target at a step. */
@@ -98,6 +104,7 @@ typedef struct {
 /* Counters only some proposers have (0 otherwise). */
 typedef struct {
     int ngrams, ngrams_new;    /* lookahead: n-grams the window made, and of those, new to the pool */
+    int ahead_used, ahead_dropped; /* draft: steps drafted beside verification that proposals used, and dropped */
     int pool_proposed, pool_accepted; /* lookahead: drafts that came from the pool, and were accepted */
 } spec_proposer_stats;
 
@@ -113,9 +120,17 @@ typedef struct {
      * -1 on an error (err says why). */
     int (*propose)(void *state, const spec_view *v, int k, spec_pass *pass, err_t *err);
     /* The pass ran: logits of its rows, `accepted` of its k drafts kept
-     * (a draft tree: the nodes path[1..accepted]). */
+     * (a draft tree: the nodes path[1..accepted]), `next` the target's token
+     * after them. */
     void (*verified)(void *state, const spec_pass *pass, const float *logits, int n_vocab, int accepted,
-                     const int *path);
+                     const int *path, int32_t next);
+    /* The pass was abandoned (the target failed): stop anything the
+     * proposer runs beside it. NULL: it runs nothing. */
+    void (*halt)(void *state);
+    /* Sampled, a line: the proposer's guess at the token after it, for
+     * verification to couple the target's token to (verify.h:
+     * spec_verify_guess); false: none. NULL: it never has one. */
+    bool (*guess)(void *state, spec_guess *out);
     /* tokens joined the sequence (each emitted token, once) */
     err_code (*push)(void *state, const int32_t *tokens, int n, err_t *err);
     void (*stats)(const void *state, spec_proposer_stats *out);

@@ -20,11 +20,17 @@
  * the line goes and how many nodes the pass verifies. The tree's entries in
  * the draft's cache are the line's: the next proposal keeps what of it the
  * target accepted.
+ *
+ * With cores of its own (spec_setup.ahead), the draft goes on drafting the
+ * pass's line while the target verifies it (ahead.h); when the target keeps
+ * the whole line and picks the token the draft guessed after it, the next
+ * proposal starts from those steps instead of running them.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "speculative/ahead.h"
 #include "speculative/proposer.h"
 
 typedef struct {
@@ -36,11 +42,13 @@ typedef struct {
     spec_budget *budget; /* trees: how big (adaptive.h); NULL: a line of k */
     spec_calib calib;    /* trees: the acceptance measured by rank and draft probability */
     float *probs;        /* [n_vocab] trees: a step's distribution, or what is left of it */
+    spec_ahead *ahead;   /* drafting beside verification, or NULL */
 } draft_state;
 
 static void draft_destroy(void *state) {
     draft_state *s = state;
     if (!s) return;
+    spec_ahead_free(s->ahead); /* its thread first: it uses the rest */
     free(s->logits);
     free(s->q);
     free(s->probs);
@@ -62,6 +70,13 @@ static err_code draft_create(const spec_setup *su, void **state, err_t *err) {
     if (!s->logits || (su->sampled && !s->q) || (s->budget && !s->probs)) {
         draft_destroy(s);
         return err_set(err, ERR_NOMEM, "out of memory");
+    }
+    err_code rc = su->ahead && su->lm->own_cores
+                      ? spec_ahead_new(su->lm, sampler_params_of(su->smp), su->n_vocab, &s->ahead, err)
+                      : ERR_OK;
+    if (rc) {
+        draft_destroy(s);
+        return rc;
     }
     *state = s;
     return ERR_OK;
@@ -87,34 +102,65 @@ static int catch_up(draft_state *s, const spec_view *v, int32_t *first, int *n_f
     return 0;
 }
 
-/* Step i of the draft's line: its logits after the first batch or cur. */
-static err_code line_step(draft_state *s, int i, const int32_t *first, int n_first, int32_t cur, err_t *err) {
+/* The draft at the target's sequence: the steps drafted beside the last
+ * pass when they continue it (their entries are in the draft's cache:
+ * nothing to truncate; *reused of them), else catch_up. */
+static int begin(draft_state *s, const spec_view *v, int32_t *first, int *n_first, int *reused, err_t *err) {
+    *reused = spec_ahead_take(s->ahead, v->n_past, v->last);
+    if (*reused && s->lm.common_prefix(s->lm.ctx, v->tokens, v->n_past) == v->n_past) return 0;
+    *reused = 0;
+    return catch_up(s, v, first, n_first, err);
+}
+
+/* Step i of the draft's line: its logits after the first batch or cur, or
+ * (i < reused) the step drafted beside the last pass: its logits (greedy)
+ * or distribution (sampled, into q's row i), and *kept its pick. */
+static err_code line_step(draft_state *s, int i, int reused, const int32_t *first, int n_first, int32_t cur,
+                          int32_t *kept, err_t *err) {
+    *kept = -1;
+    if (i < reused) {
+        const size_t V = (size_t)s->n_vocab;
+        memcpy(s->q ? s->q + i * V : s->logits, spec_ahead_row(s->ahead, i), sizeof(float) * V);
+        *kept = spec_ahead_pick(s->ahead, i);
+        return ERR_OK;
+    }
     return i == 0 ? s->lm.eval(s->lm.ctx, first, n_first, s->logits, err) : s->lm.eval(s->lm.ctx, &cur, 1, s->logits, err);
+}
+
+/* Draft beside the target's pass, from the line's last draft `from` at
+ * position pos (ahead.h): as many steps as this proposal's line and one,
+ * for the token after it. The draft's cache is cut back to end before pos
+ * (a proposal shorter than the steps it reused). */
+static void launch(draft_state *s, int32_t from, int pos, int depth) {
+    if (!s->ahead) return;
+    s->lm.truncate(s->lm.ctx, pos);
+    spec_ahead_start(s->ahead, s->smp, from, pos, depth + 1);
 }
 
 /* k steps of the draft, one line from the target's last token. */
 static int draft_steps(draft_state *s, const spec_view *v, int k, spec_pass *pass, err_t *err) {
     int32_t first[SPEC_MAX_K + 1];
-    int n_first;
-    if (catch_up(s, v, first, &n_first, err)) return -1;
+    int n_first = 0, reused;
+    if (begin(s, v, first, &n_first, &reused, err)) return -1;
     if (k > s->lm.n_ctx - v->n_past) k = s->lm.n_ctx - v->n_past; /* the steps take n_past .. n_past + k - 1 */
     if (k <= 0) return 0; /* no room in the draft's context: decode plainly */
     const size_t V = (size_t)s->n_vocab;
-    int32_t cur = v->last;
+    int32_t cur = v->last, kept;
     int i = 0;
     for (; i < k; i++) {
-        if (line_step(s, i, first, n_first, cur, err)) break;
+        if (line_step(s, i, reused, first, n_first, cur, &kept, err)) break;
         if (s->q) {
-            sampler_distribution(s->smp, s->logits, s->q + i * V);
-            cur = sampler_draw(s->smp, s->q + i * V);
+            if (kept < 0) sampler_distribution(s->smp, s->logits, s->q + i * V);
+            cur = kept >= 0 ? kept : sampler_draw(s->smp, s->q + i * V);
         } else {
-            cur = sampler_sample(s->smp, s->logits);
+            cur = sampler_sample(s->smp, s->logits); /* greedy: a kept step's pick again */
         }
         pass->tokens[1 + i] = cur;
         sampler_accept(s->smp, cur);
     }
+    if (i == k) launch(s, cur, v->n_past + k, k);
     sampler_rewind(s->smp, i);
-    pass->draft_steps = i;
+    pass->draft_steps = i > reused ? i - reused : 0;
     return i < k ? -1 : k;
 }
 
@@ -144,17 +190,18 @@ static int32_t top_of(const float *p, int n) {
 /* The children of node `parent` from the draft's logits at depth d: the
  * pick (rank 0, returned), then the next candidates. Greedy: the pick is
  * the sampler's, the others the most probable under the draft's softmax.
- * Sampled: all drawn without replacement from the sampler's distribution. */
-static int32_t expand(draft_state *s, spec_candidates *c, int parent, int d) {
+ * Sampled: all drawn without replacement from the sampler's distribution
+ * (kept >= 0: the pick was drawn beside the last pass, from q's row d). */
+static int32_t expand(draft_state *s, spec_candidates *c, int parent, int d, int32_t kept) {
     const int V = s->n_vocab;
     float *p = s->probs;
     const float *q = NULL;
     int32_t pick;
     if (s->q) {
         float *qd = s->q + (size_t)d * V;
-        sampler_distribution(s->smp, s->logits, qd);
+        if (kept < 0) sampler_distribution(s->smp, s->logits, qd);
         memcpy(p, qd, sizeof(float) * (size_t)V);
-        pick = sampler_draw(s->smp, qd);
+        pick = kept >= 0 ? kept : sampler_draw(s->smp, qd);
         q = qd;
     } else {
         pick = sampler_sample(s->smp, s->logits);
@@ -175,37 +222,53 @@ static int32_t expand(draft_state *s, spec_candidates *c, int parent, int d) {
     return pick;
 }
 
-/* Draft a line with its candidates, then choose the tree the budget pays for. */
+/* Draft the line with its candidates into c, up to depth: *steps taken,
+ * *reused of them drafted beside the last pass (accepted into the sampler:
+ * the caller rewinds them). */
+static err_code draft_line(draft_state *s, const spec_view *v, int depth, spec_candidates *c, int *steps, int *reused,
+                           err_t *err) {
+    int32_t first[SPEC_MAX_K + 1], kept;
+    int n_first = 0, line = 0;
+    *steps = 0;
+    if (begin(s, v, first, &n_first, reused, err)) return err->code ? err->code : ERR_UNSUPPORTED;
+    err_code rc = ERR_OK;
+    int32_t cur = v->last;
+    for (int d = 0; d < depth && c->n + SPEC_TREE_RANKS <= SPEC_TREE_MAX; d++) {
+        if ((rc = line_step(s, d, *reused, first, n_first, cur, &kept, err))) break;
+        const int at = c->n;
+        cur = expand(s, c, line, d, kept);
+        line = at;
+        sampler_accept(s->smp, cur);
+        *steps = d + 1;
+        if (d + 1 >= *reused && !spec_budget_deeper(s->budget, c->value[line])) break;
+    }
+    return rc;
+}
+
+/* Draft a line with its candidates, then choose the tree the budget pays
+ * for, and draft beside its verification from the end of its line. */
 static int draft_tree(draft_state *s, const spec_view *v, int room, spec_pass *pass, err_t *err) {
-    int32_t first[SPEC_MAX_K + 1];
-    int n_first;
-    if (catch_up(s, v, first, &n_first, err)) return -1;
     int depth = spec_budget_depth(s->budget);
     if (depth > s->lm.n_ctx - v->n_past) depth = s->lm.n_ctx - v->n_past;
     if (depth > room) depth = room;
     if (depth <= 0) return 0;
     spec_candidates c = {.n = 1, .token = {v->last}, .parent = {-1}, .prob = {1.0f}, .value = {1.0f}};
-    int line = 0, d = 0;
-    bool failed = false;
-    for (int32_t cur = v->last; d < depth && c.n + SPEC_TREE_RANKS <= SPEC_TREE_MAX; d++) {
-        if ((failed = line_step(s, d, first, n_first, cur, err) != ERR_OK)) break;
-        const int at = c.n;
-        cur = expand(s, &c, line, d);
-        line = at;
-        sampler_accept(s->smp, cur);
-        if (!spec_budget_deeper(s->budget, c.value[line])) {
-            d++;
-            break;
-        }
+    int d, reused;
+    const err_code rc = draft_line(s, v, depth, &c, &d, &reused, err);
+    pass->draft_steps = d > reused ? d - reused : 0;
+    if (rc) {
+        sampler_rewind(s->smp, d);
+        return -1;
     }
-    sampler_rewind(s->smp, d);
-    pass->draft_steps = d;
-    if (failed) return -1;
     spec_tree chosen;
     spec_tree_select(&c, SPEC_TREE_MAX - 1, &chosen);
     int n = spec_budget_choose(s->budget, &chosen);
     spec_tree_truncate(&chosen, (n < room ? n : room) + 1);
     spec_tree_layout(&chosen, &pass->dt, pass->anc);
+    const int line = spec_tree_line(&pass->dt); /* the budget may have cut the line short of d */
+    if (line > 0)
+        launch(s, pass->dt.token[line], v->n_past + line, line);
+    sampler_rewind(s->smp, d);
     return spec_tree_keep_exact(&pass->dt, pass->anc, v->tile_phases, v->tile);
 }
 
@@ -240,13 +303,22 @@ static int draft_propose(void *state, const spec_view *v, int k, spec_pass *pass
     return pass->n;
 }
 
-/* A tree's verification is what its values are measured by. */
+/* A tree's verification is what its values are measured by. The steps
+ * drafted beside it are kept when the target kept the whole line (a tree's
+ * is its first nodes) and chose the token the draft guessed after it. */
 static void draft_verified(void *state, const spec_pass *pass, const float *logits, int n_vocab, int accepted,
-                           const int *path) {
+                           const int *path, int32_t next) {
     draft_state *s = state;
     if (pass->draft_tree) spec_calib_update(&s->calib, &pass->dt, path, accepted, !s->q);
+    if (s->ahead) {
+        const int line = pass->draft_tree ? spec_tree_line(&pass->dt) : pass->k;
+        spec_ahead_settle(s->ahead, accepted == line && path[accepted] == accepted, next);
+    }
     (void)logits, (void)n_vocab;
 }
+
+static void draft_halt(void *state) { spec_ahead_halt(((draft_state *)state)->ahead); }
+static bool draft_guess(void *state, spec_guess *out) { return spec_ahead_guess(((draft_state *)state)->ahead, out); }
 
 /* The draft reads the target's tokens at each proposal: nothing to keep. */
 static err_code draft_push(void *state, const int32_t *tokens, int n, err_t *err) {
@@ -255,18 +327,20 @@ static err_code draft_push(void *state, const int32_t *tokens, int n, err_t *err
 }
 
 static void draft_stats(const void *state, spec_proposer_stats *out) {
-    (void)state;
     *out = (spec_proposer_stats){0};
+    spec_ahead_counts(((const draft_state *)state)->ahead, &out->ahead_used, &out->ahead_dropped);
 }
 
 const proposer_ops proposer_draft = {
     .name = "draft", .needs_lm = true, .trees = true, .min_passes = 6,
-    .create = draft_create, .propose = draft_propose, .verified = draft_verified,
+    .create = draft_create, .propose = draft_propose, .verified = draft_verified, .halt = draft_halt,
+    .guess = draft_guess,
     .push = draft_push, .stats = draft_stats, .free = draft_destroy,
 };
 
 const proposer_ops proposer_self = {
     .name = "self", .needs_lm = true, .trees = true, .min_passes = 6,
-    .create = draft_create, .propose = draft_propose, .verified = draft_verified,
+    .create = draft_create, .propose = draft_propose, .verified = draft_verified, .halt = draft_halt,
+    .guess = draft_guess,
     .push = draft_push, .stats = draft_stats, .free = draft_destroy,
 };

@@ -107,6 +107,12 @@ void spec_tree_layout(const spec_tree *t, spec_tree *out, uint64_t *anc) {
     }
 }
 
+int spec_tree_line(const spec_tree *t) {
+    int n = 1;
+    while (n < t->n && t->parent[n] == n - 1 && t->rank[n] == 0) n++;
+    return n - 1;
+}
+
 /* Node v, at batch slot `slot`, with its kept ancestors at slots where[]:
  * each falls in the tile plain decoding would put it in, for every phase. */
 static bool same_tiles(const spec_tree *t, int v, int slot, const int *where, uint32_t phases, int tile) {

@@ -90,6 +90,9 @@ void spec_tree_truncate(spec_tree *t, int n);
  * the rank-0 line from the root first, and anc the batch's ancestry
  * (model/forward.h: forward_tree). */
 void spec_tree_layout(const spec_tree *t, spec_tree *out, uint64_t *anc);
+/* The length of a laid-out tree's line: its nodes 1..that are the rank-0
+ * line from the root. */
+int spec_tree_line(const spec_tree *t);
 
 /* Keep only the nodes whose rows the target computes as plain decoding
  * would, bit for bit. The attention kernels sum a block's keys in tiles of

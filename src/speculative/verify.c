@@ -30,8 +30,21 @@ static int32_t draw_residual(sampler *smp, const float *p, const float *q, int32
     return t >= 0 ? t : sampler_draw(smp, p);
 }
 
+/* The token after every draft was accepted: p's own, or coupled to a guess. */
+static int32_t draw_after(sampler *smp, const float *p, const spec_guess *g, int n_vocab, float *r) {
+    if (!g || !g->q || g->token < 0 || g->token >= n_vocab) return sampler_draw(smp, p);
+    const double px = p[g->token], qx = g->q[g->token];
+    if (qx > 0.0 && sampler_uniform(smp) * qx < px) return g->token;
+    return draw_residual(smp, p, g->q, g->token, n_vocab, r);
+}
+
 int spec_verify(sampler *smp, const float *rows, int n_vocab, const int32_t *draft, const float *q, int k,
                 float *scratch, int32_t *next) {
+    return spec_verify_guess(smp, rows, n_vocab, draft, q, k, NULL, scratch, next);
+}
+
+int spec_verify_guess(sampler *smp, const float *rows, int n_vocab, const int32_t *draft, const float *q, int k,
+                      const spec_guess *guess, float *scratch, int32_t *next) {
     int a;
     if (sampler_is_greedy(smp)) {
         a = verify_greedy(smp, rows, n_vocab, draft, k, next);
@@ -40,7 +53,7 @@ int spec_verify(sampler *smp, const float *rows, int n_vocab, const int32_t *dra
         for (a = 0;; a++) {
             sampler_distribution(smp, rows + (size_t)a * n_vocab, p);
             if (a == k) {
-                *next = sampler_draw(smp, p);
+                *next = draw_after(smp, p, guess, n_vocab, r);
                 break;
             }
             const int32_t x = draft[a];

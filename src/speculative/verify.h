@@ -42,6 +42,22 @@
 int spec_verify(sampler *smp, const float *rows, int n_vocab, const int32_t *draft, const float *q, int k,
                 float *scratch, int32_t *next);
 
+/* The draft's guess at the token after a line, drawn from q (the draft
+ * drafting beside verification: speculative/ahead.h). */
+typedef struct {
+    int32_t token;
+    const float *q;
+} spec_guess;
+
+/* spec_verify, and when every draft is accepted, sampled, the token after
+ * them coupled to the guess by the same rule (guess NULL: drawn as above):
+ * the guess with probability min(1, p(g) / q(g)), else a draw from the
+ * normalised max(0, p - q). It is distributed as p either way, and equals
+ * the guess with probability sum min(p, q) instead of sum p q: the steps
+ * the draft took from its guess are used that much more often. */
+int spec_verify_guess(sampler *smp, const float *rows, int n_vocab, const int32_t *draft, const float *q, int k,
+                      const spec_guess *guess, float *scratch, int32_t *next);
+
 /*
  * A draft tree (tree.h), one logit row per node in node order: from the root,
  * each node's children are tried in rank order, and the walk goes on from
