@@ -263,9 +263,10 @@ typedef struct {
     int auto_draft;
     /* Cores of the draft model's own: 0 = automatic (on cores of different capacity, the
      * efficiency cores; else none, and the draft computes on the model's threads); N > 0 = N cores
-     * (the efficiency cores where there are two classes, else the last N the process may use, the
-     * model's threads on the others). A draft with cores of its own drafts while the model verifies
-     * (octo_generate_params.spec_ahead). More than the cores leave for the model is an error. */
+     * (where there are two classes, N threads on the efficiency cores, at most one per core; else
+     * the last N cores the process may use, the model's threads on the others: asking for all of
+     * them is an error). A draft with cores of its own drafts while the model verifies
+     * (octo_generate_params.spec_ahead). Without a draft model it does nothing. */
     int draft_threads;
     octo_moe_options moe;
     /* 1: decide everything a load decides (the plan) and make nothing: no

@@ -13,8 +13,8 @@
 #include "t.h"
 #include "util.h"
 
-/* Statistics. Six chi-square tests must pass (test_spec: two on the toy
- * target, three end to end; test_ahead: one on the toy); each fails at
+/* Statistics. Nine chi-square tests must pass (test_spec: four on the toy
+ * target, four end to end; test_ahead: one on the toy); each fails at
  * p < ALPHA = 2e-7, so by the union bound a correct build fails with
  * probability below 2e-6 over the choice of seeds. (The seeds are fixed: a
  * given build passes or fails every time.) */

@@ -244,9 +244,20 @@ static err_code split_cores(bundle *b, const bundle_options *o, cpu_classes *cc,
     if (!c.on_perf)
         return err_set(err, ERR_INVALID_ARG, "%d threads and draft_threads %d need %d cores (%d to run on)", c.threads,
                        o->draft_threads, c.threads + o->draft_threads, allowed);
+    if (o->plan_only) return ERR_OK;
     tpool_free(b->pool);
     b->pool = NULL;
     return tpool_new_on(c.threads, cc->perf, cc->n_perf, &b->pool, err);
+}
+
+/* The split undone (the draft could not have its cores, or was dropped):
+ * the model's threads back where place_threads puts them. */
+static void unsplit(bundle *b, const bundle_options *o, cpu_classes *cc) {
+    bool unplaced;
+    err_t perr = {0};
+    tpool_free(b->pool);
+    b->pool = NULL;
+    if (place_threads(b, o, cc, &unplaced, &perr)) warn(o, perr.msg); /* no pool: it computes on the caller */
 }
 
 /* Step 5: the plan that shares the KV budget with the draft, the draft's
@@ -266,6 +277,7 @@ static err_code plan_with_draft(bundle *b, const bundle_options *o, cpu_classes 
     if (o->plan_only) return ERR_OK;
     err_t derr = {0};
     if (b->cores.draft_threads && tpool_new_on(b->cores.draft_threads, cc->eff, cc->n_eff, &b->draft_pool, &derr)) {
+        if (split) unsplit(b, o, cc);
         b->cores = plan_place(cc, o->n_threads, false); /* the draft computes on the model's threads */
         snprintf(b->cores.reason, sizeof b->cores.reason, "the draft's threads could not be placed: %.100s", derr.msg);
         warn(o, b->cores.reason);
@@ -274,6 +286,7 @@ static err_code plan_with_draft(bundle *b, const bundle_options *o, cpu_classes 
     rc = session_new_shared(b->draft_m, n_ctx, &b->plan.draft_kv, b->draft_pool ? b->draft_pool : b->pool,
                                      &b->draft_s, asked ? err : &derr);
     if (rc && !asked) {
+        if (split && b->draft_pool) unsplit(b, o, cc);
         drop_draft(b, o, cc, unplaced, n_ctx, derr.msg, spec_reason, rn);
         rc = ERR_OK;
     }

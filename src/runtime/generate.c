@@ -27,9 +27,10 @@
 #define PENDING_MAX 512 /* the pending buffer's first size */
 
 /* The draft model as a proposer sees it (speculative/proposer.h: spec_lm):
- * its session; on cores of different capacity it computes on the
- * efficiency cores (runtime/plan.h), where the calling thread moves for a
- * proposal. */
+ * its session; with threads of its own (the efficiency cores of a CPU with
+ * two classes, or cores set aside by draft_threads: runtime/plan.h,
+ * bundle.c) it computes there, where the calling thread moves for a
+ * proposal and the proposer's own thread stays (own_cores, pin). */
 typedef struct {
     spec_lm lm;
     session *s;

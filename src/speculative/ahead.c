@@ -33,6 +33,7 @@ struct spec_ahead {
     bool job;           /* a job was started and not settled yet */
     bool kept;          /* settled: the steps continue what the target chose */
     int used, dropped;
+    int taken;              /* depths a proposal took, not yet counted */
     float launched, kept_n; /* passes drafted beside, and of those kept (decayed) */
     int skipped;            /* passes not drafted beside since the last */
     int state;
@@ -129,7 +130,8 @@ void spec_ahead_start(spec_ahead *a, const sampler *hist, int32_t from, int pos,
     if (steps > SPEC_AHEAD_MAX) steps = SPEC_AHEAD_MAX;
     if (steps > a->lm.n_ctx - pos) steps = a->lm.n_ctx - pos; /* the steps take pos .. pos + steps - 1 */
     if (a->kept) a->dropped += atomic_load(&a->done); /* never taken */
-    a->kept = false;
+    if (a->taken) a->dropped += 1 + a->taken;         /* taken, never counted */
+    a->kept = false, a->taken = 0;
     if (steps <= 0) return;
     const float odds = (a->kept_n + 1.0f) / (a->launched + 2.0f);
     if (odds < SPEC_AHEAD_MIN_KEEP && ++a->skipped < SPEC_AHEAD_PROBE) return;
@@ -137,7 +139,7 @@ void spec_ahead_start(spec_ahead *a, const sampler *hist, int32_t from, int pos,
     a->job = true;
     sampler_copy_history(a->smp, hist);
     /* a job's draws must not depend on how far a dropped one got */
-    sampler_seed(a->smp, a->seed + 0x9E3779B97F4A7C15ull * ++a->jobs);
+    sampler_seed(a->smp, a->seed ^ 0xD1B54A32D192ED03ull * ++a->jobs); /* not splitmix's own step */
     a->from = from, a->pos = pos, a->steps = steps;
     atomic_store(&a->done, 0);
     atomic_store(&a->stop, false);
@@ -208,8 +210,15 @@ int spec_ahead_take(spec_ahead *a, int n_past, int32_t last) {
         a->dropped += done;
         return 0;
     }
-    a->used += done;
+    a->taken = done - 1;
     return done - 1;
+}
+
+void spec_ahead_count(spec_ahead *a, int used) {
+    if (!a || !a->taken) return;
+    a->used += used ? 1 + used : 0;
+    a->dropped += used ? a->taken - used : 1 + a->taken;
+    a->taken = 0;
 }
 
 int32_t spec_ahead_pick(const spec_ahead *a, int d) { return a->pick[d + 1]; }

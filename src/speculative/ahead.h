@@ -70,13 +70,16 @@ bool spec_ahead_guess(spec_ahead *a, spec_guess *out);
 void spec_ahead_halt(spec_ahead *a);
 
 /* For a proposal at n_past from `last`: the depths whose steps were kept
- * (0: none), taken once. Depth d's pick, and its logits (greedy) or the
- * distribution it was drawn from (sampled). */
+ * (0: none), taken once; the proposal then says how many of them it used
+ * (spec_ahead_count; 0: none, its cache did not hold them). Depth d's pick,
+ * and its logits (greedy) or the distribution it was drawn from (sampled). */
 int spec_ahead_take(spec_ahead *a, int n_past, int32_t last);
+void spec_ahead_count(spec_ahead *a, int used);
 int32_t spec_ahead_pick(const spec_ahead *a, int d);
 const float *spec_ahead_row(const spec_ahead *a, int d);
 
-/* Steps kept and used by proposals, and steps computed and dropped. */
+/* Steps used by proposals (a kept job's step 0, the guess, with the depths
+ * used), and steps computed and dropped. */
 void spec_ahead_counts(const spec_ahead *a, int *used, int *dropped);
 
 #endif

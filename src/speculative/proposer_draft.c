@@ -71,13 +71,9 @@ static err_code draft_create(const spec_setup *su, void **state, err_t *err) {
         draft_destroy(s);
         return err_set(err, ERR_NOMEM, "out of memory");
     }
-    err_code rc = su->ahead && su->lm->own_cores
-                      ? spec_ahead_new(su->lm, sampler_params_of(su->smp), su->n_vocab, &s->ahead, err)
-                      : ERR_OK;
-    if (rc) {
-        draft_destroy(s);
-        return rc;
-    }
+    err_t aerr = {0}; /* without its thread (no memory, no thread) it drafts between passes */
+    if (su->ahead && su->lm->own_cores)
+        spec_ahead_new(su->lm, sampler_params_of(su->smp), su->n_vocab, &s->ahead, &aerr);
     *state = s;
     return ERR_OK;
 }
@@ -108,6 +104,7 @@ static int catch_up(draft_state *s, const spec_view *v, int32_t *first, int *n_f
 static int begin(draft_state *s, const spec_view *v, int32_t *first, int *n_first, int *reused, err_t *err) {
     *reused = spec_ahead_take(s->ahead, v->n_past, v->last);
     if (*reused && s->lm.common_prefix(s->lm.ctx, v->tokens, v->n_past) == v->n_past) return 0;
+    if (*reused) spec_ahead_count(s->ahead, 0);
     *reused = 0;
     return catch_up(s, v, first, n_first, err);
 }
@@ -158,6 +155,7 @@ static int draft_steps(draft_state *s, const spec_view *v, int k, spec_pass *pas
         pass->tokens[1 + i] = cur;
         sampler_accept(s->smp, cur);
     }
+    if (reused) spec_ahead_count(s->ahead, i < reused ? i : reused);
     if (i == k) launch(s, cur, v->n_past + k, k);
     sampler_rewind(s->smp, i);
     pass->draft_steps = i > reused ? i - reused : 0;
@@ -255,6 +253,7 @@ static int draft_tree(draft_state *s, const spec_view *v, int room, spec_pass *p
     spec_candidates c = {.n = 1, .token = {v->last}, .parent = {-1}, .prob = {1.0f}, .value = {1.0f}};
     int d, reused;
     const err_code rc = draft_line(s, v, depth, &c, &d, &reused, err);
+    if (reused) spec_ahead_count(s->ahead, d < reused ? d : reused);
     pass->draft_steps = d > reused ? d - reused : 0;
     if (rc) {
         sampler_rewind(s->smp, d);
@@ -266,9 +265,9 @@ static int draft_tree(draft_state *s, const spec_view *v, int room, spec_pass *p
     spec_tree_truncate(&chosen, (n < room ? n : room) + 1);
     spec_tree_layout(&chosen, &pass->dt, pass->anc);
     const int line = spec_tree_line(&pass->dt); /* the budget may have cut the line short of d */
-    if (line > 0)
-        launch(s, pass->dt.token[line], v->n_past + line, line);
-    sampler_rewind(s->smp, d);
+    sampler_rewind(s->smp, d - line);          /* the window with the line accepted, as verified */
+    if (line > 0) launch(s, pass->dt.token[line], v->n_past + line, line);
+    sampler_rewind(s->smp, line);
     return spec_tree_keep_exact(&pass->dt, pass->anc, v->tile_phases, v->tile);
 }
 
