@@ -169,12 +169,14 @@ class Model(_Conversation):
     """A loaded model. Options (all optional):
 
     n_ctx, n_threads, device ("pixel-8", ..., or "host"), cache_dir, draft_model,
-    auto_draft ("auto", "self", "none"), kv_budget_bytes, kv_policy ("morphkv", "snapkv", ...),
+    auto_draft ("auto", "self", "none"), draft_threads (cores of the draft's own: it then drafts
+    while the model verifies; 0 = the efficiency cores where there are two classes), kv_budget_bytes, kv_policy ("morphkv", "snapkv", ...),
     kv_compress (bool), max_sessions (conversations at once: this model's own plus model.session()s).
     """
 
     def __init__(self, path, *, n_ctx=0, n_threads=0, device=None, cache_dir=None, draft_model=None,
-                 auto_draft="auto", kv_budget_bytes=0, kv_policy=None, kv_compress=True, max_sessions=1):
+                 auto_draft="auto", draft_threads=0, kv_budget_bytes=0, kv_policy=None, kv_compress=True,
+                 max_sessions=1):
         self._client = self._model = None
         self._stream = None
         self._sessions = []
@@ -187,6 +189,7 @@ class Model(_Conversation):
         mo = _L.octo_model_options_defaults()
         mo.n_ctx, mo.draft_model = n_ctx, self._keep[2]
         mo.auto_draft = {"auto": 0, "self": 1, "none": -1}[auto_draft]
+        mo.draft_threads = draft_threads
         mo.kv.budget_bytes, mo.kv.compress = kv_budget_bytes, int(bool(kv_compress))
         mo.max_sessions = max_sessions
         if kv_policy is not None:

@@ -109,6 +109,8 @@ def test_errors(model):
     assert e.value.status == 4 and e.value.status_name == "not found"
     with pytest.raises(ValueError, match="kv_policy"):
         octo.Model("/nonexistent/model.gguf", kv_policy="lru")
+    with pytest.raises(octo.OctoError, match="draft_threads -1 of 0"):
+        octo.Model("/nonexistent/model.gguf", draft_threads=-1)
     s = model.generate(PROMPT, max_tokens=8)
     with pytest.raises(octo.OctoError, match="already serving"):
         model.generate(PROMPT, max_tokens=8)
