@@ -150,7 +150,7 @@ static int draft_steps(draft_state *s, const spec_view *v, int k, spec_pass *pas
             if (kept < 0) sampler_distribution(s->smp, s->logits, s->q + i * V);
             cur = kept >= 0 ? kept : sampler_draw(s->smp, s->q + i * V);
         } else {
-            cur = sampler_sample(s->smp, s->logits); /* greedy: a kept step's pick again */
+            cur = kept >= 0 ? kept : sampler_sample(s->smp, s->logits); /* kept: the token its entry holds */
         }
         pass->tokens[1 + i] = cur;
         sampler_accept(s->smp, cur);
@@ -188,8 +188,9 @@ static int32_t top_of(const float *p, int n) {
 /* The children of node `parent` from the draft's logits at depth d: the
  * pick (rank 0, returned), then the next candidates. Greedy: the pick is
  * the sampler's, the others the most probable under the draft's softmax.
- * Sampled: all drawn without replacement from the sampler's distribution
- * (kept >= 0: the pick was drawn beside the last pass, from q's row d). */
+ * Sampled: all drawn without replacement from the sampler's distribution.
+ * kept >= 0: the pick was made beside the last pass (the token its cache
+ * entry holds), from these logits or, sampled, from q's row d. */
 static int32_t expand(draft_state *s, spec_candidates *c, int parent, int d, int32_t kept) {
     const int V = s->n_vocab;
     float *p = s->probs;
@@ -202,7 +203,7 @@ static int32_t expand(draft_state *s, spec_candidates *c, int parent, int d, int
         pick = kept >= 0 ? kept : sampler_draw(s->smp, qd);
         q = qd;
     } else {
-        pick = sampler_sample(s->smp, s->logits);
+        pick = kept >= 0 ? kept : sampler_sample(s->smp, s->logits);
         float mx = s->logits[0];
         for (int j = 1; j < V; j++) mx = s->logits[j] > mx ? s->logits[j] : mx;
         double sum = 0.0;
