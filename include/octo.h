@@ -265,7 +265,8 @@ typedef struct {
      * efficiency cores; else none, and the draft computes on the model's threads); N > 0 = N cores
      * (where there are two classes, N threads on the efficiency cores, at most one per core; else
      * the last N cores the process may use, the model's threads on the others: asking for all of
-     * them is an error). A draft with cores of its own drafts while the model verifies
+     * them, or for more model threads than the others, is an error). A draft with cores of its own
+     * drafts while the model verifies
      * (octo_generate_params.spec_ahead). Without a draft model it does nothing. */
     int draft_threads;
     octo_moe_options moe;
@@ -444,7 +445,8 @@ typedef struct {
                                trees of this many nodes, for experiments (kept on like spec_k); spec_k > 0: lines */
     int spec_ahead;         /* draft and self-draft with cores of their own (octo_model_options.draft_threads):
                                0 = the draft goes on drafting while the model verifies, and the next pass starts
-                               from those steps when the model kept the whole line (default); -1 = never */
+                               from those steps when the model kept the whole line and chose the token the draft
+                               guessed after it (default); -1 = never */
     /* OCTO_SPEC_LOOKAHEAD: window columns W (1..16), n-gram size N (2..6),
      * n-grams kept per first token G (1..16), a pass being 1 + (N-1)(W+1)
      * tokens at most 63; all 0 = 5, 3, 4 (default) */
@@ -597,7 +599,8 @@ typedef struct {
     int spec_tree_passes;               /* verify passes of token trees (spec_proposed counts their nodes) */
     int spec_off_line;                  /* of those, passes that kept a path other than the tree's first line */
     int spec_ahead_used, spec_ahead_dropped; /* draft steps run while the model verified: used by the next
-                                                pass, and dropped (the model did not keep the line) */
+                                                pass, and not (the model did not keep the line or chose
+                                                another token after it, or the next pass needed fewer) */
     double spec_ms;                     /* time in speculative steps, proposing and verifying */
     double spec_draft_ms;               /* of spec_ms, the time proposing (the draft's steps, a lookup) */
     char spec_proposer[12];             /* "ngram", "draft", "self", "lookahead" or "none" */

@@ -267,6 +267,7 @@ static void verified(generation *g, const spec_pass *pass, const int32_t *drafts
  * *wait: the time spent waiting on the proposer (its draft beside). */
 static int verify_pass(generation *g, const spec_pass *pass, int32_t *drafts, int *path, int32_t *next, double *wait) {
     const int V = g->s->m->hp.n_vocab;
+    const bool beside = g->p.proposer->needs_lm && g->lm.lm.own_cores; /* a draft that may be drafting beside */
     int a;
     double t = now_ms();
     *wait = 0.0;
@@ -276,7 +277,7 @@ static int verify_pass(generation *g, const spec_pass *pass, int32_t *drafts, in
     } else {
         spec_guess guess;
         const bool guessed = pass->q && g->p.proposer->guess && g->p.proposer->guess(g->prop, &guess);
-        *wait = now_ms() - t;
+        if (beside) *wait = now_ms() - t;
         a = spec_verify_guess(g->smp, g->vlogits, V, pass->tokens + 1, pass->q, pass->k, guessed ? &guess : NULL,
                               g->scratch, next);
         memcpy(drafts, pass->tokens + 1, sizeof(int32_t) * (size_t)a);
@@ -284,7 +285,7 @@ static int verify_pass(generation *g, const spec_pass *pass, int32_t *drafts, in
     }
     t = now_ms();
     g->p.proposer->verified(g->prop, pass, g->vlogits, V, a, path, *next);
-    *wait += now_ms() - t;
+    if (beside) *wait += now_ms() - t;
     return a;
 }
 
