@@ -8,6 +8,8 @@
  *     read equals quantizing the expert's rows here;
  *   - a stale sidecar (the model rewritten), a damaged header, a cut file
  *     are refused at open; a damaged record fails its check when read;
+ *   - the sidecar's identity is the experts' bytes: a copied model keeps
+ *     it, 16 KiB changed in the middle of an expert make it stale;
  *   - through the forward pass, with the smallest cache: INT2 statuses in
  *     the trace, copies read, served and promoted (with and without the I/O
  *     threads); with a damaged copy the run falls back to whole experts and
@@ -196,6 +198,60 @@ static void test_faults(const char *path, const char *other) {
     remove(side2);
     model_free(m2), model_free(m);
     free(buf), free(good);
+}
+
+/* The sidecar's identity is the experts' bytes: a copy of the model (another
+ * inode, the same experts) keeps its sidecar, whose header then takes the new
+ * file's identity; 16 KiB changed in the middle of an expert of a model larger
+ * than 2 MiB (outside the first and last MiB the old fingerprint hashed) make
+ * it stale. */
+static void test_identity(void) {
+    char path[512], copy[512], side[600], side_copy[600];
+    tu_tmp_path(path, sizeof path, "int2-id.gguf");
+    tu_tmp_path(copy, sizeof copy, "int2-id-copy.gguf");
+    moe_int2_path(path, side, sizeof side);
+    moe_int2_path(copy, side_copy, sizeof side_copy);
+    synth_opts o = synth_defaults();
+    o.type = QT_Q8_0, o.embd_type = o.output_type = QT_F32;
+    o.n_embd = 256, o.n_ff = 512, o.n_head = 4, o.n_head_kv = 2, o.n_layer = N_LAYER;
+    o.n_expert = N_EXPERT, o.n_expert_used = 2, o.seed = 11;
+    err_t err = {0};
+    model *m = NULL;
+    moe_int2 *s = NULL;
+    T_EQ_INT(synth_write(&o, path, &err), ERR_OK);
+    T_EQ_INT(model_load(path, &m, &err), ERR_OK);
+    if (!m) return;
+    T_EQ_INT(moe_int2_build(m, path, &err), ERR_OK);
+    model_mat x[3];
+    model_expert_mats(m, 1, N_EXPERT / 2, x); /* the middle of the experts */
+    const size_t at = (size_t)((const uint8_t *)x[1].data - m->gguf->base), file_bytes = (size_t)m->gguf->size;
+    model_free(m);
+    m = NULL;
+    size_t n = 0, ns = 0;
+    unsigned char *bytes = tu_read_file(path, &n), *sc = tu_read_file(side, &ns);
+    T_CHECKF(file_bytes > (4u << 20) && at > (1u << 20) && at + (16u << 10) < file_bytes - (1u << 20),
+             "%zu bytes, the change at %zu", file_bytes, at);
+    /* a copy: the same experts, so the sidecar copied beside it is used; its header is refreshed once */
+    T_CHECK(bytes && sc && tu_write_file(copy, bytes, n) && tu_write_file(side_copy, sc, ns));
+    T_EQ_INT(model_load(copy, &m, &err), ERR_OK);
+    if (m) T_CHECKF(moe_int2_open(m, copy, &s, &err) == ERR_OK, "%s", err.msg);
+    moe_int2_close(s), s = NULL;
+    size_t nr = 0;
+    unsigned char *refreshed = tu_read_file(side_copy, &nr);
+    T_CHECK(refreshed && nr == ns && memcmp(refreshed, sc, 128) && !memcmp(refreshed + 128, sc + 128, ns - 128));
+    if (m) T_EQ_INT(moe_int2_open(m, copy, &s, &err), ERR_OK);
+    moe_int2_close(s), s = NULL;
+    model_free(m);
+    m = NULL;
+    /* 16 KiB of an expert changed in place: stale */
+    for (size_t i = 0; bytes && i < (16u << 10); i++) bytes[at + i] ^= 0x21;
+    T_CHECK(bytes && tu_write_file(copy, bytes, n));
+    T_EQ_INT(model_load(copy, &m, &err), ERR_OK);
+    if (m) T_EQ_INT(moe_int2_open(m, copy, &s, &err), ERR_BAD_VALUE);
+    T_CHECKF(strstr(err.msg, "experts changed") != NULL, "%s", err.msg);
+    model_free(m);
+    free(bytes), free(sc), free(refreshed);
+    remove(path), remove(copy), remove(side), remove(side_copy);
 }
 
 enum { T = 24 };
@@ -387,6 +443,7 @@ int main(void) {
         test_forward(path);
         test_trace(path);
     }
+    test_identity();
     /* no copies where they would not be smaller: a Q4_K model's rows of 64 are fine, Q4_0 is the floor */
     model *m = NULL;
     err_t err = {0};

@@ -16,10 +16,11 @@
 #include <unistd.h>
 
 #include "core/atomic_write.h"
+#include "core/inputs.h"
 #include "core/quant.h"
 #include "expert_read.h"
 
-enum { HEADER = 128, VERSION = 1, HASH_OFF = HEADER - 8, PRINT_MIB = 1 << 20 };
+enum { HEADER = 128, VERSION = 2, HASH_OFF = HEADER - 8 }; /* version 2: the experts' hash, not a fingerprint */
 static const char MAGIC[8] = {'O', 'C', 'T', 'O', 'I', 'N', 'T', '2'};
 
 struct moe_int2 {
@@ -155,29 +156,37 @@ void moe_int2_path(const char *model_path, char *out, int n) { snprintf(out, (si
 
 typedef struct {
     uint32_t n_layer, n_expert, n_embd, n_ff, kld_tokens;
-    uint64_t model_size, fingerprint;
+    uint64_t model_size;
+    uint64_t experts_hash; /* of every expert matrix's bytes in the model: what the copies were made from */
+    /* the model file when experts_hash was taken: while its identity and times
+     * are these, the hash stands without reading the experts again */
+    uint64_t dev, ino;
+    int64_t mtime_ns, ctime_ns;
     double kld;
 } header;
 
-/* The model file's size and a hash of its first and last MiB. */
-static err_code fingerprint(const char *path, uint64_t *size, uint64_t *fp, err_t *err) {
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+/* The hash of every expert matrix's bytes, in (layer, expert, gate/up/down) order. */
+static uint64_t experts_hash(const model *m) {
+    uint64_t h = 0;
+    for (int l = 0; l < m->hp.n_layer; l++)
+        for (int e = 0; e < m->hp.n_expert && model_layer_moe(&m->hp, l); e++) {
+            model_mat x[3];
+            model_expert_mats(m, l, e, x);
+            for (int i = 0; i < 3; i++) h = hash64(x[i].data, (size_t)x[i].n_out * x[i].row_bytes, h);
+        }
+    return h;
+}
+
+/* The model file as it is now: its size, identity and times (from the mapping's
+ * own stat when mapped, else from the path). */
+static err_code file_identity(const model *m, const char *model_path, header *h, err_t *err) {
     struct stat st;
-    if (fd < 0 || fstat(fd, &st)) {
-        if (fd >= 0) close(fd);
-        return err_set(err, ERR_IO, "cannot read %s: %s", path, strerror(errno));
-    }
-    uint8_t *buf = malloc(PRINT_MIB);
-    uint64_t h = (uint64_t)st.st_size;
-    for (int part = 0; buf && part < 2; part++) {
-        const off_t at = part == 0 || st.st_size <= PRINT_MIB ? 0 : st.st_size - PRINT_MIB;
-        const ssize_t got = pread(fd, buf, PRINT_MIB, at);
-        h = hash64(buf, got > 0 ? (size_t)got : 0, h);
-    }
-    close(fd);
-    free(buf);
-    if (!buf) return err_set(err, ERR_NOMEM, "out of memory");
-    *size = (uint64_t)st.st_size, *fp = h;
+    if (m->gguf && m->gguf->mapped) st = m->gguf->file;
+    else if (stat(model_path, &st) != 0) return err_set(err, ERR_IO, "cannot read %s: %s", model_path, strerror(errno));
+    h->model_size = (uint64_t)st.st_size;
+    h->dev = (uint64_t)st.st_dev, h->ino = (uint64_t)st.st_ino;
+    h->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    h->ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
     return ERR_OK;
 }
 
@@ -186,9 +195,10 @@ static void header_put(const header *h, uint8_t out[HEADER]) {
     memcpy(out, MAGIC, 8);
     const uint32_t u[6] = {VERSION, h->n_layer, h->n_expert, h->n_embd, h->n_ff, h->kld_tokens};
     memcpy(out + 8, u, sizeof u);
-    memcpy(out + 32, &h->model_size, 8);
-    memcpy(out + 40, &h->fingerprint, 8);
-    memcpy(out + 48, &h->kld, 8);
+    const uint64_t w[7] = {h->model_size, h->experts_hash, h->dev, h->ino, (uint64_t)h->mtime_ns,
+                           (uint64_t)h->ctime_ns, 0};
+    memcpy(out + 32, w, sizeof w);
+    memcpy(out + 32 + sizeof w, &h->kld, 8);
     const uint64_t hh = hash64(out, HASH_OFF, 0);
     memcpy(out + HASH_OFF, &hh, 8);
 }
@@ -201,16 +211,36 @@ static err_code header_get(const uint8_t in[HEADER], header *h, err_t *err) {
     memcpy(u, in + 8, sizeof u);
     if (u[0] != VERSION) return err_set(err, ERR_BAD_VALUE, "version %u, not %d", u[0], VERSION);
     *h = (header){.n_layer = u[1], .n_expert = u[2], .n_embd = u[3], .n_ff = u[4], .kld_tokens = u[5]};
-    memcpy(&h->model_size, in + 32, 8);
-    memcpy(&h->fingerprint, in + 40, 8);
-    memcpy(&h->kld, in + 48, 8);
+    uint64_t w[7];
+    memcpy(w, in + 32, sizeof w);
+    h->model_size = w[0], h->experts_hash = w[1], h->dev = w[2], h->ino = w[3];
+    h->mtime_ns = (int64_t)w[4], h->ctime_ns = (int64_t)w[5];
+    memcpy(&h->kld, in + 32 + sizeof w, 8);
     return ERR_OK;
 }
 
-static err_code header_for(const model *m, const char *model_path, header *h, err_t *err) {
+/* The header a sidecar made now would have (experts_hash: taken only when
+ * with_hash, since it reads every expert). */
+static err_code header_for(const model *m, const char *model_path, bool with_hash, header *h, err_t *err) {
     *h = (header){.n_layer = (uint32_t)m->hp.n_layer, .n_expert = (uint32_t)m->hp.n_expert,
                   .n_embd = (uint32_t)m->hp.n_embd, .n_ff = (uint32_t)m->hp.n_ff, .kld = -1.0};
-    return fingerprint(model_path, &h->model_size, &h->fingerprint, err);
+    if (with_hash) h->experts_hash = experts_hash(m);
+    return file_identity(m, model_path, h, err);
+}
+
+/* Rewrite the sidecar's header (its records stay). */
+static err_code header_rewrite(const char *path, const header *h, err_t *err) {
+    const int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return err_set(err, errno == ENOENT ? ERR_NOT_FOUND : ERR_IO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    uint8_t hb[HEADER];
+    header_put(h, hb);
+    err_code rc = ERR_OK;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) rc = err_set(err, ERR_IO, "%s is not a regular file", path);
+    else if (pwrite(fd, hb, HEADER, 0) != HEADER || fsync(fd))
+        rc = err_set(err, ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    close(fd);
+    return rc;
 }
 
 /* ---- writing ---- */
@@ -234,7 +264,7 @@ err_code moe_int2_build(const model *m, const char *model_path, err_t *err) {
     char why[160], path[4096];
     if (!moe_int2_applicable(m, why, sizeof why)) return err_set(err, ERR_UNSUPPORTED, "no 2-bit copies: %s", why);
     header h;
-    err_code rc = header_for(m, model_path, &h, err);
+    err_code rc = header_for(m, model_path, true, &h, err);
     if (rc) return rc;
     uint64_t rec_max = 0;
     for (int l = 0; l < m->hp.n_layer; l++)
@@ -260,24 +290,49 @@ err_code moe_int2_build(const model *m, const char *model_path, err_t *err) {
     return rc;
 }
 
+/* The header of the sidecar at path, read and checked. */
+static err_code header_read(const char *path, header *h, err_t *err) {
+    int fd;
+    struct stat st;
+    err_code rc = input_open(path, &fd, &st, err);
+    if (rc) return rc;
+    uint8_t hb[HEADER];
+    rc = pread(fd, hb, HEADER, 0) == HEADER ? header_get(hb, h, err) : err_set(err, ERR_CORRUPT, "shorter than its header");
+    close(fd);
+    return rc;
+}
+
 err_code moe_int2_set_kld(const char *model_path, double kld, uint32_t tokens, err_t *err) {
     char path[4096];
     moe_int2_path(model_path, path, sizeof path);
-    const int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) return err_set(err, errno == ENOENT ? ERR_NOT_FOUND : ERR_IO, "%s: %s", path, strerror(errno));
-    uint8_t hb[HEADER];
     header h;
-    err_code rc = pread(fd, hb, HEADER, 0) == HEADER ? header_get(hb, &h, err) : err_set(err, ERR_CORRUPT, "short");
-    if (!rc) {
-        h.kld = kld, h.kld_tokens = tokens;
-        header_put(&h, hb);
-        if (pwrite(fd, hb, HEADER, 0) != HEADER || fsync(fd))
-            rc = err_set(err, ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    } else {
-        rc = err_set(err, rc, "%s: %s", path, err ? err->msg : "");
-    }
-    close(fd);
-    return rc;
+    err_code rc = header_read(path, &h, err);
+    if (rc == ERR_CORRUPT || rc == ERR_BAD_VALUE) return err_set(err, rc, "%s: %s", path, err ? err->msg : "");
+    if (rc) return rc;
+    h.kld = kld, h.kld_tokens = tokens;
+    return header_rewrite(path, &h, err);
+}
+
+/* Is the sidecar's header (got) this model's? The shape and size first; then
+ * the file's identity and times, which stand for the experts' bytes while they
+ * hold; else the experts are hashed again, and when their bytes are the same
+ * (the file was copied, or changed elsewhere), the new identity is written
+ * into the sidecar so the next load is cheap again. */
+static err_code header_matches(const model *m, const char *model_path, const char *path, header *got, err_t *err) {
+    header want;
+    err_code rc = header_for(m, model_path, false, &want, err);
+    if (rc) return rc;
+    if (got->n_layer != want.n_layer || got->n_expert != want.n_expert || got->n_embd != want.n_embd ||
+        got->n_ff != want.n_ff || got->model_size != want.model_size)
+        return err_set(err, ERR_BAD_VALUE, "stale: made for another model");
+    if (got->dev == want.dev && got->ino == want.ino && got->mtime_ns == want.mtime_ns && got->ctime_ns == want.ctime_ns)
+        return ERR_OK;
+    if (experts_hash(m) != got->experts_hash)
+        return err_set(err, ERR_BAD_VALUE, "stale: the model's experts changed since it was made");
+    got->dev = want.dev, got->ino = want.ino, got->mtime_ns = want.mtime_ns, got->ctime_ns = want.ctime_ns;
+    err_t ignored = {0};
+    header_rewrite(path, got, &ignored); /* a read-only sidecar stays valid, only dearer to check */
+    return ERR_OK;
 }
 
 /* ---- reading ---- */
@@ -286,25 +341,22 @@ err_code moe_int2_open(const model *m, const char *model_path, moe_int2 **out, e
     *out = NULL;
     char path[4096];
     moe_int2_path(model_path, path, sizeof path);
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return err_set(err, errno == ENOENT ? ERR_NOT_FOUND : ERR_IO, "%s: %s", path, strerror(errno));
-    uint8_t hb[HEADER];
-    header got, want;
-    err_code rc = pread(fd, hb, HEADER, 0) == HEADER ? header_get(hb, &got, err)
-                                                     : err_set(err, ERR_CORRUPT, "shorter than its header");
-    if (!rc) rc = header_for(m, model_path, &want, err);
-    const bool same = !rc && got.n_layer == want.n_layer && got.n_expert == want.n_expert &&
-                      got.n_embd == want.n_embd && got.n_ff == want.n_ff && got.model_size == want.model_size &&
-                      got.fingerprint == want.fingerprint;
-    if (!rc && !same) rc = err_set(err, ERR_BAD_VALUE, "stale: made for another model, or the model changed");
-    uint64_t end = HEADER;
+    int fd;
     struct stat st;
+    err_code rc = input_open(path, &fd, &st, err); /* a regular file only: a FIFO would block */
+    if (rc) return rc;
+    uint8_t hb[HEADER];
+    header got;
+    rc = pread(fd, hb, HEADER, 0) == HEADER ? header_get(hb, &got, err)
+                                            : err_set(err, ERR_CORRUPT, "shorter than its header");
+    if (!rc) rc = header_matches(m, model_path, path, &got, err);
+    uint64_t end = HEADER;
     moe_int2 *s = rc ? NULL : calloc(1, sizeof *s);
     if (!rc && (!s || !(s->layer_off = malloc(sizeof(uint64_t) * (size_t)m->hp.n_layer))))
         rc = err_set(err, ERR_NOMEM, "out of memory");
     for (int l = 0; !rc && l < m->hp.n_layer; l++)
         s->layer_off[l] = end, end += moe_int2_record_bytes(m, l) * (uint64_t)m->hp.n_expert;
-    if (!rc && (fstat(fd, &st) || (uint64_t)st.st_size != end))
+    if (!rc && (uint64_t)st.st_size != end)
         rc = err_set(err, ERR_CORRUPT, "%llu bytes, not %llu", (unsigned long long)st.st_size, (unsigned long long)end);
     if (rc) {
         close(fd);

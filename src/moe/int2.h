@@ -14,11 +14,15 @@
  * 2-bit quantization than one with its own step. A sidecar costs flash
  * (+56 % of Q4_0 experts); the model file stays as it is.
  *
- * The file: a header (magic, version, the model's shape, its size and a
- * fingerprint of its first and last MiB, the measured quality cost, a hash
- * of the header), then one record per (layer, expert) in order: gate, up,
+ * The file: a header (magic, version, the model's shape and size, a hash of
+ * every expert matrix's bytes, which is what the copies were made from, the
+ * model file's identity and times when that hash was taken, the measured
+ * quality cost, a hash of the header), then one record per (layer, expert) in order: gate, up,
  * down, and an 8-byte hash of the record. A header that does not match the
- * model is stale; a record whose hash fails is corrupt (the expert is then
+ * model is stale: a load checks the shape and size, then the file's identity
+ * and times (cheap), and only when those changed hashes the experts again (a
+ * copied file whose experts are the same keeps its sidecar; a change to one
+ * byte of an expert makes it stale); a record whose hash fails is corrupt (the expert is then
  * read whole from the model file: never a wrong token).
  */
 #ifndef OCTO_MOE_INT2_H
