@@ -4,7 +4,8 @@
  * before its fix: sizes out of range, a client freed before its model, a
  * client shared by threads, stats read during a stream, two tensors on one
  * range of bytes, non-finite weights and hyperparameters, the size query of
- * octo_tokenize, long vocabulary pieces, escaped error text.
+ * octo_tokenize, long vocabulary pieces, escaped error text; and NaN
+ * quantization scales that generated <unk> with success (issue 35).
  *
  * Needs no ../shared: every model is made here (model/synth.h).
  */
@@ -348,6 +349,56 @@ static void test_non_finite(void) {
     remove(path);
 }
 
+/* Issue 35, 4: a Q4_0 model whose last blocks have NaN fp16 steps (scales)
+ * generated <unk> eight times with exit 0 on the scalar path: the activation
+ * quantizer zeroes a non-finite block, so the NaN never reached the logits.
+ * Caught where it arises, at the layer's output, on every kernel path this
+ * CPU runs (octo run under OCTO_CPU) and through the API on the default one. */
+static void test_nan_scales(void) {
+    char path[512], cmd[1400];
+    tu_tmp_path(path, sizeof path, "nanscale.gguf");
+    synth_opts o = synth_defaults();
+    o.type = o.output_type = QT_Q4_0; /* a quantized output matrix: its activations are quantized too */
+    o.embd_type = QT_F32;
+    T_CHECK(write_model(path, o));
+    size_t size = 0;
+    unsigned char *file = tu_read_file(path, &size);
+    gguf_ctx *g = NULL;
+    char layer_down[64];
+    snprintf(layer_down, sizeof layer_down, "blk.%d.ffn_down.weight", o.n_layer - 1);
+    if (!file || gguf_open_buffer(file, size, &g, NULL) != ERR_OK) {
+        T_CHECK(0);
+        free(file);
+        return;
+    }
+    const gguf_tensor *t = gguf_find_tensor(g, layer_down);
+    const size_t at = (size_t)((const unsigned char *)t->data - file), blocks = (size_t)t->n_bytes / 18;
+    for (size_t b = blocks - 4; b < blocks; b++) file[at + 18 * b] = 0x00, file[at + 18 * b + 1] = 0x7e; /* fp16 NaN */
+    T_CHECK(tu_write_file(path, file, size));
+    gguf_close(g);
+    free(file);
+    octo_client *c = octo_client_new(NULL);
+    octo_model *m = load(c, path);
+    static float logits[512];
+    const int32_t toks[2] = {1, 2};
+    T_CHECK(m && octo_eval(m, toks, 2, logits, OCTO_LOGITS_LAST) == OCTO_ERR_BAD_VALUE);
+    T_CHECKF(m && strstr(octo_model_error(m), "non-finite"), "%s", m ? octo_model_error(m) : "");
+    octo_model_free(m);
+    octo_client_free(c);
+    const char *bin = getenv("OCTO_BIN"), *paths[] = {"scalar", "avx2", "avx512", "neon"};
+    for (int i = 0; bin && i < 4; i++) {
+        snprintf(cmd, sizeof cmd, "OCTO_CPU=%s '%s' inspect -m '%s' 2>/dev/null | grep -q '^compute: *%s '", paths[i],
+                 bin, path, paths[i]);
+        if (system(cmd) != 0) continue; /* a path this CPU does not run */
+        snprintf(cmd, sizeof cmd, "OCTO_CPU=%s '%s' run -m '%s' -p ab -n 8 --temp 0 2>&1 >/dev/null | grep -q non-finite",
+                 paths[i], bin, path);
+        const int stopped = system(cmd) == 0;
+        T_CHECKF(stopped, "octo run on the %s path did not stop with the non-finite error", paths[i]);
+        if (stopped) printf("NaN scales, %s kernels: octo run stops with the non-finite error\n", paths[i]);
+    }
+    remove(path);
+}
+
 /* 12: the documented size query (NULL, 0) was memcpy(NULL, ..., 0); 13: octo_stream_tokens(st, NULL). */
 static void test_size_query(void) {
     octo_client *c = octo_client_new(NULL);
@@ -585,6 +636,7 @@ int main(void) {
     test_stats_during_stream();
     test_shared_tensor_bytes();
     test_non_finite();
+    test_nan_scales();
     test_size_query();
     test_long_pieces();
     test_escaped_errors();

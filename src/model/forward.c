@@ -394,6 +394,31 @@ static err_code check_finite(const float *logits, size_t n, int32_t pos0, err_t 
                    (int)pos0);
 }
 
+/* Does any of the n floats have the all-ones exponent of NaN and Inf? On the
+ * bits, so it vectorizes: n_embd integer ops a token per layer. */
+static bool any_non_finite(const float *x, size_t n) {
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+    }
+    return bad != 0;
+}
+
+/* The residual stream after layer l, checked where a non-finite value arises:
+ * a NaN step (scale) in a quantized block, or a NaN or Inf weight, makes its
+ * layer's output non-finite. Left alone, it would not always reach the logits:
+ * the next matmul's activation quantizer zeroes a non-finite block, so the
+ * logits can come out finite and flat (token 0 forever, with success). */
+static err_code check_layer(const float *x, size_t n, int layer, int32_t pos0, err_t *err) {
+    if (!any_non_finite(x, n)) return ERR_OK;
+    return err_set(err, ERR_BAD_VALUE,
+                   "layer %d computed non-finite values (NaN or Inf) at positions from %d: the model's weights or "
+                   "their quantization scales hold values that are not finite numbers",
+                   layer, (int)pos0);
+}
+
 err_code forward(fwd_state *st, const kv_iface *kv, const experts_iface *experts, const int32_t *tokens, int n,
                  int32_t pos0, const int32_t *out_rows, int n_out, float *logits, err_t *err) {
     return forward_tree(st, kv, experts, tokens, n, pos0, NULL, out_rows, n_out, logits, err);
@@ -442,7 +467,10 @@ err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *ex
     int32_t pos_buf[256], *pos = n <= 256 ? pos_buf : malloc(sizeof(int32_t) * (size_t)n);
     if (!pos) return err_set(err, ERR_NOMEM, "out of memory");
     for (int t = 0; t < n; t++) pos[t] = pos0 + t;
-    for (int l = 0; l < hp->n_layer && !rc; l++) rc = layer(st, kv, experts, l, n, pos, pos0, anc, trunk, err);
+    for (int l = 0; l < hp->n_layer && !rc; l++) {
+        rc = layer(st, kv, experts, l, n, pos, pos0, anc, trunk, err);
+        if (!rc) rc = check_layer(st->x, (size_t)n * E, l, pos0, err);
+    }
     if (pos != pos_buf) free(pos);
     if (rc) return rc;
 
