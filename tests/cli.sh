@@ -408,5 +408,72 @@ grep -q "needs --experts\|give --experts" "$tmp/err" && ok || bad "synth olmoe w
 expect 1 1 "$octo" synth -o "$tmp/x.gguf" --arch mamba
 grep -q "mamba" "$tmp/err" && ok || bad "synth unknown architecture: $(cat "$tmp/err")"
 
+# ---- issue 35: what an output path, a symlink, an interrupt and a FIFO did to octo's files ----
+# 1, 2: an output that is an input (the same file, by its path or a hard link) is refused before
+# anything is written, and the model stays whole
+"$octo" synth -o "$tmp/in.gguf" --type q8_0 --vocab 300 --embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 64 \
+    --experts 4 --experts-used 2 --seed 7 >/dev/null
+cp "$tmp/in.gguf" "$tmp/in.copy"
+ln "$tmp/in.gguf" "$tmp/in.link"
+expect 1 1 "$octo" run -m "$tmp/in.gguf" -p ab -n 4 --moe-cache 1 --moe-trace "$tmp/in.gguf"
+grep -q "is an input" "$tmp/err" && ok || bad "run --moe-trace MODEL: $(cat "$tmp/err")"
+expect 1 1 "$octo" logits -m "$tmp/in.gguf" --tokens "1 2 3" --out "$tmp/in.gguf"
+grep -q "is an input" "$tmp/err" && ok || bad "logits --out MODEL: $(cat "$tmp/err")"
+expect 1 1 "$octo" quantize -m "$tmp/in.gguf" -o "$tmp/in.gguf" --type q4_0 -q
+expect 1 1 "$octo" quantize -m "$tmp/in.gguf" -o "$tmp/in.link" --type q4_0 -q
+grep -q "is an input" "$tmp/err" && ok || bad "quantize -o a hard link of the input: $(cat "$tmp/err")"
+"$octo" synth -o "$tmp/dense.gguf" --type q8_0 --vocab 300 --embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 96 >/dev/null
+cp "$tmp/dense.gguf" "$tmp/dense.copy"
+expect 1 1 "$octo" upcycle -m "$tmp/dense.gguf" -o "$tmp/dense.gguf" --experts 4 --experts-used 2 --split random \
+    --router uniform
+grep -q "is an input" "$tmp/err" && ok || bad "upcycle -o INPUT: $(cat "$tmp/err")"
+cmp -s "$tmp/in.gguf" "$tmp/in.copy" && cmp -s "$tmp/dense.gguf" "$tmp/dense.copy" && ok || bad "an input was changed"
+# 3: deploy never follows a link in the output folder, and replaces a bundle holding a subfolder whole
+mkdir -p "$tmp/dep35" "$tmp/victim35"
+echo keep >"$tmp/victim35/manifest"
+echo keep >"$tmp/victim35/other"
+ln -s ../victim35 "$tmp/dep35/host"
+expect 1 1 "$octo" deploy -m "$tmp/dense.gguf" --device host -o "$tmp/dep35" -q
+grep -q "symbolic link" "$tmp/err" && [ -L "$tmp/dep35/host" ] && [ -f "$tmp/victim35/manifest" ] &&
+    [ -f "$tmp/victim35/other" ] && ok || bad "deploy over a link: $(cat "$tmp/err"); victim: $(ls "$tmp/victim35")"
+rm "$tmp/dep35/host"
+expect 0 0 "$octo" deploy -m "$tmp/dense.gguf" --device host -o "$tmp/dep35" -q
+mkdir "$tmp/dep35/host/sub" && echo x >"$tmp/dep35/host/sub/f"
+expect 0 0 "$octo" deploy -m "$tmp/dense.gguf" --device host -o "$tmp/dep35" -q
+[ "$(ls -A "$tmp/dep35")" = host ] && [ ! -e "$tmp/dep35/host/sub" ] && ok || bad "deploy left: $(ls -A "$tmp/dep35")"
+# 11: an interrupted quantize (SIGTERM) or deploy (SIGINT) leaves no temporary file or folder. The
+# signal goes once the command writes in the folder: an open file there (named, or unnamed: O_TMPFILE)
+# or deploy's half-made device folder. A background job of sh ignores SIGINT unless it sets its own.
+writing() { # PID DIR: does PID have a file open in DIR, or DIR a half-made folder?
+    ls -l "/proc/$1/fd" 2>/dev/null | grep -q " -> $2/[.#]" || ls -A "$2" | grep -q '^\.host\.tmp-'
+}
+interrupt() { # SIGNAL DIR CMD...: the command in the background, the signal once it writes in DIR
+    sig=$1 dir=$2
+    shift 2
+    "$@" >/dev/null 2>&1 &
+    p=$! i=0
+    while [ $i -lt 1500 ] && kill -0 $p 2>/dev/null && ! writing $p "$dir"; do sleep 0.01; i=$((i + 1)); done
+    kill -"$sig" $p 2>/dev/null
+    wait $p
+}
+mkdir -p "$tmp/int"
+"$octo" synth -o "$tmp/big.gguf" --type f16 --vocab 8000 --embd 512 --layers 4 --heads 8 --kv-heads 8 --ff 1408 \
+    >/dev/null
+interrupt TERM "$tmp/int" "$octo" quantize -m "$tmp/big.gguf" -o "$tmp/int/q.gguf" --type q4_k -q
+rc=$?
+[ $rc -eq 143 ] && [ -z "$(ls -A "$tmp/int")" ] && ok || bad "quantize interrupted: exit $rc, left $(ls -A "$tmp/int")"
+interrupt INT "$tmp/int" "$octo" deploy -m "$tmp/big.gguf" --device host -o "$tmp/int" -q
+rc=$?
+[ $rc -eq 130 ] && [ -z "$(ls -A "$tmp/int")" ] && ok || bad "deploy interrupted: exit $rc, left $(ls -A "$tmp/int")"
+rm -f "$tmp/big.gguf"
+# 12: a FIFO in place of a bundle's weights or of MODEL.int2 is refused at once, never read
+expect 0 0 "$octo" deploy -m "$tmp/dense.gguf" --device host -o "$tmp/fifo-dep" -q
+rm "$tmp/fifo-dep/host/weights.octo" && mkfifo "$tmp/fifo-dep/host/weights.octo"
+expect 1 1 timeout 10 "$octo" run -m "$tmp/fifo-dep" -p ab -n 2
+grep -q "not a regular file" "$tmp/err" && ok || bad "a FIFO as weights.octo: $(cat "$tmp/err")"
+mkfifo "$tmp/in.gguf.int2"
+expect 1 1 timeout 10 "$octo" run -m "$tmp/in.gguf" -p ab -n 2 --moe-cache 1 --moe-int2 on
+grep -q "special file\|not a regular file" "$tmp/err" && ok || bad "a FIFO as MODEL.int2: $(cat "$tmp/err")"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -26,6 +26,7 @@
 #include "model/synth.h" /* internal: synthetic model writer, used by `octo synth` */
 #include "core/quant.h"  /* internal: type names for `octo synth --type` */
 #include "core/atomic_write.h" /* internal: output files written whole or not at all */
+#include "core/tempfiles.h"    /* internal: what an interrupted command removes */
 #include "core/flatjson.h"     /* internal: inspect --json */
 #ifdef OCTO_HAVE_EDITLINE
 #include <editline/readline.h>
@@ -434,6 +435,8 @@ static int cmd_logits(int argc, char **argv) {
     int rc = 0;
     float *logits = NULL;
     if (!m) rc = fail("%s", c ? octo_last_error(c) : "out of memory");
+    err_t check = {0};
+    if (!rc && atomic_file_check(out_path, &check)) rc = fail("%s", check.msg); /* before the work */
     if (!rc && prompt && tokenize_all(m, prompt, strlen(prompt), 1, 0, &tokens, &n)) rc = 1;
     if (!rc) {
         octo_model_info in = octo_model_info_get(m);
@@ -1129,7 +1132,29 @@ int cmd_serve(int argc, char **argv) {
 }
 #endif
 
+/* An interrupted or terminated command removes the temporary files and
+ * folders it named (core/tempfiles.h), then dies of the signal as it would
+ * have. run and serve put their own handlers over this one. */
+static void on_interrupt(int sig) {
+    tempfiles_remove_all(); /* async-signal-safe */
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void remove_temporaries_on_interrupt(void) {
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+        struct sigaction sa, was;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_interrupt;
+        if (sigs[i] == SIGHUP && sigaction(SIGHUP, NULL, &was) == 0 && was.sa_handler == SIG_IGN)
+            continue; /* under nohup: a hang-up is not the end */
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
 int main(int argc, char **argv) {
+    remove_temporaries_on_interrupt();
     if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))) {
         printf("octo %s\n", octo_version());
         return finish_stdout(0);

@@ -20,6 +20,7 @@
 #include "core/kernels.h"
 #include "core/packed.h"
 #include "core/quant.h"
+#include "core/tempfiles.h"
 #include "model/model.h"
 #include "moe/int2.h"
 #include "runtime/bundle.h"
@@ -29,7 +30,7 @@
 #define PATH_CAP 4096
 
 static void say(const deploy_opts *o, const char *fmt, const char *a, const char *b) {
-    char msg[PATH_CAP + 128];
+    char msg[2 * PATH_CAP + 256];
     if (!o->progress) return;
     snprintf(msg, sizeof msg, fmt, a, b);
     o->progress(o->progress_ctx, msg);
@@ -166,21 +167,15 @@ typedef struct {
     char self_draft[PATH_CAP + 32];
     char beside[PATH_CAP];     /* NAME.draft.gguf beside the input *//* the Q4_0 copy, made once when a plan wants it ("" until then) */
     char tmp_prefix[PATH_CAP]; /* DIR/.octo-deploy-PID */
+    char self_draft_name[PATH_CAP + 32]; /* DIR/.octo-deploy-PID-selfdraft.gguf, where a self-draft is made */
     uint64_t source_size, source_hash;
 } deploy_ctx;
 
-/* Empty and remove a folder this run made (one level: it holds only files). */
-static void remove_folder(const char *dir) {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char p[PATH_CAP + 300];
-    while (d && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-    if (d) closedir(d);
-    rmdir(dir);
+/* Remove a folder this run made or took over, links unfollowed; a part that
+ * stays is said (the new bundle is in place either way). */
+static void remove_folder(const deploy_opts *o, const char *dir) {
+    const int e = tempfiles_remove_tree(dir);
+    if (e) say(o, "deploy: warning: %s could not be removed whole (%s): remove it by hand", dir, strerror(e));
 }
 
 /* Which draft the device's folder gets: the one given, the one beside the
@@ -210,7 +205,7 @@ static err_code choose_draft(deploy_ctx *c, const char *device, const char **dra
     if (!c->self_draft[0]) {
         quantize_opts q = {.input = o->input, .type = "q4_0", .n_threads = o->n_threads};
         quantize_report rep;
-        snprintf(c->self_draft, sizeof c->self_draft, "%s-selfdraft.gguf", c->tmp_prefix); /* not "beside" the source */
+        snprintf(c->self_draft, sizeof c->self_draft, "%s", c->self_draft_name); /* not "beside" the source */
         q.output = c->self_draft;
         say(o, "deploy: a Q4_0 self-draft of %s%s", o->input, "");
         if ((rc = quantize_run(&q, &rep, err))) {
@@ -258,6 +253,25 @@ static err_code fill_folder(deploy_ctx *c, const char *device, const char *tmp, 
     return rc;
 }
 
+/* The old bundle's folder out of the way, the new one in: one exchange where
+ * the file system has it (never no folder), else two renames. */
+static err_code swap_in(deploy_ctx *c, const char *tmp, const char *final, const char *old, err_t *err) {
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
+        remove_folder(c->o, tmp); /* the old bundle, now under the temporary name */
+        return ERR_OK;
+    }
+    const int slot = tempfiles_add(old);
+    err_code rc = ERR_OK;
+    if (rename(final, old) != 0) rc = err_set(err, ERR_IO, "%s: %s", final, strerror(errno));
+    if (!rc && rename(tmp, final) != 0) {
+        rc = err_set(err, ERR_IO, "%s: %s", final, strerror(errno));
+        rename(old, final);
+    }
+    if (!rc) remove_folder(c->o, old);
+    tempfiles_forget(slot);
+    return rc;
+}
+
 /* DIR/device written under a temporary name, then renamed over any old one. */
 static err_code deploy_device(deploy_ctx *c, const char *device, err_t *err) {
     char tmp[PATH_CAP + 64], final[PATH_CAP + 64], old[PATH_CAP + 64];
@@ -266,29 +280,32 @@ static err_code deploy_device(deploy_ctx *c, const char *device, err_t *err) {
     snprintf(old, sizeof old, "%s/.%s.old-%ld", c->o->output_dir, device, (long)getpid());
     if (mkdir(tmp, 0755) != 0)
         return err_set(err, errno == ENOSPC ? ERR_NO_SPACE : ERR_IO, "%s: %s", tmp, strerror(errno));
+    const int slot = tempfiles_add(tmp); /* an interrupt removes the half-made folder */
     err_code rc = fill_folder(c, device, tmp, err);
-    const bool had = !rc && access(final, F_OK) == 0;
-    if (had && renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) == 0) { /* one step: never no folder */
-        remove_folder(tmp); /* the old bundle, now under the temporary name */
-        return ERR_OK;
-    }
-    if (had && rename(final, old) != 0) rc = err_set(err, ERR_IO, "%s: %s", final, strerror(errno));
-    if (!rc && rename(tmp, final) != 0) {
-        rc = err_set(err, ERR_IO, "%s: %s", final, strerror(errno));
-        if (had) rename(old, final);
-    }
-    if (rc) remove_folder(tmp);
-    else if (had) remove_folder(old);
+    struct stat st;
+    const bool had = !rc && lstat(final, &st) == 0;
+    if (had) rc = swap_in(c, tmp, final, old, err);
+    else if (!rc && rename(tmp, final) != 0) rc = err_set(err, ERR_IO, "%s: %s", final, strerror(errno));
+    if (rc) remove_folder(c->o, tmp);
+    tempfiles_forget(slot);
     return rc;
 }
 
-/* An existing DIR/NAME is replaced only if it is a bundle (it has a manifest). */
+/* An existing DIR/NAME is replaced only if it is a bundle's own folder: a
+ * real folder (not a link to one) with a manifest. */
 static err_code check_targets(const deploy_opts *o, err_t *err) {
     for (int i = 0; i < o->n_devices; i++) {
         char final[PATH_CAP + 64], man[PATH_CAP + 128];
+        struct stat st;
         snprintf(final, sizeof final, "%s/%s", o->output_dir, o->devices[i]);
         snprintf(man, sizeof man, "%s/%s", final, BUNDLE_MANIFEST);
-        if (access(final, F_OK) == 0 && access(man, F_OK) != 0)
+        if (lstat(final, &st) != 0) continue;
+        if (S_ISLNK(st.st_mode))
+            return err_set(err, ERR_INVALID_ARG,
+                           "%s is a symbolic link: octo replaces only a bundle folder itself, never what a link "
+                           "points at",
+                           final);
+        if (!S_ISDIR(st.st_mode) || lstat(man, &st) != 0 || !S_ISREG(st.st_mode))
             return err_set(err, ERR_INVALID_ARG, "%s exists and is not an octo bundle: remove it or deploy elsewhere",
                            final);
     }
@@ -342,6 +359,8 @@ err_code deploy_run(const deploy_opts *o, err_t *err) {
     snprintf(c.tmp_prefix, sizeof c.tmp_prefix, "%s/.octo-deploy-%ld", o->output_dir, (long)getpid());
     char quantized[PATH_CAP + 16];
     snprintf(quantized, sizeof quantized, "%s.gguf", c.tmp_prefix);
+    snprintf(c.self_draft_name, sizeof c.self_draft_name, "%s-selfdraft.gguf", c.tmp_prefix);
+    const int slots[2] = {tempfiles_add(quantized), tempfiles_add(c.self_draft_name)};
     rc = checksum_file(o->input, &c.source_hash, &c.source_size, err);
     if (!rc && o->type) {
         quantize_opts q = {.input = o->input, .output = quantized, .type = o->type, .n_threads = o->n_threads};
@@ -356,5 +375,6 @@ err_code deploy_run(const deploy_opts *o, err_t *err) {
     }
     if (o->type) unlink(quantized);
     if (c.self_draft[0]) unlink(c.self_draft);
+    tempfiles_forget(slots[0]), tempfiles_forget(slots[1]);
     return rc;
 }

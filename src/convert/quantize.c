@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/atomic_write.h"
 #include "core/gguf.h"
 #include "core/quant.h"
 #include "model/model.h"
@@ -268,7 +269,8 @@ err_code quantize_run(const quantize_opts *o, quantize_report *rep, err_t *err) 
     gguf_ctx *g = NULL, *ref = NULL;
     err_code rc = gguf_open(o->input, &g, err);
     if (rc) return err_prefix(err, "%s", o->input), rc;
-    if (o->types_from && (rc = gguf_open(o->types_from, &ref, err))) err_prefix(err, "%s", o->types_from);
+    rc = atomic_file_check(o->output, err); /* before the work: the output must not be the input */
+    if (!rc && o->types_from && (rc = gguf_open(o->types_from, &ref, err))) err_prefix(err, "%s", o->types_from);
     if (!rc && !(rc = check_input(g, err))) rc = run(o, g, ref, tr, rep, err);
     gguf_close(ref);
     gguf_close(g);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "convert/upcycle_internal.h"
+#include "core/atomic_write.h"
 #include "core/quant.h"
 #include "model/forward.h"
 #include "model/tokenizer.h"
@@ -380,6 +381,7 @@ err_code upcycle_run(const upcycle_opts *o, upcycle_report *rep, err_t *err) {
     upcycle_plan p = {.dense = dense};
     text_tokens tt = {0};
     rc = check_model(dense, o, err);
+    if (!rc) rc = atomic_file_check(o->output, err); /* before the work: the output must not be the input */
     if (!rc) rc = read_text(dense, o, &tt, err);
     if (!rc) rc = plan_new(o, dense, &p, err);
     if (!rc) {

@@ -1,6 +1,7 @@
 /*
  * atomic_write — see atomic_write.h.
  */
+#define _GNU_SOURCE /* O_TMPFILE */
 #include "atomic_write.h"
 
 #include <errno.h>
@@ -9,7 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stdio.h>
 #include <unistd.h>
+
+#include "inputs.h"
+#include "tempfiles.h"
 
 static err_code io_error(err_t *err, const char *path, const char *what, int e) {
     return err_set(err, e == ENOSPC || e == EDQUOT ? ERR_NO_SPACE : ERR_IO, "%s: %s: %s", path, what, strerror(e));
@@ -24,15 +29,48 @@ static mode_t target_mode(const struct stat *st, int exists) {
     return 0666 & ~mask;
 }
 
+/* An unnamed file in dir (O_TMPFILE): a run killed before commit leaves
+ * nothing behind. -1 where the file system or /proc cannot do it. */
+static int unnamed_file(const char *dir) {
+#ifdef O_TMPFILE
+    const int fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0) return -1;
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    if (access(proc, F_OK) == 0) return fd; /* commit links it through /proc */
+    close(fd);
+#else
+    (void)dir;
+#endif
+    return -1;
+}
+
+/* The refusals: a target that is not a regular file, or a file this process reads. */
+static err_code check_target(const char *path, struct stat *st, int *exists, err_t *err) {
+    if (!path || !*path) return err_set(err, ERR_INVALID_ARG, "no output path given");
+    *exists = lstat(path, st) == 0;
+    if (!*exists && errno != ENOENT) return io_error(err, path, "cannot check the target", errno);
+    if (*exists && !S_ISREG(st->st_mode))
+        return err_set(err, ERR_INVALID_ARG, "%s is %s, not a regular file: octo writes only regular files", path,
+                       S_ISLNK(st->st_mode) ? "a symbolic link" : S_ISDIR(st->st_mode) ? "a directory" : "a special file");
+    if (*exists && input_held(st))
+        return err_set(err, ERR_INVALID_ARG, "%s is an input octo is reading: write the output to another file", path);
+    return ERR_OK;
+}
+
+err_code atomic_file_check(const char *path, err_t *err) {
+    struct stat st;
+    int exists = 0;
+    return check_target(path, &st, &exists, err);
+}
+
 err_code atomic_file_open(atomic_file *af, const char *path, err_t *err) {
     memset(af, 0, sizeof *af);
-    if (!path || !*path) return err_set(err, ERR_INVALID_ARG, "no output path given");
+    af->temp_slot = -1;
     struct stat st;
-    const int exists = lstat(path, &st) == 0;
-    if (!exists && errno != ENOENT) return io_error(err, path, "cannot check the target", errno);
-    if (exists && !S_ISREG(st.st_mode))
-        return err_set(err, ERR_INVALID_ARG, "%s is %s, not a regular file: octo writes only regular files", path,
-                       S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a directory" : "a special file");
+    int exists = 0;
+    err_code rc = check_target(path, &st, &exists, err);
+    if (rc) return rc;
     char *copy = strdup(path);
     const size_t n = strlen(path) + 16;
     af->path = strdup(path);
@@ -46,8 +84,11 @@ err_code atomic_file_open(atomic_file *af, const char *path, err_t *err) {
     const char *dir = dirname(copy);
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     snprintf(af->tmp, n + 1, "%s/.%s.XXXXXX", dir, base);
+    int fd = unnamed_file(dir);
+    af->unnamed = fd >= 0;
+    if (fd < 0 && (fd = mkstemp(af->tmp)) >= 0) /* named from the start: an interrupt removes it */
+        af->temp_slot = tempfiles_add(af->tmp);
     free(copy);
-    const int fd = mkstemp(af->tmp);
     if (fd < 0) {
         const int e = errno;
         free(af->tmp);
@@ -70,15 +111,37 @@ err_code atomic_file_write(atomic_file *af, const void *p, size_t n, err_t *err)
     return io_error(err, af->path, "write failed", errno);
 }
 
+/* An unnamed file gets its temporary name now (a fresh one beside the
+ * target), for the rename; a named one has it already. */
+static int give_name(atomic_file *af) {
+    if (!af->unnamed) return 0;
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fileno(af->f));
+    const size_t x = strlen(af->tmp) - 6; /* the XXXXXX */
+    for (unsigned i = 0; i < 1000; i++) {
+        snprintf(af->tmp + x, 7, "%06x", (unsigned)(getpid() * 7919u + i * 104729u) & 0xffffffu);
+        if (linkat(AT_FDCWD, proc, AT_FDCWD, af->tmp, AT_SYMLINK_FOLLOW) == 0) {
+            af->unnamed = 0; /* named: abort removes it from here on, an interrupt until the rename */
+            af->temp_slot = tempfiles_add(af->tmp);
+            return 0;
+        }
+        if (errno != EEXIST) return -1;
+    }
+    return -1;
+}
+
 err_code atomic_file_commit(atomic_file *af, err_t *err) {
     err_code rc = ERR_OK;
     if (fflush(af->f) != 0 || ferror(af->f)) rc = io_error(err, af->path, "write failed", errno);
     if (!rc && fsync(fileno(af->f)) != 0) rc = io_error(err, af->path, "sync failed", errno);
+    if (!rc && give_name(af) != 0) rc = io_error(err, af->path, "cannot name the new file", errno);
     const int close_rc = fclose(af->f);
     af->f = NULL;
     if (!rc && close_rc != 0) rc = io_error(err, af->path, "close failed", errno);
     if (!rc && rename(af->tmp, af->path) != 0) rc = io_error(err, af->path, "rename failed", errno);
     if (!rc) { /* renamed: the temporary name is gone, nothing to remove */
+        tempfiles_forget(af->temp_slot);
+        af->temp_slot = -1;
         free(af->tmp);
         af->tmp = NULL;
     }
@@ -88,8 +151,10 @@ err_code atomic_file_commit(atomic_file *af, err_t *err) {
 
 void atomic_file_abort(atomic_file *af) {
     if (af->f) fclose(af->f);
-    if (af->tmp) unlink(af->tmp); /* ours: mkstemp created it */
+    if (af->tmp && !af->unnamed) unlink(af->tmp); /* ours: mkstemp or give_name created it */
+    if (af->tmp && af->temp_slot >= 0) tempfiles_forget(af->temp_slot);
     free(af->tmp);
     free(af->path);
     memset(af, 0, sizeof *af);
+    af->temp_slot = -1; /* a second abort forgets nothing of anyone else's */
 }

@@ -6,7 +6,14 @@
  *
  * The target must be absent or a regular file: a symbolic link, a device
  * node, a FIFO or a directory is refused before anything is written, so no
- * path given by a user can make octo unlink or truncate something else.
+ * path given by a user can make octo unlink or truncate something else. A
+ * target that is a file this process is reading (core/inputs.h: the same
+ * device and inode as a model it has mapped) is refused too.
+ *
+ * Where the file system allows it, the temporary file has no name until the
+ * commit (O_TMPFILE): a run interrupted or killed while writing leaves nothing
+ * behind. Elsewhere it is named from the start (mkstemp) and removed on any
+ * failure octo sees.
  */
 #ifndef OCTO_CORE_ATOMIC_WRITE_H
 #define OCTO_CORE_ATOMIC_WRITE_H
@@ -19,8 +26,14 @@
 typedef struct {
     FILE *f;           /* write here (fwrite etc.) between open and commit */
     char *path;        /* the target */
-    char *tmp;         /* the temporary file beside it */
+    char *tmp;         /* the temporary file's name beside it */
+    int unnamed;       /* 1 while the file has no name yet (O_TMPFILE, linked at commit) */
+    int temp_slot;     /* its core/tempfiles.h slot while it has a temporary name, else -1 */
 } atomic_file;
+
+/* The target's refusals alone (not a regular file, an input of this
+ * process), for a command to call before long work whose output goes there. */
+err_code atomic_file_check(const char *path, err_t *err);
 
 /* Create the temporary file for path. On failure nothing exists and err says why. */
 err_code atomic_file_open(atomic_file *af, const char *path, err_t *err);

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "inputs.h"
+
 #define CHUNK (4ull << 20)
 #define MAX_THREADS 8
 
@@ -83,17 +85,10 @@ static void hash_chunks(const uint8_t *base, uint64_t size, uint64_t n_chunks, u
 }
 
 err_code checksum_file(const char *path, uint64_t *hash, uint64_t *size, err_t *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd;
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        err_code rc = err_set(err, errno == ENOENT ? ERR_NOT_FOUND : ERR_IO, "%s: %s", path, strerror(errno));
-        if (fd >= 0) close(fd);
-        return rc;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return err_set(err, ERR_IO, "%s is not a regular file", path);
-    }
+    err_code rc = input_open(path, &fd, &st, err); /* a regular file only: a FIFO would block */
+    if (rc) return rc;
     *size = (uint64_t)st.st_size;
     const uint64_t n_chunks = (*size + CHUNK - 1) / CHUNK;
     /* Through a mapping: a file cut short while it is hashed faults (SIGBUS) as it would under the

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "atomic_write.h"
+#include "inputs.h"
 #include "quant.h"
 
 #define GGUF_MAX_ARRAY_DEPTH 8
@@ -390,22 +391,10 @@ err_code gguf_open_buffer(const void *buf, uint64_t size, gguf_ctx **out, err_t 
 err_code gguf_open(const char *path, gguf_ctx **out, err_t *err) {
     *out = NULL;
     struct stat st;
-    if (stat(path, &st) != 0) {
-        if (errno == ENOENT) return err_set(err, ERR_NOT_FOUND, "%s: no such file", path);
-        return err_set(err, ERR_IO, "%s: %s", path, strerror(errno));
-    }
-    if (S_ISDIR(st.st_mode)) return err_set(err, ERR_IS_DIR, "%s is a directory, not a model file", path);
-    /* O_NONBLOCK: a FIFO swapped in after the stat must not hang the open */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return err_set(err, ERR_IO, "%s: %s", path, strerror(errno));
-    if (fstat(fd, &st) != 0) {
-        close(fd);
-        return err_set(err, ERR_IO, "%s: %s", path, strerror(errno));
-    }
-    if (!S_ISREG(st.st_mode)) { /* a FIFO, socket or device: nothing to map */
-        close(fd);
-        return err_set(err, ERR_IO, "%s is not a regular file", path);
-    }
+    int fd;
+    err_code rc = input_open(path, &fd, &st, err); /* a regular file only: a FIFO would block */
+    if (rc == ERR_IS_DIR) return err_set(err, ERR_IS_DIR, "%s is a directory, not a model file", path);
+    if (rc) return rc;
     if (st.st_size == 0) {
         close(fd);
         return err_set(err, ERR_EMPTY_FILE, "%s is empty (0 bytes)", path);
@@ -421,7 +410,9 @@ err_code gguf_open(const char *path, gguf_ctx **out, err_t *err) {
     g->base = map;
     g->size = (uint64_t)st.st_size;
     g->mapped = 1;
-    err_code rc = open_common(g, out, err);
+    g->file = st;
+    input_hold(&g->file); /* no writer in this process may replace it while it is mapped */
+    rc = open_common(g, out, err);
     if (rc) err_prefix(err, "%s", path);
     return rc;
 }
@@ -443,7 +434,10 @@ void gguf_close(gguf_ctx *g) {
         for (uint64_t i = 0; i < g->n_tensors; i++) free(g->tensors[i].name);
     free(g->kv);
     free(g->tensors);
-    if (g->mapped) munmap((void *)g->base, g->size);
+    if (g->mapped) {
+        munmap((void *)g->base, g->size);
+        input_release(&g->file);
+    }
     free(g);
 }
 

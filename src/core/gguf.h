@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "err.h"
 
@@ -97,6 +98,7 @@ typedef struct {
     const uint8_t *base;  /* the mapping (or caller's buffer) */
     uint64_t size;        /* its size in bytes */
     int mapped;           /* 1 when base is our own mmap */
+    struct stat file;     /* the mapped file's identity, held as an input while mapped (core/inputs.h) */
 } gguf_ctx;
 
 /* Open and validate a file. On failure *out is NULL and err says why. */

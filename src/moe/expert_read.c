@@ -9,7 +9,10 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "core/inputs.h"
 
 struct moe_reader {
     const model *m;
@@ -25,11 +28,10 @@ err_code moe_reader_open(const model *m, const char *path, bool try_direct, moe_
     moe_reader *r = calloc(1, sizeof *r);
     if (!r) return err_set(err, ERR_NOMEM, "out of memory");
     r->m = m;
-    r->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (r->fd < 0) {
-        const int e = errno;
+    struct stat st;
+    if (input_open(path, &r->fd, &st, err)) { /* a regular file only: a FIFO would block */
         free(r);
-        return err_set(err, ERR_IO, "cannot open %s to read experts: %s", path, strerror(e));
+        return err_prefix(err, "cannot open the experts' file"), ERR_IO;
     }
 #ifdef O_DIRECT
     r->dfd = try_direct ? open(path, O_RDONLY | O_CLOEXEC | O_DIRECT) : -1;

@@ -8,10 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/atomic_write.h"
+
 static const char *const status_word[3] = {" HIT", " MISS", " INT2"}; /* by moe_status */
 
 struct moe_trace {
-    FILE *f;
+    atomic_file af;     /* written whole at close, like every output (never over an input) */
+    FILE *f;            /* af.f while open */
     int n_layer, n_expert, k;
     int layer;          /* the layer buffered, -1: none */
     int32_t *routed;    /* [n][k] its tokens' experts */
@@ -33,11 +36,13 @@ err_code moe_trace_open(const char *path, int n_layer, int n_expert, int k, int 
         moe_trace_close(t);
         return err_set(err, ERR_NOMEM, "out of memory");
     }
-    if (!(t->f = fopen(path, "w"))) {
-        const int e = errno;
+    err_code rc = atomic_file_open(&t->af, path, err);
+    if (rc) {
         moe_trace_close(t);
-        return err_set(err, ERR_IO, "cannot write the expert trace %s: %s", path, strerror(e));
+        err_prefix(err, "cannot write the expert trace");
+        return rc;
     }
+    t->f = t->af.f;
     fprintf(t->f, "# octo expert trace: layers %d experts %d used %d slots %d policy %s\n", n_layer, n_expert, k,
             slots, policy);
     fprintf(t->f, "# TOKEN LAYER then, per routed expert best first, its status (HIT MISS INT2), then the experts\n");
@@ -90,8 +95,10 @@ bool moe_trace_close(moe_trace *t) {
     if (!t) return true;
     bool ok = true;
     if (t->f) {
+        err_t e = {0};
         ok = moe_trace_flush(t);
-        ok &= fclose(t->f) == 0;
+        if (ok) ok = atomic_file_commit(&t->af, &e) == ERR_OK;
+        else atomic_file_abort(&t->af);
     }
     free(t->routed), free(t->status), free(t->tokens);
     free(t);

@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/atomic_write.h"
 #include "core/checksum.h"
+#include "core/inputs.h"
 
 static err_code write_whole(const char *path, const char *text, size_t n, err_t *err) {
     atomic_file af;
@@ -26,8 +28,15 @@ static err_code write_whole(const char *path, const char *text, size_t n, err_t 
 
 /* A small file whole (at most max bytes), NUL-terminated; the caller frees. */
 static err_code read_whole(const char *path, char **out, size_t *len, size_t max, err_t *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(err, errno == ENOENT ? ERR_NOT_FOUND : ERR_IO, "%s: %s", path, strerror(errno));
+    int fd;
+    struct stat st;
+    err_code rc = input_open(path, &fd, &st, err); /* a regular file only: a FIFO would block */
+    if (rc) return rc;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return err_set(err, ERR_NOMEM, "out of memory");
+    }
     char *buf = malloc(max + 1);
     size_t n = buf ? fread(buf, 1, max + 1, f) : 0;
     const bool bad = ferror(f);
@@ -88,24 +97,38 @@ static bool parse_line(const char *line, bundle_manifest *m) {
     return true;
 }
 
-static err_code read_manifest(const char *dir, bundle_manifest *m, err_t *err) {
-    char path[4096], line[512];
-    snprintf(path, sizeof path, "%s/%s", dir, BUNDLE_MANIFEST);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return err_set(err, errno == ENOENT ? ERR_NOT_FOUND : ERR_IO, "%s: %s (not an octo deploy bundle?)", path,
-                       strerror(errno));
+err_code bundle_manifest_parse(const char *text, size_t len, bundle_manifest *m, err_t *err) {
     memset(m, 0, sizeof *m);
-    int version = -1, n = 0;
-    err_code rc = ERR_OK;
-    if (!fgets(line, sizeof line, f) || sscanf(line, "octo-bundle %d", &version) != 1)
-        rc = err_set(err, ERR_CORRUPT, "%s: not an octo bundle manifest", path);
-    else if (version != BUNDLE_FORMAT)
-        rc = err_set(err, ERR_UNSUPPORTED, "%s: bundle format %d, this octo reads format %d: deploy it again", path,
-                     version, BUNDLE_FORMAT);
-    while (!rc && fgets(line, sizeof line, f) && ++n)
-        if (!parse_line(line, m)) rc = err_set(err, ERR_CORRUPT, "%s: line %d is not a manifest line", path, n + 1);
-    fclose(f);
+    if (memchr(text, '\0', len)) return err_set(err, ERR_CORRUPT, "not an octo bundle manifest (a NUL byte)");
+    char line[512];
+    int version = -1;
+    for (int n = 1; len; n++) {
+        const char *nl = memchr(text, '\n', len);
+        const size_t ll = nl ? (size_t)(nl - text) : len;
+        if (ll >= sizeof line) return err_set(err, ERR_CORRUPT, "line %d is not a manifest line (too long)", n);
+        memcpy(line, text, ll);
+        line[ll] = '\0';
+        text += ll + (nl != NULL), len -= ll + (nl != NULL);
+        if (n > 1 && !parse_line(line, m)) return err_set(err, ERR_CORRUPT, "line %d is not a manifest line", n);
+        if (n == 1 && sscanf(line, "octo-bundle %d", &version) != 1)
+            return err_set(err, ERR_CORRUPT, "not an octo bundle manifest");
+        if (n == 1 && version != BUNDLE_FORMAT)
+            return err_set(err, ERR_UNSUPPORTED, "bundle format %d, this octo reads format %d: deploy it again",
+                           version, BUNDLE_FORMAT);
+    }
+    return version < 0 ? err_set(err, ERR_CORRUPT, "not an octo bundle manifest (empty)") : ERR_OK;
+}
+
+static err_code read_manifest(const char *dir, bundle_manifest *m, err_t *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, BUNDLE_MANIFEST);
+    char *text = NULL;
+    size_t len = 0;
+    err_code rc = read_whole(path, &text, &len, BUNDLE_MANIFEST_MAX, err);
+    if (rc == ERR_NOT_FOUND) return err_set(err, rc, "%s: no such file (not an octo deploy bundle?)", path);
+    if (!rc) rc = bundle_manifest_parse(text, len, m, err);
+    free(text);
+    if (rc) err_prefix(err, "%s", path);
     return rc;
 }
 

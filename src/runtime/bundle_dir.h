@@ -34,6 +34,7 @@
 #define BUNDLE_DRAFT "draft.octo"
 #define BUNDLE_PLAN "plan.json"
 #define BUNDLE_MANIFEST "manifest"
+#define BUNDLE_MANIFEST_MAX (64 << 10) /* bytes: a longer one is not a manifest octo wrote */
 
 typedef struct {
     char name[64];
@@ -51,6 +52,9 @@ typedef struct {
 /* Hash the files named in m->files (their sizes and hashes filled) under dir
  * and write dir/manifest atomically. */
 err_code bundle_manifest_write(const char *dir, bundle_manifest *m, err_t *err);
+/* A manifest's text (len bytes, not NUL-terminated) into m: ERR_CORRUPT for
+ * a line that is not a manifest line, ERR_UNSUPPORTED for another format. */
+err_code bundle_manifest_parse(const char *text, size_t len, bundle_manifest *m, err_t *err);
 /* Read dir/manifest and check every file it lists. */
 err_code bundle_manifest_check(const char *dir, bundle_manifest *out, err_t *err);
 
