@@ -1,8 +1,8 @@
 /*
  * fuzz_parsers — libFuzzer target: the chat-template detector and
  * formatter, the command line's number, id-list, lookahead and mode
- * parsers, and a deploy bundle's plan.json reader (flat JSON applied to a
- * load's options), on arbitrary bytes.
+ * parsers, a deploy bundle's plan.json reader (flat JSON applied to a
+ * load's options) and its manifest reader, on arbitrary bytes.
  *
  * First byte: which parser. Chat: the rest is a template to detect, then
  * NUL-separated role/content pairs to format with every family. The CLI
@@ -16,6 +16,7 @@
 #include "core/flatjson.h"
 #include "model/chat_template.h"
 #include "runtime/bundle.h"
+#include "runtime/bundle_dir.h"
 
 static void chat(const char *p, size_t n) {
     const size_t tl = strnlen(p, n);
@@ -52,6 +53,17 @@ static void plan_json(const char *p, size_t n) {
     (void)bundle_plan_apply(p, n, &o, &want, &err);
 }
 
+/* A manifest: parsed, and what it yields is within its bounds. */
+static void manifest(const char *p, size_t n) {
+    bundle_manifest m;
+    err_t err = {0};
+    if (bundle_manifest_parse(p, n, &m, &err) != ERR_OK) return;
+    if (m.n_files < 0 || m.n_files > BUNDLE_MAX_FILES) __builtin_trap();
+    for (int i = 0; i < m.n_files; i++)
+        if (strnlen(m.files[i].name, sizeof m.files[i].name) == sizeof m.files[i].name || strchr(m.files[i].name, '/'))
+            __builtin_trap();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     char *s = malloc(size); /* the rest, NUL-terminated (the chat parser reads its own NULs) */
@@ -70,6 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (parse_tokens(s, &ids, &n)) free(ids);
         break;
     case 4: (void)parse_lookahead(s, &a, &b, &c); break;
+    case 5: manifest((const char *)data + 1, size - 1); break; /* raw: a NUL in it must be refused */
     case 6: plan_json(s, size - 1); break;
     default: (void)parse_spec_mode(s, &a); break;
     }

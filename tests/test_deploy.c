@@ -464,7 +464,32 @@ static void check_bad_bundles(const char *gguf, const char *dir) {
     T_EQ_INT(system(path), 0);
 }
 
+/* The manifest reader on text (what fuzz_parsers feeds it): a good one whole,
+ * then a NUL, an over-long line, another format and a path in a name refused. */
+static void check_manifest_parse(void) {
+    const char good[] = "octo-bundle 1\ndevice host\ncpu avx512\nlayout gguf\nsource 10 00000000000000ff m.gguf\n"
+                        "file weights.octo 12 0000000000000abc\nfile plan.json 3 0000000000000001\n";
+    bundle_manifest m;
+    err_t err = {0};
+    T_EQ_INT(bundle_manifest_parse(good, sizeof good - 1, &m, &err), ERR_OK);
+    T_EQ_INT(m.n_files, 2);
+    T_CHECK(!strcmp(m.device, "host") && !strcmp(m.files[0].name, "weights.octo") && m.files[0].size == 12 &&
+            m.files[0].hash == 0xabc && m.source_size == 10 && !strcmp(m.source, "m.gguf"));
+    T_EQ_INT(bundle_manifest_parse(good, 20, &m, &err), ERR_CORRUPT); /* cut inside a line */
+    char bad[1024];
+    memcpy(bad, good, sizeof good);
+    bad[30] = '\0';
+    T_EQ_INT(bundle_manifest_parse(bad, sizeof good - 1, &m, &err), ERR_CORRUPT);
+    T_CHECKF(strstr(err.msg, "NUL") != NULL, "%s", err.msg);
+    snprintf(bad, sizeof bad, "octo-bundle 1\ndevice %0600d\n", 7);
+    T_EQ_INT(bundle_manifest_parse(bad, strlen(bad), &m, &err), ERR_CORRUPT);
+    T_EQ_INT(bundle_manifest_parse("octo-bundle 9\n", 14, &m, &err), ERR_UNSUPPORTED);
+    T_EQ_INT(bundle_manifest_parse("octo-bundle 1\nfile ../x 1 1\n", 29, &m, &err), ERR_CORRUPT);
+    T_EQ_INT(bundle_manifest_parse("", 0, &m, &err), ERR_CORRUPT);
+}
+
 int main(void) {
+    check_manifest_parse();
     check_flatjson();
     check_checksum();
     const uint32_t types[] = {QT_Q4_0, QT_Q8_0, QT_Q4_K};
