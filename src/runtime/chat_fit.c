@@ -86,11 +86,11 @@ err_code chat_fit(const tokenizer *tok, chat_family f, const chat_message *msgs,
     int n_tokens, k = 1;
     rc = keep_fits(&fs, 1, &fits, &n_tokens, err);
     if (!rc && !fits)
-        rc = err_set(err, ERR_CONTEXT_FULL, "%s take %d tokens; the context holds %d, %d of them kept for the reply",
-                     fs.first ? "the system prompt and the last message" : "the last message alone", n_tokens, n_ctx,
-                     reserve);
+        rc = err_set(err, ERR_CONTEXT_FULL, "%s %d tokens; the context holds %d, %d of them kept for the reply",
+                     fs.first ? "the system prompt and the last message take" : "the last message alone takes",
+                     n_tokens, n_ctx, reserve);
     while (!rc && fits && k < others) { /* gallop: k fits; try twice as many */
-        const int next = 2 * k < others ? 2 * k : others;
+        const int next = k < others - k ? 2 * k : others;
         rc = keep_fits(&fs, next, &fits, &n_tokens, err);
         if (!rc && fits) k = next;
         else if (!rc) rc = largest_fit(&fs, k, next, &k, err);
