@@ -503,6 +503,18 @@ typedef struct {
 OCTO_API octo_stream *octo_chat(octo_model *model, const octo_message *messages, int n_messages,
                        const octo_generate_params *params);
 
+/* How many of the oldest messages to leave out so that the chat fits the
+ * context with reserve_tokens (0..OCTO_MAX_CONTEXT; 0 and 1 alike: a reply
+ * needs one) left for the reply. A leading "system" message and the last
+ * message always stay; the count is of those after the system message, from
+ * the oldest: octo_chat(model, [system] + messages[system + count ..]) then
+ * fits, and with one message fewer left out it would not. Counted on the
+ * chat as octo_chat formats and tokenizes it, in a few passes over what is
+ * kept (not one per message dropped). Returns the count, or a negative
+ * octo_status: -OCTO_ERR_CONTEXT_FULL when the system message and the last
+ * message alone do not fit (octo_model_error says by how much). */
+OCTO_API int octo_chat_fit(octo_model *model, const octo_message *messages, int n_messages, int reserve_tokens);
+
 /* The next piece of UTF-8 text, or NULL at the end. A piece never ends in the
  * middle of a character. The pointer is valid until the next call. Pieces are
  * NUL-terminated; a model that emits U+0000 puts a NUL byte inside one, so
@@ -548,6 +560,10 @@ OCTO_API octo_stream *octo_session_generate(octo_session *session, const char *p
                                             const octo_generate_params *params);
 OCTO_API octo_stream *octo_session_chat(octo_session *session, const octo_message *messages, int n_messages,
                                         const octo_generate_params *params);
+/* As octo_chat_fit, for this session (its error in octo_session_error): safe
+ * while other sessions of the model stream. */
+OCTO_API int octo_session_chat_fit(octo_session *session, const octo_message *messages, int n_messages,
+                                   int reserve_tokens);
 /* Forget the conversation (its cache emptied); not while it streams. */
 OCTO_API void octo_session_reset(octo_session *session);
 

@@ -26,6 +26,7 @@
 #include "moe/policy.h"
 #include "runtime/bundle.h"
 #include "runtime/bundle_dir.h"
+#include "runtime/chat_fit.h"
 #include "runtime/generate.h"
 #include "runtime/plan.h"
 #include "runtime/session.h"
@@ -680,6 +681,14 @@ static octo_stream *generate_in(octo_session *ss, const char *prompt, const octo
     return start_stream(ss, prompt, params && params->parse_special, params);
 }
 
+/* The public messages as the template's; NULL (and the error set) when out of memory. */
+static chat_message *chat_messages(const octo_message *msgs, int n, err_t *err) {
+    chat_message *cm = malloc(sizeof *cm * (size_t)n);
+    if (!cm) err_set(err, ERR_NOMEM, "out of memory");
+    for (int i = 0; cm && i < n; i++) cm[i] = (chat_message){msgs[i].role, msgs[i].content};
+    return cm;
+}
+
 static octo_stream *chat_in(octo_session *ss, const octo_message *msgs, int n, const octo_generate_params *params) {
     octo_model *om = ss->om;
     err_clear(ss->err);
@@ -687,12 +696,8 @@ static octo_stream *chat_in(octo_session *ss, const octo_message *msgs, int n, c
         err_set(ss->err, ERR_INVALID_ARG, "octo_chat needs at least one message");
         return NULL;
     }
-    chat_message *cm = malloc(sizeof *cm * (size_t)n);
-    if (!cm) {
-        err_set(ss->err, ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    for (int i = 0; i < n; i++) cm[i] = (chat_message){msgs[i].role, msgs[i].content};
+    chat_message *cm = chat_messages(msgs, n, ss->err);
+    if (!cm) return NULL;
     char *text = NULL;
     err_code rc = chat_format(om->b->chat, cm, n, &text, ss->err);
     free(cm);
@@ -707,6 +712,27 @@ static octo_stream *chat_in(octo_session *ss, const octo_message *msgs, int n, c
     octo_stream *st = start_stream(ss, text, true, params);
     free(text);
     return st;
+}
+
+/* octo_chat_fit in session ss, its error in ss->err. */
+static int chat_fit_in(octo_session *ss, const octo_message *msgs, int n, int reserve) {
+    octo_model *om = ss->om;
+    err_clear(ss->err);
+    if (!msgs || n <= 0) return -(int)err_set(ss->err, ERR_INVALID_ARG, "octo_chat_fit needs at least one message");
+    if (reserve < 0 || reserve > OCTO_MAX_CONTEXT)
+        return -(int)err_set(ss->err, ERR_INVALID_ARG, "reserve_tokens must be within 0..%d, not %d",
+                             OCTO_MAX_CONTEXT, reserve);
+    if (!om->b->tok || om->b->plan_only) { /* the model's reason, in this session's error */
+        if (!need_tokenizer(om)) plan_only(om);
+        if (ss->err != &om->err) *ss->err = om->err;
+        return -(int)ss->err->code;
+    }
+    chat_message *cm = chat_messages(msgs, n, ss->err);
+    if (!cm) return -OCTO_ERR_NOMEM;
+    int drop = 0;
+    err_code rc = chat_fit(om->b->tok, om->b->chat, cm, n, ss->s->n_ctx, reserve, &drop, ss->err);
+    free(cm);
+    return rc ? -(int)rc : drop;
 }
 
 octo_session *octo_session_new(octo_model *om) {
@@ -759,6 +785,11 @@ octo_stream *octo_session_chat(octo_session *ss, const octo_message *msgs, int n
     return chat_in(ss, msgs, n, params);
 }
 
+int octo_session_chat_fit(octo_session *ss, const octo_message *msgs, int n, int reserve_tokens) {
+    if (!ss || !ss->om) return -OCTO_ERR_INVALID_ARG;
+    return chat_fit_in(ss, msgs, n, reserve_tokens);
+}
+
 void octo_session_reset(octo_session *ss) {
     if (ss && ss->s && !atomic_load(&ss->busy)) session_reset(ss->s);
 }
@@ -769,6 +800,10 @@ octo_stream *octo_generate(octo_model *om, const char *prompt, const octo_genera
 
 octo_stream *octo_chat(octo_model *om, const octo_message *msgs, int n, const octo_generate_params *params) {
     return om ? chat_in(&om->main, msgs, n, params) : NULL;
+}
+
+int octo_chat_fit(octo_model *om, const octo_message *msgs, int n, int reserve_tokens) {
+    return om ? chat_fit_in(&om->main, msgs, n, reserve_tokens) : -OCTO_ERR_INVALID_ARG;
 }
 
 const char *octo_stream_next(octo_stream *st) {

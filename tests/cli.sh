@@ -364,6 +364,19 @@ if [ -n "$shared" ] && [ -f "$shared/models/stories260K.gguf" ]; then
         ok || bad "chat commands: $(cat "$tmp/out" "$tmp/err" | head -5)"
 fi
 
+# a full context does not cut a reply: before each turn, the oldest exchanges go until the history
+# and -n tokens fit. 20 turns of -n 32 in 256 tokens: 19 replies of 32 tokens, one that ends on its
+# own at 16 and none stopped by the context (dropping only after a cut reply: 15 of 32, 5 cut)
+if [ -n "$shared" ] && [ -f "$shared/models/stories260K.gguf" ]; then
+    i=0; : >"$tmp/chat20.txt"
+    while [ $i -lt 20 ]; do echo "Tell me a story about a little girl and her dog who went to the park one day" >>"$tmp/chat20.txt"; i=$((i + 1)); done
+    "$octo" run -m "$shared/models/stories260K.gguf" --chat --ctx 256 -n 32 --ids --temp 0 <"$tmp/chat20.txt" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    replies=$(grep -c . "$tmp/out"); whole=$(awk 'NF == 32' "$tmp/out" | wc -l); cut=$(grep -c "stopped after" "$tmp/err")
+    [ $rc -eq 0 ] && [ "$replies" -eq 20 ] && [ "$whole" -eq 19 ] && [ "$cut" -eq 0 ] && grep -q "make room for the reply" "$tmp/err" &&
+        ok || bad "20-turn chat, -n 32 in 256: exit $rc, $replies replies, $whole of 32 tokens, $cut cut: $(grep . "$tmp/out" | awk '{printf "%d ", NF}')"
+fi
+
 # eval --prompt: a prefill, then only the continuation scored
 printf 'Once upon a time there was a little girl who liked to play in the garden with her dog every day.\n' >"$tmp/t.txt"
 expect 0 0 "$octo" eval -m "$tmp/q.gguf" -f "$tmp/t.txt" --prompt 8 --json

@@ -441,12 +441,109 @@ static void test_utf8_prefix(void) {
     T_EQ_INT(utf8_complete_prefix("\xff", 1), 1);
 }
 
+/* The tokens of a chat as octo_chat reads it (-1 when it does not start: too long). */
+static int chat_prompt_tokens(octo_model *m, const octo_message *msgs, int n) {
+    octo_generate_params gp = octo_generate_params_defaults();
+    gp.max_tokens = 1;
+    octo_stream *st = octo_chat(m, msgs, n, &gp);
+    if (!st) return -1;
+    const int n_tokens = octo_model_stats(m).prompt_tokens;
+    octo_stream_free(st);
+    return n_tokens;
+}
+
+/* A chat of n_msgs: a system prompt, then users and assistants of varied lengths. */
+static octo_message *long_chat(int n_msgs, char (*text)[48]) {
+    octo_message *msgs = malloc(sizeof *msgs * (size_t)n_msgs);
+    msgs[0] = (octo_message){"system", "You tell short stories."};
+    for (int i = 1; i < n_msgs; i++) {
+        snprintf(text[i], sizeof text[i], "%s %d%.*s", i % 2 ? "Lily had a red ball" : "She gave it to", i, i % 7,
+                 "!!!!!!!");
+        msgs[i] = (octo_message){i % 2 ? "user" : "assistant", text[i]};
+    }
+    return msgs;
+}
+
+/* octo_chat_fit: the exact count of oldest messages to drop. Its answer is checked
+ * against octo_chat itself: the kept chat starts, and with one message fewer dropped it
+ * would not (a plain template's "\n\n" joins merge with the messages' tokens, so only the
+ * whole chat's count decides). */
+static void test_chat_fit(octo_client *c) {
+    char path[256];
+    octo_model *m = flat_model(c, path, sizeof path, 128);
+    T_CHECK(m != NULL);
+    if (!m) return;
+    enum { N = 401 };
+    static char text[N][48];
+    octo_message *msgs = long_chat(N, text), kept[N];
+    const int drop = octo_chat_fit(m, msgs, N, 0);
+    T_EQ_INT(drop, 396); /* 4 messages kept beside the system prompt */
+    /* what dropping one message at a time until octo_chat starts finds */
+    int naive = 0;
+    for (;; naive++) {
+        kept[0] = msgs[0];
+        memcpy(kept + 1, msgs + 1 + naive, sizeof *kept * (size_t)(N - 1 - naive));
+        if (chat_prompt_tokens(m, kept, N - naive) > 0) break;
+        T_EQ_INT(octo_model_status(m), OCTO_ERR_CONTEXT_FULL);
+    }
+    T_EQ_INT(drop, naive);
+    /* with 32 tokens kept for the reply: the kept chat and 32 fit 128; one more message does not */
+    const int drop32 = octo_chat_fit(m, msgs, N, 32);
+    T_CHECK(drop32 > drop);
+    kept[0] = msgs[0];
+    memcpy(kept + 1, msgs + drop32, sizeof *kept * (size_t)(N - drop32));
+    const int with_one_more = chat_prompt_tokens(m, kept, N - drop32 + 1); /* drop32 - 1 dropped */
+    kept[1] = msgs[0]; /* kept + 1: the system prompt and the messages after the drop32 oldest */
+    const int n_kept = chat_prompt_tokens(m, kept + 1, N - drop32);
+    T_CHECKF(n_kept > 0 && n_kept + 32 <= 128 && with_one_more + 32 > 128, "kept %d, one more %d", n_kept,
+             with_one_more);
+    /* everything fits: nothing to drop; no system prompt: the first message may go too */
+    T_EQ_INT(octo_chat_fit(m, msgs + N - 3, 3, 0), 0);
+    const int no_sys = octo_chat_fit(m, msgs + 1, N - 1, 0);
+    T_CHECK(no_sys > 0 && no_sys < drop); /* the system prompt's room holds more messages */
+    T_CHECK(chat_prompt_tokens(m, msgs + 1 + no_sys, N - 1 - no_sys) > 0);
+    T_CHECK(chat_prompt_tokens(m, msgs + no_sys, N - no_sys) < 0 && octo_model_status(m) == OCTO_ERR_CONTEXT_FULL);
+    /* errors: a last message too long alone, a reserve the context cannot give, bad arguments */
+    char huge[2048];
+    memset(huge, 'a', sizeof huge - 1);
+    huge[sizeof huge - 1] = '\0';
+    octo_message too_long[2] = {msgs[0], {"user", huge}};
+    T_EQ_INT(octo_chat_fit(m, too_long, 2, 0), -OCTO_ERR_CONTEXT_FULL);
+    T_CHECK(strstr(octo_model_error(m), "the system prompt and the last message take") &&
+            strstr(octo_model_error(m), "the context holds 128"));
+    T_EQ_INT(octo_chat_fit(m, msgs, N, 128), -OCTO_ERR_CONTEXT_FULL);
+    T_EQ_INT(octo_chat_fit(m, msgs, N, -1), -OCTO_ERR_INVALID_ARG);
+    T_EQ_INT(octo_chat_fit(m, msgs, 0, 0), -OCTO_ERR_INVALID_ARG);
+    T_EQ_INT(octo_chat_fit(NULL, msgs, N, 0), -OCTO_ERR_INVALID_ARG);
+    msgs[2].role = "robot"; /* an old message the search would never count is still checked */
+    T_EQ_INT(octo_chat_fit(m, msgs, N, 0), -OCTO_ERR_INVALID_ARG);
+    T_CHECK(strstr(octo_model_error(m), "chat message 2") != NULL);
+    msgs[2].role = "assistant";
+    octo_model_free(m);
+    /* a session counts the same, its error its own */
+    octo_model_options mo = octo_model_options_defaults();
+    mo.max_sessions = 2;
+    m = octo_load_model(c, path, &mo);
+    octo_session *ss = m ? octo_session_new(m) : NULL;
+    T_CHECK(ss != NULL);
+    if (ss) {
+        T_EQ_INT(octo_session_chat_fit(ss, msgs, N, 0), drop);
+        T_EQ_INT(octo_session_chat_fit(ss, too_long, 2, 0), -OCTO_ERR_CONTEXT_FULL);
+        T_CHECK(strstr(octo_session_error(ss), "the context holds") != NULL);
+        T_EQ_INT(octo_session_chat_fit(NULL, msgs, N, 0), -OCTO_ERR_INVALID_ARG);
+        octo_session_free(ss);
+    }
+    octo_model_free(m);
+    free(msgs);
+}
+
 int main(void) {
     octo_client *c = octo_client_new(NULL);
     test_utf8_prefix();
     test_streaming(c);
     test_cancel(c);
     test_bad_input(c);
+    test_chat_fit(c);
     const char *data = tu_data_dir();
     if (data) test_golden_greedy(c, data);
     else printf("note: no shared data folder; the golden continuation checks were not run\n");

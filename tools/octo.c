@@ -803,17 +803,13 @@ static int history_add(chat_history *h, const char *role, char *content) {
     return 1;
 }
 
-/* Forget the oldest exchange after the system prompt; 0 when none is left
- * but the newest message. */
-static int history_drop_oldest(chat_history *h) {
+/* Forget the k oldest messages after the system prompt. */
+static void history_drop(chat_history *h, int k) {
     const int first = h->n && !strcmp(h->msgs[0].role, "system");
-    if (h->n - first <= 1) return 0;
-    const int k = h->n - first >= 3 ? 2 : 1; /* a user line and its reply */
     for (int i = first; i < first + k; i++) free(h->owned[i]);
     memmove(h->msgs + first, h->msgs + first + k, sizeof *h->msgs * (size_t)(h->n - first - k));
     memmove(h->owned + first, h->owned + first + k, sizeof *h->owned * (size_t)(h->n - first - k));
     h->n -= k;
-    return 1;
 }
 
 static void history_free(chat_history *h) {
@@ -822,18 +818,32 @@ static void history_free(chat_history *h) {
     free(h->msgs);
 }
 
-/* One turn: the reply to the history's last message, printed and added.
- * When the history no longer fits the context, the oldest exchanges go
- * first; a message that does not fit alone is dropped with one line. */
+/* Room for a reply of max_tokens before the turn, so that a full context does
+ * not cut it: the oldest exchanges (a user line and its reply) go, as many as
+ * octo_chat_fit says; all but the newest line when even that one leaves less
+ * room. OCTO_OK, or the status of the failure (CONTEXT_FULL: the newest line
+ * does not fit alone). */
+static octo_status make_room(octo_model *m, chat_history *h, int max_tokens) {
+    const int first = h->n && !strcmp(h->msgs[0].role, "system");
+    int drop = octo_chat_fit(m, h->msgs, h->n, max_tokens);
+    if (drop == -OCTO_ERR_CONTEXT_FULL && (drop = octo_chat_fit(m, h->msgs, h->n, 0)) >= 0) drop = h->n - first - 1;
+    if (drop < 0) return (octo_status)-drop;
+    drop += drop % 2; /* whole exchanges: after the system prompt, user and assistant alternate */
+    if (drop > h->n - first - 1) drop = h->n - first - 1;
+    if (drop) { /* what the context shift cost, on stderr beside the conversation */
+        history_drop(h, drop);
+        fprintf(stderr, "octo: the %d oldest exchange%s dropped to make room for the reply (%d messages kept)\n",
+                (drop + 1) / 2, drop > 2 ? "s were" : " was", h->n);
+    }
+    return OCTO_OK;
+}
+
+/* One turn: room made (make_room), then the reply to the history's last
+ * message, printed and added. A message that does not fit alone is dropped
+ * with one line. */
 static int chat_turn(octo_model *m, chat_history *h, int ids, const octo_generate_params *gp, int *started) {
-    octo_stream *st;
-    int dropped = 0;
-    while (!(st = octo_chat(m, h->msgs, h->n, gp)) && octo_model_status(m) == OCTO_ERR_CONTEXT_FULL &&
-           history_drop_oldest(h))
-        dropped++;
-    if (dropped) /* what the context shift cost, on stderr beside the conversation */
-        fprintf(stderr, "octo: the context was full: the %d oldest exchange%s dropped (%d messages kept)\n", dropped,
-                dropped > 1 ? "s were" : " was", h->n);
+    const octo_status room = make_room(m, h, gp->max_tokens);
+    octo_stream *st = room ? NULL : octo_chat(m, h->msgs, h->n, gp);
     if (!st) {
         fail("%s", octo_model_error(m));
         if (octo_model_status(m) != OCTO_ERR_CONTEXT_FULL) return 1;
@@ -879,10 +889,7 @@ static bool read_line(int tty, char **line, size_t *cap) {
 static int chat_command(octo_model *m, chat_history *h, const char *line) {
     if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) return 1;
     if (!strcmp(line, "/reset")) { /* the system prompt stays */
-        while (history_drop_oldest(h)) {
-        }
-        const int first = h->n && !strcmp(h->msgs[0].role, "system");
-        while (h->n > first) free(h->owned[--h->n]);
+        history_drop(h, h->n - (h->n && !strcmp(h->msgs[0].role, "system")));
         octo_reset(m);
         fputs("octo: the conversation was reset\n", stderr);
         return 0;

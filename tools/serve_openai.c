@@ -341,13 +341,17 @@ static void sse_free(void *cls) {
 
 /* ---- the endpoint ---- */
 
-/* Drop the oldest message after a system one; false when only the last would be left. */
-static bool drop_oldest(request *r) {
-    const int first = r->n_msgs && !strcmp(r->msgs[0].role, "system");
-    if (r->n_msgs - first <= 1) return false;
-    memmove(r->msgs + first, r->msgs + first + 1, sizeof *r->msgs * (size_t)(r->n_msgs - first - 1));
-    r->n_msgs--;
-    r->dropped++;
+/* Drop the oldest messages after a system one, as many as the library counts
+ * in one search for the chat to fit the context; false (the slot's error says
+ * why) when even the system prompt and the last message do not fit. */
+static bool drop_oldest(server *s, int slot, request *r) {
+    const int drop = s->sessions[slot] ? octo_session_chat_fit(s->sessions[slot], r->msgs, r->n_msgs, 0)
+                                       : octo_chat_fit(s->m, r->msgs, r->n_msgs, 0);
+    if (drop < 0) return false;
+    const int first = !strcmp(r->msgs[0].role, "system");
+    memmove(r->msgs + first, r->msgs + first + drop, sizeof *r->msgs * (size_t)(r->n_msgs - first - drop));
+    r->n_msgs -= drop;
+    r->dropped += drop;
     return true;
 }
 
@@ -355,10 +359,9 @@ static bool drop_oldest(request *r) {
  * dropped (the system prompt and the last message stay) and the count is reported. */
 static octo_stream *start(server *s, int slot, bool chat, request *r) {
     if (!chat) return serve_generate(s, slot, r->prompt, &r->gp);
-    octo_stream *st;
-    while (!(st = serve_chat(s, slot, r->msgs, r->n_msgs, &r->gp)) && strstr(serve_error(s, slot), "the context holds") &&
-           drop_oldest(r)) {
-    }
+    octo_stream *st = serve_chat(s, slot, r->msgs, r->n_msgs, &r->gp);
+    if (!st && strstr(serve_error(s, slot), "the context holds") && drop_oldest(s, slot, r))
+        st = serve_chat(s, slot, r->msgs, r->n_msgs, &r->gp);
     return st;
 }
 

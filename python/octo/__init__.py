@@ -10,11 +10,16 @@ Model(path, **options) loads a model (options below). generate(prompt, ...) and 
 return a Stream: iterate it for text pieces (str; a piece never splits a character), call cancel()
 from any thread to stop it, read stop_reason after it ends. stats() and info() return dataclasses
 with every field of octo_stats / octo_model_info. Errors raise OctoError with octo's message and
-status. The library is ctypes over libocto.so (OCTO_LIBRARY names it; else the loader's path),
-checked at import against this package's version and struct layout.
+status; a bad argument is one too (status 1, invalid argument), whether the library or the binding
+finds it: an integer outside its C type's range (ctypes would wrap it), a float that is not finite,
+a string with a NUL byte (C would end it there). An unknown name (kv_policy, spec) is a ValueError.
+The library is ctypes over libocto.so (OCTO_LIBRARY names it; else the loader's path), checked at
+import against this package's version and struct layout.
 """
 import ctypes
 import dataclasses
+import math
+import operator
 import os
 import threading
 
@@ -62,8 +67,39 @@ def _convert(struct_value, cls):
     return cls(**values)
 
 
-def _enc(s):
-    return None if s is None else os.fsencode(s) if not isinstance(s, bytes) else s
+INVALID_ARG = 1  # octo_status OCTO_ERR_INVALID_ARG: what the library says of a value out of range
+INT_RANGE = (-2**31, 2**31 - 1)  # C int
+U64_RANGE = (0, 2**64 - 1)  # uint64_t
+FLT_MAX = 3.4028234663852886e38  # float: a larger double becomes inf
+
+
+def _int(name, v, bounds=INT_RANGE):
+    """v as an integer within its C type's bounds, checked here: ctypes would wrap it silently."""
+    v = operator.index(v)
+    if not bounds[0] <= v <= bounds[1]:
+        raise OctoError(f"{name} must be within {bounds[0]}..{bounds[1]} (its C type), not {v}", INVALID_ARG)
+    return v
+
+
+def _float(name, v):
+    """v as a finite C float (NaN, the infinities and magnitudes past FLT_MAX are refused)."""
+    v = float(v)
+    if not math.isfinite(v) or abs(v) > FLT_MAX:
+        raise OctoError(f"{name} must be a finite number, not {v!r}", INVALID_ARG)
+    return v
+
+
+def _text(name, s):
+    """A str (UTF-8) or bytes as C text: a NUL byte would end it early there, so it is refused."""
+    b = s if isinstance(s, bytes) else s.encode()
+    if b"\0" in b:
+        raise OctoError(f"{name} contains a NUL byte (C text would end there)", INVALID_ARG)
+    return b
+
+
+def _enc(name, s):
+    """A path (str, bytes or os.PathLike) or None, as C text."""
+    return None if s is None else _text(name, os.fsencode(s))
 
 
 class Stream:
@@ -111,12 +147,15 @@ class Stream:
             raise OctoError(err, status)
 
     def close(self):
-        """Free the stream (the model can then start another); iteration ends."""
+        """Free the stream (the model can then start another); iteration ends. A stream closed
+        before its end stops as one cancelled (stop_reason "cancelled", as octo reports it)."""
         with self._lock:
             if self._h is not None:
                 _L.octo_stream_free(self._h)
                 self._h = None
                 self._model._stream = None
+                if self.stop_reason == "running":
+                    self.stop_reason = STOP_REASONS[3]
 
     def __del__(self):
         self.close()
@@ -124,20 +163,30 @@ class Stream:
 
 def _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec, prompt_compress=0.0):
     p = _L.octo_generate_params_defaults()
-    p.prompt_compress = prompt_compress
-    p.max_tokens, p.temperature, p.top_k, p.top_p, p.min_p = max_tokens, temperature, top_k, top_p, min_p
-    p.seed = int.from_bytes(os.urandom(8), "little") if seed is None else seed
+    p.prompt_compress = _float("prompt_compress", prompt_compress)
+    p.max_tokens, p.top_k = _int("max_tokens", max_tokens), _int("top_k", top_k)
+    p.temperature, p.top_p = _float("temperature", temperature), _float("top_p", top_p)
+    p.min_p = _float("min_p", min_p)
+    p.seed = int.from_bytes(os.urandom(8), "little") if seed is None else _int("seed", seed, U64_RANGE)
     if spec is not None:
-        m = _L.octo_spec_mode_from_name(spec.encode())
+        m = _L.octo_spec_mode_from_name(_text("spec", spec))
         if m < 0:
             raise ValueError(f"unknown spec mode {spec!r}")
         p.spec = m
     return p
 
 
+def _messages(messages):
+    """[{"role": ..., "content": ...}, ...] as an array of octo_message (its strings kept alive by it)."""
+    keep = [(_text(f"messages[{i}]['role']", m["role"]), _text(f"messages[{i}]['content']", m["content"]))
+            for i, m in enumerate(messages)]
+    return (_lib.Message * len(keep))(*[_lib.Message(r, c) for r, c in keep])
+
+
 class _Conversation:
     """generate and chat, for a Model's own conversation and a Session's. A subclass gives
-    _check, _error (the last failure's text), _gen(prompt, params) and _chat(messages, n, params)."""
+    _check, _error (the last failure's text), _gen(prompt, params), _chat(messages, n, params) and
+    _fit(messages, n, reserve_tokens)."""
 
     _stream = None
 
@@ -153,16 +202,27 @@ class _Conversation:
         prompt_compress in (0, 1): with a draft model, the share of the prompt the model reads (SpecPC)."""
         self._check()
         p = _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec, prompt_compress)
-        return self._start(self._gen(prompt.encode(), ctypes.byref(p)))
+        return self._start(self._gen(_text("prompt", prompt), ctypes.byref(p)))
 
     def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
              spec=None):
         """A Stream of the assistant's reply to messages ([{"role": ..., "content": ...}, ...])."""
         self._check()
         p = _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec)
-        keep = [(m["role"].encode(), m["content"].encode()) for m in messages]
-        arr = (_lib.Message * len(keep))(*[_lib.Message(r, c) for r, c in keep])
-        return self._start(self._chat(arr, len(keep), ctypes.byref(p)))
+        arr = _messages(messages)
+        return self._start(self._chat(arr, len(arr), ctypes.byref(p)))
+
+    def chat_fit(self, messages, reserve_tokens=0):
+        """How many of the oldest messages after a leading system message to leave out so that the
+        chat and reserve_tokens for the reply fit the context (octo_chat_fit): messages[:1] +
+        messages[1 + n:] with a system message, messages[n:] without. OctoError (status 20, context
+        full) when the system message and the last one alone do not fit."""
+        self._check()
+        arr = _messages(messages)
+        n = self._fit(arr, len(arr), _int("reserve_tokens", reserve_tokens))
+        if n < 0:
+            raise OctoError(self._error(), -n)
+        return n
 
 
 class Model(_Conversation):
@@ -180,7 +240,13 @@ class Model(_Conversation):
         self._client = self._model = None
         self._stream = None
         self._sessions = []
-        self._keep = [_enc(device), _enc(cache_dir), _enc(draft_model)]  # alive while the C side holds them
+        # checked before anything is made: alive while the C side holds them
+        self._keep = [_enc("device", device), _enc("cache_dir", cache_dir), _enc("draft_model", draft_model)]
+        c_path = _enc("path", path)
+        n_ctx, n_threads = _int("n_ctx", n_ctx), _int("n_threads", n_threads)
+        draft_threads, max_sessions = _int("draft_threads", draft_threads), _int("max_sessions", max_sessions)
+        kv_budget_bytes = _int("kv_budget_bytes", kv_budget_bytes, U64_RANGE)
+        kv_policy = None if kv_policy is None else _text("kv_policy", kv_policy)
         co = _L.octo_client_options_defaults()
         co.n_threads, co.device, co.cache_dir = n_threads, self._keep[0], self._keep[1]
         self._client = _L.octo_client_new(ctypes.byref(co))
@@ -193,11 +259,11 @@ class Model(_Conversation):
         mo.kv.budget_bytes, mo.kv.compress = kv_budget_bytes, int(bool(kv_compress))
         mo.max_sessions = max_sessions
         if kv_policy is not None:
-            p = _L.octo_kv_policy_from_name(kv_policy.encode())
+            p = _L.octo_kv_policy_from_name(kv_policy)
             if p < 0:
-                raise ValueError(f"unknown kv_policy {kv_policy!r}")
+                raise ValueError(f"unknown kv_policy {kv_policy.decode()!r}")
             mo.kv.policy = p
-        self._model = _L.octo_load_model(self._client, os.fsencode(path), ctypes.byref(mo))
+        self._model = _L.octo_load_model(self._client, c_path, ctypes.byref(mo))
         if not self._model:
             msg = _L.octo_last_error(self._client).decode("utf-8", "replace")
             status = _L.octo_last_status(self._client)
@@ -212,6 +278,9 @@ class Model(_Conversation):
 
     def _chat(self, messages, n, params):
         return _L.octo_chat(self._model, messages, n, params)
+
+    def _fit(self, messages, n, reserve_tokens):
+        return _L.octo_chat_fit(self._model, messages, n, reserve_tokens)
 
     def session(self):
         """Another conversation on this model (its own KV cache; up to max_sessions at once)."""
@@ -290,6 +359,9 @@ class Session(_Conversation):
 
     def _chat(self, messages, n, params):
         return _L.octo_session_chat(self._h, messages, n, params)
+
+    def _fit(self, messages, n, reserve_tokens):
+        return _L.octo_session_chat_fit(self._h, messages, n, reserve_tokens)
 
     def stats(self):
         self._check()

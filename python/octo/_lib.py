@@ -136,6 +136,7 @@ SIGNATURES = {
     "octo_generate_params_defaults": (GenerateParams, []),
     "octo_generate": (c_void_p, [c_void_p, c_char_p, P(GenerateParams)]),
     "octo_chat": (c_void_p, [c_void_p, P(Message), c_int, P(GenerateParams)]),
+    "octo_chat_fit": (c_int, [c_void_p, P(Message), c_int, c_int]),
     "octo_stream_next": (c_void_p, [c_void_p]),
     "octo_stream_piece_size": (c_int, [c_void_p]),
     "octo_stream_status": (c_int, [c_void_p]),
@@ -152,6 +153,7 @@ SIGNATURES = {
     "octo_session_error": (c_char_p, [c_void_p]),
     "octo_session_generate": (c_void_p, [c_void_p, c_char_p, P(GenerateParams)]),
     "octo_session_chat": (c_void_p, [c_void_p, P(Message), c_int, P(GenerateParams)]),
+    "octo_session_chat_fit": (c_int, [c_void_p, P(Message), c_int, c_int]),
     "octo_session_reset": (None, [c_void_p]),
     "octo_session_stats": (Stats, [c_void_p]),
 }

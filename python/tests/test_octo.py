@@ -151,3 +151,82 @@ def test_sessions_in_threads(model_path):
         b.close()
         c = m.session()  # the freed slot
         assert c.generate("Once upon a time", max_tokens=4, temperature=0).text()
+
+
+def test_integers_outside_their_c_type_are_refused(model, model_path):
+    # ctypes would wrap these: 2**32 + 3 tokens became 3, a budget of -1 bytes 2**64 - 1
+    for kwargs in ({"max_tokens": 2**32 + 3}, {"max_tokens": 2**31}, {"top_k": -2**31 - 1}, {"seed": -1},
+                   {"seed": 2**64}):
+        with pytest.raises(octo.OctoError, match="its C type") as e:
+            model.generate(PROMPT, **kwargs)
+        assert e.value.status == 1, kwargs
+    with pytest.raises(octo.OctoError, match="max_tokens must be within -2147483648..2147483647"):
+        model.chat([{"role": "user", "content": "hi"}], max_tokens=2**32 + 3)
+    for kwargs in ({"kv_budget_bytes": -1}, {"n_ctx": 2**32}, {"max_sessions": 2**32 + 1}, {"n_threads": -2**40}):
+        with pytest.raises(octo.OctoError, match="its C type") as e:
+            octo.Model(model_path, **kwargs)
+        assert e.value.status == 1, kwargs
+    assert model.generate(PROMPT, max_tokens=3, temperature=0, seed=2**64 - 1).text()  # the edges pass
+
+
+def test_floats_must_be_finite(model):
+    inf, nan = float("inf"), float("nan")
+    for kwargs in ({"temperature": inf}, {"temperature": 1e39}, {"top_p": nan}, {"min_p": -inf},
+                   {"prompt_compress": inf}):
+        with pytest.raises(octo.OctoError, match="must be a finite number") as e:
+            model.generate(PROMPT, max_tokens=2, **kwargs)
+        assert e.value.status == 1, kwargs
+    with pytest.raises(octo.OctoError, match="temperature must be a finite number"):
+        model.chat([{"role": "user", "content": "hi"}], temperature=inf)
+
+
+def test_text_with_a_nul_is_refused(model, model_path):
+    # C would read "Once" of "Once\0 upon a time", and "user" of "user\0x"
+    cases = [lambda: model.generate("Once\0 upon a time", max_tokens=2),
+             lambda: model.generate(b"Once\0", max_tokens=2),
+             lambda: model.chat([{"role": "user", "content": "Tell me\0 a story."}], max_tokens=2),
+             lambda: model.chat([{"role": "user\0x", "content": "hi"}], max_tokens=2),
+             lambda: model.generate(PROMPT, max_tokens=2, spec="ngram\0"),
+             lambda: octo.Model(model_path + "\0.tmp"),
+             lambda: octo.Model(model_path, device="host\0"),
+             lambda: octo.Model(model_path, kv_policy="window\0x"),
+             lambda: octo.Model(model_path, cache_dir="/tmp\0/x")]
+    for i, case in enumerate(cases):
+        with pytest.raises(octo.OctoError, match="contains a NUL byte") as e:
+            case()
+        assert e.value.status == 1, i
+    assert model.generate(b"Once upon", max_tokens=2, temperature=0).text()  # bytes without a NUL pass
+
+
+def test_close_ends_with_a_stop_reason(model):
+    s = model.generate(PROMPT, max_tokens=64, temperature=0)
+    assert next(s) and s.stop_reason == "running"
+    s.close()
+    assert s.stop_reason == "cancelled" and list(s) == []
+    s = model.generate(PROMPT, max_tokens=4, temperature=0)
+    s.close()  # before the first piece
+    assert s.stop_reason == "cancelled"
+    s = model.generate(PROMPT, max_tokens=4, temperature=0)
+    s.text()
+    s.close()  # after the end: the reason it ended with stays
+    assert s.stop_reason == "max_tokens"
+
+
+def test_chat_fit(model, model_path):
+    msgs = [{"role": "system", "content": "You tell stories."}]
+    msgs += [{"role": "user" if i % 2 else "assistant", "content": f"Lily had a red ball number {i}."}
+             for i in range(1, 400)]
+    n = model.chat_fit(msgs)
+    assert 0 < n < 398
+    model.chat(msgs[:1] + msgs[1 + n:], max_tokens=1).close()  # fits
+    ctx = model.info().n_ctx
+    with pytest.raises(octo.OctoError, match=f"; the context holds {ctx} "):
+        model.chat(msgs[:1] + msgs[n:], max_tokens=1)  # one message fewer dropped does not
+    assert model.chat_fit(msgs, reserve_tokens=64) > n and model.chat_fit(msgs[-3:]) == 0
+    with pytest.raises(octo.OctoError, match="the last message take") as e:
+        model.chat_fit([msgs[0], {"role": "user", "content": "a b " * ctx}])
+    assert e.value.status == 20
+    with pytest.raises(octo.OctoError, match="its C type"):
+        model.chat_fit(msgs, reserve_tokens=2**32)
+    with octo.Model(model_path, max_sessions=2) as m:
+        assert m.session().chat_fit(msgs) == n

@@ -72,12 +72,18 @@ static void add(sbuf *b, const char *fmt, ...) {
 
 static bool is(const chat_message *m, const char *role) { return !strcmp(m->role, role); }
 
-err_code chat_format(chat_family f, const chat_message *msgs, int n, char **out, err_t *err) {
-    *out = NULL;
+err_code chat_check(const chat_message *msgs, int n, err_t *err) {
     for (int i = 0; i < n; i++)
         if (!msgs[i].role || !msgs[i].content ||
             (!is(&msgs[i], "system") && !is(&msgs[i], "user") && !is(&msgs[i], "assistant")))
             return err_set(err, ERR_INVALID_ARG, "chat message %d needs role system/user/assistant and content", i);
+    return ERR_OK;
+}
+
+err_code chat_format(chat_family f, const chat_message *msgs, int n, char **out, err_t *err) {
+    *out = NULL;
+    err_code rc = chat_check(msgs, n, err);
+    if (rc) return rc;
     sbuf b = {0};
     add(&b, "%s", "");
     const char *sys = NULL;

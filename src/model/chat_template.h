@@ -41,6 +41,9 @@ typedef struct {
 chat_family chat_detect(const char *tmpl, size_t len);
 const char *chat_family_name(chat_family f);
 
+/* ERR_INVALID_ARG unless every message has content and the role system, user or assistant. */
+err_code chat_check(const chat_message *msgs, int n, err_t *err);
+
 /* Format messages, ending with the cue for the assistant's turn.
  * Returns a malloc'd NUL-terminated string in *out. */
 err_code chat_format(chat_family f, const chat_message *msgs, int n, char **out, err_t *err);
