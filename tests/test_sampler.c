@@ -745,6 +745,7 @@ static void test_check(void) {
     sampler_params p;
     p = d; p.temperature = -0.1f;       expect_invalid(p, "temperature");
     p = d; p.temperature = NAN;         expect_invalid(p, "temperature");
+    p = d; p.temperature = INFINITY;    expect_invalid(p, "temperature");
     p = d; p.top_k = -1;                expect_invalid(p, "top_k");
     p = d; p.top_p = 1.5f;              expect_invalid(p, "top_p");
     p = d; p.top_p = 0.0f;              expect_invalid(p, "top_p");

@@ -144,8 +144,8 @@ sampler_params sampler_defaults(void) {
 err_code sampler_check(const sampler_params *p, err_t *err) {
     if (!p) return err_set(err, ERR_INVALID_ARG, "sampler: no parameters");
     /* Written as !(ok) so that NaN, which fails every comparison, is rejected. */
-    if (!(p->temperature >= 0.0f))
-        return err_set(err, ERR_INVALID_ARG, "sampler: temperature must be >= 0 (got %g)",
+    if (!(p->temperature >= 0.0f && isfinite(p->temperature))) /* inf: every logit / inf, a flat NaN-prone draw */
+        return err_set(err, ERR_INVALID_ARG, "sampler: temperature must be finite and >= 0 (got %g)",
                        (double)p->temperature);
     if (p->top_k < 0)
         return err_set(err, ERR_INVALID_ARG, "sampler: top_k must be >= 0 (got %d)", p->top_k);
