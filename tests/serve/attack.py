@@ -197,9 +197,9 @@ def shutdown(srv):
     waiting = send_raw(srv.port, LONG, "127.0.0.5")
     time.sleep(0.5)
     dt = srv.stop()
-    check(dt is not None and dt <= SHUTDOWN_S,
-          "SIGTERM during a 60,000-token generation (one more waiting): exited in %s s (limit %.1f s)" %
-          ("%.2f" % dt if dt is not None else "> 5", SHUTDOWN_S))
+    check(dt is not None and dt <= SHUTDOWN_S and srv.p.returncode == 0,
+          "SIGTERM during a 60,000-token generation (one more waiting): exited %s in %s s (limit %.1f s)" %
+          (srv.p.returncode, "%.2f" % dt if dt is not None else "> 5", SHUTDOWN_S))
     running.close()
     waiting.close()
 
@@ -230,7 +230,8 @@ def attack10_memory(model):
     check(statuses == [400] * 40, "attack 10: the 40 bodies answered %s" % sorted(set(map(str, statuses))))
     check(grew <= RSS_SLACK_MIB, "attack 10: RSS %.1f MiB idle, %.1f MiB at the peak (+%.1f MiB, limit +%d)" %
           (idle / 1024, peak / 1024, grew, RSS_SLACK_MIB))
-    srv.stop()
+    check(srv.stop() is not None and srv.p.returncode == 0, "attack 10: the server exited %s on SIGTERM" %
+          srv.p.returncode)
 
 
 # Attack 7 needs the O(N^2) dropping of chat messages fixed in the library (issue 35, another
@@ -278,6 +279,10 @@ def main():
                 srv.p.kill()
                 srv.p.wait()
         os.remove(model)
+        for srv in servers:
+            srv.log.close()
+            if not failed:
+                os.remove(srv.log.name)
     print("attack.py: %s" % ("all passed" if not failed else "%d failed" % len(failed)))
     sys.exit(1 if failed else 0)
 
