@@ -310,6 +310,8 @@ int cmd_serve(int argc, char **argv) {
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
     sigaddset(&stop, SIGTERM);
+    signal(SIGINT, SIG_DFL); /* not ignored, even when started in the background by a shell */
+    signal(SIGTERM, SIG_DFL);
     pthread_sigmask(SIG_BLOCK, &stop, &old); /* before any thread starts: the model's pool, the daemon's */
     signal(SIGPIPE, SIG_IGN);                /* a client that hangs up is not the server's end */
     octo_client *c = octo_client_new(NULL);
