@@ -3,7 +3,8 @@
 #   curl: health, models, the API key, a completion equal to `octo run`'s text, a malformed
 #   body (400), a wrong key (401), a 10 MB body (413), the server still serving after each;
 #   Python's standard library (tests/serve/client.py): streaming, chat, a client hanging up
-#   mid-stream, two requests queued on one slot;
+#   mid-stream, two requests queued on one slot, fresh seeds, strict parsing (405, 401, 400);
+#   the API key from --api-key-file and from $OCTO_API_KEY;
 #   with "npm" as the fourth argument instead: the official `openai` npm package
 #   (tests/serve/openai.mjs), installed from the npm registry into SCRATCH; exit 77
 #   (reported skipped, never passed) where it cannot be installed.
@@ -53,6 +54,23 @@ else
     [ "$(code "$url/health")" = 200 ] || bad "not serving after the errors"
 
     python3 "$here/serve/client.py" "$url" sekret "$tmp/expected" || bad "python client"
+
+    # the key kept out of the process list: from a file (its newline dropped) or the environment
+    printf 'filekey\n' >"$tmp/key"
+    for how in file env; do
+        if [ $how = file ]; then "$octo" serve -m "$model" --port 0 --api-key-file "$tmp/key" >"$tmp/log2" 2>&1 &
+        else OCTO_API_KEY=envkey "$octo" serve -m "$model" --port 0 >"$tmp/log2" 2>&1 & fi
+        pid2=$!
+        for i in $(seq 50); do grep -q "on http://" "$tmp/log2" && break; sleep 0.1; done
+        url2=$(sed -n 's/.* on \(http:\/\/[0-9.:]*\) .*/\1/p' "$tmp/log2")
+        key=filekey; [ $how = env ] && key=envkey
+        [ "$(code -H "Authorization: Bearer $key" "$url2/v1/models")" = 200 ] || bad "the key from the $how: $(cat "$tmp/log2")"
+        [ "$(code -H "Authorization: Bearer sekret" "$url2/v1/models")" = 401 ] || bad "a wrong key with the key from the $how"
+        kill $pid2; wait $pid2
+    done
+    timeout 10 "$octo" serve -m "$model" --port 0 --api-key a --api-key-file "$tmp/key" 2>/dev/null; [ $? = 2 ] || bad "--api-key with --api-key-file"
+    printf '\n' >"$tmp/key"
+    timeout 10 "$octo" serve -m "$model" --port 0 --api-key-file "$tmp/key" 2>/dev/null; [ $? = 2 ] || bad "an empty key file"
 fi
 kill -0 $pid 2>/dev/null || bad "the server died"
 [ "$failed" -eq 0 ] && echo "serve: all passed" || echo "serve: $failed failed"

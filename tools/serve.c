@@ -1,13 +1,18 @@
 /*
- * octo serve — see serve.h. The daemon, the routes, the API key, the slots.
+ * octo serve — see serve.h. The daemon and its connection limits, the
+ * slots and their bounded queue, the options, and shutdown: SIGINT or
+ * SIGTERM cancels every generation in flight, so the daemon stops at once.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -17,21 +22,44 @@
 
 int serve_acquire(server *s) {
     pthread_mutex_lock(&s->mu);
-    for (;;) {
-        for (int i = 0; i < s->n; i++)
-            if (!s->busy[i]) {
-                s->busy[i] = true;
-                pthread_mutex_unlock(&s->mu);
-                return i;
-            }
-        pthread_cond_wait(&s->freed, &s->mu); /* queued until a response is done */
+    int slot = s->stopping ? SERVE_STOPPING : SERVE_QUEUE_FULL;
+    for (int i = 0; i < s->n && !s->stopping && slot < 0; i++)
+        if (!s->busy[i]) slot = i;
+    if (slot == SERVE_QUEUE_FULL && s->waiting < s->max_queue) { /* queued until a response is done */
+        s->waiting++;
+        while (!s->stopping && slot < 0) {
+            pthread_cond_wait(&s->freed, &s->mu);
+            for (int i = 0; i < s->n && slot < 0; i++)
+                if (!s->busy[i]) slot = i;
+        }
+        s->waiting--;
+        if (s->stopping) slot = SERVE_STOPPING;
     }
+    if (slot >= 0) s->busy[slot] = true;
+    pthread_mutex_unlock(&s->mu);
+    return slot;
 }
 
 void serve_release(server *s, int slot) {
     pthread_mutex_lock(&s->mu);
     s->busy[slot] = false;
     pthread_cond_signal(&s->freed);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void serve_track(server *s, int slot, octo_stream *st) {
+    pthread_mutex_lock(&s->mu);
+    s->live[slot] = st;
+    if (st && s->stopping) octo_stream_cancel(st);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void serve_stop(server *s) {
+    pthread_mutex_lock(&s->mu);
+    s->stopping = true;
+    for (int i = 0; i < s->n; i++)
+        if (s->live[i]) octo_stream_cancel(s->live[i]);
+    pthread_cond_broadcast(&s->freed);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -53,35 +81,12 @@ octo_stats serve_stats(server *s, int slot) {
 
 /* ---- requests ---- */
 
-typedef struct {
-    char *body;
-    size_t len, cap;
-    bool too_large;
-} upload;
-
-/* Append a chunk of the body; past the limit the rest is read and dropped. */
-static void upload_add(server *s, upload *u, const char *data, size_t n) {
-    if (u->too_large || u->len + n > s->max_body) {
-        u->too_large = true;
-        return;
-    }
-    if (u->len + n + 1 > u->cap) {
-        size_t cap = (u->len + n + 1) * 2;
-        char *b = realloc(u->body, cap);
-        if (!b) {
-            u->too_large = true;
-            return;
-        }
-        u->body = b, u->cap = cap;
-    }
-    memcpy(u->body + u->len, data, n);
-    u->len += n;
-}
-
-static bool authorized(server *s, struct MHD_Connection *c) {
-    if (!s->api_key) return true;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    return h && !strncmp(h, "Bearer ", 7) && !strcmp(h + 7, s->api_key);
+bool serve_client_gone(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!info) return false;
+    char byte;
+    const ssize_t n = recv(info->connect_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *r) {
@@ -91,39 +96,50 @@ static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, struct M
     return ok;
 }
 
-static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *url, const char *method, upload *u) {
-    unsigned status = MHD_HTTP_OK;
-    if (!strcmp(url, "/health"))
-        return queue(c, status, serve_json_response("{\"status\":\"ok\"}"));
-    if (!authorized(s, c))
-        return queue(c, MHD_HTTP_UNAUTHORIZED,
-                     serve_error_response("invalid_request_error", "invalid_api_key", "a valid API key is required"));
-    if (u->too_large)
-        return queue(c, MHD_HTTP_CONTENT_TOO_LARGE,
-                     serve_error_response("invalid_request_error", "request_too_large",
-                                          "the request body is larger than this server takes (--max-body)"));
-    const bool post = !strcmp(method, "POST");
-    if (!strcmp(url, "/v1/models") && !post) return queue(c, status, serve_models(s, &status));
-    if (post && (!strcmp(url, "/v1/completions") || !strcmp(url, "/v1/chat/completions"))) {
-        const bool chat = !strcmp(url, "/v1/chat/completions");
-        struct MHD_Response *r = serve_completion(s, u->body ? u->body : "", u->len, chat, &status);
-        return queue(c, status, r);
+static enum MHD_Result refused(struct MHD_Connection *c, const serve_verdict *v) {
+    struct MHD_Response *r = serve_error_response(v->type, v->code, v->message);
+    if (r && v->allow) MHD_add_response_header(r, "Allow", v->allow);
+    return queue(c, v->status, r);
+}
+
+static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *url, const char *method, serve_upload *u) {
+    const char *auth = NULL;
+    size_t auth_len = 0;
+    if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION,
+                                      strlen(MHD_HTTP_HEADER_AUTHORIZATION), &auth, &auth_len) != MHD_YES)
+        auth = NULL;
+    request r;
+    pthread_mutex_lock(&s->parse_mu);
+    const serve_verdict v = serve_parse(&s->lim, method, url, auth, auth_len, u, &r);
+    pthread_mutex_unlock(&s->parse_mu);
+    if (v.status != MHD_HTTP_OK) {
+        request_free(&r);
+        return refused(c, &v);
     }
-    return queue(c, MHD_HTTP_NOT_FOUND, serve_error_response("invalid_request_error", "not_found", "no such endpoint"));
+    unsigned status = MHD_HTTP_OK;
+    if (v.route == SERVE_HEALTH) return queue(c, status, serve_json_response("{\"status\":\"ok\"}"));
+    if (v.route == SERVE_MODELS) {
+        struct MHD_Response *resp = serve_models(s, &status);
+        return queue(c, status, resp);
+    }
+    /* MHD counts no idleness while this handler runs: waiting for a slot and
+     * generating are not cut by --idle-timeout (tests/serve/attack.py checks) */
+    struct MHD_Response *resp = serve_completion(s, &r, v.route == SERVE_CHAT, c, &status);
+    return queue(c, status, resp);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *data, size_t *data_size, void **con_cls) {
     (void)version;
     server *s = cls;
-    upload *u = *con_cls;
+    serve_upload *u = *con_cls;
     if (!u) { /* the headers: make room for the body */
         if (!(u = calloc(1, sizeof *u))) return MHD_NO;
         *con_cls = u;
         return MHD_YES;
     }
     if (*data_size) {
-        upload_add(s, u, data, *data_size);
+        serve_upload_add(&s->lim, u, data, *data_size);
         *data_size = 0;
         return MHD_YES;
     }
@@ -132,8 +148,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode why) {
     (void)cls, (void)c, (void)why;
-    upload *u = *con_cls;
-    if (u) free(u->body);
+    serve_upload *u = *con_cls;
+    if (u) serve_upload_free(u);
     free(u);
     *con_cls = NULL;
 }
@@ -141,33 +157,83 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MH
 /* ---- the command ---- */
 
 typedef struct {
-    const char *path, *host, *api_key;
-    long port, parallel, n_ctx, max_body, max_prompt;
+    const char *path, *host, *api_key, *api_key_file;
+    long port, parallel, n_ctx, max_body, max_prompt, max_queue, max_json_nodes, max_json_depth;
+    long max_connections, max_per_ip, idle_timeout_s;
 } serve_args;
 
+/* The numeric options: where each goes and its range. */
+static const struct {
+    const char *name;
+    size_t offset;
+    long lo, hi;
+} numeric[] = {
+    {"--port", offsetof(serve_args, port), 0, 65535},
+    {"--parallel", offsetof(serve_args, parallel), 1, OCTO_MAX_SESSIONS},
+    {"--ctx", offsetof(serve_args, n_ctx), 0, 1L << 30},
+    {"--max-body", offsetof(serve_args, max_body), 1, 1L << 30},
+    {"--max-prompt", offsetof(serve_args, max_prompt), 1, 1L << 30},
+    {"--max-queue", offsetof(serve_args, max_queue), 0, 1 << 16},
+    {"--max-json-nodes", offsetof(serve_args, max_json_nodes), 1, 1L << 24},
+    {"--max-json-depth", offsetof(serve_args, max_json_depth), 1, 1000}, /* cJSON's own limit */
+    {"--max-connections", offsetof(serve_args, max_connections), 1, 1 << 16},
+    {"--max-connections-per-ip", offsetof(serve_args, max_per_ip), 1, 1 << 16},
+    {"--idle-timeout", offsetof(serve_args, idle_timeout_s), 1, 86400},
+};
+
 static int parse_args(int argc, char **argv, serve_args *a) {
-    *a = (serve_args){.host = "127.0.0.1", .port = 8080, .parallel = 1, .max_body = 1 << 20, .max_prompt = 256 << 10};
+    *a = (serve_args){.host = "127.0.0.1", .port = 8080, .parallel = 1, .max_body = 1 << 20, .max_prompt = 256 << 10,
+                      .max_queue = 16, .max_json_nodes = 1 << 16, .max_json_depth = 64, .max_connections = 256,
+                      .max_per_ip = 32, .idle_timeout_s = 10};
     for (int i = 0; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long *num = !v ? NULL : !strcmp(o, "--port") ? &a->port : !strcmp(o, "--parallel") ? &a->parallel
-                    : !strcmp(o, "--ctx") ? &a->n_ctx : !strcmp(o, "--max-body") ? &a->max_body
-                    : !strcmp(o, "--max-prompt") ? &a->max_prompt : NULL;
-        if (num) {
-            const long lo = num == &a->port || num == &a->n_ctx ? 0 : 1;
-            const long hi = num == &a->port ? 65535 : num == &a->parallel ? OCTO_MAX_SESSIONS : 1L << 30;
-            if (!parse_long(v, lo, hi, num)) return usage_error("%s takes a number from %ld to %ld", o, lo, hi);
+        int k = -1;
+        for (int j = 0; j < (int)(sizeof numeric / sizeof *numeric) && v; j++)
+            if (!strcmp(o, numeric[j].name)) k = j;
+        if (k >= 0) {
+            if (!parse_long(v, numeric[k].lo, numeric[k].hi, (long *)((char *)a + numeric[k].offset)))
+                return usage_error("%s takes a number from %ld to %ld", o, numeric[k].lo, numeric[k].hi);
             i++;
         } else if (!strcmp(o, "-m") && v) a->path = argv[++i];
         else if (!strcmp(o, "--host") && v) a->host = argv[++i];
         else if (!strcmp(o, "--api-key") && v) a->api_key = argv[++i];
+        else if (!strcmp(o, "--api-key-file") && v) a->api_key_file = argv[++i];
         else if (o[0] != '-' && !a->path) a->path = o;
         else return unknown_option("serve", o);
     }
+    if (a->api_key && a->api_key_file) return usage_error("serve takes --api-key or --api-key-file, not both");
     return a->path ? 0 : usage_error("serve needs a model: octo serve -m MODEL");
 }
 
-static volatile sig_atomic_t g_stop;
-static void on_signal(int sig) { (void)sig, g_stop = 1; }
+/* A key is printable ASCII without spaces: what a client can send in a header whole. */
+static int check_key(const char *key, size_t len, const char *from) {
+    if (!len) return usage_error("serve: the API key from %s is empty", from);
+    for (size_t i = 0; i < len; i++)
+        if (key[i] <= ' ' || key[i] > '~')
+            return usage_error("serve: the API key from %s must be printable ASCII without spaces", from);
+    return 0;
+}
+
+/* The API key: --api-key, else the first line of --api-key-file, else
+ * $OCTO_API_KEY (the latter two keep it out of the process list); *owned:
+ * what to free. */
+static int load_api_key(const serve_args *a, serve_limits *l, char **owned) {
+    *owned = NULL;
+    const char *key = a->api_key, *from = "--api-key";
+    size_t len = key ? strlen(key) : 0;
+    if (a->api_key_file) {
+        if (read_text_file(a->api_key_file, owned, &len)) return 1;
+        key = *owned, from = "--api-key-file";
+        if (strlen(key) != len) return usage_error("serve: %s holds a NUL byte", a->api_key_file);
+        while (len && (key[len - 1] == '\n' || key[len - 1] == '\r')) len--;
+    } else if (!key && getenv("OCTO_API_KEY")) {
+        key = getenv("OCTO_API_KEY"), from = "OCTO_API_KEY";
+        len = strlen(key);
+    }
+    if (key && check_key(key, len, from)) return 2;
+    l->api_key = key, l->api_key_len = len;
+    return 0;
+}
 
 /* The model with --parallel slots: its own conversation and parallel - 1 sessions. */
 static int open_slots(server *s, const serve_args *a, octo_client *c) {
@@ -178,7 +244,8 @@ static int open_slots(server *s, const serve_args *a, octo_client *c) {
     s->n = (int)a->parallel;
     s->sessions = calloc((size_t)s->n, sizeof *s->sessions);
     s->busy = calloc((size_t)s->n, sizeof *s->busy);
-    if (!s->sessions || !s->busy) return fail("out of memory");
+    s->live = calloc((size_t)s->n, sizeof *s->live);
+    if (!s->sessions || !s->busy || !s->live) return fail("out of memory");
     for (int i = 1; i < s->n; i++)
         if (!(s->sessions[i] = octo_session_new(s->m))) return fail("%s", octo_model_error(s->m));
     return 0;
@@ -189,31 +256,64 @@ static void close_slots(server *s) {
     octo_model_free(s->m);
     free(s->sessions);
     free(s->busy);
+    free(s->live);
 }
 
+/* A thread per connection (poll, so descriptors past 1024 work), at most
+ * --max-connections of them and --max-connections-per-ip from one address,
+ * each closed after --idle-timeout seconds without traffic. */
 static struct MHD_Daemon *start_daemon(server *s, const serve_args *a) {
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)a->port)};
     if (inet_pton(AF_INET, a->host, &addr.sin_addr) != 1) {
         fail("serve: --host %s is not an IPv4 address", a->host);
         return NULL;
     }
-    struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL,
-                                            NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                                            MHD_OPTION_NOTIFY_COMPLETED, on_done, s, MHD_OPTION_CONNECTION_TIMEOUT,
-                                            (unsigned)120, MHD_OPTION_END);
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL, on_request, s,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_done, s,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)a->idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)a->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)a->max_per_ip, MHD_OPTION_END);
     if (!d) fail("serve: cannot listen on %s:%ld (in use, or not allowed)", a->host, a->port);
     return d;
+}
+
+static void init_server(server *s, const serve_args *a) {
+    *s = (server){.max_queue = (int)a->max_queue, .idle_timeout_s = (unsigned)a->idle_timeout_s};
+    s->lim = (serve_limits){.max_body = (size_t)a->max_body, .max_prompt = (size_t)a->max_prompt,
+                            .max_json_nodes = a->max_json_nodes, .max_json_depth = a->max_json_depth};
+    const char *base = strrchr(a->path, '/');
+    s->model_name = base ? base + 1 : a->path;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->parse_mu, NULL);
+    pthread_cond_init(&s->freed, NULL);
+}
+
+/* Serve until SIGINT or SIGTERM, which every other thread blocks (they inherit
+ * the mask), then cancel what runs and stop the daemon. */
+static void serve_until_signal(server *s, struct MHD_Daemon *d, const sigset_t *stop) {
+    int sig = 0;
+    sigwait(stop, &sig);
+    fprintf(stderr, "octo serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    serve_stop(s);
+    MHD_stop_daemon(d);
 }
 
 int cmd_serve(int argc, char **argv) {
     serve_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc;
-    server s = {.api_key = a.api_key, .max_body = (size_t)a.max_body, .max_prompt = (size_t)a.max_prompt};
-    const char *base = strrchr(a.path, '/');
-    s.model_name = base ? base + 1 : a.path;
-    pthread_mutex_init(&s.mu, NULL);
-    pthread_cond_init(&s.freed, NULL);
+    server s;
+    init_server(&s, &a);
+    char *key = NULL;
+    if ((rc = load_api_key(&a, &s.lim, &key))) return free(key), rc;
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    signal(SIGINT, SIG_DFL); /* not ignored, even when started in the background by a shell */
+    signal(SIGTERM, SIG_DFL);
+    pthread_sigmask(SIG_BLOCK, &stop, &old); /* before any thread starts: the model's pool, the daemon's */
+    signal(SIGPIPE, SIG_IGN);                /* a client that hangs up is not the server's end */
     octo_client *c = octo_client_new(NULL);
     rc = c ? open_slots(&s, &a, c) : fail("out of memory");
     struct MHD_Daemon *d = rc ? NULL : start_daemon(&s, &a);
@@ -221,13 +321,11 @@ int cmd_serve(int argc, char **argv) {
         const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
         fprintf(stderr, "octo serve: %s on http://%s:%u (%ld parallel, OpenAI API under /v1)\n", s.model_name, a.host,
                 info ? info->port : (unsigned)a.port, a.parallel);
-        signal(SIGINT, on_signal);
-        signal(SIGTERM, on_signal);
-        signal(SIGPIPE, SIG_IGN); /* a client that hangs up is not the server's end */
-        while (!g_stop) pause();
-        MHD_stop_daemon(d);
+        serve_until_signal(&s, d, &stop);
     } else if (!rc) rc = 1;
     close_slots(&s);
     octo_client_free(c);
+    free(key);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     return rc;
 }

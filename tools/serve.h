@@ -1,13 +1,22 @@
 /*
  * serve — `octo serve`: an OpenAI-compatible HTTP server over one model
  * (docs/server.md). serve.c holds the daemon (libmicrohttpd, a thread per
- * connection), routing, the API key and the slots; serve_openai.c the
- * requests and responses of the OpenAI API (cJSON), streaming included.
+ * connection), the connection limits, the slots and shutdown;
+ * serve_request.c reads a request (route, method, API key, the body's size
+ * and shape, the JSON) without generating anything, so it can be fuzzed
+ * (fuzz/fuzz_serve.c); serve_openai.c generates and answers it (cJSON),
+ * streaming included.
  *
  * Slots: the model is loaded with max_sessions = --parallel N; slot 0 is the
  * model's own conversation, slots 1..N-1 are octo_sessions. A request takes a
- * free slot, waiting (queued) while all are busy, and gives it back when its
- * response is done or its client went away (which cancels the generation).
+ * free slot, waiting (queued, at most --max-queue of them) while all are
+ * busy, and gives it back when its response is done or its client went away
+ * (which cancels the generation). A request holds only what it needs while
+ * it waits: its body and parsed JSON are freed once the fields are copied out.
+ *
+ * Memory per request is bounded before any parsing: the body by --max-body,
+ * the JSON by --max-json-nodes and --max-json-depth, counted by a cheap scan
+ * of the bytes as they arrive (a body past either is no longer kept).
  */
 #ifndef OCTO_TOOLS_SERVE_H
 #define OCTO_TOOLS_SERVE_H
@@ -18,23 +27,44 @@
 
 #include "octo.h"
 
+/* What a request may be; checked by serve_parse before anything is generated. */
+typedef struct {
+    const char *api_key;     /* NULL: none required */
+    size_t api_key_len;
+    size_t max_body;         /* bytes of a request body (413 beyond) */
+    size_t max_prompt;       /* bytes of a prompt or of all messages (400 beyond) */
+    long max_json_nodes;     /* values in the body's JSON (400 beyond) */
+    long max_json_depth;     /* nesting of arrays and objects (400 beyond) */
+} serve_limits;
+
 typedef struct {
     octo_model *m;
     octo_session **sessions; /* [n]: NULL for slot 0 (the model's own) */
     bool *busy;              /* [n] */
+    octo_stream **live;      /* [n]: the generation running in each slot, for shutdown to cancel */
     int n;
-    pthread_mutex_t mu;
+    int waiting, max_queue;  /* requests waiting for a slot, and how many may */
+    bool stopping;           /* shutdown began: no new generation starts */
+    pthread_mutex_t mu;      /* busy, live, waiting, stopping */
     pthread_cond_t freed;
-    const char *api_key;     /* NULL: none required */
+    pthread_mutex_t parse_mu; /* one body parsed at a time: one JSON tree in memory */
+    serve_limits lim;
     const char *model_name;  /* what /v1/models lists */
-    size_t max_body;         /* bytes of a request body (413 beyond) */
-    size_t max_prompt;       /* bytes of a prompt or of all messages (400 beyond) */
-    long long served, failed;
+    unsigned idle_timeout_s; /* a connection idle this long is closed */
 } server;
 
-/* A slot for one request: blocks while every slot is busy. */
+/* ---- the slots (serve.c) ---- */
+
+/* A slot for one request: blocks while every slot is busy; SERVE_QUEUE_FULL
+ * when --max-queue requests already wait, SERVE_STOPPING once shutdown began. */
+#define SERVE_QUEUE_FULL (-1)
+#define SERVE_STOPPING (-2)
 int serve_acquire(server *s);
 void serve_release(server *s, int slot);
+/* The generation running in slot (NULL: none), cancelled at once when the server is stopping. */
+void serve_track(server *s, int slot, octo_stream *st);
+/* Cancel every generation and wake every waiting request (shutdown). */
+void serve_stop(server *s);
 
 /* Generation in a slot (the model's own conversation or a session). */
 octo_stream *serve_generate(server *s, int slot, const char *prompt, const octo_generate_params *p);
@@ -42,14 +72,79 @@ octo_stream *serve_chat(server *s, int slot, const octo_message *msgs, int n, co
 const char *serve_error(server *s, int slot);
 octo_stats serve_stats(server *s, int slot);
 
+struct MHD_Connection;
+/* True when the client of c hung up (a non-streamed request notices it between tokens). */
+bool serve_client_gone(struct MHD_Connection *c);
+
+/* ---- reading a request (serve_request.c) ---- */
+
+/* A scan of a JSON text fed in pieces as it arrives: it counts what cJSON
+ * would allocate before cJSON is asked to. */
+typedef struct {
+    long nodes;          /* values: at most 1 + the '[', '{' and ',' outside strings */
+    long depth, max_depth;
+    bool in_string, escape;
+    int u_digits;        /* 1..4: inside a \uXXXX escape, the next digit's place; 0: not */
+    bool u_zero;         /* the \u escape's digits so far are all 0 */
+    bool nul;            /* a \u0000 escape or a raw NUL byte: a string C cannot hold */
+} serve_json_scan;
+
+void serve_scan(serve_json_scan *j, const char *p, size_t n);
+
+/* A request's body as it arrives. */
+typedef struct {
+    char *body;          /* NULL once dropped (too large or too complex) or parsed */
+    size_t len, cap;
+    bool too_large;      /* past max_body: the rest was read and dropped */
+    serve_json_scan scan;
+} serve_upload;
+
+void serve_upload_add(const serve_limits *l, serve_upload *u, const char *data, size_t n);
+void serve_upload_free(serve_upload *u);
+
+typedef enum { SERVE_HEALTH, SERVE_MODELS, SERVE_COMPLETIONS, SERVE_CHAT } serve_route;
+
+/* What to do with a request: serve it (status 200) or answer with an error. */
+typedef struct {
+    unsigned status;
+    serve_route route;
+    const char *type, *code, *message; /* the OpenAI-style error when status != 200 (code may be NULL) */
+    const char *allow;                 /* 405: the Allow header */
+} serve_verdict;
+
+#define SERVE_MAX_STOP 4
+
+/* A completion or chat request, its strings copied out of the body. */
+typedef struct {
+    char *prompt;          /* completions: in text */
+    octo_message *msgs;    /* chat: [n_msgs], strings in text */
+    int n_msgs;
+    octo_generate_params gp;
+    int stream;
+    const char *stop[SERVE_MAX_STOP]; /* in text */
+    int n_stop;
+    int dropped;           /* chat: the oldest messages dropped to fit the context */
+    char *text;            /* every string above, one after another */
+} request;
+
+/* Route, method, API key (auth: the Authorization header's auth_len bytes,
+ * NULL when absent), the body's size and shape, then for the completion
+ * endpoints the JSON into r (request_free it whatever the verdict). The
+ * body is freed once parsed. */
+serve_verdict serve_parse(const serve_limits *l, const char *method, const char *url, const char *auth, size_t auth_len,
+                          serve_upload *u, request *r);
+void request_free(request *r);
+
+/* ---- answering (serve_openai.c) ---- */
+
 /* The responses the daemon queues: a JSON body, or a stream of server-sent
- * events whose reader pulls the generation (serve_openai.c). */
+ * events whose reader pulls the generation. */
 struct MHD_Response;
 struct MHD_Response *serve_json_response(const char *json);
 
-/* POST /v1/completions and /v1/chat/completions: body (len bytes) in, a
- * response out with its HTTP status. chat selects the endpoint. */
-struct MHD_Response *serve_completion(server *s, const char *body, size_t len, bool chat, unsigned *status);
+/* POST /v1/completions and /v1/chat/completions: r (taken over) in, a
+ * response out with its HTTP status; c is watched for a hang-up. */
+struct MHD_Response *serve_completion(server *s, request *r, bool chat, struct MHD_Connection *c, unsigned *status);
 /* GET /v1/models */
 struct MHD_Response *serve_models(server *s, unsigned *status);
 /* An OpenAI-style error object. */

@@ -1,8 +1,10 @@
 /*
  * serve_openai — the OpenAI API's completions and chat completions over a
- * slot of the server (serve.h): the request (cJSON), stop sequences, the
- * response as one JSON object or as server-sent events, the usage and an
- * `octo` object of speed, speculation and KV figures.
+ * slot of the server (serve.h): a request read by serve_request.c in, stop
+ * sequences, the response as one JSON object or as server-sent events, the
+ * usage and an `octo` object of speed, speculation and KV figures. A
+ * generation stops early when its client hangs up: a stream notices when a
+ * write fails, a whole response by looking at the socket between tokens.
  */
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
@@ -13,115 +15,6 @@
 #include <time.h>
 
 #include "serve.h"
-
-#define MAX_STOP 4
-
-typedef struct {
-    char *prompt;          /* completions */
-    octo_message *msgs;    /* chat: [n_msgs], strings owned by json */
-    int n_msgs;
-    octo_generate_params gp;
-    int stream;
-    const char *stop[MAX_STOP];
-    int n_stop;
-    int dropped;           /* chat: the oldest messages dropped to fit the context */
-    cJSON *json;           /* the parsed body, which the strings point into */
-} request;
-
-static void request_free(request *r) {
-    free(r->msgs);
-    cJSON_Delete(r->json);
-}
-
-/* A number field in [lo, hi], or def when absent; -1 when present but not such a number. */
-static int num_field(const cJSON *o, const char *k, double lo, double hi, double def, double *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    *out = def;
-    if (!v || cJSON_IsNull(v)) return 0;
-    if (!cJSON_IsNumber(v) || v->valuedouble < lo || v->valuedouble > hi) return -1;
-    *out = v->valuedouble;
-    return 0;
-}
-
-static const char *parse_stop(const cJSON *body, request *r) {
-    const cJSON *stop = cJSON_GetObjectItemCaseSensitive(body, "stop");
-    if (!stop || cJSON_IsNull(stop)) return NULL;
-    if (cJSON_IsString(stop)) {
-        if (stop->valuestring[0]) r->stop[r->n_stop++] = stop->valuestring;
-        return NULL;
-    }
-    if (!cJSON_IsArray(stop) || cJSON_GetArraySize(stop) > MAX_STOP) return "'stop' is a string or up to 4 strings";
-    const cJSON *e;
-    cJSON_ArrayForEach(e, stop) {
-        if (!cJSON_IsString(e)) return "'stop' is a string or up to 4 strings";
-        if (e->valuestring[0]) r->stop[r->n_stop++] = e->valuestring;
-    }
-    return NULL;
-}
-
-static const char *parse_messages(const cJSON *body, request *r, size_t *bytes) {
-    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(body, "messages"), *e;
-    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) < 1) return "'messages' must be a non-empty array";
-    r->msgs = calloc((size_t)cJSON_GetArraySize(msgs), sizeof *r->msgs);
-    if (!r->msgs) return "out of memory";
-    cJSON_ArrayForEach(e, msgs) {
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role");
-        const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
-        if (!cJSON_IsString(role) || !cJSON_IsString(content)) return "each message needs a string 'role' and 'content'";
-        r->msgs[r->n_msgs++] = (octo_message){role->valuestring, content->valuestring};
-        *bytes += strlen(content->valuestring);
-    }
-    return NULL;
-}
-
-static const char *parse_prompt(const cJSON *body, request *r, size_t *bytes) {
-    const cJSON *p = cJSON_GetObjectItemCaseSensitive(body, "prompt");
-    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1) p = cJSON_GetArrayItem(p, 0);
-    if (!cJSON_IsString(p)) return "'prompt' must be a string";
-    r->prompt = p->valuestring;
-    *bytes = strlen(p->valuestring);
-    return NULL;
-}
-
-/* The sampling fields into gp; a message when one is out of range. */
-static const char *parse_sampling(const cJSON *body, octo_generate_params *gp) {
-    double v;
-    if (num_field(body, "max_tokens", 1, 1 << 20, gp->max_tokens, &v)) return "'max_tokens' must be a positive integer";
-    gp->max_tokens = (int)v;
-    if (num_field(body, "temperature", 0, 2, 1.0, &v)) return "'temperature' must be within [0, 2]";
-    gp->temperature = (float)v;
-    if (num_field(body, "top_p", 1e-6, 1, 1.0, &v)) return "'top_p' must be within (0, 1]";
-    gp->top_p = (float)v;
-    gp->top_k = 0, gp->min_p = 0; /* OpenAI's sampling: temperature and top_p only */
-    uint64_t seed;
-    if (num_field(body, "seed", 0, 9007199254740991.0, -1, &v)) return "'seed' must be a non-negative integer";
-    if (v >= 0) seed = (uint64_t)v;
-    else seed = (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)(uintptr_t)gp; /* none given: a new one */
-    gp->seed = seed;
-    if (num_field(body, "n", 1, 1, 1, &v)) return "only 'n': 1 is supported";
-    /* octo's own: the share of the prompt the model reads, the draft dropping the rest (SpecPC) */
-    if (num_field(body, "prompt_compress", 0, 1, 0, &v)) return "'prompt_compress' must be within [0, 1] (0: off)";
-    gp->prompt_compress = (float)v;
-    return NULL;
-}
-
-static const char *parse_request(server *s, const char *body, size_t len, bool chat, request *r) {
-    memset(r, 0, sizeof *r);
-    r->gp = octo_generate_params_defaults();
-    r->gp.max_tokens = 16; /* OpenAI's completions default */
-    if (chat) r->gp.max_tokens = 256;
-    if (!(r->json = cJSON_ParseWithLength(body, len)) || !cJSON_IsObject(r->json))
-        return "the body is not a JSON object";
-    size_t bytes = 0;
-    const char *why = chat ? parse_messages(r->json, r, &bytes) : parse_prompt(r->json, r, &bytes);
-    if (!why && bytes > s->max_prompt) why = "the prompt is longer than this server takes (--max-prompt)";
-    if (!why) why = parse_sampling(r->json, &r->gp);
-    if (!why) why = parse_stop(r->json, r);
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(r->json, "stream");
-    if (!why && st && !cJSON_IsBool(st) && !cJSON_IsNull(st)) why = "'stream' must be true or false";
-    r->stream = cJSON_IsTrue(st);
-    return why;
-}
 
 /* ---- stop sequences: text is emitted only once no stop can begin in it ---- */
 
@@ -331,6 +224,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
 static void sse_free(void *cls) {
     sse *e = cls;
     if (e->state < 2) octo_stream_cancel(e->st);
+    serve_track(e->s, e->slot, NULL);
     octo_stream_free(e->st);
     serve_release(e->s, e->slot);
     request_free(&e->r);
@@ -365,13 +259,17 @@ static octo_stream *start(server *s, int slot, bool chat, request *r) {
     return st;
 }
 
-/* Non-streaming: the whole text, then one object. */
-static struct MHD_Response *whole(server *s, int slot, bool chat, long id, octo_stream *st, request *r) {
+/* Non-streaming: the whole text, then one object. The client is looked at
+ * between tokens: one that hung up cancels the rest. */
+static struct MHD_Response *whole(server *s, int slot, bool chat, long id, octo_stream *st, request *r,
+                                  struct MHD_Connection *c) {
     stop_filter f = {0};
     const char *emit;
     size_t n;
-    for (const char *piece; !f.hit && (piece = octo_stream_next(st));)
+    for (const char *piece; !f.hit && (piece = octo_stream_next(st));) {
         stop_feed(&f, r, piece, (size_t)octo_stream_piece_size(st), &emit, &n);
+        if (serve_client_gone(c)) octo_stream_cancel(st);
+    }
     if (f.hit) octo_stream_cancel(st);
     const size_t len = f.hit ? f.emitted : f.len;
     cJSON *o = envelope(s, chat, false, id);
@@ -382,29 +280,42 @@ static struct MHD_Response *whole(server *s, int slot, bool chat, long id, octo_
     return json_reply(o);
 }
 
-struct MHD_Response *serve_completion(server *s, const char *body, size_t len, bool chat, unsigned *status) {
-    request r;
-    const char *why = parse_request(s, body, len, chat, &r);
-    if (why) {
-        request_free(&r);
-        *status = MHD_HTTP_BAD_REQUEST;
-        return serve_error_response("invalid_request_error", NULL, why);
-    }
+/* Every slot busy and the queue full, or the server stopping: 503, try again later. */
+static struct MHD_Response *busy(bool stopping, unsigned *status) {
+    *status = MHD_HTTP_SERVICE_UNAVAILABLE;
+    struct MHD_Response *resp =
+        serve_error_response("server_error", stopping ? "shutting_down" : "queue_full",
+                             stopping ? "the server is shutting down"
+                                      : "every conversation is busy and the queue is full (--max-queue); retry later");
+    if (resp) MHD_add_response_header(resp, "Retry-After", "1");
+    return resp;
+}
+
+/* The generation could not start: the library's message, as a 400. */
+static struct MHD_Response *not_started(server *s, int slot, request *r, unsigned *status) {
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s", serve_error(s, slot));
+    serve_release(s, slot);
+    request_free(r);
+    *status = MHD_HTTP_BAD_REQUEST;
+    return serve_error_response("invalid_request_error", strstr(msg, "context") ? "context_length_exceeded" : NULL, msg);
+}
+
+struct MHD_Response *serve_completion(server *s, request *req, bool chat, struct MHD_Connection *c, unsigned *status) {
+    request r = *req;
     const int slot = serve_acquire(s);
+    if (slot < 0) {
+        request_free(&r);
+        return busy(slot == SERVE_STOPPING, status);
+    }
     octo_stream *st = start(s, slot, chat, &r);
     const long id = atomic_fetch_add(&g_ids, 1) + 1;
-    if (!st) {
-        char msg[600];
-        snprintf(msg, sizeof msg, "%s", serve_error(s, slot));
-        serve_release(s, slot);
-        request_free(&r);
-        *status = MHD_HTTP_BAD_REQUEST;
-        return serve_error_response("invalid_request_error",
-                                    strstr(msg, "context") ? "context_length_exceeded" : NULL, msg);
-    }
+    if (!st) return not_started(s, slot, &r, status);
+    serve_track(s, slot, st);
     *status = MHD_HTTP_OK;
     if (!r.stream) {
-        struct MHD_Response *resp = whole(s, slot, chat, id, st, &r);
+        struct MHD_Response *resp = whole(s, slot, chat, id, st, &r, c);
+        serve_track(s, slot, NULL);
         octo_stream_free(st);
         serve_release(s, slot);
         request_free(&r);
@@ -412,6 +323,7 @@ struct MHD_Response *serve_completion(server *s, const char *body, size_t len, b
     }
     sse *e = calloc(1, sizeof *e);
     if (!e) {
+        serve_track(s, slot, NULL);
         octo_stream_free(st);
         serve_release(s, slot);
         request_free(&r);

@@ -4,12 +4,15 @@
 
 Checks: a streamed completion (server-sent events read with urllib) whose text equals EXPECTED;
 a non-streamed chat; a client that hangs up mid-stream, after which the server (one slot) still
-answers; two requests at once on one slot, both answered (the second queued); error objects.
+answers; two requests at once on one slot, both answered (the second queued); error objects;
+unseeded requests in the same second sampling different texts; strict parsing (whole integers,
+nothing after the JSON, no \u0000, the whole key, 405 for a wrong method, the JSON limits).
 """
 import http.client
 import json
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from urllib.parse import urlparse
@@ -41,6 +44,68 @@ def stream_text(body):
             chunks += 1
             last = ev
     return text, chunks, last
+
+
+def raw(method, path, body=None, auth=b"Bearer " + KEY.encode()):
+    """(status, headers, parsed JSON) of a request sent as given (http.client leaves NUL bytes alone)."""
+    u = urlparse(URL)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    c.putrequest(method, path)
+    if auth is not None:
+        c.putheader("Authorization", auth)
+    data = body if isinstance(body, bytes) else json.dumps(body).encode() if body is not None else b""
+    c.putheader("Content-Length", str(len(data)))
+    c.endheaders(data)
+    r = c.getresponse()
+    out = r.status, dict(r.getheaders()), json.loads(r.read())
+    c.close()
+    return out
+
+
+def seeds():
+    """Without a seed each request draws a new one, even six within a second (finding 6)."""
+    body = {"prompt": "Once upon a time", "max_tokens": 32, "temperature": 1}
+    t0 = time.monotonic()
+    texts = [raw("POST", "/v1/completions", body)[2]["choices"][0]["text"] for _ in range(6)]
+    assert time.monotonic() - t0 < 1.5, "too slow to test requests within one second"
+    assert len(set(texts)) == 6, texts
+    seeded = [raw("POST", "/v1/completions", dict(body, seed=7))[2]["choices"][0]["text"] for _ in range(2)]
+    assert seeded[0] == seeded[1], seeded
+
+
+def strict():
+    """What the parser once let through (finding 13), and what it must still take."""
+    ok = {"prompt": "Once", "max_tokens": 2}
+    good = json.dumps(ok).encode()
+    cases = [("POST", "/v1/completions", dict(ok, max_tokens=1.5), None, 400),
+             ("POST", "/v1/completions", dict(ok, seed=2.5), None, 400),
+             ("POST", "/v1/completions", dict(ok, max_tokens=2.0), None, 200),  # a whole number, written 2.0
+             ("POST", "/v1/completions", good + b" junk", None, 400),
+             ("POST", "/v1/completions", good + b"{}", None, 400),
+             ("POST", "/v1/completions", good + b" \r\n\t ", None, 200),
+             ("POST", "/v1/completions", dict(ok, prompt="Once\u0000 upon"), None, 400),
+             ("POST", "/v1/completions", dict(ok, stop=["a", "\u0000"]), None, 400),
+             ("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "a\u0000b"}]}, None, 400),
+             ("POST", "/v1/completions", good.replace(b'"Once"', b'"On\\\\u0000ce"'), None, 200),  # a backslash, then u0000
+             ("POST", "/v1/completions", ok, b"Bearer " + KEY.encode()[:-1], 401),
+             ("POST", "/v1/completions", ok, b"Bearer " + KEY.encode() + b"x", 401),
+             ("GET", "/v1/completions", None, None, 405),
+             ("PUT", "/v1/chat/completions", ok, None, 405),
+             ("DELETE", "/v1/models", None, None, 405),
+             ("POST", "/v1/models", ok, None, 405),
+             ("GET", "/v1/nothing", None, None, 404),
+             # past the defaults of --max-json-nodes (65,536 values) and --max-json-depth (64), and within
+             ("POST", "/v1/completions", dict(ok, pad=[0] * 65536), None, 400),
+             ("POST", "/v1/completions", dict(ok, pad=[0] * 65000), None, 200),
+             ("POST", "/v1/completions", good[:-1] + b',"pad":' + b"[" * 64 + b"]" * 64 + b"}", None, 400),
+             ("POST", "/v1/completions", good[:-1] + b',"pad":' + b"[" * 63 + b"]" * 63 + b"}", None, 200)]
+    for method, path, body, auth, status in cases:
+        got, headers, d = raw(method, path, body, **({"auth": auth} if auth is not None else {}))
+        assert got == status, (method, path, body if not isinstance(body, dict) or "pad" not in body else "pad",
+                               auth, got, d)
+        assert ("error" in d) == (status != 200), d
+        if status == 405:
+            assert headers.get("Allow") == ("GET" if path == "/v1/models" else "POST"), headers
 
 
 def main():
@@ -97,6 +162,8 @@ def main():
         except urllib.error.HTTPError as e:
             assert e.code == status, (path, e.code)
             assert "message" in json.load(e)["error"]
+    seeds()
+    strict()
     print("client.py: all passed")
 
 

@@ -1,0 +1,290 @@
+"""Attacks on a live `octo serve`, each beside a legitimate client (the `serve_attack` ctest).
+
+    python3 attack.py OCTO SCRATCH_DIR
+
+Python's standard library only, loopback only, every loop bounded. The legitimate client is
+127.0.0.1 asking for a 4-token completion; the attackers come from other loopback addresses
+(127.0.0.2 and up: the whole 127.0.0.0/8 is loopback), so a per-address limit can tell them
+apart. Each attack asserts the legitimate request is answered, 200, within LEGIT_S seconds:
+
+  7  one chat of ~25,000 short messages (~1 MiB), far past the context, on --parallel 1;
+  8  non-streamed requests for 60,000 tokens whose clients hang up: the slot frees at once;
+  9  1,100 idle connections: the per-address limit refuses most, the idle timeout closes the rest;
+  10 40 bodies of 1 MiB of [0,0,...] at once on --parallel 1: the server's peak RSS (VmHWM)
+     stays within 64 MiB of its idle RSS (VmRSS).
+
+And: a non-streamed generation longer than --idle-timeout is answered whole; with every slot
+busy and --max-queue requests waiting, one more is a 503 with Retry-After; SIGTERM during a
+long generation ends the server within SHUTDOWN_S seconds.
+
+The model is synthetic (octo synth --seed 2, 65,536-token context): its greedy text never
+reaches end-of-text, so a generation runs as long as it is asked to.
+Exit 77 (skipped) when octo was built without the server's libraries.
+"""
+import http.client
+import json
+import os
+import re
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+OCTO, SCRATCH = sys.argv[1], sys.argv[2]
+LEGIT_S = 2.0      # the legitimate request's answer, under every attack
+SHUTDOWN_S = 2.0   # SIGTERM to exit, a long generation running
+RSS_SLACK_MIB = 64
+LONG = {"prompt": "Once", "max_tokens": 60000, "temperature": 0}  # about a minute unless cancelled
+failed = []
+servers = []  # every server started, killed at the end whatever happened
+
+
+def check(ok, what):
+    print(("ok: " if ok else "FAIL: ") + what, flush=True)
+    if not ok:
+        failed.append(what)
+
+
+class Server:
+    """`octo serve` on a free port with the given options; stopped with SIGTERM (then SIGKILL)."""
+
+    def __init__(self, model, *opts):
+        self.log = open(os.path.join(SCRATCH, "attack-%d-serve-%d.log" % (os.getpid(), len(servers))), "w+")
+        self.p = subprocess.Popen([OCTO, "serve", "-m", model, "--port", "0", *opts], stdout=self.log,
+                                  stderr=self.log)
+        servers.append(self)
+        for _ in range(100):
+            self.log.seek(0)
+            text = self.log.read()
+            if "built without" in text:
+                print("skipped: " + text.strip())
+                sys.exit(77)
+            m = re.search(r"on http://([0-9.]+):([0-9]+) ", text)
+            if m:
+                self.port = int(m.group(2))
+                return
+            if self.p.poll() is not None:
+                break
+            time.sleep(0.1)
+        sys.exit("FAIL: the server did not start: " + text)
+
+    def stop(self, grace=5.0):
+        """SIGTERM; seconds until it exited (None: it did not within grace, and was killed)."""
+        t0 = time.monotonic()
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            self.p.wait(grace)
+            return time.monotonic() - t0
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+            return None
+
+    def rss_kib(self, field):
+        with open("/proc/%d/status" % self.p.pid) as f:
+            return int(re.search(field + r":\s+(\d+) kB", f.read()).group(1))
+
+
+def request(port, method, path, body=None, source="127.0.0.1", timeout=LEGIT_S):
+    """(status, headers, body bytes) of one request on a connection of its own; the status is the
+    exception's repr when there was no answer."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout, source_address=(source, 0))
+    try:
+        c.request(method, path, body=body, headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        return r.status, dict(r.getheaders()), r.read()
+    except (OSError, http.client.HTTPException) as e:
+        return repr(e), {}, b""
+    finally:
+        c.close()
+
+
+def parse(data):
+    """A response's JSON. The synthetic model's text is bytes that need not be UTF-8, and the
+    server passes them on as they are: they are replaced here."""
+    return json.loads(data.decode("utf-8", "replace"))
+
+
+def legit(port, what):
+    """The legitimate client's 4-token completion: answered 200 within LEGIT_S seconds."""
+    t0 = time.monotonic()
+    status, _, data = request(port, "POST", "/v1/completions",
+                              json.dumps({"prompt": "Once", "max_tokens": 4, "temperature": 0}))
+    ok = status == 200 and parse(data)["usage"]["completion_tokens"] == 4
+    dt = time.monotonic() - t0
+    check(ok and dt <= LEGIT_S, "%s: the legitimate request answered %s in %.2f s (limit %.1f s)" % (what, status, dt,
+                                                                                                  LEGIT_S))
+
+
+def send_raw(port, body, source, path="/v1/completions"):
+    """A socket that sent a whole POST to path and reads nothing yet."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+    data = json.dumps(body).encode() if isinstance(body, dict) else body
+    s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n%s" % (path.encode(), len(data), data))
+    return s
+
+
+def long_answered_whole(port):
+    """A non-streamed generation longer than --idle-timeout (1 s) is not cut."""
+    t0 = time.monotonic()
+    status, _, data = request(port, "POST", "/v1/completions",
+                              json.dumps({"prompt": "Once", "max_tokens": 6000, "temperature": 0}), timeout=60)
+    dt = time.monotonic() - t0
+    n = parse(data)["usage"]["completion_tokens"] if status == 200 else 0
+    check(status == 200 and n == 6000 and dt > 1.2,
+          "a non-streamed generation of %.1f s (over the 1 s idle timeout): %s, %d tokens" % (dt, status, n))
+
+
+def attack8_hangups(port):
+    socks = [send_raw(port, LONG, "127.0.0.3") for _ in range(3)]
+    time.sleep(0.3)  # the first is generating, two wait for the slot
+    for s in socks:
+        s.close()
+    legit(port, "attack 8 (3 non-streamed 60,000-token requests, their clients gone)")
+
+
+def attack9_idle(port):
+    socks = []
+    for _ in range(1100):
+        try:
+            socks.append(socket.create_connection(("127.0.0.1", port), timeout=5, source_address=("127.0.0.2", 0)))
+        except OSError:
+            break  # the backlog is full: the server is not accepting
+    t0 = time.monotonic()
+    check(len(socks) == 1100, "attack 9: %d of 1100 idle connections opened" % len(socks))
+    legit(port, "attack 9 (1100 idle connections from 127.0.0.2)")
+    open_after = 0
+    time.sleep(max(0.0, t0 + 3.0 - time.monotonic()))  # the 1 s idle timeout, and slack
+    for s in socks:
+        s.settimeout(0.01)
+        try:
+            open_after += s.recv(1) != b""
+        except socket.timeout:
+            open_after += 1
+        except OSError:
+            pass
+        s.close()
+    check(open_after == 0, "attack 9: %d of the idle connections still open 3 s later (idle timeout 1 s)" % open_after)
+
+
+def queue_full(port):
+    """--parallel 1 --max-queue 3: one generating, three waiting, the next is a 503 with Retry-After."""
+    running = send_raw(port, LONG, "127.0.0.5")
+    time.sleep(0.3)
+    out = []
+    short = json.dumps({"prompt": "Once", "max_tokens": 4, "temperature": 0})
+    waiters = [threading.Thread(target=lambda: out.append(request(port, "POST", "/v1/completions", short,
+                                                                  timeout=30)[0])) for _ in range(3)]
+    for t in waiters:
+        t.start()
+    time.sleep(0.5)
+    status, headers, data = request(port, "POST", "/v1/completions", short)
+    err = parse(data).get("error", {}) if status == 503 else {}
+    check(status == 503 and headers.get("Retry-After") == "1" and err.get("code") == "queue_full",
+          "a fourth waiting request: %s, Retry-After %s, code %s" % (status, headers.get("Retry-After"), err.get("code")))
+    running.close()  # its generation is cancelled: the three waiting are served
+    for t in waiters:
+        t.join(30)
+    check(out == [200, 200, 200], "the three waiting requests after the running one hung up: %s" % out)
+
+
+def shutdown(srv):
+    running = send_raw(srv.port, LONG, "127.0.0.5")
+    waiting = send_raw(srv.port, LONG, "127.0.0.5")
+    time.sleep(0.5)
+    dt = srv.stop()
+    check(dt is not None and dt <= SHUTDOWN_S and srv.p.returncode == 0,
+          "SIGTERM during a 60,000-token generation (one more waiting): exited %s in %s s (limit %.1f s)" %
+          (srv.p.returncode, "%.2f" % dt if dt is not None else "> 5", SHUTDOWN_S))
+    running.close()
+    waiting.close()
+
+
+def attack10_memory(model):
+    srv = Server(model, "--parallel", "1", "--ctx", "512")
+    legit(srv.port, "before attack 10")
+    idle = srv.rss_kib("VmRSS")
+    body = b"[" + b"0," * 524286 + b"0]"  # 1 MiB - 1 byte: under --max-body
+    statuses = []
+
+    def one(i):
+        try:
+            statuses.append(request(srv.port, "POST", "/v1/completions", body, source="127.0.0.%d" % (10 + i % 4),
+                                    timeout=60)[0])
+        except (OSError, http.client.HTTPException) as e:
+            statuses.append(repr(e))
+
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(40)]
+    for t in ts:
+        t.start()
+    time.sleep(0.1)  # the bodies on their way
+    legit(srv.port, "attack 10 (40 bodies of 1 MiB of [0,0,...])")
+    for t in ts:
+        t.join(60)
+    peak = srv.rss_kib("VmHWM")
+    grew = (peak - idle) / 1024
+    check(statuses == [400] * 40, "attack 10: the 40 bodies answered %s" % sorted(set(map(str, statuses))))
+    check(grew <= RSS_SLACK_MIB, "attack 10: RSS %.1f MiB idle, %.1f MiB at the peak (+%.1f MiB, limit +%d)" %
+          (idle / 1024, peak / 1024, grew, RSS_SLACK_MIB))
+    check(srv.stop() is not None and srv.p.returncode == 0, "attack 10: the server exited %s on SIGTERM" %
+          srv.p.returncode)
+
+
+# Attack 7 needs the O(N^2) dropping of chat messages fixed in the library (issue 35, another
+# branch): until that is merged it fails here, and OCTO_SERVE_SKIP_ATTACK7=1 skips just it.
+def attack7_long_chat(model):
+    if os.environ.get("OCTO_SERVE_SKIP_ATTACK7") == "1":
+        print("skipped: attack 7 (OCTO_SERVE_SKIP_ATTACK7=1)")
+        return
+    srv = Server(model, "--parallel", "1", "--ctx", "512", "--max-body", "2000000", "--max-prompt", "2000000",
+                 "--max-json-nodes", "200000")
+    msgs = [{"role": "user" if i % 2 == 0 else "assistant", "content": "hi there %d" % i} for i in range(25000)]
+    body = json.dumps({"messages": msgs, "max_tokens": 4, "temperature": 0}).encode()
+    s = send_raw(srv.port, body, "127.0.0.6", "/v1/chat/completions")
+    time.sleep(0.3)
+    legit(srv.port, "attack 7 (a chat of 25,000 messages, %d KiB)" % (len(body) // 1024))
+    s.close()
+    srv.stop()
+
+
+def main():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 4096 if hard == resource.RLIM_INFINITY else min(4096, hard)
+    if want < 1300:
+        print("skipped: 1,100 connections need 1,300 descriptors, the hard limit is %d" % hard)
+        sys.exit(77)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, want), hard))
+    model = os.path.join(SCRATCH, "attack-%d.gguf" % os.getpid())
+    subprocess.run([OCTO, "synth", "-o", model, "--vocab", "300", "--embd", "64", "--layers", "2", "--heads", "4",
+                    "--kv-heads", "2", "--ff", "96", "--ctx", "65536", "--seed", "2"], check=True,
+                   stdout=subprocess.DEVNULL)
+    try:
+        srv = Server(model, "--parallel", "1", "--ctx", "65536", "--idle-timeout", "1", "--max-queue", "3")
+        legit(srv.port, "no attack")
+        long_answered_whole(srv.port)
+        attack8_hangups(srv.port)
+        attack9_idle(srv.port)
+        queue_full(srv.port)
+        check(srv.p.poll() is None, "the server is still running")
+        shutdown(srv)
+        attack10_memory(model)
+        attack7_long_chat(model)
+    finally:
+        for srv in servers:
+            if srv.p.poll() is None:
+                srv.p.kill()
+                srv.p.wait()
+        os.remove(model)
+        for srv in servers:
+            srv.log.close()
+            if not failed:
+                os.remove(srv.log.name)
+    print("attack.py: %s" % ("all passed" if not failed else "%d failed" % len(failed)))
+    sys.exit(1 if failed else 0)
+
+
+main()
