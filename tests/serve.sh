@@ -71,6 +71,22 @@ else
     timeout 10 "$octo" serve -m "$model" --port 0 --api-key a --api-key-file "$tmp/key" 2>/dev/null; [ $? = 2 ] || bad "--api-key with --api-key-file"
     printf '\n' >"$tmp/key"
     timeout 10 "$octo" serve -m "$model" --port 0 --api-key-file "$tmp/key" 2>/dev/null; [ $? = 2 ] || bad "an empty key file"
+
+    # a generation that fails (NaN steps in the last Q4_0 blocks: the file's last tensor, blk.1.ffn_down,
+    # ends the file) is a 500 with the library's message, streamed or not, never a 200 with its text
+    "$octo" synth -o "$tmp/nan.gguf" --type q4_0 --vocab 300 --embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 96 >/dev/null
+    size=$(wc -c <"$tmp/nan.gguf")
+    for b in 1 2 3 4; do printf '\000\176' | dd of="$tmp/nan.gguf" bs=1 seek=$((size - 18 * b)) conv=notrunc 2>/dev/null; done
+    OCTO_CPU=scalar "$octo" run -m "$tmp/nan.gguf" -p ab -n 4 2>&1 >/dev/null | grep -q non-finite || bad "the NaN model runs"
+    "$octo" serve -m "$tmp/nan.gguf" --port 0 >"$tmp/log3" 2>&1 &
+    pid3=$!
+    for i in $(seq 50); do grep -q "on http://" "$tmp/log3" && break; sleep 0.1; done
+    url3=$(sed -n 's/.* on \(http:\/\/[0-9.:]*\) .*/\1/p' "$tmp/log3")
+    [ "$(code "$url3/v1/completions" -d '{"prompt":"ab","max_tokens":4}')" = 500 ] && grep -q non-finite "$tmp/body" ||
+        bad "a failed generation: $(cat "$tmp/body")"
+    code "$url3/v1/completions" -d '{"prompt":"ab","max_tokens":4,"stream":true}' >/dev/null
+    grep -q '"error".*non-finite' "$tmp/body" && ok=1 || bad "a failed stream: $(cat "$tmp/body")"
+    kill $pid3; wait $pid3
 fi
 kill -0 $pid 2>/dev/null || bad "the server died"
 [ "$failed" -eq 0 ] && echo "serve: all passed" || echo "serve: $failed failed"

@@ -260,9 +260,11 @@ static octo_stream *start(server *s, int slot, bool chat, request *r) {
 }
 
 /* Non-streaming: the whole text, then one object. The client is looked at
- * between tokens: one that hung up cancels the rest. */
+ * between tokens: one that hung up cancels the rest. A generation that
+ * failed (a non-finite layer, an I/O error reading experts) is a 500 with the
+ * library's message, never a 200 with whatever text came before. */
 static struct MHD_Response *whole(server *s, int slot, bool chat, long id, octo_stream *st, request *r,
-                                  struct MHD_Connection *c) {
+                                  struct MHD_Connection *c, unsigned *status) {
     stop_filter f = {0};
     const char *emit;
     size_t n;
@@ -271,6 +273,11 @@ static struct MHD_Response *whole(server *s, int slot, bool chat, long id, octo_
         if (serve_client_gone(c)) octo_stream_cancel(st);
     }
     if (f.hit) octo_stream_cancel(st);
+    if (octo_stream_stop_reason(st) == OCTO_STOP_ERROR) {
+        free(f.text);
+        *status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        return serve_error_response("server_error", NULL, octo_stream_error(st));
+    }
     const size_t len = f.hit ? f.emitted : f.len;
     cJSON *o = envelope(s, chat, false, id);
     add_choice(o, chat, false, f.text ? f.text : "", len, finish_reason(st, &f));
@@ -314,7 +321,7 @@ struct MHD_Response *serve_completion(server *s, request *req, bool chat, struct
     serve_track(s, slot, st);
     *status = MHD_HTTP_OK;
     if (!r.stream) {
-        struct MHD_Response *resp = whole(s, slot, chat, id, st, &r, c);
+        struct MHD_Response *resp = whole(s, slot, chat, id, st, &r, c, status);
         serve_track(s, slot, NULL);
         octo_stream_free(st);
         serve_release(s, slot);

@@ -234,12 +234,7 @@ def attack10_memory(model):
           srv.p.returncode)
 
 
-# Attack 7 needs the O(N^2) dropping of chat messages fixed in the library (issue 35, another
-# branch): until that is merged it fails here, and OCTO_SERVE_SKIP_ATTACK7=1 skips just it.
 def attack7_long_chat(model):
-    if os.environ.get("OCTO_SERVE_SKIP_ATTACK7") == "1":
-        print("skipped: attack 7 (OCTO_SERVE_SKIP_ATTACK7=1)")
-        return
     srv = Server(model, "--parallel", "1", "--ctx", "512", "--max-body", "2000000", "--max-prompt", "2000000",
                  "--max-json-nodes", "200000")
     msgs = [{"role": "user" if i % 2 == 0 else "assistant", "content": "hi there %d" % i} for i in range(25000)]
