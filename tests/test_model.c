@@ -111,6 +111,9 @@ static void test_bad_inputs(void) {
     T_EQ_INT(load_status(c, bad, "blk.0.attn_k.weight"), OCTO_ERR_BAD_SHAPE);
     T_CHECK(rewrite(good, bad, NULL, NULL, "gptx", NULL));
     T_EQ_INT(load_status(c, bad, "gptx"), OCTO_ERR_UNSUPPORTED_ARCH);
+    /* the list of what is supported is made from the architecture table: every row, in order */
+    T_EQ_INT(load_status(c, bad, "(supported: llama, qwen2, qwen2moe, olmoe, granitemoe, phi3, gemma2, deepseek2)"),
+             OCTO_ERR_UNSUPPORTED_ARCH);
     T_CHECK(rewrite(good, bad, NULL, NULL, NULL, "llama.block_count"));
     T_EQ_INT(load_status(c, bad, "llama.block_count"), OCTO_ERR_MISSING_KEY);
     /* files that are not models at all */

@@ -239,8 +239,13 @@ static const arch_row ARCHS[] = {
 };
 #define N_ARCHS (int)(sizeof ARCHS / sizeof *ARCHS)
 
-static const char *arch_supported_list(void) {
-    return "llama, qwen2, qwen2moe, olmoe, granitemoe, phi3, gemma2, deepseek2";
+/* "llama, qwen2, ...": the names of ARCHS' rows, in order, into buf. */
+static const char *arch_supported_list(char *buf, size_t n) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < N_ARCHS && at < n; i++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%s", i ? ", " : "", ARCHS[i].name);
+    return buf;
 }
 
 /* ---------------------------------------------------------------- common */
@@ -335,9 +340,10 @@ err_code arch_read_hparams(const gguf_ctx *g, model_hparams *hp, err_t *err) {
     const arch_row *row = NULL;
     for (int i = 0; i < N_ARCHS && !row; i++)
         if (gguf_str_eq(name, ARCHS[i].name)) row = &ARCHS[i];
+    char names[256];
     if (!row)
         return err_set(err, ERR_UNSUPPORTED_ARCH, "architecture '%.*s' is not supported (supported: %s)",
-                       (int)(name.len > 64 ? 64 : name.len), name.ptr, arch_supported_list());
+                       (int)(name.len > 64 ? 64 : name.len), name.ptr, arch_supported_list(names, sizeof names));
     hp->arch = row->arch;
     hp->rope_neox = row->neox;
     snprintf(hp->arch_name, sizeof hp->arch_name, "%s", row->name);
