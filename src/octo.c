@@ -338,53 +338,10 @@ void octo_model_free(octo_model *om) {
 const char *octo_model_error(const octo_model *om) { return om ? om->err.msg : "no model"; }
 octo_status octo_model_status(const octo_model *om) { return om ? (octo_status)om->err.code : OCTO_ERR_INVALID_ARG; }
 
-/* The octo.upcycle.* keys `octo upcycle` writes, as one line (empty when absent). */
-static void describe_origin(const model *m, char *out, size_t n) {
-    const gguf_ctx *g = m->gguf;
-    gguf_str src, split, router, combine;
-    uint32_t E = 0, K = 0, calib = 0, shared = 0;
-    out[0] = '\0';
-    if (!gguf_get_str(g, "octo.upcycle.source", &src)) return;
-    const bool all = gguf_get_str(g, "octo.upcycle.split", &split) && gguf_get_str(g, "octo.upcycle.router", &router) &&
-                     gguf_get_str(g, "octo.upcycle.combine", &combine) && gguf_get_u32(g, "octo.upcycle.experts", &E) &&
-                     gguf_get_u32(g, "octo.upcycle.experts_used", &K);
-    gguf_get_u32(g, "octo.upcycle.calibration_tokens", &calib);
-    gguf_get_u32(g, "octo.upcycle.shared", &shared);
-    if (!all) {
-        snprintf(out, n, "upcycled from %.*s", (int)src.len, src.ptr);
-        return;
-    }
-    snprintf(out, n, "upcycled from %.*s by octo: %u experts, %u used, split %.*s, router %.*s, combine %.*s, "
-             "%u calibration tokens; %s", (int)src.len, src.ptr, E, K, (int)split.len, split.ptr, (int)router.len,
-             router.ptr, (int)combine.len, combine.ptr, calib,
-             shared ? "a shared expert: octo runs it, llama.cpp's llama architecture does not"
-                    : "Mixtral layout: other runtimes compute it the same way");
-}
-
 int octo_model_plan_json(const octo_model *om, char *buf, int cap) {
     if (!om || cap < 0 || (cap && !buf) || !om->b->m) return -1;
     const size_t n = bundle_plan_json(om->b, &om->dev, buf, (size_t)cap);
     return n > INT32_MAX ? -1 : (int)n;
-}
-
-/* "F32=9 Q4_0=29 Q6_K=1": the file's tensors by type, in type-id order. */
-static void type_histogram(const gguf_ctx *g, char *out, size_t cap) {
-    uint64_t count[QT_COUNT] = {0};
-    for (uint64_t i = 0; i < g->n_tensors; i++)
-        if (g->tensors[i].type < QT_COUNT) count[g->tensors[i].type]++;
-    size_t off = 0;
-    out[0] = '\0';
-    for (uint32_t t = 0; t < QT_COUNT; t++) {
-        if (!count[t]) continue;
-        char name[16];
-        const char *n = quant_traits_of(t)->name;
-        size_t i = 0;
-        for (; n[i] && i + 1 < sizeof name; i++) name[i] = (char)(n[i] >= 'a' && n[i] <= 'z' ? n[i] - 32 : n[i]);
-        name[i] = '\0';
-        int w = snprintf(out + off, cap - off, "%s%s=%llu", off ? " " : "", name, (unsigned long long)count[t]);
-        if (w < 0 || (size_t)w >= cap - off) break;
-        off += (size_t)w;
-    }
 }
 
 /* A file loaded for its vocabulary only: what its metadata says. */
@@ -398,7 +355,7 @@ static octo_model_info vocab_info(const octo_model *om) {
     info.n_vocab = om->b->tok ? tokenizer_n_vocab(om->b->tok) : 0;
     info.n_tensors = g->n_tensors;
     info.file_bytes = g->size;
-    type_histogram(g, info.tensor_types, sizeof info.tensor_types);
+    model_type_histogram(g, info.tensor_types, sizeof info.tensor_types);
     snprintf(info.weights, sizeof info.weights, "not loaded (vocabulary only)");
     return info;
 }
@@ -442,7 +399,7 @@ octo_model_info octo_model_info_get(const octo_model *om) {
     snprintf(info.speculation, sizeof info.speculation, "%s", om->b->plan.spec_reason);
     info.n_ctx = om->b->n_ctx;
     info.n_ff_shared = hp->n_ff_shexp;
-    describe_origin(m, info.origin, sizeof info.origin);
+    model_describe_origin(m, info.origin, sizeof info.origin);
     model_features(hp, info.features, sizeof info.features);
     info.resident_weight_bytes = plan_resident_weights(m);
     if (hp->n_expert > 0) {
@@ -452,7 +409,7 @@ octo_model_info octo_model_info_get(const octo_model *om) {
         snprintf(info.expert_plan, sizeof info.expert_plan, "%s", om->b->plan.moe_reason);
         snprintf(info.expert_int2, sizeof info.expert_int2, "%s", bundle_experts_stats(om->b).int2_why);
     }
-    type_histogram(m->gguf, info.tensor_types, sizeof info.tensor_types);
+    model_type_histogram(m->gguf, info.tensor_types, sizeof info.tensor_types);
     return info;
 }
 

@@ -559,3 +559,48 @@ void model_free(model *m) {
     gguf_close(m->gguf);
     free(m);
 }
+
+/* ---------------------------------------------------------------- what the file says of itself */
+
+/* The octo.upcycle.* keys `octo upcycle` writes, as one line (empty when absent). */
+void model_describe_origin(const model *m, char *out, size_t n) {
+    const gguf_ctx *g = m->gguf;
+    gguf_str src, split, router, combine;
+    uint32_t E = 0, K = 0, calib = 0, shared = 0;
+    out[0] = '\0';
+    if (!gguf_get_str(g, "octo.upcycle.source", &src)) return;
+    const bool all = gguf_get_str(g, "octo.upcycle.split", &split) && gguf_get_str(g, "octo.upcycle.router", &router) &&
+                     gguf_get_str(g, "octo.upcycle.combine", &combine) && gguf_get_u32(g, "octo.upcycle.experts", &E) &&
+                     gguf_get_u32(g, "octo.upcycle.experts_used", &K);
+    gguf_get_u32(g, "octo.upcycle.calibration_tokens", &calib);
+    gguf_get_u32(g, "octo.upcycle.shared", &shared);
+    if (!all) {
+        snprintf(out, n, "upcycled from %.*s", (int)src.len, src.ptr);
+        return;
+    }
+    snprintf(out, n, "upcycled from %.*s by octo: %u experts, %u used, split %.*s, router %.*s, combine %.*s, "
+             "%u calibration tokens; %s", (int)src.len, src.ptr, E, K, (int)split.len, split.ptr, (int)router.len,
+             router.ptr, (int)combine.len, combine.ptr, calib,
+             shared ? "a shared expert: octo runs it, llama.cpp's llama architecture does not"
+                    : "Mixtral layout: other runtimes compute it the same way");
+}
+
+/* "F32=9 Q4_0=29 Q6_K=1": the file's tensors by type, in type-id order. */
+void model_type_histogram(const gguf_ctx *g, char *out, size_t cap) {
+    uint64_t count[QT_COUNT] = {0};
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i].type < QT_COUNT) count[g->tensors[i].type]++;
+    size_t off = 0;
+    out[0] = '\0';
+    for (uint32_t t = 0; t < QT_COUNT; t++) {
+        if (!count[t]) continue;
+        char name[16];
+        const char *n = quant_traits_of(t)->name;
+        size_t i = 0;
+        for (; n[i] && i + 1 < sizeof name; i++) name[i] = (char)(n[i] >= 'a' && n[i] <= 'z' ? n[i] - 32 : n[i]);
+        name[i] = '\0';
+        int w = snprintf(out + off, cap - off, "%s%s=%llu", off ? " " : "", name, (unsigned long long)count[t]);
+        if (w < 0 || (size_t)w >= cap - off) break;
+        off += (size_t)w;
+    }
+}

@@ -199,6 +199,13 @@ err_code model_requantize(const model *src, uint32_t type, tpool *pool, model **
 /* The bytes model_requantize would allocate (0: nothing converts). */
 uint64_t model_requantized_bytes(const model *src, uint32_t type);
 
+/* The octo.upcycle.* keys `octo upcycle` writes, as one line into out
+ * (empty when the file has none): octo_model_info.origin. */
+void model_describe_origin(const model *m, char *out, size_t n);
+/* "F32=9 Q4_0=29 Q6_K=1": a file's tensors counted by type, in type-id
+ * order, into out: octo_model_info.tensor_types. */
+void model_type_histogram(const gguf_ctx *g, char *out, size_t cap);
+
 /* Bytes of a KV cache of n_tokens tokens with elements of type (F32/F16), as stored. */
 uint64_t model_kv_bytes(const model_hparams *hp, uint64_t n_tokens, uint32_t type);
 
