@@ -82,8 +82,10 @@ err_code kv_cache_new(kv_shape shape, const kv_config *cfg, kv_cache **out, err_
         kv_cache_free(c);
         return err_set(err, ERR_NOMEM, "out of memory");
     }
-    for (int l = 0; l < shape.n_layer; l++)
+    for (int l = 0; l < shape.n_layer; l++) {
         if (kv_shape_windowed(shape, l)) c->layers[l].window = shape.window;
+        c->layers[l].limit_bytes = k.budget_bytes / (uint64_t)shape.n_layer; /* the even share until a commit */
+    }
     /* spill: only with a budget to keep; a directory that cannot take the
      * file leaves the cache working, evicting instead (the stats say why) */
     if (k.spill_dir && k.budget_bytes) {
@@ -251,6 +253,7 @@ static void drop_unseen(kv_cache *c, kv_layer *L) {
  * window, tiers by age, the budget (spill, then eviction), then a read-ahead
  * of what may come back. */
 static err_code commit_layer(kv_cache *c, kv_layer *L, uint64_t limit, err_t *err) {
+    L->limit_bytes = limit;
     if (L->n_pending) apply_pending(c, L);
     if (L->window) drop_unseen(c, L);
     err_code rc = kv_retier_layer(c, L, err);

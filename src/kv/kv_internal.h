@@ -60,6 +60,8 @@ typedef struct {
     int prefetched;     /* the slot last asked for in the background */
     int window;         /* > 0: a sliding-window layer keeps the newest `window` positions only */
     int32_t window_floor; /* positions below may have been dropped by the window */
+    uint64_t limit_bytes; /* what the layer may hold: its share of the budget as the last commit
+                           * set it (apply_budget, the one rule), which a restore from spill keeps to */
 } kv_layer;
 
 struct kv_cache {

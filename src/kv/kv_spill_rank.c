@@ -178,7 +178,7 @@ void kv_spill_queries(void *self, int layer, int n, const float *q) {
             if (r < 0 || f < br) r = i, br = f;
         }
     }
-    const uint64_t limit = c->cfg.budget_bytes / (uint64_t)c->n_layer;
+    const uint64_t limit = L->limit_bytes; /* the commit's share: one rule for both (kv_cache.c: apply_budget) */
     kv_block *S = L->blocks[s], *R = r >= 0 ? L->blocks[r] : NULL;
     if (R ? !(bs > br) : kv_layer_bytes(c, L) + kv_block_bytes(c, S->k_type, S->v_type, S->n) > limit) return;
     if (R && c->spill_full && R->slot < 0) return; /* R could not leave */
