@@ -6,6 +6,7 @@
  * and between blocks, a layer's list of blocks, and what they cost the
  * budget (whole page-rounded mappings and their bookkeeping).
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -213,4 +214,23 @@ uint64_t kv_layer_bytes(const kv_cache *c, const kv_layer *L) {
     uint64_t s = 0;
     for (int i = 0; i < L->n_blocks; i++) s += kv_block_cost(c, L->blocks[i], kv_committed_in(c, L->blocks[i]));
     return s;
+}
+
+void kv_layer_check(const kv_cache *c, const kv_layer *L) {
+    (void)c;
+    assert(L->n_blocks >= 0 && L->n_blocks <= L->cap_blocks);
+    int spilled = 0;
+    int32_t last = -1;
+    for (int i = 0; i < L->n_blocks; i++) {
+        const kv_block *b = L->blocks[i];
+        assert(b && b->n >= 0 && b->n <= KV_BLOCK);
+        assert(!b->open || i == L->n_blocks - 1);
+        assert(b->spilled ? b->slot >= 0 && !b->mem : b->mem != NULL);
+        spilled += b->spilled;
+        for (int j = 0; j < b->n; j++) {
+            assert(b->pos[j] > last);
+            last = b->pos[j];
+        }
+    }
+    assert(spilled == L->n_spilled);
 }

@@ -261,6 +261,7 @@ static err_code commit_layer(kv_cache *c, kv_layer *L, uint64_t limit, err_t *er
     if (!c->held && (limit || c->cfg.budget_tokens) && (rc = kv_evict(c, L, limit ? limit : UINT64_MAX, err)))
         return rc;
     kv_spill_prefetch_next(c, L);
+    kv_layer_check(c, L);
     return ERR_OK;
 }
 
@@ -365,6 +366,7 @@ static void drop_from(kv_cache *c, int32_t pos) {
             kv_block *b = L->blocks[L->n_blocks - 1];
             b->open = kv_tier_of(c, b) == 0 && b->n < KV_BLOCK;
         }
+        kv_layer_check(c, L);
     }
 }
 

@@ -131,6 +131,11 @@ bool kv_mergeable(const kv_block *b, const kv_block *nx);
 int kv_committed_in(const kv_cache *c, const kv_block *b);
 /* What the layer's committed entries cost the budget now. */
 uint64_t kv_layer_bytes(const kv_cache *c, const kv_layer *L);
+/* The layer's invariants, asserted (after every commit and rollback): its
+ * blocks within their array, each holding 0..KV_BLOCK entries in memory or
+ * in a spill slot, only the newest open, the spilled ones counted, and its
+ * positions rising across the layer, so the newest entries are the last. */
+void kv_layer_check(const kv_cache *c, const kv_layer *L);
 
 /* ---------------------------------------------------------------- kv_tier.c */
 
