@@ -9,6 +9,7 @@
 #include "expert_cache.h"
 #include "core/clock.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +164,30 @@ static void unclaim(moe_cache *c, int s) {
     sl->state = SLOT_EMPTY;
     sl->ahead = false;
     c->filled--;
+}
+
+/* The cache's invariants, asserted under the lock after every change of
+ * layer, fetch and budget: a slot holds an expert exactly when it is not
+ * empty and `where` points back at it; the counts (filled, per layer, with
+ * memory, marked for promotion) are what the slots say. */
+static void moe_cache_check(const moe_cache *c) {
+    int filled = 0, with_mem = 0, promote = 0;
+    for (int s = 0; s < c->n_slots; s++) {
+        const slot *sl = &c->slots[s];
+        assert((sl->layer >= 0) == (sl->state != SLOT_EMPTY));
+        assert(sl->layer < 0 || c->where[idx(c, sl->layer, sl->expert)] == s);
+        filled += sl->layer >= 0, with_mem += sl->counted, promote += sl->promote;
+    }
+    assert(filled == c->filled && with_mem == c->n_mem && promote == c->n_promote);
+    for (int l = 0; l < c->m->hp.n_layer; l++) {
+        int held = 0;
+        for (int e = 0; e < c->m->hp.n_expert; e++) {
+            const int32_t s = c->where[idx(c, l, e)];
+            assert(s >= -1 && s < c->n_slots && (s < 0 || (c->slots[s].layer == l && c->slots[s].expert == e)));
+            held += s >= 0;
+        }
+        assert(held == c->per_layer[l]);
+    }
 }
 
 static bool is_named(const moe_cache *c, const slot *sl) {
@@ -587,6 +612,7 @@ void moe_cache_new_layer(moe_cache *c, int layer) {
         if (!sl->promoting) unclaim(c, s); /* a promotion stays queued: its copy serves until then */
     }
     if (c->io_running) queue_promotions(c, layer);
+    moe_cache_check(c);
     unlock(c);
 }
 
@@ -614,6 +640,7 @@ void moe_cache_fetch(moe_cache *c, int layer, const int32_t *experts, int n, boo
                                                              the lookup serves it; else reads it whole) */
         enqueue(c, s, !ahead);
     }
+    moe_cache_check(c);
     unlock(c);
 }
 
@@ -637,6 +664,7 @@ void moe_cache_set_budget(moe_cache *c, uint64_t bytes) {
             c->slots[s].counted = false;
             c->n_mem--;
         }
+    moe_cache_check(c);
     unlock(c);
 }
 
