@@ -1,0 +1,225 @@
+/*
+ * test_platform — the platform room (src/platform/). The readers of small
+ * kernel files: cgroup v2's "max" is no number, keyed lines give the number
+ * after the colon, mount fields decode the kernel's octal escapes, pressure
+ * lines give their avg10, fake CPU-capacity and thermal trees read as
+ * written. octo's CPU set. Then the build's own answers: the Linux
+ * readings (usage, free memory, unnamed files linked at commit) or the
+ * POSIX fallback's documented ones (no usage, no cgroup limit, pressure and
+ * temperature unknown, no pinning, no unnamed files, no direct I/O).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "platform/cpu.h"
+#include "platform/file.h"
+#include "platform/mem.h"
+#include "platform/platform.h"
+#include "platform/storage.h"
+#include "platform/sysfile.h"
+#include "platform/thermal.h"
+#include "t.h"
+#include "util.h"
+
+static bool is_linux(void) { return !strcmp(plat_name(), "linux"); }
+
+static void put(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    T_CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_u64(void) {
+    char p[512];
+    tu_tmp_path(p, sizeof p, "sysfile_u64");
+    uint64_t v = 7;
+    put(p, "max\n");
+    T_CHECK(!sysfile_u64(p, &v) && v == 7);
+    put(p, "  9223372036854771712\n"); /* v1's "unlimited" */
+    T_CHECK(sysfile_u64(p, &v) && v == 9223372036854771712ull);
+    put(p, "1024 100000\n");
+    T_CHECK(sysfile_u64(p, &v) && v == 1024);
+    put(p, "");
+    T_CHECK(!sysfile_u64(p, &v));
+    remove(p);
+    T_CHECK(!sysfile_u64(p, &v));
+}
+
+static void test_keyed(void) {
+    char p[512];
+    tu_tmp_path(p, sizeof p, "sysfile_keyed");
+    put(p, "VmPeak:\t 5000 kB\nVmRSS:\t    1234 kB\nVmRSSx: 9 kB\n");
+    T_CHECK(sysfile_keyed(p, "VmRSS") == 1234);
+    T_CHECK(sysfile_keyed(p, "VmPeak") == 5000);
+    T_CHECK(sysfile_keyed(p, "VmHWM") == 0);
+    T_CHECK(sysfile_keyed(p, "Vm") == 0);
+    remove(p);
+    T_CHECK(sysfile_keyed(p, "VmRSS") == 0);
+}
+
+static void test_avg10(void) {
+    const char *psi = "some avg10=1.25 avg60=0.50 avg300=0.00 total=12345\nfull avg10=0.75 avg60=0.00 avg300=0.00 total=99\n";
+    T_NEAR(sysfile_avg10(psi, "some"), 1.25, 1e-12);
+    T_NEAR(sysfile_avg10(psi, "full"), 0.75, 1e-12);
+    T_NEAR(sysfile_avg10(psi, "half"), -1.0, 0);
+    T_NEAR(sysfile_avg10("some avg60=1.00\nfull avg10=2.00\n", "some"), -1.0, 0); /* not from the next line */
+    T_NEAR(sysfile_avg10("some avg10=x\n", "some"), -1.0, 0);
+    T_NEAR(sysfile_avg10("somewhat avg10=3.00\n", "some"), -1.0, 0);
+}
+
+static void test_fields(void) {
+    char line[] = "cgroup /sys/fs/cgroup/my\\040mem cgroup rw,nosuid,memory 0 0\n";
+    char *f[4];
+    T_CHECK(sysfile_fields(line, f, 4) == 4);
+    T_CHECK(!strcmp(f[0], "cgroup") && !strcmp(f[1], "/sys/fs/cgroup/my mem") && !strcmp(f[2], "cgroup"));
+    T_CHECK(!strcmp(f[3], "rw,nosuid,memory"));
+    char bs[] = "a /x\\134y\\0 t";
+    T_CHECK(sysfile_fields(bs, f, 4) == 3 && !strcmp(f[1], "/x\\y\\0") && !strcmp(f[2], "t"));
+    char blank[] = "  \n";
+    T_CHECK(sysfile_fields(blank, f, 4) == 0);
+}
+
+static void put_in(const char *dir, const char *sub, const char *file, const char *text) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", dir, sub);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/%s/%s", dir, sub, file);
+    put(path, text);
+}
+
+static void rm_in(const char *dir, const char *sub, const char *file) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s/%s", dir, sub, file);
+    remove(path);
+    snprintf(path, sizeof path, "%s/%s", dir, sub);
+    rmdir(path);
+}
+
+/* cpu0, cpu1, cpu3 report capacities (cpu2 is offline); cpu1 is left out by the set. */
+static void test_capacities_at(void) {
+    char root[512];
+    tu_tmp_path(root, sizeof root, "cpu_tree");
+    T_CHECK(mkdir(root, 0700) == 0);
+    put_in(root, "cpu0", "cpu_capacity", "1024\n");
+    put_in(root, "cpu1", "cpu_capacity", "446\n");
+    put_in(root, "cpu3", "cpu_capacity", "0\n"); /* no capacity: left out */
+    put_in(root, "cpu4", "cpu_capacity", "871\n");
+    short ids[8];
+    int caps[8];
+    T_EQ_INT(plat_cpu_capacities_at(root, NULL, ids, caps, 8), 3);
+    T_CHECK(ids[0] == 0 && caps[0] == 1024 && ids[1] == 1 && caps[1] == 446 && ids[2] == 4 && caps[2] == 871);
+    plat_cpuset only;
+    plat_cpuset_zero(&only);
+    plat_cpuset_add(&only, 0);
+    plat_cpuset_add(&only, 4);
+    T_EQ_INT(plat_cpu_capacities_at(root, &only, ids, caps, 8), 2);
+    T_CHECK(ids[0] == 0 && ids[1] == 4 && caps[1] == 871);
+    T_EQ_INT(plat_cpu_capacities_at(root, NULL, ids, caps, 1), 1); /* room for one */
+    const char *subs[] = {"cpu0", "cpu1", "cpu3", "cpu4"};
+    for (int i = 0; i < 4; i++) rm_in(root, subs[i], "cpu_capacity");
+    T_EQ_INT(plat_cpu_capacities_at(root, NULL, ids, caps, 8), 0);
+    rmdir(root);
+}
+
+static void test_thermal_at(void) {
+    char root[512];
+    tu_tmp_path(root, sizeof root, "thermal_tree");
+    T_CHECK(mkdir(root, 0700) == 0);
+    plat_thermal t = plat_thermal_read_at(root);
+    T_CHECK(!t.known && t.n_zones == 0);
+    put_in(root, "thermal_zone0", "temp", "41000\n");
+    put_in(root, "thermal_zone1", "temp", "-5000\n");
+    put_in(root, "thermal_zone3", "temp", "57250\n"); /* zone 2 missing: numbering may have gaps */
+    put_in(root, "thermal_zone4", "temp", "error\n");
+    t = plat_thermal_read_at(root);
+    T_CHECK(t.known && t.n_zones == 3 && t.hottest_millicelsius == 57250);
+    const char *subs[] = {"thermal_zone0", "thermal_zone1", "thermal_zone3", "thermal_zone4"};
+    for (int i = 0; i < 4; i++) rm_in(root, subs[i], "temp");
+    rmdir(root);
+}
+
+static void test_cpuset(void) {
+    plat_cpuset s;
+    plat_cpuset_zero(&s);
+    T_EQ_INT(plat_cpuset_count(&s), 0);
+    T_CHECK(plat_cpuset_add(&s, 0) && plat_cpuset_add(&s, 63) && plat_cpuset_add(&s, 64) && plat_cpuset_add(&s, 1023));
+    T_CHECK(plat_cpuset_add(&s, 63)); /* again: still one core */
+    T_CHECK(!plat_cpuset_add(&s, -1) && !plat_cpuset_add(&s, PLAT_MAX_CPUS));
+    T_EQ_INT(plat_cpuset_count(&s), 4);
+    T_CHECK(plat_cpuset_has(&s, 63) && plat_cpuset_has(&s, 64) && plat_cpuset_has(&s, 1023));
+    T_CHECK(!plat_cpuset_has(&s, 1) && !plat_cpuset_has(&s, 62) && !plat_cpuset_has(&s, -1) && !plat_cpuset_has(&s, 5000));
+}
+
+/* An unnamed file has no name in its folder until it is linked; the POSIX
+ * fallback has none (the atomic writer then names its file from the start). */
+static void test_unnamed(void) {
+    char dir[512], name[600];
+    tu_tmp_path(dir, sizeof dir, "unnamed");
+    T_CHECK(mkdir(dir, 0700) == 0);
+    const int fd = plat_open_unnamed(dir);
+    if (!is_linux()) {
+        T_CHECK(fd == -1 && errno == ENOTSUP);
+        T_CHECK(plat_link_unnamed(0, dir) == -1 && errno == ENOTSUP);
+    } else if (fd < 0) {
+        printf("this file system makes no unnamed files (errno %d): only the named path is checked\n", errno);
+    } else {
+        T_CHECK(write(fd, "abc", 3) == 3);
+        snprintf(name, sizeof name, "%s/f", dir);
+        T_CHECK(access(name, F_OK) != 0);
+        T_EQ_INT(plat_link_unnamed(fd, name), 0);
+        struct stat st;
+        T_CHECK(stat(name, &st) == 0 && st.st_size == 3);
+        T_CHECK(plat_link_unnamed(fd, name) == -1 && errno == EEXIST);
+        close(fd);
+        remove(name);
+    }
+    rmdir(dir);
+}
+
+/* What this build's implementation answers on this machine. */
+static void test_answers(void) {
+    const plat_mem_usage u = plat_mem_read();
+    const plat_pressure pr = plat_mem_pressure();
+    const plat_thermal th = plat_thermal_read();
+    plat_cpuset allowed;
+    printf("%s: rss %llu B, available %llu B, cgroup room %llu B, pressure %s (some %.2f%%), thermal %s (%lld mC)\n",
+           plat_name(), (unsigned long long)u.rss_bytes, (unsigned long long)plat_mem_available(),
+           (unsigned long long)plat_mem_cgroup_room(), pr.known ? "known" : "unknown", pr.some_avg10_pct,
+           th.known ? "known" : "unknown", (long long)th.hottest_millicelsius);
+    T_CHECK(plat_mem_available() > 0);
+    T_CHECK(plat_cpu_online() >= 1);
+    if (is_linux()) {
+        T_CHECK(u.rss_bytes > 0 && u.peak_rss_bytes >= u.rss_bytes);
+        T_CHECK(plat_cpu_allowed(&allowed) && plat_cpuset_count(&allowed) >= 1);
+        T_CHECK(plat_pin_available() && plat_pin_self_get(&allowed) == 0 && plat_pin_self(&allowed) == 0);
+        T_CHECK(!pr.known || (pr.some_avg10_pct >= 0 && pr.some_avg10_pct <= 100 && pr.full_avg10_pct <= pr.some_avg10_pct));
+        return;
+    }
+    T_CHECK(u.rss_bytes == 0 && u.peak_rss_bytes == 0 && u.pss_bytes == 0);
+    T_CHECK(plat_mem_cgroup_room() == UINT64_MAX && !pr.known && !th.known);
+    T_CHECK(!plat_cpu_allowed(&allowed) && !plat_pin_available());
+    T_EQ_INT(plat_pin_self_get(&allowed), ENOSYS);
+    short ids[4];
+    int caps[4];
+    T_EQ_INT(plat_cpu_capacities(NULL, ids, caps, 4), 0);
+    T_EQ_INT(plat_storage_probe("."), PLAT_STORAGE_UNKNOWN);
+    T_CHECK(plat_open_direct("/") == -1 && errno == EINVAL);
+}
+
+int main(void) {
+    test_u64();
+    test_keyed();
+    test_avg10();
+    test_fields();
+    test_capacities_at();
+    test_thermal_at();
+    test_cpuset();
+    test_unnamed();
+    test_answers();
+    T_DONE();
+}
