@@ -3,10 +3,11 @@
  * kernel files: cgroup v2's "max" is no number, keyed lines give the number
  * after the colon, mount fields decode the kernel's octal escapes, pressure
  * lines give their avg10, fake CPU-capacity and thermal trees read as
- * written. octo's CPU set. Then the build's own answers: the Linux
- * readings (usage, free memory, unnamed files linked at commit) or the
- * POSIX fallback's documented ones (no usage, no cgroup limit, pressure and
- * temperature unknown, no pinning, no unnamed files, no direct I/O).
+ * written, a folder's entries read whole; octo's CPU set. Then the build's
+ * own answers: the Linux readings (usage, free memory, unnamed files linked
+ * at commit) or the POSIX fallback's documented ones (peak RSS only, no
+ * cgroup limit, pressure and temperature unknown, no pinning, no unnamed
+ * files, no direct I/O).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -181,6 +182,38 @@ static void test_unnamed(void) {
     rmdir(dir);
 }
 
+static int count_name(void *ctx, const char *name) {
+    int *n = ctx;
+    n[0]++;
+    n[1] += !strcmp(name, "b");
+    return n[2] && n[0] >= n[2]; /* stop after n[2] names when asked */
+}
+
+/* A folder's entries, "." and ".." left out, read from the start each time. */
+static void test_dir_each(void) {
+    char dir[512];
+    tu_tmp_path(dir, sizeof dir, "dir_each");
+    T_CHECK(mkdir(dir, 0700) == 0);
+    put_in(dir, "a", "x", "1");
+    put_in(dir, "b", "x", "2");
+    put_in(dir, "c", "x", "3");
+    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int n[3] = {0, 0, 0};
+    T_EQ_INT(plat_dir_each(fd, count_name, n), 0);
+    T_CHECK(n[0] == 3 && n[1] == 1);
+    int twice[3] = {0, 0, 0};
+    T_EQ_INT(plat_dir_each(fd, count_name, twice), 0); /* from the start again */
+    T_CHECK(twice[0] == 3);
+    int stop[3] = {0, 0, 2};
+    T_EQ_INT(plat_dir_each(fd, count_name, stop), 0);
+    T_EQ_INT(stop[0], 2);
+    close(fd);
+    T_CHECK(plat_dir_each(-1, count_name, n) != 0);
+    const char *subs[] = {"a", "b", "c"};
+    for (int i = 0; i < 3; i++) rm_in(dir, subs[i], "x");
+    rmdir(dir);
+}
+
 /* What this build's implementation answers on this machine. */
 static void test_answers(void) {
     const plat_mem_usage u = plat_mem_read();
@@ -200,7 +233,7 @@ static void test_answers(void) {
         T_CHECK(!pr.known || (pr.some_avg10_pct >= 0 && pr.some_avg10_pct <= 100 && pr.full_avg10_pct <= pr.some_avg10_pct));
         return;
     }
-    T_CHECK(u.rss_bytes == 0 && u.peak_rss_bytes == 0 && u.pss_bytes == 0);
+    T_CHECK(u.rss_bytes == 0 && u.peak_rss_bytes > 0 && u.pss_bytes == 0);
     T_CHECK(plat_mem_cgroup_room() == UINT64_MAX && !pr.known && !th.known);
     T_CHECK(!plat_cpu_allowed(&allowed) && !plat_pin_available());
     T_EQ_INT(plat_pin_self_get(&allowed), ENOSYS);
@@ -220,6 +253,7 @@ int main(void) {
     test_thermal_at();
     test_cpuset();
     test_unnamed();
+    test_dir_each();
     test_answers();
     T_DONE();
 }

@@ -131,7 +131,6 @@ err_code tpool_new(int n_threads, tpool **out, err_t *err) { return create(n_thr
 err_code tpool_new_on(int n_threads, const short *cpus, int n_cpus, tpool **out, err_t *err) {
     *out = NULL;
     if (n_cpus < 1) return err_set(err, ERR_INVALID_ARG, "no cores to place a pool on");
-    if (!plat_pin_available()) return err_set(err, ERR_UNSUPPORTED, "this system cannot place threads on cores");
     plat_cpuset set, allowed;
     plat_cpuset_zero(&set);
     const bool known = plat_cpu_allowed(&allowed);
@@ -140,6 +139,7 @@ err_code tpool_new_on(int n_threads, const short *cpus, int n_cpus, tpool **out,
         if (known && !plat_cpuset_has(&allowed, cpus[i]))
             return err_set(err, ERR_INVALID_ARG, "core %d is not one this process may run on", cpus[i]);
     }
+    if (!plat_pin_available()) return err_set(err, ERR_UNSUPPORTED, "this system cannot place threads on cores");
     return create(n_threads, &set, out, err);
 }
 
@@ -210,6 +210,8 @@ bool cpu_classes_split(cpu_classes *cc, int n_draft) {
     if (!n && plat_cpu_allowed(&allowed)) /* no capacities: the allowed cores */
         for (int c = 0; c < PLAT_MAX_CPUS && c < TPOOL_MAX_CPUS; c++)
             if (plat_cpuset_has(&allowed, c)) ids[n++] = (short)c;
+    if (!n) /* nor an allowed set (the POSIX fallback): the n_allowed cores by number */
+        for (int c = 0; c < cc->n_allowed && c < TPOOL_MAX_CPUS; c++) ids[n++] = (short)c;
     if (n_draft >= n) return false;
     cc->n_perf = n - n_draft;
     cc->n_eff = n_draft;

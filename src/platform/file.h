@@ -40,6 +40,16 @@ int plat_open_unnamed(const char *dir);
  * path exists). */
 int plat_link_unnamed(int fd, const char *path);
 
+/* Call fn(ctx, name) for each entry of the open folder fd but "." and "..",
+ * from its start; stops early when fn returns non-zero. 0, or an errno
+ * value. Linux reads the entries with the getdents64 system call, which is
+ * async-signal-safe (core/tempfiles.c calls it from a signal handler); the
+ * POSIX fallback reads them with fdopendir and readdir on a copy of fd,
+ * which is not, so there an interrupted command's cleanup may be unsafe
+ * while a folder is being removed. */
+typedef int (*plat_dir_fn)(void *ctx, const char *name);
+int plat_dir_each(int fd, plat_dir_fn fn, void *ctx);
+
 /* path opened read-only for direct I/O (close-on-exec); -1 (errno set)
  * where the system or the file system refuses it. */
 int plat_open_direct(const char *path);

@@ -7,7 +7,7 @@
  * process's status (VmRSS, VmHWM), PSS from smaps_rollup where the kernel
  * has it, MemAvailable from meminfo, the memory cgroup's limit and usage,
  * and pressure from PSI. The POSIX fallback (platform/posix/posix.c) knows
- * no usage (0), free memory from sysconf where it has _SC_AVPHYS_PAGES, no
+ * the peak RSS alone (getrusage; RSS and PSS 0), free memory from sysconf where it has _SC_AVPHYS_PAGES, no
  * cgroup limit, and no pressure. A value the system does not provide reads
  * as 0 (or "unknown" where 0 is a reading).
  */

@@ -3,14 +3,16 @@
  * a system octo has no port for yet (-DOCTO_PLATFORM=posix): only what
  * POSIX and sysconf give, and no /proc, /sys, cpu_set_t or O_TMPFILE.
  *
- * Its answers, which the tests assert in this build: no memory usage (0),
+ * Its answers, which the tests assert in this build: peak RSS only
+ * (getrusage; RSS and PSS 0),
  * free memory from sysconf(_SC_AVPHYS_PAGES) where the system has it (the
  * pages free now, which leaves out the page cache Linux's MemAvailable
  * counts; else 0, unknown), no cgroup limit, pressure and temperature
  * unknown, no allowed set and no capacities (one class of cores, as many
  * as are online), no pinning (ENOSYS), storage unknown, the advice POSIX
- * names (MERGE dropped), and neither unnamed files nor direct I/O (the
- * callers fall back to a named file and the page cache).
+ * names (MERGE dropped), neither unnamed files nor direct I/O (the callers
+ * fall back to a named file and the page cache), and folders read with
+ * readdir (not async-signal-safe: platform/file.h).
  */
 #include "platform/cpu.h"
 #include "platform/file.h"
@@ -19,15 +21,28 @@
 #include "platform/storage.h"
 #include "platform/thermal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 /* ---- memory */
 
-plat_mem_usage plat_mem_read(void) { return (plat_mem_usage){0}; }
-plat_mem_usage plat_mem_read_rss(void) { return (plat_mem_usage){0}; }
+/* Peak RSS only: getrusage's ru_maxrss (KiB, bytes on Apple's systems). */
+plat_mem_usage plat_mem_read_rss(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0 || ru.ru_maxrss <= 0) return (plat_mem_usage){0};
+#ifdef __APPLE__
+    return (plat_mem_usage){.peak_rss_bytes = (uint64_t)ru.ru_maxrss};
+#else
+    return (plat_mem_usage){.peak_rss_bytes = (uint64_t)ru.ru_maxrss * 1024};
+#endif
+}
+
+plat_mem_usage plat_mem_read(void) { return plat_mem_read_rss(); }
 uint64_t plat_mem_cgroup_room(void) { return UINT64_MAX; }
 plat_pressure plat_mem_pressure(void) { return (plat_pressure){.known = false}; }
 
@@ -82,4 +97,19 @@ void plat_advise_mem(void *addr, size_t len, plat_advice a) {
 
 int plat_open_unnamed(const char *dir) { return (void)dir, errno = ENOTSUP, -1; }
 int plat_link_unnamed(int fd, const char *path) { return (void)fd, (void)path, errno = ENOTSUP, -1; }
+int plat_dir_each(int fd, plat_dir_fn fn, void *ctx) {
+    const int copy = dup(fd); /* closedir closes the descriptor it was given */
+    DIR *d = copy < 0 ? NULL : fdopendir(copy);
+    if (!d) {
+        const int e = errno;
+        if (copy >= 0) close(copy);
+        return e;
+    }
+    rewinddir(d);
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && fn(ctx, e->d_name)) break;
+    closedir(d);
+    return 0;
+}
+
 int plat_open_direct(const char *path) { return (void)path, errno = EINVAL, -1; }
