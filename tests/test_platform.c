@@ -214,6 +214,34 @@ static void test_dir_each(void) {
     rmdir(dir);
 }
 
+static char first_byte(const char *path) {
+    FILE *f = fopen(path, "r");
+    const int c = f ? fgetc(f) : EOF;
+    if (f) fclose(f);
+    return (char)c;
+}
+
+/* Two names swapped at once; the POSIX fallback cannot (the caller renames twice). */
+static void test_exchange(void) {
+    char a[512], b[512];
+    tu_tmp_path(a, sizeof a, "xchg_a");
+    tu_tmp_path(b, sizeof b, "xchg_b");
+    put(a, "1");
+    put(b, "2");
+    const int rc = plat_rename_exchange(a, b);
+    if (!is_linux()) {
+        T_CHECK(rc == -1 && errno == ENOSYS);
+    } else if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
+        printf("this file system cannot exchange names (errno %d)\n", errno);
+    } else {
+        T_EQ_INT(rc, 0);
+        T_CHECK(first_byte(a) == '2' && first_byte(b) == '1');
+    }
+    remove(b);
+    T_CHECK(plat_rename_exchange(a, b) == -1); /* b is gone: nothing to swap with */
+    remove(a);
+}
+
 /* What this build's implementation answers on this machine. */
 static void test_answers(void) {
     const plat_mem_usage u = plat_mem_read();
@@ -254,6 +282,7 @@ int main(void) {
     test_cpuset();
     test_unnamed();
     test_dir_each();
+    test_exchange();
     test_answers();
     T_DONE();
 }

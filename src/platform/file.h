@@ -40,6 +40,13 @@ int plat_open_unnamed(const char *dir);
  * path exists). */
 int plat_link_unnamed(int fd, const char *path);
 
+/* Swap the names a and b (both exist; one folder or file takes the
+ * other's place at once, so b is never missing); 0, or -1 with errno
+ * (ENOSYS, EINVAL: the system or the file system cannot, rename twice).
+ * Linux's renameat2 with RENAME_EXCHANGE, by the system call (musl has no
+ * wrapper); none in the POSIX fallback. */
+int plat_rename_exchange(const char *a, const char *b);
+
 /* Call fn(ctx, name) for each entry of the open folder fd but "." and "..",
  * from its start; stops early when fn returns non-zero. 0, or an errno
  * value. Linux reads the entries with the getdents64 system call, which is

@@ -3,7 +3,8 @@
  * O_TMPFILE files linked through their /proc/self/fd entry (linkat with
  * AT_SYMLINK_FOLLOW; AT_EMPTY_PATH would need CAP_DAC_READ_SEARCH). Without
  * /proc mounted (a chroot, a sandbox) no unnamed file is made, since none
- * could be linked. Folders are read with the getdents64 system call.
+ * could be linked. Folders are read with the getdents64 system call, and
+ * swapped with renameat2's.
  */
 #define _GNU_SOURCE /* O_TMPFILE, O_DIRECT, MADV_MERGEABLE */
 #include "platform/file.h"
@@ -79,6 +80,16 @@ int plat_dir_each(int fd, plat_dir_fn fn, void *ctx) {
             if (strcmp(d->name, ".") && strcmp(d->name, "..") && fn(ctx, d->name)) return 0;
         }
     return 0;
+}
+
+int plat_rename_exchange(const char *a, const char *b) {
+#ifdef SYS_renameat2
+    return (int)syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b, 2u /* RENAME_EXCHANGE */);
+#else
+    (void)a, (void)b;
+    errno = ENOSYS;
+    return -1;
+#endif
 }
 
 int plat_open_direct(const char *path) {

@@ -112,4 +112,6 @@ int plat_dir_each(int fd, plat_dir_fn fn, void *ctx) {
     return 0;
 }
 
+int plat_rename_exchange(const char *a, const char *b) { return (void)a, (void)b, errno = ENOSYS, -1; }
+
 int plat_open_direct(const char *path) { return (void)path, errno = EINVAL, -1; }
