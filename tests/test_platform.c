@@ -85,31 +85,38 @@ static void test_fields(void) {
     T_CHECK(sysfile_fields(blank, f, 4) == 0);
 }
 
-static void put_in(const char *dir, const char *sub, const char *file, const char *text) {
-    char path[700];
-    snprintf(path, sizeof path, "%s/%s", dir, sub);
-    mkdir(path, 0700);
-    snprintf(path, sizeof path, "%s/%s/%s", dir, sub, file);
-    put(path, text);
-}
-
-static void rm_in(const char *dir, const char *sub, const char *file) {
-    char path[700];
-    snprintf(path, sizeof path, "%s/%s/%s", dir, sub, file);
-    remove(path);
-    snprintf(path, sizeof path, "%s/%s", dir, sub);
-    rmdir(path);
-}
-
-/* cpu0, cpu1, cpu3 report capacities (cpu2 is offline); cpu1 is left out by the set. */
-static void test_capacities_at(void) {
-    char root[512];
-    tu_tmp_path(root, sizeof root, "cpu_tree");
+/* A fresh folder in the scratch folder (its path into root) holding
+ * SUB/FILE = text[i] for each sub[i]. */
+static void tree_make(char *root, size_t n, const char *name, const char *file, const char *const *sub,
+                      const char *const *text, int count) {
+    tu_tmp_path(root, n, name);
     T_CHECK(mkdir(root, 0700) == 0);
-    put_in(root, "cpu0", "cpu_capacity", "1024\n");
-    put_in(root, "cpu1", "cpu_capacity", "446\n");
-    put_in(root, "cpu3", "cpu_capacity", "0\n"); /* no capacity: left out */
-    put_in(root, "cpu4", "cpu_capacity", "871\n");
+    for (int i = 0; i < count; i++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/%s", root, sub[i]);
+        mkdir(path, 0700);
+        snprintf(path, sizeof path, "%s/%s/%s", root, sub[i], file);
+        put(path, text[i]);
+    }
+}
+
+static void tree_remove(const char *root, const char *file, const char *const *sub, int count) {
+    for (int i = 0; i < count; i++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/%s/%s", root, sub[i], file);
+        remove(path);
+        snprintf(path, sizeof path, "%s/%s", root, sub[i]);
+        rmdir(path);
+    }
+    rmdir(root);
+}
+
+/* cpu0, cpu1 and cpu4 report capacities, cpu3 reports 0 and cpu2 none
+ * (offline); the set leaves cpu1 out. */
+static void test_capacities_at(void) {
+    const char *const sub[] = {"cpu0", "cpu1", "cpu3", "cpu4"}, *const cap[] = {"1024\n", "446\n", "0\n", "871\n"};
+    char root[512];
+    tree_make(root, sizeof root, "cpu_tree", "cpu_capacity", sub, cap, 4);
     short ids[8];
     int caps[8];
     T_EQ_INT(plat_cpu_capacities_at(root, NULL, ids, caps, 8), 3);
@@ -121,27 +128,23 @@ static void test_capacities_at(void) {
     T_EQ_INT(plat_cpu_capacities_at(root, &only, ids, caps, 8), 2);
     T_CHECK(ids[0] == 0 && ids[1] == 4 && caps[1] == 871);
     T_EQ_INT(plat_cpu_capacities_at(root, NULL, ids, caps, 1), 1); /* room for one */
-    const char *subs[] = {"cpu0", "cpu1", "cpu3", "cpu4"};
-    for (int i = 0; i < 4; i++) rm_in(root, subs[i], "cpu_capacity");
+    tree_remove(root, "cpu_capacity", sub, 4);
     T_EQ_INT(plat_cpu_capacities_at(root, NULL, ids, caps, 8), 0);
-    rmdir(root);
 }
 
+/* Zones 0, 1, 3 read (2 missing: numbering may have gaps), 4's sensor fails. */
 static void test_thermal_at(void) {
+    const char *const sub[] = {"thermal_zone0", "thermal_zone1", "thermal_zone3", "thermal_zone4"};
+    const char *const temp[] = {"41000\n", "-5000\n", "57250\n", "error\n"};
     char root[512];
-    tu_tmp_path(root, sizeof root, "thermal_tree");
-    T_CHECK(mkdir(root, 0700) == 0);
+    tree_make(root, sizeof root, "thermal_tree", "temp", sub, temp, 0);
     plat_thermal t = plat_thermal_read_at(root);
     T_CHECK(!t.known && t.n_zones == 0);
-    put_in(root, "thermal_zone0", "temp", "41000\n");
-    put_in(root, "thermal_zone1", "temp", "-5000\n");
-    put_in(root, "thermal_zone3", "temp", "57250\n"); /* zone 2 missing: numbering may have gaps */
-    put_in(root, "thermal_zone4", "temp", "error\n");
+    rmdir(root);
+    tree_make(root, sizeof root, "thermal_tree", "temp", sub, temp, 4);
     t = plat_thermal_read_at(root);
     T_CHECK(t.known && t.n_zones == 3 && t.hottest_millicelsius == 57250);
-    const char *subs[] = {"thermal_zone0", "thermal_zone1", "thermal_zone3", "thermal_zone4"};
-    for (int i = 0; i < 4; i++) rm_in(root, subs[i], "temp");
-    rmdir(root);
+    tree_remove(root, "temp", sub, 4);
 }
 
 static void test_cpuset(void) {
@@ -191,12 +194,9 @@ static int count_name(void *ctx, const char *name) {
 
 /* A folder's entries, "." and ".." left out, read from the start each time. */
 static void test_dir_each(void) {
+    const char *const sub[] = {"a", "b", "c"}, *const text[] = {"1", "2", "3"};
     char dir[512];
-    tu_tmp_path(dir, sizeof dir, "dir_each");
-    T_CHECK(mkdir(dir, 0700) == 0);
-    put_in(dir, "a", "x", "1");
-    put_in(dir, "b", "x", "2");
-    put_in(dir, "c", "x", "3");
+    tree_make(dir, sizeof dir, "dir_each", "x", sub, text, 3);
     const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     int n[3] = {0, 0, 0};
     T_EQ_INT(plat_dir_each(fd, count_name, n), 0);
@@ -209,9 +209,7 @@ static void test_dir_each(void) {
     T_EQ_INT(stop[0], 2);
     close(fd);
     T_CHECK(plat_dir_each(-1, count_name, n) != 0);
-    const char *subs[] = {"a", "b", "c"};
-    for (int i = 0; i < 3; i++) rm_in(dir, subs[i], "x");
-    rmdir(dir);
+    tree_remove(dir, "x", sub, 3);
 }
 
 static char first_byte(const char *path) {
