@@ -4,7 +4,8 @@
 # repository root; exits 1 and names each offending line when one does not.
 #
 #   rank  layer        folder
-#   0     core         src/core/
+#   0     platform     src/platform/    (what octo asks the OS; includes only core/err.h of octo's)
+#   0     core         src/core/        (may include platform/)
 #   1     model        src/model/
 #   2     kv           src/kv/          (from model: only model/kv_iface.h)
 #   2     moe          src/moe/         (from model: only model/experts_iface.h)
@@ -22,6 +23,7 @@ cd "$(dirname "$0")/.." || exit 2
 
 layer_of() { # path (a file, or an include's target) -> layer name
     case "$1" in
+    src/platform/* | platform/*) echo platform ;;
     src/core/* | core/*) echo core ;;
     src/model/* | model/*) echo model ;;
     src/kv/* | kv/*) echo kv ;;
@@ -37,7 +39,7 @@ layer_of() { # path (a file, or an include's target) -> layer name
 
 rank_of() {
     case "$1" in
-    core) echo 0 ;; model) echo 1 ;; kv | moe | speculative) echo 2 ;;
+    platform | core) echo 0 ;; model) echo 1 ;; kv | moe | speculative) echo 2 ;;
     runtime) echo 3 ;; api | convert) echo 4 ;; tools) echo 5 ;; *) echo 9 ;;
     esac
 }
@@ -47,6 +49,10 @@ judge() { # from_layer to_layer target
     from=$1 to=$2 target=$3
     [ "$to" = unknown ] && { echo "includes $target, which is in no layer"; return; }
     [ "$from" = "$to" ] && { echo ok; return; }
+    case "$from:$target" in
+    platform:core/err.h | core:platform/*) echo ok; return ;;
+    platform:*) echo "platform may include only core/err.h of octo's, not $target"; return ;;
+    esac
     if [ "$(rank_of "$to")" -ge "$(rank_of "$from")" ]; then
         echo "$from includes $target from $to, a layer at or above its own"; return
     fi

@@ -7,6 +7,7 @@
 #   chat:   libedit-dev (line editing and history in run --chat on a terminal)
 #   python: python3-venv, python3-pytest (tests/python.sh: the binding in a fresh venv)
 #   arm:    gcc-aarch64-linux-gnu, qemu-user (scripts/test-arm.sh: cross build + qemu)
+#   musl:   musl-tools (.ci/run: the library, the CLI and their tests built with musl-gcc)
 #   bench:  python3-numpy for ../shared/tools/widen.py (the 1.1B fixtures of docs/speculative.md)
 set -e
 need=""
@@ -24,6 +25,7 @@ command -v clang >/dev/null 2>&1 || need="$need clang"
 command -v valgrind >/dev/null 2>&1 || need="$need valgrind"
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need="$need gcc-aarch64-linux-gnu"
 command -v qemu-aarch64 >/dev/null 2>&1 || need="$need qemu-user"
+command -v musl-gcc >/dev/null 2>&1 || need="$need musl-tools"
 /usr/bin/python3 -c "import numpy" >/dev/null 2>&1 || need="$need python3-numpy"
 /usr/bin/python3 -c "import pytest" >/dev/null 2>&1 || need="$need python3-pytest"
 /usr/bin/python3 -c "import ensurepip" >/dev/null 2>&1 || need="$need python3-venv"

@@ -19,7 +19,7 @@
 #include "core/kernels.h"
 #include "core/membw.h"
 #include "core/quant.h"
-#include "core/sysmem.h"
+#include "platform/mem.h"
 #include "model/chat_template.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
@@ -966,7 +966,7 @@ static octo_stats stats_snapshot(const octo_model *om, const octo_session *ss) {
     st.kv_spill_hit_rate = kv.spill_reads ? (double)kv.spill_hits / (double)kv.spill_reads : 0.0;
     st.kv_spill_file_bytes = kv.spill_file_bytes;
     snprintf(st.kv_spill_note, sizeof st.kv_spill_note, "%s", kv.spill_note);
-    const sysmem_usage u = sysmem_read_rss(); /* PSS would walk the page tables on every call */
+    const plat_mem_usage u = plat_mem_read_rss(); /* PSS would walk the page tables on every call */
     st.rss_bytes = u.rss_bytes;
     st.peak_rss_bytes = u.peak_rss_bytes;
     snprintf(st.chat_template, sizeof st.chat_template, "%s", chat_family_name(om->b->chat));
@@ -984,6 +984,6 @@ double octo_measure_read_bandwidth(int n_threads, uint64_t bytes) {
 }
 
 octo_memory octo_memory_usage(void) {
-    sysmem_usage u = sysmem_read();
+    plat_mem_usage u = plat_mem_read();
     return (octo_memory){.rss_bytes = u.rss_bytes, .peak_rss_bytes = u.peak_rss_bytes, .pss_bytes = u.pss_bytes};
 }

@@ -624,7 +624,7 @@ static void test_plan_spill(void) {
     /* a profile's memory sets the budget: 4 GiB for the app on an 8 GB phone */
     plan_device d;
     T_CHECK(plan_device_of("pixel-8", NULL, PLAN_SPILL_AUTO, &d, &err) == ERR_OK);
-    T_CHECK(d.mem_available == 4ull << 30 && d.storage == STORAGE_UFS);
+    T_CHECK(d.mem_available == 4ull << 30 && d.storage == PLAT_STORAGE_UFS);
     T_EQ_INT(plan_device_of("nokia-3310", NULL, PLAN_SPILL_AUTO, &d, &err), ERR_INVALID_ARG);
     printf("unknown device: %s\n", err.msg);
     model_free(m);
@@ -646,7 +646,7 @@ static void test_plan_draft(void) {
     const uint64_t tb = kv_token_bytes(plan_kv_shape(&m->hp), QT_F16), db = kv_token_bytes(plan_kv_shape(&d->hp), QT_F16);
     T_CHECK(tb != db); /* unequal shares, so a split by halves would fail below */
     kv_config cfg = kv_config_default();
-    plan_device dev = {.mem_available = 0, .storage = STORAGE_NVME, .cache_dir = "/tmp", .spill = PLAN_SPILL_ON};
+    plan_device dev = {.mem_available = 0, .storage = PLAT_STORAGE_NVME, .cache_dir = "/tmp", .spill = PLAN_SPILL_ON};
     /* free memory that leaves 0.6 x 1000 tokens of both caches after the weights and the margin */
     const uint64_t extra = 1000 * (tb + db) * 10 / 6 + 77;
     dev.mem_available = m->weight_bytes + d->weight_bytes + PLAN_SAFETY_MARGIN + extra;

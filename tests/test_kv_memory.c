@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "core/quant.h"
-#include "core/sysfile.h"
+#include "platform/sysfile.h"
 #include "octo.h"
 #include "t.h"
 #include "util.h"

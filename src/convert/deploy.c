@@ -1,7 +1,6 @@
 /*
  * deploy — see deploy.h.
  */
-#define _GNU_SOURCE /* renameat2 */
 #include "deploy.h"
 
 #include <dirent.h>
@@ -23,6 +22,7 @@
 #include "core/tempfiles.h"
 #include "model/model.h"
 #include "moe/int2.h"
+#include "platform/file.h"
 #include "runtime/bundle.h"
 #include "runtime/bundle_dir.h"
 #include "runtime/device.h"
@@ -256,7 +256,7 @@ static err_code fill_folder(deploy_ctx *c, const char *device, const char *tmp, 
 /* The old bundle's folder out of the way, the new one in: one exchange where
  * the file system has it (never no folder), else two renames. */
 static err_code swap_in(deploy_ctx *c, const char *tmp, const char *final, const char *old, err_t *err) {
-    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
+    if (plat_rename_exchange(tmp, final) == 0) {
         remove_folder(c->o, tmp); /* the old bundle, now under the temporary name */
         return ERR_OK;
     }

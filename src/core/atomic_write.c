@@ -1,7 +1,6 @@
 /*
  * atomic_write — see atomic_write.h.
  */
-#define _GNU_SOURCE /* O_TMPFILE */
 #include "atomic_write.h"
 
 #include <errno.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "inputs.h"
+#include "platform/file.h"
 #include "tempfiles.h"
 
 static err_code io_error(err_t *err, const char *path, const char *what, int e) {
@@ -27,22 +27,6 @@ static mode_t target_mode(const struct stat *st, int exists) {
     const mode_t mask = umask(022); /* read the mask: umask has no query */
     umask(mask);
     return 0666 & ~mask;
-}
-
-/* An unnamed file in dir (O_TMPFILE): a run killed before commit leaves
- * nothing behind. -1 where the file system or /proc cannot do it. */
-static int unnamed_file(const char *dir) {
-#ifdef O_TMPFILE
-    const int fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
-    if (fd < 0) return -1;
-    char proc[64];
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-    if (access(proc, F_OK) == 0) return fd; /* commit links it through /proc */
-    close(fd);
-#else
-    (void)dir;
-#endif
-    return -1;
 }
 
 /* The refusals: a target that is not a regular file, or a file this process reads. */
@@ -84,7 +68,7 @@ err_code atomic_file_open(atomic_file *af, const char *path, err_t *err) {
     const char *dir = dirname(copy);
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     snprintf(af->tmp, n + 1, "%s/.%s.XXXXXX", dir, base);
-    int fd = unnamed_file(dir);
+    int fd = plat_open_unnamed(dir); /* no name until commit: a run killed before it leaves nothing */
     af->unnamed = fd >= 0;
     if (fd < 0 && (fd = mkstemp(af->tmp)) >= 0) /* named from the start: an interrupt removes it */
         af->temp_slot = tempfiles_add(af->tmp);
@@ -115,12 +99,10 @@ err_code atomic_file_write(atomic_file *af, const void *p, size_t n, err_t *err)
  * target), for the rename; a named one has it already. */
 static int give_name(atomic_file *af) {
     if (!af->unnamed) return 0;
-    char proc[64];
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fileno(af->f));
     const size_t x = strlen(af->tmp) - 6; /* the XXXXXX */
     for (unsigned i = 0; i < 1000; i++) {
         snprintf(af->tmp + x, 7, "%06x", (unsigned)(getpid() * 7919u + i * 104729u) & 0xffffffu);
-        if (linkat(AT_FDCWD, proc, AT_FDCWD, af->tmp, AT_SYMLINK_FOLLOW) == 0) {
+        if (plat_link_unnamed(fileno(af->f), af->tmp) == 0) {
             af->unnamed = 0; /* named: abort removes it from here on, an interrupt until the rename */
             af->temp_slot = tempfiles_add(af->tmp);
             return 0;

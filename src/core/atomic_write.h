@@ -27,7 +27,7 @@ typedef struct {
     FILE *f;           /* write here (fwrite etc.) between open and commit */
     char *path;        /* the target */
     char *tmp;         /* the temporary file's name beside it */
-    int unnamed;       /* 1 while the file has no name yet (O_TMPFILE, linked at commit) */
+    int unnamed;       /* 1 while the file has no name yet (platform/file.h: linked at commit) */
     int temp_slot;     /* its core/tempfiles.h slot while it has a temporary name, else -1 */
 } atomic_file;
 

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "inputs.h"
+#include "platform/cpu.h"
+#include "platform/file.h"
 
 #define CHUNK (4ull << 20)
 #define MAX_THREADS 8
@@ -64,8 +66,8 @@ static void *work(void *arg) {
 
 /* The chunks' hashes on nth threads (fewer if threads cannot be made). */
 static void hash_chunks(const uint8_t *base, uint64_t size, uint64_t n_chunks, uint64_t *hashes) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int nth = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (int)cpus;
+    const int cpus = plat_cpu_online();
+    int nth = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : cpus;
     if ((uint64_t)nth > n_chunks) nth = (int)n_chunks;
     job jobs[MAX_THREADS];
     pthread_t th[MAX_THREADS];
@@ -102,7 +104,7 @@ err_code checksum_file(const char *path, uint64_t *hash, uint64_t *size, err_t *
         if (map) munmap(map, (size_t)*size);
         return err_set(err, ERR_NOMEM, "out of memory");
     }
-    if (map) madvise(map, (size_t)*size, MADV_SEQUENTIAL);
+    if (map) plat_advise_mem(map, (size_t)*size, PLAT_ADVICE_SEQUENTIAL);
     hash_chunks(map, *size, n_chunks, hashes);
     *hash = checksum_bytes(hashes, n_chunks * sizeof *hashes, *size);
     free(hashes);

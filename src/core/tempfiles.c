@@ -1,7 +1,6 @@
 /*
  * tempfiles — see tempfiles.h.
  */
-#define _GNU_SOURCE /* getdents64's record layout, syscall */
 #include "tempfiles.h"
 
 #include <errno.h>
@@ -9,8 +8,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
+
+#include "platform/file.h"
 
 #define TEMPFILES_PATH 4096
 #define TREE_DEPTH 8 /* octo's temporary folders are one level deep; deeper is refused (ELOOP) */
@@ -44,37 +44,30 @@ void tempfiles_remove_all(void) {
         if (atomic_load(&g_slots[i].state) == SLOT_USED) tempfiles_remove_tree(g_slots[i].path);
 }
 
-/* The kernel's directory record (getdents64), declared here: glibc's only
- * with its own getdents64 wrapper, which is not on the signal-safe list. */
-struct dirent_rec {
-    uint64_t ino;
-    int64_t off;
-    unsigned short reclen;
-    unsigned char type;
-    char name[];
-};
-
 static int remove_at(int dirfd, const char *name, int depth);
+
+typedef struct {
+    int fd, depth, removed, first; /* the folder; what a pass removed; the first errno kept */
+} pass;
+
+static int remove_entry(void *ctx, const char *name) {
+    pass *p = ctx;
+    const int e = remove_at(p->fd, name, p->depth - 1);
+    if (!e) p->removed = 1;
+    else if (!p->first) p->first = e;
+    return 0;
+}
 
 /* Remove every entry of the open folder fd; passes repeat while one removes
  * something, since removing entries while reading a folder may skip some. */
 static int empty_folder(int fd, int depth) {
-    int first = 0;
-    for (int removed = 1; removed;) {
-        removed = 0;
-        char buf[4096] __attribute__((aligned(8)));
-        if (lseek(fd, 0, SEEK_SET) != 0) return errno;
-        for (long n; (n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0;)
-            for (long off = 0; off < n;) {
-                const struct dirent_rec *d = (const struct dirent_rec *)(buf + off);
-                off += d->reclen;
-                if (!strcmp(d->name, ".") || !strcmp(d->name, "..")) continue;
-                const int e = remove_at(fd, d->name, depth - 1);
-                if (!e) removed = 1;
-                else if (!first) first = e;
-            }
+    pass p = {.fd = fd, .depth = depth, .removed = 1};
+    while (p.removed) {
+        p.removed = 0;
+        const int e = plat_dir_each(fd, remove_entry, &p);
+        if (e) return e;
     } /* the passes end when one removes nothing: only what cannot be removed is left */
-    return first;
+    return p.first;
 }
 
 /* Remove dirfd/name: a file or link by unlinkat, a folder by emptying it

@@ -7,8 +7,10 @@
  * Each is registered while it exists (tempfiles_add, tempfiles_forget). A
  * command line that is interrupted (SIGINT, SIGTERM) calls
  * tempfiles_remove_all from its signal handler: it is async-signal-safe (a
- * fixed table of atomic slots; removal by unlinkat, openat and getdents64
- * only), then the command dies of the signal as it would have.
+ * fixed table of atomic slots; removal by unlinkat, openat and
+ * platform/file.h's plat_dir_each, which is getdents64 on Linux; the POSIX
+ * fallback's readdir is not), then the command dies of the signal as it
+ * would have.
  *
  * Removal never follows a symbolic link: a link in a tree is unlinked, not
  * entered, so a folder swapped for a link cannot make octo delete what the

@@ -8,19 +8,16 @@
  * SPIN_ROUNDS times before it sleeps; the caller broadcasts the condition
  * variable only when some worker is asleep.
  */
-#define _GNU_SOURCE /* sched_getaffinity */
 #include "threadpool.h"
 
-#include "sysfile.h"
+#include "platform/cpu.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -60,7 +57,7 @@ struct tpool {
     atomic_int sleepers;
     atomic_bool stop;
     bool pinned;              /* workers run only on `cpus` */
-    cpu_set_t cpus;
+    plat_cpuset cpus;
     pthread_mutex_t mu;
     pthread_cond_t cv;
 };
@@ -92,10 +89,8 @@ static void *worker_main(void *arg) {
     }
 }
 
-_Static_assert(sizeof(cpu_set_t) == sizeof(((tpool_affinity *)0)->mask), "tpool_affinity holds a cpu_set_t");
-
 /* cpus NULL: workers run anywhere */
-static err_code create(int n_threads, const cpu_set_t *cpus, tpool **out, err_t *err) {
+static err_code create(int n_threads, const plat_cpuset *cpus, tpool **out, err_t *err) {
     *out = NULL;
     if (n_threads < 1 || n_threads > 1024) return err_set(err, ERR_INVALID_ARG, "%d threads", n_threads);
     tpool *p = calloc(1, sizeof *p);
@@ -121,7 +116,7 @@ static err_code create(int n_threads, const cpu_set_t *cpus, tpool **out, err_t 
             tpool_free(p);
             return err_set(err, ERR_NOMEM, "could not start worker thread %d of %d", i, n_threads);
         }
-        if (cpus && pthread_setaffinity_np(w->thread, sizeof *cpus, cpus) != 0) {
+        if (cpus && plat_pin_thread(w->thread, cpus) != 0) {
             p->n = i + 1;
             tpool_free(p);
             return err_set(err, ERR_INVALID_ARG, "could not place worker thread %d on its cores", i);
@@ -136,33 +131,28 @@ err_code tpool_new(int n_threads, tpool **out, err_t *err) { return create(n_thr
 err_code tpool_new_on(int n_threads, const short *cpus, int n_cpus, tpool **out, err_t *err) {
     *out = NULL;
     if (n_cpus < 1) return err_set(err, ERR_INVALID_ARG, "no cores to place a pool on");
-    cpu_set_t set, allowed;
-    CPU_ZERO(&set);
-    const bool known = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
+    plat_cpuset set, allowed;
+    plat_cpuset_zero(&set);
+    const bool known = plat_cpu_allowed(&allowed);
     for (int i = 0; i < n_cpus; i++) {
-        if (cpus[i] < 0 || cpus[i] >= CPU_SETSIZE) return err_set(err, ERR_INVALID_ARG, "no core %d", cpus[i]);
-        if (known && !CPU_ISSET(cpus[i], &allowed))
+        if (!plat_cpuset_add(&set, cpus[i])) return err_set(err, ERR_INVALID_ARG, "no core %d", cpus[i]);
+        if (known && !plat_cpuset_has(&allowed, cpus[i]))
             return err_set(err, ERR_INVALID_ARG, "core %d is not one this process may run on", cpus[i]);
-        CPU_SET(cpus[i], &set);
     }
+    if (!plat_pin_available()) return err_set(err, ERR_UNSUPPORTED, "this system cannot place threads on cores");
     return create(n_threads, &set, out, err);
 }
 
 void tpool_pin_caller(const tpool *p, tpool_affinity *prev) {
     prev->saved = 0;
     if (!p || !p->pinned) return;
-    cpu_set_t cur;
-    if (pthread_getaffinity_np(pthread_self(), sizeof cur, &cur) != 0) return;
-    if (pthread_setaffinity_np(pthread_self(), sizeof p->cpus, &p->cpus) != 0) return;
-    memcpy(prev->mask, &cur, sizeof cur);
+    if (plat_pin_self_get(&prev->mask) != 0) return;
+    if (plat_pin_self(&p->cpus) != 0) return;
     prev->saved = 1;
 }
 
 void tpool_unpin_caller(const tpool_affinity *prev) {
-    if (!prev->saved) return;
-    cpu_set_t cur;
-    memcpy(&cur, prev->mask, sizeof cur);
-    pthread_setaffinity_np(pthread_self(), sizeof cur, &cur);
+    if (prev->saved) plat_pin_self(&prev->mask);
 }
 
 void tpool_free(tpool *p) {
@@ -216,10 +206,12 @@ bool cpu_classes_split(cpu_classes *cc, int n_draft) {
     short ids[TPOOL_MAX_CPUS];
     int n = cc->n_perf;
     memcpy(ids, cc->perf, sizeof(short) * (size_t)n);
-    cpu_set_t allowed;
-    if (!n && sched_getaffinity(0, sizeof allowed, &allowed) == 0) /* no capacities: the allowed cores */
-        for (int c = 0; c < CPU_SETSIZE && c < TPOOL_MAX_CPUS; c++)
-            if (CPU_ISSET(c, &allowed)) ids[n++] = (short)c;
+    plat_cpuset allowed;
+    if (!n && plat_cpu_allowed(&allowed)) /* no capacities: the allowed cores */
+        for (int c = 0; c < PLAT_MAX_CPUS && c < TPOOL_MAX_CPUS; c++)
+            if (plat_cpuset_has(&allowed, c)) ids[n++] = (short)c;
+    if (!n) /* nor an allowed set (the POSIX fallback): the n_allowed cores by number */
+        for (int c = 0; c < cc->n_allowed && c < TPOOL_MAX_CPUS; c++) ids[n++] = (short)c;
     if (n_draft >= n) return false;
     cc->n_perf = n - n_draft;
     cc->n_eff = n_draft;
@@ -234,31 +226,16 @@ static int cmp_int(const void *a, const void *b) { return (*(const int *)a > *(c
 
 void cpu_classes_read(const char *root, cpu_classes *out) {
     memset(out, 0, sizeof *out);
-    cpu_set_t allowed;
-    bool filter = false;
-    const bool root_given = root != NULL;
-    if (!root) {
-        root = "/sys/devices/system/cpu";
-        filter = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
-        out->n_allowed = filter ? CPU_COUNT(&allowed) : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    }
-    int n = 0, misses = 0, local_cap[TPOOL_MAX_CPUS];
+    int n, local_cap[TPOOL_MAX_CPUS];
     short id[TPOOL_MAX_CPUS];
-    for (int cpu = 0; cpu < TPOOL_MAX_CPUS && misses < 64; cpu++) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/cpu%d/cpu_capacity", root, cpu);
-        uint64_t c = 0;
-        if (!sysfile_u64(path, &c)) { /* offline or absent; numbering may have gaps */
-            misses++;
-            continue;
-        }
-        misses = 0;
-        const bool ok = c > 0 && c < 1000000;
-        if (!ok || (filter && !CPU_ISSET(cpu, &allowed))) continue;
-        id[n] = (short)cpu;
-        local_cap[n++] = (int)c;
+    if (root) {
+        n = out->n_allowed = plat_cpu_capacities_at(root, NULL, id, local_cap, TPOOL_MAX_CPUS);
+    } else {
+        plat_cpuset allowed;
+        const bool filter = plat_cpu_allowed(&allowed);
+        out->n_allowed = filter ? plat_cpuset_count(&allowed) : plat_cpu_online();
+        n = plat_cpu_capacities(filter ? &allowed : NULL, id, local_cap, TPOOL_MAX_CPUS);
     }
-    if (root_given) out->n_allowed = n;
     if (!n) return;
     int sorted[TPOOL_MAX_CPUS];
     memcpy(sorted, local_cap, sizeof(int) * (size_t)n);

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 
 #include "err.h"
+#include "platform/cpu.h"
 
 typedef struct tpool tpool;
 typedef void (*tpool_fn)(void *ctx, int ith, int nth);
@@ -30,13 +31,13 @@ void tpool_run(tpool *p, tpool_fn fn, void *ctx);
 int tpool_default_threads(void);
 
 /* Cores by capacity. Where the kernel reports cpu_capacity
- * (ROOT/cpuN/cpu_capacity; ROOT NULL = /sys/devices/system/cpu, then only
- * the CPUs this process may run on) and the capacities differ, the cores
+ * (ROOT/cpuN/cpu_capacity; ROOT NULL = the system's, platform/cpu.h, then
+ * only the CPUs this process may run on) and the capacities differ, the cores
  * split where the ratio between consecutive distinct capacities is largest:
  * efficiency cores below, performance cores above (a phone's prime and big
  * cores are both performance cores). n_eff 0: one class, or no capacities.
  * n_allowed: the CPUs this process may run on (ROOT given: n_perf + n_eff). */
-#define TPOOL_MAX_CPUS 1024
+#define TPOOL_MAX_CPUS PLAT_MAX_CPUS
 typedef struct {
     int n_perf, n_eff, n_allowed;
     int perf_capacity, eff_capacity; /* the lowest of each class */
@@ -53,13 +54,14 @@ int cpu_classes_threads(const cpu_classes *cc);
 bool cpu_classes_split(cpu_classes *cc, int n_draft);
 
 /* A pool whose workers run only on cpus[0..n_cpus); the caller (thread 0)
- * runs where it is unless pinned with tpool_pin_caller. */
+ * runs where it is unless pinned with tpool_pin_caller. ERR_UNSUPPORTED
+ * where the platform cannot pin (platform/cpu.h: the POSIX fallback). */
 err_code tpool_new_on(int n_threads, const short *cpus, int n_cpus, tpool **out, err_t *err);
 /* Move the calling thread onto the pool's CPUs (nothing for a pool made by
  * tpool_new), saving where it could run before; tpool_unpin_caller puts it
  * back. Two system calls: for phases of work, not for each job. */
 typedef struct {
-    unsigned long mask[TPOOL_MAX_CPUS / (8 * sizeof(unsigned long))];
+    plat_cpuset mask;
     int saved;
 } tpool_affinity;
 void tpool_pin_caller(const tpool *p, tpool_affinity *prev);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "kv_internal.h"
+#include "platform/file.h"
 
 uint64_t kv_token_bytes(kv_shape shape, uint32_t type) {
     return (uint64_t)shape.n_layer *
@@ -80,11 +81,7 @@ void kv_block_free(kv_block *b) {
  * the kernel's same-page merging (KSM), which shares them between processes
  * running the same prompt prefix (where the system has it on; advice only). */
 void kv_mark_anchor(const kv_cache *c, kv_block *b) {
-#ifdef MADV_MERGEABLE
-    if (b->n && b->mem && b->pos[0] < c->cfg.anchor_tokens) madvise(b->mem, b->mem_bytes, MADV_MERGEABLE);
-#else
-    (void)c, (void)b;
-#endif
+    if (b->n && b->mem && b->pos[0] < c->cfg.anchor_tokens) plat_advise_mem(b->mem, b->mem_bytes, PLAT_ADVICE_MERGE);
 }
 
 void kv_block_touched(kv_cache *c, kv_block *b) {

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "spill.h"
 #include "core/clock.h"
+#include "platform/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -151,9 +152,7 @@ err_code spill_get(spill_store *s, int slot, void *dst, size_t len, err_t *err) 
 
 void spill_prefetch(spill_store *s, int slot) {
     if (slot < 0 || slot >= s->n_slots) return;
-#ifdef POSIX_FADV_WILLNEED
-    posix_fadvise(s->fd, (off_t)slot * (off_t)s->slot_bytes, (off_t)s->slot_bytes, POSIX_FADV_WILLNEED);
-#endif
+    plat_advise_file(s->fd, (uint64_t)slot * s->slot_bytes, s->slot_bytes, PLAT_ADVICE_WILLNEED);
     s->st.prefetches++;
 }
 

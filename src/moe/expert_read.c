@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/inputs.h"
+#include "platform/file.h"
 
 struct moe_reader {
     const model *m;
@@ -33,11 +34,7 @@ err_code moe_reader_open(const model *m, const char *path, bool try_direct, moe_
         free(r);
         return err_prefix(err, "cannot open the experts' file"), ERR_IO;
     }
-#ifdef O_DIRECT
-    r->dfd = try_direct ? open(path, O_RDONLY | O_CLOEXEC | O_DIRECT) : -1;
-#else
-    r->dfd = -1;
-#endif
+    r->dfd = try_direct ? plat_open_direct(path) : -1;
     atomic_init(&r->direct, r->dfd >= 0);
     *out = r;
     return ERR_OK;
@@ -99,9 +96,7 @@ static err_code read_matrix(moe_reader *r, uint8_t *dst, uint64_t off, size_t n,
     }
     const err_code rc = read_at(r->fd, dst, n, n, off, err);
     if (rc == ERR_INVALID_ARG) return err_set(err, ERR_IO, "reading an expert from the model file failed: %s", strerror(EINVAL));
-#ifdef POSIX_FADV_DONTNEED
-    posix_fadvise(r->fd, (off_t)off, (off_t)n, POSIX_FADV_DONTNEED); /* the buffer holds it now */
-#endif
+    plat_advise_file(r->fd, off, n, PLAT_ADVICE_DONTNEED); /* the buffer holds it now */
     *data = dst;
     return rc;
 }

@@ -17,6 +17,7 @@
 
 #include "core/atomic_write.h"
 #include "core/inputs.h"
+#include "platform/file.h"
 #include "core/quant.h"
 #include "expert_read.h"
 
@@ -364,7 +365,7 @@ err_code moe_int2_open(const model *m, const char *model_path, moe_int2 **out, e
         return err_set(err, rc, "%s: %s", path, err ? err->msg : "");
     }
     s->fd = fd, s->n_layer = m->hp.n_layer, s->n_expert = m->hp.n_expert, s->kld = got.kld;
-    s->dfd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+    s->dfd = plat_open_direct(path);
     atomic_init(&s->direct, s->dfd >= 0);
     *out = s;
     return ERR_OK;
@@ -413,7 +414,7 @@ static err_code read_record(moe_int2 *s, uint8_t *buf, uint64_t buf_bytes, uint6
                        (unsigned long long)buf_bytes);
     *rec = buf + buf_bytes - rb;
     const err_code rc = read_span(s->fd, *rec, rb, rb, off, err);
-    posix_fadvise(s->fd, (off_t)off, (off_t)rb, POSIX_FADV_DONTNEED);
+    plat_advise_file(s->fd, off, rb, PLAT_ADVICE_DONTNEED);
     return rc;
 }
 

@@ -2,10 +2,10 @@
  * device — what the plan needs to know about the device: its memory and
  * whether its storage is fast enough to spill the KV cache to.
  *
- * On the host both are probed: memory from sysmem_available(), storage from
- * the block device under the cache directory (/sys/dev/block: an eMMC
- * (mmcblk*) or a rotating disk is slow; tmpfs is memory, so spilling there
- * saves nothing). A named profile (octo_client_options.device, `--device`)
+ * On the host both are probed: memory from plat_mem_available(), storage
+ * from plat_storage_probe() on the cache directory (platform/storage.h: an
+ * eMMC or a rotating disk is slow; tmpfs is memory, so spilling there saves
+ * nothing). A named profile (octo_client_options.device, `--device`)
  * replaces both with a known phone's, so the plan a phone would get can be
  * seen and tested here.
  */
@@ -15,15 +15,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-typedef enum {
-    STORAGE_UNKNOWN = 0,
-    STORAGE_NVME,
-    STORAGE_UFS,
-    STORAGE_SSD,   /* a non-rotating block device of another kind (SATA, virtio, ...) */
-    STORAGE_EMMC,
-    STORAGE_HDD,
-    STORAGE_RAM,   /* tmpfs / ramfs */
-} storage_kind;
+#include "platform/storage.h"
+
+/* The kinds are the platform's (PLAT_STORAGE_*). */
+typedef plat_storage storage_kind;
 
 typedef struct {
     const char *name;
@@ -37,8 +32,6 @@ const device_profile *device_find(const char *name);
 /* The names, comma-separated, for error messages and --help. */
 const char *device_names(void);
 
-/* The storage a directory lives on (host probe). */
-storage_kind storage_probe(const char *dir);
 const char *storage_name(storage_kind s);
 /* Fast enough that a 64-token block read beats recomputing without it:
  * NVMe, UFS, SSD. Not eMMC, not a rotating disk, not memory, not unknown. */

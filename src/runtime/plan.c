@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/sysmem.h"
+#include "platform/mem.h"
 
 err_code plan_device_of(const char *name, const char *cache_dir, plan_spill spill, plan_device *out, err_t *err) {
     *out = (plan_device){.cache_dir = cache_dir && *cache_dir ? cache_dir : NULL, .spill = spill};
@@ -29,8 +29,8 @@ err_code plan_device_of(const char *name, const char *cache_dir, plan_spill spil
         out->storage = d->storage;
         return ERR_OK;
     }
-    out->mem_available = sysmem_available();
-    out->storage = out->cache_dir ? storage_probe(out->cache_dir) : STORAGE_UNKNOWN;
+    out->mem_available = plat_mem_available();
+    out->storage = out->cache_dir ? plat_storage_probe(out->cache_dir) : PLAT_STORAGE_UNKNOWN;
     return ERR_OK;
 }
 

@@ -46,7 +46,7 @@
  * as the context grows the expert cache shrinks first, and the KV cache
  * evicts only at its own budget. A draft model's weights and its whole KV
  * cache are set aside before the pool. The memory free comes from the
- * device, the process's cgroup limit included (core/sysmem.h).
+ * device, the process's cgroup limit included (platform/mem.h).
  *
  * Weights (a dense model's, or an MoE model's resident ones): re-laid at
  * load for the packed kernels (core/packed.h) when they fit, i.e. they and

@@ -1,7 +1,8 @@
 /*
- * sysfile — see sysfile.h.
+ * platform/sysfile — see platform/sysfile.h. Each file is opened, read
+ * and closed at once: the kernel computes these files when they are read.
  */
-#include "sysfile.h"
+#include "platform/sysfile.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -9,14 +10,19 @@
 #include <string.h>
 #include <unistd.h>
 
-bool sysfile_u64(const char *path, uint64_t *out) {
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+bool sysfile_text(const char *path, char *buf, size_t n) {
+    const int fd = n < 2 ? -1 : open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return false;
-    char buf[64];
-    const ssize_t n = read(fd, buf, sizeof buf - 1);
+    const ssize_t got = read(fd, buf, n - 1);
     close(fd);
-    if (n <= 0) return false;
-    buf[n] = '\0';
+    if (got <= 0) return false;
+    buf[got] = '\0';
+    return true;
+}
+
+bool sysfile_u64(const char *path, uint64_t *out) {
+    char buf[64];
+    if (!sysfile_text(path, buf, sizeof buf)) return false;
     const char *p = buf + strspn(buf, " \t");
     if (*p < '0' || *p > '9') return false;
     *out = strtoull(p, NULL, 10);
@@ -36,6 +42,19 @@ uint64_t sysfile_keyed(const char *path, const char *key) {
         }
     fclose(f);
     return v;
+}
+
+double sysfile_avg10(const char *text, const char *kind) {
+    const size_t n = strlen(kind);
+    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (strncmp(line, kind, n) || line[n] != ' ') continue;
+        const char *eol = strchr(line, '\n'), *a = strstr(line, "avg10=");
+        if (!a || (eol && a > eol)) return -1.0;
+        char *end;
+        const double v = strtod(a + 6, &end);
+        return end == a + 6 ? -1.0 : v;
+    }
+    return -1.0;
 }
 
 /* Decodes "\ooo" escapes of s in place. */

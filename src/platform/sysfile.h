@@ -1,12 +1,13 @@
 /*
- * sysfile — small numbers and lines read from /proc and /sys files.
+ * platform/sysfile — small numbers and lines read from the kernel's text
+ * files (/proc, /sys): what the Linux readings of the platform room parse.
  *
  * Without the scanf family: glibc's scanf can leave a push-back buffer
  * allocated (LeakSanitizer reports it from _IO_default_pbackfail), and
  * getmntent parses with sscanf, so mount tables are split here by hand.
  */
-#ifndef OCTO_CORE_SYSFILE_H
-#define OCTO_CORE_SYSFILE_H
+#ifndef OCTO_PLATFORM_SYSFILE_H
+#define OCTO_PLATFORM_SYSFILE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -17,9 +18,18 @@
  * (cgroup v2's "max", say). */
 bool sysfile_u64(const char *path, uint64_t *out);
 
+/* The whole of a small file (up to n - 1 bytes) into buf, NUL-terminated;
+ * false when it cannot be read or is empty. */
+bool sysfile_text(const char *path, char *buf, size_t n);
+
 /* The number after "key:" on a line of the file ("VmRSS:  123 kB" gives
  * 123); 0 when no line has it. */
 uint64_t sysfile_keyed(const char *path, const char *key);
+
+/* The number after "avg10=" on the line of text (a pressure file: "some
+ * avg10=0.12 avg60=..." then "full ...") that starts with kind; -1 when
+ * there is no such line or number. */
+double sysfile_avg10(const char *text, const char *kind);
 
 /* Splits a /proc/self/mounts line in place into its first n fields
  * (device, dir, type, options, ...), decoding the kernel's octal escapes

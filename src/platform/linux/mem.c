@@ -1,24 +1,26 @@
 /*
- * sysmem — see sysmem.h. The files are parsed line by line for "Key: N kB".
+ * platform/linux/mem — see platform/mem.h: the Linux readings, from /proc
+ * files parsed line by line for "Key: N kB", and the cgroup files under
+ * the hierarchy's mount point.
  */
-#include "sysmem.h"
+#include "platform/mem.h"
 
-#include "sysfile.h"
+#include "platform/sysfile.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-sysmem_usage sysmem_read_rss(void) {
-    return (sysmem_usage){
+plat_mem_usage plat_mem_read_rss(void) {
+    return (plat_mem_usage){
         .rss_bytes = sysfile_keyed("/proc/self/status", "VmRSS") * 1024,
         .peak_rss_bytes = sysfile_keyed("/proc/self/status", "VmHWM") * 1024,
     };
 }
 
-sysmem_usage sysmem_read(void) {
-    sysmem_usage u = sysmem_read_rss();
+plat_mem_usage plat_mem_read(void) {
+    plat_mem_usage u = plat_mem_read_rss();
     u.pss_bytes = sysfile_keyed("/proc/self/smaps_rollup", "Pss") * 1024;
     return u;
 }
@@ -73,9 +75,8 @@ static uint64_t room_along(char *dir, size_t root_len, const char *limit_file, c
     return room;
 }
 
-/* What the process's memory cgroup (v2 memory.max, or v1
- * memory.limit_in_bytes) and its ancestors leave; UINT64_MAX: no limit. */
-static uint64_t cgroup_room(void) {
+/* /proc/self/cgroup names the process's cgroup per hierarchy ("0::/path" for v2). */
+uint64_t plat_mem_cgroup_room(void) {
     FILE *f = fopen("/proc/self/cgroup", "re");
     if (!f) return UINT64_MAX;
     char line[1024], dir[1536];
@@ -98,9 +99,20 @@ static uint64_t cgroup_room(void) {
     return room;
 }
 
-uint64_t sysmem_available(void) {
+uint64_t plat_mem_available(void) {
     uint64_t avail = sysfile_keyed("/proc/meminfo", "MemAvailable") * 1024;
-    const uint64_t room = cgroup_room();
+    const uint64_t room = plat_mem_cgroup_room();
     if (room != UINT64_MAX && (avail == 0 || room < avail)) avail = room ? room : 1;
     return avail;
+}
+
+plat_pressure plat_mem_pressure(void) {
+    plat_pressure p = {0};
+    char text[512];
+    if (!sysfile_text("/proc/pressure/memory", text, sizeof text)) return p; /* no PSI in this kernel */
+    p.some_avg10_pct = sysfile_avg10(text, "some");
+    p.full_avg10_pct = sysfile_avg10(text, "full");
+    p.known = p.some_avg10_pct >= 0;
+    if (p.full_avg10_pct < 0) p.full_avg10_pct = 0; /* no "full" line: read as none */
+    return p;
 }

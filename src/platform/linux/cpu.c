@@ -1,0 +1,49 @@
+/*
+ * platform/linux/cpu — see platform/cpu.h: sched_getaffinity and
+ * pthread_{get,set}affinity_np over a cpu_set_t copied from octo's set, and
+ * the capacities under /sys/devices/system/cpu.
+ */
+#define _GNU_SOURCE /* sched_getaffinity, pthread_setaffinity_np */
+#include "platform/cpu.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(cpu_set_t) == sizeof(plat_cpuset), "plat_cpuset has a cpu_set_t's layout");
+
+static cpu_set_t to_sys(const plat_cpuset *s) {
+    cpu_set_t c;
+    memcpy(&c, s, sizeof c);
+    return c;
+}
+
+int plat_cpu_online(void) { return (int)sysconf(_SC_NPROCESSORS_ONLN); }
+
+bool plat_cpu_allowed(plat_cpuset *out) {
+    cpu_set_t c;
+    if (sched_getaffinity(0, sizeof c, &c) != 0) return false;
+    memcpy(out, &c, sizeof c);
+    return true;
+}
+
+int plat_cpu_capacities(const plat_cpuset *only, short *ids, int *caps, int max) {
+    return plat_cpu_capacities_at("/sys/devices/system/cpu", only, ids, caps, max);
+}
+
+bool plat_pin_available(void) { return true; }
+
+int plat_pin_thread(pthread_t t, const plat_cpuset *s) {
+    const cpu_set_t c = to_sys(s);
+    return pthread_setaffinity_np(t, sizeof c, &c);
+}
+
+int plat_pin_self(const plat_cpuset *s) { return plat_pin_thread(pthread_self(), s); }
+
+int plat_pin_self_get(plat_cpuset *out) {
+    cpu_set_t c;
+    const int rc = pthread_getaffinity_np(pthread_self(), sizeof c, &c);
+    if (!rc) memcpy(out, &c, sizeof c);
+    return rc;
+}

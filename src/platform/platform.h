@@ -1,0 +1,26 @@
+/*
+ * platform — the room that asks the operating system, one header per
+ * concern, so that a port (Android's bionic, iOS and macOS) and the memory
+ * and thermal watchers to come have one place to look:
+ *
+ *   platform/mem.h      memory: usage, available, the cgroup limit, pressure
+ *   platform/cpu.h      cores: online, allowed, capacities; pinning (plat_cpuset)
+ *   platform/storage.h  the kind of storage under a directory
+ *   platform/thermal.h  the hottest thermal zone
+ *   platform/file.h     file and memory advice, unnamed files, direct I/O
+ *
+ * One implementation is built (CMake's OCTO_PLATFORM): src/platform/linux/
+ * (/proc, /sys, sched_getaffinity, O_TMPFILE) or src/platform/posix/ (what
+ * POSIX and sysconf give, with documented "unknown" answers). The files
+ * directly in src/platform/ are shared by both: octo's CPU set, the readers
+ * of a tree of small kernel files (platform/sysfile.h), which the tests
+ * also point at fake trees. The room includes nothing of octo's but
+ * core/err.h; core and every layer above may include it.
+ */
+#ifndef OCTO_PLATFORM_PLATFORM_H
+#define OCTO_PLATFORM_PLATFORM_H
+
+/* The implementation built: "linux" or "posix". */
+const char *plat_name(void);
+
+#endif

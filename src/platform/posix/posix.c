@@ -1,0 +1,117 @@
+/*
+ * platform/posix — the portable fallback of every platform/ interface, for
+ * a system octo has no port for yet (-DOCTO_PLATFORM=posix): only what
+ * POSIX and sysconf give, and no /proc, /sys, cpu_set_t or O_TMPFILE.
+ *
+ * Its answers, which the tests assert in this build: peak RSS only
+ * (getrusage; RSS and PSS 0),
+ * free memory from sysconf(_SC_AVPHYS_PAGES) where the system has it (the
+ * pages free now, which leaves out the page cache Linux's MemAvailable
+ * counts; else 0, unknown), no cgroup limit, pressure and temperature
+ * unknown, no allowed set and no capacities (one class of cores, as many
+ * as are online), no pinning (ENOSYS), storage unknown, the advice POSIX
+ * names (MERGE dropped), neither unnamed files nor direct I/O (the callers
+ * fall back to a named file and the page cache), and folders read with
+ * readdir (not async-signal-safe: platform/file.h).
+ */
+#include "platform/cpu.h"
+#include "platform/file.h"
+#include "platform/mem.h"
+#include "platform/platform.h"
+#include "platform/storage.h"
+#include "platform/thermal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+/* ---- memory */
+
+/* Peak RSS only: getrusage's ru_maxrss (KiB, bytes on Apple's systems). */
+plat_mem_usage plat_mem_read_rss(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0 || ru.ru_maxrss <= 0) return (plat_mem_usage){0};
+#ifdef __APPLE__
+    return (plat_mem_usage){.peak_rss_bytes = (uint64_t)ru.ru_maxrss};
+#else
+    return (plat_mem_usage){.peak_rss_bytes = (uint64_t)ru.ru_maxrss * 1024};
+#endif
+}
+
+plat_mem_usage plat_mem_read(void) { return plat_mem_read_rss(); }
+uint64_t plat_mem_cgroup_room(void) { return UINT64_MAX; }
+plat_pressure plat_mem_pressure(void) { return (plat_pressure){.known = false}; }
+
+uint64_t plat_mem_available(void) {
+#ifdef _SC_AVPHYS_PAGES
+    const long pages = sysconf(_SC_AVPHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page_bytes > 0) return (uint64_t)pages * (uint64_t)page_bytes;
+#endif
+    return 0;
+}
+
+/* ---- cores */
+
+int plat_cpu_online(void) { return (int)sysconf(_SC_NPROCESSORS_ONLN); }
+bool plat_cpu_allowed(plat_cpuset *out) { return (void)out, false; }
+int plat_cpu_capacities(const plat_cpuset *only, short *ids, int *caps, int max) {
+    return (void)only, (void)ids, (void)caps, (void)max, 0;
+}
+bool plat_pin_available(void) { return false; }
+int plat_pin_thread(pthread_t t, const plat_cpuset *s) { return (void)t, (void)s, ENOSYS; }
+int plat_pin_self(const plat_cpuset *s) { return (void)s, ENOSYS; }
+int plat_pin_self_get(plat_cpuset *out) { return (void)out, ENOSYS; }
+
+/* ---- storage, temperature */
+
+plat_storage plat_storage_probe(const char *dir) { return (void)dir, PLAT_STORAGE_UNKNOWN; }
+plat_thermal plat_thermal_read(void) { return (plat_thermal){.known = false}; }
+
+const char *plat_name(void) { return "posix"; }
+
+/* ---- files */
+
+void plat_advise_file(int fd, uint64_t off, uint64_t len, plat_advice a) {
+#ifdef POSIX_FADV_WILLNEED /* absent on some systems (macOS) */
+    const int adv = a == PLAT_ADVICE_SEQUENTIAL ? POSIX_FADV_SEQUENTIAL
+                    : a == PLAT_ADVICE_WILLNEED ? POSIX_FADV_WILLNEED
+                    : a == PLAT_ADVICE_DONTNEED ? POSIX_FADV_DONTNEED
+                                                : -1;
+    if (adv >= 0) posix_fadvise(fd, (off_t)off, (off_t)len, adv);
+#else
+    (void)fd, (void)off, (void)len, (void)a;
+#endif
+}
+
+void plat_advise_mem(void *addr, size_t len, plat_advice a) {
+    const int adv = a == PLAT_ADVICE_SEQUENTIAL ? POSIX_MADV_SEQUENTIAL
+                    : a == PLAT_ADVICE_WILLNEED ? POSIX_MADV_WILLNEED
+                    : a == PLAT_ADVICE_DONTNEED ? POSIX_MADV_DONTNEED
+                                                : -1;
+    if (adv >= 0) posix_madvise(addr, len, adv);
+}
+
+int plat_open_unnamed(const char *dir) { return (void)dir, errno = ENOTSUP, -1; }
+int plat_link_unnamed(int fd, const char *path) { return (void)fd, (void)path, errno = ENOTSUP, -1; }
+int plat_dir_each(int fd, plat_dir_fn fn, void *ctx) {
+    const int copy = dup(fd); /* closedir closes the descriptor it was given */
+    DIR *d = copy < 0 ? NULL : fdopendir(copy);
+    if (!d) {
+        const int e = errno;
+        if (copy >= 0) close(copy);
+        return e;
+    }
+    rewinddir(d);
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && fn(ctx, e->d_name)) break;
+    closedir(d);
+    return 0;
+}
+
+int plat_rename_exchange(const char *a, const char *b) { return (void)a, (void)b, errno = ENOSYS, -1; }
+
+int plat_open_direct(const char *path) { return (void)path, errno = EINVAL, -1; }
