@@ -46,7 +46,9 @@ def header_stats(path):
     with open(path) as f:
         text = f.read()
     start = text.index("#define OCTO_STATS(NUM, TEXT)")
-    rows = re.findall(r"\b(NUM|TEXT)\((\w+), (\w+), (\w+),", text[start:text.index("\n\n", start)])
+    block = text[start:text.index("\n\n", start)]
+    rows = re.findall(r"\b(NUM|TEXT)\((\w+), (\w+), (\w+),", block)
+    assert len(rows) == len(re.findall(r"^ *(NUM|TEXT)\(", block, re.M))  # every line of the list read
     return [(name, C_TYPES[t] if kind == "NUM" else ctypes.c_char * int(t)) for kind, _, t, name in rows]
 
 
@@ -55,7 +57,6 @@ def test_stats_fields_are_the_headers_list():
     if not path:
         pytest.skip("OCTO_HEADER unset (tests/python.sh sets it)")
     want = header_stats(path)
-    assert len(want) == 80  # the list read whole: a parse that stopped early would pass on a prefix
     assert [name for name, _ in _lib.Stats._fields_] == [name for name, _ in want]
     for (name, got), (_, typ) in zip(_lib.Stats._fields_, want):
         same = got is typ or (issubclass(got, ctypes.Array) and issubclass(typ, ctypes.Array)
