@@ -574,97 +574,121 @@ OCTO_API octo_status octo_generate_cb(octo_model *model, const char *prompt, con
 
 /* ---- statistics ---- */
 
+/*
+ * OCTO_STATS: every statistic, one line each, in the order of octo_stats's
+ * fields, by section (the generation, the KV cache, its spill file,
+ * speculation, experts, memory, the prompt read with the draft). The struct
+ * below is made from it, and so are the figures octo's own tools print (the
+ * run --stats --json object, bench --json, eval --json, the server's `octo`
+ * object) and the Python binding's field list is checked against it. Adding a
+ * statistic is one line here and the code that counts it (docs/architecture.md).
+ *
+ *   NUM(group, type, name, unit, run, bench, eval, serve, description)   a number
+ *   TEXT(group, size, name, unit, run, bench, eval, serve, description)  char name[size]
+ *
+ * run, bench, eval and serve say where the tool of that name shows the figure:
+ * (0) not at all, else (position [, format [, key]]): its place in that
+ * tool's JSON object (eval: 1-99 before its own cache figures, 100-199
+ * after), the printf format of a double ("" or absent for other types), and
+ * the key when it is not the name.
+ */
+#define OCTO_STATS(NUM, TEXT) \
+    /* the last (or current) generation */ \
+    NUM(gen, int, prompt_tokens, "tokens", (1), (0), (0), (0), "tokens of the prompt") \
+    NUM(gen, int, prefill_tokens, "tokens", (2), (0), (0), (0), "of those, evaluated (the rest were already cached)") \
+    NUM(gen, double, prefill_ms, "ms", (3, "%.3f"), (0), (100, "%.3f"), (0), "time evaluating the prompt") \
+    NUM(gen, double, prefill_tokens_per_s, "tokens/s", (4, "%.3f"), (0), (0), (1), "0 when nothing was evaluated") \
+    NUM(gen, int, decode_tokens, "tokens", (5), (0), (0), (0), "tokens generated") \
+    NUM(gen, double, decode_ms, "ms", (6, "%.3f"), (0), (0), (0), "time generating them") \
+    NUM(gen, double, decode_tokens_per_s, "tokens/s", (7, "%.3f"), (0), (0), (2), "0 before the second token") \
+    NUM(gen, double, time_to_first_token_ms, "ms", (8, "%.3f"), (0), (0), (3), "from the call to the first token") \
+    /* context and KV cache */ \
+    NUM(kv, int, context_tokens, "tokens", (9), (0), (0), (9), "tokens in the KV cache now") \
+    NUM(kv, int, context_size, "tokens", (10), (0), (0), (0), "tokens it can hold") \
+    NUM(kv, uint64_t, kv_bytes, "bytes", (11), (0), (0), (6), "bytes the cache holds resident: whole 64-entry blocks, page-rounded, with their bookkeeping; what the budget bounds (the draft model's cache included: one budget)") \
+    NUM(kv, uint64_t, kv_draft_bytes, "bytes", (0), (0), (0), (0), "of those, the draft model's") \
+    NUM(kv, uint64_t, kv_budget_bytes, "bytes", (12), (0), (0), (7), "bytes the caches may use (without a budget: their full size at kv_type)") \
+    NUM(kv, double, kv_cache_utilization, "share", (0), (0), (0), (0), "kv_bytes / kv_budget_bytes, 0..1") \
+    NUM(kv, uint64_t, kv_bytes_hot, "bytes", (0), (0), (0), (0), "by tier: F16 (or kv_type), both caches") \
+    NUM(kv, uint64_t, kv_bytes_warm, "bytes", (0), (0), (0), (0), "by tier: INT8, both caches") \
+    NUM(kv, uint64_t, kv_bytes_cold, "bytes", (0), (0), (0), (0), "by tier: INT4, both caches") \
+    NUM(kv, int64_t, kv_tokens_retained, "tokens", (0), (0), (0), (0), "entries the model's cache holds per layer") \
+    NUM(kv, int64_t, kv_tokens_evicted, "tokens", (13), (0), (0), (8), "entries evicted per layer so far") \
+    TEXT(kv, 12, kv_policy, "name", (14), (0), (0), (0), "the eviction policy: \"morphkv\", ...") \
+    /* KV spill (when on); each failure degrades to eviction */ \
+    NUM(spill, int, kv_spill_on, "flag", (0), (0), (1, "", "spill"), (0), "1: cold blocks go to a spill file") \
+    NUM(spill, int64_t, kv_blocks_spilled, "blocks", (0), (0), (2, "", "blocks_spilled"), (0), "blocks on file now") \
+    NUM(spill, int64_t, kv_spill_writes, "blocks", (0), (0), (3, "", "spill_writes"), (0), "blocks written") \
+    NUM(spill, int64_t, kv_spill_clean, "blocks", (0), (0), (0), (0), "blocks re-spilled with no write (still on file)") \
+    NUM(spill, int64_t, kv_spill_reads, "blocks", (0), (0), (4, "", "spill_reads"), (0), "blocks read back") \
+    NUM(spill, int64_t, kv_spill_hits, "blocks", (0), (0), (0), (0), "of those, hits: the block read held a key the query scored above every key of the block it displaced") \
+    NUM(spill, int64_t, kv_spill_errors, "count", (0), (0), (7, "", "spill_errors"), (0), "failures, each degraded to eviction") \
+    NUM(spill, int64_t, kv_spill_prefetched, "blocks", (0), (0), (0), (0), "reads that found their block read ahead in the background") \
+    NUM(spill, double, kv_spill_read_us, "us", (0), (0), (6, "%.2f", "spill_read_us"), (0), "average read latency") \
+    NUM(spill, double, kv_spill_hit_rate, "share", (0), (0), (5, "%.4f", "spill_hit_rate"), (0), "hits / reads, 0 before the first read") \
+    NUM(spill, uint64_t, kv_spill_file_bytes, "bytes", (0), (0), (0), (0), "the spill file's size") \
+    TEXT(spill, 160, kv_spill_note, "text", (0), (0), (0), (0), "the last failure") \
+    /* speculation: -1 when it is off or does not apply */ \
+    NUM(spec, double, speculative_acceptance_rate, "share", (26, "%.4f"), (0), (0), (5, "", "spec_acceptance_rate"), "accepted / proposed draft tokens") \
+    NUM(spec, int, spec_proposed, "tokens", (16), (0), (0), (0), "draft tokens of the last generation") \
+    NUM(spec, int, spec_accepted, "tokens", (17), (0), (0), (0), "of those, accepted") \
+    NUM(spec, int, spec_steps, "passes", (18), (0), (0), (0), "its verify passes") \
+    NUM(spec, int, spec_k, "tokens", (19), (0), (0), (0), "its draft length, or its last tree's nodes, at the end (0: off)") \
+    NUM(spec, int, spec_tree_passes, "passes", (20), (0), (0), (0), "verify passes of token trees (spec_proposed counts their nodes)") \
+    NUM(spec, int, spec_off_line, "passes", (21), (0), (0), (0), "of those, passes that kept a path other than the tree's first line") \
+    NUM(spec, int, spec_ahead_used, "steps", (22), (0), (0), (0), "draft steps run while the model verified, used by the next pass") \
+    NUM(spec, int, spec_ahead_dropped, "steps", (23), (0), (0), (0), "... and not (the model did not keep the line or chose another token after it, or the next pass needed fewer)") \
+    NUM(spec, double, spec_ms, "ms", (25, "%.3f"), (0), (0), (0), "time in speculative steps, proposing and verifying") \
+    NUM(spec, double, spec_draft_ms, "ms", (24, "%.3f"), (0), (0), (0), "of spec_ms, the time proposing (the draft's steps, a lookup)") \
+    TEXT(spec, 12, spec_proposer, "name", (15), (0), (0), (4), "\"ngram\", \"draft\", \"self\", \"lookahead\" or \"none\"") \
+    NUM(spec, int, lookahead_ngrams, "n-grams", (0), (0), (0), (0), "lookahead: n-grams its window made") \
+    NUM(spec, int, lookahead_new, "n-grams", (0), (0), (0), (0), "of those, new to its pool") \
+    NUM(spec, int, lookahead_pool_proposed, "tokens", (0), (0), (0), (0), "drafts taken from that pool (the rest are prompt lookup's)") \
+    NUM(spec, int, lookahead_pool_accepted, "tokens", (0), (0), (0), (0), "of those, accepted") \
+    TEXT(spec, 96, spec_note, "text", (0), (0), (0), (0), "why speculation stopped, e.g. \"off: 12.1 ms/token verified vs 9.8 plain\"") \
+    /* MoE (since the load): -1 / 0 for a dense model */ \
+    NUM(experts, double, expert_cache_hit_rate, "share", (27, "%.4f"), (1, "%.4f"), (8, "%.6f"), (0), "expert lookups served from memory by a budgeted expert cache; -1 while there is none (every expert is read from the file's mapping)") \
+    NUM(experts, uint64_t, expert_lookups, "experts", (0), (0), (0), (0), "experts the forward passes fetched (one per expert and batch)") \
+    NUM(experts, uint64_t, expert_bytes_read, "bytes", (28), (0), (0), (0), "read from the model file into the expert cache") \
+    NUM(experts, double, expert_stall_ms, "ms", (0), (0), (0), (0), "time the forward passes waited on those reads") \
+    NUM(experts, uint64_t, expert_cache_bytes, "bytes", (0), (7), (11), (0), "memory the cache's slots hold now") \
+    NUM(experts, uint64_t, expert_cache_capacity, "bytes", (0), (0), (0), (0), "... when all its slots are in use") \
+    NUM(experts, uint64_t, expert_bytes, "bytes", (0), (0), (0), (0), "all the model's experts") \
+    NUM(experts, double, expert_prediction_rate, "share", (0), (3, "%.4f"), (13, "%.4f"), (0), "of the experts tokens were routed to, the share the next-layer prediction (the layer's router applied to the layer before) had named; -1: none") \
+    NUM(experts, double, expert_prediction_precision, "share", (0), (4, "%.4f"), (14, "%.4f"), (0), "of the experts the prediction named, the share then routed to; -1: none") \
+    NUM(experts, double, expert_prefetch_recall, "share", (0), (2, "%.4f"), (12, "%.4f"), (0), "of the lookups that had to come from the file, the share a read-ahead had brought in time; -1: no read-ahead") \
+    NUM(experts, uint64_t, expert_prefetched, "experts", (0), (0), (0), (0), "experts read ahead") \
+    NUM(experts, double, expert_readahead_share, "share", (0), (0), (0), (0), "of the decode passes, the share that read predicted experts ahead; -1: none") \
+    NUM(experts, uint64_t, expert_tokens, "tokens", (0), (0), (0), (0), "tokens that went through the MoE layers (the per-token figures' divisor)") \
+    NUM(experts, double, expert_batch_saved_bytes_per_token, "bytes", (0), (11, "%.0f"), (0), (0), "of tokens fed several at once (prefill, speculative verification): expert bytes not fetched per token because a batch fetches each expert once for all its tokens; -1: no such batch yet") \
+    NUM(experts, double, expert_bytes_read_per_token, "bytes", (0), (5, "%.0f"), (9, "%.0f"), (0), "expert_bytes_read / expert_tokens") \
+    NUM(experts, double, expert_stall_ms_per_token, "ms", (0), (6, "%.4f"), (10, "%.4f"), (0), "expert_stall_ms / expert_tokens") \
+    NUM(experts, int, expert_trace_failed, "flag", (0), (0), (0), (0), "1: --moe-trace's file could not be written whole") \
+    NUM(experts, uint64_t, expert_int2_loads, "experts", (0), (8), (15), (0), "2-bit copies read on a miss") \
+    NUM(experts, uint64_t, expert_int2_served, "lookups", (0), (9), (16), (0), "lookups a 2-bit copy served") \
+    NUM(experts, uint64_t, expert_int2_promotions, "experts", (0), (10), (17), (0), "copies replaced by the whole expert after they were used again") \
+    NUM(experts, uint64_t, expert_int2_errors, "experts", (0), (0), (0), (0), "copies that failed their check (read whole instead; copies then off)") \
+    /* process memory (0 where the system does not report it); PSS, which \
+     * costs a walk of the page tables, is in octo_memory_usage() */ \
+    NUM(memory, uint64_t, rss_bytes, "bytes", (29), (0), (0), (0), "resident now") \
+    NUM(memory, uint64_t, peak_rss_bytes, "bytes", (30), (0), (0), (0), "resident at the most") \
+    TEXT(model, 16, chat_template, "name", (31), (0), (0), (0), "the chat template family in use (\"plain\" when none matched)") \
+    TEXT(model, 160, warning, "text", (0), (0), (0), (0), "\"\" or a problem worth showing, e.g. an unknown chat template") \
+    /* the prompt read with the draft model (octo_eval_prompt, octo_generate): SpecKV, SpecPC */ \
+    NUM(prefill, int, prefill_speckv, "flag", (32), (0), (101, "", "speckv"), (0), "1: the prompt's entries were kept by the votes of the draft's lookahead") \
+    NUM(prefill, int, prefill_lookahead_tokens, "tokens", (33), (0), (102, "", "lookahead_tokens"), (0), "tokens the draft wrote ahead") \
+    NUM(prefill, double, prefill_draft_ms, "ms", (34, "%.3f"), (0), (103, "%.3f", "draft_ms"), (0), "the draft's time: reading the prompt, writing the lookahead") \
+    NUM(prefill, int64_t, kv_tokens_kept_by_score, "tokens", (0), (0), (104, "", "kept_by_score"), (0), "prompt entries per layer kept by their votes (not anchors or recent)") \
+    NUM(prefill, int, prompt_tokens_dropped, "tokens", (35), (0), (105, "", "prompt_dropped"), (0), "prompt tokens SpecPC dropped before the model read the rest") \
+    NUM(prefill, double, prefill_ms_saved, "ms", (0), (0), (106, "%.3f"), (0), "SpecPC, estimated: the model's prefill time per token x tokens dropped, less the draft's time")
+
+#define OCTO_STATS_FIELD_(group, type, name, ...) type name;
+#define OCTO_STATS_TEXT_(group, size, name, ...) char name[size];
 typedef struct {
-    /* the last (or current) generation */
-    int prompt_tokens;            /* tokens of the prompt */
-    int prefill_tokens;           /* of those, evaluated (the rest were already cached) */
-    double prefill_ms;
-    double prefill_tokens_per_s;  /* 0 when nothing was evaluated */
-    int decode_tokens;            /* tokens generated */
-    double decode_ms;
-    double decode_tokens_per_s;   /* 0 before the second token */
-    double time_to_first_token_ms;
-    /* context and KV cache */
-    int context_tokens;           /* tokens in the KV cache now */
-    int context_size;             /* tokens it can hold */
-    uint64_t kv_bytes;            /* bytes the cache holds resident: whole 64-entry blocks, page-rounded, with their
-                                     bookkeeping; what the budget bounds (the draft model's cache included: one budget) */
-    uint64_t kv_draft_bytes;      /* of those, the draft model's */
-    uint64_t kv_budget_bytes;     /* bytes the caches may use (without a budget: their full size at kv_type) */
-    double kv_cache_utilization;  /* kv_bytes / kv_budget_bytes, 0..1 */
-    uint64_t kv_bytes_hot, kv_bytes_warm, kv_bytes_cold; /* by tier: F16 (or kv_type), INT8, INT4 (both caches) */
-    int64_t kv_tokens_retained;   /* entries the model's cache holds per layer */
-    int64_t kv_tokens_evicted;    /* entries evicted per layer so far */
-    char kv_policy[12];           /* "morphkv", ... */
-    /* KV spill (when on): blocks on file now, written, re-spilled with no write
-     * (still on file), read back and, of those, hits (the read block held a key
-     * the query scored above every key of the block it displaced); average
-     * read latency; failures (each degraded to eviction) and the last one */
-    int kv_spill_on;
-    int64_t kv_blocks_spilled, kv_spill_writes, kv_spill_clean, kv_spill_reads, kv_spill_hits, kv_spill_errors;
-    int64_t kv_spill_prefetched;  /* reads that found their block read ahead in the background */
-    double kv_spill_read_us;
-    double kv_spill_hit_rate;     /* hits / reads, 0 before the first read */
-    uint64_t kv_spill_file_bytes;
-    char kv_spill_note[160];
-    /* optimizations: -1 when the feature is off or does not apply */
-    double speculative_acceptance_rate; /* accepted / proposed draft tokens */
-    int spec_proposed, spec_accepted;   /* draft tokens of the last generation */
-    int spec_steps;                     /* its verify passes */
-    int spec_k;                         /* its draft length, or its last tree's nodes, at the end (0: off) */
-    int spec_tree_passes;               /* verify passes of token trees (spec_proposed counts their nodes) */
-    int spec_off_line;                  /* of those, passes that kept a path other than the tree's first line */
-    int spec_ahead_used, spec_ahead_dropped; /* draft steps run while the model verified: used by the next
-                                                pass, and not (the model did not keep the line or chose
-                                                another token after it, or the next pass needed fewer) */
-    double spec_ms;                     /* time in speculative steps, proposing and verifying */
-    double spec_draft_ms;               /* of spec_ms, the time proposing (the draft's steps, a lookup) */
-    char spec_proposer[12];             /* "ngram", "draft", "self", "lookahead" or "none" */
-    int lookahead_ngrams, lookahead_new; /* lookahead: n-grams its window made, and of those, new to its pool */
-    int lookahead_pool_proposed, lookahead_pool_accepted; /* drafts taken from that pool (the rest are prompt
-                                                              lookup's), and of those, accepted */
-    char spec_note[96];                 /* why speculation stopped, e.g. "off: 12.1 ms/token verified vs 9.8 plain" */
-    /* MoE (since the load): -1 / 0 for a dense model */
-    double expert_cache_hit_rate;       /* expert lookups served from memory by a budgeted expert cache; -1 while
-                                           there is none (every expert is read from the file's mapping) */
-    uint64_t expert_lookups;            /* experts the forward passes fetched (one per expert and batch) */
-    uint64_t expert_bytes_read;         /* read from the model file into the expert cache */
-    double expert_stall_ms;             /* time the forward passes waited on those reads */
-    uint64_t expert_cache_bytes;        /* memory the cache's slots hold now */
-    uint64_t expert_cache_capacity;     /* ... when all its slots are in use */
-    uint64_t expert_bytes;              /* all the model's experts */
-    double expert_prediction_rate;      /* of the experts tokens were routed to, the share the next-layer prediction
-                                           (the layer's router applied to the layer before) had named; -1: none */
-    double expert_prediction_precision; /* of the experts the prediction named, the share then routed to; -1: none */
-    double expert_prefetch_recall;      /* of the lookups that had to come from the file, the share a read-ahead had
-                                           brought in time; -1: no read-ahead */
-    uint64_t expert_prefetched;         /* experts read ahead */
-    double expert_readahead_share;      /* of the decode passes, the share that read predicted experts ahead; -1: none */
-    uint64_t expert_tokens;             /* tokens that went through the MoE layers (the per-token figures' divisor) */
-    double expert_batch_saved_bytes_per_token; /* of tokens fed several at once (prefill, speculative verification):
-                                                  expert bytes not fetched per token because a batch fetches each
-                                                  expert once for all its tokens; -1: no such batch yet */
-    double expert_bytes_read_per_token;
-    double expert_stall_ms_per_token;
-    int expert_trace_failed;            /* 1: --moe-trace's file could not be written whole */
-    uint64_t expert_int2_loads;         /* 2-bit copies read on a miss */
-    uint64_t expert_int2_served;        /* lookups a 2-bit copy served */
-    uint64_t expert_int2_promotions;    /* copies replaced by the whole expert after they were used again */
-    uint64_t expert_int2_errors;        /* copies that failed their check (read whole instead; copies then off) */
-    /* process memory (0 where the system does not report it); PSS, which
-     * costs a walk of the page tables, is in octo_memory_usage() */
-    uint64_t rss_bytes, peak_rss_bytes;
-    char chat_template[16];       /* the chat template family in use ("plain" when none matched) */
-    char warning[160];            /* "" or a problem worth showing, e.g. an unknown chat template */
-    /* the prompt read with the draft model (octo_eval_prompt, octo_generate): SpecKV, SpecPC */
-    int prefill_speckv;              /* 1: the prompt's entries were kept by the votes of the draft's lookahead */
-    int prefill_lookahead_tokens;    /* tokens the draft wrote ahead */
-    double prefill_draft_ms;         /* the draft's time: reading the prompt, writing the lookahead */
-    int64_t kv_tokens_kept_by_score; /* prompt entries per layer kept by their votes (not anchors or recent) */
-    int prompt_tokens_dropped;       /* prompt tokens SpecPC dropped before the model read the rest */
-    double prefill_ms_saved;         /* SpecPC, estimated: the model's prefill time per token x tokens dropped,
-                                        less the draft's time */
+    OCTO_STATS(OCTO_STATS_FIELD_, OCTO_STATS_TEXT_)
 } octo_stats;
+#undef OCTO_STATS_FIELD_
+#undef OCTO_STATS_TEXT_
 
 OCTO_API octo_stats octo_model_stats(const octo_model *model);
 /* The same for a session: its generation, its caches (the model's figures for the rest). */

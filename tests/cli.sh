@@ -409,6 +409,11 @@ grep -q "did you mean" "$tmp/err" && bad "a suggestion for nonsense: $(cat "$tmp
 "$octo" run "$tmp/q.gguf" hello -n 4 --temp 0 --stats --json 2>"$tmp/err" >/dev/null
 tail -1 "$tmp/err" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["decode_tokens"] == 4' && ok ||
     bad "run --stats --json: $(tail -1 "$tmp/err")"
+# its keys, their order and each number's format: the run column of the list (OCTO_STATS, octo.h)
+shape=$(tail -1 "$tmp/err" | python3 -c 'import re, sys
+print(re.sub(r"-?\d+(\.(\d+))?", lambda m: "%%.%df" % len(m.group(2)) if m.group(2) else "%d", sys.stdin.read().strip()))')
+[ "$shape" = '{"prompt_tokens": %d, "prefill_tokens": %d, "prefill_ms": %.3f, "prefill_tokens_per_s": %.3f, "decode_tokens": %d, "decode_ms": %.3f, "decode_tokens_per_s": %.3f, "time_to_first_token_ms": %.3f, "context_tokens": %d, "context_size": %d, "kv_bytes": %d, "kv_budget_bytes": %d, "kv_tokens_evicted": %d, "kv_policy": "morphkv", "spec_proposer": "ngram", "spec_proposed": %d, "spec_accepted": %d, "spec_steps": %d, "spec_k": %d, "spec_tree_passes": %d, "spec_off_line": %d, "spec_ahead_used": %d, "spec_ahead_dropped": %d, "spec_draft_ms": %.3f, "spec_ms": %.3f, "speculative_acceptance_rate": %.4f, "expert_cache_hit_rate": %.4f, "expert_bytes_read": %d, "rss_bytes": %d, "peak_rss_bytes": %d, "chat_template": "plain", "prefill_speckv": %d, "prefill_lookahead_tokens": %d, "prefill_draft_ms": %.3f, "prompt_tokens_dropped": %d}' ] &&
+    ok || bad "run --stats --json's keys and formats: $shape"
 expect 0 0 "$octo" inspect -m "$tmp/q.gguf" --json
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["arch"] == "llama" and d["n_vocab"] == 300' "$tmp/out" &&
     ok || bad "inspect --json: $(head -c 200 "$tmp/out")"

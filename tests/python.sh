@@ -1,7 +1,8 @@
 #!/bin/sh
 # python.sh BUILD_DIR SCRATCH [SHARED_DIR] — the Python binding as a user installs it: a fresh
 # venv (--system-site-packages: Debian's setuptools and pytest), `pip install --no-index
-# --no-build-isolation ./python`, then its pytest suite against the library built in BUILD_DIR.
+# --no-build-isolation ./python`, then its pytest suite against the library built in BUILD_DIR
+# (and the binding's statistics against octo.h's list, OCTO_STATS).
 set -u
 data=""
 [ -n "${3:-}" ] && [ -d "$3" ] && data=$(cd "$3" && pwd)
@@ -17,5 +18,5 @@ $py -m venv --system-site-packages "$tmp/venv" || exit 1
 cp -r "$here/python" "$tmp/src"
 "$tmp/venv/bin/pip" install -q --no-index --no-build-isolation "$tmp/src" || exit 1
 cd "$tmp" # import the installed package, not the source folder
-OCTO_LIBRARY="$build/lib/libocto.so" OCTO_BIN="$build/octo" OCTO_TEST_DATA="$data" \
+OCTO_LIBRARY="$build/lib/libocto.so" OCTO_BIN="$build/octo" OCTO_TEST_DATA="$data" OCTO_HEADER="$here/include/octo.h" \
     "$tmp/venv/bin/python" -m pytest -q -p no:cacheprovider "$tmp/src/tests"

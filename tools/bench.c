@@ -33,6 +33,7 @@
 
 #include "cli.h"
 #include "octo.h"
+#include "stats.h"
 
 #define MAX_REPS 64
 #define MAX_BATCHES 16
@@ -424,17 +425,10 @@ static void print_bench_json(const bench_args *a, const octo_model_info *in, con
         printf("%s\"%d\": %.3f", k ? ", " : "", a->batches[k], s->base > 0 ? s->bsec[k] / s->base : 0.0);
     printf("}, \"batch_seconds\": {");
     for (int k = 0; k < a->n_batches; k++) printf("%s\"%d\": %.6f", k ? ", " : "", a->batches[k], s->bsec[k]);
-    const octo_stats *x = &s->st;
-    printf("}, \"peak_rss_bytes\": %llu, \"kv_bytes\": %llu, \"expert_cache_hit_rate\": %.4f, "
-           "\"expert_prefetch_recall\": %.4f, \"expert_prediction_rate\": %.4f, \"expert_prediction_precision\": %.4f, "
-           "\"expert_bytes_read_per_token\": %.0f, \"expert_stall_ms_per_token\": %.4f, \"expert_cache_bytes\": %llu, "
-           "\"expert_int2_loads\": %llu, \"expert_int2_served\": %llu, \"expert_int2_promotions\": %llu, "
-           "\"expert_batch_saved_bytes_per_token\": %.0f}\n",
-           (unsigned long long)s->mem.peak_rss_bytes, (unsigned long long)s->kv, x->expert_cache_hit_rate,
-           x->expert_prefetch_recall, x->expert_prediction_rate, x->expert_prediction_precision,
-           x->expert_bytes_read_per_token, x->expert_stall_ms_per_token, (unsigned long long)x->expert_cache_bytes,
-           (unsigned long long)x->expert_int2_loads, (unsigned long long)x->expert_int2_served,
-           (unsigned long long)x->expert_int2_promotions, x->expert_batch_saved_bytes_per_token);
+    printf("}, \"peak_rss_bytes\": %llu, \"kv_bytes\": %llu", (unsigned long long)s->mem.peak_rss_bytes,
+           (unsigned long long)s->kv);
+    stats_print_json(stdout, &s->st, STATS_BENCH, 1, 99, 1); /* the list's bench column (OCTO_STATS, octo.h) */
+    printf("}\n");
 }
 
 static void print_bench_text(const bench_args *a, const octo_model_info *in, const bench_summary *s) {

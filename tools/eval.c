@@ -25,6 +25,7 @@
 
 #include "cli.h"
 #include "octo.h"
+#include "stats.h"
 
 typedef struct {
     double nll, kld, kld_max, top1;
@@ -367,26 +368,16 @@ static void print_json(const eval_args *e, const eval_figures *f, const eval_res
     printf("{\"tokens\": %d, \"prompt\": %ld, \"scored\": %d, \"batch\": %ld, \"ppl_ref\": %.6f, \"ppl\": %.6f, \"kld_mean\": %.6g, \"kld_max\": %.6g, "
            "\"top1_agreement\": %.6f, \"kv_bytes_end\": %llu, \"kv_bytes_peak\": %llu, \"kv_bytes_mean\": %.0f, "
            "\"kv_bytes_f16\": %llu, \"kv_fraction_of_f16\": %.4f, \"kv_budget\": %llu, \"kv_policy\": \"%s\", "
-           "\"kv_bytes_hot\": %llu, \"kv_bytes_warm\": %llu, \"kv_bytes_cold\": %llu, \"tokens_evicted\": %lld, "
-           "\"spill\": %d, \"blocks_spilled\": %lld, \"spill_writes\": %lld, \"spill_reads\": %lld, "
-           "\"spill_hit_rate\": %.4f, \"spill_read_us\": %.2f, \"spill_errors\": %lld, "
-           "\"expert_cache_hit_rate\": %.6f, \"expert_bytes_read_per_token\": %.0f, \"expert_stall_ms_per_token\": %.4f, "
-           "\"expert_cache_bytes\": %llu, \"expert_prefetch_recall\": %.4f, \"expert_prediction_rate\": %.4f, "
-           "\"expert_prediction_precision\": %.4f, \"expert_int2_loads\": %llu, \"expert_int2_served\": %llu, "
-           "\"expert_int2_promotions\": %llu, ",
+           "\"kv_bytes_hot\": %llu, \"kv_bytes_warm\": %llu, \"kv_bytes_cold\": %llu, \"tokens_evicted\": %lld",
            f->n, e->prompt, rt->n, e->batch, f->ppl_ref, f->ppl, f->kld, rt->kld_max, f->top1, (unsigned long long)rt->kv_bytes_end,
            (unsigned long long)rt->kv_bytes_peak, rt->kv_bytes_mean, (unsigned long long)f->full_f16, f->frac_end,
            (unsigned long long)rt->kv_budget, f->policy, (unsigned long long)rt->hot, (unsigned long long)rt->warm,
-           (unsigned long long)rt->cold, (long long)rt->evicted, s->kv_spill_on, (long long)s->kv_blocks_spilled,
-           (long long)s->kv_spill_writes, (long long)s->kv_spill_reads, s->kv_spill_hit_rate, s->kv_spill_read_us,
-           (long long)s->kv_spill_errors, s->expert_cache_hit_rate, s->expert_bytes_read_per_token,
-           s->expert_stall_ms_per_token, (unsigned long long)s->expert_cache_bytes, s->expert_prefetch_recall,
-           s->expert_prediction_rate, s->expert_prediction_precision, (unsigned long long)s->expert_int2_loads,
-           (unsigned long long)s->expert_int2_served, (unsigned long long)s->expert_int2_promotions);
-    printf("\"kv_keep\": %d, \"prompt_compress\": %g, \"prefill_ms\": %.3f, \"speckv\": %d, \"lookahead_tokens\": %d, "
-           "\"draft_ms\": %.3f, \"kept_by_score\": %lld, \"prompt_dropped\": %d, \"prefill_ms_saved\": %.3f}\n",
-           f->kv_keep, (double)e->compress, s->prefill_ms, s->prefill_speckv, s->prefill_lookahead_tokens,
-           s->prefill_draft_ms, (long long)s->kv_tokens_kept_by_score, s->prompt_tokens_dropped, s->prefill_ms_saved);
+           (unsigned long long)rt->cold, (long long)rt->evicted);
+    /* the list's eval column (OCTO_STATS, octo.h) in two runs, its own figures between */
+    stats_print_json(stdout, s, STATS_EVAL, 1, 99, 1);
+    printf(", \"kv_keep\": %d, \"prompt_compress\": %g", f->kv_keep, (double)e->compress);
+    stats_print_json(stdout, s, STATS_EVAL, 100, 199, 1);
+    printf("}\n");
 }
 
 /* The prompt's reading with the draft model, when it took place. */

@@ -23,6 +23,7 @@
 
 #include "octo.h"
 #include "cli.h"
+#include "stats.h"
 #include "model/synth.h" /* internal: synthetic model writer, used by `octo synth` */
 #include "core/quant.h"  /* internal: type names for `octo synth --type` */
 #include "core/atomic_write.h" /* internal: output files written whole or not at all */
@@ -625,27 +626,12 @@ static void show_prefill(void *user, int done, int total) {
     fflush(stderr);
 }
 
-/* --stats --json: the figures as one JSON object on stderr. */
+/* --stats --json: the figures as one JSON object on stderr (the list's run
+ * column, OCTO_STATS in octo.h). */
 static void print_stats_json(const octo_stats *s) {
-    fprintf(stderr,
-            "{\"prompt_tokens\": %d, \"prefill_tokens\": %d, \"prefill_ms\": %.3f, \"prefill_tokens_per_s\": %.3f, "
-            "\"decode_tokens\": %d, \"decode_ms\": %.3f, \"decode_tokens_per_s\": %.3f, "
-            "\"time_to_first_token_ms\": %.3f, \"context_tokens\": %d, \"context_size\": %d, "
-            "\"kv_bytes\": %llu, \"kv_budget_bytes\": %llu, \"kv_tokens_evicted\": %lld, \"kv_policy\": \"%s\", "
-            "\"spec_proposer\": \"%s\", \"spec_proposed\": %d, \"spec_accepted\": %d, \"spec_steps\": %d, "
-            "\"spec_k\": %d, \"spec_tree_passes\": %d, \"spec_off_line\": %d, \"spec_ahead_used\": %d, "
-            "\"spec_ahead_dropped\": %d, \"spec_draft_ms\": %.3f, \"spec_ms\": %.3f, "
-            "\"speculative_acceptance_rate\": %.4f, \"expert_cache_hit_rate\": %.4f, "
-            "\"expert_bytes_read\": %llu, \"rss_bytes\": %llu, \"peak_rss_bytes\": %llu, \"chat_template\": \"%s\", "
-            "\"prefill_speckv\": %d, \"prefill_lookahead_tokens\": %d, \"prefill_draft_ms\": %.3f, "
-            "\"prompt_tokens_dropped\": %d}\n",
-            s->prompt_tokens, s->prefill_tokens, s->prefill_ms, s->prefill_tokens_per_s, s->decode_tokens,
-            s->decode_ms, s->decode_tokens_per_s, s->time_to_first_token_ms, s->context_tokens, s->context_size,
-            (unsigned long long)s->kv_bytes, (unsigned long long)s->kv_budget_bytes, (long long)s->kv_tokens_evicted,
-            s->kv_policy, s->spec_proposer, s->spec_proposed, s->spec_accepted, s->spec_steps, s->spec_k,
-            s->spec_tree_passes, s->spec_off_line, s->spec_ahead_used, s->spec_ahead_dropped, s->spec_draft_ms, s->spec_ms, s->speculative_acceptance_rate, s->expert_cache_hit_rate, (unsigned long long)s->expert_bytes_read,
-            (unsigned long long)s->rss_bytes, (unsigned long long)s->peak_rss_bytes, s->chat_template,
-            s->prefill_speckv, s->prefill_lookahead_tokens, s->prefill_draft_ms, s->prompt_tokens_dropped);
+    fputc('{', stderr);
+    stats_print_json(stderr, s, STATS_RUN, 1, 99, 0);
+    fputs("}\n", stderr);
 }
 
 static void print_stats(const octo_stats *s) {

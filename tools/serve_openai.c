@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "serve.h"
+#include "stats.h"
 
 /* ---- stop sequences: text is emitted only once no stop can begin in it ---- */
 
@@ -67,16 +68,12 @@ static void add_usage(cJSON *o, const octo_stats *st, int dropped) {
     cJSON_AddNumberToObject(u, "prompt_tokens", st->prompt_tokens);
     cJSON_AddNumberToObject(u, "completion_tokens", st->decode_tokens);
     cJSON_AddNumberToObject(u, "total_tokens", st->prompt_tokens + st->decode_tokens);
-    cJSON *x = cJSON_AddObjectToObject(o, "octo");
-    cJSON_AddNumberToObject(x, "prefill_tokens_per_s", st->prefill_tokens_per_s);
-    cJSON_AddNumberToObject(x, "decode_tokens_per_s", st->decode_tokens_per_s);
-    cJSON_AddNumberToObject(x, "time_to_first_token_ms", st->time_to_first_token_ms);
-    cJSON_AddStringToObject(x, "spec_proposer", st->spec_proposer);
-    cJSON_AddNumberToObject(x, "spec_acceptance_rate", st->speculative_acceptance_rate);
-    cJSON_AddNumberToObject(x, "kv_bytes", (double)st->kv_bytes);
-    cJSON_AddNumberToObject(x, "kv_budget_bytes", (double)st->kv_budget_bytes);
-    cJSON_AddNumberToObject(x, "kv_tokens_evicted", (double)st->kv_tokens_evicted);
-    cJSON_AddNumberToObject(x, "context_tokens", st->context_tokens);
+    cJSON *x = cJSON_AddObjectToObject(o, "octo"); /* the list's serve column (OCTO_STATS, octo.h) */
+    for (int pos = 1; pos <= 99; pos++) {
+        const stat_row *r = stat_at(STATS_SERVE, pos);
+        if (r && r->kind == STAT_TEXT) cJSON_AddStringToObject(x, stat_key(r, STATS_SERVE), stat_text(r, st));
+        else if (r) cJSON_AddNumberToObject(x, stat_key(r, STATS_SERVE), stat_number(r, st));
+    }
     cJSON_AddNumberToObject(x, "messages_dropped", dropped);
 }
 

@@ -1,7 +1,8 @@
 """The Python binding against the library built beside it (tests/python.sh runs this with
-OCTO_LIBRARY, OCTO_BIN and OCTO_TEST_DATA set)."""
+OCTO_LIBRARY, OCTO_BIN, OCTO_TEST_DATA and OCTO_HEADER set)."""
 import ctypes
 import os
+import re
 import subprocess
 import threading
 
@@ -35,6 +36,32 @@ def test_version_and_layout():
     assert octo.version() == octo.__version__
     for struct, name in _lib.STRUCTS:
         assert ctypes.sizeof(struct) == _lib.load().octo_struct_size(name.encode()), name
+
+
+C_TYPES = {"int": ctypes.c_int, "uint64_t": ctypes.c_uint64, "int64_t": ctypes.c_int64, "double": ctypes.c_double}
+
+
+def header_stats(path):
+    """OCTO_STATS, the list in octo.h: (name, ctypes type) of every statistic, in order."""
+    with open(path) as f:
+        text = f.read()
+    start = text.index("#define OCTO_STATS(NUM, TEXT)")
+    block = text[start:text.index("\n\n", start)]
+    rows = re.findall(r"\b(NUM|TEXT)\((\w+), (\w+), (\w+),", block)
+    assert len(rows) == len(re.findall(r"^ *(NUM|TEXT)\(", block, re.M))  # every line of the list read
+    return [(name, C_TYPES[t] if kind == "NUM" else ctypes.c_char * int(t)) for kind, _, t, name in rows]
+
+
+def test_stats_fields_are_the_headers_list():
+    path = os.environ.get("OCTO_HEADER")
+    if not path:
+        pytest.skip("OCTO_HEADER unset (tests/python.sh sets it)")
+    want = header_stats(path)
+    assert [name for name, _ in _lib.Stats._fields_] == [name for name, _ in want]
+    for (name, got), (_, typ) in zip(_lib.Stats._fields_, want):
+        same = got is typ or (issubclass(got, ctypes.Array) and issubclass(typ, ctypes.Array)
+                              and (got._type_, got._length_) == (typ._type_, typ._length_))
+        assert same, f"{name}: {got} in the binding, {typ} in octo.h"
 
 
 class FakeLib:
