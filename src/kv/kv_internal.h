@@ -134,7 +134,8 @@ uint64_t kv_layer_bytes(const kv_cache *c, const kv_layer *L);
 /* The layer's invariants, asserted (after every commit and rollback): its
  * blocks within their array, each holding 0..KV_BLOCK entries in memory or
  * in a spill slot, only the newest open, the spilled ones counted, and its
- * positions rising across the layer, so the newest entries are the last. */
+ * positions rising from block to block (each block's first and last entry:
+ * the check runs per token, so it costs O(blocks), not O(context)). */
 void kv_layer_check(const kv_cache *c, const kv_layer *L);
 
 /* ---------------------------------------------------------------- kv_tier.c */
