@@ -33,7 +33,8 @@
  * OCTO_ERR_BUSY. While a stream runs on one thread, other threads may call,
  * on that stream or its model, only: octo_stream_cancel,
  * octo_stream_token_count, octo_model_stats (a snapshot taken between tokens:
- * the stream pauses for it), octo_model_info_get and octo_memory_usage. Every
+ * the stream pauses for it), octo_model_trim (likewise), octo_model_info_get
+ * and octo_memory_usage. Every
  * other call on the stream or its model comes from one thread at a time.
  * Load one model object per concurrent conversation.
  *
@@ -284,11 +285,30 @@ typedef struct {
      * file of any architecture (or a vocabulary-only GGUF); octo_model_info
      * has what the metadata says; evaluation and generation fail. */
     int vocab_only;
+    /* Memory pressure (docs/adaptation.md): 0 (default) = watch for it where
+     * the system says it (PSI, the memory cgroup) and give memory back by
+     * itself; -1 = do not watch (octo_model_trim still works). */
+    int memory_watch;
 } octo_model_options;
 
 enum { OCTO_DRAFT_NONE = -1, OCTO_DRAFT_AUTO = 0, OCTO_DRAFT_SELF = 1 };
 
 OCTO_API octo_model_options octo_model_options_defaults(void);
+
+/* How much memory to give back (docs/adaptation.md), from the cheapest:
+ *   LOW       packed weights back to the file's pages, a self-draft dropped
+ *             (Android onTrimMemory RUNNING_MODERATE, UI_HIDDEN, BACKGROUND);
+ *   MODERATE  + the expert cache halved, no read-ahead (RUNNING_LOW);
+ *   CRITICAL  + every KV cache down to its anchors and recent window, which
+ *             evicts (RUNNING_CRITICAL, COMPLETE; iOS's memory warning);
+ *   NONE      memory is back: what was given back is taken again.
+ * LOW and MODERATE change no output; CRITICAL can. */
+typedef enum {
+    OCTO_TRIM_NONE = 0,
+    OCTO_TRIM_LOW = 1,
+    OCTO_TRIM_MODERATE = 2,
+    OCTO_TRIM_CRITICAL = 3,
+} octo_trim_level;
 
 /* Map the GGUF file at path and bind it. opts NULL = automatic. On failure
  * returns NULL; octo_last_error(client) says why.
@@ -347,6 +367,13 @@ typedef struct {
 } octo_model_info;
 
 OCTO_API octo_model_info octo_model_info_get(const octo_model *model);
+
+/* The app's memory signal: give back (or, with OCTO_TRIM_NONE, take again)
+ * what `level` says, between two tokens of a stream that runs (safe from any
+ * thread). The memory watcher's level, when higher, still rules. Returns
+ * OCTO_ERR_INVALID_ARG for a level outside NONE..CRITICAL or a model loaded
+ * to plan only; octo_model_stats says what was given back (mem_*). */
+OCTO_API octo_status octo_model_trim(octo_model *model, octo_trim_level level);
 
 /* The plan the load made (weights, KV budget and compression, spill, draft,
  * lookahead, expert cache, threads, each with its reason) as one flat JSON
@@ -680,7 +707,20 @@ OCTO_API octo_status octo_generate_cb(octo_model *model, const char *prompt, con
     NUM(prefill, double, prefill_draft_ms, "ms", (34, "%.3f"), (0), (103, "%.3f", "draft_ms"), (0), "the draft's time: reading the prompt, writing the lookahead") \
     NUM(prefill, int64_t, kv_tokens_kept_by_score, "tokens", (0), (0), (104, "", "kept_by_score"), (0), "prompt entries per layer kept by their votes (not anchors or recent)") \
     NUM(prefill, int, prompt_tokens_dropped, "tokens", (35), (0), (105, "", "prompt_dropped"), (0), "prompt tokens SpecPC dropped before the model read the rest") \
-    NUM(prefill, double, prefill_ms_saved, "ms", (0), (0), (106, "%.3f"), (0), "SpecPC, estimated: the model's prefill time per token x tokens dropped, less the draft's time")
+    NUM(prefill, double, prefill_ms_saved, "ms", (0), (0), (106, "%.3f"), (0), "SpecPC, estimated: the model's prefill time per token x tokens dropped, less the draft's time") \
+    /* memory given back under pressure and taken again (docs/adaptation.md) */ \
+    NUM(adapt, int, mem_level, "level", (36), (12), (0), (10), "the memory level in force: 0 none, 1 low, 2 moderate, 3 critical (octo_trim_level)") \
+    NUM(adapt, int, mem_trims, "count", (37), (13), (0), (11), "times the level rose: memory given back") \
+    NUM(adapt, int, mem_regrows, "count", (38), (14), (0), (0), "times it fell: memory taken again") \
+    NUM(adapt, int, mem_pressure_events, "count", (39), (15), (0), (12), "times the memory watcher saw pressure begin") \
+    NUM(adapt, uint64_t, mem_released_weights_bytes, "bytes", (40), (16), (0), (0), "packed weights given back to the file's pages, summed over trims") \
+    NUM(adapt, uint64_t, mem_released_draft_bytes, "bytes", (41), (0), (0), (0), "a self-draft copy dropped") \
+    NUM(adapt, uint64_t, mem_released_experts_bytes, "bytes", (42), (17), (0), (0), "expert cache memory given back, summed") \
+    NUM(adapt, uint64_t, mem_released_kv_bytes, "bytes", (43), (18), (0), (0), "KV cache memory given back (entries evicted to the floor), summed") \
+    NUM(adapt, uint64_t, weights_packed_bytes, "bytes", (44), (19), (0), (0), "weights in the packed layout now, in private memory (0: all read from the file's mapping)") \
+    NUM(adapt, uint64_t, mem_room_bytes, "bytes", (45), (0), (0), (0), "memory the process could still get, reclaimable file pages counted, when last read") \
+    TEXT(adapt, 128, mem_watch, "text", (46), (0), (0), (0), "the memory watcher: the signals it follows, or off and why") \
+    TEXT(adapt, 200, mem_note, "text", (47), (0), (0), (0), "the last change of level and why, or what waits")
 
 #define OCTO_STATS_FIELD_(group, type, name, ...) type name;
 #define OCTO_STATS_TEXT_(group, size, name, ...) char name[size];

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <pthread.h>
@@ -24,6 +25,7 @@
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "moe/policy.h"
+#include "runtime/adapt.h"
 #include "runtime/bundle.h"
 #include "runtime/bundle_dir.h"
 #include "runtime/chat_fit.h"
@@ -89,6 +91,8 @@ struct octo_model {
     char warning[160];       /* the tokenizer's, or the chat template's */
     err_t err;
     plan_device dev;         /* what the plan was made for */
+    adapt_state adapt;       /* memory given back and taken again (runtime/adapt.h), under lock */
+    char watch_source[128];  /* the memory watcher's signals, or off and why */
 };
 
 struct octo_stream {
@@ -333,6 +337,68 @@ void octo_model_free(octo_model *om) {
     pthread_mutex_destroy(&om->lock);
     client_release(om->client);
     free(om);
+}
+
+/* ---- memory pressure: the api gathers what runtime/adapt.h acts on ---- */
+
+/* What the process could still get, reclaimable file pages counted. */
+static uint64_t mem_room(void) { return plat_mem_available(); }
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* The sessions octo_session_new may make beside the model's own. */
+static int n_extra(const octo_model *om) { return om->extra && om->opts.max_sessions > 1 ? om->opts.max_sessions - 1 : 0; }
+
+/* Every open session's caches, into s[] (room for 2 * max_sessions). */
+static int open_sessions(octo_model *om, session **s, bool *idle) {
+    int n = 0;
+    *idle = true;
+    for (int i = -1; i < n_extra(om); i++) {
+        octo_session *ss = i < 0 ? &om->main : om->extra[i];
+        if (!ss || !ss->s) continue;
+        s[n++] = ss->s;
+        if (ss->draft_s) s[n++] = ss->draft_s;
+        if (atomic_load(&ss->busy)) *idle = false;
+    }
+    return n;
+}
+
+static void drop_self_draft(void *user) {
+    octo_model *om = user;
+    for (int i = -1; i < n_extra(om); i++) {
+        octo_session *ss = i < 0 ? &om->main : om->extra[i];
+        if (!ss || !ss->draft_s) continue;
+        session_free(ss->draft_s);
+        ss->draft_s = NULL;
+    }
+    bundle_forget_self_draft(om->b);
+}
+
+/* Under om->lock. */
+static void adapt_now(octo_model *om, int level, bool from_app) {
+    session *s[2 * OCTO_MAX_SESSIONS];
+    adapt_target t = {.b = om->b, .s = s, .drop_draft = drop_self_draft, .user = om,
+                      .room = mem_room()};
+    t.n = open_sessions(om, s, &t.idle);
+    if (from_app) adapt_app(&om->adapt, &t, level, now_s());
+    else adapt_watch(&om->adapt, &t, level, now_s());
+}
+
+octo_status octo_model_trim(octo_model *om, octo_trim_level level) {
+    if (!om) return OCTO_ERR_INVALID_ARG;
+    if ((int)level < OCTO_TRIM_NONE || (int)level > OCTO_TRIM_CRITICAL)
+        return (octo_status)err_set(&om->err, ERR_INVALID_ARG, "trim level %d is not one of 0 (none) to 3 (critical)",
+                                    (int)level);
+    if (!om->b || om->b->plan_only)
+        return (octo_status)err_set(&om->err, ERR_INVALID_ARG, "the model was loaded to plan only: nothing to trim");
+    pthread_mutex_lock(&om->lock);
+    adapt_now(om, (int)level, true);
+    pthread_mutex_unlock(&om->lock);
+    return OCTO_OK;
 }
 
 const char *octo_model_error(const octo_model *om) { return om ? om->err.msg : "no model"; }
@@ -971,6 +1037,19 @@ static octo_stats stats_snapshot(const octo_model *om, const octo_session *ss) {
     st.peak_rss_bytes = u.peak_rss_bytes;
     snprintf(st.chat_template, sizeof st.chat_template, "%s", chat_family_name(om->b->chat));
     snprintf(st.warning, sizeof st.warning, "%s", om->warning);
+    const adapt_state *a = &om->adapt;
+    st.mem_level = a->level;
+    st.mem_trims = (int)a->trims;
+    st.mem_regrows = (int)a->regrows;
+    st.mem_pressure_events = (int)a->events;
+    st.mem_released_weights_bytes = a->released_weights;
+    st.mem_released_draft_bytes = a->released_draft;
+    st.mem_released_experts_bytes = a->released_experts;
+    st.mem_released_kv_bytes = a->released_kv;
+    st.weights_packed_bytes = om->b->m->packed_bytes;
+    st.mem_room_bytes = mem_room();
+    snprintf(st.mem_watch, sizeof st.mem_watch, "%s", om->watch_source);
+    snprintf(st.mem_note, sizeof st.mem_note, "%s", a->note);
     return st;
 }
 

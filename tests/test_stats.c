@@ -64,7 +64,9 @@ static void test_print(void) {
         ", \"expert_cache_hit_rate\": 0.5000, \"expert_prefetch_recall\": -1.0000, \"expert_prediction_rate\": 0.0000, "
         "\"expert_prediction_precision\": 0.0000, \"expert_bytes_read_per_token\": 1235, \"expert_stall_ms_per_token\": 0.0000, "
         "\"expert_cache_bytes\": 1099511627776, \"expert_int2_loads\": 0, \"expert_int2_served\": 0, "
-        "\"expert_int2_promotions\": 3, \"expert_batch_saved_bytes_per_token\": 0|"
+        "\"expert_int2_promotions\": 3, \"expert_batch_saved_bytes_per_token\": 0, \"mem_level\": 0, \"mem_trims\": 0, "
+        "\"mem_regrows\": 0, \"mem_pressure_events\": 0, \"mem_released_weights_bytes\": 0, "
+        "\"mem_released_experts_bytes\": 0, \"mem_released_kv_bytes\": 0, \"weights_packed_bytes\": 0|"
         "\"prefill_ms\": 0.000, \"speckv\": 1, \"lookahead_tokens\": 0, \"draft_ms\": 0.000, \"kept_by_score\": -2, "
         "\"prompt_dropped\": 0, \"prefill_ms_saved\": 0.000|"
         "\"kv_policy\": \"\", \"spec_proposer\": \"ngram\", \"spec_proposed\": 0";

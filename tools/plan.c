@@ -81,12 +81,13 @@ static void reasons(const char *j) {
     static const char *const keys[][2] = {{"weights", "weights_reason"}, {"kv", "kv_reason"},
                                           {"spill", "kv_spill_reason"},  {"draft", "draft_reason"},
                                           {"lookahead", "lookahead_reason"}, {"experts", "moe_reason"},
-                                          {"threads", "cores_reason"}};
+                                          {"threads", "cores_reason"},  {"if low", "pressure_low"},
+                                          {"if moderate", "pressure_moderate"}, {"if critical", "pressure_critical"}};
     char dev[64] = "", v[512];
     flatjson_get_str(j, strlen(j), "device", dev, sizeof dev);
     printf("\n%s:\n", dev);
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
-        if (flatjson_get_str(j, strlen(j), keys[k][1], v, sizeof v) && *v) printf("  %-10s %s\n", keys[k][0], v);
+        if (flatjson_get_str(j, strlen(j), keys[k][1], v, sizeof v) && *v) printf("  %-12s %s\n", keys[k][0], v);
 }
 
 static int parse(int argc, char **argv, plan_args *a, const char **device, bool *json) {

@@ -306,6 +306,18 @@ class Model(_Conversation):
         self._check()
         return _convert(_L.octo_model_info_get(self._model), Info)
 
+    TRIM_LEVELS = {"none": 0, "low": 1, "moderate": 2, "critical": 3}
+
+    def trim(self, level):
+        """Give memory back ("low", "moderate", "critical") or take it again ("none"):
+        the app's memory signal (Android's onTrimMemory, iOS's memory warning)."""
+        self._check()
+        if level not in self.TRIM_LEVELS:
+            raise ValueError("trim level must be one of %s, not %r" % (", ".join(self.TRIM_LEVELS), level))
+        rc = _L.octo_model_trim(self._model, self.TRIM_LEVELS[level])
+        if rc:
+            raise OctoError(self._error(), rc)
+
     def tokenize(self, text, add_special=True):
         """The token ids of text."""
         self._check()

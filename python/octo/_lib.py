@@ -38,7 +38,7 @@ class MoeOptions(ctypes.Structure):
 class ModelOptions(ctypes.Structure):
     _fields_ = [("n_ctx", c_int), ("kv_type", c_int), ("kv", KvOptions), ("draft_model", c_char_p),
                 ("auto_draft", c_int), ("draft_threads", c_int), ("moe", MoeOptions), ("plan_only", c_int), ("max_sessions", c_int),
-                ("vocab_only", c_int)]
+                ("vocab_only", c_int), ("memory_watch", c_int)]
 
 
 class GenerateParams(ctypes.Structure):
@@ -105,7 +105,11 @@ class Stats(ctypes.Structure):
                 ("chat_template", chars(16)), ("warning", chars(160)), ("prefill_speckv", c_int),
                 ("prefill_lookahead_tokens", c_int), ("prefill_draft_ms", c_double),
                 ("kv_tokens_kept_by_score", c_i64), ("prompt_tokens_dropped", c_int),
-                ("prefill_ms_saved", c_double)]
+                ("prefill_ms_saved", c_double), ("mem_level", c_int), ("mem_trims", c_int), ("mem_regrows", c_int),
+                ("mem_pressure_events", c_int), ("mem_released_weights_bytes", c_u64),
+                ("mem_released_draft_bytes", c_u64), ("mem_released_experts_bytes", c_u64),
+                ("mem_released_kv_bytes", c_u64), ("weights_packed_bytes", c_u64), ("mem_room_bytes", c_u64),
+                ("mem_watch", chars(128)), ("mem_note", chars(200))]
 
 
 # (struct, its name in octo.h): checked against octo_struct_size at load
@@ -130,6 +134,7 @@ SIGNATURES = {
     "octo_model_error": (c_char_p, [c_void_p]),
     "octo_model_info_get": (ModelInfo, [c_void_p]),
     "octo_model_stats": (Stats, [c_void_p]),
+    "octo_model_trim": (c_int, [c_void_p, c_int]),
     "octo_model_plan_json": (c_int, [c_void_p, c_char_p, c_int]),
     "octo_kv_policy_from_name": (c_int, [c_char_p]),
     "octo_spec_mode_from_name": (c_int, [c_char_p]),

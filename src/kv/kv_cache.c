@@ -59,8 +59,8 @@ err_code kv_cache_new(kv_shape shape, const kv_config *cfg, kv_cache **out, err_
     if (k.budget_tokens && k.budget_tokens < k.anchor_tokens + k.recent_tokens + 1)
         return err_set(err, ERR_INVALID_ARG, "a KV budget of %d entries cannot hold %d anchor and %d recent tokens and a new one",
                        k.budget_tokens, k.anchor_tokens, k.recent_tokens);
+    const uint64_t floor = kv_budget_floor(shape, &k);
     if (k.budget_bytes) {
-        const uint64_t floor = kv_budget_floor(shape, &k);
         if (k.budget_bytes < floor)
             return err_set(err, ERR_INVALID_ARG,
                            "a KV budget of %llu bytes cannot hold %d anchor and %d recent tokens (%llu bytes needed)",
@@ -70,6 +70,7 @@ err_code kv_cache_new(kv_shape shape, const kv_config *cfg, kv_cache **out, err_
     kv_cache *c = calloc(1, sizeof *c);
     if (!c) return err_set(err, ERR_NOMEM, "out of memory");
     c->cfg = k;
+    c->floor = floor;
     c->policy = pol;
     c->n_layer = shape.n_layer;
     c->k_dim = k_dim;
@@ -321,6 +322,15 @@ static err_code apply_budget(kv_cache *c, err_t *err) {
         if (rc) return rc;
     }
     return ERR_OK;
+}
+
+uint64_t kv_cache_set_budget(kv_cache *c, uint64_t bytes, err_t *err) {
+    if (!c->policy->evicts) return 0;
+    if (bytes && bytes < c->floor) bytes = c->floor;
+    const bool smaller = bytes && (!c->cfg.budget_bytes || bytes < c->cfg.budget_bytes);
+    c->cfg.budget_bytes = bytes;
+    if (smaller && !c->held && c->commit_pos > 0) apply_budget(c, err); /* a spill that failed: err says why */
+    return c->cfg.budget_bytes;
 }
 
 /* ---------------------------------------------------------------- rollback */

@@ -206,6 +206,12 @@ bool kv_cache_fits(const kv_cache *c, int n);
 /* The bytes the cache would hold with n more entries at the hot tier, none evicted. */
 uint64_t kv_cache_bytes_with(const kv_cache *c, int n);
 const kv_config *kv_cache_config(const kv_cache *c);
+/* The budget moved while the cache runs (memory pressure, runtime/adapt.h):
+ * bytes (0: none) below the cache's floor (kv_budget_floor) is raised to
+ * it; a smaller budget evicts now (spilling first where the cache spills),
+ * a larger one lets the cache keep more from the next commit. Returns the
+ * budget in force; a policy that never evicts keeps none (returns 0). */
+uint64_t kv_cache_set_budget(kv_cache *c, uint64_t bytes, err_t *err);
 /* The spill file's descriptor, -1 without one (tests damage the file). */
 int kv_cache_spill_fd(const kv_cache *c);
 

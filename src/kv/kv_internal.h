@@ -72,6 +72,7 @@ struct kv_cache {
     int32_t commit_pos;    /* entries at positions below are committed */
     bool prefill_observed; /* SnapKV has voted */
     bool held;             /* kv_cache_hold: commits apply no budget, nothing is observed */
+    uint64_t floor;        /* kv_budget_floor of its shape and config: the least budget it keeps */
     int64_t evicted, requantized, windowed;
     float *f32;            /* scratch: one block of rows as F32 */
     spill_store *spill;    /* NULL: no spill */

@@ -68,6 +68,9 @@ typedef struct {
     /* Optional: the memory the store may hold from now on (the runtime's
      * arbiter moves it between passes as the KV cache grows). */
     void (*set_budget)(void *self, uint64_t bytes);
+    /* Optional: stop (paused true) or resume reading predicted experts
+     * ahead (memory pressure: read-ahead fills slots the cache may lose). */
+    void (*pause_readahead)(void *self, bool paused);
     /* Optional: what the store did since it was made. */
     void (*stats)(const void *self, experts_stats *out);
 } experts_iface;

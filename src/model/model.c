@@ -13,8 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/packed.h"
+#include "platform/file.h"
 #include "core/quant.h"
 #include "core/threadpool.h"
 
@@ -232,17 +234,24 @@ void model_expert_pack(const model *m, int layer, model_mat mats[3], void *tmp) 
  * relay false: the file already holds this layout (a deploy bundle's
  * weights): the same matrices are only marked, the mapping stays read-only. */
 /* The matrices of layer l (-1: the output) that the active path packs; n returned. */
-static int packable_mats(model *m, int l, model_mat **out) {
-    model_mat *cand[12];
-    int n = 0, k = 0;
+/* The matrices of layer l (-1: the output) a packed path may re-lay. */
+static int pack_candidates(model *m, int l, model_mat **cand) {
+    int n = 0;
     if (l < 0) {
         if (!m->output_tied) cand[n++] = &m->output;
-    } else {
-        model_layer *L = &m->layers[l];
-        model_mat *ls[] = {&L->wq,   &L->wk,     &L->wv,        &L->wo,      &L->w_gate, &L->w_up,
-                           &L->w_down, &L->w_gate_sh, &L->w_up_sh, &L->w_down_sh, &L->wq_a, &L->wkv_a};
-        for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) cand[n++] = ls[i];
+        return n;
     }
+    model_layer *L = &m->layers[l];
+    model_mat *ls[] = {&L->wq,   &L->wk,     &L->wv,        &L->wo,      &L->w_gate, &L->w_up,
+                       &L->w_down, &L->w_gate_sh, &L->w_up_sh, &L->w_down_sh, &L->wq_a, &L->wkv_a};
+    for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) cand[n++] = ls[i];
+    return n;
+}
+
+static int packable_mats(model *m, int l, model_mat **out) {
+    model_mat *cand[12];
+    const int n = pack_candidates(m, l, cand);
+    int k = 0;
     const uint8_t *own = m->owned;
     for (int i = 0; i < n; i++) {
         model_mat *w = cand[i];
@@ -293,6 +302,40 @@ static void pack_weights(model *m, bool relay) {
 
 void model_pack(model *m) {
     if (!m->prepacked) pack_weights(m, true);
+}
+
+uint64_t model_unpack(model *m) {
+    if (m->prepacked || m->owned || !m->gguf || !m->packed_bytes) return 0;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uint64_t bytes = 0;
+    for (int l = -1; l < m->hp.n_layer; l++) {
+        model_mat *cand[12];
+        const int n = pack_candidates(m, l, cand);
+        for (int i = 0; i < n; i++) {
+            model_mat *w = cand[i];
+            if (!w->packed) continue;
+            const uint64_t len = (uint64_t)(w->n_out * w->n_mat) * w->row_bytes;
+            /* whole pages: a page it shares with a neighbour goes back to the
+             * file too, which is that neighbour's own layout unless it was
+             * packed, and then it is reverted in this same loop */
+            const uintptr_t a = (uintptr_t)w->data & ~(page - 1), e = ((uintptr_t)w->data + len + page - 1) & ~(page - 1);
+            if (plat_mem_revert((void *)a, e - a)) return bytes; /* the first, or none: nothing is half done */
+            w->packed = false;
+            bytes += len;
+        }
+    }
+    m->packed_bytes = 0;
+    return bytes;
+}
+
+void model_sync_shared(model *copy, const model *src) {
+    for (int l = -1; l < src->hp.n_layer && l < copy->hp.n_layer; l++) {
+        model_mat *a[12], *b[12];
+        const int n = pack_candidates(copy, l, a);
+        pack_candidates((model *)src, l, b); /* only read */
+        for (int i = 0; i < n; i++)
+            if (a[i]->data && a[i]->data == b[i]->data) a[i]->packed = b[i]->packed;
+    }
 }
 
 /* A file written in the packed layout (model.h: MODEL_LAYOUT_KEY) is read
@@ -434,6 +477,19 @@ uint64_t model_requantized_bytes(const model *src, uint32_t type) {
         for (int i = 0; i < n; i++)
             if (converts(mats[i], type))
                 bytes += (uint64_t)quant_row_bytes(type, mats[i]->n_in) * (uint64_t)(mats[i]->n_out * mats[i]->n_mat);
+    }
+    return bytes;
+}
+
+uint64_t model_requantized_token_bytes(const model *src, uint32_t type) {
+    uint64_t bytes = src->weight_bytes_per_token;
+    for (int l = -1; l < src->hp.n_layer; l++) {
+        model_mat *mats[10];
+        const int n = copy_mats((model *)src, l, mats); /* only read */
+        for (int i = 0; i < n; i++) {
+            const uint64_t rows = (uint64_t)(mats[i]->n_out * mats[i]->n_mat);
+            if (converts(mats[i], type)) bytes -= rows * (mats[i]->row_bytes - quant_row_bytes(type, mats[i]->n_in));
+        }
     }
     return bytes;
 }

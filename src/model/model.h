@@ -181,6 +181,16 @@ err_code model_open(const char *path, model **out, err_t *err);
 /* Re-lay the matrices the active path has packed kernels for (core/packed.h):
  * faster matmuls, but the pages become private memory. No-op for a packed file. */
 void model_pack(model *m);
+/* Memory pressure: the packed matrices go back to the file's pages and
+ * layout (platform/file.h: plat_mem_revert), their private copies freed;
+ * model_pack lays them out again. Returns the bytes given back (0: nothing
+ * was packed, a packed file or a copy, or the system cannot revert pages).
+ * No forward pass may run meanwhile, nor on a copy that shares matrices
+ * (model_requantize) until model_sync_shared. */
+uint64_t model_unpack(model *m);
+/* A copy's matrices shared with src take src's layout again (after
+ * model_unpack or model_pack of src). */
+void model_sync_shared(model *copy, const model *src);
 /* The bytes model_pack would re-lay (a packed file's: those it holds packed). */
 uint64_t model_packable_bytes(const model *m);
 /* model_open then model_pack. */
@@ -198,6 +208,9 @@ void model_free(model *m);
 err_code model_requantize(const model *src, uint32_t type, tpool *pool, model **out, err_t *err);
 /* The bytes model_requantize would allocate (0: nothing converts). */
 uint64_t model_requantized_bytes(const model *src, uint32_t type);
+/* What such a copy reads per token: its converted matrices and the ones it
+ * shares with src (a copy that converts little reads nearly all of src). */
+uint64_t model_requantized_token_bytes(const model *src, uint32_t type);
 
 /* The octo.upcycle.* keys `octo upcycle` writes, as one line into out
  * (empty when the file has none): octo_model_info.origin. */

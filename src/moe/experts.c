@@ -30,6 +30,7 @@ struct moe_experts {
     moe_trace *trace;    /* NULL: none */
     double margin;       /* moe/predict.h */
     moe_readahead ra;    /* whether the predicted experts are read ahead */
+    bool ra_paused;      /* memory pressure: no read-ahead for now (runtime/adapt.h) */
     uint64_t pass_t0;    /* when the current forward pass reached its first MoE layer, 0: none yet */
     uint64_t pass_end;   /* its last expert lookup: a pass is timed to there, not to the next one (which
                             may come after the user's think time) */
@@ -123,7 +124,7 @@ static void predict_token(moe_experts *x, int next_layer, const float *scores, i
         for (int j = 0; j < have && !dup; j++) dup = p[j] == named[i];
         if (!dup && have < w) p[have++] = named[i], x->st.predicted_named++;
     }
-    if (x->cache && x->ra.on) moe_cache_fetch(x->cache, next_layer, named, n, true);
+    if (x->cache && x->ra.on && !x->ra_paused) moe_cache_fetch(x->cache, next_layer, named, n, true);
 }
 
 /* The first call for a layer starts its tokens' sets, the second adds to
@@ -156,6 +157,8 @@ static void set_budget(void *self, uint64_t bytes) {
     moe_experts *x = self;
     if (x->cache) moe_cache_set_budget(x->cache, bytes);
 }
+
+static void pause_readahead(void *self, bool paused) { ((moe_experts *)self)->ra_paused = paused; }
 
 /* Also writes out the trace so far (fflush), so a caller reading stats at
  * the end of a run learns whether the trace was written whole. */
@@ -220,7 +223,7 @@ err_code moe_experts_new(const model *m, const char *path, const moe_cache_confi
         return rc;
     }
     x->iface = (experts_iface){.self = x, .get = get, .hint = hint, .hint_next = hint_next, .set_budget = set_budget,
-                            .stats = stats};
+                            .pause_readahead = pause_readahead, .stats = stats};
     *out = x;
     return ERR_OK;
 }

@@ -32,6 +32,13 @@ void plat_advise_file(int fd, uint64_t off, uint64_t len, plat_advice a);
 /* Advice on a mapping's bytes [addr, addr + len) (addr page-aligned). */
 void plat_advise_mem(void *addr, size_t len, plat_advice a);
 
+/* Not advice: the pages of [addr, addr + len) (page-aligned) of a private
+ * file mapping go back to the file's contents, and the private copies made
+ * by writing to them are freed (Linux: MADV_DONTNEED, which on such a
+ * mapping does exactly this). 0, or an errno value; ENOSYS in the POSIX
+ * fallback, where posix_madvise's DONTNEED may leave them as they are. */
+int plat_mem_revert(void *addr, size_t len);
+
 /* A new unnamed file in directory dir, open for writing (mode 0600,
  * close-on-exec), that plat_link_unnamed can give a name; -1 (errno set)
  * where the system or the file system cannot make one. */

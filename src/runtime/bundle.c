@@ -47,11 +47,16 @@ static plan plan_sessions(const bundle *b, const bundle_options *o, const model 
     return p;
 }
 
-/* Step 1: the weights, packed when the plan says they fit; the reason says
- * what was done. */
-static err_code load_weights(bundle *b, const char *path, const bundle_options *o, err_t *err) {
+/* Step 1: the weights, packed when the plan says they fit beside the KV
+ * cache's least; the reason says what was done. *n_ctx: the context asked
+ * (0: the model's), then the one that fits (plan_fit). */
+static err_code load_weights(bundle *b, const char *path, const bundle_options *o, int *n_ctx, err_t *err) {
     err_code rc = model_open(path, &b->m, err);
-    if (rc || !plan_pack_weights(b->m, &o->dev, b->weights_reason, sizeof b->weights_reason)) return rc;
+    if (rc) return rc;
+    if (!*n_ctx) *n_ctx = b->m->hp.n_ctx_train;
+    if ((rc = plan_fit(b->m, &o->kv, &o->dev, n_ctx, b->fit_reason, sizeof b->fit_reason, err))) return rc;
+    const uint64_t kv_least = plan_kv_least(b->m, &o->kv, *n_ctx);
+    if (!plan_pack_weights(b->m, &o->dev, kv_least, b->weights_reason, sizeof b->weights_reason)) return rc;
     b->weights_packed = true;
     if (o->plan_only) return ERR_OK;
     model_pack(b->m);
@@ -170,7 +175,8 @@ static void self_reason(char *r, size_t rn, bool pays, const char *why) {
 static err_code make_self_draft(bundle *b, bool asked, const plan_device *dev, err_t *err) {
     char why[192];
     const uint64_t bytes = model_requantized_bytes(b->m, QT_Q4_0);
-    const bool pays = plan_self_draft(b->m, bytes, &b->plan, dev, why, sizeof why);
+    const uint64_t token_bytes = bytes ? model_requantized_token_bytes(b->m, QT_Q4_0) : 0;
+    const bool pays = plan_self_draft(b->m, bytes, token_bytes, &b->plan, dev, why, sizeof why);
     char *r = b->plan.spec_reason;
     const size_t rn = sizeof b->plan.spec_reason;
     if (!pays && !(asked && bytes)) {
@@ -182,7 +188,8 @@ static err_code make_self_draft(bundle *b, bool asked, const plan_device *dev, e
     }
     if (b->plan_only) { /* the copy's shape stands in for it: plan_make reads its hparams and bytes */
         b->self_shape = *b->m;
-        b->self_shape.weight_bytes = b->self_shape.weight_bytes_per_token = bytes;
+        b->self_shape.weight_bytes = bytes;
+        b->self_shape.weight_bytes_per_token = token_bytes;
         b->draft_self = true;
         self_reason(r, rn, pays, why);
         return ERR_OK;
@@ -299,6 +306,7 @@ static void wire_experts(const bundle *b, session *s) {
     s->experts = moe_experts_iface(b->experts);
     s->shared_bytes = b->plan.moe_shared;
     s->token_bytes = kv_token_bytes(plan_kv_shape(&b->m->hp), b->plan.kv.hot_type);
+    s->experts_least = moe_cache_slot_bytes(b->m) * (uint64_t)b->m->hp.n_expert_used;
 }
 
 err_code bundle_session_open(const bundle *b, session **s, session **ds, err_t *err) {
@@ -338,13 +346,13 @@ err_code bundle_load(const char *path, const bundle_options *o, bundle **out, er
     if (o->vocab_only) return load_vocab_only(b, path, out, err);
     cpu_classes cc;
     bool unplaced = false;
-    err_code rc = load_weights(b, path, o, err);
+    int n_ctx = o->n_ctx;
+    err_code rc = load_weights(b, path, o, &n_ctx, err);
     if (!rc) rc = place_threads(b, o, &cc, &unplaced, err);
     if (rc) {
         bundle_free(b);
         return rc;
     }
-    const int n_ctx = o->n_ctx ? o->n_ctx : b->m->hp.n_ctx_train;
     model_set_context(b->m, n_ctx); /* LongRoPE's factors follow the context */
     load_tokenizer(b, o);
     /* the draft first (the self-draft's decision needs the plan without one) */
@@ -358,6 +366,10 @@ err_code bundle_load(const char *path, const bundle_options *o, bundle **out, er
     else if (!rc && o->draft_threads > 0)
         warn(o, "draft_threads: no draft model, so no cores are set aside for one");
     memcpy(b->plan.spec_reason, spec_reason, sizeof spec_reason);
+    if (b->fit_reason[0]) {
+        const size_t len = strlen(b->plan.kv_reason);
+        snprintf(b->plan.kv_reason + len, sizeof b->plan.kv_reason - len, "; %s", b->fit_reason);
+    }
     b->n_ctx = n_ctx;
     if (!rc && !o->plan_only) rc = session_new_shared(b->m, n_ctx, &b->plan.kv, b->pool, &b->s, err);
     if (!rc && b->m->hp.n_expert > 0) {
@@ -388,6 +400,16 @@ void bundle_free(bundle *b) {
     model_free(b->m);
     gguf_close(b->vocab_gguf);
     free(b);
+}
+
+void bundle_forget_self_draft(bundle *b) {
+    if (!b->draft_self) return;
+    model_free(b->draft_m);
+    b->draft_m = NULL;
+    b->draft_s = NULL; /* the caller's to free, with every session's */
+    b->draft_self = false;
+    snprintf(b->plan.spec_reason, sizeof b->plan.spec_reason,
+             "n-gram: the self-draft was given back under memory pressure");
 }
 
 const model *bundle_draft_shape(const bundle *b) {

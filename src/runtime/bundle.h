@@ -57,6 +57,7 @@ typedef struct {
     session *draft_s;
     bool draft_self;           /* draft_m is the target's own low-precision copy */
     bool draft_not_smaller;    /* draft_m (given) costs as much as the model: prompt scoring only, no speculation */
+    char fit_reason[192];      /* a context smaller than asked, and why (plan_fit), or "" */
     char draft_note[320];      /* why, when it is */
     tokenizer *tok;            /* NULL when the file has no usable vocabulary */
     err_t tok_err;             /* why tok is NULL */
@@ -73,6 +74,10 @@ typedef struct {
 
 err_code bundle_load(const char *path, const bundle_options *o, bundle **out, err_t *err);
 void bundle_free(bundle *b);
+/* A self-draft copy given back under memory pressure (runtime/adapt.h):
+ * the caller has freed every session's draft cache; n-gram speculation
+ * stands in from the next stream, and plan.spec_reason says why. */
+void bundle_forget_self_draft(bundle *b);
 
 /* The plan as one flat JSON object (runtime/plan_json.c; the keys are listed
  * in docs/deploy.md); returns the length it needs, like snprintf. */

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kv/policy.h"
 #include "platform/mem.h"
 
 err_code plan_device_of(const char *name, const char *cache_dir, plan_spill spill, plan_device *out, err_t *err) {
@@ -50,10 +51,18 @@ static void plan_spill_for(plan *p, const plan_device *dev) {
 
 /* The budget b shared between the caches in whole tokens: the target's
  * share holds as many tokens as the draft's. Writes the split to why. */
-static void plan_share(plan *p, uint64_t b, uint64_t tb, uint64_t db, char *why, size_t n) {
+static void plan_share(plan *p, uint64_t b, uint64_t tb, uint64_t db, uint64_t tfloor, uint64_t dfloor, char *why,
+                       size_t n) {
     const uint64_t tokens = b / (tb + db);
     p->kv.budget_bytes = tokens * tb;
     p->draft_kv.budget_bytes = b - tokens * tb;
+    if (b && (p->kv.budget_bytes < tfloor || p->draft_kv.budget_bytes < dfloor)) { /* whole tokens never undercut */
+        uint64_t t = p->kv.budget_bytes > tfloor ? p->kv.budget_bytes : tfloor;   /* what a cache needs to work */
+        const uint64_t d = b > t + dfloor ? b - t : dfloor;
+        if (t + d > b) t = b > d + tfloor ? b - d : tfloor;
+        p->kv.budget_bytes = t;
+        p->draft_kv.budget_bytes = d;
+    }
     if (b) snprintf(why, n, "; shared with the draft: %llu tokens, %llu + %llu bytes", (unsigned long long)tokens,
                     (unsigned long long)p->kv.budget_bytes, (unsigned long long)p->draft_kv.budget_bytes);
     else snprintf(why, n, "; the draft's cache unbounded too");
@@ -73,7 +82,8 @@ plan plan_make(const model *m, const model *draft, int n_ctx, const kv_config *c
     const kv_shape ms = plan_kv_shape(&m->hp), ds = draft ? plan_kv_shape(&draft->hp) : ms;
     const uint64_t tb = kv_token_bytes(ms, k->hot_type), db = draft ? kv_token_bytes(ds, k->hot_type) : 0;
     const uint64_t full = kv_context_bytes(ms, k->hot_type, n_ctx) + (draft ? kv_context_bytes(ds, k->hot_type, n_ctx) : 0);
-    const uint64_t floor = kv_budget_floor(ms, k) + (draft ? kv_budget_floor(ds, k) : 0);
+    const uint64_t tfloor = kv_budget_floor(ms, k), dfloor = draft ? kv_budget_floor(ds, k) : 0;
+    const uint64_t floor = tfloor + dfloor;
     const uint64_t weights = plan_resident_weights(m) + (draft ? draft->weight_bytes : 0);
     char share[96] = "";
     uint64_t b = k->budget_bytes;
@@ -100,7 +110,7 @@ plan plan_make(const model *m, const model *draft, int n_ctx, const kv_config *c
         p.draft_kv = *k;
         p.draft_kv.spill_dir = NULL;
         p.draft_kv.budget_tokens = 0; /* an entry count is the model's: the draft is under the shared bytes */
-        plan_share(&p, b, tb, db, share, sizeof share);
+        plan_share(&p, b, tb, db, tfloor, dfloor, share, sizeof share);
         const size_t len = strlen(p.kv_reason);
         snprintf(p.kv_reason + len, sizeof p.kv_reason - len, "%s", share);
     }
@@ -113,9 +123,60 @@ uint64_t plan_resident_weights(const model *m) {
     return m->weight_bytes > experts ? m->weight_bytes - experts : 0;
 }
 
-bool plan_pack_weights(const model *m, const plan_device *dev, char *why, size_t n) {
+uint64_t plan_kv_least(const model *m, const kv_config *k, int n_ctx) {
+    const kv_policy *pol = kv_policy_get(k->policy);
+    const kv_shape shape = plan_kv_shape(&m->hp);
+    const uint64_t whole = kv_context_bytes(shape, k->hot_type, n_ctx);
+    if (!pol || !pol->evicts) return whole;
+    const uint64_t floor = kv_budget_floor(shape, k);
+    return floor < whole ? floor : whole;
+}
+
+/* The resident weights of the largest layer (the output matrix counts as one). */
+static uint64_t largest_layer(const model *m) {
+    uint64_t most = (uint64_t)(m->output.n_out * m->output.n_mat) * m->output.row_bytes;
+    const uint64_t per_layer = m->hp.n_layer ? plan_resident_weights(m) / (uint64_t)m->hp.n_layer : 0;
+    return per_layer > most ? per_layer : most;
+}
+
+static uint64_t least_buffers(const model *m) {
+    const model_hparams *hp = &m->hp;
+    const uint64_t ff = (uint64_t)(hp->n_ff > hp->n_ff_shexp ? hp->n_ff : hp->n_ff_shexp);
+    const uint64_t per_token = 4 * (uint64_t)hp->n_embd + 3 * (uint64_t)hp->n_head * (uint64_t)hp->head_dim + 2 * ff;
+    return sizeof(float) * (PLAN_LEAST_BATCH * per_token + 2 * (uint64_t)hp->n_vocab) + (1u << 20);
+}
+
+uint64_t plan_least_bytes(const model *m, const kv_config *k, int n_ctx) {
+    return plan_kv_least(m, k, n_ctx) + largest_layer(m) + least_buffers(m);
+}
+
+err_code plan_fit(const model *m, const kv_config *k, const plan_device *dev, int *n_ctx, char *why, size_t n,
+                  err_t *err) {
     const double mib = 1.0 / (1 << 20);
-    const uint64_t w = plan_resident_weights(m), need = w + PLAN_SAFETY_MARGIN;
+    const uint64_t free_mem = dev->mem_available, least = plan_least_bytes(m, k, *n_ctx);
+    if (why && n) why[0] = 0;
+    if (!free_mem || least <= free_mem) return ERR_OK;
+    const kv_policy *pol = kv_policy_get(k->policy);
+    const uint64_t rest = least - plan_kv_least(m, k, *n_ctx), tb = kv_token_bytes(plan_kv_shape(&m->hp), k->hot_type);
+    if (pol && !pol->evicts && rest < free_mem && tb) {
+        const int fit = (int)((free_mem - rest) / tb / 64 * 64);
+        if (fit >= 64) {
+            snprintf(why, n, "context %d of %d tokens: a cache that keeps every entry (%s) and the rest (%.0f MiB) "
+                     "must fit in %.0f MiB free", fit, *n_ctx, pol->name, rest * mib, free_mem * mib);
+            *n_ctx = fit;
+            return ERR_OK;
+        }
+    }
+    return err_set(err, ERR_NOMEM,
+                   "%.0f MiB free, and the model needs at least %.0f MiB with its weights read from the file: "
+                   "%.1f MiB of KV cache, %.1f MiB for its largest layer, %.1f MiB of buffers",
+                   free_mem * mib, least * mib, plan_kv_least(m, k, *n_ctx) * mib, largest_layer(m) * mib,
+                   least_buffers(m) * mib);
+}
+
+bool plan_pack_weights(const model *m, const plan_device *dev, uint64_t kv_least, char *why, size_t n) {
+    const double mib = 1.0 / (1 << 20);
+    const uint64_t w = plan_resident_weights(m), need = w + PLAN_SAFETY_MARGIN + kv_least;
     if (m->prepacked) {
         snprintf(why, n, "packed in the file (%.0f MiB), mapped read-only", (double)m->packed_bytes * mib);
         return false;
@@ -130,9 +191,11 @@ bool plan_pack_weights(const model *m, const plan_device *dev, char *why, size_t
     }
     if (dev->mem_available && dev->mem_available < need) {
         snprintf(why, n,
-                 "mapped read-only in the file's layout: %.0f MiB of weights and a %.0f MiB margin exceed %.0f MiB "
-                 "free, so pages are read from the file as needed instead of packed into private memory",
-                 (double)w * mib, (double)PLAN_SAFETY_MARGIN * mib, (double)dev->mem_available * mib);
+                 "mapped read-only in the file's layout: %.0f MiB of weights, a %.0f MiB margin and the KV cache's "
+                 "least %.1f MiB exceed %.0f MiB free, so pages are read from the file as needed instead of packed "
+                 "into private memory",
+                 (double)w * mib, (double)PLAN_SAFETY_MARGIN * mib, (double)kv_least * mib,
+                 (double)dev->mem_available * mib);
         return false;
     }
     snprintf(why, n, "%.0f MiB packed at load for this CPU's kernels (%.0f MiB of weights fit in %.0f MiB free)",
@@ -177,10 +240,11 @@ void plan_experts(plan *p, const model *m, const model *draft, int n_ctx, const 
              margin * mib, kv * mib, p->moe.budget_bytes * mib, all * mib, pool < least ? " (more than the pool)" : "");
 }
 
-bool plan_self_draft(const model *m, uint64_t copy_bytes, const plan *p, const plan_device *dev, char *why, size_t n) {
+bool plan_self_draft(const model *m, uint64_t copy_bytes, uint64_t copy_token_bytes, const plan *p,
+                     const plan_device *dev, char *why, size_t n) {
     const double mib = 1.0 / (1 << 20);
     const uint64_t per_token = m->weight_bytes_per_token;
-    const double c = per_token ? (double)copy_bytes / (double)per_token : 1.0;
+    const double c = per_token ? (double)copy_token_bytes / (double)per_token : 1.0;
     if (!copy_bytes) {
         snprintf(why, n, "no self-draft: %s", m->hp.n_expert ? "a mixture of experts keeps its experts on flash"
                                                              : "the weights are already low-precision");

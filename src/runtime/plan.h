@@ -125,15 +125,41 @@ plan plan_make(const model *m, const model *draft, int n_ctx, const kv_config *c
 void plan_experts(plan *p, const model *m, const model *draft, int n_ctx, const moe_cache_config *given,
                   const plan_device *dev);
 
+/* The KV memory a cache of k cannot do with less of, for a context of
+ * n_ctx: the floor (anchors and recent window, kv_budget_floor) when its
+ * policy evicts, else the whole context at the hot type. The one floor the
+ * plan, the split among sessions and the fallbacks below all use. */
+uint64_t plan_kv_least(const model *m, const kv_config *k, int n_ctx);
+
+/* The least memory the model runs in, its weights mapped read-only (pages
+ * read from the file as each layer needs them): plan_kv_least, the largest
+ * layer's resident weights (the pages one pass needs at once) and the
+ * forward pass's buffers for a batch of PLAN_LEAST_BATCH tokens, a row of
+ * logits and a MiB of the rest. */
+#define PLAN_LEAST_BATCH 64
+uint64_t plan_least_bytes(const model *m, const kv_config *k, int n_ctx);
+
+/* Fallbacks when memory is short (the plan never refuses what can run):
+ * a cache that never evicts gets a smaller context, in whole 64-token
+ * blocks, when its whole context and plan_least_bytes's rest exceed free
+ * memory; why says so. ERR_NOMEM only when even the least memory is more
+ * than free memory, naming both. *n_ctx is the context to run with. */
+err_code plan_fit(const model *m, const kv_config *k, const plan_device *dev, int *n_ctx, char *why, size_t n,
+                  err_t *err);
+
 /* Weights that stay resident: all of them for a dense model, all but the
  * experts for an MoE one. */
 uint64_t plan_resident_weights(const model *m);
 
-/* Should the weights be packed at load (see Weights above)? Writes why. */
-bool plan_pack_weights(const model *m, const plan_device *dev, char *why, size_t n);
+/* Should the weights be packed at load (see Weights above)? They are when
+ * they, the safety margin and kv_least (plan_kv_least) fit in free memory;
+ * otherwise they stay mapped and the KV cache keeps its budget. Writes why. */
+bool plan_pack_weights(const model *m, const plan_device *dev, uint64_t kv_least, char *why, size_t n);
 
-/* Should a self-draft of copy_bytes (its per-token bytes) be made? Writes
- * the reason either way. */
-bool plan_self_draft(const model *m, uint64_t copy_bytes, const plan *p, const plan_device *dev, char *why, size_t n);
+/* Should a self-draft be made, a copy of copy_bytes that reads
+ * copy_token_bytes per token (its own matrices and those it shares with the
+ * model: model_requantized_token_bytes)? Writes the reason either way. */
+bool plan_self_draft(const model *m, uint64_t copy_bytes, uint64_t copy_token_bytes, const plan *p,
+                     const plan_device *dev, char *why, size_t n);
 
 #endif

@@ -4,6 +4,7 @@
  * options of a load (bundle.h: bundle_plan_json, bundle_plan_apply).
  */
 #include "bundle.h"
+#include "adapt.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -65,6 +66,12 @@ size_t bundle_plan_json(const bundle *b, const plan_device *dev, char *buf, size
     json_moe(&o, b);
     flatjson_u64(&o, "threads", (uint64_t)b->cores.threads);
     flatjson_str(&o, "cores_reason", b->cores.reason);
+    static const char *const pressure[] = {"pressure_low", "pressure_moderate", "pressure_critical"};
+    for (int level = 1; level <= 3; level++) {
+        char what[256];
+        adapt_describe(b, level, what, sizeof what);
+        flatjson_str(&o, pressure[level - 1], what);
+    }
     return flatjson_end(&o);
 }
 

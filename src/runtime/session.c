@@ -28,6 +28,7 @@ static err_code create(const model *m, int n_ctx, const kv_config *kv, tpool *po
     s->owns_pool = !pool;
     err_code rc = pool ? ERR_OK : tpool_new(n_threads, &s->pool, err);
     if (!rc) rc = kv_cache_new(plan_kv_shape(&m->hp), kv, &s->kv, err);
+    if (!rc) s->kv_planned = kv_cache_config(s->kv)->budget_bytes;
     if (!rc && (!(s->fwd = fwd_state_new(m, s->pool)) || !(s->tokens = malloc(sizeof(int32_t) * (size_t)n_ctx))))
         rc = err_set(err, ERR_NOMEM, "out of memory");
     if (rc) {
@@ -71,11 +72,32 @@ static err_code check_room(const session *s, int n, err_t *err) {
     return ERR_OK;
 }
 
+/* The KV budget in force: the plan's, under the pressure cap, under what
+ * the shared bytes leave after a token's experts (session.h). */
+static uint64_t kv_live_budget(const session *s, uint64_t room) {
+    uint64_t b = s->kv_planned;
+    if (s->kv_cap && (!b || s->kv_cap < b)) b = s->kv_cap;
+    if (s->shared_bytes && s->experts) {
+        const uint64_t left = s->shared_bytes > s->experts_least + room ? s->shared_bytes - s->experts_least - room : 1;
+        const uint64_t whole = (uint64_t)s->n_ctx * s->token_bytes; /* an unbounded cache that fits stays so */
+        if ((b || left < whole) && (!b || left < b)) b = left;
+    }
+    return b;
+}
+
 /* The expert cache gets what the KV cache leaves of the shared bytes: it
- * shrinks first as the context grows (see session.h). */
-static void rebalance(session *s, int n) {
+ * shrinks first as the context grows (see session.h), and the KV cache
+ * gives way when the shared bytes cannot hold a token's experts beside it. */
+void session_rebalance(session *s, int n) {
+    const uint64_t room = (uint64_t)(n + 64) * s->token_bytes;
+    const uint64_t want = kv_live_budget(s, room);
+    if (want != kv_cache_config(s->kv)->budget_bytes) {
+        err_t e = {0};
+        kv_cache_set_budget(s->kv, want, &e); /* a spill that failed degrades to eviction; the stats say so */
+    }
     if (!s->shared_bytes || !s->experts || !s->experts->set_budget) return;
-    const uint64_t kv = kv_cache_stats(s->kv).bytes + (uint64_t)(n + 64) * s->token_bytes;
+    if (s->experts->pause_readahead) s->experts->pause_readahead(s->experts->self, s->readahead_paused);
+    const uint64_t kv = kv_cache_stats(s->kv).bytes + room;
     s->experts->set_budget(s->experts->self, s->shared_bytes > kv ? s->shared_bytes - kv : 0);
 }
 
@@ -95,7 +117,7 @@ static void cut(session *s, int n) {
 err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, float *logits, err_t *err) {
     err_code rc0 = check_room(s, n, err);
     if (rc0) return rc0;
-    rebalance(s, n);
+    session_rebalance(s, n);
     /* In chunks: the forward pass's buffers grow with the batch (a 4000-token
      * prompt of a 1B model would take ~370 MiB), and each chunk's entries
      * are committed, so the cache stays within its budget during a long
@@ -175,7 +197,7 @@ err_code session_eval_voting(session *s, const int32_t *tokens, int n, bool tent
     err_code rc = check_room(s, n, err);
     if (rc) return rc;
     if (tentative && n > SESSION_CHUNK) return err_set(err, ERR_INVALID_ARG, "a tentative batch of %d tokens", n);
-    rebalance(s, n);
+    session_rebalance(s, n);
     for (int t0 = 0; t0 < n && !rc; t0 += SESSION_CHUNK) {
         const int nc = n - t0 < SESSION_CHUNK ? n - t0 : SESSION_CHUNK;
         const int from = n - last > t0 ? n - last : t0; /* the first voting query in this chunk */
@@ -203,7 +225,7 @@ err_code session_eval_tree(session *s, const int32_t *tokens, int n, const uint6
                            int n_out, float *logits, err_t *err) {
     err_code rc = check_room(s, n, err);
     if (rc) return rc;
-    rebalance(s, n);
+    session_rebalance(s, n);
     kv_iface kv = kv_cache_iface(s->kv);
     rc = forward_tree(s->fwd, &kv, s->experts, tokens, n, s->n_past, anc, out_rows, n_out, logits, err);
     if (rc) cut(s, s->n_past);

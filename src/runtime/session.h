@@ -34,6 +34,13 @@ typedef struct {
      * not, less room for the pass's entries (token_bytes each, a block's
      * worth more). 0: no sharing. */
     uint64_t shared_bytes, token_bytes;
+    /* The live budget (runtime/adapt.h): the KV budget the plan gave
+     * (kv_planned, 0: none) is lowered to kv_cap when memory pressure set
+     * one (0: none), and to what the shared bytes leave after a token's
+     * experts (experts_least): expert pressure demotes the KV cache as the
+     * KV cache's growth demotes experts. */
+    uint64_t kv_planned, kv_cap, experts_least;
+    bool readahead_paused;
 } session;
 
 /* n_ctx 0 = the model's trained context; kv_type QT_F32 or QT_F16 (a plain
@@ -47,6 +54,10 @@ err_code session_new_kv(const model *m, int n_ctx, const kv_config *kv, int n_th
  * would only spin against the target's. */
 err_code session_new_shared(const model *m, int n_ctx, const kv_config *kv, tpool *pool, session **out, err_t *err);
 void session_free(session *s);
+
+/* The live budget applied now, room kept for n more entries: the KV cache
+ * to its budget (see kv_planned above), the experts to what it leaves. */
+void session_rebalance(session *s, int n);
 
 /* Consume n tokens; logits gets n rows when all_rows, else the last row only. */
 err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, float *logits, err_t *err);

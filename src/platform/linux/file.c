@@ -36,6 +36,8 @@ void plat_advise_mem(void *addr, size_t len, plat_advice a) {
     if (adv >= 0) madvise(addr, len, adv);
 }
 
+int plat_mem_revert(void *addr, size_t len) { return madvise(addr, len, MADV_DONTNEED) ? errno : 0; }
+
 static void fd_path(int fd, char *out, size_t n) { snprintf(out, n, "/proc/self/fd/%d", fd); }
 
 int plat_open_unnamed(const char *dir) {

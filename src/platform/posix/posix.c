@@ -95,6 +95,8 @@ void plat_advise_mem(void *addr, size_t len, plat_advice a) {
     if (adv >= 0) posix_madvise(addr, len, adv);
 }
 
+int plat_mem_revert(void *addr, size_t len) { return (void)addr, (void)len, ENOSYS; }
+
 int plat_open_unnamed(const char *dir) { return (void)dir, errno = ENOTSUP, -1; }
 int plat_link_unnamed(int fd, const char *path) { return (void)fd, (void)path, errno = ENOTSUP, -1; }
 int plat_dir_each(int fd, plat_dir_fn fn, void *ctx) {
