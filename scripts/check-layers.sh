@@ -1,7 +1,8 @@
 #!/bin/sh
 # check-layers.sh — every #include "..." in src/ and tools/ goes to its own
-# layer or one below it (docs/architecture.md has the table). Run from the
-# repository root; exits 1 and names each offending line when one does not.
+# layer or one below it (docs/architecture.md has the table), and only the
+# platform room names the kernel's files (below). Run from the repository
+# root; exits 1 and names each offending line when one does not.
 #
 #   rank  layer        folder
 #   0     platform     src/platform/    (what octo asks the OS; includes only core/err.h of octo's)
@@ -86,6 +87,25 @@ if [ -s "$out" ]; then
     bad=1
 else
     echo "check-layers: every include in src/ and tools/ goes to its own layer or below"
+fi
+
+# Only the platform room (src/platform/) asks the operating system: no /proc
+# or /sys path in any other C file of octo's (src/, tools/, the tests, fuzz/,
+# examples/), not even in a comment, so that a port touches that room alone.
+# One file is let through: tests/test_platform.c feeds the platform's parsers
+# text that names such paths (a mounts line) and reads none of them. The
+# shell and Python tests (tests/cli.sh, tests/serve/attack.py) and bench/*.py
+# watch the process from outside and are not checked.
+find src tools tests fuzz examples include -name '*.[ch]' | sort | while IFS= read -r f; do
+    case "$f" in src/platform/* | tests/test_platform.c) continue ;; esac
+    grep -nE '/(proc|sys)([^A-Za-z0-9_]|$)' "$f" | sed "s|^|$f:|"
+done >"$out"
+if [ -s "$out" ]; then
+    cat "$out"
+    echo "check-layers: $(wc -l <"$out") line(s) name /proc or /sys outside the platform room (src/platform/)"
+    bad=1
+else
+    echo "check-layers: no C file outside src/platform/ names /proc or /sys"
 fi
 rm -f "$out"
 exit $bad

@@ -103,7 +103,8 @@ static int toy_pass(void *st, toy_target *tt, int32_t *seq, int len, int wrong) 
                                     &next);
     if (wrong == WRONG_GUESS && guessed && a == pass.k) next = guess.token;
     const int path[] = {0, 1, 2, 3};
-    proposer_draft.verified(st, &pass, rows, TV, a, path, next);
+    const spec_outcome o = {.logits = rows, .n_vocab = TV, .accepted = a, .path = path, .next = next};
+    proposer_draft.verified(st, &pass, &o);
     for (int i = 0; i < a; i++) seq[1 + len + i] = pass.tokens[1 + i];
     seq[1 + len + a] = next;
     return a + 1;

@@ -827,10 +827,16 @@ static void test_spill(void) {
         T_EQ_INT(entries_differing(c, ref, &shape), 0);
         kv_cache_free(c);
     }
-    /* faults: each degrades to eviction, is counted, and the budget holds */
+    /* faults: each degrades to eviction, is counted, and the budget holds. The
+     * unwritable directory is a file where a directory is expected: no file can
+     * be made in it on any system, as root too. */
+    char not_dir[512];
+    tu_tmp_path(not_dir, sizeof not_dir, "kv-not-a-dir");
+    FILE *nf = fopen(not_dir, "w");
+    T_CHECK(nf && fclose(nf) == 0);
     for (int fault = 0; fault < 4; fault++) {
         static const char *name[] = {"unwritable directory", "disk full (file limit)", "corrupted file", "truncated file"};
-        kv_config cfg = spill_config(&shape, fault == 0 ? "/proc" : dir);
+        kv_config cfg = spill_config(&shape, fault == 0 ? not_dir : dir);
         if (fault == 1) cfg.spill_max_bytes = 3 * 20480;
         T_CHECK(kv_cache_new(shape, &cfg, &c, &err) == ERR_OK);
         int over = feed_queries(c, &shape, 0, 900, K, V, Q);
@@ -867,6 +873,7 @@ static void test_spill(void) {
         T_CHECK(st.spill_note[0] != 0);
         kv_cache_free(c);
     }
+    remove(not_dir);
     kv_cache_free(ref);
     free(K), free(V), free(Q);
 }

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "core/quant.h"
-#include "platform/sysfile.h"
+#include "platform/mem.h"
 #include "octo.h"
 #include "t.h"
 #include "util.h"
@@ -47,9 +47,9 @@ static int write_model(const char *path) {
     return synth_write(&o, path, NULL) == ERR_OK;
 }
 
-/* Resident bytes, exact: smaps_rollup walks the page tables (VmRSS is a
- * per-CPU counter that can lag by hundreds of KiB); 0 where absent. */
-static double rss_now(void) { return (double)sysfile_keyed("/proc/self/smaps_rollup", "Rss") * 1024.0; }
+/* Resident bytes, exact: counted from the page tables (VmRSS is a per-CPU
+ * counter that can lag by hundreds of KiB); 0 where the system cannot say. */
+static double rss_now(void) { return (double)plat_mem_rss_exact(); }
 
 /* The largest resident memory above the level with an empty cache (the
  * forward's buffers made), over the whole run; -1 on failure. */
@@ -95,7 +95,7 @@ int main(void) {
     char path[512];
     tu_tmp_path(path, sizeof path, "kvmem.gguf");
     if (!write_model(path)) return 1;
-    if (!rss_now()) T_SKIP("this system does not report resident memory (/proc/self/smaps_rollup)");
+    if (!rss_now()) T_SKIP("this system does not report exact resident memory (plat_mem_rss_exact)");
     const uint64_t budget = 4u << 20; /* a sixteenth of the full 64 MiB cache */
     const struct {
         octo_kv_policy p;

@@ -252,14 +252,18 @@ static void test_answers(void) {
            th.known ? "known" : "unknown", (long long)th.hottest_millicelsius);
     T_CHECK(plat_mem_available() > 0);
     T_CHECK(plat_cpu_online() >= 1);
+    const uint64_t exact = plat_mem_rss_exact();
     if (is_linux()) {
         T_CHECK(u.rss_bytes > 0 && u.peak_rss_bytes >= u.rss_bytes);
+        /* 0 on a kernel without smaps_rollup (before 4.14); else near VmRSS, which lags */
+        T_CHECKF(exact == 0 || (exact > u.rss_bytes / 2 && exact < 2 * u.rss_bytes), "exact rss %llu, VmRSS %llu",
+                 (unsigned long long)exact, (unsigned long long)u.rss_bytes);
         T_CHECK(plat_cpu_allowed(&allowed) && plat_cpuset_count(&allowed) >= 1);
         T_CHECK(plat_pin_available() && plat_pin_self_get(&allowed) == 0 && plat_pin_self(&allowed) == 0);
         T_CHECK(!pr.known || (pr.some_avg10_pct >= 0 && pr.some_avg10_pct <= 100 && pr.full_avg10_pct <= pr.some_avg10_pct));
         return;
     }
-    T_CHECK(u.rss_bytes == 0 && u.peak_rss_bytes > 0 && u.pss_bytes == 0);
+    T_CHECK(u.rss_bytes == 0 && u.peak_rss_bytes > 0 && u.pss_bytes == 0 && exact == 0);
     T_CHECK(plat_mem_cgroup_room() == UINT64_MAX && !pr.known && !th.known);
     T_CHECK(!plat_cpu_allowed(&allowed) && !plat_pin_available());
     T_EQ_INT(plat_pin_self_get(&allowed), ENOSYS);

@@ -56,7 +56,8 @@ static void test_run(void) {
     T_EQ_INT(tpool_new_on(2, nocore, 1, &p, &err), ERR_INVALID_ARG);
 }
 
-/* A fake /sys/devices/system/cpu: capacity[i] for cpu i, 0 = no such cpu,
+/* A fake of the kernel's cpu folder (sysfs devices/system/cpu, as the
+ * platform room reads it): capacity[i] for cpu i, 0 = no such cpu,
  * -1 = a file that holds no number. */
 static void fake_tree(const char *root, const int *capacity, int n) {
     mkdir(root, 0755);

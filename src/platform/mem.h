@@ -4,10 +4,10 @@
  * pressed.
  *
  * Linux (platform/linux/mem.c) reads /proc: RSS and peak RSS from the
- * process's status (VmRSS, VmHWM), PSS from smaps_rollup where the kernel
- * has it, MemAvailable from meminfo, the memory cgroup's limit and usage,
+ * process's status (VmRSS, VmHWM), PSS and an exact RSS from smaps_rollup
+ * where the kernel has it, MemAvailable from meminfo, the memory cgroup's limit and usage,
  * and pressure from PSI. The POSIX fallback (platform/posix/posix.c) knows
- * the peak RSS alone (getrusage; RSS and PSS 0), free memory from sysconf where it has _SC_AVPHYS_PAGES, no
+ * the peak RSS alone (getrusage; RSS, exact RSS and PSS 0), free memory from sysconf where it has _SC_AVPHYS_PAGES, no
  * cgroup limit, and no pressure. A value the system does not provide reads
  * as 0 (or "unknown" where 0 is a reading).
  */
@@ -28,6 +28,10 @@ typedef struct {
 plat_mem_usage plat_mem_read(void);
 /* RSS and peak RSS only (pss_bytes 0): cheap enough to read per token. */
 plat_mem_usage plat_mem_read_rss(void);
+/* RSS counted from the page tables (Linux: smaps_rollup's Rss), exact where
+ * rss_bytes (VmRSS, kept in per-CPU counters) can lag by hundreds of KiB: as
+ * costly as PSS. 0 when unknown (no smaps_rollup, the POSIX fallback). */
+uint64_t plat_mem_rss_exact(void);
 
 /* Memory this process could still get: the system's available memory,
  * lowered to what plat_mem_cgroup_room leaves when a limit applies; 0 when

@@ -93,8 +93,7 @@ struct generation {
                                       (their entries are cached), then the token after them (not yet) */
     int q_head, q_n;
     spec_length len;          /* the draft length (speculative/adaptive.h) */
-    spec_budget budget;       /* trees: their size (speculative/adaptive.h) */
-    bool trees;               /* the proposer drafts trees */
+    bool trees;               /* the proposer drafts trees (their size is its own: adaptive.h, spec_budget) */
     float *scratch;           /* [3 * n_vocab] for verification */
     int decode_passes;        /* plain and verify passes so far */
     double plain_ms;          /* time of the plain passes (the baseline speculation must beat) */
@@ -124,11 +123,11 @@ static err_code spec_start(generation *g, const int32_t *prompt, int n_prompt, e
         return err_set(err, ERR_NOMEM, "out of memory");
     if (p->proposer->needs_lm) draft_lm_init(&g->lm, p->draft, g->s);
     g->trees = p->proposer->trees && spec_trees_pay(p->spec_tree, p->spec_k, p->sampling.temperature != 0.0f);
-    spec_budget_init(&g->budget, p->spec_tree > 0 ? p->spec_tree : 0);
     const spec_setup su = {.n_vocab = n_vocab, .n_ctx = g->s->n_ctx, .prompt = prompt, .n_prompt = n_prompt,
                            .smp = g->smp, .sampled = p->sampling.temperature != 0.0f,
                            .lm = p->proposer->needs_lm ? &g->lm.lm : NULL, .lookahead = p->lookahead,
-                           .budget = g->trees ? &g->budget : NULL, .ahead = p->spec_ahead >= 0};
+                           .trees = g->trees, .tree_nodes = p->spec_tree > 0 ? p->spec_tree : 0,
+                           .ahead = p->spec_ahead >= 0};
     err_code rc = p->proposer->create(&su, &g->prop, err);
     if (rc) return rc;
     g->spec_on = true;
@@ -225,12 +224,28 @@ static void fail(generation *g, gen_stop why) {
 }
 
 /* When a speculative step's parts ended: it began at t0, its proposal was
- * ready at t1, its verification done at t2, of which `wait` waiting for
- * the draft's steps beside it (speculative/ahead.h: drafting, not
- * verifying). */
+ * ready at t1, its verification done at t2 (the accepted entries kept, the
+ * proposer told), of which `wait` waiting for the draft's steps beside it
+ * (speculative/ahead.h: drafting, not verifying). */
 typedef struct {
     double t0, t1, t2, wait;
 } step_times;
+
+/* A draft that may be drafting beside the target's pass (speculative/ahead.h). */
+static bool draft_beside(const generation *g) { return g->p.proposer->needs_lm && g->lm.lm.own_cores; }
+
+/* The pass's entries are kept (at t->t2): tell the proposer what it came to
+ * and cost. Its time in verified() is the step's too; with a draft beside,
+ * drafting's (it waits for the draft's steps). */
+static void tell_proposer(generation *g, const spec_pass *pass, int a, const int *path, int32_t next, step_times *t) {
+    const spec_outcome o = {.logits = g->vlogits, .n_vocab = g->s->m->hp.n_vocab, .accepted = a, .path = path,
+                            .next = next, .draft_ms = t->t1 - t->t0, .verify_ms = t->t2 - t->t1 - t->wait,
+                            .wait_ms = t->wait};
+    g->p.proposer->verified(g->prop, pass, &o);
+    const double done = now_ms();
+    if (draft_beside(g)) t->wait += done - t->t2;
+    t->t2 = done;
+}
 
 /* A verify pass is done: queue the a accepted drafts and the token after
  * them, and count. */
@@ -252,7 +267,6 @@ static void verified(generation *g, const spec_pass *pass, const int32_t *drafts
     if (pass->draft_tree) {
         g->stats.spec_tree_passes++;
         g->stats.spec_off_line += a > 0 && path[a] != a;
-        spec_budget_measured(&g->budget, pass->n, t.t2 - t.t1 - t.wait, pass->draft_steps, t.t1 - t.t0, t.wait, a + 1);
         g->stats.spec_k = pass->k;
         return;
     }
@@ -267,9 +281,8 @@ static void verified(generation *g, const spec_pass *pass, const int32_t *drafts
  * *wait: the time spent waiting on the proposer (its draft beside). */
 static int verify_pass(generation *g, const spec_pass *pass, int32_t *drafts, int *path, int32_t *next, double *wait) {
     const int V = g->s->m->hp.n_vocab;
-    const bool beside = g->p.proposer->needs_lm && g->lm.lm.own_cores; /* a draft that may be drafting beside */
     int a;
-    double t = now_ms();
+    const double t = now_ms();
     *wait = 0.0;
     if (pass->draft_tree) {
         a = spec_verify_tree(g->smp, g->vlogits, V, &pass->dt, g->scratch, path, next);
@@ -277,15 +290,12 @@ static int verify_pass(generation *g, const spec_pass *pass, int32_t *drafts, in
     } else {
         spec_guess guess;
         const bool guessed = pass->q && g->p.proposer->guess && g->p.proposer->guess(g->prop, &guess);
-        if (beside) *wait = now_ms() - t;
+        if (draft_beside(g)) *wait = now_ms() - t;
         a = spec_verify_guess(g->smp, g->vlogits, V, pass->tokens + 1, pass->q, pass->k, guessed ? &guess : NULL,
                               g->scratch, next);
         memcpy(drafts, pass->tokens + 1, sizeof(int32_t) * (size_t)a);
         for (int i = 0; i <= a; i++) path[i] = i;
     }
-    t = now_ms();
-    g->p.proposer->verified(g->prop, pass, g->vlogits, V, a, path, *next);
-    if (beside) *wait += now_ms() - t;
     return a;
 }
 
@@ -293,8 +303,9 @@ static int verify_pass(generation *g, const spec_pass *pass, int32_t *drafts, in
  * drafts, any branches, or a draft tree), the target runs it with its
  * entries tentative, the drafts it agrees with are kept and the rest of the
  * entries rolled back (session_accept_path: the one place the tentative
- * region is repaired). Returns false when the proposer has nothing this
- * step (decode one token instead). */
+ * region is repaired), and the proposer hears what the pass came to and
+ * cost. Returns false when the proposer has nothing this step (decode one
+ * token instead). */
 static bool speculate(generation *g, bool *ok) {
     session *s = g->s;
     spec_pass *pass = &g->pass;
@@ -319,8 +330,12 @@ static bool speculate(generation *g, bool *ok) {
     int32_t next, drafts[SPEC_MAX_K + 1];
     int path[SPEC_TREE_MAX > SPEC_MAX_K + 1 ? SPEC_TREE_MAX : SPEC_MAX_K + 1];
     const int a = verify_pass(g, pass, drafts, path, &next, &t.wait);
-    if (session_accept_path(s, pass->tokens, n, path, a + 1, &g->err)) return true;
+    if (session_accept_path(s, pass->tokens, n, path, a + 1, &g->err)) {
+        if (g->p.proposer->halt) g->p.proposer->halt(g->prop);
+        return true;
+    }
     t.t2 = now_ms();
+    tell_proposer(g, pass, a, path, next, &t);
     verified(g, pass, drafts, a, next, path, t);
     *ok = true;
     return true;
@@ -499,7 +514,7 @@ static const char *next_piece(generation *g) {
                     continue;
                 }
                 const double dt = now_ms() - t0;
-                if (g->trees) spec_budget_measured(&g->budget, 1, dt, 0, 0.0, 0.0, 1);
+                if (g->spec_on && g->p.proposer->plain) g->p.proposer->plain(g->prop, dt); /* the baseline it weighs */
                 g->t_decode_total += dt;
                 g->plain_ms += dt;
                 g->stats.decode_ms = g->t_decode_total;

@@ -66,8 +66,9 @@ typedef struct {
     bool sampled;              /* not greedy: a draft model keeps the distributions it drew from */
     const spec_lm *lm;         /* the model to draft with, for proposers whose needs_lm is set */
     lookahead_params lookahead; /* lookahead: W, N, G (all 0: lookahead_params_default()) */
-    spec_budget *budget;       /* non-NULL: a proposer with trees drafts trees of the size it says (the
-                                * runtime measures the passes into it) */
+    bool trees;                /* a proposer whose trees is set drafts trees, not lines (adaptive.h: spec_trees_pay) */
+    int tree_nodes;            /* trees: > 0, every pass verifies that many nodes; 0, as many as pay for their
+                                * measured cost (its spec_budget, measured by the passes verified() reports) */
     bool ahead;                /* a draft with cores of its own drafts beside verification (ahead.h) */
 } spec_setup;
 
@@ -101,6 +102,22 @@ typedef struct {
     int draft_steps;           /* the draft model's steps for this pass (its cost, for the budget) */
 } spec_pass;
 
+/* What a verify pass came to and what it cost, told to the proposer that
+ * laid it out (verified). The times are the generation loop's clock: from
+ * the proposal's start to its end (draft_ms), from there to the pass's
+ * entries kept (verify_ms: the target's pass, verification and the cache's
+ * repair, less wait_ms), of which wait_ms waiting on the proposer's guess
+ * (its draft's step beside the pass: ahead.h). Whatever the proposer does
+ * in verified() is its own to time. */
+typedef struct {
+    const float *logits;       /* the pass's rows' logits, n_vocab each */
+    int n_vocab;
+    int accepted;              /* of its k drafts kept (a draft tree: the nodes path[1..accepted]) */
+    const int *path;           /* the batch positions kept: the pass's first, then the accepted */
+    int32_t next;              /* the target's token after them */
+    double draft_ms, verify_ms, wait_ms;
+} spec_outcome;
+
 /* Counters only some proposers have (0 otherwise). */
 typedef struct {
     int ngrams, ngrams_new;    /* lookahead: n-grams the window made, and of those, new to the pool */
@@ -111,7 +128,7 @@ typedef struct {
 typedef struct {
     const char *name;
     bool needs_lm;             /* drafts with a model (spec_setup.lm) */
-    bool trees;                /* drafts trees when given a budget (spec_setup.budget) */
+    bool trees;                /* drafts trees when asked (spec_setup.trees) */
     int min_passes;            /* verify passes timed before its speed is judged (generate.c) */
     /* *state may be NULL for a proposer that keeps none. */
     err_code (*create)(const spec_setup *s, void **state, err_t *err);
@@ -119,11 +136,13 @@ typedef struct {
      * pass->n (1 + k for a chain; 0: nothing this step, decode plainly), or
      * -1 on an error (err says why). */
     int (*propose)(void *state, const spec_view *v, int k, spec_pass *pass, err_t *err);
-    /* The pass ran: logits of its rows, `accepted` of its k drafts kept
-     * (a draft tree: the nodes path[1..accepted]), `next` the target's token
-     * after them. */
-    void (*verified)(void *state, const spec_pass *pass, const float *logits, int n_vocab, int accepted,
-                     const int *path, int32_t next);
+    /* The pass ran, was verified and its accepted entries kept: what it
+     * came to and cost (spec_outcome). */
+    void (*verified)(void *state, const spec_pass *pass, const spec_outcome *o);
+    /* A plain pass ran instead (the last token alone, no drafts), taking ms:
+     * the baseline for a proposer that weighs what its passes cost. NULL:
+     * it weighs nothing. */
+    void (*plain)(void *state, double ms);
     /* The pass was abandoned (the target failed): stop anything the
      * proposer runs beside it. NULL: it runs nothing. */
     void (*halt)(void *state);

@@ -12,14 +12,15 @@
  * (pass->q). The draft's entries for the proposal stay: the next proposal
  * keeps what the target accepted.
  *
- * With a budget (spec_setup.budget) it drafts a tree (tree.h) instead: the
+ * Asked for trees (spec_setup.trees) it drafts a tree (tree.h) instead: the
  * same line of picks, and at each of its steps the next SPEC_TREE_RANKS - 1
  * candidates as the pick's siblings (the most probable when greedy, drawn
  * without replacement from the same distribution when sampled), each valued
- * by the acceptance measured so far (spec_calib); the budget says how deep
- * the line goes and how many nodes the pass verifies. The tree's entries in
- * the draft's cache are the line's: the next proposal keeps what of it the
- * target accepted.
+ * by the acceptance measured so far (spec_calib); its budget (adaptive.h)
+ * says how deep the line goes and how many nodes the pass verifies, from
+ * the passes' times the generation loop reports (verified, plain). The
+ * tree's entries in the draft's cache are the line's: the next proposal
+ * keeps what of it the target accepted.
  *
  * With cores of its own (spec_setup.ahead), the draft goes on drafting the
  * pass's line while the target verifies it (ahead.h); when the target keeps
@@ -30,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "speculative/ahead.h"
 #include "speculative/proposer.h"
 
@@ -39,7 +41,8 @@ typedef struct {
     int n_vocab;
     float *logits;  /* [n_vocab] the draft's last logits */
     float *q;       /* [SPEC_MAX_K * n_vocab] sampled: the distributions drawn from */
-    spec_budget *budget; /* trees: how big (adaptive.h); NULL: a line of k */
+    bool trees;          /* drafts trees (else a line of k) */
+    spec_budget budget;  /* trees: how big (adaptive.h) */
     spec_calib calib;    /* trees: the acceptance measured by rank and draft probability */
     float *probs;        /* [n_vocab] trees: a step's distribution, or what is left of it */
     spec_ahead *ahead;   /* drafting beside verification, or NULL */
@@ -65,9 +68,10 @@ static err_code draft_create(const spec_setup *su, void **state, err_t *err) {
     s->n_vocab = su->n_vocab;
     s->logits = malloc(sizeof(float) * (size_t)su->n_vocab);
     if (su->sampled) s->q = malloc(sizeof(float) * (size_t)SPEC_MAX_K * (size_t)su->n_vocab);
-    s->budget = su->budget;
-    if (s->budget) s->probs = malloc(sizeof(float) * (size_t)su->n_vocab);
-    if (!s->logits || (su->sampled && !s->q) || (s->budget && !s->probs)) {
+    s->trees = su->trees;
+    spec_budget_init(&s->budget, su->tree_nodes);
+    if (s->trees) s->probs = malloc(sizeof(float) * (size_t)su->n_vocab);
+    if (!s->logits || (su->sampled && !s->q) || (s->trees && !s->probs)) {
         draft_destroy(s);
         return err_set(err, ERR_NOMEM, "out of memory");
     }
@@ -239,7 +243,7 @@ static err_code draft_line(draft_state *s, const spec_view *v, int depth, spec_c
         line = at;
         sampler_accept(s->smp, cur);
         *steps = d + 1;
-        if (d + 1 >= *reused && !spec_budget_deeper(s->budget, c->value[line])) break;
+        if (d + 1 >= *reused && !spec_budget_deeper(&s->budget, c->value[line])) break;
     }
     return rc;
 }
@@ -247,7 +251,7 @@ static err_code draft_line(draft_state *s, const spec_view *v, int depth, spec_c
 /* Draft a line with its candidates, then choose the tree the budget pays
  * for, and draft beside its verification from the end of its line. */
 static int draft_tree(draft_state *s, const spec_view *v, int room, spec_pass *pass, err_t *err) {
-    int depth = spec_budget_depth(s->budget);
+    int depth = spec_budget_depth(&s->budget);
     if (depth > s->lm.n_ctx - v->n_past) depth = s->lm.n_ctx - v->n_past;
     if (depth > room) depth = room;
     if (depth <= 0) return 0;
@@ -262,7 +266,7 @@ static int draft_tree(draft_state *s, const spec_view *v, int room, spec_pass *p
     }
     spec_tree chosen;
     spec_tree_select(&c, SPEC_TREE_MAX - 1, &chosen);
-    int n = spec_budget_choose(s->budget, &chosen);
+    int n = spec_budget_choose(&s->budget, &chosen);
     spec_tree_truncate(&chosen, (n < room ? n : room) + 1);
     spec_tree_layout(&chosen, &pass->dt, pass->anc);
     const int line = spec_tree_line(&pass->dt); /* the budget may have cut the line short of d */
@@ -289,7 +293,7 @@ static int propose_tree(draft_state *s, const spec_view *v, int room, spec_pass 
 static int draft_propose(void *state, const spec_view *v, int k, spec_pass *pass, err_t *err) {
     draft_state *s = state;
     const int room = v->n_ctx - v->n_past - 1; /* the last token takes one position */
-    if (s->budget) return propose_tree(s, v, room, pass, err);
+    if (s->trees) return propose_tree(s, v, room, pass, err);
     if (k > room) k = room;
     s->lm.enter(s->lm.ctx);
     const int got = draft_steps(s, v, k, pass, err);
@@ -305,16 +309,29 @@ static int draft_propose(void *state, const spec_view *v, int k, spec_pass *pass
 
 /* A tree's verification is what its values are measured by. The steps
  * drafted beside it are kept when the target kept the whole line (a tree's
- * is its first nodes) and chose the token the draft guessed after it. */
-static void draft_verified(void *state, const spec_pass *pass, const float *logits, int n_vocab, int accepted,
-                           const int *path, int32_t next) {
+ * is its first nodes) and chose the token the draft guessed after it. The
+ * budget measures the pass with the time spent here: with cores of its own,
+ * the draft's (waiting for its steps beside the pass), else verification's
+ * bookkeeping. */
+static void draft_verified(void *state, const spec_pass *pass, const spec_outcome *o) {
     draft_state *s = state;
-    if (pass->draft_tree) spec_calib_update(&s->calib, &pass->dt, path, accepted, !s->q);
+    const uint64_t t0 = clock_ns();
+    if (pass->draft_tree) spec_calib_update(&s->calib, &pass->dt, o->path, o->accepted, !s->q);
     if (s->ahead) {
         const int line = pass->draft_tree ? spec_tree_line(&pass->dt) : pass->k;
-        spec_ahead_settle(s->ahead, accepted == line && path[accepted] == accepted, next);
+        spec_ahead_settle(s->ahead, o->accepted == line && o->path[o->accepted] == o->accepted, o->next);
     }
-    (void)logits, (void)n_vocab;
+    if (!pass->draft_tree) return; /* a line's length is the generation loop's (adaptive.h: spec_length) */
+    const double here = (double)(clock_ns() - t0) / 1e6;
+    const bool beside = s->lm.own_cores;
+    spec_budget_measured(&s->budget, pass->n, o->verify_ms + (beside ? 0.0 : here), pass->draft_steps, o->draft_ms,
+                         o->wait_ms + (beside ? here : 0.0), o->accepted + 1);
+}
+
+/* A plain pass: the cost of one token, that a tree's must beat. */
+static void draft_plain(void *state, double ms) {
+    draft_state *s = state;
+    if (s->trees) spec_budget_measured(&s->budget, 1, ms, 0, 0.0, 0.0, 1);
 }
 
 static void draft_halt(void *state) { spec_ahead_halt(((draft_state *)state)->ahead); }
@@ -333,14 +350,16 @@ static void draft_stats(const void *state, spec_proposer_stats *out) {
 
 const proposer_ops proposer_draft = {
     .name = "draft", .needs_lm = true, .trees = true, .min_passes = 6,
-    .create = draft_create, .propose = draft_propose, .verified = draft_verified, .halt = draft_halt,
+    .create = draft_create, .propose = draft_propose, .verified = draft_verified, .plain = draft_plain,
+    .halt = draft_halt,
     .guess = draft_guess,
     .push = draft_push, .stats = draft_stats, .free = draft_destroy,
 };
 
 const proposer_ops proposer_self = {
     .name = "self", .needs_lm = true, .trees = true, .min_passes = 6,
-    .create = draft_create, .propose = draft_propose, .verified = draft_verified, .halt = draft_halt,
+    .create = draft_create, .propose = draft_propose, .verified = draft_verified, .plain = draft_plain,
+    .halt = draft_halt,
     .guess = draft_guess,
     .push = draft_push, .stats = draft_stats, .free = draft_destroy,
 };

@@ -57,12 +57,10 @@ static int lookahead_propose(void *state, const spec_view *v, int k, spec_pass *
     return pass->n;
 }
 
-static void lookahead_verified(void *state, const spec_pass *pass, const float *logits, int n_vocab, int accepted,
-                              const int *path, int32_t next) {
+static void lookahead_verified(void *state, const spec_pass *pass, const spec_outcome *o) {
     lookahead_state *s = state;
-    lookahead_update(s->la, logits + (size_t)(pass->k + 1) * n_vocab, n_vocab);
-    if (s->pooled) s->pool_proposed += pass->k, s->pool_accepted += accepted;
-    (void)path, (void)next;
+    lookahead_update(s->la, o->logits + (size_t)(pass->k + 1) * o->n_vocab, o->n_vocab);
+    if (s->pooled) s->pool_proposed += pass->k, s->pool_accepted += o->accepted;
 }
 
 static err_code lookahead_push(void *state, const int32_t *tokens, int n, err_t *err) {

@@ -30,9 +30,8 @@ static int ngram_propose_pass(void *state, const spec_view *v, int k, spec_pass 
     return pass->n;
 }
 
-static void ngram_verified(void *state, const spec_pass *pass, const float *logits, int n_vocab, int accepted,
-                           const int *path, int32_t next) {
-    (void)state, (void)pass, (void)logits, (void)n_vocab, (void)accepted, (void)path, (void)next;
+static void ngram_verified(void *state, const spec_pass *pass, const spec_outcome *o) {
+    (void)state, (void)pass, (void)o;
 }
 
 static err_code ngram_push_tokens(void *state, const int32_t *tokens, int n, err_t *err) {

@@ -19,6 +19,8 @@ plat_mem_usage plat_mem_read_rss(void) {
     };
 }
 
+uint64_t plat_mem_rss_exact(void) { return sysfile_keyed("/proc/self/smaps_rollup", "Rss") * 1024; }
+
 plat_mem_usage plat_mem_read(void) {
     plat_mem_usage u = plat_mem_read_rss();
     u.pss_bytes = sysfile_keyed("/proc/self/smaps_rollup", "Pss") * 1024;

@@ -4,7 +4,7 @@
  * POSIX and sysconf give, and no /proc, /sys, cpu_set_t or O_TMPFILE.
  *
  * Its answers, which the tests assert in this build: peak RSS only
- * (getrusage; RSS and PSS 0),
+ * (getrusage; RSS, exact RSS and PSS 0),
  * free memory from sysconf(_SC_AVPHYS_PAGES) where the system has it (the
  * pages free now, which leaves out the page cache Linux's MemAvailable
  * counts; else 0, unknown), no cgroup limit, pressure and temperature
@@ -43,6 +43,7 @@ plat_mem_usage plat_mem_read_rss(void) {
 }
 
 plat_mem_usage plat_mem_read(void) { return plat_mem_read_rss(); }
+uint64_t plat_mem_rss_exact(void) { return 0; }
 uint64_t plat_mem_cgroup_room(void) { return UINT64_MAX; }
 plat_pressure plat_mem_pressure(void) { return (plat_pressure){.known = false}; }
 
