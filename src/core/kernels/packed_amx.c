@@ -28,7 +28,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "quant.h"
+#include "core/quant.h"
 
 #define GROUP_BLOCK_BYTES (PACK_ROWS * 18)
 #define RUN_BLOCKS 64 /* blocks unpacked at a time: 32 KiB of B tiles */

@@ -5,8 +5,8 @@
  * Inputs are clamped to [-103, 88.7]: below, the result is 0 or a denormal;
  * above, it would overflow. A NaN comes out as e^-103.
  */
-#ifndef OCTO_CORE_EXP_AVX512_H
-#define OCTO_CORE_EXP_AVX512_H
+#ifndef OCTO_CORE_KERNELS_EXP_AVX512_H
+#define OCTO_CORE_KERNELS_EXP_AVX512_H
 
 #include <immintrin.h>
 

@@ -4,8 +4,8 @@
  * polynomial of exp_avx512.h; inputs clamped to [-87, 88] (2^n stays a
  * normal float: the smallest result, 1.6e-38, stands for anything smaller).
  */
-#ifndef OCTO_CORE_EXP_AVX2_H
-#define OCTO_CORE_EXP_AVX2_H
+#ifndef OCTO_CORE_KERNELS_EXP_AVX2_H
+#define OCTO_CORE_KERNELS_EXP_AVX2_H
 
 #include <immintrin.h>
 

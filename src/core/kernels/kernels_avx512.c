@@ -51,7 +51,7 @@
 
 #include "exp_avx512.h"
 #include "q8_avx512.h"
-#include "quant.h"
+#include "core/quant.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "q8_avx512.h"
-#include "quant.h"
+#include "core/quant.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define GROUP_BLOCK_BYTES (PACK_ROWS * 18)

@@ -16,7 +16,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "quant.h"
+#include "core/quant.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define OCTO_X86 1

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "exp_avx512.h"
-#include "quant.h"
+#include "core/quant.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "kernels.h"
-#include "quant.h"
+#include "core/quant.h"
 
 #define GB_TOKENS 12 /* tokens per register tile: 2 x 12 accumulators */
 

@@ -36,7 +36,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "quant.h"
+#include "core/quant.h"
 
 /* Target attribute for the dotprod instantiations. GCC's arm_neon.h defines
  * vdotq_s32 under arch=armv8.2-a+dotprod, so the caller must name that arch;

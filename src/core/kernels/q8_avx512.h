@@ -5,13 +5,13 @@
  * q = x * 127 / max|x| rounded half to even (0 when d rounds to 0). Returns
  * sum(q); *d_out is d before rounding.
  */
-#ifndef OCTO_CORE_Q8_AVX512_H
-#define OCTO_CORE_Q8_AVX512_H
+#ifndef OCTO_CORE_KERNELS_Q8_AVX512_H
+#define OCTO_CORE_KERNELS_Q8_AVX512_H
 
 #include <immintrin.h>
 #include <stdint.h>
 
-#include "quant.h"
+#include "core/quant.h"
 
 static inline __attribute__((always_inline)) int act_q8_0_block(const float *x, fp16_t *d16, int8_t *qs,
                                                                 float *d_out) {

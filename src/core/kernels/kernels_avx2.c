@@ -40,7 +40,7 @@
 #include <string.h>
 
 #include "exp_avx2.h"
-#include "quant.h"
+#include "core/quant.h"
 
 /* ---------------------------------------------------------------------------
  * Helpers
