@@ -53,7 +53,7 @@ typedef struct {
 
 /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + e^-g[i]) * u[i], the gated FFN's
  * nonlinearity. Per path (the scalar one with libm's expf, AVX-512 with
- * exp_avx512.h's), the same for any n and any split of the array. */
+ * simd_x86.h's exp512), the same for any n and any split of the array. */
 typedef void (*swiglu_fn)(float *g, const float *u, size_t n);
 swiglu_fn kernel_swiglu(void);
 swiglu_fn kernel_swiglu_path(cpu_path p); /* NULL when p is not compiled in */

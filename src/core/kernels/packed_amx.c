@@ -28,6 +28,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "simd_x86.h"
 #include "core/quant.h"
 
 #define GROUP_BLOCK_BYTES (PACK_ROWS * 18)
@@ -103,8 +104,7 @@ static inline __attribute__((always_inline)) void gemm_tiles(const void *vw, int
             const size_t bstride = q8 ? gbb : 512;
             for (int64_t b = 0; !q8 && b < nr; b++) {
                 const uint8_t *g = w + (size_t)(b0 + b) * gbb + 32;
-                for (size_t o = 0; o < gbb; o += 64) /* ahead, as the VNNI kernel */
-                    _mm_prefetch((const char *)((uintptr_t)g + 4096 + (uintptr_t)o), _MM_HINT_T0);
+                prefetch_l1(g, 4096, gbb); /* ahead, as the VNNI kernel */
                 for (int j = 0; j < 4; j++) {
                     const __m512i p = _mm512_loadu_si512((const void *)(g + 64 * j));
                     _mm512_store_si512((void *)(bt[b] + 64 * j), _mm512_sub_epi8(_mm512_and_si512(p, lo), eight));
