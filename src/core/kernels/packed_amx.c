@@ -13,8 +13,9 @@
  * with the same fma per block, so results equal the VNNI kernel's bit for
  * bit; the tokens that do not fill a tile of 16 are left to it.
  *
- * AMX needs the kernel's permission (arch_prctl ARCH_REQ_XCOMP_PERM), asked
- * once; each thread loads the tile configuration before its first tile op.
+ * AMX needs the system's permission (platform/cpu.h: plat_cpu_amx_permit),
+ * asked once; each thread loads the tile configuration before its first
+ * tile op.
  */
 #include "packed.h"
 
@@ -25,11 +26,10 @@
 #include <cpuid.h>
 #include <immintrin.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "simd_x86.h"
 #include "core/quant.h"
+#include "platform/cpu.h"
 
 #define GROUP_BLOCK_BYTES (PACK_ROWS * 18)
 #define RUN_BLOCKS 64 /* blocks unpacked at a time: 32 KiB of B tiles */
@@ -369,7 +369,7 @@ static int amx_usable(void) {
         __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
         ok = (lo & (3u << 17)) == (3u << 17);
     }
-    if (ok) ok = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+    if (ok) ok = plat_cpu_amx_permit();
     state = ok;
     return ok;
 }
