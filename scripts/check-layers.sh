@@ -6,7 +6,7 @@
 #
 #   rank  layer        folder
 #   0     platform     src/platform/    (what octo asks the OS; includes only core/err.h of octo's)
-#   0     core         src/core/        (may include platform/)
+#   0     core         src/core/        (its kernels/ too; may include platform/)
 #   1     model        src/model/
 #   2     kv           src/kv/          (from model: only model/kv_iface.h)
 #   2     moe          src/moe/         (from model: only model/experts_iface.h)

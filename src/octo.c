@@ -17,7 +17,7 @@
 #include <stdbool.h>
 
 #include "core/err.h"
-#include "core/kernels.h"
+#include "core/kernels/kernels.h"
 #include "core/membw.h"
 #include "core/quant.h"
 #include "platform/mem.h"

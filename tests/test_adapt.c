@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/packed.h"
+#include "core/kernels/packed.h"
 #include "core/quant.h"
 #include "model/synth.h"
 #include "octo.h"

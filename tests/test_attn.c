@@ -1,5 +1,5 @@
 /*
- * test_attn — the attention kernel (core/attn.h) against a double-precision
+ * test_attn — the attention kernel (core/kernels/attn.h) against a double-precision
  * softmax(q.K) . V, on every implementation this machine runs:
  *
  *   - head sizes 8 .. 128 (and a value size unlike the key size), F32 and F16
@@ -12,7 +12,7 @@
  */
 #include <string.h>
 
-#include "core/attn.h"
+#include "core/kernels/attn.h"
 #include "core/quant.h"
 #include "t.h"
 #include "util.h"

@@ -26,7 +26,7 @@
 #include "convert/quantize.h"
 #include "core/checksum.h"
 #include "core/flatjson.h"
-#include "core/packed.h"
+#include "core/kernels/packed.h"
 #include "core/quant.h"
 #include "model/model.h"
 #include "moe/int2.h"

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <string.h>
 
-#include "core/matmul.h"
+#include "core/kernels/matmul.h"
 #include "core/quant.h"
 #include "model/model.h"
 #include "model/synth.h"

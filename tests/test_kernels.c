@@ -27,7 +27,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/kernels.h"
+#include "core/kernels/kernels.h"
 #include "core/quant.h"
 #include "t.h"
 

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/attn.h"
+#include "core/kernels/attn.h"
 #include "core/quant.h"
 #include "kv/kv_cache.h"
 #include "kv/spill.h"

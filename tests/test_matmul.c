@@ -1,19 +1,19 @@
 /*
- * test_matmul — the matmul scheduler (core/matmul.h) on every weight type of
+ * test_matmul — the matmul scheduler (core/kernels/matmul.h) on every weight type of
  * the active path: each output equals the path's own dot product of that row
  * and token, bit for bit, whatever the batch size and the number of threads;
  * packed matrices give the same outputs one token at a time as in a batch,
  * and in a set as alone; a type with no kernel is an error, not a crash.
- * F16 and BF16 prefill batches on AVX512-BF16 (core/gemm_bf16.h): each
+ * F16 and BF16 prefill batches on AVX512-BF16 (core/kernels/gemm_bf16.h): each
  * output equals the bf16 reference bit for bit, whatever the batch, the
  * token's place in it and the threads, and is near the F32 product.
  */
 #include <string.h>
 
-#include "core/gemm_bf16.h"
-#include "core/kernels.h"
-#include "core/matmul.h"
-#include "core/packed.h"
+#include "core/kernels/gemm_bf16.h"
+#include "core/kernels/kernels.h"
+#include "core/kernels/matmul.h"
+#include "core/kernels/packed.h"
 #include "core/quant.h"
 #include "t.h"
 

@@ -1,5 +1,5 @@
 /*
- * test_packed — the packed Q4_0 layout and its GEMM (core/packed.h), and
+ * test_packed — the packed Q4_0 layout and its GEMM (core/kernels/packed.h), and
  * batch invariance of the whole forward pass.
  *
  *   - pack then unpack gives the GGUF bytes back, for many shapes;
@@ -23,8 +23,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/gemm_bf16.h"
-#include "core/packed.h"
+#include "core/kernels/gemm_bf16.h"
+#include "core/kernels/packed.h"
 #include "core/quant.h"
 #include "model/model.h"
 #include "runtime/session.h"

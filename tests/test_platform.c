@@ -6,8 +6,8 @@
  * written, a folder's entries read whole; octo's CPU set. Then the build's
  * own answers: the Linux readings (usage, free memory, unnamed files linked
  * at commit) or the POSIX fallback's documented ones (peak RSS only, no
- * cgroup limit, pressure and temperature unknown, no pinning, no unnamed
- * files, no direct I/O).
+ * cgroup limit, pressure and temperature unknown, no pinning, no ARM dot
+ * product and no AMX, no unnamed files, no direct I/O).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -253,6 +253,15 @@ static void test_answers(void) {
     T_CHECK(plat_mem_available() > 0);
     T_CHECK(plat_cpu_online() >= 1);
     const uint64_t exact = plat_mem_rss_exact();
+    const bool dotprod = plat_cpu_arm_dotprod(), amx = plat_cpu_amx_permit();
+    printf("%s: arm dot product %s, amx tile state %s\n", plat_name(), dotprod ? "yes" : "no",
+           amx ? "granted" : "not granted");
+#if !defined(__aarch64__)
+    T_CHECK(!dotprod); /* an AArch64 feature */
+#endif
+#if !defined(__x86_64__)
+    T_CHECK(!amx);
+#endif
     if (is_linux()) {
         T_CHECK(u.rss_bytes > 0 && u.peak_rss_bytes >= u.rss_bytes);
         /* 0 on a kernel without smaps_rollup (before 4.14); else near VmRSS, which lags */
@@ -266,6 +275,7 @@ static void test_answers(void) {
     T_CHECK(u.rss_bytes == 0 && u.peak_rss_bytes > 0 && u.pss_bytes == 0 && exact == 0);
     T_CHECK(plat_mem_cgroup_room() == UINT64_MAX && !pr.known && !th.known);
     T_CHECK(!plat_cpu_allowed(&allowed) && !plat_pin_available());
+    T_CHECK(!dotprod && !amx);
     T_EQ_INT(plat_pin_self_get(&allowed), ENOSYS);
     short ids[4];
     int caps[4];

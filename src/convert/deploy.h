@@ -6,7 +6,7 @@
  * For every device, in DIR/NAME:
  *   1. weights.octo: the model (quantized once to --type first, if given) in
  *      the layout that device's kernels read: on an x86 host with the
- *      AVX-512 packed kernels, the 16-row groups of core/packed.h, so a load
+ *      AVX-512 packed kernels, the 16-row groups of core/kernels/packed.h, so a load
  *      maps the file read-only and re-lays nothing; elsewhere (the phone
  *      profiles are AArch64, whose NEON kernels read the GGUF layout) the
  *      GGUF layout;

@@ -7,7 +7,7 @@
  */
 #include "membw.h"
 
-#include "kernels.h"
+#include "core/kernels/kernels.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -121,7 +121,7 @@ typedef struct {
     quant_dequantize_fn dequantize; /* NULL when not computable */
     quant_quantize_fn quantize;
     quant_dot_fn dot;
-    uint32_t act_type;        /* the activation format its integer kernels take (core/kernels.h):
+    uint32_t act_type;        /* the activation format its integer kernels take (core/kernels/kernels.h):
                                  Q8_0, Q8_1 (with the block sum), Q8_K, or F32 for float types */
     quant_quantize_imp_fn quantize_imp; /* NULL: importance does not apply (Q8_0, float types) */
 } quant_traits;

@@ -16,7 +16,7 @@
  * to the others, and heads smaller than 32 do not share a scale). A block
  * is re-quantized when it ages (INT8 -> INT4 from the INT8 values) and only
  * once it is full. The attention kernel reads every tier directly
- * (core/attn.h). The first anchor_tokens entries are never evicted.
+ * (core/kernels/attn.h). The first anchor_tokens entries are never evicted.
  *
  * Budget. The blocks holding committed entries never occupy more than
  * budget_bytes (0 = no limit), counted as resident: each block's whole

@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/attn.h"
+#include "core/kernels/attn.h"
 #include "core/quant.h"
 #include "kv_cache.h"
 #include "policy.h"

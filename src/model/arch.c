@@ -11,7 +11,7 @@
  */
 #include "arch.h"
 
-#include "core/attn.h"
+#include "core/kernels/attn.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -81,7 +81,7 @@ void model_expert_mats(const model *m, int layer, int expert, model_mat mats[3])
 
 /* Where one expert's gate, up and down lie in the model file (byte offsets
  * from its start) and how many bytes each takes; pack: the kernels want that
- * matrix re-laid once read (core/packed.h). */
+ * matrix re-laid once read (core/kernels/packed.h). */
 typedef struct {
     uint64_t offset[3];
     size_t bytes[3];

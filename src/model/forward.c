@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/kernels.h"
+#include "core/kernels/kernels.h"
 #include "core/quant.h"
 
 static void *xrealloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
@@ -208,7 +208,7 @@ void fwd_rope_apply(float *vec, int n_heads, int head_dim, int n_rot, bool neox,
 
 /* ---------------------------------------------------------------- attention */
 
-/* Attention runs on the attn kernel (core/attn.h) in units of (KV head, tile
+/* Attention runs on the attn kernel (core/kernels/attn.h) in units of (KV head, tile
  * of 16 queries), the queries of a KV head ordered (token, head in its
  * group), so a tile holds the query heads that read the same keys. */
 typedef struct {

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/kernels.h"
+#include "core/kernels/kernels.h"
 #include "model/gating.h"
 
 typedef struct {

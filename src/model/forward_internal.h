@@ -7,8 +7,8 @@
 #ifndef OCTO_MODEL_FORWARD_INTERNAL_H
 #define OCTO_MODEL_FORWARD_INTERNAL_H
 
-#include "core/attn.h"
-#include "core/matmul.h"
+#include "core/kernels/attn.h"
+#include "core/kernels/matmul.h"
 #include "model/forward.h"
 
 /* Below this many multiply-adds a job runs on the calling thread, as matmul's do. */

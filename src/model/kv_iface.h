@@ -27,7 +27,7 @@ typedef struct {
     const int32_t *pos;    /* [n_tokens] their positions */
     /* row types: QT_F32, QT_F16, or the quantized tiers QT_Q8_0, QT_Q4_0,
      * QT_Q4_1; keys may also be stored by channel (ATTN_KC8 / ATTN_KC4 of
-     * core/attn.h), k_row_bytes then being the bytes of one channel */
+     * core/kernels/attn.h), k_row_bytes then being the bytes of one channel */
     uint32_t k_type, v_type;
     const void *k, *v;     /* [n_tokens] rows of n_head_kv * head_dim elements */
     size_t k_row_bytes, v_row_bytes;

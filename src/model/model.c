@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/packed.h"
+#include "core/kernels/packed.h"
 #include "platform/file.h"
 #include "core/quant.h"
 #include "core/threadpool.h"
@@ -194,7 +194,7 @@ uint64_t model_kv_bytes(const model_hparams *hp, uint64_t n_tokens, uint32_t typ
     return n_tokens * (uint64_t)hp->n_layer * (uint64_t)r.n_head_kv * (uint64_t)(r.head_dim + (r.values_in_keys ? 0 : r.head_dim_v)) * el;
 }
 
-/* The active path has packed kernels for w (core/packed.h) and its rows
+/* The active path has packed kernels for w (core/kernels/packed.h) and its rows
  * fill whole groups (for an expert stack: each expert's). */
 static bool packable(const model_mat *w) {
     return packed_get(w->type) && w->n_out % PACK_ROWS == 0 && packed_supported(w->type, w->n_out * w->n_mat, w->n_in);
@@ -223,7 +223,7 @@ void model_expert_pack(const model *m, int layer, model_mat mats[3], void *tmp) 
     }
 }
 
-/* Re-lay every matrix the active path has packed kernels for (core/packed.h),
+/* Re-lay every matrix the active path has packed kernels for (core/kernels/packed.h),
  * in place in the private mapping: the same bytes, so memory does not grow;
  * the touched pages become this process's own. The embedding table keeps its
  * layout (rows are looked up one by one), so a tied output does too. Expert

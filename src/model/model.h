@@ -119,7 +119,7 @@ typedef struct {
     int64_t n_out;  /* ne[1]: rows */
     int64_t n_mat;  /* ne[2]: experts (1 for plain matrices) */
     size_t row_bytes;
-    bool packed;    /* re-laid at load for the active path's packed kernels (core/packed.h) */
+    bool packed;    /* re-laid at load for the active path's packed kernels (core/kernels/packed.h) */
     bool shared;    /* its bytes are another tensor's too: kept in the GGUF layout (never packed) */
 } model_mat;
 
@@ -178,7 +178,7 @@ void model_set_context(model *m, int n_ctx);
  * read-only mapping as the file lays them out (a packed file's are marked
  * packed; one this CPU cannot read that way is ERR_UNSUPPORTED). */
 err_code model_open(const char *path, model **out, err_t *err);
-/* Re-lay the matrices the active path has packed kernels for (core/packed.h):
+/* Re-lay the matrices the active path has packed kernels for (core/kernels/packed.h):
  * faster matmuls, but the pages become private memory. No-op for a packed file. */
 void model_pack(model *m);
 /* Memory pressure: the packed matrices go back to the file's pages and

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/packed.h"
+#include "core/kernels/packed.h"
 #include "expert_read.h"
 #include "int2.h"
 #include "policy.h"

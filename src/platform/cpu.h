@@ -1,14 +1,19 @@
 /*
  * platform/cpu — the cores: how many, which this process may run on, their
  * capacities (the kernel's measure of a core's speed, from which core/
- * threadpool.c makes classes of cores), and pinning a thread to a set.
+ * threadpool.c makes classes of cores), and pinning a thread to a set; and
+ * the CPU features the kernels can have only from the system (x86's CPUID
+ * they read themselves: core/kernels/kernels.c).
  *
  * plat_cpuset is octo's own set of core numbers; no system type crosses
  * this interface. Linux (platform/linux/cpu.c) asks sched_getaffinity, the
- * CPU capacities the kernel exports under sysfs, and
- * pthread_setaffinity_np. The POSIX fallback knows only the count of
- * online cores (sysconf): no allowed set, no capacities, and no pinning
- * (plat_pin_available false; the pin calls fail with ENOSYS).
+ * CPU capacities the kernel exports under sysfs, pthread_setaffinity_np,
+ * the auxiliary vector (getauxval: AArch64's dot product) and arch_prctl
+ * (AMX's tile state). The POSIX fallback knows only the count of online
+ * cores (sysconf): no allowed set, no capacities, no pinning
+ * (plat_pin_available false; the pin calls fail with ENOSYS), and neither
+ * feature (NEON without SDOT, no AMX: the kernels that need nothing of the
+ * system).
  */
 #ifndef OCTO_PLATFORM_CPU_H
 #define OCTO_PLATFORM_CPU_H
@@ -46,5 +51,15 @@ int plat_pin_thread(pthread_t t, const plat_cpuset *s);
 int plat_pin_self(const plat_cpuset *s);
 /* The cores the calling thread may run on now; 0, or an errno value. */
 int plat_pin_self_get(plat_cpuset *out);
+
+/* AArch64's dot-product extension (SDOT/UDOT, ARMv8.2), as the system
+ * reports it (Linux: HWCAP_ASIMDDP); false on other CPUs and when unknown. */
+bool plat_cpu_arm_dotprod(void);
+/* Ask the system for AMX's tile state, which x86-64 Linux grants a process
+ * only on request (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)
+ * before its first tile instruction; true when granted (asking again is
+ * harmless), false when refused, on other CPUs and where unknown. Whether
+ * the CPU has AMX at all is CPUID's (core/kernels/packed_amx.c). */
+bool plat_cpu_amx_permit(void);
 
 #endif

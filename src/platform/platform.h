@@ -4,7 +4,8 @@
  * and thermal watchers to come have one place to look:
  *
  *   platform/mem.h      memory: usage, available, the cgroup limit, pressure
- *   platform/cpu.h      cores: online, allowed, capacities; pinning (plat_cpuset)
+ *   platform/cpu.h      cores: online, allowed, capacities; pinning (plat_cpuset);
+ *                       the CPU features the system tells or grants
  *   platform/storage.h  the kind of storage under a directory
  *   platform/thermal.h  the hottest thermal zone
  *   platform/file.h     file and memory advice, unnamed files, direct I/O

@@ -49,7 +49,7 @@
  * device, the process's cgroup limit included (platform/mem.h).
  *
  * Weights (a dense model's, or an MoE model's resident ones): re-laid at
- * load for the packed kernels (core/packed.h) when they fit, i.e. they and
+ * load for the packed kernels (core/kernels/packed.h) when they fit, i.e. they and
  * the safety margin are within free memory; the re-laid pages are the
  * process's own and cannot be dropped. When they do not fit they stay in the
  * read-only mapping in the file's layout: slower matmuls, but pages the OS

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/flatjson.h"
-#include "core/kernels.h"
+#include "core/kernels/kernels.h"
 #include "moe/experts.h"
 
 #define PLAN_JSON_VERSION 1

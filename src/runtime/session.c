@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/attn.h"
+#include "core/kernels/attn.h"
 #include "core/quant.h"
 #include "runtime/plan.h"
 
@@ -123,7 +123,7 @@ err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, f
      * are committed, so the cache stays within its budget during a long
      * prompt. Logits do not depend on the chunking (batch invariance), except
      * that chunks of PACKED_BF16_MIN_TOKENS or more may take the bf16 prefill
-     * kernel (core/packed.h). */
+     * kernel (core/kernels/packed.h). */
     err_code rc = ERR_OK;
     for (int t0 = 0; t0 < n && !rc; t0 += SESSION_CHUNK) {
         const int nc = n - t0 < SESSION_CHUNK ? n - t0 : SESSION_CHUNK;

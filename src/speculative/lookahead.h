@@ -38,7 +38,7 @@
 
 #include "core/err.h"
 
-#define LOOKAHEAD_MAX_BATCH 63 /* below the prefill kernel's 64 (core/packed.h) and the tree limit */
+#define LOOKAHEAD_MAX_BATCH 63 /* below the prefill kernel's 64 (core/kernels/packed.h) and the tree limit */
 #define LOOKAHEAD_MAX_W 16
 #define LOOKAHEAD_MAX_N 6
 #define LOOKAHEAD_MAX_G 16

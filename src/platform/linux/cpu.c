@@ -1,7 +1,8 @@
 /*
  * platform/linux/cpu — see platform/cpu.h: sched_getaffinity and
- * pthread_{get,set}affinity_np over a cpu_set_t copied from octo's set, and
- * the capacities under /sys/devices/system/cpu.
+ * pthread_{get,set}affinity_np over a cpu_set_t copied from octo's set, the
+ * capacities under /sys/devices/system/cpu, getauxval(AT_HWCAP) and
+ * arch_prctl(ARCH_REQ_XCOMP_PERM).
  */
 #define _GNU_SOURCE /* sched_getaffinity, pthread_setaffinity_np */
 #include "platform/cpu.h"
@@ -9,7 +10,14 @@
 #include <errno.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+#endif
 
 _Static_assert(sizeof(cpu_set_t) == sizeof(plat_cpuset), "plat_cpuset has a cpu_set_t's layout");
 
@@ -46,4 +54,20 @@ int plat_pin_self_get(plat_cpuset *out) {
     const int rc = pthread_getaffinity_np(pthread_self(), sizeof c, &c);
     if (!rc) memcpy(out, &c, sizeof c);
     return rc;
+}
+
+bool plat_cpu_arm_dotprod(void) {
+#if defined(__aarch64__)
+    return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#else
+    return false;
+#endif
+}
+
+bool plat_cpu_amx_permit(void) {
+#if defined(__x86_64__) && defined(SYS_arch_prctl)
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+#else
+    return false;
+#endif
 }

@@ -9,7 +9,8 @@
  * pages free now, which leaves out the page cache Linux's MemAvailable
  * counts; else 0, unknown), no cgroup limit, pressure and temperature
  * unknown, no allowed set and no capacities (one class of cores, as many
- * as are online), no pinning (ENOSYS), storage unknown, the advice POSIX
+ * as are online), no pinning (ENOSYS), no ARM dot product and no AMX (the
+ * kernels that need nothing of the system), storage unknown, the advice POSIX
  * names (MERGE dropped), neither unnamed files nor direct I/O (the callers
  * fall back to a named file and the page cache), and folders read with
  * readdir (not async-signal-safe: platform/file.h).
@@ -66,6 +67,8 @@ bool plat_pin_available(void) { return false; }
 int plat_pin_thread(pthread_t t, const plat_cpuset *s) { return (void)t, (void)s, ENOSYS; }
 int plat_pin_self(const plat_cpuset *s) { return (void)s, ENOSYS; }
 int plat_pin_self_get(plat_cpuset *out) { return (void)out, ENOSYS; }
+bool plat_cpu_arm_dotprod(void) { return false; }
+bool plat_cpu_amx_permit(void) { return false; }
 
 /* ---- storage, temperature */
 

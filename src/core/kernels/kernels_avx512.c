@@ -49,77 +49,25 @@
 #include <math.h>
 #include <string.h>
 
-#include "exp_avx512.h"
-#include "q8_avx512.h"
-#include "quant.h"
-
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#include "simd_x86.h"
+#include "core/quant.h"
 
 /* ---------------------------------------------------------------------------
  * Helpers
  * ------------------------------------------------------------------------- */
-
-ALWAYS_INLINE float h2f(fp16_t h) { return _cvtsh_ss(h); }
-
-ALWAYS_INLINE float hsum256_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-ALWAYS_INLINE __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
 /* Two 32-byte rows (from two blocks) in one zmm. */
 ALWAYS_INLINE __m512i load2x256(const void *lo, const void *hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(load256(lo)), load256(hi), 1);
 }
 
-/* Weight rows are streamed once per token: ask for the bytes PREFETCH_BYTES
- * ahead of those being read (usually the next row), which keeps a single
- * Intel core close to DRAM bandwidth (sw_prefetch; kernels.c turns it off on
- * AMD). Prefetches never fault, and the address is formed as an integer so
- * no pointer leaves its object. */
-#define PREFETCH_BYTES 2048
+/* The row kernels' prefetch of the weights (simd_x86.h: prefetch_ahead),
+ * unless kernels_fill_avx512 was told sw_prefetch false (on AMD, whose
+ * hardware prefetcher does better alone: kernels.c). A batch asks
+ * prefetch_batch on every CPU. */
 static bool sw_prefetch = true; /* set once, by kernels_fill_avx512 */
-ALWAYS_INLINE void prefetch_ahead(const void *p, size_t bytes) {
-    if (!sw_prefetch) return;
-    for (size_t o = 0; o < bytes; o += 64)
-        _mm_prefetch((const char *)(uintptr_t)((uintptr_t)p + PREFETCH_BYTES + o), _MM_HINT_T0);
-}
-
-/* A batch (several activation rows: verification, prefill) prefetches on
- * every CPU. Its FMAs keep the core busy, and the hardware prefetcher alone
- * then leaves the memory idle between bursts: on the AMD EPYC, a verify pass
- * of 5 tokens of the 1.1B F16 model went from 148-164 ms to 74-82, with one
- * token taking 50-92 ms. Into L2 (T1) 16 KiB ahead; T0 at 1-8 KiB gave
- * 114-137 ms, T1 at 8-64 KiB and T2 at 16 KiB 74-94. */
-#define PREFETCH_BATCH_BYTES 16384
-ALWAYS_INLINE void prefetch_batch(const void *p, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64)
-        _mm_prefetch((const char *)(uintptr_t)((uintptr_t)p + PREFETCH_BATCH_BYTES + o), _MM_HINT_T1);
-}
-
-/* acc + sum of 4 (unsigned u * signed s) products per int32 lane. Exact when
- * the 16-bit pair sums of maddubs cannot saturate (u <= 128 here). */
-ALWAYS_INLINE __m512i dpbusd(__m512i acc, __m512i u, __m512i s, const bool vnni) {
-    if (vnni) return _mm512_dpbusd_epi32(acc, u, s);
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
-}
-
-/* acc + pairwise int16 products (p * scale) per int32 lane. */
-ALWAYS_INLINE __m512i dpwssd(__m512i acc, __m512i p, __m512i sc, const bool vnni) {
-    if (vnni) return _mm512_dpwssd_epi32(acc, p, sc);
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(p, sc));
-}
-
-/* Four fp16 values at a byte stride, packed in a uint64 (integer loads and
- * shifts: cheaper here than vector inserts or gathers, whose ports the dot
- * products need). */
-ALWAYS_INLINE uint64_t fp16x4(const uint8_t *p, size_t stride) {
-    uint16_t h[4];
-    for (int k = 0; k < 4; k++) memcpy(&h[k], p + k * stride, 2);
-    return (uint64_t)h[0] | (uint64_t)h[1] << 16 | (uint64_t)h[2] << 32 | (uint64_t)h[3] << 48;
+ALWAYS_INLINE void maybe_prefetch_ahead(const void *p, size_t bytes) {
+    if (sw_prefetch) prefetch_ahead(p, bytes);
 }
 
 /* [d[2k] x 8, d[2k+1] x 8] from 8 scales. */
@@ -159,7 +107,7 @@ static void act_quantize_q8_0(const float *x, void *dst, int64_t n) {
     block_q8_0 *y = dst;
     for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
         float d;
-        act_q8_0_block(x, &y[i].d, y[i].qs, &d);
+        act_q8_0_block512(x, &y[i].d, y[i].qs, &d);
     }
 }
 
@@ -167,7 +115,7 @@ static void act_quantize_q8_1(const float *x, void *dst, int64_t n) {
     block_q8_1 *y = dst;
     for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
         float d;
-        const int sum = act_q8_0_block(x, &y[i].d, y[i].qs, &d);
+        const int sum = act_q8_0_block512(x, &y[i].d, y[i].qs, &d);
         y[i].s = _cvtss_sh(d * (float)sum, 0);
     }
 }
@@ -391,7 +339,7 @@ ALWAYS_INLINE __m512i q4_1_a(wpair p, __m512i qa, const bool vnni) {
     int64_t i = 0;                                                                                \
     for (; i + 8 <= nb; i += 8) {                                                                 \
         const WT *wi = w + i;                                                                     \
-        prefetch_ahead(wi, 8 * sizeof(WT));                                                       \
+        maybe_prefetch_ahead(wi, 8 * sizeof(WT));                                                 \
         const __m256 dw8 = fp16x8(wi, sizeof(WT), 0);                                             \
         __m256 d8[4], d8s[4];                                                                     \
         UNROLL for (int t = 0; t < NA; t++) {                                                     \
@@ -448,20 +396,6 @@ ALWAYS_INLINE void dot_q5_1_n(KERNEL_ARGS) { LEGACY_LOOP(block_q5_1, block_q8_1,
  * K-quants x Q8_K
  * ------------------------------------------------------------------------- */
 
-/* Q4_K / Q5_K 6-bit scales and mins (ggml's get_scale_min_k4, done on
- * whole words): the 8 scales and the 8 mins, one byte each. */
-ALWAYS_INLINE void k4_scales_mins(const uint8_t *s12, uint64_t *sc8, uint64_t *mn8) {
-    uint32_t u0, u1, u2;
-    memcpy(&u0, s12, 4);
-    memcpy(&u1, s12 + 4, 4);
-    memcpy(&u2, s12 + 8, 4);
-    const uint32_t s_lo = u0 & 0x3F3F3F3F, m_lo = u1 & 0x3F3F3F3F;
-    const uint32_t s_hi = (u2 & 0x0F0F0F0F) | (((u0 >> 6) & 0x03030303) << 4);
-    const uint32_t m_hi = ((u2 >> 4) & 0x0F0F0F0F) | (((u1 >> 6) & 0x03030303) << 4);
-    *sc8 = s_lo | (uint64_t)s_hi << 32;
-    *mn8 = m_lo | (uint64_t)m_hi << 32;
-}
-
 /* pshufb mask turning 8 bytes (repeated in each 64-bit element) into int16
  * lanes: byte j in the low 256 bits, byte k in the high 256 bits */
 ALWAYS_INLINE __m512i pick_u8_to_i16(int j, int k) {
@@ -497,7 +431,7 @@ ALWAYS_INLINE void dot_q45_K_n(const void *vw, const void *va, size_t stride, in
         const block_q4_K *b4 = (const block_q4_K *)blk;
         const block_q5_K *b5 = (const block_q5_K *)blk;
         const uint8_t *qs = q5 ? b5->qs : b4->qs;
-        prefetch_ahead(blk, bsize);
+        maybe_prefetch_ahead(blk, bsize);
         uint64_t sc8, mn8;
         k4_scales_mins(q5 ? b5->scales : b4->scales, &sc8, &mn8);
         const __m256i mn16 = _mm256_shuffle_epi8(_mm256_set1_epi64x((long long)mn8), pick_mn);
@@ -565,7 +499,7 @@ ALWAYS_INLINE void dot_q6_K_n(KERNEL_ARGS) {
     __m256 acc[4];
     UNROLL for (int t = 0; t < NA; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(w + i, sizeof *w);
+        maybe_prefetch_ahead(w + i, sizeof *w);
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
         const __m512i sc_lo = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sc16)); /* scales 0-7 */
         const __m512i sc_hi = _mm512_broadcast_i32x4(_mm256_extracti128_si256(sc16, 1)); /* 8-15 */
@@ -635,7 +569,7 @@ ALWAYS_INLINE void dot_q3_K_n(KERNEL_ARGS) {
     __m256 acc[4];
     UNROLL for (int t = 0; t < NA; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(w + i, sizeof *w);
+        maybe_prefetch_ahead(w + i, sizeof *w);
         uint32_t a0, a1, a2;
         memcpy(&a0, w[i].scales, 4);
         memcpy(&a1, w[i].scales + 4, 4);
@@ -681,7 +615,7 @@ ALWAYS_INLINE void dot_q2_K_n(KERNEL_ARGS) {
     __m256 acc[4];
     UNROLL for (int t = 0; t < NA; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(w + i, sizeof *w);
+        maybe_prefetch_ahead(w + i, sizeof *w);
         const __m128i sb = _mm_loadu_si128((const __m128i *)w[i].scales);
         const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0x0F)));
         const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sb, _mm_set1_epi8(0x0F)));
@@ -746,8 +680,8 @@ ALWAYS_INLINE __m512 load16_bf16(const bf16_t *p, __mmask16 m) {
         _Pragma("GCC unroll 2") for (; i + 32 <= n; i += 32) {                                   \
             __m512 wa[2], wb[2];                                                                  \
             UNROLL for (int r = 0; r < NR; r++) {                                                 \
-                if (NA > 1) prefetch_batch(w[r] + i, 32 * sizeof(WT));                               \
-                else prefetch_ahead(w[r] + i, 32 * sizeof(WT));                                   \
+                if (NA > 1) prefetch_batch(w[r] + i, 32 * sizeof(WT));                            \
+                else maybe_prefetch_ahead(w[r] + i, 32 * sizeof(WT));                             \
                 wa[r] = LOAD(w[r] + i, 0xFFFF);                                                   \
                 wb[r] = LOAD(w[r] + i + 16, 0xFFFF);                                              \
             }                                                                                     \
@@ -761,7 +695,7 @@ ALWAYS_INLINE __m512 load16_bf16(const bf16_t *p, __mmask16 m) {
         }                                                                                         \
         /* the last 1..31 values: the first chunk to s0, the second to s1, as above */           \
         for (int c = 0; i < n; i += 16, c++) {                                                    \
-            const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);          \
+            const __mmask16 m = mask16_first(n - i);                                              \
             __m512 wv[2];                                                                         \
             UNROLL for (int r = 0; r < NR; r++) wv[r] = LOAD(w[r] + i, m);                        \
             UNROLL for (int t = 0; t < NA; t++) {                                                 \
@@ -870,7 +804,7 @@ void kernels_fill_avx512(kernel_entry table[], int n_types, bool int8_dot, bool 
 static void swiglu_512(float *g, const float *u, size_t n) {
     const __m512 one = _mm512_set1_ps(1.0f);
     for (size_t i = 0; i < n; i += 16) {
-        const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __mmask16 m = mask16_first((int64_t)(n - i));
         const __m512 x = _mm512_maskz_loadu_ps(m, g + i);
         const __m512 s = _mm512_div_ps(x, _mm512_add_ps(one, exp512(_mm512_sub_ps(_mm512_setzero_ps(), x))));
         _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, u + i)));
@@ -883,7 +817,7 @@ swiglu_fn swiglu_avx512(void) { return swiglu_512; }
 static void geglu_512(float *g, const float *u, size_t n) {
     const __m512 one = _mm512_set1_ps(1.0f), c = _mm512_set1_ps(-1.5957691216057308f), k = _mm512_set1_ps(0.044715f);
     for (size_t i = 0; i < n; i += 16) {
-        const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __mmask16 m = mask16_first((int64_t)(n - i));
         const __m512 x = _mm512_maskz_loadu_ps(m, g + i);
         const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
         const __m512 nz2 = _mm512_mul_ps(c, _mm512_fmadd_ps(k, x3, x));

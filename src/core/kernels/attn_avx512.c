@@ -7,7 +7,7 @@
  * the running max, the rescale factor, the exponentials and the sums are
  * lane-wise; then each query's output row takes p(key, query) * V[key] for
  * the block's keys. F16 keys and values are widened once per block.
- * exp is exp512 (exp_avx512.h).
+ * exp is exp512 (simd_x86.h).
  */
 #include "attn.h"
 #include "kernels.h"
@@ -19,13 +19,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "exp_avx512.h"
-#include "quant.h"
-
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-
-
-ALWAYS_INLINE __mmask16 tail_mask(int n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
+#include "simd_x86.h"
+#include "core/quant.h"
 
 /* 32 values of a Q8_0 / Q4_0 / Q4_1 block as two vectors */
 ALWAYS_INLINE void block32(uint32_t type, const uint8_t *b, __m512 *lo, __m512 *hi) {
@@ -63,7 +58,7 @@ static void widen_rows(const attn_keys *ks, bool key, int j0, int n, int dim, fl
         float *out = dst + (size_t)j * dim;
         if (type == QT_F32 || type == QT_F16) {
             for (int d = 0; d < dim; d += 16) {
-                const __mmask16 mk = tail_mask(dim - d);
+                const __mmask16 mk = mask16_first(dim - d);
                 __m512 v;
                 if (type == QT_F16) v = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, (const fp16_t *)row + off + d));
                 else v = _mm512_maskz_loadu_ps(mk, (const float *)row + off + d);
@@ -131,13 +126,13 @@ static void block_scores(const float (*qt)[ATTN_LANES], int hd, const float *kr,
 ALWAYS_INLINE void pv_chunks(float *o, int hdv, float c, const float *p, int n, const float *v, size_t vst, const int NC) {
     __m512 acc[16];
     for (int k = 0; k < NC; k++)
-        acc[k] = _mm512_mul_ps(_mm512_maskz_load_ps(tail_mask(hdv - 16 * k), o + 16 * k), _mm512_set1_ps(c));
+        acc[k] = _mm512_mul_ps(_mm512_maskz_load_ps(mask16_first(hdv - 16 * k), o + 16 * k), _mm512_set1_ps(c));
     for (int j = 0; j < n; j++) {
         const __m512 pj = _mm512_set1_ps(p[j * ATTN_LANES]);
         for (int k = 0; k < NC; k++)
-            acc[k] = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(tail_mask(hdv - 16 * k), v + (size_t)j * vst + 16 * k), acc[k]);
+            acc[k] = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(mask16_first(hdv - 16 * k), v + (size_t)j * vst + 16 * k), acc[k]);
     }
-    for (int k = 0; k < NC; k++) _mm512_mask_store_ps(o + 16 * k, tail_mask(hdv - 16 * k), acc[k]);
+    for (int k = 0; k < NC; k++) _mm512_mask_store_ps(o + 16 * k, mask16_first(hdv - 16 * k), acc[k]);
 }
 
 static void pv_row(float *o, int hdv, float c, const float *p, int n, const float *v, size_t vst) {

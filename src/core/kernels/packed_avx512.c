@@ -23,26 +23,19 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "q8_avx512.h"
-#include "quant.h"
+#include "simd_x86.h"
+#include "core/quant.h"
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define GROUP_BLOCK_BYTES (PACK_ROWS * 18)
 #define MAX_TILE 8
 /* bytes ahead to prefetch in decode: 4 KiB measured 23.0-23.7 tok/s on the
  * 1B Q4_0 model, against 18.5-19.5 without and 19.9-20.5 at 1 KiB. A batch
- * asks 16 KiB ahead into L2 instead (as the float kernels do): on the AMD
- * EPYC 8 tokens of the 1.1B Q8_0 model went from 45.0-47.2 ms to 38.8-41.4,
- * and decode did not gain from it. */
+ * asks 16 KiB ahead into L2 instead, as the float kernels do
+ * (simd_x86.h: prefetch_batch); decode did not gain from that. */
 #define PREFETCH 4096
-#define PREFETCH_BATCH 16384
 ALWAYS_INLINE void prefetch_group(const uint8_t *g, size_t bytes, const int NT) {
-    /* the address as an integer: it may lie past the matrix; a prefetch
-     * never faults */
-    for (size_t o = 0; o < bytes; o += 64) {
-        if (NT > 1) _mm_prefetch((const char *)((uintptr_t)g + PREFETCH_BATCH + (uintptr_t)o), _MM_HINT_T1);
-        else _mm_prefetch((const char *)((uintptr_t)g + PREFETCH + (uintptr_t)o), _MM_HINT_T0);
-    }
+    if (NT > 1) prefetch_batch(g, bytes);
+    else prefetch_l1(g, PREFETCH, bytes);
 }
 
 /* four activation bytes in every lane, broadcast straight from memory (the
@@ -59,15 +52,9 @@ ALWAYS_INLINE __m512i dp_bcast(__m512i acc, __m512i u, const int8_t *p) {
     return acc;
 }
 
-ALWAYS_INLINE __m512i dp(__m512i acc, __m512i u, __m512i s, const bool vnni) {
-    if (vnni) return _mm512_dpbusd_epi32(acc, u, s);
-    const __m512i p = _mm512_maddubs_epi16(u, s);
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
-}
-
 /* acc += u . (the four signed bytes at p, in every lane) */
 ALWAYS_INLINE __m512i dp_at(__m512i acc, __m512i u, const int8_t *p, const bool vnni) {
-    return vnni ? dp_bcast(acc, u, p) : dp(acc, u, bcast4(p), false);
+    return vnni ? dp_bcast(acc, u, p) : dpbusd(acc, u, bcast4(p), false);
 }
 
 /* Q8_0: signed weights, read from the group (8 vectors of 64 bytes).
@@ -159,11 +146,6 @@ static void gemm_q8_vnni(const void *w, int64_t n, const void *act, size_t as, i
 #define GROUP_SB_BYTES_Q4K (PACK_ROWS * 144)
 #define MAX_TILE_K 4
 
-ALWAYS_INLINE __m512i dpw(__m512i acc, __m512i a, __m512i b, const bool vnni) {
-    if (vnni) return _mm512_dpwssd_epi32(acc, a, b);
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
-}
-
 ALWAYS_INLINE void tile_q4k(const void *vw, int64_t nsb, const uint8_t *act, size_t as, float *y, size_t ys,
                             const int NT, const bool vnni) {
     const uint8_t *w = vw;
@@ -195,7 +177,7 @@ ALWAYS_INLINE void tile_q4k(const void *vw, int64_t nsb, const uint8_t *act, siz
         for (int t = 0; t < NT; t++) {
             const block_q8kp *ab = a[t] + i;
             __m512i ms = _mm512_setzero_si512();
-            for (int k = 0; k < 4; k++) ms = dpw(ms, M[k], _mm512_set1_epi32(ab->msum[k]), vnni);
+            for (int k = 0; k < 4; k++) ms = dpwssd(ms, M[k], _mm512_set1_epi32(ab->msum[k]), vnni);
             accm[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dmin, _mm512_set1_ps(ab->d)), accm[t]);
             isum[t] = _mm512_setzero_si512();
         }
@@ -253,9 +235,10 @@ static void quantize_q8kp(const float *x, void *dst, int64_t n) {
 }
 
 /* ggml's Q8_0 activation rounding, from this path's own Q8_0 quantizer */
-/* Q8P rows: the AVX-512 path's Q8_0 rounding (q8_avx512.h), d widened once
- * and the offset term from the same sum; the same bytes packed_q8p_from
- * gives with the path's quantizer, without a call and a copy per block */
+/* Q8P rows: the AVX-512 path's Q8_0 rounding (simd_x86.h: act_q8_0_block512),
+ * d widened once and the offset term from the same sum; the same bytes
+ * packed_q8p_from gives with the path's quantizer, without a call and a copy
+ * per block */
 static void quantize_q8p(const float *x, void *dst, int64_t n) {
     block_q8p *y = dst;
     for (int64_t b = 0; b < n / 32; b++, x += 32) {
@@ -263,7 +246,7 @@ static void quantize_q8p(const float *x, void *dst, int64_t n) {
         float d;
         /* unsigned: with a NaN or Inf lane the sum is garbage (d is not finite then, and so is every
          * product), and must not be signed overflow */
-        y[b].off = (int32_t)(0u - 8u * (uint32_t)act_q8_0_block(x, &d16, y[b].qs, &d));
+        y[b].off = (int32_t)(0u - 8u * (uint32_t)act_q8_0_block512(x, &d16, y[b].qs, &d));
         y[b].d = _cvtsh_ss(d16);
     }
 }

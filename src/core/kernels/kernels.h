@@ -16,14 +16,14 @@
  * OCTO_CPU=scalar|avx2|avx512|neon; that choice is the one piece of global
  * state octo has. A path that lacks a kernel for a type uses the scalar one.
  */
-#ifndef OCTO_CORE_KERNELS_H
-#define OCTO_CORE_KERNELS_H
+#ifndef OCTO_CORE_KERNELS_KERNELS_H
+#define OCTO_CORE_KERNELS_KERNELS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "core/err.h"
 
 typedef enum { CPU_SCALAR = 0, CPU_AVX2, CPU_AVX512, CPU_NEON, CPU_PATH_COUNT } cpu_path;
 
@@ -53,7 +53,7 @@ typedef struct {
 
 /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + e^-g[i]) * u[i], the gated FFN's
  * nonlinearity. Per path (the scalar one with libm's expf, AVX-512 with
- * exp_avx512.h's), the same for any n and any split of the array. */
+ * simd_x86.h's exp512), the same for any n and any split of the array. */
 typedef void (*swiglu_fn)(float *g, const float *u, size_t n);
 swiglu_fn kernel_swiglu(void);
 swiglu_fn kernel_swiglu_path(cpu_path p); /* NULL when p is not compiled in */
@@ -76,7 +76,7 @@ bool cpu_path_supported(cpu_path p);
 bool cpu_path_compiled(cpu_path p);
 /* Does the CPU have the int8 dot-product extension the path can use (VNNI, ARM dotprod)? */
 bool cpu_has_int8_dot(void);
-/* AVX512-BF16 (vdpbf16ps): core/gemm_bf16.h */
+/* AVX512-BF16 (vdpbf16ps): core/kernels/gemm_bf16.h */
 bool cpu_has_bf16_dot(void);
 
 /* Kernels for a weight type on the active path; NULL for types with none. */

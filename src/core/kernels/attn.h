@@ -16,8 +16,8 @@
  * a query's output is the same whichever other queries share its tile and
  * however many future keys a batch has appended: batch invariance again.
  */
-#ifndef OCTO_CORE_ATTN_H
-#define OCTO_CORE_ATTN_H
+#ifndef OCTO_CORE_KERNELS_ATTN_H
+#define OCTO_CORE_KERNELS_ATTN_H
 
 #include <stddef.h>
 #include <stdint.h>

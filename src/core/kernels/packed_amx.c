@@ -13,8 +13,9 @@
  * with the same fma per block, so results equal the VNNI kernel's bit for
  * bit; the tokens that do not fill a tile of 16 are left to it.
  *
- * AMX needs the kernel's permission (arch_prctl ARCH_REQ_XCOMP_PERM), asked
- * once; each thread loads the tile configuration before its first tile op.
+ * AMX needs the system's permission (platform/cpu.h: plat_cpu_amx_permit),
+ * asked once; each thread loads the tile configuration before its first
+ * tile op.
  */
 #include "packed.h"
 
@@ -25,10 +26,10 @@
 #include <cpuid.h>
 #include <immintrin.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
-#include "quant.h"
+#include "simd_x86.h"
+#include "core/quant.h"
+#include "platform/cpu.h"
 
 #define GROUP_BLOCK_BYTES (PACK_ROWS * 18)
 #define RUN_BLOCKS 64 /* blocks unpacked at a time: 32 KiB of B tiles */
@@ -103,8 +104,7 @@ static inline __attribute__((always_inline)) void gemm_tiles(const void *vw, int
             const size_t bstride = q8 ? gbb : 512;
             for (int64_t b = 0; !q8 && b < nr; b++) {
                 const uint8_t *g = w + (size_t)(b0 + b) * gbb + 32;
-                for (size_t o = 0; o < gbb; o += 64) /* ahead, as the VNNI kernel */
-                    _mm_prefetch((const char *)((uintptr_t)g + 4096 + (uintptr_t)o), _MM_HINT_T0);
+                prefetch_l1(g, 4096, gbb); /* ahead, as the VNNI kernel */
                 for (int j = 0; j < 4; j++) {
                     const __m512i p = _mm512_loadu_si512((const void *)(g + 64 * j));
                     _mm512_store_si512((void *)(bt[b] + 64 * j), _mm512_sub_epi8(_mm512_and_si512(p, lo), eight));
@@ -369,7 +369,7 @@ static int amx_usable(void) {
         __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
         ok = (lo & (3u << 17)) == (3u << 17);
     }
-    if (ok) ok = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+    if (ok) ok = plat_cpu_amx_permit();
     state = ok;
     return ok;
 }

@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "kernels.h"
-#include "quant.h"
+#include "simd_x86.h"
+#include "core/quant.h"
 
 #define GB_TOKENS 12 /* tokens per register tile: 2 x 12 accumulators */
 
@@ -57,8 +58,8 @@ void gemm_bf16_act(const float *x, uint16_t *dst, int64_t n) {
     const int64_t len = gemm_bf16_row_len(n);
     for (int64_t i = 0; i < len; i += 32) {
         const int64_t a = n - i, b = n - i - 16;
-        const __mmask16 ma = a >= 16 ? 0xffff : a > 0 ? (__mmask16)((1u << a) - 1) : 0;
-        const __mmask16 mb = b >= 16 ? 0xffff : b > 0 ? (__mmask16)((1u << b) - 1) : 0;
+        const __mmask16 ma = a > 0 ? mask16_first(a) : 0;
+        const __mmask16 mb = b > 0 ? mask16_first(b) : 0;
         const __m512 lo = _mm512_maskz_loadu_ps(ma, x + i), hi = _mm512_maskz_loadu_ps(mb, x + i + 16);
         const __m512i v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
         const int64_t left = len - i;
@@ -77,8 +78,8 @@ static void row_pairs(const void *row, uint32_t type, int64_t n, uint32_t *out) 
     const uint16_t *h = row;
     for (int64_t i = 0; i < 2 * n_pairs; i += 32) {
         const int64_t a = n - i, b = n - i - 16;
-        const __mmask16 ma = a >= 16 ? 0xffff : a > 0 ? (__mmask16)((1u << a) - 1) : 0;
-        const __mmask16 mb = b >= 16 ? 0xffff : b > 0 ? (__mmask16)((1u << b) - 1) : 0;
+        const __mmask16 ma = a > 0 ? mask16_first(a) : 0;
+        const __mmask16 mb = b > 0 ? mask16_first(b) : 0;
         const __m512 lo = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(ma, h + i));
         const __m512 hi = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mb, h + i + 16));
         const int64_t left = 2 * n_pairs - i;
@@ -175,8 +176,8 @@ void gemm_bf16_rows(const void *w, uint32_t type, size_t row_bytes, int64_t n, i
     uint32_t *panel = (uint32_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *rowbuf = panel + GEMM_BF16_ROWS * np16;
     const int rows = r1 - r0;
     make_panels((const uint8_t *)w + (size_t)r0 * row_bytes, type, row_bytes, n, rows, panel, rowbuf);
-    const __mmask16 m0 = rows >= 16 ? 0xffff : (__mmask16)((1u << rows) - 1);
-    const __mmask16 m1 = rows >= 32 ? 0xffff : rows > 16 ? (__mmask16)((1u << (rows - 16)) - 1) : 0;
+    const __mmask16 m0 = mask16_first(rows);
+    const __mmask16 m1 = rows > 16 ? mask16_first(rows - 16) : 0;
     for (int t = 0; t < T; t += GB_TOKENS) {
         const int nt = T - t < GB_TOKENS ? T - t : GB_TOKENS;
         tile_any(panel, panel + 16 * np16, n_pairs, act + (size_t)t * act_stride, act_stride, nt,

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "kernels.h"
-#include "quant.h"
+#include "core/quant.h"
 
 int attn_type_supported(uint32_t type) {
     return type == QT_F32 || type == QT_F16 || type == QT_Q8_0 || type == QT_Q4_0 || type == QT_Q4_1 ||

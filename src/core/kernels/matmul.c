@@ -16,7 +16,7 @@
 #include "kernels.h"
 #include "gemm_bf16.h"
 #include "packed.h"
-#include "quant.h"
+#include "core/quant.h"
 
 #define MM_ROW_CHUNK 16   /* output rows walked together over a tile of tokens */
 #define MM_TOKEN_TILE 32  /* tokens per pass over a chunk of weight rows */
@@ -104,7 +104,7 @@ static void mm_work(void *ctx, int ith, int nth) {
 
 /* ---------------------------------------------------------------- packed */
 
-/* Packed matrices (core/packed.h). One job covers up to PM_MAX_MATS
+/* Packed matrices (core/kernels/packed.h). One job covers up to PM_MAX_MATS
  * matrices of the same input (q, k and v; gate and up): the activations are
  * converted once and the pool is woken once. The matrices' 16-row groups are
  * cut into units of PM_UNIT_GROUPS (128 rows), numbered across the matrices.
@@ -228,7 +228,7 @@ static err_code matmul_packed(matmul_ctx *c, const matmul_weight *ws, int n, con
 
 /* ---------------------------------------------------------------- bf16 prefill */
 
-/* F16 and BF16 matrices in prefill batches (core/gemm_bf16.h): whole chunks
+/* F16 and BF16 matrices in prefill batches (core/kernels/gemm_bf16.h): whole chunks
  * of GEMM_BF16_ROWS rows, a contiguous run of them per thread. */
 typedef struct {
     const matmul_weight *w;

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "quant.h"
+#include "core/quant.h"
 
 /* The layout rule of packed.h: per GGUF block of bb bytes (QK values), H bytes
  * of fp16 fields, then 4-byte words. */

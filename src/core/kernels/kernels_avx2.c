@@ -39,21 +39,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "exp_avx2.h"
-#include "quant.h"
+#include "simd_x86.h"
+#include "core/quant.h"
 
 /* ---------------------------------------------------------------------------
  * Helpers
  * ------------------------------------------------------------------------- */
-
-static inline float h2f(fp16_t h) { return _cvtsh_ss(h); }
-
-static inline float hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 static inline int hsum_epi32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -69,31 +60,11 @@ static inline float hmax_ps(__m256 v) {
     return _mm_cvtss_f32(m);
 }
 
-static inline __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
-
 /* 16 bytes of nibbles -> 32 bytes: the low nibbles, then the high nibbles
  * (broadcast to both lanes and shifted per lane: no lane-crossing shuffle). */
 static inline __m256i nibbles32(const uint8_t *p) {
     const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
     return _mm256_and_si256(_mm256_srlv_epi64(t, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0F));
-}
-
-/* Weight rows are streamed once per token: ask for the bytes PREFETCH_BYTES
- * ahead of those being read (usually the next row), which keeps a single
- * core close to DRAM bandwidth. Prefetches never fault, and the address is
- * formed as an integer so no pointer leaves its object. */
-#define PREFETCH_BYTES 2048
-static inline void prefetch_ahead(const void *p, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64)
-        _mm_prefetch((const char *)(uintptr_t)((uintptr_t)p + PREFETCH_BYTES + o), _MM_HINT_T0);
-}
-
-/* Four fp16 values at a byte stride, packed in a uint64 (integer loads and
- * shifts: cheaper than a vector insert per value). */
-static inline uint64_t fp16x4(const uint8_t *p, size_t stride) {
-    uint16_t h[4];
-    for (int k = 0; k < 4; k++) memcpy(&h[k], p + k * stride, 2);
-    return (uint64_t)h[0] | (uint64_t)h[1] << 16 | (uint64_t)h[2] << 32 | (uint64_t)h[3] << 48;
 }
 
 /* dw*da of 4 consecutive blocks: the fp16 at byte offset off of each weight
@@ -312,7 +283,7 @@ static inline __m256 q4_1_a(wblock w, __m256i qa) { return _mm256_cvtepi32_ps(do
             MIN(i);                                                                               \
         }                                                                                         \
     }                                                                                             \
-    UNROLL for (int t = 0; t < NA; t++) out[t] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t])) + tail[t]
+    UNROLL for (int t = 0; t < NA; t++) out[t] = hsum256_ps(_mm256_add_ps(acc0[t], acc1[t])) + tail[t]
 
 #define WITH_MIN(i) tail[t] += h2f(w[i].m) * h2f(a[t][i].s)
 #define WITH_MIN_ON 1
@@ -349,20 +320,6 @@ INLINE void dot_q5_1_n(KERNEL_ARGS) { LEGACY_LOOP(block_q5_1, block_q8_1, q5_1, 
 static inline __m256i scale_pair16(__m128i sc16, int k) {
     const __m128i pick = _mm_set_epi64x(0x0101010101010101LL * (k + 1), 0x0101010101010101LL * k);
     return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc16, pick));
-}
-
-/* Q4_K / Q5_K 6-bit scales and mins (ggml's get_scale_min_k4, done on
- * whole words): the 8 scales and the 8 mins, one byte each. */
-static inline void k4_scales_mins(const uint8_t *s12, uint64_t *sc8, uint64_t *mn8) {
-    uint32_t u0, u1, u2;
-    memcpy(&u0, s12, 4);
-    memcpy(&u1, s12 + 4, 4);
-    memcpy(&u2, s12 + 8, 4);
-    const uint32_t s_lo = u0 & 0x3F3F3F3F, m_lo = u1 & 0x3F3F3F3F;
-    const uint32_t s_hi = (u2 & 0x0F0F0F0F) | (((u0 >> 6) & 0x03030303) << 4);
-    const uint32_t m_hi = ((u2 >> 4) & 0x0F0F0F0F) | (((u1 >> 6) & 0x03030303) << 4);
-    *sc8 = s_lo | (uint64_t)s_hi << 32;
-    *mn8 = m_lo | (uint64_t)m_hi << 32;
 }
 
 /* Q4_K and Q5_K (q5: the qh bits). Chunk c of 32 bytes holds sub-block 2c
@@ -421,7 +378,7 @@ INLINE void dot_q45_K_n(const void *vw, const void *va, size_t stride, int64_t n
             acc[t] = _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(f)), _mm256_cvtepi32_ps(mins), acc[t]);
         }
     }
-    UNROLL for (int t = 0; t < NA; t++) out[t] = hsum_ps(acc[t]);
+    UNROLL for (int t = 0; t < NA; t++) out[t] = hsum256_ps(acc[t]);
 }
 INLINE void dot_q4_K_n(KERNEL_ARGS) { dot_q45_K_n(vw, va, stride, n, out, false, NA); }
 INLINE void dot_q5_K_n(KERNEL_ARGS) { dot_q45_K_n(vw, va, stride, n, out, true, NA); }
@@ -463,7 +420,7 @@ INLINE void dot_q6_K_n(KERNEL_ARGS) {
             acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * at->d), _mm256_cvtepi32_ps(sumi), acc[t]);
         }
     }
-    UNROLL for (int t = 0; t < NA; t++) out[t] = hsum_ps(acc[t]);
+    UNROLL for (int t = 0; t < NA; t++) out[t] = hsum256_ps(acc[t]);
 }
 
 /* Q2_K: 2-bit q in 0..3, scale | min nibbles per 16 values. */
@@ -492,7 +449,7 @@ static float dot_q2_K(const void *vw, const void *va, int64_t n) {
         acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * h2f(w[i].d)), _mm256_cvtepi32_ps(sumi), acc);
         accm = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * h2f(w[i].dmin)), _mm256_cvtepi32_ps(mprod), accm);
     }
-    return hsum_ps(_mm256_sub_ps(acc, accm));
+    return hsum256_ps(_mm256_sub_ps(acc, accm));
 }
 
 /* Q3_K's 16 signed 6-bit scales (ggml's unpacking). */
@@ -536,7 +493,7 @@ static float dot_q3_K(const void *vw, const void *va, int64_t n) {
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * a[i].d), _mm256_cvtepi32_ps(sumi), acc);
     }
-    return hsum_ps(acc);
+    return hsum256_ps(acc);
 }
 
 /* ---------------------------------------------------------------------------
@@ -576,7 +533,7 @@ static inline __m256 load_bf16x8(const bf16_t *p) {
         }                                                                                       \
         float sum[4];                                                                           \
         UNROLL for (int t = 0; t < NA; t++)                                                     \
-            sum[t] = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0[t], s1[t]), _mm256_add_ps(s2[t], s3[t]))); \
+            sum[t] = hsum256_ps(_mm256_add_ps(_mm256_add_ps(s0[t], s1[t]), _mm256_add_ps(s2[t], s3[t]))); \
         for (; i < n; i++) {                                                                    \
             const float wv = scalar(w[i]);                                                      \
             UNROLL for (int t = 0; t < NA; t++) sum[t] += wv * x[t][i];                         \

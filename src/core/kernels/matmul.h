@@ -5,25 +5,25 @@
  * y[t] = W · x[t] for T rows x[t] of W's row length. The product dispatches
  * on the weight's own type (a GGUF file mixes types per tensor): the
  * activation rows are converted once to the format the type's integer kernel
- * consumes (core/kernels.h), then each of the pool's threads takes a
+ * consumes (core/kernels/kernels.h), then each of the pool's threads takes a
  * contiguous slice of the output rows and walks it in tiles of tokens, so a
  * weight row is read from memory once per tile, not once per token. Matrices
- * re-laid for the packed kernels (core/packed.h) take those instead, and
+ * re-laid for the packed kernels (core/kernels/packed.h) take those instead, and
  * several packed matrices of one input (q, k and v; gate and up) share one
  * conversion and one wake of the pool.
  *
  * Results do not depend on the number of threads, nor (below
  * PACKED_BF16_MIN_TOKENS) on the other rows of the batch.
  */
-#ifndef OCTO_CORE_MATMUL_H
-#define OCTO_CORE_MATMUL_H
+#ifndef OCTO_CORE_KERNELS_MATMUL_H
+#define OCTO_CORE_KERNELS_MATMUL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
-#include "threadpool.h"
+#include "core/err.h"
+#include "core/threadpool.h"
 
 /* Below this many multiply-adds a job runs on the calling thread: waking the
  * pool costs more than it saves (small models, routers, short attention). */

@@ -36,7 +36,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "quant.h"
+#include "core/quant.h"
 
 /* Target attribute for the dotprod instantiations. GCC's arm_neon.h defines
  * vdotq_s32 under arch=armv8.2-a+dotprod, so the caller must name that arch;
@@ -61,11 +61,11 @@
  * ------------------------------------------------------------------------- */
 
 /* fp16 <-> fp32 by FCVT: round to nearest even, subnormals exact, as quant.c. */
-static inline float h2f(fp16_t h) {
+static inline float h2f_neon(fp16_t h) {
     return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
 }
 
-static inline fp16_t f2h(float f) {
+static inline fp16_t f2h_neon(float f) {
     return vget_lane_u16(vreinterpret_u16_f16(vcvt_f16_f32(vdupq_n_f32(f))), 0);
 }
 
@@ -133,7 +133,7 @@ static int act_q8_0_block(const float *x, fp16_t *d16, int8_t *qs, float *d_out)
     }
     const float amax = vmaxnmvq_f32(amaxv);
     const float d = amax / 127.0f;
-    *d16 = f2h(d);
+    *d16 = f2h_neon(d);
     *d_out = d;
     const float id = *d16 != 0 ? 127.0f / amax : 0.0f;
     const int8x16_t q0 = f32x16_to_i8(vmulq_n_f32(v[0], id), vmulq_n_f32(v[1], id),
@@ -158,7 +158,7 @@ static void act_quantize_q8_1(const float *x, void *dst, int64_t n) {
     for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
         float d;
         const int sum = act_q8_0_block(x, &y[i].d, y[i].qs, &d);
-        y[i].s = f2h(d * (float)sum);
+        y[i].s = f2h_neon(d * (float)sum);
     }
 }
 
@@ -210,7 +210,7 @@ NEON_INLINE float q4_0_body(const void *vw, const void *va, int64_t n, bool dp) 
         const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), s8);
         const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), s8);
         const int32_t sumi = dot32_i8(dp, lo, hi, a[i].qs);
-        sum += (h2f(w[i].d) * h2f(a[i].d)) * (float)sumi;
+        sum += (h2f_neon(w[i].d) * h2f_neon(a[i].d)) * (float)sumi;
     }
     return sum;
 }
@@ -225,7 +225,7 @@ NEON_INLINE float q4_1_body(const void *vw, const void *va, int64_t n, bool dp) 
         const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(q, m4));
         const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(q, 4));
         const int32_t sumi = dot32_i8(dp, lo, hi, a[i].qs);
-        sum += (h2f(w[i].d) * h2f(a[i].d)) * (float)sumi + h2f(w[i].m) * h2f(a[i].s);
+        sum += (h2f_neon(w[i].d) * h2f_neon(a[i].d)) * (float)sumi + h2f_neon(w[i].m) * h2f_neon(a[i].s);
     }
     return sum;
 }
@@ -243,7 +243,7 @@ NEON_INLINE float q5_0_body(const void *vw, const void *va, int64_t n, bool dp) 
         const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q, m4), hlo)), s16);
         const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q, 4), hhi)), s16);
         const int32_t sumi = dot32_i8(dp, lo, hi, a[i].qs);
-        sum += (h2f(w[i].d) * h2f(a[i].d)) * (float)sumi;
+        sum += (h2f_neon(w[i].d) * h2f_neon(a[i].d)) * (float)sumi;
     }
     return sum;
 }
@@ -260,7 +260,7 @@ NEON_INLINE float q5_1_body(const void *vw, const void *va, int64_t n, bool dp) 
         const int8x16_t lo = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q, m4), hlo));
         const int8x16_t hi = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q, 4), hhi));
         const int32_t sumi = dot32_i8(dp, lo, hi, a[i].qs);
-        sum += (h2f(w[i].d) * h2f(a[i].d)) * (float)sumi + h2f(w[i].m) * h2f(a[i].s);
+        sum += (h2f_neon(w[i].d) * h2f_neon(a[i].d)) * (float)sumi + h2f_neon(w[i].m) * h2f_neon(a[i].s);
     }
     return sum;
 }
@@ -271,7 +271,7 @@ NEON_INLINE float q8_0_body(const void *vw, const void *va, int64_t n, bool dp) 
     float sum = 0.0f;
     for (int64_t i = 0; i < n / QK8_0; i++) {
         const int32_t sumi = dot32_i8(dp, vld1q_s8(w[i].qs), vld1q_s8(w[i].qs + 16), a[i].qs);
-        sum += (h2f(w[i].d) * h2f(a[i].d)) * (float)sumi;
+        sum += (h2f_neon(w[i].d) * h2f_neon(a[i].d)) * (float)sumi;
     }
     return sum;
 }
@@ -313,8 +313,8 @@ NEON_INLINE float q2_K_body(const void *vw, const void *va, int64_t n, bool dp) 
             }
         }
         const int32_t isum = vaddvq_s32(acc);
-        const float dall = a[i].d * h2f(w[i].d);
-        const float dmin = a[i].d * h2f(w[i].dmin);
+        const float dall = a[i].d * h2f_neon(w[i].d);
+        const float dmin = a[i].d * h2f_neon(w[i].dmin);
         sum += dall * (float)isum - dmin * (float)summs;
     }
     return sum;
@@ -356,13 +356,13 @@ NEON_INLINE float q3_K_body(const void *vw, const void *va, int64_t n, bool dp) 
                 hm1 = vshrq_n_u8(hm1, 1);
             }
         }
-        sum += (h2f(w[i].d) * a[i].d) * (float)vaddvq_s32(acc);
+        sum += (h2f_neon(w[i].d) * a[i].d) * (float)vaddvq_s32(acc);
     }
     return sum;
 }
 
 /* ggml's get_scale_min_k4, all 8 sub-blocks: 6-bit scales and mins. */
-static inline void k4_scales_mins(const uint8_t *q, uint8_t sc[8], uint8_t mn[8]) {
+static inline void k4_scales_mins_u8(const uint8_t *q, uint8_t sc[8], uint8_t mn[8]) {
     for (int j = 0; j < 4; j++) {
         sc[j] = q[j] & 63;
         mn[j] = q[j + 4] & 63;
@@ -385,7 +385,7 @@ NEON_INLINE float q45_K_superblock(const uint8_t *scales, const uint8_t *qs, con
                                    fp16_t wd, fp16_t wdmin, const block_q8_K *a, bool dp) {
     const uint8x16_t m4 = vdupq_n_u8(0x0F), m1 = vdupq_n_u8(1), m2 = vdupq_n_u8(2);
     uint8_t sc[8], mn[8];
-    k4_scales_mins(scales, sc, mn);
+    k4_scales_mins_u8(scales, sc, mn);
     const int32_t summs = mins_dot_bsums8(mn, a->bsums);
     uint8x16_t h0 = vdupq_n_u8(0), h1 = vdupq_n_u8(0);
     if (qh) {
@@ -414,8 +414,8 @@ NEON_INLINE float q45_K_superblock(const uint8_t *scales, const uint8_t *qs, con
         acc = vmlaq_n_s32(acc, p, sc[2 * c + 1]);
     }
     const int32_t isum = vaddvq_s32(acc);
-    const float d = a->d * h2f(wd);
-    const float dmin = a->d * h2f(wdmin);
+    const float d = a->d * h2f_neon(wd);
+    const float dmin = a->d * h2f_neon(wdmin);
     return d * (float)isum - dmin * (float)summs;
 }
 
@@ -465,7 +465,7 @@ NEON_INLINE float q6_K_body(const void *vw, const void *va, int64_t n, bool dp) 
             for (int k = 0; k < 8; k++) /* k = 2r + half: sub-block 8h + k */
                 acc = dot16_scaled(dp, acc, vsubq_s8(vreinterpretq_s8_u8(v[k]), s32), qa + 16 * k, sc[k]);
         }
-        sum += (h2f(w[i].d) * a[i].d) * (float)vaddvq_s32(acc);
+        sum += (h2f_neon(w[i].d) * a[i].d) * (float)vaddvq_s32(acc);
     }
     return sum;
 }
@@ -525,7 +525,7 @@ static float f16_dot(const void *vw, const void *va, int64_t n) {
     }
     for (; i + 4 <= n; i += 4) acc[0] = vfmaq_f32(acc[0], f16x4_to_f32(vld1_u16(w + i)), vld1q_f32(x + i));
     float sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
-    for (; i < n; i++) sum += h2f(w[i]) * x[i];
+    for (; i < n; i++) sum += h2f_neon(w[i]) * x[i];
     return sum;
 }
 

@@ -43,7 +43,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "quant.h"
+#include "core/quant.h"
 
 /* ---------------------------------------------------------------------------
  * Activation quantizers

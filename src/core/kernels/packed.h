@@ -66,8 +66,8 @@
  * The scalar path keeps the GGUF layout (it is the reference for the file's
  * arithmetic); the gemm_*_ref kernels are the reference for this one.
  */
-#ifndef OCTO_CORE_PACKED_H
-#define OCTO_CORE_PACKED_H
+#ifndef OCTO_CORE_KERNELS_PACKED_H
+#define OCTO_CORE_KERNELS_PACKED_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -11,14 +11,14 @@
  * never on the batch, the tile or the thread that computed them. They differ
  * from the F32 kernels' (decode, verification) by the bf16 rounding, which
  * is why only batches of PACKED_BF16_MIN_TOKENS or more take this path, as
- * with AMX's bf16 kernel (core/packed.h).
+ * with AMX's bf16 kernel (core/kernels/packed.h).
  *
  * The kernel: 32 weight rows are re-laid (16 x 16 word transposes) as two panels whose
  * vector p holds the pair (2p, 2p + 1) of 16 rows; each vector serves 12
  * tokens, whose pairs are broadcast: 24 accumulators in registers.
  */
-#ifndef OCTO_CORE_GEMM_BF16_H
-#define OCTO_CORE_GEMM_BF16_H
+#ifndef OCTO_CORE_KERNELS_GEMM_BF16_H
+#define OCTO_CORE_KERNELS_GEMM_BF16_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -16,7 +16,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "quant.h"
+#include "core/quant.h"
+#include "platform/cpu.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define OCTO_X86 1
@@ -24,10 +25,6 @@
 #endif
 #if defined(__aarch64__)
 #define OCTO_ARM64 1
-#include <sys/auxv.h>
-#ifndef HWCAP_ASIMDDP
-#define HWCAP_ASIMDDP (1 << 20)
-#endif
 #endif
 
 typedef struct {
@@ -72,7 +69,7 @@ static cpu_features detect(void) {
     if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512bf16 = zmm && (a & (1u << 5));
 #elif OCTO_ARM64
     f.neon = true;
-    f.dotprod = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+    f.dotprod = plat_cpu_arm_dotprod(); /* the system's to tell (platform/cpu.h) */
 #endif
     return f;
 }

@@ -18,10 +18,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "exp_avx2.h"
-#include "quant.h"
-
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#include "simd_x86.h"
+#include "core/quant.h"
 
 typedef struct {
     __m256 h[2];
