@@ -1,6 +1,6 @@
 /*
  * cli — what every octo command shares: one-line errors, strict number
- * parsing, id lists.
+ * parsing, id lists, loading a model and tokenizing a text.
  */
 #include "cli.h"
 
@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "octo.h"
 
@@ -173,6 +174,59 @@ int finish_stdout(int rc) {
         if (!rc) rc = fail("cannot write the output: %s", why ? strerror(why) : "write error");
     }
     return rc;
+}
+
+/* Tokenize text into a malloc'd array (one line on stderr on failure). */
+int tokenize_all(octo_model *m, const char *text, size_t len, int add_special, int parse_special, int32_t **out,
+                 int *n_out) {
+    if (len > (size_t)INT32_MAX) return fail("the text is too long (%zu bytes)", len);
+    int cap = (int)len + 16;
+    int32_t *ids = malloc(sizeof *ids * (size_t)cap);
+    if (!ids) return fail("out of memory");
+    int n = octo_tokenize(m, text, (int)len, add_special, parse_special, ids, cap);
+    if (n > cap) { /* byte fallback can make more ids than bytes: ask again with room for all */
+        int32_t *more = realloc(ids, sizeof *ids * (size_t)n);
+        if (!more) { free(ids); return fail("out of memory"); }
+        ids = more;
+        cap = n;
+        n = octo_tokenize(m, text, (int)len, add_special, parse_special, ids, cap);
+        if (n > cap) n = -OCTO_ERR_INVALID_ARG; /* the library counted differently twice: never read past cap */
+    }
+    if (n < 0) {
+        free(ids);
+        return fail("%s", octo_model_error(m));
+    }
+    *out = ids;
+    *n_out = n;
+    return 0;
+}
+
+octo_model *open_model(const model_request *r, octo_client **client) {
+    octo_client_options co = octo_client_options_defaults();
+    co.cache_dir = r->cache_dir;
+    co.device = r->device;
+    co.n_threads = r->threads;
+    *client = octo_client_new(&co);
+    if (!*client) {
+        fail("out of memory");
+        return NULL;
+    }
+    octo_model_options mo = octo_model_options_defaults();
+    mo.n_ctx = r->n_ctx;
+    mo.moe = r->moe;
+    mo.draft_model = r->draft;
+    mo.auto_draft = r->auto_draft;
+    mo.draft_threads = r->draft_threads;
+    mo.vocab_only = r->vocab_only;
+    const int tty = isatty(STDERR_FILENO) && !r->vocab_only; /* a load may take seconds (a self-draft, a big file) */
+    if (tty) {
+        fprintf(stderr, "loading %s ...", r->path);
+        fflush(stderr);
+    }
+    octo_model *m = octo_load_model(*client, r->path, &mo);
+    if (tty) fputs("\r\033[K", stderr);
+    if (!m) fail("%s", octo_last_error(*client));
+    return m;
 }
 
 /* --moe-cache BYTES|PCT% (K/M/G: binary multiples). */

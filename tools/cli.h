@@ -12,7 +12,7 @@
 /* "octo: <message> (see 'octo help')" on stderr; returns 2. */
 int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "CMD: unknown option 'ARG' (did you mean --flag?)", the flag the nearest of
- * those CMD's help lists; a usage error (tools/octo.c). */
+ * those CMD's help lists; a usage error (tools/help.c). */
 int unknown_option(const char *cmd, const char *arg);
 /* "octo: <message>" on stderr; returns 1. */
 int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -49,6 +49,31 @@ const char *kv_policy_names(int first, const char *sep, char *out, size_t n);
  * or a usage error's exit code. */
 int parse_moe(const char *a, const char *v, octo_moe_options *o, int *used);
 
+/* What open_model loads: the client's options (threads, spill folder, device
+ * profile) and the model's. */
+typedef struct {
+    const char *path, *draft, *cache_dir, *device;
+    int n_ctx;
+    int auto_draft;    /* OCTO_DRAFT_NONE for a command that never speculates */
+    int threads;       /* -t: 0 = the performance cores */
+    int draft_threads; /* -td: cores of the draft's own, 0 = automatic */
+    int vocab_only;    /* tokenize, detokenize: the vocabulary alone */
+    octo_moe_options moe;
+} model_request;
+
+/* A client and the model r asks for, saying "loading" meanwhile when stderr
+ * is a terminal; NULL after printing why (*client may then be set: free it). */
+octo_model *open_model(const model_request *r, octo_client **client);
+/* The ids of text into a malloc'd array; 0, or 1 after printing why. */
+int tokenize_all(octo_model *m, const char *text, size_t len, int add_special, int parse_special, int32_t **out,
+                 int *n_out);
+
+int cmd_run(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_upcycle(int argc, char **argv);
