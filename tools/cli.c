@@ -54,12 +54,6 @@ int parse_spec_tree(const char *s, int *out) {
     return 1;
 }
 
-int parse_on_off(const char *s, int *out) {
-    if (!strcmp(s, "on")) return *out = 0, 1;
-    if (!strcmp(s, "off")) return *out = -1, 1;
-    return 0;
-}
-
 int parse_float(const char *s, float *out) {
     char *end;
     errno = 0;
@@ -227,75 +221,4 @@ octo_model *open_model(const model_request *r, octo_client **client) {
     if (tty) fputs("\r\033[K", stderr);
     if (!m) fail("%s", octo_last_error(*client));
     return m;
-}
-
-/* --moe-cache BYTES|PCT% (K/M/G: binary multiples). */
-static int parse_moe_cache(const char *v, octo_moe_options *o) {
-    const size_t n = strlen(v);
-    char buf[64];
-    if (!n || n >= sizeof buf) return usage_error("--moe-cache takes bytes (K/M/G suffixes) or a percentage");
-    memcpy(buf, v, n + 1);
-    float x;
-    if (buf[n - 1] == '%') {
-        buf[n - 1] = '\0';
-        if (!parse_float(buf, &x) || x <= 0.0f || x > 100.0f)
-            return usage_error("--moe-cache %s: a percentage of the experts' bytes, above 0 and at most 100", v);
-        o->cache_share = x / 100.0;
-        o->cache_bytes = 0;
-        return 0;
-    }
-    uint64_t mul = 1;
-    switch (buf[n - 1]) {
-    case 'K': case 'k': mul = 1ull << 10; buf[n - 1] = '\0'; break;
-    case 'M': case 'm': mul = 1ull << 20; buf[n - 1] = '\0'; break;
-    case 'G': case 'g': mul = 1ull << 30; buf[n - 1] = '\0'; break;
-    default: break;
-    }
-    if (!parse_float(buf, &x) || x <= 0.0f || (double)x * (double)mul >= 1.8e19)
-        return usage_error("--moe-cache %s: give bytes (K/M/G suffixes) or a percentage, e.g. 512M or 25%%", v);
-    o->cache_bytes = (uint64_t)((double)x * (double)mul);
-    o->cache_share = 0.0;
-    return 0;
-}
-
-int parse_moe(const char *a, const char *v, octo_moe_options *o, int *used) {
-    *used = 0;
-    const char *names[] = {"--moe-cache",          "--moe-policy", "--moe-prefetch", "--moe-trace",
-                           "--moe-predict-margin", "--moe-int2"};
-    int which = -1;
-    for (int i = 0; i < 6; i++)
-        if (!strcmp(a, names[i])) which = i;
-    if (which < 0) return 0;
-    if (!v) return usage_error("%s needs a value", a);
-    *used = 1;
-    if (which == 0) return parse_moe_cache(v, o);
-    if (which == 4) {
-        float x;
-        if (!parse_float(v, &x) || x > 100.0f)
-            return usage_error("--moe-predict-margin takes standard deviations (at most 100; negative: the top k only)");
-        o->predict_margin = x == 0.0f ? -1.0 : x; /* 0 here means no margin, not the default */
-        return 0;
-    }
-    if (which == 5) {
-        const char *modes[] = {"auto", "on", "off", "all"};
-        for (int i = 0; i < 4; i++)
-            if (!strcmp(v, modes[i])) return o->int2 = (octo_moe_int2)i, 0;
-        return usage_error("--moe-int2 is auto, on, off or all, not '%s'", v);
-    }
-    if (which == 3) {
-        if (!*v) return usage_error("--moe-trace needs a file name");
-        o->trace = v;
-        return 0;
-    }
-    if (which == 2) {
-        if (!strcmp(v, "auto")) o->prefetch = OCTO_MOE_PREFETCH_AUTO;
-        else if (!strcmp(v, "on")) o->prefetch = OCTO_MOE_PREFETCH_ON;
-        else if (!strcmp(v, "off")) o->prefetch = OCTO_MOE_PREFETCH_OFF;
-        else return usage_error("--moe-prefetch is auto, on or off, not '%s'", v);
-        return 0;
-    }
-    const int p = octo_moe_policy_from_name(v);
-    if (p < 0) return usage_error("--moe-policy is one of lhu lru lfu, not '%s'", v);
-    o->policy = (octo_moe_policy)p;
-    return 0;
 }

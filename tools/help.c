@@ -1,6 +1,7 @@
 /*
  * help — `octo help` and each command's -h (the text, written by hand), and
- * the nearest option to one a command does not take.
+ * the nearest option to one a command does not take, from the option table
+ * (options.c).
  */
 #include "help.h"
 
@@ -147,18 +148,20 @@ static char *help_text(void) {
     return buf;
 }
 
-/* Calls fn on each line of cmd's entries in the help (from "  CMD " to the next entry). */
-static void for_help_lines(const char *help, const char *cmd, void (*fn)(void *ctx, const char *line, size_t n),
+/* Calls fn on each line of cmd's entries in the help (from "  CMD " to the
+ * next entry), and on the first of the expert cache's when cmd takes its options. */
+static void for_help_lines(const char *help, cli_command cmd, void (*fn)(void *ctx, const char *line, size_t n),
                            void *ctx) {
-    const size_t cl = strlen(cmd);
+    const char *name = cli_command_name(cmd);
+    const size_t cl = strlen(name);
+    const bool moe = cli_find(cmd, "--moe-cache") != NULL;
     bool in = false;
     for (const char *l = help; l && *l;) {
         const char *e = strchr(l, '\n');
         const size_t n = e ? (size_t)(e - l) : strlen(l);
         const bool entry = n > 2 && l[0] == ' ' && l[1] == ' ' && l[2] != ' ';
-        if (entry) in = n > cl + 2 && !strncmp(l + 2, cmd, cl) && l[2 + cl] == ' ';
-        if (in || (entry && !strncmp(l + 2, "Mixture", 7) && strstr("run bench eval logits inspect", cmd)))
-            fn(ctx, l, n);
+        if (entry) in = n > cl + 2 && !strncmp(l + 2, name, cl) && l[2 + cl] == ' ';
+        if (in || (entry && moe && !strncmp(l + 2, "Mixture", 7))) fn(ctx, l, n);
         l = e ? e + 1 : NULL;
     }
 }
@@ -168,13 +171,12 @@ static void print_line(void *ctx, const char *line, size_t n) {
     ++*(int *)ctx;
 }
 
-/* `octo CMD -h`: that command's entries of the help. */
-int help_for(const char *cmd) {
+int help_for(cli_command cmd) {
     char *h = help_text();
     int lines = 0;
     for_help_lines(h, cmd, print_line, &lines);
     free(h);
-    return lines ? finish_stdout(0) : usage_error("no help for '%s'", cmd);
+    return lines ? finish_stdout(0) : usage_error("no help for '%s'", cli_command_name(cmd));
 }
 
 /* Levenshtein distance of two short strings (capped at 32 characters). */
@@ -193,36 +195,28 @@ static int edit_distance(const char *a, const char *b) {
     return prev[lb];
 }
 
-typedef struct {
-    const char *bad;
-    char best[40];
-    int dist;
-} suggestion;
-
-/* Every -x / --word in a help line, scored against the unknown option. */
-static void score_flags(void *ctx, const char *line, size_t n) {
-    suggestion *s = ctx;
-    for (size_t i = 0; i < n; i++) {
-        if (line[i] != '-' || (i > 0 && line[i - 1] != ' ' && line[i - 1] != '[' && line[i - 1] != '(')) continue;
-        size_t k = i;
-        while (k < n && (line[k] == '-' || (line[k] >= 'a' && line[k] <= 'z') || (line[k] >= '0' && line[k] <= '9'))) k++;
-        char flag[40];
-        if (k - i < 2 || k - i >= sizeof flag) continue;
-        memcpy(flag, line + i, k - i);
-        flag[k - i] = '\0';
-        int d = edit_distance(s->bad, flag);
-        if (!strncmp(s->bad, flag, strlen(flag)) && strlen(flag) > 2) d = d < 1 ? d : 1; /* --temperature: --temp */
-        if (d < s->dist) s->dist = d, snprintf(s->best, sizeof s->best, "%s", flag);
-        i = k;
-    }
+/* How near flag is to the unknown option bad: its edit distance, at most 1
+ * when bad begins with it (--temperature: --temp). */
+static int nearness(const char *bad, const char *flag) {
+    const int d = edit_distance(bad, flag);
+    return !strncmp(bad, flag, strlen(flag)) && strlen(flag) > 2 && d > 1 ? 1 : d;
 }
 
-int unknown_option(const char *cmd, const char *arg) {
-    char *h = help_text();
-    suggestion s = {arg, "", 1 << 20};
-    for_help_lines(h, cmd, score_flags, &s);
-    free(h);
+/* The nearest of the names and aliases of the table's rows for cmd (the first
+ * of equally near ones), when it is near enough to be what was meant. */
+int unknown_option(cli_command cmd, const char *arg) {
+    const char *best = NULL;
+    int dist = 1 << 20;
+    for (size_t i = 0; i < cli_option_count; i++) {
+        const cli_option *o = &cli_options[i];
+        if (!(o->commands & (1u << cmd))) continue;
+        for (const char *name = o->name; name; name = name == o->name ? o->alias : NULL) {
+            const int d = nearness(arg, name);
+            if (d < dist) dist = d, best = name;
+        }
+    }
     const int limit = strlen(arg) > 6 ? 3 : 2;
-    if (s.best[0] && s.dist <= limit) return usage_error("%s: unknown option '%s' (did you mean %s?)", cmd, arg, s.best);
-    return usage_error("%s: unknown option '%s'", cmd, arg);
+    const char *c = cli_command_name(cmd);
+    if (best && dist <= limit) return usage_error("%s: unknown option '%s' (did you mean %s?)", c, arg, best);
+    return usage_error("%s: unknown option '%s'", c, arg);
 }

@@ -1,15 +1,20 @@
 /*
- * help — `octo help` and each command's -h (tools/help.c; unknown_option,
- * declared in cli.h, is there too).
+ * help — `octo help`, each command's -h, and the answer to an option a
+ * command does not take (tools/help.c).
  */
 #ifndef OCTO_TOOLS_HELP_H
 #define OCTO_TOOLS_HELP_H
 
 #include <stdio.h>
 
+#include "options.h"
+
 /* The whole help: `octo help` (stdout), `octo` alone (stderr). */
 void help(FILE *f);
 /* `octo CMD -h`: cmd's entries of the help on stdout; the exit code. */
-int help_for(const char *cmd);
+int help_for(cli_command cmd);
+/* "CMD: unknown option 'ARG' (did you mean --flag?)", the nearest of the
+ * options cmd takes (options.c); a usage error, 2. */
+int unknown_option(cli_command cmd, const char *arg);
 
 #endif

@@ -7,24 +7,14 @@
 
 #include "octo.h"
 #include "cli.h"
+#include "options.h"
 #include "core/atomic_write.h" /* internal: the output file written whole or not at all */
 
 int cmd_logits(int argc, char **argv) {
-    const char *path = NULL, *tokens_arg = NULL, *out_path = NULL, *prompt = NULL;
-    long n_ctx = 0;
-    octo_moe_options moe = octo_model_options_defaults().moe;
-    for (int i = 0; i < argc; i++) {
-        int used, rc = parse_moe(argv[i], i + 1 < argc ? argv[i + 1] : NULL, &moe, &used);
-        if (rc) return rc;
-        if (used) { i++; continue; }
-        if (!strcmp(argv[i], "-m") && i + 1 < argc) path = argv[++i];
-        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) tokens_arg = argv[++i];
-        else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
-        else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) {
-            if (!parse_long(argv[++i], 1, 1L << 24, &n_ctx)) return usage_error("--ctx takes a positive count");
-        } else if (!strcmp(argv[i], "--prompt") && i + 1 < argc) prompt = argv[++i];
-        else return unknown_option("logits", argv[i]);
-    }
+    cli_args a = cli_defaults();
+    const int bad = cli_parse(CMD_LOGITS, argc, argv, &a);
+    if (bad) return bad;
+    const char *path = a.model, *tokens_arg = a.tokens, *out_path = a.out, *prompt = a.prompt;
     if (!path || (!tokens_arg && !prompt) || (tokens_arg && prompt) || !out_path)
         return usage_error("logits needs -m MODEL, one of --tokens \"IDS\" or --prompt TEXT, and --out FILE");
     int32_t *tokens = NULL;
@@ -38,8 +28,8 @@ int cmd_logits(int argc, char **argv) {
     }
     octo_client *c = octo_client_new(NULL);
     octo_model_options mo = octo_model_options_defaults();
-    mo.n_ctx = (int)n_ctx;
-    mo.moe = moe;
+    mo.n_ctx = (int)a.n_ctx;
+    mo.moe = a.mo.moe;
     mo.kv_type = OCTO_KV_F32; /* logits for comparison with a reference: an exact cache */
     mo.kv.compress = 0;
     mo.auto_draft = OCTO_DRAFT_NONE;

@@ -61,19 +61,16 @@ int main(int argc, char **argv) {
         help(argc < 2 ? stderr : stdout);
         return finish_stdout(argc < 2 ? 2 : 0);
     }
-    static const struct {
-        const char *name;
-        int (*run)(int argc, char **argv);
-    } cmds[] = {{"run", cmd_run},         {"tokenize", cmd_tokenize}, {"detokenize", cmd_detokenize},
-                {"inspect", cmd_inspect}, {"bench", cmd_bench},       {"eval", cmd_eval},
-                {"logits", cmd_logits},   {"synth", cmd_synth},       {"upcycle", cmd_upcycle},
-                {"moe-prep", cmd_moe_prep}, {"quantize", cmd_quantize}, {"plan", cmd_plan},
-                {"deploy", cmd_deploy}, {"serve", cmd_serve}};
-    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
-        if (strcmp(argv[1], cmds[i].name)) continue;
+    /* each command's function, in cli_command's order (options.h) */
+    static int (*const run[CMD_COUNT])(int argc, char **argv) = {
+        cmd_run,    cmd_tokenize, cmd_detokenize, cmd_inspect,  cmd_bench, cmd_eval,   cmd_logits,
+        cmd_synth,  cmd_upcycle,  cmd_moe_prep,   cmd_quantize, cmd_plan,  cmd_deploy, cmd_serve,
+    };
+    for (int c = 0; c < CMD_COUNT; c++) {
+        if (strcmp(argv[1], cli_command_name((cli_command)c))) continue;
         for (int k = 2; k < argc; k++) /* -h / --help anywhere: this command's help */
-            if (!strcmp(argv[k], "-h") || !strcmp(argv[k], "--help")) return help_for(cmds[i].name);
-        return finish_stdout(cmds[i].run(argc - 2, argv + 2));
+            if (!strcmp(argv[k], "-h") || !strcmp(argv[k], "--help")) return help_for((cli_command)c);
+        return finish_stdout(run[c](argc - 2, argv + 2));
     }
     return usage_error("unknown command '%s'", argv[1]);
 }

@@ -2,7 +2,6 @@
  * run — `octo run`: a continuation streamed to stdout (its --chat is
  * chat.c), the --stats table, and what a stream that stopped short exits with.
  */
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 
 #include "octo.h"
 #include "cli.h"
+#include "options.h"
 #include "run.h"
 #include "stats.h"
 
@@ -159,28 +159,6 @@ int drain(octo_stream *st, int ids, char **reply, size_t *reply_len) {
     return stop_status(st);
 }
 
-static int parse_sampling(const char *a, const char *v, octo_generate_params *gp, int *consumed) {
-    long n;
-    *consumed = 1;
-    if (!strcmp(a, "-n")) { if (!v || !parse_long(v, 1, 1L << 24, &n)) return usage_error("-n takes a positive count"); gp->max_tokens = (int)n; }
-    else if (!strcmp(a, "--temp")) { if (!v || !parse_float(v, &gp->temperature)) return usage_error("--temp takes a number"); }
-    else if (!strcmp(a, "--top-k")) { if (!v || !parse_long(v, 0, 1L << 24, &n)) return usage_error("--top-k takes a count >= 0"); gp->top_k = (int)n; }
-    else if (!strcmp(a, "--top-p")) { if (!v || !parse_float(v, &gp->top_p)) return usage_error("--top-p takes a number"); }
-    else if (!strcmp(a, "--min-p")) { if (!v || !parse_float(v, &gp->min_p)) return usage_error("--min-p takes a number"); }
-    else if (!strcmp(a, "--repeat-penalty")) { if (!v || !parse_float(v, &gp->repeat_penalty)) return usage_error("--repeat-penalty takes a number"); }
-    else if (!strcmp(a, "--seed")) {
-        char *end;
-        errno = 0;
-        unsigned long long s = v ? strtoull(v, &end, 10) : 0;
-        if (!v || errno || end == v || *end) return usage_error("--seed takes a whole number");
-        gp->seed = s;
-    } else {
-        *consumed = 0;
-        return 0;
-    }
-    return 0;
-}
-
 /* A prompt from a file, or from stdin for "-"; NULL after printing why not. */
 static char *read_prompt(const char *file) {
     char *text = NULL;
@@ -190,107 +168,35 @@ static char *read_prompt(const char *file) {
     return text;
 }
 
-/* run's options; positional MODEL and PROMPT as well as -m / -p. */
-typedef struct {
-    const char *path, *prompt, *prompt_file, *draft, *cache_dir, *device;
-    int chat, ids, stats, json, seeded, draft_threads;
-    long n_ctx, threads;
-    octo_moe_options moe; /* --moe-cache, --moe-policy, ... (zero: the defaults) */
-} run_args;
-
-static int parse_run(int argc, char **argv, run_args *r, octo_generate_params *gp) {
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int used, rc = parse_sampling(a, v, gp, &used);
-        if (!rc && !used) rc = parse_moe(a, v, &r->moe, &used);
-        if (rc) return rc;
-        if (used) {
-            r->seeded |= !strcmp(a, "--seed");
-            i++;
-            continue;
-        }
-        if (!strcmp(a, "-m") && v) { r->path = v; i++; }
-        else if (!strcmp(a, "-p") && v) { r->prompt = v; i++; }
-        else if (!strcmp(a, "-f") && v) { r->prompt_file = v; i++; }
-        else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && v) {
-            if (!parse_long(v, 1, OCTO_MAX_THREADS, &r->threads)) return usage_error("-t takes 1..%d", OCTO_MAX_THREADS);
-            i++;
-        }
-        else if (!strcmp(a, "--json")) r->json = 1;
-        else if (a[0] != '-' || !strcmp(a, "-")) { /* positional: the model, then the prompt ("-": stdin) */
-            if (!r->path) r->path = a;
-            else if (!r->prompt && !r->prompt_file) *(strcmp(a, "-") ? &r->prompt : &r->prompt_file) = a;
-            else return usage_error("run: one model and one prompt, not also '%s'", a);
-        }
-        else if (!strcmp(a, "--ctx") && v) { if (!parse_long(v, 1, 1L << 24, &r->n_ctx)) return usage_error("--ctx takes a positive count"); i++; }
-        else if (!strcmp(a, "--chat")) r->chat = 1;
-        else if (!strcmp(a, "--ids")) r->ids = 1;
-        else if (!strcmp(a, "--stats")) r->stats = 1;
-        else if (!strcmp(a, "--spec") && v) {
-            int mode;
-            if (!parse_spec_mode(v, &mode)) return usage_error("--spec is one of %s", spec_mode_names());
-            gp->spec = (octo_spec_mode)mode;
-            i++;
-        }
-        else if (!strcmp(a, "--lookahead") && v) {
-            if (!parse_lookahead(v, &gp->lookahead_w, &gp->lookahead_n, &gp->lookahead_g))
-                return usage_error("--lookahead takes W,N,G (e.g. 5,3,4)");
-            i++;
-        }
-        else if (!strcmp(a, "--draft") && v) { r->draft = v; i++; }
-        else if (!strcmp(a, "--cache-dir") && v) { r->cache_dir = v; i++; }
-        else if (!strcmp(a, "--device") && v) { r->device = v; i++; }
-        else if (!strcmp(a, "--spec-tree") && v) {
-            if (!parse_spec_tree(v, &gp->spec_tree)) return usage_error("--spec-tree takes auto, off or 1..31 nodes");
-            i++;
-        }
-        else if (!strcmp(a, "--spec-ahead") && v) {
-            if (!parse_on_off(v, &gp->spec_ahead)) return usage_error("--spec-ahead takes on or off");
-            i++;
-        }
-        else if ((!strcmp(a, "-td") || !strcmp(a, "--threads-draft")) && v) {
-            long t;
-            if (!parse_long(v, 1, OCTO_MAX_THREADS, &t)) return usage_error("-td takes 1..%d", OCTO_MAX_THREADS);
-            r->draft_threads = (int)t;
-            i++;
-        }
-        else if (!strcmp(a, "--spec-k") && v) {
-            long k;
-            if (!parse_long(v, 1, 10, &k)) return usage_error("--spec-k takes 1..10");
-            gp->spec_k = (int)k;
-            i++;
-        }
-        else if (!strcmp(a, "--prompt-compress") && v) {
-            if (!parse_float(v, &gp->prompt_compress) || !(gp->prompt_compress > 0.0f && gp->prompt_compress <= 1.0f))
-                return usage_error("--prompt-compress takes the share of the prompt to keep, in (0, 1], not '%s'", v);
-            i++;
-        }
-        else return unknown_option("run", a);
-    }
-    if (!r->path) return usage_error("run needs a model: octo run MODEL \"PROMPT\" (or -m MODEL -p PROMPT)");
-    if (r->prompt && r->prompt_file) return usage_error("run: a prompt (-p) or a prompt file (-f), not both");
-    if (!r->chat && !r->prompt && !r->prompt_file) return usage_error("run needs a prompt: -p PROMPT, -f FILE, - (stdin) or --chat");
+/* run's options (the table's rows for it): a model, and a prompt unless --chat. */
+static int parse_run(int argc, char **argv, cli_args *a) {
+    const int rc = cli_parse(CMD_RUN, argc, argv, a);
+    if (rc) return rc;
+    if (!a->model) return usage_error("run needs a model: octo run MODEL \"PROMPT\" (or -m MODEL -p PROMPT)");
+    if (a->prompt && a->file) return usage_error("run: a prompt (-p) or a prompt file (-f), not both");
+    if (!a->chat && !a->prompt && !a->file) return usage_error("run needs a prompt: -p PROMPT, -f FILE, - (stdin) or --chat");
     return 0;
 }
 
 int cmd_run(int argc, char **argv) {
-    run_args r = {0};
-    octo_generate_params gp = octo_generate_params_defaults();
-    int rc = parse_run(argc, argv, &r, &gp);
+    cli_args r = cli_defaults();
+    int rc = parse_run(argc, argv, &r);
     if (rc) return rc;
-    char *file_prompt = r.prompt_file ? read_prompt(r.prompt_file) : NULL;
-    if (r.prompt_file && !file_prompt) return 1;
+    char *file_prompt = r.file ? read_prompt(r.file) : NULL;
+    if (r.file && !file_prompt) return 1;
     const char *prompt = file_prompt ? file_prompt : r.prompt;
-    const int chat = r.chat, ids = r.ids;
+    const int chat = r.chat, ids = r.print_ids;
+    octo_generate_params gp = r.gp;
+    if (r.spec >= 0) gp.spec = (octo_spec_mode)r.spec;
     /* sampling without --seed: a new text each run (a fixed seed repeats one) */
     if (!r.seeded) gp.seed = (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)getpid();
     if (isatty(STDERR_FILENO)) gp.on_prefill = show_prefill; /* progress only where a person reads stderr */
     const model_request req = {
-        .path = r.path, .draft = r.draft, .cache_dir = r.cache_dir, .device = r.device, .n_ctx = (int)r.n_ctx,
+        .path = r.model, .draft = r.draft, .cache_dir = r.cache_dir, .device = r.device, .n_ctx = (int)r.n_ctx,
         .auto_draft = gp.spec == OCTO_SPEC_SELF ? OCTO_DRAFT_SELF
                       : gp.spec == OCTO_SPEC_NONE || gp.spec == OCTO_SPEC_LOOKAHEAD ? OCTO_DRAFT_NONE
                                                                                    : OCTO_DRAFT_AUTO,
-        .threads = (int)r.threads, .draft_threads = r.draft_threads, .moe = r.moe};
+        .threads = (int)r.threads, .draft_threads = (int)r.draft_threads, .moe = r.mo.moe};
     octo_client *c = NULL;
     octo_model *m = open_model(&req, &c);
     if (!m) {
@@ -322,8 +228,8 @@ int cmd_run(int argc, char **argv) {
         else print_stats(&s);
     }
     free(file_prompt);
-    if (!rc && started && r.moe.trace && octo_model_stats(m).expert_trace_failed)
-        rc = fail("could not write the whole expert trace to %s", r.moe.trace);
+    if (!rc && started && r.mo.moe.trace && octo_model_stats(m).expert_trace_failed)
+        rc = fail("could not write the whole expert trace to %s", r.mo.moe.trace);
     octo_model_free(m);
     octo_client_free(c);
     return rc;

@@ -8,18 +8,20 @@
 
 #include "octo.h"
 #include "cli.h"
+#include "options.h"
+
+/* The model's vocabulary alone: any architecture, or a vocabulary-only file. */
+static octo_model *open_vocabulary(const char *path, octo_client **c) {
+    const model_request req = {.path = path, .n_ctx = 1, .auto_draft = OCTO_DRAFT_NONE, .vocab_only = 1};
+    return open_model(&req, c);
+}
 
 int cmd_tokenize(int argc, char **argv) {
-    const char *path = NULL, *text = NULL, *file = NULL;
-    int no_bos = 0, special = 0;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "-m") && i + 1 < argc) path = argv[++i];
-        else if (!strcmp(argv[i], "--text") && i + 1 < argc) text = argv[++i];
-        else if (!strcmp(argv[i], "-f") && i + 1 < argc) file = argv[++i];
-        else if (!strcmp(argv[i], "--no-bos")) no_bos = 1;
-        else if (!strcmp(argv[i], "--special")) special = 1;
-        else return unknown_option("tokenize", argv[i]);
-    }
+    cli_args a = cli_defaults();
+    const int bad = cli_parse(CMD_TOKENIZE, argc, argv, &a);
+    if (bad) return bad;
+    const char *path = a.model, *text = a.text, *file = a.file;
+    const int no_bos = a.no_bos, special = a.special;
     if (!path || (!text == !file)) return usage_error("tokenize needs -m MODEL and one of --text T or -f FILE");
     char *buf = NULL;
     size_t len = 0;
@@ -30,8 +32,7 @@ int cmd_tokenize(int argc, char **argv) {
         len = strlen(text);
     }
     octo_client *c = NULL;
-    const model_request req = {.path = path, .n_ctx = 1, .auto_draft = OCTO_DRAFT_NONE, .vocab_only = 1}; /* any architecture, or a vocabulary-only file */
-    octo_model *m = open_model(&req, &c);
+    octo_model *m = open_vocabulary(path, &c);
     int rc = m ? 0 : 1;
     int32_t *ids = NULL;
     int n = 0;
@@ -54,19 +55,16 @@ int cmd_tokenize(int argc, char **argv) {
 }
 
 int cmd_detokenize(int argc, char **argv) {
-    const char *path = NULL, *ids_arg = NULL;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "-m") && i + 1 < argc) path = argv[++i];
-        else if (!strcmp(argv[i], "--ids") && i + 1 < argc) ids_arg = argv[++i];
-        else return unknown_option("detokenize", argv[i]);
-    }
+    cli_args a = cli_defaults();
+    const int bad = cli_parse(CMD_DETOKENIZE, argc, argv, &a);
+    if (bad) return bad;
+    const char *path = a.model, *ids_arg = a.ids;
     if (!path || !ids_arg) return usage_error("detokenize needs -m MODEL and --ids \"IDS\"");
     int32_t *ids;
     int n;
     if (!parse_tokens(ids_arg, &ids, &n)) return usage_error("--ids takes space-separated non-negative ids");
     octo_client *c = NULL;
-    const model_request req = {.path = path, .n_ctx = 1, .auto_draft = OCTO_DRAFT_NONE, .vocab_only = 1}; /* any architecture, or a vocabulary-only file */
-    octo_model *m = open_model(&req, &c);
+    octo_model *m = open_vocabulary(path, &c);
     int rc = m ? 0 : 1;
     if (!rc) {
         int len = octo_detokenize(m, ids, n, NULL, 0);
