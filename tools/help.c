@@ -148,35 +148,33 @@ static char *help_text(void) {
     return buf;
 }
 
-/* Calls fn on each line of cmd's entries in the help (from "  CMD " to the
- * next entry), and on the first of the expert cache's when cmd takes its options. */
-static void for_help_lines(const char *help, cli_command cmd, void (*fn)(void *ctx, const char *line, size_t n),
-                           void *ctx) {
+char *help_entry(cli_command cmd) {
+    char *all = help_text(), *out = NULL;
+    size_t n_out = 0;
+    FILE *e = all ? open_memstream(&out, &n_out) : NULL;
     const char *name = cli_command_name(cmd);
     const size_t cl = strlen(name);
-    const bool moe = cli_find(cmd, "--moe-cache") != NULL;
+    const bool moe = cli_find(cmd, "--moe-cache") != NULL; /* the expert cache's entry is its too */
     bool in = false;
-    for (const char *l = help; l && *l;) {
-        const char *e = strchr(l, '\n');
-        const size_t n = e ? (size_t)(e - l) : strlen(l);
-        const bool entry = n > 2 && l[0] == ' ' && l[1] == ' ' && l[2] != ' ';
-        if (entry) in = n > cl + 2 && !strncmp(l + 2, name, cl) && l[2 + cl] == ' ';
-        if (in || (entry && moe && !strncmp(l + 2, "Mixture", 7))) fn(ctx, l, n);
-        l = e ? e + 1 : NULL;
+    for (const char *l = all; e && l && *l;) { /* an entry: from a line indented by two to the next such */
+        const char *end = strchr(l, '\n');
+        const size_t n = end ? (size_t)(end - l) : strlen(l);
+        if (n > 2 && l[0] == ' ' && l[1] == ' ' && l[2] != ' ')
+            in = (n > cl + 2 && !strncmp(l + 2, name, cl) && l[2 + cl] == ' ') || (moe && !strncmp(l + 2, "Mixture", 7));
+        if (in) fprintf(e, "%.*s\n", (int)n, l);
+        l = end ? end + 1 : NULL;
     }
-}
-
-static void print_line(void *ctx, const char *line, size_t n) {
-    printf("%.*s\n", (int)n, line);
-    ++*(int *)ctx;
+    free(all);
+    if (e && fclose(e) == 0) return out;
+    free(out);
+    return NULL;
 }
 
 int help_for(cli_command cmd) {
-    char *h = help_text();
-    int lines = 0;
-    for_help_lines(h, cmd, print_line, &lines);
-    free(h);
-    return lines ? finish_stdout(0) : usage_error("no help for '%s'", cli_command_name(cmd));
+    char *e = help_entry(cmd);
+    const int rc = e && *e ? (fputs(e, stdout), finish_stdout(0)) : usage_error("no help for '%s'", cli_command_name(cmd));
+    free(e);
+    return rc;
 }
 
 /* Levenshtein distance of two short strings (capped at 32 characters). */

@@ -11,7 +11,10 @@
 
 /* The whole help: `octo help` (stdout), `octo` alone (stderr). */
 void help(FILE *f);
-/* `octo CMD -h`: cmd's entries of the help on stdout; the exit code. */
+/* cmd's entries of the help, each line with its newline, the expert cache's
+ * whole too for a command that takes its options; malloc'd, NULL when out of memory. */
+char *help_entry(cli_command cmd);
+/* `octo CMD -h`: help_entry on stdout; the exit code. */
 int help_for(cli_command cmd);
 /* "CMD: unknown option 'ARG' (did you mean --flag?)", the nearest of the
  * options cmd takes (options.c); a usage error, 2. */
