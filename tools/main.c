@@ -9,7 +9,10 @@
  *   octo logits     -m MODEL (--tokens "1 2 3" | --prompt TEXT) --out FILE.f32        logits.c
  *   octo synth      -o FILE [shape and type options]                                  synth.c
  *   octo bench, eval, upcycle, moe-prep, quantize, plan, deploy, serve: the file of that name
- *   (moe-prep: moe_prep.c); help.c: the help and the answer to an unknown option
+ *   (moe-prep: moe_prep.c)
+ *
+ * options.c: every command's options, one table, and the parser they share;
+ * help.c: the help and the answer to an option a command does not take.
  *
  * Every failure is one line on stderr ("octo: ...") and a non-zero exit:
  * 1 for an error of the operation, 2 for a usage error.

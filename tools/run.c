@@ -15,8 +15,8 @@
 #include "run.h"
 #include "stats.h"
 
-/* The stream Ctrl-C cancels: the one file-scope variable of the commands, as
- * a signal handler gets no argument to find it through. */
+/* The stream Ctrl-C cancels: file-scope, as a signal handler gets no argument
+ * to find it through (it is the only mutable one the commands outside serve have). */
 static octo_stream *volatile g_running;
 
 static void on_sigint(int sig) {
