@@ -1,6 +1,6 @@
 /*
  * cli — what every octo command shares: one-line errors, strict number
- * parsing, id lists.
+ * parsing, id lists, loading a model and tokenizing a text.
  */
 #include "cli.h"
 
@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "octo.h"
 
@@ -51,12 +52,6 @@ int parse_spec_tree(const char *s, int *out) {
     if (!parse_long(s, 1, 31, &n)) return 0;
     *out = (int)n;
     return 1;
-}
-
-int parse_on_off(const char *s, int *out) {
-    if (!strcmp(s, "on")) return *out = 0, 1;
-    if (!strcmp(s, "off")) return *out = -1, 1;
-    return 0;
 }
 
 int parse_float(const char *s, float *out) {
@@ -175,73 +170,55 @@ int finish_stdout(int rc) {
     return rc;
 }
 
-/* --moe-cache BYTES|PCT% (K/M/G: binary multiples). */
-static int parse_moe_cache(const char *v, octo_moe_options *o) {
-    const size_t n = strlen(v);
-    char buf[64];
-    if (!n || n >= sizeof buf) return usage_error("--moe-cache takes bytes (K/M/G suffixes) or a percentage");
-    memcpy(buf, v, n + 1);
-    float x;
-    if (buf[n - 1] == '%') {
-        buf[n - 1] = '\0';
-        if (!parse_float(buf, &x) || x <= 0.0f || x > 100.0f)
-            return usage_error("--moe-cache %s: a percentage of the experts' bytes, above 0 and at most 100", v);
-        o->cache_share = x / 100.0;
-        o->cache_bytes = 0;
-        return 0;
+/* Tokenize text into a malloc'd array (one line on stderr on failure). */
+int tokenize_all(octo_model *m, const char *text, size_t len, int add_special, int parse_special, int32_t **out,
+                 int *n_out) {
+    if (len > (size_t)INT32_MAX) return fail("the text is too long (%zu bytes)", len);
+    int cap = (int)len + 16;
+    int32_t *ids = malloc(sizeof *ids * (size_t)cap);
+    if (!ids) return fail("out of memory");
+    int n = octo_tokenize(m, text, (int)len, add_special, parse_special, ids, cap);
+    if (n > cap) { /* byte fallback can make more ids than bytes: ask again with room for all */
+        int32_t *more = realloc(ids, sizeof *ids * (size_t)n);
+        if (!more) { free(ids); return fail("out of memory"); }
+        ids = more;
+        cap = n;
+        n = octo_tokenize(m, text, (int)len, add_special, parse_special, ids, cap);
+        if (n > cap) n = -OCTO_ERR_INVALID_ARG; /* the library counted differently twice: never read past cap */
     }
-    uint64_t mul = 1;
-    switch (buf[n - 1]) {
-    case 'K': case 'k': mul = 1ull << 10; buf[n - 1] = '\0'; break;
-    case 'M': case 'm': mul = 1ull << 20; buf[n - 1] = '\0'; break;
-    case 'G': case 'g': mul = 1ull << 30; buf[n - 1] = '\0'; break;
-    default: break;
+    if (n < 0) {
+        free(ids);
+        return fail("%s", octo_model_error(m));
     }
-    if (!parse_float(buf, &x) || x <= 0.0f || (double)x * (double)mul >= 1.8e19)
-        return usage_error("--moe-cache %s: give bytes (K/M/G suffixes) or a percentage, e.g. 512M or 25%%", v);
-    o->cache_bytes = (uint64_t)((double)x * (double)mul);
-    o->cache_share = 0.0;
+    *out = ids;
+    *n_out = n;
     return 0;
 }
 
-int parse_moe(const char *a, const char *v, octo_moe_options *o, int *used) {
-    *used = 0;
-    const char *names[] = {"--moe-cache",          "--moe-policy", "--moe-prefetch", "--moe-trace",
-                           "--moe-predict-margin", "--moe-int2"};
-    int which = -1;
-    for (int i = 0; i < 6; i++)
-        if (!strcmp(a, names[i])) which = i;
-    if (which < 0) return 0;
-    if (!v) return usage_error("%s needs a value", a);
-    *used = 1;
-    if (which == 0) return parse_moe_cache(v, o);
-    if (which == 4) {
-        float x;
-        if (!parse_float(v, &x) || x > 100.0f)
-            return usage_error("--moe-predict-margin takes standard deviations (at most 100; negative: the top k only)");
-        o->predict_margin = x == 0.0f ? -1.0 : x; /* 0 here means no margin, not the default */
-        return 0;
+octo_model *open_model(const model_request *r, octo_client **client) {
+    octo_client_options co = octo_client_options_defaults();
+    co.cache_dir = r->cache_dir;
+    co.device = r->device;
+    co.n_threads = r->threads;
+    *client = octo_client_new(&co);
+    if (!*client) {
+        fail("out of memory");
+        return NULL;
     }
-    if (which == 5) {
-        const char *modes[] = {"auto", "on", "off", "all"};
-        for (int i = 0; i < 4; i++)
-            if (!strcmp(v, modes[i])) return o->int2 = (octo_moe_int2)i, 0;
-        return usage_error("--moe-int2 is auto, on, off or all, not '%s'", v);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.n_ctx = r->n_ctx;
+    mo.moe = r->moe;
+    mo.draft_model = r->draft;
+    mo.auto_draft = r->auto_draft;
+    mo.draft_threads = r->draft_threads;
+    mo.vocab_only = r->vocab_only;
+    const int tty = isatty(STDERR_FILENO) && !r->vocab_only; /* a load may take seconds (a self-draft, a big file) */
+    if (tty) {
+        fprintf(stderr, "loading %s ...", r->path);
+        fflush(stderr);
     }
-    if (which == 3) {
-        if (!*v) return usage_error("--moe-trace needs a file name");
-        o->trace = v;
-        return 0;
-    }
-    if (which == 2) {
-        if (!strcmp(v, "auto")) o->prefetch = OCTO_MOE_PREFETCH_AUTO;
-        else if (!strcmp(v, "on")) o->prefetch = OCTO_MOE_PREFETCH_ON;
-        else if (!strcmp(v, "off")) o->prefetch = OCTO_MOE_PREFETCH_OFF;
-        else return usage_error("--moe-prefetch is auto, on or off, not '%s'", v);
-        return 0;
-    }
-    const int p = octo_moe_policy_from_name(v);
-    if (p < 0) return usage_error("--moe-policy is one of lhu lru lfu, not '%s'", v);
-    o->policy = (octo_moe_policy)p;
-    return 0;
+    octo_model *m = octo_load_model(*client, r->path, &mo);
+    if (tty) fputs("\r\033[K", stderr);
+    if (!m) fail("%s", octo_last_error(*client));
+    return m;
 }

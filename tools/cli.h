@@ -11,9 +11,6 @@
 
 /* "octo: <message> (see 'octo help')" on stderr; returns 2. */
 int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* "CMD: unknown option 'ARG' (did you mean --flag?)", the flag the nearest of
- * those CMD's help lists; a usage error (tools/octo.c). */
-int unknown_option(const char *cmd, const char *arg);
 /* "octo: <message>" on stderr; returns 1. */
 int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The whole string must be a number in range; returns 1 on success. */
@@ -21,8 +18,6 @@ int parse_long(const char *s, long min, long max, long *out);
 int parse_float(const char *s, float *out);
 /* --spec-tree: "auto" (0), "off" (-1: lines of drafts) or a node count 1..31. */
 int parse_spec_tree(const char *s, int *out);
-/* on -> 0, off -> -1 (octo_generate_params.spec_ahead). 0: neither. */
-int parse_on_off(const char *s, int *out);
 /* Space- or comma-separated non-negative ids into a malloc'd array; returns 1 on success. */
 int parse_tokens(const char *s, int32_t **out, int *n_out);
 double mib(uint64_t bytes);
@@ -44,11 +39,31 @@ int parse_lookahead(const char *s, int *w, int *n, int *g);
 const char *kv_policy_names(int first, const char *sep, char *out, size_t n);
 
 
-/* --moe-cache BYTES|PCT%, --moe-policy NAME, --moe-prefetch auto|on|off and
- * --moe-trace FILE, for every command that loads a model: *used = 1 when a is one of them (its value v consumed); returns 0
- * or a usage error's exit code. */
-int parse_moe(const char *a, const char *v, octo_moe_options *o, int *used);
+/* What open_model loads: the client's options (threads, spill folder, device
+ * profile) and the model's. */
+typedef struct {
+    const char *path, *draft, *cache_dir, *device;
+    int n_ctx;
+    int auto_draft;    /* OCTO_DRAFT_NONE for a command that never speculates */
+    int threads;       /* -t: 0 = the performance cores */
+    int draft_threads; /* -td: cores of the draft's own, 0 = automatic */
+    int vocab_only;    /* tokenize, detokenize: the vocabulary alone */
+    octo_moe_options moe;
+} model_request;
 
+/* A client and the model r asks for, saying "loading" meanwhile when stderr
+ * is a terminal; NULL after printing why (*client may then be set: free it). */
+octo_model *open_model(const model_request *r, octo_client **client);
+/* The ids of text into a malloc'd array; 0, or 1 after printing why. */
+int tokenize_all(octo_model *m, const char *text, size_t len, int add_special, int parse_special, int32_t **out,
+                 int *n_out);
+
+int cmd_run(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_upcycle(int argc, char **argv);

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "options.h"
 #include "octo.h"
 #include "stats.h"
 
@@ -71,23 +72,29 @@ static void score(const float *logits, const int32_t *tok, int t, int V, float *
     r->n++;
 }
 
-/* --prompt-random SEED: the baseline prompt compression is judged against */
-static uint64_t random_keep_seed;
-static int prompt_lookahead; /* --prompt-lookahead N */
+/* How run() feeds the text: batch tokens a step; with prompt > 0 its first
+ * prompt tokens in one step, read as a prompt is (eval_prompt). */
+typedef struct {
+    int batch, prompt;
+    float compress;       /* --prompt-compress: the share of the prompt the model reads (SpecPC); 0: all */
+    int lookahead;        /* --prompt-lookahead N */
+    uint64_t random_seed; /* --prompt-random SEED: the baseline prompt compression is judged against; 0: none */
+} eval_feed;
 
 /* The prompt, compressed: by the library (the draft's votes), or with
  * --prompt-random by keeping a random share of it (its first 4 and last 32
  * tokens always, as the library's selection does). */
-static octo_status eval_prompt(octo_model *m, const int32_t *tok, int n, float compress, float *logits) {
+static octo_status eval_prompt(octo_model *m, const int32_t *tok, int n, const eval_feed *f, float *logits) {
+    const float compress = f->compress;
     octo_generate_params gp = octo_generate_params_defaults();
     gp.prompt_compress = compress;
-    gp.prompt_lookahead = prompt_lookahead;
-    if (!random_keep_seed || compress <= 0.0f || compress >= 1.0f) return octo_eval_prompt(m, tok, n, &gp, logits);
+    gp.prompt_lookahead = f->lookahead;
+    if (!f->random_seed || compress <= 0.0f || compress >= 1.0f) return octo_eval_prompt(m, tok, n, &gp, logits);
     int32_t *kept = malloc(sizeof(int32_t) * (size_t)n);
     if (!kept) return OCTO_ERR_NOMEM;
     const int mid = n - 4 - 32 > 0 ? n - 4 - 32 : 0;
     int want = (int)ceil(compress * n) - (n - mid), k = 0;
-    uint64_t x = random_keep_seed;
+    uint64_t x = f->random_seed;
     for (int i = 0; i < n; i++) {
         const bool always = i < 4 || i >= n - 32;
         x = x * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -103,12 +110,13 @@ static octo_status eval_prompt(octo_model *m, const int32_t *tok, int n, float c
     return st;
 }
 
-/* Feed tokens[0..n) in steps of batch (with prompt > 0: its first prompt
- * tokens as one step, and only the rows from the prompt's last on are
+/* Feed tokens[0..n) in steps of f->batch (with f->prompt > 0: its first
+ * prompt tokens as one step, and only the rows from the prompt's last on are
  * scored: the continuation); ref NULL: store log-probs into store, else
  * compare against ref. */
-static int run(octo_model *m, const int32_t *tok, int n, int batch, int prompt, float compress, int V, float *store,
-               const float *ref, eval_result *r) {
+static int run(octo_model *m, const int32_t *tok, int n, const eval_feed *f, int V, float *store, const float *ref,
+               eval_result *r) {
+    const int batch = f->batch, prompt = f->prompt;
     const int widest = prompt > batch ? prompt : batch;
     float *logits = malloc(sizeof(float) * (size_t)widest * V), *lp = malloc(sizeof(float) * (size_t)V);
     if (!logits || !lp) {
@@ -123,7 +131,7 @@ static int run(octo_model *m, const int32_t *tok, int n, int batch, int prompt, 
         nb = n - 1 - t0 < step ? n - 1 - t0 : step;
         /* the prompt as generation reads it (the draft's lookahead and compression, when asked for): its last row */
         const bool as_prompt = t0 == 0 && prompt > 0;
-        const octo_status st = as_prompt ? eval_prompt(m, tok, nb, compress, logits)
+        const octo_status st = as_prompt ? eval_prompt(m, tok, nb, f, logits)
                                          : octo_eval(m, tok + t0, nb, logits, OCTO_LOGITS_ALL);
         if (st != OCTO_OK) {
             free(logits), free(lp);
@@ -146,157 +154,24 @@ static int run(octo_model *m, const int32_t *tok, int n, int batch, int prompt, 
     return 0;
 }
 
-/* What the command line asks for. */
-typedef struct {
-    const char *path, *file, *cache_dir, *device;
-    const char *ref_path;  /* --ref: another model (same vocabulary) as the reference, e.g. the unquantized one */
-    long n_ctx, batch;
-    long prompt;           /* --prompt N: the first N tokens one prefill, the rest decoded and scored */
-    int json, plain;
-    double budget_pct;     /* > 0: --kv-budget as a percentage of the full F16 cache (known once tokenized) */
-    double keep_pct;       /* > 0: --kv-keep as a percentage of the prompt's (or the text's) entries */
-    float compress;        /* --prompt-compress: the share of the prompt the model reads (SpecPC) */
-    octo_model_options mo; /* the cache under test */
-} eval_args;
-
-/* --kv-policy NAME, any of the library's (octo_kv_policy_name); 0 or a usage error's exit code. */
-static int parse_policy(const char *s, octo_kv_policy *out) {
-    const int p = octo_kv_policy_from_name(s);
-    if (p < 0) {
-        char names[256];
-        return usage_error("eval: --kv-policy is one of %s, not '%s'",
-                           kv_policy_names(OCTO_KV_POLICY_DEFAULT, " ", names, sizeof names), s);
-    }
-    *out = (octo_kv_policy)p;
-    return 0;
+/* The feed of the run under test (compress: its --prompt-compress) or of the reference (0). */
+static eval_feed feed_of(const cli_args *e, float compress) {
+    return (eval_feed){.batch = (int)e->batch, .prompt = (int)e->prompt_tokens, .compress = compress,
+                       .lookahead = e->gp.prompt_lookahead, .random_seed = (uint64_t)e->prompt_random};
 }
 
-/* "PCT%" with 0 < PCT <= 100 into *pct: 1; not a percentage: 0; a bad one: -1. */
-static int parse_percent(const char *v, double *pct) {
-    const size_t len = strlen(v);
-    char buf[32];
-    float f;
-    if (!len || len >= sizeof buf || v[len - 1] != '%') return 0;
-    memcpy(buf, v, len - 1);
-    buf[len - 1] = 0;
-    if (!parse_float(buf, &f) || f <= 0 || f > 100) return -1;
-    *pct = f;
-    return 1;
-}
-
-/* --kv-budget BYTES or PCT%; 0 or a usage error's exit code. */
-static int parse_kv_budget(const char *v, eval_args *e) {
-    long x;
-    const int pct = parse_percent(v, &e->budget_pct);
-    if (pct < 0) return usage_error("eval: bad --kv-budget '%s'", v);
-    if (!pct && parse_long(v, 1, 0x7fffffffffffffffL, &x)) e->mo.kv.budget_bytes = (uint64_t)x;
-    else if (!pct) return usage_error("eval: bad --kv-budget '%s' (bytes, or a percentage of the full F16 cache)", v);
-    return 0;
-}
-
-/* --kv-keep N or PCT%; 0 or a usage error's exit code. */
-static int parse_kv_keep(const char *v, eval_args *e) {
-    long x;
-    const int pct = parse_percent(v, &e->keep_pct);
-    if (pct < 0) return usage_error("eval: bad --kv-keep '%s'", v);
-    if (!pct && parse_long(v, 1, 1 << 20, &x)) e->mo.kv.budget_tokens = (int)x;
-    else if (!pct) return usage_error("eval: bad --kv-keep '%s' (entries per layer, or a percentage of the prompt's)", v);
-    return 0;
-}
-
-/* --kv-hot, --kv-warm, --kv-anchors or --kv-recent N; 0 or a usage error's exit code. */
-static int parse_kv_window(const char *a, const char *v, octo_kv_options *k) {
-    long x;
-    if (!parse_long(v, 0, 1 << 20, &x)) return usage_error("eval: bad %s '%s'", a, v);
-    if (!strcmp(a, "--kv-hot")) k->hot_tokens = (int)x;
-    else if (!strcmp(a, "--kv-warm")) k->warm_tokens = (int)x;
-    else if (!strcmp(a, "--kv-anchors")) k->anchor_tokens = (int)x;
-    else k->recent_tokens = (int)x;
-    return 0;
-}
-
-/* --kv-keys, --kv-spill or --kv-cold NAME; 0 or a usage error's exit code. */
-static int parse_kv_choice(const char *a, const char *v, octo_kv_options *k) {
-    if (!strcmp(a, "--kv-keys")) {
-        if (!strcmp(v, "channel")) k->per_token_keys = 0;
-        else if (!strcmp(v, "token")) k->per_token_keys = 1;
-        else return usage_error("eval: --kv-keys is channel or token, not '%s'", v);
-    } else if (!strcmp(a, "--kv-spill")) {
-        if (!strcmp(v, "auto")) k->spill = 0;
-        else if (!strcmp(v, "on")) k->spill = 1;
-        else if (!strcmp(v, "off")) k->spill = -1;
-        else return usage_error("eval: --kv-spill is auto, on or off, not '%s'", v);
-    } else {
-        if (!strcmp(v, "q4_1")) k->cold_bits = 4, k->cold_symmetric = 0;
-        else if (!strcmp(v, "q4_0")) k->cold_bits = 4, k->cold_symmetric = 1;
-        else if (!strcmp(v, "q8_0")) k->cold_bits = 8;
-        else if (!strcmp(v, "f16")) k->cold_bits = 16;
-        else return usage_error("eval: --kv-cold is one of q4_1 q4_0 q8_0 f16, not '%s'", v);
-    }
-    return 0;
-}
-
-static int is_kv_window(const char *a) {
-    return !strcmp(a, "--kv-hot") || !strcmp(a, "--kv-warm") || !strcmp(a, "--kv-anchors") || !strcmp(a, "--kv-recent");
-}
-
-/* The command line into e; 0 or a usage error's exit code. */
-static int parse_eval_args(int argc, char **argv, eval_args *e) {
-    *e = (eval_args){.batch = 1, .mo = octo_model_options_defaults()};
-    octo_kv_options *k = &e->mo.kv;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long x;
-        int used, rc = parse_moe(a, v, &e->mo.moe, &used);
-        if (rc) return rc;
-        if (used) { i++; continue; }
-#define NEED_VALUE                                                     \
-    if (!v) return usage_error("eval: %s needs a value", a);           \
-    i++
-        if (!strcmp(a, "-m")) { NEED_VALUE; e->path = v; }
-        else if (!strcmp(a, "-f")) { NEED_VALUE; e->file = v; }
-        else if (!strcmp(a, "--ctx")) { NEED_VALUE; if (!parse_long(v, 2, 1 << 20, &e->n_ctx)) return usage_error("eval: bad --ctx '%s'", v); }
-        else if (!strcmp(a, "--batch")) { NEED_VALUE; if (!parse_long(v, 1, 4096, &e->batch)) return usage_error("eval: bad --batch '%s'", v); }
-        else if (!strcmp(a, "--prompt")) { NEED_VALUE; if (!parse_long(v, 1, 1 << 20, &e->prompt)) return usage_error("eval: bad --prompt '%s'", v); }
-        else if (!strcmp(a, "--json")) e->json = 1;
-        else if (!strcmp(a, "--ref")) { NEED_VALUE; e->ref_path = v; }
-        else if (!strcmp(a, "--kv-plain")) e->plain = 1;
-        else if (!strcmp(a, "--kv-policy")) { NEED_VALUE; rc = parse_policy(v, &k->policy); }
-        else if (!strcmp(a, "--kv-budget")) { NEED_VALUE; rc = parse_kv_budget(v, e); }
-        else if (!strcmp(a, "--kv-keep")) { NEED_VALUE; rc = parse_kv_keep(v, e); }
-        else if (!strcmp(a, "--draft")) { NEED_VALUE; e->mo.draft_model = v; }
-        else if (!strcmp(a, "--prompt-lookahead")) {
-            NEED_VALUE;
-            if (!parse_long(v, -1, 256, &x)) return usage_error("eval: --prompt-lookahead takes -1..256, not '%s'", v);
-            prompt_lookahead = (int)x;
-        }
-        else if (!strcmp(a, "--prompt-random")) {
-            NEED_VALUE;
-            if (!parse_long(v, 1, LONG_MAX, &x)) return usage_error("eval: bad --prompt-random '%s' (a seed > 0)", v);
-            random_keep_seed = (uint64_t)x;
-        }
-        else if (!strcmp(a, "--prompt-compress")) {
-            NEED_VALUE;
-            if (!parse_float(v, &e->compress) || !(e->compress > 0.0f && e->compress <= 1.0f))
-                return usage_error("eval: --prompt-compress takes the share of the prompt to keep, in (0, 1], not '%s'", v);
-        }
-        else if (is_kv_window(a)) { NEED_VALUE; rc = parse_kv_window(a, v, k); }
-        else if (!strcmp(a, "--kv-keys") || !strcmp(a, "--kv-spill") || !strcmp(a, "--kv-cold")) { NEED_VALUE; rc = parse_kv_choice(a, v, k); }
-        else if (!strcmp(a, "--cache-dir")) { NEED_VALUE; e->cache_dir = v; }
-        else if (!strcmp(a, "--device")) { NEED_VALUE; e->device = v; }
-        else if (!strcmp(a, "--kv-spill-max")) {
-            NEED_VALUE;
-            if (!parse_long(v, 1, LONG_MAX, &x)) return usage_error("eval: bad --kv-spill-max '%s' (bytes)", v);
-            k->spill_max_bytes = (uint64_t)x;
-        }
-        else return unknown_option("eval", a);
-#undef NEED_VALUE
-        if (rc) return rc;
-    }
-    if (!e->path || !e->file) return usage_error("eval needs -m MODEL and -f TEXT");
-    if (e->plain) k->compress = 0;
-    if (e->compress > 0.0f && !e->prompt) return usage_error("eval: --prompt-compress needs --prompt N");
-    if (e->compress > 0.0f && !e->mo.draft_model && !random_keep_seed)
+/* eval's options (the table's rows for it) into e, and what they must include; 0 or a usage error's exit code. */
+static int parse_eval_args(int argc, char **argv, cli_args *e) {
+    *e = cli_defaults();
+    e->batch = 1;
+    const int rc = cli_parse(CMD_EVAL, argc, argv, e);
+    if (rc) return rc;
+    if (!e->model || !e->file) return usage_error("eval needs -m MODEL and -f TEXT");
+    e->mo.draft_model = e->draft;
+    if (e->kv_plain) e->mo.kv.compress = 0;
+    const float compress = e->gp.prompt_compress;
+    if (compress > 0.0f && !e->prompt_tokens) return usage_error("eval: --prompt-compress needs --prompt N");
+    if (compress > 0.0f && !e->draft && !e->prompt_random)
         return usage_error("eval: --prompt-compress needs --draft MODEL (or --prompt-random SEED)");
     return 0;
 }
@@ -333,13 +208,13 @@ static int tokenize_text(octo_model *m, const char *file, const char *text, size
 
 /* Load the model with an uncompressed cache, tokenize text (freed here) and
  * keep every position's log-probabilities; 0 or 1 (printed). */
-static int run_reference(octo_client *c, const eval_args *e, char *text, size_t len, eval_reference *ref) {
+static int run_reference(octo_client *c, const cli_args *e, char *text, size_t len, eval_reference *ref) {
     octo_model_options ro = octo_model_options_defaults();
     ro.kv.compress = 0;
     ro.moe.int2 = OCTO_MOE_INT2_OFF; /* every expert whole: exact */
     ro.n_ctx = (int)e->n_ctx;
     ro.auto_draft = OCTO_DRAFT_NONE;
-    octo_model *m = c ? octo_load_model(c, e->ref_path ? e->ref_path : e->path, &ro) : NULL;
+    octo_model *m = c ? octo_load_model(c, e->ref ? e->ref : e->model, &ro) : NULL;
     if (!m) {
         free(text);
         return fail("%s", c ? octo_last_error(c) : "out of memory");
@@ -348,8 +223,8 @@ static int run_reference(octo_client *c, const eval_args *e, char *text, size_t 
     free(text);
     if (!rc) {
         ref->logprobs = malloc(sizeof(float) * (size_t)ref->n * ref->V);
-        rc = ref->logprobs ? run(m, ref->tok, ref->n, (int)e->batch, (int)e->prompt, 0.0f, ref->V, ref->logprobs, NULL, &ref->r)
-                           : fail("out of memory");
+        const eval_feed f = feed_of(e, 0.0f);
+        rc = ref->logprobs ? run(m, ref->tok, ref->n, &f, ref->V, ref->logprobs, NULL, &ref->r) : fail("out of memory");
     }
     octo_model_free(m);
     return rc;
@@ -364,18 +239,18 @@ typedef struct {
     int kv_keep;        /* the entries per layer the cache under test kept at most (0: no limit) */
 } eval_figures;
 
-static void print_json(const eval_args *e, const eval_figures *f, const eval_result *rt, const octo_stats *s) {
+static void print_json(const cli_args *e, const eval_figures *f, const eval_result *rt, const octo_stats *s) {
     printf("{\"tokens\": %d, \"prompt\": %ld, \"scored\": %d, \"batch\": %ld, \"ppl_ref\": %.6f, \"ppl\": %.6f, \"kld_mean\": %.6g, \"kld_max\": %.6g, "
            "\"top1_agreement\": %.6f, \"kv_bytes_end\": %llu, \"kv_bytes_peak\": %llu, \"kv_bytes_mean\": %.0f, "
            "\"kv_bytes_f16\": %llu, \"kv_fraction_of_f16\": %.4f, \"kv_budget\": %llu, \"kv_policy\": \"%s\", "
            "\"kv_bytes_hot\": %llu, \"kv_bytes_warm\": %llu, \"kv_bytes_cold\": %llu, \"tokens_evicted\": %lld",
-           f->n, e->prompt, rt->n, e->batch, f->ppl_ref, f->ppl, f->kld, rt->kld_max, f->top1, (unsigned long long)rt->kv_bytes_end,
+           f->n, e->prompt_tokens, rt->n, e->batch, f->ppl_ref, f->ppl, f->kld, rt->kld_max, f->top1, (unsigned long long)rt->kv_bytes_end,
            (unsigned long long)rt->kv_bytes_peak, rt->kv_bytes_mean, (unsigned long long)f->full_f16, f->frac_end,
            (unsigned long long)rt->kv_budget, f->policy, (unsigned long long)rt->hot, (unsigned long long)rt->warm,
            (unsigned long long)rt->cold, (long long)rt->evicted);
     /* the list's eval column (OCTO_STATS, octo.h) in two runs, its own figures between */
     stats_print_json(stdout, s, STATS_EVAL, 1, 99, 1);
-    printf(", \"kv_keep\": %d, \"prompt_compress\": %g", f->kv_keep, (double)e->compress);
+    printf(", \"kv_keep\": %d, \"prompt_compress\": %g", f->kv_keep, (double)e->gp.prompt_compress);
     stats_print_json(stdout, s, STATS_EVAL, 100, 199, 1);
     printf("}\n");
 }
@@ -391,14 +266,14 @@ static void print_prefill(const octo_stats *s) {
     printf("\n");
 }
 
-static void print_text(octo_model *m, const eval_args *e, const eval_figures *f, const eval_result *rt,
+static void print_text(octo_model *m, const cli_args *e, const eval_figures *f, const eval_result *rt,
                        const octo_stats *s) {
-    if (e->prompt)
-        printf("tokens          %d: a prompt of %ld in one step, then %d scored, fed %ld per step\n", f->n, e->prompt,
+    if (e->prompt_tokens)
+        printf("tokens          %d: a prompt of %ld in one step, then %d scored, fed %ld per step\n", f->n, e->prompt_tokens,
                rt->n, e->batch);
     else printf("tokens          %d (fed %ld per step)\n", f->n, e->batch);
-    if (e->ref_path) {
-        printf("perplexity      %.4f (reference %s, uncompressed F16 cache: %.4f)\n", f->ppl, e->ref_path, f->ppl_ref);
+    if (e->ref) {
+        printf("perplexity      %.4f (reference %s, uncompressed F16 cache: %.4f)\n", f->ppl, e->ref, f->ppl_ref);
         printf("KL divergence   mean %.6f, max %.6f (against the reference)\n", f->kld, rt->kld_max);
     } else {
         printf("perplexity      %.4f (uncompressed F16 cache: %.4f)\n", f->ppl, f->ppl_ref);
@@ -431,27 +306,28 @@ static void print_text(octo_model *m, const eval_args *e, const eval_figures *f,
 
 /* Load the model with the cache under test, feed it the reference's tokens
  * and report; 0 or 1 (printed). */
-static int run_under_test(octo_client *c, const eval_args *e, const eval_reference *ref) {
+static int run_under_test(octo_client *c, const cli_args *e, const eval_reference *ref) {
     octo_model_options mo = e->mo;
-    if (e->prompt && e->prompt >= ref->n)
-        return fail("--prompt %ld leaves nothing to score: the text has %d tokens", e->prompt, ref->n);
+    if (e->prompt_tokens && e->prompt_tokens >= ref->n)
+        return fail("--prompt %ld leaves nothing to score: the text has %d tokens", e->prompt_tokens, ref->n);
     /* reference entries are F16; with --prompt a budget is a share of the prompt's cache */
-    const uint64_t full_f16 = ref->kv_bytes_per_token * (uint64_t)(e->prompt ? e->prompt : ref->n);
+    const uint64_t full_f16 = ref->kv_bytes_per_token * (uint64_t)(e->prompt_tokens ? e->prompt_tokens : ref->n);
     if (e->budget_pct > 0) mo.kv.budget_bytes = (uint64_t)(e->budget_pct / 100.0 * (double)full_f16);
     if (e->budget_pct > 0 && mo.kv.budget_bytes == 0) /* 0 would mean "no budget": the opposite of what was asked */
         return fail("--kv-budget %g%% of %llu bytes rounds to 0 bytes", e->budget_pct, (unsigned long long)full_f16);
-    if (e->keep_pct > 0) mo.kv.budget_tokens = (int)ceil(e->keep_pct / 100.0 * (double)(e->prompt ? e->prompt : ref->n));
+    if (e->keep_pct > 0) mo.kv.budget_tokens = (int)ceil(e->keep_pct / 100.0 * (double)(e->prompt_tokens ? e->prompt_tokens : ref->n));
     mo.n_ctx = (int)e->n_ctx;
     mo.auto_draft = OCTO_DRAFT_NONE;
-    octo_model *m = octo_load_model(c, e->path, &mo);
+    octo_model *m = octo_load_model(c, e->model, &mo);
     if (!m) return fail("%s", octo_last_error(c));
     if (octo_model_info_get(m).n_vocab != ref->V) {
         const int v = octo_model_info_get(m).n_vocab;
         octo_model_free(m);
-        return fail("%s has %d tokens in its vocabulary, the reference %d: they cannot be compared", e->path, v, ref->V);
+        return fail("%s has %d tokens in its vocabulary, the reference %d: they cannot be compared", e->model, v, ref->V);
     }
     eval_result rt;
-    const int rc = run(m, ref->tok, ref->n, (int)e->batch, (int)e->prompt, e->compress, ref->V, NULL, ref->logprobs, &rt);
+    const eval_feed feed = feed_of(e, e->gp.prompt_compress);
+    const int rc = run(m, ref->tok, ref->n, &feed, ref->V, NULL, ref->logprobs, &rt);
     const octo_stats s = octo_model_stats(m);
     if (!rc && e->mo.moe.trace && s.expert_trace_failed) {
         octo_model_free(m);
@@ -470,7 +346,7 @@ static int run_under_test(octo_client *c, const eval_args *e, const eval_referen
 }
 
 int cmd_eval(int argc, char **argv) {
-    eval_args e;
+    cli_args e;
     int rc = parse_eval_args(argc, argv, &e);
     if (rc) return rc;
     char *text;
@@ -492,7 +368,8 @@ int eval_int2_kld(const char *path, const char *file, long n_ctx, double *kld, i
     char *text;
     size_t len;
     if (read_text_file(file, &text, &len)) return 1;
-    eval_args e = {.path = path, .file = file, .n_ctx = n_ctx, .batch = 1, .mo = octo_model_options_defaults()};
+    cli_args e = cli_defaults();
+    e.model = path, e.file = file, e.n_ctx = n_ctx, e.batch = 1;
     octo_client *c = octo_client_new(NULL);
     eval_reference ref = {0};
     int rc = run_reference(c, &e, text, len, &ref);
@@ -505,7 +382,8 @@ int eval_int2_kld(const char *path, const char *file, long n_ctx, double *kld, i
         if (!(m = octo_load_model(c, path, &e.mo))) rc = fail("%s", octo_last_error(c));
     }
     eval_result rt;
-    if (!rc) rc = run(m, ref.tok, ref.n, 1, 0, 0.0f, ref.V, NULL, ref.logprobs, &rt);
+    const eval_feed feed = feed_of(&e, 0.0f);
+    if (!rc) rc = run(m, ref.tok, ref.n, &feed, ref.V, NULL, ref.logprobs, &rt);
     if (!rc && octo_model_stats(m).expert_int2_served == 0) rc = fail("no lookup was served by a 2-bit copy");
     if (!rc) *kld = rt.kld / rt.n, *n_positions = rt.n;
     octo_model_free(m);

@@ -9,27 +9,17 @@
 #include <time.h>
 
 #include "cli.h"
+#include "options.h"
 #include "model/model.h" /* internal: the model whose experts are copied */
 #include "moe/expert_cache.h" /* internal: the experts' bytes */
 #include "moe/int2.h"    /* internal: the sidecar */
 
-typedef struct {
-    const char *path, *file;
-    long n_ctx;
-} prep_args;
-
-static int parse_prep(int argc, char **argv, prep_args *a) {
-    *a = (prep_args){.n_ctx = 512};
-    for (int i = 0; i < argc; i += 2) {
-        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) return usage_error("moe-prep: %s needs a value", k);
-        if (!strcmp(k, "-m")) a->path = v;
-        else if (!strcmp(k, "-f")) a->file = v;
-        else if (!strcmp(k, "--ctx")) {
-            if (!parse_long(v, 2, 1 << 20, &a->n_ctx)) return usage_error("moe-prep: --ctx takes 2 to %d tokens", 1 << 20);
-        } else return unknown_option("moe-prep", k);
-    }
-    if (!a->path) return usage_error("moe-prep needs -m MODEL");
+static int parse_prep(int argc, char **argv, cli_args *a) {
+    *a = cli_defaults();
+    a->n_ctx = 512;
+    const int rc = cli_parse(CMD_MOE_PREP, argc, argv, a);
+    if (rc) return rc;
+    if (!a->model) return usage_error("moe-prep needs -m MODEL");
     return 0;
 }
 
@@ -59,9 +49,9 @@ static int build(const char *path) {
 }
 
 int cmd_moe_prep(int argc, char **argv) {
-    prep_args a;
+    cli_args a;
     int rc = parse_prep(argc, argv, &a);
-    if (rc || (rc = build(a.path))) return rc;
+    if (rc || (rc = build(a.model))) return rc;
     if (!a.file) {
         printf("cost not measured: --moe-int2 auto leaves the copies off (measure it with -f TEXT; --moe-int2 on "
                "uses them)\n");
@@ -69,9 +59,9 @@ int cmd_moe_prep(int argc, char **argv) {
     }
     double kld = 0.0;
     int n = 0;
-    if ((rc = eval_int2_kld(a.path, a.file, a.n_ctx, &kld, &n))) return rc;
+    if ((rc = eval_int2_kld(a.model, a.file, a.n_ctx, &kld, &n))) return rc;
     err_t err = {0};
-    if (moe_int2_set_kld(a.path, kld, (uint32_t)n, &err)) return fail("moe-prep: %s", err.msg);
+    if (moe_int2_set_kld(a.model, kld, (uint32_t)n, &err)) return fail("moe-prep: %s", err.msg);
     printf("cost: %.4f nats of KL divergence per token over %d positions, with every expert no token chose first "
            "served by its copy; --moe-int2 auto %s (at most %.2f)\n",
            kld, n, kld <= MOE_INT2_KLD_AUTO ? "uses them" : "leaves them off", MOE_INT2_KLD_AUTO);

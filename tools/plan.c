@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "options.h"
 #include "core/flatjson.h" /* internal: reads back the plan's JSON for the table */
 #include "octo.h"
 
@@ -19,13 +20,8 @@
 static const char *const DEVICES[] = {"host", "iphone-15-pro", "iphone-14", "pixel-8", "galaxy-s24", "android-4gb-emmc"};
 #define N_DEVICES (int)(sizeof DEVICES / sizeof *DEVICES)
 
-typedef struct {
-    const char *path, *draft, *cache_dir;
-    long n_ctx;
-} plan_args;
-
 /* The plan for one device into json (PLAN_JSON_CAP bytes); non-zero after printing the error. */
-static int plan_one(const plan_args *a, const char *device, char *json) {
+static int plan_one(const cli_args *a, const char *device, char *json) {
     octo_client_options co = octo_client_options_defaults();
     co.device = device;
     co.cache_dir = a->cache_dir;
@@ -34,7 +30,7 @@ static int plan_one(const plan_args *a, const char *device, char *json) {
     mo.plan_only = 1;
     mo.n_ctx = (int)a->n_ctx;
     mo.draft_model = a->draft;
-    octo_model *m = c ? octo_load_model(c, a->path, &mo) : NULL;
+    octo_model *m = c ? octo_load_model(c, a->model, &mo) : NULL;
     int rc = 0;
     if (!m) rc = fail("plan: %s", c ? octo_last_error(c) : "out of memory");
     else if (octo_model_plan_json(m, json, PLAN_JSON_CAP) >= PLAN_JSON_CAP) rc = fail("plan: the plan is too long");
@@ -90,28 +86,13 @@ static void reasons(const char *j) {
         if (flatjson_get_str(j, strlen(j), keys[k][1], v, sizeof v) && *v) printf("  %-12s %s\n", keys[k][0], v);
 }
 
-static int parse(int argc, char **argv, plan_args *a, const char **device, bool *json) {
-    for (int i = 0; i < argc; i++) {
-        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(o, "-m") && v) a->path = argv[++i];
-        else if (!strcmp(o, "--device") && v) *device = argv[++i];
-        else if (!strcmp(o, "--draft") && v) a->draft = argv[++i];
-        else if (!strcmp(o, "--cache-dir") && v) a->cache_dir = argv[++i];
-        else if (!strcmp(o, "--ctx") && v) {
-            if (!parse_long(argv[++i], 1, 1L << 24, &a->n_ctx)) return usage_error("--ctx takes a positive count");
-        } else if (!strcmp(o, "--json")) *json = true;
-        else return unknown_option("plan", o);
-    }
-    if (!a->path) return usage_error("plan needs -m MODEL");
-    return 0;
-}
-
 int cmd_plan(int argc, char **argv) {
-    plan_args a = {0};
-    const char *device = "host";
-    bool json = false;
-    int rc = parse(argc, argv, &a, &device, &json);
+    cli_args a = cli_defaults();
+    int rc = cli_parse(CMD_PLAN, argc, argv, &a);
     if (rc) return rc;
+    if (!a.model) return usage_error("plan needs -m MODEL");
+    const char *device = a.device ? a.device : "host";
+    const bool json = a.json;
     const bool all = !strcmp(device, "all");
     const int n = all ? N_DEVICES : 1;
     char(*out)[PLAN_JSON_CAP] = calloc((size_t)n, PLAN_JSON_CAP);

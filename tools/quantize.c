@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "options.h"
 #include "convert/quantize.h" /* internal: the conversion itself */
 #include "core/quant.h"       /* internal: type names for the progress lines */
 
@@ -22,27 +23,13 @@ static void show_progress(void *ctx, int index, int count, const char *name, uin
 }
 
 int cmd_quantize(int argc, char **argv) {
-    quantize_opts o = {.progress = show_progress};
-    const char *calib = NULL;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long n;
-        if (!strcmp(a, "-m") && v) o.input = argv[++i];
-        else if (!strcmp(a, "-o") && v) o.output = argv[++i];
-        else if (!strcmp(a, "--type") && v) o.type = argv[++i];
-        else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && v) {
-            if (!parse_long(v, 1, 1024, &n)) return usage_error("%s takes a whole number from 1 to 1024", a);
-            o.n_threads = (int)n;
-            i++;
-        } else if (!strcmp(a, "-f") && v) calib = argv[++i];
-        else if (!strcmp(a, "--calib-tokens") && v) {
-            if (!parse_long(v, 1, 1L << 24, &n)) return usage_error("--calib-tokens takes a positive count");
-            o.calib_tokens = (int)n;
-            i++;
-        } else if (!strcmp(a, "--types-from") && v) o.types_from = argv[++i];
-        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o.progress = NULL;
-        else return unknown_option("quantize", a);
-    }
+    cli_args a = cli_defaults();
+    const int bad = cli_parse(CMD_QUANTIZE, argc, argv, &a);
+    if (bad) return bad;
+    quantize_opts o = {.input = a.model, .output = a.out, .type = a.type, .n_threads = (int)a.threads,
+                       .calib_tokens = (int)a.calib_tokens, .types_from = a.types_from,
+                       .progress = a.quiet ? NULL : show_progress};
+    const char *calib = a.file;
     if (!o.input || !o.output || !o.type) return usage_error("quantize needs -m IN.gguf -o OUT.gguf --type T");
     if (quantize_type_of(o.type) < 0) {
         err_t err = {0};

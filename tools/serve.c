@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "options.h"
 #include "serve.h"
 
 /* ---- slots ---- */
@@ -156,53 +157,17 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MH
 
 /* ---- the command ---- */
 
-typedef struct {
-    const char *path, *host, *api_key, *api_key_file;
-    long port, parallel, n_ctx, max_body, max_prompt, max_queue, max_json_nodes, max_json_depth;
-    long max_connections, max_per_ip, idle_timeout_s;
-} serve_args;
-
-/* The numeric options: where each goes and its range. */
-static const struct {
-    const char *name;
-    size_t offset;
-    long lo, hi;
-} numeric[] = {
-    {"--port", offsetof(serve_args, port), 0, 65535},
-    {"--parallel", offsetof(serve_args, parallel), 1, OCTO_MAX_SESSIONS},
-    {"--ctx", offsetof(serve_args, n_ctx), 0, 1L << 30},
-    {"--max-body", offsetof(serve_args, max_body), 1, 1L << 30},
-    {"--max-prompt", offsetof(serve_args, max_prompt), 1, 1L << 30},
-    {"--max-queue", offsetof(serve_args, max_queue), 0, 1 << 16},
-    {"--max-json-nodes", offsetof(serve_args, max_json_nodes), 1, 1L << 24},
-    {"--max-json-depth", offsetof(serve_args, max_json_depth), 1, 1000}, /* cJSON's own limit */
-    {"--max-connections", offsetof(serve_args, max_connections), 1, 1 << 16},
-    {"--max-connections-per-ip", offsetof(serve_args, max_per_ip), 1, 1 << 16},
-    {"--idle-timeout", offsetof(serve_args, idle_timeout_s), 1, 86400},
-};
-
-static int parse_args(int argc, char **argv, serve_args *a) {
-    *a = (serve_args){.host = "127.0.0.1", .port = 8080, .parallel = 1, .max_body = 1 << 20, .max_prompt = 256 << 10,
-                      .max_queue = 16, .max_json_nodes = 1 << 16, .max_json_depth = 64, .max_connections = 256,
-                      .max_per_ip = 32, .idle_timeout_s = 10};
-    for (int i = 0; i < argc; i++) {
-        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int k = -1;
-        for (int j = 0; j < (int)(sizeof numeric / sizeof *numeric) && v; j++)
-            if (!strcmp(o, numeric[j].name)) k = j;
-        if (k >= 0) {
-            if (!parse_long(v, numeric[k].lo, numeric[k].hi, (long *)((char *)a + numeric[k].offset)))
-                return usage_error("%s takes a number from %ld to %ld", o, numeric[k].lo, numeric[k].hi);
-            i++;
-        } else if (!strcmp(o, "-m") && v) a->path = argv[++i];
-        else if (!strcmp(o, "--host") && v) a->host = argv[++i];
-        else if (!strcmp(o, "--api-key") && v) a->api_key = argv[++i];
-        else if (!strcmp(o, "--api-key-file") && v) a->api_key_file = argv[++i];
-        else if (o[0] != '-' && !a->path) a->path = o;
-        else return unknown_option("serve", o);
-    }
-    if (a->api_key && a->api_key_file) return usage_error("serve takes --api-key or --api-key-file, not both");
-    return a->path ? 0 : usage_error("serve needs a model: octo serve -m MODEL");
+/* serve's options (the table's rows for it, their values in a->serve): a model, one way to the key. */
+static int parse_args(int argc, char **argv, cli_args *a) {
+    *a = cli_defaults();
+    a->serve.host = "127.0.0.1", a->serve.port = 8080, a->serve.parallel = 1, a->serve.max_body = 1 << 20;
+    a->serve.max_prompt = 256 << 10, a->serve.max_queue = 16, a->serve.max_json_nodes = 1 << 16;
+    a->serve.max_json_depth = 64, a->serve.max_connections = 256, a->serve.max_per_ip = 32;
+    a->serve.idle_timeout_s = 10;
+    const int rc = cli_parse(CMD_SERVE, argc, argv, a);
+    if (rc) return rc;
+    if (a->serve.api_key && a->serve.api_key_file) return usage_error("serve takes --api-key or --api-key-file, not both");
+    return a->model ? 0 : usage_error("serve needs a model: octo serve -m MODEL");
 }
 
 /* A key is printable ASCII without spaces: what a client can send in a header whole. */
@@ -217,14 +182,14 @@ static int check_key(const char *key, size_t len, const char *from) {
 /* The API key: --api-key, else the first line of --api-key-file, else
  * $OCTO_API_KEY (the latter two keep it out of the process list); *owned:
  * what to free. */
-static int load_api_key(const serve_args *a, serve_limits *l, char **owned) {
+static int load_api_key(const cli_args *a, serve_limits *l, char **owned) {
     *owned = NULL;
-    const char *key = a->api_key, *from = "--api-key";
+    const char *key = a->serve.api_key, *from = "--api-key";
     size_t len = key ? strlen(key) : 0;
-    if (a->api_key_file) {
-        if (read_text_file(a->api_key_file, owned, &len)) return 1;
+    if (a->serve.api_key_file) {
+        if (read_text_file(a->serve.api_key_file, owned, &len)) return 1;
         key = *owned, from = "--api-key-file";
-        if (strlen(key) != len) return usage_error("serve: %s holds a NUL byte", a->api_key_file);
+        if (strlen(key) != len) return usage_error("serve: %s holds a NUL byte", a->serve.api_key_file);
         while (len && (key[len - 1] == '\n' || key[len - 1] == '\r')) len--;
     } else if (!key && getenv("OCTO_API_KEY")) {
         key = getenv("OCTO_API_KEY"), from = "OCTO_API_KEY";
@@ -236,12 +201,12 @@ static int load_api_key(const serve_args *a, serve_limits *l, char **owned) {
 }
 
 /* The model with --parallel slots: its own conversation and parallel - 1 sessions. */
-static int open_slots(server *s, const serve_args *a, octo_client *c) {
+static int open_slots(server *s, const cli_args *a, octo_client *c) {
     octo_model_options mo = octo_model_options_defaults();
     mo.n_ctx = (int)a->n_ctx;
-    mo.max_sessions = (int)a->parallel;
-    if (!(s->m = octo_load_model(c, a->path, &mo))) return fail("%s", octo_last_error(c));
-    s->n = (int)a->parallel;
+    mo.max_sessions = (int)a->serve.parallel;
+    if (!(s->m = octo_load_model(c, a->model, &mo))) return fail("%s", octo_last_error(c));
+    s->n = (int)a->serve.parallel;
     s->sessions = calloc((size_t)s->n, sizeof *s->sessions);
     s->busy = calloc((size_t)s->n, sizeof *s->busy);
     s->live = calloc((size_t)s->n, sizeof *s->live);
@@ -262,27 +227,27 @@ static void close_slots(server *s) {
 /* A thread per connection (poll, so descriptors past 1024 work), at most
  * --max-connections of them and --max-connections-per-ip from one address,
  * each closed after --idle-timeout seconds without traffic. */
-static struct MHD_Daemon *start_daemon(server *s, const serve_args *a) {
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)a->port)};
-    if (inet_pton(AF_INET, a->host, &addr.sin_addr) != 1) {
-        fail("serve: --host %s is not an IPv4 address", a->host);
+static struct MHD_Daemon *start_daemon(server *s, const cli_args *a) {
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)a->serve.port)};
+    if (inet_pton(AF_INET, a->serve.host, &addr.sin_addr) != 1) {
+        fail("serve: --host %s is not an IPv4 address", a->serve.host);
         return NULL;
     }
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL, on_request, s,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_done, s,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)a->idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)a->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)a->max_per_ip, MHD_OPTION_END);
-    if (!d) fail("serve: cannot listen on %s:%ld (in use, or not allowed)", a->host, a->port);
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)a->serve.idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)a->serve.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)a->serve.max_per_ip, MHD_OPTION_END);
+    if (!d) fail("serve: cannot listen on %s:%ld (in use, or not allowed)", a->serve.host, a->serve.port);
     return d;
 }
 
-static void init_server(server *s, const serve_args *a) {
-    *s = (server){.max_queue = (int)a->max_queue, .idle_timeout_s = (unsigned)a->idle_timeout_s};
-    s->lim = (serve_limits){.max_body = (size_t)a->max_body, .max_prompt = (size_t)a->max_prompt,
-                            .max_json_nodes = a->max_json_nodes, .max_json_depth = a->max_json_depth};
-    const char *base = strrchr(a->path, '/');
-    s->model_name = base ? base + 1 : a->path;
+static void init_server(server *s, const cli_args *a) {
+    *s = (server){.max_queue = (int)a->serve.max_queue, .idle_timeout_s = (unsigned)a->serve.idle_timeout_s};
+    s->lim = (serve_limits){.max_body = (size_t)a->serve.max_body, .max_prompt = (size_t)a->serve.max_prompt,
+                            .max_json_nodes = a->serve.max_json_nodes, .max_json_depth = a->serve.max_json_depth};
+    const char *base = strrchr(a->model, '/');
+    s->model_name = base ? base + 1 : a->model;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->parse_mu, NULL);
     pthread_cond_init(&s->freed, NULL);
@@ -299,7 +264,7 @@ static void serve_until_signal(server *s, struct MHD_Daemon *d, const sigset_t *
 }
 
 int cmd_serve(int argc, char **argv) {
-    serve_args a;
+    cli_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc;
     server s;
@@ -319,8 +284,8 @@ int cmd_serve(int argc, char **argv) {
     struct MHD_Daemon *d = rc ? NULL : start_daemon(&s, &a);
     if (!rc && d) {
         const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-        fprintf(stderr, "octo serve: %s on http://%s:%u (%ld parallel, OpenAI API under /v1)\n", s.model_name, a.host,
-                info ? info->port : (unsigned)a.port, a.parallel);
+        fprintf(stderr, "octo serve: %s on http://%s:%u (%ld parallel, OpenAI API under /v1)\n", s.model_name, a.serve.host,
+                info ? info->port : (unsigned)a.serve.port, a.serve.parallel);
         serve_until_signal(&s, d, &stop);
     } else if (!rc) rc = 1;
     close_slots(&s);

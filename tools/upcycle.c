@@ -6,12 +6,11 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <errno.h>
 #include <math.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "options.h"
 #include "convert/upcycle.h" /* internal: the conversion itself */
 #include "core/quant.h"      /* internal: type names for the report */
 
@@ -57,61 +56,27 @@ static void print_report(const upcycle_opts *o, const upcycle_report *r) {
     }
 }
 
-static int parse_name(const char *flag, const char *v, int (*from)(const char *), int *dst, const char *names) {
-    const int k = from(v);
-    if (k < 0) return usage_error("%s takes one of %s, not '%s'", flag, names, v);
-    *dst = k;
-    return 0;
-}
-
-static int parse_args(int argc, char **argv, upcycle_opts *o, const char **text_path) {
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long n;
-        int k = 0, rc = 0;
-        if (!v) return usage_error("upcycle: %s needs a value", a);
-        i++;
-        if (!strcmp(a, "-m")) o->input = v;
-        else if (!strcmp(a, "-o")) o->output = v;
-        else if (!strcmp(a, "-f")) *text_path = v;
-        else if (!strcmp(a, "--experts") || !strcmp(a, "--experts-used") || !strcmp(a, "--tokens") ||
-                 !strcmp(a, "--heldout") || !strcmp(a, "--threads") || !strcmp(a, "--shared")) {
-            const long lo = !strcmp(a, "--threads") || !strcmp(a, "--shared") ? 0 : 1;
-            if (!parse_long(v, lo, 1 << 24, &n)) return usage_error("%s takes a whole number from %ld to %d", a, lo, 1 << 24);
-            int *dst = !strcmp(a, "--experts") ? &o->n_expert
-                       : !strcmp(a, "--experts-used") ? &o->n_expert_used
-                       : !strcmp(a, "--tokens") ? &o->calib_tokens
-                       : !strcmp(a, "--heldout") ? &o->heldout_tokens
-                       : !strcmp(a, "--shared")  ? &o->n_shared : &o->n_threads;
-            *dst = (int)n;
-        } else if (!strcmp(a, "--split")) {
-            if ((rc = parse_name(a, v, upcycle_split_from_name, &k, "cluster random contiguous"))) return rc;
-            o->split = (upcycle_split)k;
-        } else if (!strcmp(a, "--router")) {
-            if ((rc = parse_name(a, v, upcycle_router_from_name, &k, "fit uniform"))) return rc;
-            o->router = (upcycle_router)k;
-        } else if (!strcmp(a, "--combine")) {
-            if ((rc = parse_name(a, v, upcycle_combine_from_name, &k, "sum weighted"))) return rc;
-            o->combine = (upcycle_combine)k;
-        } else if (!strcmp(a, "--seed")) {
-            char *end;
-            errno = 0;
-            o->seed = strtoull(v, &end, 10);
-            if (errno || end == v || *end || *v == '-') return usage_error("--seed takes a whole number");
-        } else return unknown_option("upcycle", a);
-    }
-    if (!o->input || !o->output) return usage_error("upcycle needs -m DENSE.gguf and -o MOE.gguf");
-    if (!o->n_expert) return usage_error("upcycle needs --experts E and --experts-used K");
+/* The options into a (upcycle's own in a->upcycle); 0 or a usage error's exit code. */
+static int parse_args(int argc, char **argv, cli_args *a) {
+    *a = cli_defaults();
+    a->upcycle = upcycle_defaults();
+    a->upcycle.n_expert = a->upcycle.n_expert_used = 0;
+    const int rc = cli_parse(CMD_UPCYCLE, argc, argv, a);
+    if (rc) return rc;
+    if (!a->model || !a->out) return usage_error("upcycle needs -m DENSE.gguf and -o MOE.gguf");
+    if (!a->upcycle.n_expert) return usage_error("upcycle needs --experts E and --experts-used K");
+    if (!a->upcycle.n_expert_used) return usage_error("upcycle needs --experts-used K");
+    a->upcycle.input = a->model;
+    a->upcycle.output = a->out;
     return 0;
 }
 
 int cmd_upcycle(int argc, char **argv) {
-    upcycle_opts o = upcycle_defaults();
-    o.n_expert = o.n_expert_used = 0;
-    const char *text_path = NULL;
-    int rc = parse_args(argc, argv, &o, &text_path);
+    cli_args a;
+    int rc = parse_args(argc, argv, &a);
     if (rc) return rc;
-    if (!o.n_expert_used) return usage_error("upcycle needs --experts-used K");
+    upcycle_opts o = a.upcycle;
+    const char *text_path = a.file;
     char *text = NULL;
     size_t len = 0;
     if (text_path && read_text_file(text_path, &text, &len)) return 1;
