@@ -10,7 +10,8 @@
  * MIN_GAP_NS after the last (at once, mostly; a burst of vmpressure events
  * costs one reading a gap, not one each). Idle, the thread wakes only for
  * the poll. The kernel's files are kept open and read again with pread
- * (platform/memtree.h: half the cost of opening them each poll).
+ * (platform/memtree.h: half the cost of opening them each poll). The
+ * thread blocks every signal, so none of the process's handlers runs on it.
  */
 #define _GNU_SOURCE /* eventfd */
 #include "platform/memwatch.h"
@@ -21,6 +22,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -248,7 +250,11 @@ static err_code setup(plat_mem_watch *w, const plat_mem_watch_config *cfg, err_t
     if (!(cfg && cfg->poll_only) && w->cg.version == 1) arm_vmpressure(w);
     w->wake_fd = eventfd(0, EFD_CLOEXEC);
     if (w->wake_fd < 0) return err_set(err, ERR_IO, "memory watcher: eventfd: %s", strerror(errno));
+    sigset_t all, old; /* the thread takes no signal: the process's handlers run on the app's threads */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     const int rc = pthread_create(&w->thread, NULL, watch_main, w);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) return err_set(err, ERR_IO, "memory watcher: pthread_create: %s", strerror(rc));
     w->running = true;
     return ERR_OK;
