@@ -21,6 +21,7 @@
 #include "core/membw.h"
 #include "core/quant.h"
 #include "platform/mem.h"
+#include "platform/memwatch.h"
 #include "model/chat_template.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
@@ -93,6 +94,8 @@ struct octo_model {
     plan_device dev;         /* what the plan was made for */
     adapt_state adapt;       /* memory given back and taken again (runtime/adapt.h), under lock */
     char watch_source[128];  /* the memory watcher's signals, or off and why */
+    plat_mem_watch *watch;   /* NULL: not watching (options.memory_watch -1, a plan-only load) */
+    atomic_int watch_seen;   /* the watcher's last level, for the stream to apply between tokens */
 };
 
 struct octo_stream {
@@ -285,6 +288,8 @@ static octo_model *model_new(octo_client *c, const octo_model_options *opts, err
     return om;
 }
 
+static void watch_memory(octo_model *om);
+
 static void warn_client(void *client, const char *msg) { client_log(client, OCTO_LOG_WARN, msg); }
 
 /* A session's caches freed (its model is going); a stream left on it only reports an error. */
@@ -324,11 +329,13 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
     om->main.s = om->b->s;
     om->main.draft_s = om->b->draft_s;
     snprintf(om->warning, sizeof om->warning, "%s", om->b->warning);
+    if (!om->opts.vocab_only) watch_memory(om);
     return om;
 }
 
 void octo_model_free(octo_model *om) {
     if (!om) return;
+    plat_mem_watch_stop(om->watch); /* first: its thread takes the lock and reads the sessions */
     if (om->main.stream) om->main.stream->om = NULL; /* a stream outliving its model only reports an error */
     for (int i = 0; om->extra && i < om->opts.max_sessions - 1; i++)
         if (om->extra[i]) session_detach(om->extra[i]); /* sessions left open: their caches go with the model */
@@ -342,7 +349,10 @@ void octo_model_free(octo_model *om) {
 /* ---- memory pressure: the api gathers what runtime/adapt.h acts on ---- */
 
 /* What the process could still get, reclaimable file pages counted. */
-static uint64_t mem_room(void) { return plat_mem_available(); }
+static uint64_t mem_room(void) {
+    const uint64_t h = plat_mem_cgroup_headroom();
+    return h == UINT64_MAX ? plat_mem_available() : h;
+}
 
 static double now_s(void) {
     struct timespec t;
@@ -386,6 +396,40 @@ static void adapt_now(octo_model *om, int level, bool from_app) {
     t.n = open_sessions(om, s, &t.idle);
     if (from_app) adapt_app(&om->adapt, &t, level, now_s());
     else adapt_watch(&om->adapt, &t, level, now_s());
+}
+
+/* Under om->lock: the watcher's last level, when adapt would act on it
+ * (cheap: no system call unless it acts). */
+static void adapt_poll(octo_model *om) {
+    if (!om->watch) return;
+    const int seen = atomic_load(&om->watch_seen);
+    if (adapt_watch_acts(&om->adapt, seen, now_s())) adapt_now(om, seen, false);
+}
+
+/* The watcher's thread: applied now when no token is being made, else by
+ * the stream between its tokens (octo_stream_next). */
+static void on_memory(void *user, plat_mem_level level, const plat_mem_reading *r) {
+    (void)r;
+    octo_model *om = user;
+    atomic_store(&om->watch_seen, (int)level);
+    if (pthread_mutex_trylock(&om->lock) != 0) return;
+    adapt_poll(om);
+    pthread_mutex_unlock(&om->lock);
+}
+
+static void watch_memory(octo_model *om) {
+    if (om->opts.memory_watch < 0 || om->b->plan_only) {
+        snprintf(om->watch_source, sizeof om->watch_source, "off: %s",
+                 om->b->plan_only ? "loaded to plan only" : "memory_watch -1 (octo_model_trim still works)");
+        return;
+    }
+    err_t e = {0};
+    if (plat_mem_watch_start(NULL, on_memory, om, &om->watch, &e)) {
+        snprintf(om->watch_source, sizeof om->watch_source, "off: %.120s", e.msg);
+        client_log(om->client, OCTO_LOG_WARN, om->watch_source);
+        return;
+    }
+    snprintf(om->watch_source, sizeof om->watch_source, "%s", plat_mem_watch_source(om->watch));
 }
 
 octo_status octo_model_trim(octo_model *om, octo_trim_level level) {
@@ -832,6 +876,7 @@ int octo_chat_fit(octo_model *om, const octo_message *msgs, int n, int reserve_t
 const char *octo_stream_next(octo_stream *st) {
     if (!st || !st->om) return NULL;
     pthread_mutex_lock(&st->om->lock); /* octo_model_stats reads between tokens */
+    adapt_poll(st->om);                /* memory pressure is answered between tokens */
     const char *piece = gen_next(st->g);
     pthread_mutex_unlock(&st->om->lock);
     return piece;

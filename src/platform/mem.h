@@ -8,7 +8,7 @@
  * where the kernel has it, MemAvailable from meminfo, the memory cgroup's limit and usage,
  * and pressure from PSI. The POSIX fallback (platform/posix/posix.c) knows
  * the peak RSS alone (getrusage; RSS, exact RSS and PSS 0), free memory from sysconf where it has _SC_AVPHYS_PAGES, no
- * cgroup limit, and no pressure. A value the system does not provide reads
+ * cgroup limit (room and headroom UINT64_MAX), and no pressure. A value the system does not provide reads
  * as 0 (or "unknown" where 0 is a reading).
  */
 #ifndef OCTO_PLATFORM_MEM_H
@@ -43,6 +43,15 @@ uint64_t plat_mem_available(void);
  * memory.limit_in_bytes / memory.usage_in_bytes), of the tightest;
  * UINT64_MAX when no limit applies or none can be known. */
 uint64_t plat_mem_cgroup_room(void);
+
+/* What the same cgroups would leave once the kernel dropped their page
+ * cache: limit less what cannot be reclaimed, usage less the file pages on
+ * the LRU lists (v1 memory.stat total_active_file + total_inactive_file,
+ * v2 active_file + inactive_file), of the tightest; UINT64_MAX when no
+ * limit applies or none can be known. A cgroup filled by the page cache of
+ * a mapped model has no room but all this headroom: it is what a budget
+ * may count on (platform/memwatch.h says how pressed it is). */
+uint64_t plat_mem_cgroup_headroom(void);
 
 /* Memory pressure: the share of the last 10 s in which some task (some)
  * or every task (full) waited for memory, in percent. known false: the

@@ -1,9 +1,10 @@
 /*
  * platform — the room that asks the operating system, one header per
  * concern, so that a port (Android's bionic, iOS and macOS) and the memory
- * and thermal watchers to come have one place to look:
+ * watcher (and the thermal one to come) have one place to look:
  *
  *   platform/mem.h      memory: usage, available, the cgroup limit, pressure
+ *   platform/memwatch.h memory pressure as levels, and a thread that watches for it
  *   platform/cpu.h      cores: online, allowed, capacities; pinning (plat_cpuset);
  *                       the CPU features the system tells or grants
  *   platform/storage.h  the kind of storage under a directory

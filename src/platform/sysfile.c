@@ -20,13 +20,16 @@ bool sysfile_text(const char *path, char *buf, size_t n) {
     return true;
 }
 
-bool sysfile_u64(const char *path, uint64_t *out) {
-    char buf[64];
-    if (!sysfile_text(path, buf, sizeof buf)) return false;
-    const char *p = buf + strspn(buf, " \t");
+bool sysfile_u64_text(const char *text, uint64_t *out) {
+    const char *p = text + strspn(text, " \t");
     if (*p < '0' || *p > '9') return false;
     *out = strtoull(p, NULL, 10);
     return true;
+}
+
+bool sysfile_u64(const char *path, uint64_t *out) {
+    char buf[64];
+    return sysfile_text(path, buf, sizeof buf) && sysfile_u64_text(buf, out);
 }
 
 uint64_t sysfile_keyed(const char *path, const char *key) {
@@ -42,6 +45,19 @@ uint64_t sysfile_keyed(const char *path, const char *key) {
         }
     fclose(f);
     return v;
+}
+
+bool sysfile_value(const char *text, const char *key, uint64_t *out) {
+    const size_t n = strlen(key);
+    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (strncmp(line, key, n) || (line[n] != ':' && line[n] != ' ' && line[n] != '\t')) continue;
+        const char *p = line + n + 1;
+        p += strspn(p, " \t");
+        if (*p < '0' || *p > '9') return false;
+        *out = strtoull(p, NULL, 10);
+        return true;
+    }
+    return false;
 }
 
 double sysfile_avg10(const char *text, const char *kind) {

@@ -17,6 +17,8 @@
  * skipped) into *out; false when the file is missing or starts otherwise
  * (cgroup v2's "max", say). */
 bool sysfile_u64(const char *path, uint64_t *out);
+/* The same from a file's text already read. */
+bool sysfile_u64_text(const char *text, uint64_t *out);
 
 /* The whole of a small file (up to n - 1 bytes) into buf, NUL-terminated;
  * false when it cannot be read or is empty. */
@@ -25,6 +27,11 @@ bool sysfile_text(const char *path, char *buf, size_t n);
 /* The number after "key:" on a line of the file ("VmRSS:  123 kB" gives
  * 123); 0 when no line has it. */
 uint64_t sysfile_keyed(const char *path, const char *key);
+
+/* The number on the line of text that starts with key followed by ':' or
+ * a blank (meminfo's "MemTotal:  123 kB", a cgroup's memory.stat
+ * "total_rss 4096") into *out; false when no line has it. */
+bool sysfile_value(const char *text, const char *key, uint64_t *out);
 
 /* The number after "avg10=" on the line of text (a pressure file: "some
  * avg10=0.12 avg60=..." then "full ...") that starts with kind; -1 when

@@ -13,11 +13,13 @@
  * kernels that need nothing of the system), storage unknown, the advice POSIX
  * names (MERGE dropped), neither unnamed files nor direct I/O (the callers
  * fall back to a named file and the page cache), and folders read with
- * readdir (not async-signal-safe: platform/file.h).
+ * readdir (not async-signal-safe: platform/file.h), and a memory watcher
+ * that starts "off" and never calls back (platform/memwatch.h).
  */
 #include "platform/cpu.h"
 #include "platform/file.h"
 #include "platform/mem.h"
+#include "platform/memwatch.h"
 #include "platform/platform.h"
 #include "platform/storage.h"
 #include "platform/thermal.h"
@@ -25,6 +27,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -46,6 +49,7 @@ plat_mem_usage plat_mem_read_rss(void) {
 plat_mem_usage plat_mem_read(void) { return plat_mem_read_rss(); }
 uint64_t plat_mem_rss_exact(void) { return 0; }
 uint64_t plat_mem_cgroup_room(void) { return UINT64_MAX; }
+uint64_t plat_mem_cgroup_headroom(void) { return UINT64_MAX; }
 plat_pressure plat_mem_pressure(void) { return (plat_pressure){.known = false}; }
 
 uint64_t plat_mem_available(void) {
@@ -55,6 +59,27 @@ uint64_t plat_mem_available(void) {
 #endif
     return 0;
 }
+
+/* ---- memory pressure: no signal. The watcher starts (ERR_OK), so the
+ * runtime runs on unwatched, and says why in its source. */
+
+struct plat_mem_watch {
+    int unused;
+};
+
+err_code plat_mem_watch_start(const plat_mem_watch_config *cfg, plat_mem_watch_fn cb, void *user,
+                              plat_mem_watch **out, err_t *err) {
+    (void)cfg, (void)user;
+    if (!cb || !out) return err_set(err, ERR_INVALID_ARG, "memory watcher: no callback or no place for it");
+    *out = calloc(1, sizeof **out);
+    return *out ? ERR_OK : err_set(err, ERR_NOMEM, "memory watcher: out of memory");
+}
+
+void plat_mem_watch_stop(plat_mem_watch *w) { free(w); }
+const char *plat_mem_watch_source(const plat_mem_watch *w) {
+    return (void)w, "off: this build has no memory pressure signal";
+}
+plat_mem_level plat_mem_watch_level(const plat_mem_watch *w) { return (void)w, PLAT_MEM_OK; }
 
 /* ---- cores */
 
