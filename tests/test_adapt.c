@@ -25,6 +25,7 @@
 #include "core/quant.h"
 #include "model/synth.h"
 #include "octo.h"
+#include "platform/platform.h"
 #include "runtime/plan.h"
 #include "t.h"
 #include "util.h"
@@ -92,6 +93,15 @@ static void test_weights(octo_client *c, const char *path) {
     const octo_stats s1 = octo_model_stats(m);
     T_EQ_INT(s1.mem_level, 1);
     T_EQ_INT(s1.mem_trims, 1);
+    if (strcmp(plat_name(), "linux")) { /* the POSIX fallback cannot revert pages to the file (plat_mem_revert) */
+        printf("weights: %s cannot give packed pages back to the file: they stay packed\n", plat_name());
+        T_CHECK(s1.weights_packed_bytes == s0.weights_packed_bytes && s1.mem_released_weights_bytes == 0);
+        logits_of(m, trimmed);
+        T_CHECK(!memcmp(packed, trimmed, sizeof(float) * (size_t)nv));
+        free(packed);
+        octo_model_free(m);
+        return;
+    }
     T_CHECK(s1.weights_packed_bytes == 0);
     T_CHECKF(s1.mem_released_weights_bytes == s0.weights_packed_bytes, "released %llu of %llu",
              (unsigned long long)s1.mem_released_weights_bytes, (unsigned long long)s0.weights_packed_bytes);
