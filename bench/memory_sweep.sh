@@ -2,11 +2,14 @@
 # memory_sweep.sh OCTO MODEL [LLAMA_CLI] — octo (zero-config) and, when given, llama.cpp's llama-cli on the
 # same GGUF file under memory caps from 300 to 1400 MiB in 100 MiB steps, the file's page cache dropped before
 # each run (../shared/tools/capped.sh: a fresh memory cgroup per run). The two alternate at each cap. Prints
-# one row per cap: each one's exit code (137: killed by the kernel; 1: refused), decode tokens/s and peak MiB.
-# docs/adaptation.md has the figures and the command. Needs root (cgroups). N tokens: SWEEP_N (default 64).
+# one row per cap: each one's exit code (137: killed by the kernel; 1: refused; the worst of the reps), decode
+# tokens/s (the median of SWEEP_REPS runs, default 1, octo and llama-cli alternated) and peak MiB (the highest).
+# docs/adaptation.md has the figures and the command. Needs root (cgroups). N tokens: SWEEP_N (default 64);
+# other caps: SWEEP_CAPS="600 700".
 set -u
 octo=$1 model=$2 llama=${3:-}
 n=${SWEEP_N:-64}
+reps=${SWEEP_REPS:-1}
 capped=$(dirname "$0")/../../shared/tools/capped.sh
 [ -x "$capped" ] || capped=/work/shared/tools/capped.sh
 prompt="Once upon a time"
@@ -31,12 +34,20 @@ llama_run() {
     echo "${rc:-?} ${tps:--} ${peak:-?}"
 }
 
+median() { tr ' ' '\n' | grep -v '^-*$' | sort -g | awk '{v[NR]=$1} END {if (!NR) print "-"; else if (NR%2) print v[(NR+1)/2]; else printf "%.2f\n", (v[NR/2]+v[NR/2+1])/2}'; }
+worst() { tr ' ' '\n' | grep -v '^$' | sort -n | tail -1; }  # an rc other than 0 in any rep shows
+
 printf '%-8s %-6s %-10s %-9s %-6s %-10s %-9s\n' cap_mib octo_rc octo_tok/s octo_peak llama_rc llama_tok/s llama_peak
-cap=300
-while [ $cap -le 1400 ]; do
-    set -- $(octo_run $cap)
-    o_rc=$1 o_tps=$2 o_peak=$3
-    if [ -n "$llama" ]; then set -- $(llama_run $cap); else set -- - - -; fi
-    printf '%-8s %-6s %-10s %-9s %-6s %-10s %-9s\n' "$cap" "$o_rc" "$o_tps" "$o_peak" "$1" "$2" "$3"
-    cap=$((cap + 100))
+for cap in ${SWEEP_CAPS:-300 400 500 600 700 800 900 1000 1100 1200 1300 1400}; do
+    o_rc= o_tps= o_peak= l_rc= l_tps= l_peak=
+    r=0
+    while [ $r -lt "$reps" ]; do
+        set -- $(octo_run $cap)
+        o_rc="$o_rc $1" o_tps="$o_tps $2" o_peak="$o_peak $3"
+        if [ -n "$llama" ]; then set -- $(llama_run $cap); else set -- - - -; fi
+        l_rc="$l_rc $1" l_tps="$l_tps $2" l_peak="$l_peak $3"
+        r=$((r + 1))
+    done
+    printf '%-8s %-6s %-10s %-9s %-6s %-10s %-9s\n' "$cap" "$(echo $o_rc | worst)" "$(echo $o_tps | median)" \
+        "$(echo $o_peak | worst)" "$(echo $l_rc | worst)" "$(echo $l_tps | median)" "$(echo $l_peak | worst)"
 done

@@ -130,6 +130,7 @@ expect 0 0 "$octo" run -m "$tmp/m.gguf" -p "ab" -n 5 --seed 1
 expect 0 0 "$octo" run -m "$tmp/m.gguf" -p "ab" -n 6 --ids --temp 0
 [ "$(wc -w <"$tmp/out")" -eq 6 ] && ok || bad "--ids printed $(wc -w <"$tmp/out") ids, want 6"
 "$octo" run -m "$tmp/m.gguf" -p "ab" -n 3 --stats 2>&1 >/dev/null | grep -q "^generation .*tokens/s" && ok || bad "--stats table"
+"$octo" run -m "$tmp/m.gguf" -p "ab" -n 3 --stats 2>&1 >/dev/null | grep -q "^pressure     level none, 0 trims, 0 regrows; weights " && ok || bad "--stats table: the pressure line"
 expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "" -n 3
 grep -q "empty" "$tmp/err" && ok || bad "empty prompt message"
 expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --temp -1

@@ -182,6 +182,11 @@ static void test_levels(octo_client *c, const char *path) {
     T_CHECK(s3.kv_bytes < s2.kv_bytes && s3.kv_bytes <= s3.kv_budget_bytes);
     T_CHECK(s3.mem_released_kv_bytes == s2.kv_bytes - s3.kv_bytes);
     T_CHECK(s3.kv_tokens_evicted > 0);
+    /* colder tiers came first: no warm entry is left, the old ones are cold */
+    printf("CRITICAL: warm %llu -> %llu bytes, cold %llu -> %llu bytes, %lld entries kept\n",
+           (unsigned long long)s2.kv_bytes_warm, (unsigned long long)s3.kv_bytes_warm,
+           (unsigned long long)s2.kv_bytes_cold, (unsigned long long)s3.kv_bytes_cold, (long long)s3.kv_tokens_retained);
+    T_CHECK(s2.kv_bytes_warm > 0 && s3.kv_bytes_warm == 0 && s3.kv_bytes_cold > 0);
     int32_t next = 5;
     T_EQ_INT(octo_eval(m, &next, 1, a, OCTO_LOGITS_LAST), OCTO_OK);
     T_EQ_INT(octo_eval(ref, &next, 1, b, OCTO_LOGITS_LAST), OCTO_OK);

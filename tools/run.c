@@ -41,6 +41,19 @@ static void print_stats_json(const octo_stats *s) {
     fputs("}\n", stderr);
 }
 
+/* Memory pressure (docs/adaptation.md): one line always (the watcher's
+ * state), a second only once memory was given back. */
+static void print_pressure(const octo_stats *s) {
+    static const char *const level[] = {"none", "low", "moderate", "critical"};
+    const int l = s->mem_level >= 0 && s->mem_level <= 3 ? s->mem_level : 0;
+    fprintf(stderr, "pressure     level %s, %d trims, %d regrows; weights %.1f MiB packed; %s\n", level[l], s->mem_trims,
+            s->mem_regrows, mib(s->weights_packed_bytes), s->mem_watch);
+    if (s->mem_trims)
+        fprintf(stderr, "pressure     given back: weights %.1f MiB, draft %.1f MiB, experts %.1f MiB, KV %.1f MiB; %s\n",
+                mib(s->mem_released_weights_bytes), mib(s->mem_released_draft_bytes),
+                mib(s->mem_released_experts_bytes), mib(s->mem_released_kv_bytes), s->mem_note);
+}
+
 void print_stats(const octo_stats *s) {
     fprintf(stderr, "prompt       %6d tokens (%d evaluated) in %8.1f ms  %9.1f tokens/s\n", s->prompt_tokens,
             s->prefill_tokens, s->prefill_ms, s->prefill_tokens_per_s);
@@ -107,6 +120,7 @@ void print_stats(const octo_stats *s) {
                 100.0 * s->kv_spill_hit_rate, s->kv_spill_read_us, s->kv_spill_note[0] ? "; " : "", s->kv_spill_note);
     fprintf(stderr, "memory       %.1f MiB resident (PSS %.1f MiB), %.1f MiB peak\n", mib(s->rss_bytes),
             mib(octo_memory_usage().pss_bytes), mib(s->peak_rss_bytes));
+    print_pressure(s);
     if (s->warning[0]) fprintf(stderr, "warning      %s\n", s->warning);
 }
 

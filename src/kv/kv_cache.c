@@ -71,6 +71,7 @@ err_code kv_cache_new(kv_shape shape, const kv_config *cfg, kv_cache **out, err_
     if (!c) return err_set(err, ERR_NOMEM, "out of memory");
     c->cfg = k;
     c->floor = floor;
+    c->planned_warm = k.warm_tokens;
     c->policy = pol;
     c->n_layer = shape.n_layer;
     c->k_dim = k_dim;
@@ -331,6 +332,11 @@ uint64_t kv_cache_set_budget(kv_cache *c, uint64_t bytes, err_t *err) {
     c->cfg.budget_bytes = bytes;
     if (smaller && !c->held && c->commit_pos > 0) apply_budget(c, err); /* a spill that failed: err says why */
     return c->cfg.budget_bytes;
+}
+
+err_code kv_cache_set_cold(kv_cache *c, bool cold, err_t *err) {
+    c->cfg.warm_tokens = cold ? c->cfg.hot_tokens : c->planned_warm;
+    return cold && !c->held && c->commit_pos > 0 ? apply_budget(c, err) : ERR_OK;
 }
 
 /* ---------------------------------------------------------------- rollback */

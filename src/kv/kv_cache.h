@@ -212,6 +212,11 @@ const kv_config *kv_cache_config(const kv_cache *c);
  * a larger one lets the cache keep more from the next commit. Returns the
  * budget in force; a policy that never evicts keeps none (returns 0). */
 uint64_t kv_cache_set_budget(kv_cache *c, uint64_t bytes, err_t *err);
+/* Memory pressure's first KV step (runtime/adapt.h), lossy but evicting
+ * nothing: cold, every committed entry older than the hot window goes to
+ * the cold tier now (no warm tier); not cold, entries age as configured
+ * again (what went cold stays cold). */
+err_code kv_cache_set_cold(kv_cache *c, bool cold, err_t *err);
 /* The spill file's descriptor, -1 without one (tests damage the file). */
 int kv_cache_spill_fd(const kv_cache *c);
 

@@ -73,6 +73,7 @@ struct kv_cache {
     bool prefill_observed; /* SnapKV has voted */
     bool held;             /* kv_cache_hold: commits apply no budget, nothing is observed */
     uint64_t floor;        /* kv_budget_floor of its shape and config: the least budget it keeps */
+    int planned_warm;      /* cfg.warm_tokens as made: kv_cache_set_cold puts it back */
     int64_t evicted, requantized, windowed;
     float *f32;            /* scratch: one block of rows as F32 */
     spill_store *spill;    /* NULL: no spill */

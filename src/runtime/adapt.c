@@ -65,14 +65,17 @@ static void take_weights(adapt_state *a, const adapt_target *t) {
 }
 
 /* Steps 2 and 3 set the sessions' live budgets (session.h) and apply
- * them: the KV caches to their cap first, then the experts to half of what
+ * them: the KV caches to their cap first (at critical: every entry out of
+ * the hot window to the cold tier, then the floor), then the experts to half of what
  * they hold (moderate) or a token's (critical), the shared bytes being
  * what the KV cache holds, room for a token's entries, and that. */
 static void set_budgets(const adapt_target *t, int level) {
     const plan *p = &t->b->plan;
     for (int i = 0; i < t->n; i++) {
         session *s = t->s[i];
-        s->kv_cap = level >= 3 ? 1 : 0; /* 1: the cache's floor */
+        err_t e = {0}; /* a spill that failed degrades to eviction; the stats say so */
+        kv_cache_set_cold(s->kv, level >= 3, &e); /* colder tiers first: nothing evicted yet */
+        s->kv_cap = level >= 3 ? 1 : 0;           /* then the cache's floor: spill where it may, then evict */
         s->readahead_paused = level >= 2;
         if (s->experts) s->shared_bytes = p->moe_shared;
         if (s->experts && !p->moe_shared && s->experts->set_budget) /* back to the plan's unshared cache */
@@ -155,7 +158,7 @@ void adapt_describe(const bundle *b, int level, char *buf, size_t n) {
         len += (size_t)snprintf(buf + len, n - len, experts ? "; expert cache %.0f -> %.0f MiB, no read-ahead" : "; no experts",
                                 experts * mib, experts / 2 * mib);
     if (level >= 3 && len < n)
-        snprintf(buf + len, n - len, "; KV cache %s -> %.1f MiB (evicts: output can change)",
-                 kv ? "budget" : "unbounded", floor * mib);
+        snprintf(buf + len, n - len, "; KV entries out of the hot window to the cold tier, then the %s -> %.1f MiB (evicts: output can change)",
+                 kv ? "budget" : "unbounded cache", floor * mib);
 }
 

@@ -9,8 +9,10 @@
  *   moderate   Android RUNNING_LOW                       + the expert cache to half its shared       yes
  *                                                        bytes (at least a token's experts), no
  *                                                        read-ahead
- *   critical   Android RUNNING_CRITICAL, COMPLETE;       + every KV cache to its floor (anchors      no: evicts
- *              iOS's memory warning                      and recent window); experts to a token's
+ *   critical   Android RUNNING_CRITICAL, COMPLETE;       + every KV cache: entries out of the hot    no: colder,
+ *              iOS's memory warning                      window to the cold tier, then its floor     then evicts
+ *                                                        (anchors and recent window; spilling first
+ *                                                        where the plan spills); experts to a token's
  *   none       memory is back                            each step undone, last first; the weights
  *                                                        packed again only when the memory that can
  *                                                        still be had holds them with a margin
