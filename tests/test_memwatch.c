@@ -244,6 +244,7 @@ static void test_reader_v1(void) {
     T_EQ_INT(r.cgroup_version, 1);
     T_CHECK(r.limit == 1400 * MIB && r.usage == 1390 * MIB && r.file == 520 * MIB); /* the total_ lines */
     T_CHECK(r.psi_known && r.psi_some_avg10 == 1.25 && r.psi_full_avg10 == 0.75 && !r.psi_events && !r.vmpressure_events);
+    T_CHECK(r.psi_some_total_us == 12345 && r.psi_full_total_us == 99);
     T_NEAR(plat_mem_unreclaimable_pct(&r), 100.0 * 870 / 1400, 1e-9);
     memtree_cgroup cg;
     T_CHECK(memtree_find(root, &cg) && cg.version == 1);
@@ -342,6 +343,7 @@ static void test_reader_v2(void) {
     T_CHECK(plat_mem_reading_at(root, &r) && r.psi_some_avg10 == 1.25);
     put(root, "proc/pressure/memory", "bogus\n"); /* unreadable numbers: PSI unknown, not 0 % */
     T_CHECK(plat_mem_reading_at(root, &r) && !r.psi_known && r.psi_some_avg10 == 0);
+    T_CHECK(r.psi_some_total_us == -1 && r.psi_full_total_us == -1);
     /* the slice above: 2000 MiB of 2100 (no memory.stat there: no file pages counted) */
     put_u64(root, "sys/fs/cgroup/user.slice/memory.max", 2100 * MIB);
     T_CHECK(plat_mem_reading_at(root, &r) && r.limit == 2100 * MIB && r.usage == 2000 * MIB && r.file == 0);
@@ -431,6 +433,31 @@ static void test_watch_poll(void) {
     plat_mem_watch_stop(w);
     T_EQ_INT(rec.n, 3);
     T_CHECK(rec.seen[0] == PLAT_MEM_LOW && rec.seen[1] == PLAT_MEM_CRITICAL && rec.seen[2] == PLAT_MEM_OK);
+    remove_tree(root);
+}
+
+/* PSI's 10 s averages decay slowly after stalls stop: the watcher reads the
+ * totals, and once they stand still for a second the level falls although
+ * avg10 still says 20 %. */
+static void test_watch_psi_recent(void) {
+    char root[512];
+    tree_new(root, sizeof root, "mw_recent");
+    v1_tree(root);
+    set_usage(root, 900); /* 27 %: the share says nothing */
+    put(root, "proc/pressure/memory", "some avg10=25.00 avg60=5.00 avg300=1.00 total=9000000\n"
+                                      "full avg10=20.00 avg60=4.00 avg300=1.00 total=8000000\n");
+    record rec = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    const plat_mem_watch_config cfg = {.poll_ms = 10, .root = root, .poll_only = true};
+    plat_mem_watch *w = NULL;
+    err_t err = {0};
+    T_EQ_INT(plat_mem_watch_start(&cfg, on_level, &rec, &w, &err), ERR_OK);
+    T_CHECK(wait_level(&rec, PLAT_MEM_CRITICAL, 5)); /* full avg10 20 % >= 15 % */
+    const double t0 = now_s();
+    T_CHECK(wait_level(&rec, PLAT_MEM_OK, 5)); /* the totals stood still for a second */
+    const double took = now_s() - t0;
+    printf("PSI avg10 20 %%, totals still: back to OK after %.2f s\n", took);
+    T_CHECKF(took >= 0.9 && took < 4.0, "back to OK after %.2f s, want about one second", took);
+    plat_mem_watch_stop(w);
     remove_tree(root);
 }
 
@@ -529,6 +556,7 @@ int main(void) {
     test_reader_v2();
     if (is_linux()) {
         test_watch_poll();
+        test_watch_psi_recent();
         test_watch_stop();
         test_watch_off();
         test_watch_real();

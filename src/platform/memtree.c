@@ -206,6 +206,8 @@ static void read_psi(const char *psi_path, memtree_fds *fds, plat_mem_reading *o
     char text[512];
     if (!psi_path || !*psi_path || !text_of(fds, psi_path, text, sizeof text)) return;
     out->psi_some_avg10 = sysfile_avg10(text, "some");
+    out->psi_some_total_us = sysfile_psi_total(text, "some");
+    out->psi_full_total_us = sysfile_psi_total(text, "full");
     out->psi_full_avg10 = sysfile_avg10(text, "full");
     out->psi_known = out->psi_some_avg10 >= 0;
     if (!out->psi_known) out->psi_some_avg10 = 0;
@@ -215,6 +217,7 @@ static void read_psi(const char *psi_path, memtree_fds *fds, plat_mem_reading *o
 void memtree_read(const char *root, const memtree_cgroup *cg, const char *psi_path, memtree_fds *fds,
                   plat_mem_reading *out) {
     memset(out, 0, sizeof *out);
+    out->psi_some_total_us = out->psi_full_total_us = -1;
     out->cgroup_version = cg ? cg->version : 0;
     if (system_figures(root, fds, out)) out->scope = PLAT_MEM_SCOPE_SYSTEM;
     const memtree_figures f = memtree_walk(cg, true, fds);

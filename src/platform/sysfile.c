@@ -73,6 +73,19 @@ double sysfile_avg10(const char *text, const char *kind) {
     return -1.0;
 }
 
+int64_t sysfile_psi_total(const char *text, const char *kind) {
+    const size_t n = strlen(kind);
+    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (strncmp(line, kind, n) || line[n] != ' ') continue;
+        const char *eol = strchr(line, '\n'), *a = strstr(line, "total=");
+        if (!a || (eol && a > eol)) return -1;
+        char *end;
+        const long long v = strtoll(a + 6, &end, 10);
+        return end == a + 6 || v < 0 ? -1 : (int64_t)v;
+    }
+    return -1;
+}
+
 /* Decodes "\ooo" escapes of s in place. */
 static void unescape(char *s) {
     char *w = s;

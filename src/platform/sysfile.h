@@ -37,6 +37,9 @@ bool sysfile_value(const char *text, const char *key, uint64_t *out);
  * avg10=0.12 avg60=..." then "full ...") that starts with kind; -1 when
  * there is no such line or number. */
 double sysfile_avg10(const char *text, const char *kind);
+/* The number after "total=" on that line: microseconds stalled since boot;
+ * -1 when it is missing. */
+int64_t sysfile_psi_total(const char *text, const char *kind);
 
 /* Splits a /proc/self/mounts line in place into its first n fields
  * (device, dir, type, options, ...), decoding the kernel's octal escapes

@@ -56,6 +56,9 @@ struct plat_mem_watch {
     memtree_cgroup cg;
     char psi_path[1100];
     burst psi, vmp;
+    uint64_t mark_ns;            /* PSI totals as last marked (0: none yet) */
+    int64_t mark_some, mark_full;
+    double recent_some, recent_full; /* the share stalled between the last two marks; < 0: not yet */
     memtree_fds fds; /* the kernel's files kept open (not a fake tree's) */
     _Atomic int level;
     char source[768];
@@ -154,10 +157,28 @@ static void burst_add(burst *b, unsigned n, uint64_t now, uint64_t hold) {
     b->last_ns = now;
 }
 
+/* PSI over the last second, from the totals (memwatch.h): each average
+ * replaced by it when lower. */
+static void recent_psi(plat_mem_watch *w, plat_mem_reading *r, uint64_t now) {
+    if (r->psi_some_total_us < 0) return;
+    if (w->mark_ns && now - w->mark_ns >= 1000000000ull) {
+        const double ms = (double)(now - w->mark_ns) / 1e6;
+        w->recent_some = (double)(r->psi_some_total_us - w->mark_some) / 10.0 / ms; /* us/ms/10: percent */
+        w->recent_full = r->psi_full_total_us < 0 ? -1 : (double)(r->psi_full_total_us - w->mark_full) / 10.0 / ms;
+        if (w->recent_some < 0) w->recent_some = 0; /* totals that went back (a file replaced): no stall seen */
+        if (r->psi_full_total_us >= 0 && w->recent_full < 0) w->recent_full = 0;
+    }
+    if (!w->mark_ns || now - w->mark_ns >= 1000000000ull)
+        w->mark_ns = now, w->mark_some = r->psi_some_total_us, w->mark_full = r->psi_full_total_us;
+    if (w->recent_some >= 0 && w->recent_some < r->psi_some_avg10) r->psi_some_avg10 = w->recent_some;
+    if (w->recent_full >= 0 && w->recent_full < r->psi_full_avg10) r->psi_full_avg10 = w->recent_full;
+}
+
 /* A reading with the push events of the hold window, a new level, and the callback. */
 static void take_reading(plat_mem_watch *w, uint64_t now) {
     plat_mem_reading r;
     memtree_read(w->root, &w->cg, w->psi_path, w->root[0] ? NULL : &w->fds, &r);
+    recent_psi(w, &r, now);
     r.psi_events = burst_now(&w->psi, now, w->hold_ns);
     r.vmpressure_events = burst_now(&w->vmp, now, w->hold_ns);
     const plat_mem_level prev = (plat_mem_level)atomic_load(&w->level),
@@ -267,6 +288,7 @@ err_code plat_mem_watch_start(const plat_mem_watch_config *cfg, plat_mem_watch_f
     plat_mem_watch *w = calloc(1, sizeof *w);
     if (!w) return err_set(err, ERR_NOMEM, "memory watcher: out of memory");
     w->wake_fd = w->psi_fd = w->vmp_fd = w->vmp_level_fd = -1;
+    w->recent_some = w->recent_full = -1;
     w->cb = cb;
     w->user = user;
     atomic_init(&w->level, PLAT_MEM_OK);
