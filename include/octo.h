@@ -604,8 +604,9 @@ OCTO_API octo_status octo_generate_cb(octo_model *model, const char *prompt, con
 /*
  * OCTO_STATS: every statistic, one line each, in the order of octo_stats's
  * fields, by section (the generation, the KV cache, its spill file,
- * speculation, experts, memory, the prompt read with the draft). The struct
- * below is made from it, and so are the figures octo's own tools print (the
+ * speculation, experts, memory, the prompt read with the draft, memory given
+ * back, token latency). The struct below is made from it, and so are the
+ * figures octo's own tools print (the
  * run --stats --json object, bench --json, eval --json, the server's `octo`
  * object) and the Python binding's field list is checked against it. Adding a
  * statistic is one line here and the code that counts it (docs/architecture.md).
@@ -720,7 +721,23 @@ OCTO_API octo_status octo_generate_cb(octo_model *model, const char *prompt, con
     NUM(adapt, uint64_t, weights_packed_bytes, "bytes", (44), (19), (0), (0), "weights in the packed layout now, in private memory (0: all read from the file's mapping)") \
     NUM(adapt, uint64_t, mem_room_bytes, "bytes", (45), (0), (0), (0), "memory the process could still get, reclaimable file pages counted, when last read") \
     TEXT(adapt, 128, mem_watch, "text", (46), (0), (0), (0), "the memory watcher: the signals it follows, or off and why") \
-    TEXT(adapt, 200, mem_note, "text", (47), (0), (0), (0), "the last change of level and why, or what waits")
+    TEXT(adapt, 200, mem_note, "text", (47), (0), (0), (0), "the last change of level and why, or what waits") \
+    /* token latency of the last generation (bench: of its decode runs). A token's \
+     * latency is the decode work it waited for since the token before it: the \
+     * plain pass that computed its logits, or the whole speculative step \
+     * (proposing, verifying) that delivered it; the pass's other accepted tokens \
+     * come with it at 0 ms, the burst an app receives. Not counted: the first \
+     * token (time_to_first_token_ms), sampling and detokenizing (as decode_ms), \
+     * the app's time between calls. Percentiles are nearest-rank over every \
+     * token: the sample of rank ceil(p n / 100) in ascending order. -1: unknown \
+     * (fewer than 2 tokens, or no memory to keep the samples) */ \
+    NUM(latency, int, decode_latency_tokens, "tokens", (48), (20), (0), (0), "tokens the latency figures are over: decode_tokens - 1 (0: unknown)") \
+    NUM(latency, double, decode_latency_p50_ms, "ms", (49, "%.3f"), (21, "%.3f"), (0), (13), "median token latency") \
+    NUM(latency, double, decode_latency_p90_ms, "ms", (50, "%.3f"), (22, "%.3f"), (0), (14), "90th percentile") \
+    NUM(latency, double, decode_latency_p95_ms, "ms", (51, "%.3f"), (23, "%.3f"), (0), (15), "95th percentile") \
+    NUM(latency, double, decode_latency_p99_ms, "ms", (52, "%.3f"), (24, "%.3f"), (0), (16), "99th percentile") \
+    NUM(latency, double, decode_latency_max_ms, "ms", (53, "%.3f"), (25, "%.3f"), (0), (17), "the longest a token waited") \
+    NUM(latency, double, decode_latency_cv, "ratio", (54, "%.4f"), (26, "%.4f"), (0), (18), "the spread: standard deviation of the token latencies over their mean (population, divided by n); 0 steady, about 1.4 for a pass of 8 ms delivering 3 tokens each time; -1 unknown or a mean of 0")
 
 #define OCTO_STATS_FIELD_(group, type, name, ...) type name;
 #define OCTO_STATS_TEXT_(group, size, name, ...) char name[size];

@@ -973,6 +973,18 @@ octo_stats octo_model_stats(const octo_model *om) {
     return st;
 }
 
+/* Token latency (core/latency.h): -1 each while unknown. */
+static void latency_stats(octo_stats *st, const lat_summary *l) {
+    const bool known = l->n > 0;
+    st->decode_latency_tokens = l->n;
+    st->decode_latency_p50_ms = known ? l->p50_ms : -1.0;
+    st->decode_latency_p90_ms = known ? l->p90_ms : -1.0;
+    st->decode_latency_p95_ms = known ? l->p95_ms : -1.0;
+    st->decode_latency_p99_ms = known ? l->p99_ms : -1.0;
+    st->decode_latency_max_ms = known ? l->max_ms : -1.0;
+    st->decode_latency_cv = known ? l->cv : -1.0;
+}
+
 /* The figures of a generation (or of octo_eval_prompt's prompt) into st. */
 static void generation_stats(octo_stats *st, const gen_stats *g) {
     st->prompt_tokens = g->prompt_tokens;
@@ -1014,6 +1026,7 @@ static void generation_stats(octo_stats *st, const gen_stats *g) {
     st->kv_tokens_kept_by_score = g->pre.kept_by_score;
     st->prompt_tokens_dropped = g->pre.prompt_dropped;
     st->prefill_ms_saved = g->pre.saved_ms;
+    latency_stats(st, &g->latency);
 }
 
 static octo_stats stats_snapshot(const octo_model *om, const octo_session *ss) {
@@ -1024,6 +1037,7 @@ static octo_stats stats_snapshot(const octo_model *om, const octo_session *ss) {
     st.expert_cache_hit_rate = -1.0;
     st.expert_prediction_rate = -1.0;
     st.expert_batch_saved_bytes_per_token = -1.0;
+    latency_stats(&st, &(lat_summary){0});
     if (!om) return st;
     const experts_stats ex = bundle_experts_stats(om->b);
     st.expert_lookups = ex.lookups;

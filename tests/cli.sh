@@ -131,6 +131,9 @@ expect 0 0 "$octo" run -m "$tmp/m.gguf" -p "ab" -n 6 --ids --temp 0
 [ "$(wc -w <"$tmp/out")" -eq 6 ] && ok || bad "--ids printed $(wc -w <"$tmp/out") ids, want 6"
 "$octo" run -m "$tmp/m.gguf" -p "ab" -n 3 --stats 2>&1 >/dev/null | grep -q "^generation .*tokens/s" && ok || bad "--stats table"
 "$octo" run -m "$tmp/m.gguf" -p "ab" -n 3 --stats 2>&1 >/dev/null | grep -q "^pressure     level none, 0 trims, 0 regrows; weights " && ok || bad "--stats table: the pressure line"
+"$octo" run -m "$tmp/m.gguf" -p "ab" -n 3 --stats 2>&1 >/dev/null | grep -Eq "^latency      p50 [0-9.]+ ms, p90 [0-9.]+, p95 [0-9.]+, p99 [0-9.]+, max [0-9.]+; spread -?[0-9.]+ \(sd/mean\) over [0-9]+ tokens$" &&
+    ok || bad "--stats table: the latency line"
+"$octo" run -m "$tmp/m.gguf" -p "ab" -n 1 --stats 2>&1 >/dev/null | grep -q "^latency      unknown (fewer than 2 tokens)$" && ok || bad "--stats table: latency of one token"
 expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "" -n 3
 grep -q "empty" "$tmp/err" && ok || bad "empty prompt message"
 expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --temp -1
@@ -163,6 +166,8 @@ grep -q '"prompt_tokens_dropped": [1-9]' "$tmp/err" && ok || bad "--prompt-compr
 # bench --spec: the comparison as JSON; --spec none and a stray --prompt are usage errors
 expect 0 0 "$octo" bench -m "$tmp/m.gguf" --spec ngram --prompt "ab ab ab ab" -n 24 -r 1 --json
 grep -q '"speedup": {"median": ' "$tmp/out" && grep -q '"spec": "ngram"' "$tmp/out" && ok || bad "bench --spec json: $(cat "$tmp/out")"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert set(d["spec_latency_last"]) == {"p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms", "cv"}
+assert 0 <= d["plain_latency_last"]["p50_ms"] <= d["plain_latency_last"]["p99_ms"]' "$tmp/out" && ok || bad "bench --spec json's latency: $(cat "$tmp/out")"
 expect 2 1 "$octo" bench -m "$tmp/m.gguf" --spec none
 expect 2 1 "$octo" bench -m "$tmp/m.gguf" --prompt "ab"
 printf 'hello\nhow are you\n' | "$octo" run -m "$tmp/m.gguf" --chat -n 4 --seed 2 >"$tmp/out" 2>"$tmp/err"
@@ -183,6 +188,11 @@ expect 0 0 "$octo" eval -m "$tmp/m.gguf" -f "$tmp/t.txt" --ctx 8
 grep -q "^perplexity" "$tmp/out" && ok || bad "eval printed no perplexity: $(cat "$tmp/out")"
 expect 0 0 "$octo" bench -m "$tmp/m.gguf" -p 8 -n 4 -r 1 --batch 1,2
 grep -q "tokens/s" "$tmp/out" && ok || bad "bench printed no speed: $(cat "$tmp/out")"
+grep -q "^latency     p50 [0-9.]* ms, .* over the 4 tokens of the repetitions$" "$tmp/out" && ok || bad "bench printed no latency: $(cat "$tmp/out")"
+expect 0 0 "$octo" bench -m "$tmp/m.gguf" -p 8 -n 4 -r 2 --batch 1 --no-roofline --json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["decode_latency_tokens"] == 8
+assert 0 < d["decode_latency_p50_ms"] <= d["decode_latency_p90_ms"] <= d["decode_latency_p95_ms"] <= d["decode_latency_p99_ms"] <= d["decode_latency_max_ms"]' "$tmp/out" &&
+    ok || bad "bench --json's latency: $(cat "$tmp/out")"
 # synth -o never deletes what it did not create: a symlink, a FIFO, a directory are refused untouched
 cp "$tmp/m.gguf" "$tmp/keep.gguf"
 ln -s "$tmp/keep.gguf" "$tmp/link.gguf"
@@ -408,13 +418,15 @@ grep -q "did you mean --json?" "$tmp/err" && ok || bad "suggestion: $(cat "$tmp/
 expect 2 1 "$octo" run "$tmp/q.gguf" hello --frobnicate
 grep -q "did you mean" "$tmp/err" && bad "a suggestion for nonsense: $(cat "$tmp/err")" || ok
 "$octo" run "$tmp/q.gguf" hello -n 4 --temp 0 --stats --json 2>"$tmp/err" >/dev/null
-tail -1 "$tmp/err" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["decode_tokens"] == 4' && ok ||
+tail -1 "$tmp/err" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["decode_tokens"] == 4
+assert d["decode_latency_tokens"] == 3 and 0 <= d["decode_latency_p50_ms"] <= d["decode_latency_p99_ms"] <= d["decode_latency_max_ms"]' && ok ||
     bad "run --stats --json: $(tail -1 "$tmp/err")"
-# its keys, their order and each number's format: the run column of the list (OCTO_STATS, octo.h)
+# its keys, their order and each number's format: the run column of the list (OCTO_STATS, octo.h);
+# the numbers in keys (decode_latency_p50_ms) stay
 shape=$(tail -1 "$tmp/err" | python3 -c 'import re, sys
 t = re.sub(r"\"(mem_watch|mem_note)\": \"[^\"]*\"", "\"\\1\": \"%s\"", sys.stdin.read().strip())
-print(re.sub(r"-?\d+(\.(\d+))?", lambda m: "%%.%df" % len(m.group(2)) if m.group(2) else "%d", t))')
-[ "$shape" = '{"prompt_tokens": %d, "prefill_tokens": %d, "prefill_ms": %.3f, "prefill_tokens_per_s": %.3f, "decode_tokens": %d, "decode_ms": %.3f, "decode_tokens_per_s": %.3f, "time_to_first_token_ms": %.3f, "context_tokens": %d, "context_size": %d, "kv_bytes": %d, "kv_budget_bytes": %d, "kv_tokens_evicted": %d, "kv_policy": "morphkv", "spec_proposer": "ngram", "spec_proposed": %d, "spec_accepted": %d, "spec_steps": %d, "spec_k": %d, "spec_tree_passes": %d, "spec_off_line": %d, "spec_ahead_used": %d, "spec_ahead_dropped": %d, "spec_draft_ms": %.3f, "spec_ms": %.3f, "speculative_acceptance_rate": %.4f, "expert_cache_hit_rate": %.4f, "expert_bytes_read": %d, "rss_bytes": %d, "peak_rss_bytes": %d, "chat_template": "plain", "prefill_speckv": %d, "prefill_lookahead_tokens": %d, "prefill_draft_ms": %.3f, "prompt_tokens_dropped": %d, "mem_level": %d, "mem_trims": %d, "mem_regrows": %d, "mem_pressure_events": %d, "mem_released_weights_bytes": %d, "mem_released_draft_bytes": %d, "mem_released_experts_bytes": %d, "mem_released_kv_bytes": %d, "weights_packed_bytes": %d, "mem_room_bytes": %d, "mem_watch": "%s", "mem_note": "%s"}' ] &&
+print(re.sub(r"(?<![a-z_0-9])-?\d+(\.(\d+))?", lambda m: "%%.%df" % len(m.group(2)) if m.group(2) else "%d", t))')
+[ "$shape" = '{"prompt_tokens": %d, "prefill_tokens": %d, "prefill_ms": %.3f, "prefill_tokens_per_s": %.3f, "decode_tokens": %d, "decode_ms": %.3f, "decode_tokens_per_s": %.3f, "time_to_first_token_ms": %.3f, "context_tokens": %d, "context_size": %d, "kv_bytes": %d, "kv_budget_bytes": %d, "kv_tokens_evicted": %d, "kv_policy": "morphkv", "spec_proposer": "ngram", "spec_proposed": %d, "spec_accepted": %d, "spec_steps": %d, "spec_k": %d, "spec_tree_passes": %d, "spec_off_line": %d, "spec_ahead_used": %d, "spec_ahead_dropped": %d, "spec_draft_ms": %.3f, "spec_ms": %.3f, "speculative_acceptance_rate": %.4f, "expert_cache_hit_rate": %.4f, "expert_bytes_read": %d, "rss_bytes": %d, "peak_rss_bytes": %d, "chat_template": "plain", "prefill_speckv": %d, "prefill_lookahead_tokens": %d, "prefill_draft_ms": %.3f, "prompt_tokens_dropped": %d, "mem_level": %d, "mem_trims": %d, "mem_regrows": %d, "mem_pressure_events": %d, "mem_released_weights_bytes": %d, "mem_released_draft_bytes": %d, "mem_released_experts_bytes": %d, "mem_released_kv_bytes": %d, "weights_packed_bytes": %d, "mem_room_bytes": %d, "mem_watch": "%s", "mem_note": "%s", "decode_latency_tokens": %d, "decode_latency_p50_ms": %.3f, "decode_latency_p90_ms": %.3f, "decode_latency_p95_ms": %.3f, "decode_latency_p99_ms": %.3f, "decode_latency_max_ms": %.3f, "decode_latency_cv": %.4f}' ] &&
     ok || bad "run --stats --json's keys and formats: $shape"
 expect 0 0 "$octo" inspect -m "$tmp/q.gguf" --json
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["arch"] == "llama" and d["n_vocab"] == 300' "$tmp/out" &&

@@ -537,6 +537,50 @@ static void test_chat_fit(octo_client *c) {
     free(msgs);
 }
 
+/* Token latency on the trained model, plainly decoded: one sample per token
+ * after the first, each a pass's time (octo.h, OCTO_STATS: decode_latency_*),
+ * percentiles in order and within the decode time; unknown before a
+ * generation and for a single token. */
+static void test_latency(octo_client *c, const char *data) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", data);
+    octo_model *m = octo_load_model(c, path, NULL);
+    T_CHECKF(m != NULL, "%s", octo_last_error(c));
+    if (!m) return;
+    octo_stats s = octo_model_stats(m);
+    T_CHECK(s.decode_latency_tokens == 0 && s.decode_latency_p50_ms == -1 && s.decode_latency_p99_ms == -1 &&
+            s.decode_latency_max_ms == -1 && s.decode_latency_cv == -1);
+    octo_generate_params gp = octo_generate_params_defaults();
+    gp.temperature = 0.0f;
+    gp.spec = OCTO_SPEC_NONE;
+    for (int max = 1; max <= 40; max += 39) {
+        gp.max_tokens = max;
+        octo_stream *st = octo_generate(m, "Once upon a time", &gp);
+        T_CHECK(st != NULL);
+        if (!st) break;
+        free(collect(st, NULL, NULL));
+        octo_stream_free(st);
+        s = octo_model_stats(m);
+        T_EQ_INT(s.decode_tokens, max);
+        T_EQ_INT(s.decode_latency_tokens, max - 1);
+    }
+    T_CHECKF(0 < s.decode_latency_p50_ms && s.decode_latency_p50_ms <= s.decode_latency_p90_ms &&
+             s.decode_latency_p90_ms <= s.decode_latency_p95_ms && s.decode_latency_p95_ms <= s.decode_latency_p99_ms &&
+             s.decode_latency_p99_ms <= s.decode_latency_max_ms && s.decode_latency_max_ms <= s.decode_ms,
+             "p50 %.4f p90 %.4f p95 %.4f p99 %.4f max %.4f of %.4f ms", s.decode_latency_p50_ms, s.decode_latency_p90_ms,
+             s.decode_latency_p95_ms, s.decode_latency_p99_ms, s.decode_latency_max_ms, s.decode_ms);
+    /* the samples are the passes, which decode_ms sums: at least half are at least
+     * their median, so it is at most twice their mean */
+    T_CHECK(s.decode_latency_p50_ms * s.decode_latency_tokens <= s.decode_ms * 2 && s.decode_latency_cv >= 0);
+    gp.max_tokens = 1;
+    octo_stream *st = octo_generate(m, "Once upon a time", &gp);
+    T_CHECK(st != NULL);
+    if (st) free(collect(st, NULL, NULL)), octo_stream_free(st);
+    s = octo_model_stats(m);
+    T_CHECK(s.decode_latency_tokens == 0 && s.decode_latency_p50_ms == -1 && s.decode_latency_cv == -1);
+    octo_model_free(m);
+}
+
 int main(void) {
     octo_client *c = octo_client_new(NULL);
     test_utf8_prefix();
@@ -545,7 +589,7 @@ int main(void) {
     test_bad_input(c);
     test_chat_fit(c);
     const char *data = tu_data_dir();
-    if (data) test_golden_greedy(c, data);
+    if (data) test_golden_greedy(c, data), test_latency(c, data);
     else printf("note: no shared data folder; the golden continuation checks were not run\n");
     octo_client_free(c);
     T_DONE();

@@ -790,6 +790,43 @@ static int merge_counts(const long *a, const long *b, int n, long *ca, long *cb)
     return cells;
 }
 
+/* Token latency with a draft (octo.h, OCTO_STATS: decode_latency_*): a verify
+ * pass's first token carries the pass's time, the drafts it accepted come
+ * with it at 0 ms. Of the n samples, z are 0, z between the accepted drafts
+ * delivered (those of the last pass may be cut off by the stop: at most k)
+ * and all of them, so a percentile of rank ceil(p n / 100) <= z - k is 0 and
+ * one of rank > z is a pass's time; a division of each pass's time among its
+ * tokens would never give 0. */
+static void test_latency_bursts(const char *path, const char *dpath) {
+    octo_client *c = octo_client_new(NULL);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.draft_model = dpath;
+    octo_model *m = octo_load_model(c, path, &mo);
+    T_CHECKF(m != NULL, "load: %s", octo_last_error(c));
+    if (m) {
+        octo_stats st;
+        enum { K = 4 };
+        free(generate(m, "a b c d a b c d a b", OCTO_SPEC_DRAFT, K, 64, &st).ids); /* k fixed: never switched off */
+        const int n = st.decode_latency_tokens, z_min = st.spec_accepted - K, z_max = st.spec_accepted;
+        T_EQ_INT(n, st.decode_tokens - 1);
+        const double q[4] = {st.decode_latency_p50_ms, st.decode_latency_p90_ms, st.decode_latency_p95_ms,
+                             st.decode_latency_p99_ms};
+        const int pct[4] = {50, 90, 95, 99};
+        for (int i = 0; i < 4; i++) {
+            const int rank = (pct[i] * n + 99) / 100;
+            if (rank <= z_min) T_CHECKF(q[i] == 0, "p%d = %.4f ms, rank %d of %d, %d+ zeros", pct[i], q[i], rank, n, z_min);
+            if (rank > z_max) T_CHECKF(q[i] > 0, "p%d = 0, rank %d of %d, at most %d zeros", pct[i], rank, n, z_max);
+        }
+        printf("latency with a draft: %d tokens, %d drafts accepted in %d passes: p50 %.4f ms, p90 %.4f, p99 %.4f, "
+               "max %.4f, spread %.2f\n", n, st.spec_accepted, st.spec_steps, q[0], q[1], q[3],
+               st.decode_latency_max_ms, st.decode_latency_cv);
+        T_CHECKF(z_min >= (n + 1) / 2, "only %d drafts accepted of %d tokens: the median's burst went untested", z_max, n);
+        T_CHECK(st.decode_latency_max_ms > 0 && st.decode_latency_max_ms <= st.decode_ms && st.decode_latency_cv > 1);
+    }
+    octo_model_free(m);
+    octo_client_free(c);
+}
+
 static void test_sampled_end_to_end(const char *path, const char *dpath) {
     octo_client *c = octo_client_new(NULL);
     octo_model_options mo = octo_model_options_defaults();
@@ -1120,6 +1157,7 @@ int main(void) {
     test_chi2();
     test_rejection_exact();
     test_tree_rejection_exact();
+    test_latency_bursts(path, dpath);
     test_sampled_end_to_end(path, dpath);
     test_draft_budget(path, dpath);
     test_placed_draft(path, dpath);

@@ -48,6 +48,9 @@ static void test_print(void) {
     s.expert_int2_promotions = 3;
     s.kv_tokens_kept_by_score = -2;
     s.prefill_speckv = 1;
+    s.decode_latency_tokens = 7;
+    s.decode_latency_p50_ms = 18.25;
+    s.decode_latency_cv = -1;
     snprintf(s.spec_proposer, sizeof s.spec_proposer, "ngram");
     char *buf = NULL;
     size_t n = 0;
@@ -66,7 +69,10 @@ static void test_print(void) {
         "\"expert_cache_bytes\": 1099511627776, \"expert_int2_loads\": 0, \"expert_int2_served\": 0, "
         "\"expert_int2_promotions\": 3, \"expert_batch_saved_bytes_per_token\": 0, \"mem_level\": 0, \"mem_trims\": 0, "
         "\"mem_regrows\": 0, \"mem_pressure_events\": 0, \"mem_released_weights_bytes\": 0, "
-        "\"mem_released_experts_bytes\": 0, \"mem_released_kv_bytes\": 0, \"weights_packed_bytes\": 0|"
+        "\"mem_released_experts_bytes\": 0, \"mem_released_kv_bytes\": 0, \"weights_packed_bytes\": 0, "
+        "\"decode_latency_tokens\": 7, \"decode_latency_p50_ms\": 18.250, \"decode_latency_p90_ms\": 0.000, "
+        "\"decode_latency_p95_ms\": 0.000, \"decode_latency_p99_ms\": 0.000, \"decode_latency_max_ms\": 0.000, "
+        "\"decode_latency_cv\": -1.0000|"
         "\"prefill_ms\": 0.000, \"speckv\": 1, \"lookahead_tokens\": 0, \"draft_ms\": 0.000, \"kept_by_score\": -2, "
         "\"prompt_dropped\": 0, \"prefill_ms_saved\": 0.000|"
         "\"kv_policy\": \"\", \"spec_proposer\": \"ngram\", \"spec_proposed\": 0";

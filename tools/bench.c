@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "core/latency.h" /* internal: the token latencies of the decode runs, the library's percentiles */
 #include "options.h"
 #include "octo.h"
 #include "stats.h"
@@ -103,6 +104,7 @@ typedef struct {
     double tps;            /* decode tokens/s */
     int tokens, proposed, accepted, steps, k, tree_passes, off_line, ahead_used, ahead_dropped;
     double spec_ms, draft_ms, decode_ms;
+    double lat[6]; /* token latency: p50, p90, p95, p99, max (ms), cv; -1 unknown */
     char proposer[12], note[96];
 } gen_run;
 
@@ -119,6 +121,9 @@ static int generate_once(octo_model *m, const char *prompt, const octo_generate_
                      .draft_ms = st.spec_draft_ms, .decode_ms = st.decode_ms, .tree_passes = st.spec_tree_passes,
                      .off_line = st.spec_off_line, .ahead_used = st.spec_ahead_used,
                      .ahead_dropped = st.spec_ahead_dropped};
+    const double lat[6] = {st.decode_latency_p50_ms, st.decode_latency_p90_ms, st.decode_latency_p95_ms,
+                           st.decode_latency_p99_ms, st.decode_latency_max_ms, st.decode_latency_cv};
+    memcpy(out->lat, lat, sizeof lat);
     snprintf(out->proposer, sizeof out->proposer, "%s", st.spec_proposer);
     snprintf(out->note, sizeof out->note, "%s", st.spec_note);
     return rc;
@@ -154,7 +159,7 @@ typedef struct {
     double a_tps[BENCH_MAX_REPS], b_tps[BENCH_MAX_REPS], ratio[BENCH_MAX_REPS]; /* plain, speculative, their ratio */
     long proposed, accepted, steps, tree_passes, off_line, ahead_used, ahead_dropped;
     double spec_ms, draft_ms, plain_ms_tok;
-    gen_run last;
+    gen_run last, last_plain; /* the last repetition's speculative and plain runs */
     versus_arm va;
 } spec_runs;
 
@@ -185,6 +190,7 @@ static int spec_measure(octo_model *m, const cli_args *ba, const char *prompt, s
         r->plain_ms_tok += a.decode_ms / (a.tokens > 1 ? a.tokens - 1 : 1);
     }
     r->last = b;
+    r->last_plain = a;
     return rc;
 }
 
@@ -209,6 +215,12 @@ static spec_figures spec_summary(spec_runs *r, long reps) {
     return f;
 }
 
+/* A run's token latency as a JSON object (octo_stats' decode_latency_*). */
+static void print_latency_json(const char *key, const gen_run *g) {
+    printf(", \"%s\": {\"p50_ms\": %.3f, \"p90_ms\": %.3f, \"p95_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f, "
+           "\"cv\": %.4f}", key, g->lat[0], g->lat[1], g->lat[2], g->lat[3], g->lat[4], g->lat[5]);
+}
+
 static void print_spec_json(const cli_args *ba, const spec_runs *r, const spec_figures *f) {
     const gen_run *b = &r->last;
     printf("{\"model\": \"%s\", \"spec\": \"%s\", \"tokens\": %ld, \"reps\": %ld, "
@@ -217,11 +229,14 @@ static void print_spec_json(const cli_args *ba, const spec_runs *r, const spec_f
            "\"speedup\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}, \"acceptance\": %.4f, "
            "\"mean_k\": %.2f, \"tokens_per_pass\": %.3f, \"pass_cost\": %.3f, \"c\": %.3f, "
            "\"pass_cost_proposing\": %.3f, \"formula_speedup\": %.3f, \"k_at_end\": %d, \"tree_passes\": %ld, "
-           "\"off_line\": %ld, \"ahead_used\": %ld, \"ahead_dropped\": %ld, \"note\": \"%s\"}\n",
+           "\"off_line\": %ld, \"ahead_used\": %ld, \"ahead_dropped\": %ld, \"note\": \"%s\"",
            ba->model, b->proposer, ba->gen_tokens, ba->reps, f->sa.median, f->sa.min, f->sa.max, f->sb.median,
            f->sb.min, f->sb.max, f->sr.median, f->sr.min, f->sr.max, f->alpha, f->k, f->per_pass, f->pass_cost,
            f->cost_c, f->draft_cost, f->formula, b->k, r->tree_passes, r->off_line, r->ahead_used, r->ahead_dropped,
            b->note);
+    print_latency_json("plain_latency_last", &r->last_plain); /* the last repetition's */
+    print_latency_json("spec_latency_last", b);
+    printf("}\n");
 }
 
 static void print_spec_text(const cli_args *ba, const spec_runs *r, const spec_figures *f) {
@@ -244,6 +259,11 @@ static void print_spec_text(const cli_args *ba, const spec_runs *r, const spec_f
     if (r->ahead_used + r->ahead_dropped)
         printf("beside       %ld draft steps run while the model verified: %ld used by the next pass, %ld dropped\n",
                r->ahead_used + r->ahead_dropped, r->ahead_used, r->ahead_dropped);
+    for (int arm = 0; arm < 2; arm++) {
+        const gen_run *g = arm ? b : &r->last_plain;
+        printf("latency      %s: p50 %.2f ms, p90 %.2f, p95 %.2f, p99 %.2f, max %.2f; spread %.2f (last run)\n",
+               arm ? b->proposer : "plain", g->lat[0], g->lat[1], g->lat[2], g->lat[3], g->lat[4], g->lat[5]);
+    }
     if (b->note[0]) printf("note         %s (last run)\n", b->note);
 }
 
@@ -295,6 +315,7 @@ typedef struct {
     double bt[BENCH_MAX_BATCHES][BENCH_MAX_REPS]; /* seconds for each batch size */
     double probe[2 * BENCH_MAX_REPS];       /* read bandwidth beside each decode */
     int n_probe;
+    lat_rec lat;                      /* every decode token's time, all repetitions */
 } bench_runs;
 
 #define BENCH_PREFIX 64 /* the batch table is measured after this much context */
@@ -321,8 +342,11 @@ static int bench_measure(octo_model *m, const cli_args *a, const octo_model_info
             if (octo_eval(m, tok, 1, logits, OCTO_LOGITS_LAST)) return fail("%s", octo_model_error(m));
             if (!a->no_roofline) r->probe[r->n_probe++] = measure_bandwidth(in->n_threads);
             double t0 = now_s();
-            for (long i = 0; i < n && !rc; i++)
+            for (long i = 0; i < n && !rc; i++) {
+                const double t = now_s();
                 if (octo_eval(m, tok + 1 + i, 1, logits, OCTO_LOGITS_LAST)) rc = fail("%s", octo_model_error(m));
+                lat_add(&r->lat, (now_s() - t) * 1e3);
+            }
             r->tg[k] = (double)n / (now_s() - t0);
             if (!a->no_roofline) r->probe[r->n_probe++] = measure_bandwidth(in->n_threads);
         }
@@ -365,6 +389,16 @@ static bench_summary summarize_runs(const cli_args *a, const octo_model_info *in
     return s;
 }
 
+/* The decode runs' token latencies as the octo_stats figures (-1: unknown),
+ * so the list's bench column shows them: here every token is one pass. */
+static void put_latency(octo_stats *st, const lat_rec *r) {
+    const lat_summary l = lat_summarize(r);
+    st->decode_latency_tokens = l.n;
+    st->decode_latency_p50_ms = l.p50_ms, st->decode_latency_p90_ms = l.p90_ms;
+    st->decode_latency_p95_ms = l.p95_ms, st->decode_latency_p99_ms = l.p99_ms;
+    st->decode_latency_max_ms = l.max_ms, st->decode_latency_cv = l.cv;
+}
+
 static void print_bench_json(const cli_args *a, const octo_model_info *in, const bench_summary *s) {
     const double bw = s->bw.median;
     printf("{\"model\": \"%s\", \"arch\": \"%s\", \"tensor_types\": \"%s\", \"n_params\": %llu, "
@@ -401,6 +435,11 @@ static void print_bench_text(const cli_args *a, const octo_model_info *in, const
                    100.0 * s->gbps / bw, bw, s->bw.min, s->bw.max);
         putchar('\n');
     }
+    const octo_stats *x = &s->st;
+    if (x->decode_latency_tokens > 0)
+        printf("latency     p50 %.2f ms, p90 %.2f, p95 %.2f, p99 %.2f, max %.2f; spread %.3f (sd/mean) over the %d "
+               "tokens of the repetitions\n", x->decode_latency_p50_ms, x->decode_latency_p90_ms, x->decode_latency_p95_ms,
+               x->decode_latency_p99_ms, x->decode_latency_max_ms, x->decode_latency_cv, x->decode_latency_tokens);
     if (a->prompt_tokens > 0 && a->gen_tokens > 0)
         printf("prefill     %.1fx faster per token than decode\n", s->pp.median / (s->tg.median > 0 ? s->tg.median : 1));
     printf("batch cost  ");
@@ -413,7 +452,6 @@ static void print_bench_text(const cli_args *a, const octo_model_info *in, const
     const uint64_t w = in->weight_bytes, peak = s->mem.peak_rss_bytes;
     printf("memory      peak RSS %.1f MiB = weights %.1f MiB + KV %.1f MiB + other %.1f MiB\n", mib(peak), mib(w),
            mib(s->kv), mib(peak > w + s->kv ? peak - w - s->kv : 0));
-    const octo_stats *x = &s->st;
     if (x->expert_cache_hit_rate >= 0)
         printf("experts     over the whole bench: %.1f%% cache hits, %.1f%% of the reads brought ahead in time, "
                "%.2f MiB read and %.2f ms waited per token, cache %.1f MiB\n",
@@ -445,7 +483,7 @@ static int plain_bench(const cli_args *a) {
     int32_t *tok = malloc(sizeof *tok * (size_t)need);
     float *logits = malloc(sizeof(float) * (size_t)in.n_vocab);
     bench_runs *r = calloc(1, sizeof *r);
-    if (r) r->pp = malloc(sizeof(double) * (size_t)a->reps), r->tg = malloc(sizeof(double) * (size_t)a->reps);
+    if (r) lat_init(&r->lat, 0), r->pp = malloc(sizeof(double) * (size_t)a->reps), r->tg = malloc(sizeof(double) * (size_t)a->reps);
     int rc = !tok || !logits || !r || !r->pp || !r->tg ? fail("out of memory") : 0;
     if (!rc) {
         fill_tokens(tok, (int)need, in.n_vocab, 1234u);
@@ -454,11 +492,12 @@ static int plain_bench(const cli_args *a) {
     if (!rc) {
         bench_summary s = summarize_runs(a, &in, r, need);
         s.st = octo_model_stats(m);
+        put_latency(&s.st, &r->lat);
         if (a->mo.moe.trace && s.st.expert_trace_failed) rc = fail("could not write the whole expert trace to %s", a->mo.moe.trace);
         if (!rc && a->json) print_bench_json(a, &in, &s);
         else if (!rc) print_bench_text(a, &in, &s);
     }
-    if (r) free(r->pp), free(r->tg);
+    if (r) free(r->pp), free(r->tg), lat_free(&r->lat);
     free(r), free(tok), free(logits);
     octo_model_free(m);
     octo_client_free(c);

@@ -54,12 +54,24 @@ static void print_pressure(const octo_stats *s) {
                 mib(s->mem_released_experts_bytes), mib(s->mem_released_kv_bytes), s->mem_note);
 }
 
+/* Token latency (OCTO_STATS, octo.h: each token's wait for the decode work before it). */
+static void print_latency(const octo_stats *s) {
+    if (s->decode_latency_tokens <= 0) {
+        fprintf(stderr, "latency      unknown (%s)\n", s->decode_tokens < 2 ? "fewer than 2 tokens" : "no memory for it");
+        return;
+    }
+    fprintf(stderr, "latency      p50 %.2f ms, p90 %.2f, p95 %.2f, p99 %.2f, max %.2f; spread %.2f (sd/mean) over %d tokens\n",
+            s->decode_latency_p50_ms, s->decode_latency_p90_ms, s->decode_latency_p95_ms, s->decode_latency_p99_ms,
+            s->decode_latency_max_ms, s->decode_latency_cv, s->decode_latency_tokens);
+}
+
 void print_stats(const octo_stats *s) {
     fprintf(stderr, "prompt       %6d tokens (%d evaluated) in %8.1f ms  %9.1f tokens/s\n", s->prompt_tokens,
             s->prefill_tokens, s->prefill_ms, s->prefill_tokens_per_s);
     fprintf(stderr, "generation   %6d tokens in %8.1f ms  %9.1f tokens/s\n", s->decode_tokens, s->decode_ms,
             s->decode_tokens_per_s);
     fprintf(stderr, "first token  %8.1f ms\n", s->time_to_first_token_ms);
+    print_latency(s);
     fprintf(stderr, "context      %6d / %d tokens, KV cache %.2f MiB (%.0f%% of %.2f MiB)", s->context_tokens,
             s->context_size, mib(s->kv_bytes), 100.0 * s->kv_cache_utilization, mib(s->kv_budget_bytes));
     if (s->kv_draft_bytes) fprintf(stderr, ", the draft's %.2f MiB of it", mib(s->kv_draft_bytes));

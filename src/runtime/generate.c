@@ -82,6 +82,10 @@ struct generation {
     int piece_size;
     double t_start, t_prefill_end, t_decode_total;
     gen_stats stats;
+    /* token latency (gen_stats.latency): the decode work since the last token
+     * delivered, and each delivered token's share of it */
+    double since_token_ms;
+    lat_rec lat;
     /* speculative decoding */
     bool spec_on;             /* a proposer was made (g->p.proposer): speculating */
     void *prop;               /* its state (NULL for one that keeps none) */
@@ -163,6 +167,7 @@ err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int 
     g->logits = malloc(sizeof(float) * (size_t)n_vocab);
     int max_out = p->max_tokens < s->n_ctx ? p->max_tokens : s->n_ctx;
     g->out_ids = malloc(sizeof(int32_t) * (size_t)max_out);
+    lat_init(&g->lat, max_out); /* grows as tokens come; without memory its figures are unknown */
     g->pending_cap = PENDING_MAX; /* grown for a longer piece (grow_pending) */
     g->pending = malloc(PENDING_MAX);
     g->piece = malloc(PENDING_MAX + 1);
@@ -194,6 +199,7 @@ void gen_free(generation *g) {
     free(g->out_ids);
     free(g->pending);
     free(g->piece);
+    lat_free(&g->lat);
     free(g);
 }
 
@@ -206,6 +212,7 @@ const err_t *gen_error(const generation *g) { return &g->err; }
 gen_stats gen_get_stats(const generation *g) {
     gen_stats st = g->stats;
     if (g->spec_on) g->p.proposer->stats(g->prop, &st.proposer);
+    st.latency = lat_summarize(&g->lat);
     return st;
 }
 int32_t gen_last_token(const generation *g) { return g->last; }
@@ -257,6 +264,7 @@ static void verified(generation *g, const spec_pass *pass, const int32_t *drafts
     g->q_n = a + 1;
     const double dt = t.t2 - t.t0;
     g->t_decode_total += dt;
+    g->since_token_ms += dt;
     g->stats.decode_ms = g->t_decode_total;
     g->stats.spec_ms += dt;
     g->stats.spec_draft_ms += t.t1 - t.t0 + t.wait;
@@ -460,6 +468,13 @@ static err_code append_piece(generation *g, int32_t tok) {
     return ERR_OK;
 }
 
+/* A token is delivered: it waited for the decode work since the one before
+ * (gen_stats.latency). The first is time_to_first_token_ms's, not counted. */
+static void token_latency(generation *g) {
+    if (g->n_generated > 0) lat_add(&g->lat, g->since_token_ms);
+    g->since_token_ms = 0.0;
+}
+
 static const char *next_piece(generation *g);
 
 /* The calling thread computes on the model's cores while it is here. */
@@ -516,6 +531,7 @@ static const char *next_piece(generation *g) {
                 const double dt = now_ms() - t0;
                 if (g->spec_on && g->p.proposer->plain) g->p.proposer->plain(g->prop, dt); /* the baseline it weighs */
                 g->t_decode_total += dt;
+                g->since_token_ms += dt;
                 g->plain_ms += dt;
                 g->stats.decode_ms = g->t_decode_total;
                 g->stats.decode_evals++;
@@ -533,6 +549,7 @@ static const char *next_piece(generation *g) {
         }
         sampler_accept(g->smp, tok);
         g->last = tok;
+        token_latency(g);
         g->out_ids[g->n_generated++] = tok;
         atomic_store_explicit(&g->n_published, g->n_generated, memory_order_release);
         g->stats.decode_tokens = g->n_generated;

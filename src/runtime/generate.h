@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "core/latency.h"
 #include "model/sampler.h"
 #include "model/tokenizer.h"
 #include "runtime/prefill.h"
@@ -74,6 +75,15 @@ typedef struct {
     spec_proposer_stats proposer; /* the proposer's own counters (lookahead's pool) */
     double spec_ms_per_token, plain_ms_per_token; /* the figures that decided it */
     prefill_stats pre;   /* what the draft did to the prompt (runtime/prefill.h) */
+    /* Token latency: every token after the first waited for the decode work
+     * done since the token before it, and that time is its sample: the plain
+     * pass that computed its logits, or the whole speculative step (proposing
+     * and verifying) whose pass delivered it; the other tokens that pass
+     * accepted come with it, at 0 ms, as an app receives them (a burst).
+     * Sampling and detokenizing are not counted (as in decode_ms), nor the
+     * app's time between calls. n = decode_tokens - 1, unless a sample could
+     * not be kept (n 0: unknown, core/latency.h). */
+    lat_summary latency;
 } gen_stats;
 
 typedef struct generation generation;
