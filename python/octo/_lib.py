@@ -109,7 +109,7 @@ class Stats(ctypes.Structure):
                 ("mem_pressure_events", c_int), ("mem_released_weights_bytes", c_u64),
                 ("mem_released_draft_bytes", c_u64), ("mem_released_experts_bytes", c_u64),
                 ("mem_released_kv_bytes", c_u64), ("weights_packed_bytes", c_u64), ("mem_room_bytes", c_u64),
-                ("mem_watch", chars(128)), ("mem_note", chars(200)), ("decode_latency_tokens", c_int),
+                ("mem_watch", chars(384)), ("mem_note", chars(200)), ("decode_latency_tokens", c_int),
                 ("decode_latency_p50_ms", c_double), ("decode_latency_p90_ms", c_double),
                 ("decode_latency_p95_ms", c_double), ("decode_latency_p99_ms", c_double),
                 ("decode_latency_max_ms", c_double), ("decode_latency_cv", c_double)]
