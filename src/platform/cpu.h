@@ -5,6 +5,9 @@
  * the CPU features the kernels can have only from the system (x86's CPUID
  * they read themselves: core/kernels/kernels.c).
  *
+ * Their clocks where the system reports them (cpufreq), and the CPU the
+ * process may use by its cgroup's quota (platform/cpuquota.h).
+ *
  * plat_cpuset is octo's own set of core numbers; no system type crosses
  * this interface. Linux (platform/linux/cpu.c) asks sched_getaffinity, the
  * CPU capacities the kernel exports under sysfs, pthread_setaffinity_np,
@@ -42,6 +45,24 @@ bool plat_cpu_allowed(plat_cpuset *out);
 int plat_cpu_capacities(const plat_cpuset *only, short *ids, int *caps, int max);
 /* The same read from ROOT/cpuN/cpu_capacity files (a test's fake tree). */
 int plat_cpu_capacities_at(const char *root, const plat_cpuset *only, short *ids, int *caps, int max);
+
+/* A core's clock as cpufreq reports it, in kHz; 0 where a file is absent. A
+ * policy cap below the hardware's maximum (cap_khz < max_khz) is how a
+ * thermal governor or a power HAL slows a core. */
+typedef struct {
+    short cpu;
+    unsigned cur_khz; /* scaling_cur_freq: the clock now (the last the governor asked for) */
+    unsigned cap_khz; /* scaling_max_freq: the most the policy allows now */
+    unsigned max_khz; /* cpuinfo_max_freq: the most the core can run */
+} plat_cpu_freq;
+
+/* The cores that report a frequency (any of the three files), ascending,
+ * into out (at most max), only those in *only when it is given; returns how
+ * many. 0: the system reports none (no cpufreq, as in many virtual machines
+ * and containers): unknown, not an error. */
+int plat_cpu_freqs(const plat_cpuset *only, plat_cpu_freq *out, int max);
+/* The same read from ROOT/cpuN/cpufreq/ files (a test's fake tree). */
+int plat_cpu_freqs_at(const char *root, const plat_cpuset *only, plat_cpu_freq *out, int max);
 
 /* Whether this build can pin threads at all. */
 bool plat_pin_available(void);

@@ -6,13 +6,13 @@
  */
 #include "platform/memtree.h"
 
+#include "platform/cgroup.h"
 #include "platform/sysfile.h"
 
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 bool memtree_path(char *buf, size_t n, const char *root, const char *path) {
@@ -20,50 +20,16 @@ bool memtree_path(char *buf, size_t n, const char *root, const char *path) {
     return k >= 0 && (size_t)k < n;
 }
 
-/* word is one of list's comma-separated words. */
-static bool has_word(const char *list, const char *word) {
-    const size_t n = strlen(word);
-    for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
-        if (!strncmp(p, word, n) && (p[n] == ',' || p[n] == '\0')) return true;
-    return false;
-}
-
-/* The mount point of the cgroup2 hierarchy, or of the v1 hierarchy with the
- * memory controller, into out (root prefix included); false when there is
- * none. Lines of any length are read whole (overlay mounts can pass 4 KiB). */
-static bool cgroup_mount(const char *root, bool v2, char *out, size_t n) {
-    char path[1024];
-    FILE *f = memtree_path(path, sizeof path, root, "/proc/self/mounts") ? fopen(path, "re") : NULL;
-    if (!f) return false;
-    char *line = NULL, *fld[4];
-    size_t cap = 0;
-    bool found = false;
-    while (!found && getline(&line, &cap, f) > 0) {
-        if (sysfile_fields(line, fld, 4) < 4) continue;
-        found = v2 ? !strcmp(fld[2], "cgroup2") : !strcmp(fld[2], "cgroup") && has_word(fld[3], "memory");
-        if (found) found = memtree_path(out, n, root, fld[1]);
-    }
-    free(line);
-    fclose(f);
-    return found;
-}
-
-static bool exists(const char *dir, const char *file) {
-    char path[1200];
-    struct stat st;
-    return snprintf(path, sizeof path, "%s/%s", dir, file) < (int)sizeof path && stat(path, &st) == 0;
-}
-
 /* cg's folder for the cgroup path of one hierarchy (v2 or v1's memory):
  * mount + path, else the mount point itself; false when neither has the
  * usage file. */
 static bool settle(const char *root, bool v2, const char *cgpath, memtree_cgroup *cg) {
     char mnt[512];
-    if (!cgroup_mount(root, v2, mnt, sizeof mnt)) return false;
+    if (!cgroup_mount(root, v2 ? NULL : "memory", mnt, sizeof mnt)) return false;
     const char *usage = v2 ? "memory.current" : "memory.usage_in_bytes";
     const int k = snprintf(cg->dir, sizeof cg->dir, "%s%s", mnt, strcmp(cgpath, "/") ? cgpath : "");
-    if (k < 0 || (size_t)k >= sizeof cg->dir || !exists(cg->dir, usage)) snprintf(cg->dir, sizeof cg->dir, "%s", mnt);
-    if (!exists(cg->dir, usage)) return false;
+    if (k < 0 || (size_t)k >= sizeof cg->dir || !cgroup_has(cg->dir, usage)) snprintf(cg->dir, sizeof cg->dir, "%s", mnt);
+    if (!cgroup_has(cg->dir, usage)) return false;
     cg->top_len = strlen(mnt);
     cg->version = v2 ? 2 : 1;
     return true;
@@ -73,18 +39,8 @@ static bool settle(const char *root, bool v2, const char *cgpath, memtree_cgroup
  * for v1's memory controller, "0::/path" for cgroup2. */
 bool memtree_find(const char *root, memtree_cgroup *out) {
     memset(out, 0, sizeof *out);
-    char path[1024], line[1024], v1[1024] = "", v2[1024] = "";
-    FILE *f = memtree_path(path, sizeof path, root, "/proc/self/cgroup") ? fopen(path, "re") : NULL;
-    if (!f) return false;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
-        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2) continue;
-        *c2 = '\0';
-        if (!c1[1]) snprintf(v2, sizeof v2, "%s", c2 + 1);
-        else if (has_word(c1 + 1, "memory")) snprintf(v1, sizeof v1, "%s", c2 + 1);
-    }
-    fclose(f);
+    char v1[1024], v2[1024];
+    if (!cgroup_self(root, "memory", v1, v2, sizeof v1)) return false;
     if (*v1 && settle(root, false, v1, out)) return true;
     if (*v2 && settle(root, true, v2, out)) return true;
     memset(out, 0, sizeof *out);

@@ -1,11 +1,13 @@
 /*
  * platform/linux/cpu — see platform/cpu.h: sched_getaffinity and
  * pthread_{get,set}affinity_np over a cpu_set_t copied from octo's set, the
- * capacities under /sys/devices/system/cpu, getauxval(AT_HWCAP) and
- * arch_prctl(ARCH_REQ_XCOMP_PERM).
+ * capacities and cpufreq clocks under /sys/devices/system/cpu, the cpu
+ * cgroup's quota (platform/cpuquota.c's reader on the system's files),
+ * getauxval(AT_HWCAP) and arch_prctl(ARCH_REQ_XCOMP_PERM).
  */
 #define _GNU_SOURCE /* sched_getaffinity, pthread_setaffinity_np */
 #include "platform/cpu.h"
+#include "platform/cpuquota.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -38,6 +40,15 @@ bool plat_cpu_allowed(plat_cpuset *out) {
 
 int plat_cpu_capacities(const plat_cpuset *only, short *ids, int *caps, int max) {
     return plat_cpu_capacities_at("/sys/devices/system/cpu", only, ids, caps, max);
+}
+
+int plat_cpu_freqs(const plat_cpuset *only, plat_cpu_freq *out, int max) {
+    return plat_cpu_freqs_at("/sys/devices/system/cpu", only, out, max);
+}
+
+plat_cpu_budget plat_cpu_budget_read(void) {
+    plat_cpuset allowed;
+    return plat_cpu_budget_at("", plat_cpu_allowed(&allowed) ? plat_cpuset_count(&allowed) : 0, plat_cpu_online());
 }
 
 bool plat_pin_available(void) { return true; }

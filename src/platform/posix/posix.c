@@ -9,7 +9,8 @@
  * pages free now, which leaves out the page cache Linux's MemAvailable
  * counts; else 0, unknown), no cgroup limit, pressure and temperature
  * unknown, no allowed set and no capacities (one class of cores, as many
- * as are online), no pinning (ENOSYS), no ARM dot product and no AMX (the
+ * as are online), no clocks and no CPU quota known (the online cores are
+ * the budget), a performance hint that says "unsupported", no pinning (ENOSYS), no ARM dot product and no AMX (the
  * kernels that need nothing of the system), storage unknown, the advice POSIX
  * names (MERGE dropped), neither unnamed files nor direct I/O (the callers
  * fall back to a named file and the page cache), and folders read with
@@ -17,9 +18,11 @@
  * that starts "off" and never calls back (platform/memwatch.h).
  */
 #include "platform/cpu.h"
+#include "platform/cpuquota.h"
 #include "platform/file.h"
 #include "platform/mem.h"
 #include "platform/memwatch.h"
+#include "platform/perfhint.h"
 #include "platform/platform.h"
 #include "platform/storage.h"
 #include "platform/thermal.h"
@@ -88,12 +91,31 @@ bool plat_cpu_allowed(plat_cpuset *out) { return (void)out, false; }
 int plat_cpu_capacities(const plat_cpuset *only, short *ids, int *caps, int max) {
     return (void)only, (void)ids, (void)caps, (void)max, 0;
 }
+int plat_cpu_freqs(const plat_cpuset *only, plat_cpu_freq *out, int max) {
+    return (void)only, (void)out, (void)max, 0;
+}
+/* No quota known, no allowed set: the online cores are the budget. */
+plat_cpu_budget plat_cpu_budget_read(void) {
+    const int online = plat_cpu_online() > 0 ? plat_cpu_online() : 0;
+    return (plat_cpu_budget){.quota_state = PLAT_CPU_QUOTA_UNKNOWN, .online_cpus = online, .effective_cpus = online};
+}
 bool plat_pin_available(void) { return false; }
 int plat_pin_thread(pthread_t t, const plat_cpuset *s) { return (void)t, (void)s, ENOSYS; }
 int plat_pin_self(const plat_cpuset *s) { return (void)s, ENOSYS; }
 int plat_pin_self_get(plat_cpuset *out) { return (void)out, ENOSYS; }
 bool plat_cpu_arm_dotprod(void) { return false; }
 bool plat_cpu_amx_permit(void) { return false; }
+
+/* ---- performance hint: none; the session says so and does nothing */
+
+err_code plat_perf_hint_open(const int *tids, int n_tids, int64_t target_ns, plat_perf_hint **out, err_t *err) {
+    if (!tids || n_tids < 1 || n_tids > PLAT_PERF_HINT_MAX_TIDS || target_ns <= 0)
+        return err_set(err, ERR_INVALID_ARG, "performance hint: %d threads, a target of %lld ns", n_tids,
+                       (long long)target_ns);
+    return plat_perf_hint_open_unsupported("this build has no performance hint", out, err);
+}
+
+int plat_thread_id(void) { return 0; }
 
 /* ---- storage, temperature */
 
