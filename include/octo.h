@@ -737,7 +737,13 @@ OCTO_API octo_status octo_generate_cb(octo_model *model, const char *prompt, con
     NUM(latency, double, decode_latency_p95_ms, "ms", (51, "%.3f"), (23, "%.3f"), (0), (15), "95th percentile") \
     NUM(latency, double, decode_latency_p99_ms, "ms", (52, "%.3f"), (24, "%.3f"), (0), (16), "99th percentile") \
     NUM(latency, double, decode_latency_max_ms, "ms", (53, "%.3f"), (25, "%.3f"), (0), (17), "the longest a token waited") \
-    NUM(latency, double, decode_latency_cv, "ratio", (54, "%.4f"), (26, "%.4f"), (0), (18), "the spread: standard deviation of the token latencies over their mean (population, divided by n); 0 steady, about 1.4 for a pass of 8 ms delivering 3 tokens each time; -1 unknown or a mean of 0")
+    NUM(latency, double, decode_latency_cv, "ratio", (54, "%.4f"), (26, "%.4f"), (0), (18), "the spread: standard deviation of the token latencies over their mean (population, divided by n); 0 steady, about 1.4 for a pass of 8 ms delivering 3 tokens each time; -1 unknown or a mean of 0") \
+    /* the CPU the process really has, and the threads octo computes on for it \
+     * (runtime/cpu_adapt.h): re-read between tokens while it runs */ \
+    NUM(cpu, int, cpu_threads, "threads", (55), (27), (0), (19), "threads the model computes on now") \
+    NUM(cpu, double, cpu_effective, "cpus", (56, "%.2f"), (28, "%.2f"), (0), (20), "CPUs the process may use, last read: a cgroup quota or the allowed cores, the lesser (0: unknown)") \
+    NUM(cpu, int, cpu_changes, "count", (57), (29), (0), (0), "times the thread count changed while running") \
+    TEXT(cpu, 200, cpu_note, "text", (58), (0), (0), (0), "the thread count in force and why")
 
 #define OCTO_STATS_FIELD_(group, type, name, ...) type name;
 #define OCTO_STATS_TEXT_(group, size, name, ...) char name[size];

@@ -30,6 +30,7 @@
 #include "runtime/bundle.h"
 #include "runtime/bundle_dir.h"
 #include "runtime/chat_fit.h"
+#include "runtime/cpu_adapt.h"
 #include "runtime/generate.h"
 #include "runtime/plan.h"
 #include "runtime/session.h"
@@ -93,7 +94,8 @@ struct octo_model {
     err_t err;
     plan_device dev;         /* what the plan was made for */
     adapt_state adapt;       /* memory given back and taken again (runtime/adapt.h), under lock */
-    char watch_source[128];  /* the memory watcher's signals, or off and why */
+    char watch_source[384];  /* the memory watcher's signals, or off and why */
+    cpu_adapt_state cpu;     /* the threads for the CPU there is (runtime/cpu_adapt.h), under lock */
     plat_mem_watch *watch;   /* NULL: not watching (options.memory_watch -1, a plan-only load) */
     atomic_int watch_seen;   /* the watcher's last level, for the stream to apply between tokens */
 };
@@ -330,6 +332,7 @@ octo_model *octo_load_model(octo_client *c, const char *path, const octo_model_o
     om->main.draft_s = om->b->draft_s;
     snprintf(om->warning, sizeof om->warning, "%s", om->b->warning);
     if (!om->opts.vocab_only) watch_memory(om);
+    cpu_adapt_init(&om->cpu, om->b->pool, c->opts.n_threads > 0);
     return om;
 }
 
@@ -538,6 +541,9 @@ octo_status octo_eval(octo_model *om, const int32_t *tokens, int n, float *logit
     if (atomic_load(&om->main.busy)) return (octo_status)err_set(&om->err, ERR_BUSY, "the model is serving a stream");
     if (!tokens || !logits || (mode != OCTO_LOGITS_LAST && mode != OCTO_LOGITS_ALL))
         return (octo_status)err_set(&om->err, ERR_INVALID_ARG, "octo_eval: tokens and logits are required");
+    pthread_mutex_lock(&om->lock);
+    cpu_adapt_poll(&om->cpu, om->b->pool, now_s());
+    pthread_mutex_unlock(&om->lock);
     return (octo_status)session_eval(om->main.s, tokens, n, mode == OCTO_LOGITS_ALL, logits, &om->err);
 }
 
@@ -877,6 +883,7 @@ const char *octo_stream_next(octo_stream *st) {
     if (!st || !st->om) return NULL;
     pthread_mutex_lock(&st->om->lock); /* octo_model_stats reads between tokens */
     adapt_poll(st->om);                /* memory pressure is answered between tokens */
+    cpu_adapt_poll(&st->om->cpu, st->om->b->pool, now_s()); /* and the CPU there is */
     const char *piece = gen_next(st->g);
     pthread_mutex_unlock(&st->om->lock);
     return piece;
@@ -1109,6 +1116,10 @@ static octo_stats stats_snapshot(const octo_model *om, const octo_session *ss) {
     st.mem_room_bytes = mem_room();
     snprintf(st.mem_watch, sizeof st.mem_watch, "%s", om->watch_source);
     snprintf(st.mem_note, sizeof st.mem_note, "%s", a->note);
+    st.cpu_threads = om->cpu.threads;
+    st.cpu_effective = om->cpu.sig.effective_cpus;
+    st.cpu_changes = (int)om->cpu.changes;
+    snprintf(st.cpu_note, sizeof st.cpu_note, "%s", om->cpu.note);
     return st;
 }
 

@@ -50,8 +50,21 @@ const char *stat_text(const stat_row *r, const octo_stats *s) {
     return r->kind == STAT_TEXT ? (const char *)s + r->offset : "";
 }
 
+/* Text as a JSON string: quotes, backslashes and control characters
+ * escaped (the memory watcher's source quotes its PSI trigger). */
+static void print_text(FILE *out, const char *t) {
+    fputc('"', out);
+    for (; *t; t++) {
+        const unsigned char c = (unsigned char)*t;
+        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
+        else if (c < 0x20) fprintf(out, "\\u%04x", c);
+        else fputc(c, out);
+    }
+    fputc('"', out);
+}
+
 /* One value as the tools have always printed it: integers whole, doubles
- * with the view's format, text quoted as is. */
+ * with the view's format, text as a JSON string. */
 static void print_value(FILE *out, const stat_row *r, const char *fmt, const octo_stats *s) {
     const void *p = (const char *)s + r->offset;
     switch (r->kind) {
@@ -59,7 +72,7 @@ static void print_value(FILE *out, const stat_row *r, const char *fmt, const oct
     case STAT_U64: fprintf(out, "%llu", (unsigned long long)*(const uint64_t *)p); break;
     case STAT_I64: fprintf(out, "%lld", (long long)*(const int64_t *)p); break;
     case STAT_DOUBLE: fprintf(out, fmt ? fmt : "%g", *(const double *)p); break;
-    case STAT_TEXT: fprintf(out, "\"%s\"", (const char *)p); break;
+    case STAT_TEXT: print_text(out, (const char *)p); break;
     }
 }
 

@@ -112,7 +112,8 @@ class Stats(ctypes.Structure):
                 ("mem_watch", chars(384)), ("mem_note", chars(200)), ("decode_latency_tokens", c_int),
                 ("decode_latency_p50_ms", c_double), ("decode_latency_p90_ms", c_double),
                 ("decode_latency_p95_ms", c_double), ("decode_latency_p99_ms", c_double),
-                ("decode_latency_max_ms", c_double), ("decode_latency_cv", c_double)]
+                ("decode_latency_max_ms", c_double), ("decode_latency_cv", c_double), ("cpu_threads", c_int),
+                ("cpu_effective", c_double), ("cpu_changes", c_int), ("cpu_note", chars(200))]
 
 
 # (struct, its name in octo.h): checked against octo_struct_size at load

@@ -53,6 +53,9 @@ struct tpool {
     tpool_fn fn;
     void *ctx;
     atomic_uint generation;
+    atomic_int nth;           /* threads the current job runs on (tpool_set_active) */
+    atomic_int active;        /* threads the next job runs on; workers from this one on park */
+    atomic_int spin_rounds;   /* how long a worker spins before it sleeps */
     atomic_int pending;
     atomic_int sleepers;
     atomic_bool stop;
@@ -60,7 +63,18 @@ struct tpool {
     plat_cpuset cpus;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    pthread_cond_t park_cv;   /* parked workers wait here: a job never wakes them */
 };
+
+/* A worker past the active count sleeps until it is needed again; the jobs
+ * run meanwhile are not its own (returns the generation it has seen). */
+static unsigned park(tpool *p, const worker *w, unsigned seen) {
+    pthread_mutex_lock(&p->mu);
+    while (w->ith >= atomic_load(&p->active) && !atomic_load(&p->stop)) pthread_cond_wait(&p->park_cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    const unsigned g = atomic_load_explicit(&p->generation, memory_order_acquire);
+    return g != seen && atomic_load_explicit(&p->pending, memory_order_acquire) > 0 ? seen : g;
+}
 
 static void *worker_main(void *arg) {
     worker *w = arg;
@@ -69,9 +83,10 @@ static void *worker_main(void *arg) {
     for (;;) {
         unsigned g;
         int spins = 0;
+        if (w->ith >= atomic_load_explicit(&p->active, memory_order_relaxed)) seen = park(p, w, seen);
         while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen) {
             if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return NULL;
-            if (++spins < SPIN_ROUNDS) {
+            if (++spins < atomic_load_explicit(&p->spin_rounds, memory_order_relaxed)) {
                 spin_wait(spins);
                 continue;
             }
@@ -84,7 +99,9 @@ static void *worker_main(void *arg) {
         }
         if (atomic_load(&p->stop)) return NULL;
         seen = g;
-        p->fn(p->ctx, w->ith, p->n);
+        const int nth = atomic_load_explicit(&p->nth, memory_order_relaxed); /* stored before the generation */
+        if (w->ith >= nth) continue; /* a job for fewer threads: not ours, and pending did not count us */
+        p->fn(p->ctx, w->ith, nth);
         atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
     }
 }
@@ -99,10 +116,14 @@ static err_code create(int n_threads, const plat_cpuset *cpus, tpool **out, err_
     if (cpus) p->pinned = true, p->cpus = *cpus;
     atomic_init(&p->generation, 0);
     atomic_init(&p->pending, 0);
+    atomic_init(&p->nth, n_threads);
+    atomic_init(&p->active, n_threads);
+    atomic_init(&p->spin_rounds, SPIN_ROUNDS);
     atomic_init(&p->sleepers, 0);
     atomic_init(&p->stop, false);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
+    pthread_cond_init(&p->park_cv, NULL);
     if (n_threads > 1 && !(p->workers = calloc((size_t)n_threads - 1, sizeof *p->workers))) {
         tpool_free(p);
         return err_set(err, ERR_NOMEM, "out of memory");
@@ -160,24 +181,47 @@ void tpool_free(tpool *p) {
     pthread_mutex_lock(&p->mu);
     atomic_store(&p->stop, true);
     pthread_cond_broadcast(&p->cv);
+    pthread_cond_broadcast(&p->park_cv);
     pthread_mutex_unlock(&p->mu);
     for (int i = 1; i < p->n; i++) pthread_join(p->workers[i - 1].thread, NULL);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
+    pthread_cond_destroy(&p->park_cv);
     free(p->workers);
     free(p);
 }
 
 int tpool_size(const tpool *p) { return p ? p->n : 1; }
 
+int tpool_active(const tpool *p) { return p ? atomic_load(&p->active) : 1; }
+
+int tpool_set_active(tpool *p, int n) {
+    if (!p) return 1;
+    n = n < 1 ? 1 : n > p->n ? p->n : n;
+    pthread_mutex_lock(&p->mu);
+    const int was = atomic_load(&p->active);
+    atomic_store(&p->active, n);
+    if (n > was) pthread_cond_broadcast(&p->park_cv);
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
+void tpool_set_spin(tpool *p, int rounds) {
+    if (p) atomic_store(&p->spin_rounds, rounds < 1 ? 1 : rounds > SPIN_ROUNDS ? SPIN_ROUNDS : rounds);
+}
+
+int tpool_spin_default(void) { return SPIN_ROUNDS; }
+
 void tpool_run(tpool *p, tpool_fn fn, void *ctx) {
-    if (!p || p->n == 1) {
+    const int nth = p ? atomic_load_explicit(&p->active, memory_order_relaxed) : 1;
+    if (nth == 1) {
         fn(ctx, 0, 1);
         return;
     }
     p->fn = fn;
     p->ctx = ctx;
-    atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
+    atomic_store_explicit(&p->nth, nth, memory_order_relaxed);
+    atomic_store_explicit(&p->pending, nth - 1, memory_order_relaxed);
     /* seq_cst on both sides (here and the worker's sleepers++ then generation
      * load): either we see the sleeper, or it sees the new generation */
     atomic_fetch_add(&p->generation, 1);
@@ -186,7 +230,7 @@ void tpool_run(tpool *p, tpool_fn fn, void *ctx) {
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
-    fn(ctx, 0, p->n);
+    fn(ctx, 0, nth);
     for (int spins = 1; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++) spin_wait(spins);
 }
 

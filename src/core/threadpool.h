@@ -23,8 +23,20 @@ typedef void (*tpool_fn)(void *ctx, int ith, int nth);
 err_code tpool_new(int n_threads, tpool **out, err_t *err);
 void tpool_free(tpool *p);
 int tpool_size(const tpool *p);
-/* Run fn on every thread of the pool (p may be NULL: run inline as 0 of 1). */
+/* Run fn on every active thread of the pool (p may be NULL: run inline as 0 of 1). */
 void tpool_run(tpool *p, tpool_fn fn, void *ctx);
+/* The threads jobs run on, 1..tpool_size (all of them at first). Set it
+ * between jobs, from the thread that runs them: the workers past it park
+ * (asleep, never woken by a job) until it grows again; 1 runs every job
+ * inline. Returns the count in force (clamped). The CPU the process really
+ * has changes while it runs (runtime/pace.h). */
+int tpool_set_active(tpool *p, int n);
+int tpool_active(const tpool *p);
+/* How many rounds an idle worker spins for the next job before it sleeps
+ * (1..tpool_spin_default()): spinning pays on free cores and burns a CPU
+ * quota that the threads doing work would have used. */
+void tpool_set_spin(tpool *p, int rounds);
+int tpool_spin_default(void);
 
 /* Threads to use by default: the performance cores this process may run on
  * (cpu_classes below; every allowed core where there is one class). */

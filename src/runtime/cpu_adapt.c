@@ -1,0 +1,95 @@
+/*
+ * cpu_adapt — see cpu_adapt.h.
+ */
+#include "cpu_adapt.h"
+
+#include "platform/cpuquota.h"
+#include "platform/thermal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int clamp(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* The count the CPU budget allows, and why, before heat. */
+static int budget_threads(const cpu_signals *s, int n, char *why, size_t why_n) {
+    if (s->effective_cpus <= 0) {
+        snprintf(why, why_n, "no CPU quota or core count known");
+        return n;
+    }
+    if (s->quota_cpus > 0 && s->quota_cpus <= s->effective_cpus + 1e-9)
+        snprintf(why, why_n, "a CPU quota of %.2f CPUs", s->quota_cpus);
+    else
+        snprintf(why, why_n, "%.2f CPUs to run on", s->effective_cpus);
+    return clamp((int)floor(s->effective_cpus + 0.5), 1, n);
+}
+
+/* Heat's part: whether a thread is held back (cooling, with hysteresis), and why. */
+static bool heat(const cpu_signals *s, bool *cooling, char *why, size_t why_n) {
+    if (!s->thermal_known) return *cooling = false;
+    if (s->thermal_headroom_mc <= 0) *cooling = true;
+    else if (s->thermal_headroom_mc >= CPU_ADAPT_COOL_MC) *cooling = false;
+    if (*cooling)
+        snprintf(why, why_n, "; one fewer: thermal zone %d %s its passive trip (%.1f C %s)", s->thermal_zone,
+                 s->thermal_headroom_mc <= 0 ? "is past" : "has not cooled below",
+                 fabs((double)s->thermal_headroom_mc) / 1000.0, s->thermal_headroom_mc <= 0 ? "over" : "under");
+    return *cooling;
+}
+
+int cpu_adapt_choose(const cpu_signals *s, int n, bool *cooling, char *why, size_t why_n) {
+    char budget[120], hot[120] = "";
+    int t = budget_threads(s, n, budget, sizeof budget);
+    if (heat(s, cooling, hot, sizeof hot) && t > 1) t--;
+    else hot[0] = '\0';
+    snprintf(why, why_n, "%d of %d threads: %s%s", t, n, budget, hot);
+    return t;
+}
+
+void cpu_adapt_init(cpu_adapt_state *st, tpool *p, bool fixed) {
+    memset(st, 0, sizeof *st);
+    st->fixed = fixed;
+    st->pool = tpool_size(p);
+    st->threads = tpool_active(p);
+    snprintf(st->note, sizeof st->note, fixed ? "%d threads, as asked" : "%d threads: not read yet", st->threads);
+}
+
+bool cpu_adapt_apply(cpu_adapt_state *st, tpool *p, const cpu_signals *s) {
+    st->sig = *s;
+    if (st->fixed) return false;
+    char why[sizeof st->note];
+    const int t = tpool_set_active(p, cpu_adapt_choose(s, st->pool, &st->cooling, why, sizeof why));
+    snprintf(st->note, sizeof st->note, "%s", why);
+    if (t == st->threads) return false;
+    st->threads = t;
+    st->changes++;
+    return true;
+}
+
+cpu_signals cpu_signals_of(const plat_cpu_budget *b, const plat_thermal *th, const cpu_signals *prev) {
+    cpu_signals s = *prev;
+    s.effective_cpus = b->effective_cpus;
+    s.quota_cpus = b->quota_state == PLAT_CPU_QUOTA_LIMITED ? b->quota_cpus : 0;
+    s.allowed_cpus = b->allowed_cpus;
+    if (th) {
+        s.thermal_known = th->known && th->passive_known;
+        s.thermal_zone = th->passive_zone;
+        s.thermal_headroom_mc = th->passive_headroom_millicelsius;
+    }
+    return s;
+}
+
+bool cpu_adapt_poll(cpu_adapt_state *st, tpool *p, double now_s) {
+    if (st->fixed || st->pool < 2 || now_s < st->next_read_s) return false;
+    st->next_read_s = now_s + CPU_ADAPT_PERIOD_S;
+    const plat_cpu_budget b = plat_cpu_budget_read();
+    const bool thermal = now_s >= st->next_thermal_s;
+    if (thermal) st->next_thermal_s = now_s + CPU_ADAPT_THERMAL_S;
+    if (!thermal) {
+        const cpu_signals s = cpu_signals_of(&b, NULL, &st->sig);
+        return cpu_adapt_apply(st, p, &s);
+    }
+    const plat_thermal th = plat_thermal_read(); /* 15 KB, every CPU_ADAPT_THERMAL_S */
+    const cpu_signals s = cpu_signals_of(&b, &th, &st->sig);
+    return cpu_adapt_apply(st, p, &s);
+}

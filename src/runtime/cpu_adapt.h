@@ -1,0 +1,76 @@
+/*
+ * cpu_adapt — how many threads octo computes on, for the CPU the process
+ * really has (issue 38), re-decided while it runs.
+ *
+ * A CPU quota (a container's, or a phone's cgroup for background apps)
+ * gives the process's threads together so many CPU-microseconds a period.
+ * Threads that wait for each other at every job burn it faster than they
+ * finish work: measured on a 2-vCPU EPYC with the 1.1B Q4_0 model, decode
+ * under a one-CPU quota gives 27.9 tok/s on 2 threads and 41.8 on 1; under
+ * one and a half CPUs, 56.1 on 2 threads and 35.0 on 1. So:
+ *
+ *   signal                                    threads
+ *   a quota of q CPUs (cgroup, platform/     q rounded half up, at least 1,
+ *   cpuquota.h), or fewer allowed cores      at most the pool's
+ *   none known                                the pool's (as planned at load)
+ *   a thermal zone past its passive trip      one fewer, until it is 5 C below
+ *   (platform/thermal.h)                      the trip again
+ *
+ * The threads asked by the app (octo_client_options.n_threads) are never
+ * changed. The figures are read again every CPU_ADAPT_PERIOD_S (thermal
+ * every CPU_ADAPT_THERMAL_S), between tokens; a change is applied with
+ * tpool_set_active, and its reason kept for octo_stats (cpu_note).
+ */
+#ifndef OCTO_RUNTIME_CPU_ADAPT_H
+#define OCTO_RUNTIME_CPU_ADAPT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/threadpool.h"
+#include "platform/cpuquota.h"
+#include "platform/thermal.h"
+
+#define CPU_ADAPT_PERIOD_S 0.5
+#define CPU_ADAPT_THERMAL_S 2.0
+#define CPU_ADAPT_COOL_MC 5000 /* below the passive trip by this much before a thread comes back */
+
+/* What the platform said, last read. */
+typedef struct {
+    double effective_cpus; /* plat_cpu_budget's; 0: unknown */
+    double quota_cpus;     /* > 0: a cgroup quota */
+    int allowed_cpus;      /* 0: unknown */
+    bool thermal_known;
+    int thermal_zone;
+    int64_t thermal_headroom_mc; /* to the nearest passive trip; < 0 past it */
+} cpu_signals;
+
+typedef struct {
+    bool fixed;       /* the app asked for a thread count */
+    int pool;         /* threads in the pool */
+    int threads;      /* in force */
+    bool cooling;     /* a thread given up for heat, not back yet */
+    unsigned changes; /* times the count changed */
+    double next_read_s, next_thermal_s;
+    cpu_signals sig;
+    char note[200];   /* the count in force and why */
+} cpu_adapt_state;
+
+/* The signals of a budget and a thermal reading (th NULL: not read: the
+ * thermal fields of prev kept). */
+cpu_signals cpu_signals_of(const plat_cpu_budget *b, const plat_thermal *th, const cpu_signals *prev);
+
+/* The threads for signals s on a pool of n (pure: no I/O). cooling is in
+ * and out: whether a thread is held back for heat (the hysteresis). why
+ * gets the reason. */
+int cpu_adapt_choose(const cpu_signals *s, int n, bool *cooling, char *why, size_t why_n);
+
+/* Starts on pool p: fixed when the app asked for its threads. */
+void cpu_adapt_init(cpu_adapt_state *st, tpool *p, bool fixed);
+/* Reads the signals when due and applies their count to p; true when the
+ * count changed. Call between jobs, from the thread that runs them. */
+bool cpu_adapt_poll(cpu_adapt_state *st, tpool *p, double now_s);
+/* The same with the signals given (tests: a fake device). */
+bool cpu_adapt_apply(cpu_adapt_state *st, tpool *p, const cpu_signals *s);
+
+#endif

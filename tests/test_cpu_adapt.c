@@ -1,0 +1,215 @@
+/*
+ * test_cpu_adapt — the threads octo computes on for the CPU it really has
+ * (runtime/cpu_adapt.h, issue 38): the pool's active count (jobs see it,
+ * parked workers never run a job, growing and shrinking between jobs), the
+ * choice for quotas and heat with its hysteresis, and a fake thermal tree
+ * whose zone passes its passive trip while jobs run: the count changes and
+ * the note says why.
+ */
+#include <dirent.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/threadpool.h"
+#include "runtime/cpu_adapt.h"
+#include "t.h"
+#include "util.h"
+
+#define T_STR_EQ(a, b) T_CHECKF(!strcmp((a), (b)), "\"%s\" is not \"%s\"", (a), (b))
+
+typedef struct {
+    atomic_int calls[4];
+    atomic_int bad_nth;
+    int want_nth;
+} job;
+
+static void count(void *ctx, int ith, int nth) {
+    job *j = ctx;
+    if (nth != j->want_nth || ith >= nth) atomic_fetch_add(&j->bad_nth, 1);
+    if (ith < 4) atomic_fetch_add(&j->calls[ith], 1);
+}
+
+static void run_jobs(tpool *p, job *j, int n) {
+    j->want_nth = tpool_active(p);
+    for (int i = 0; i < n; i++) tpool_run(p, count, j);
+}
+
+/* Each job runs on exactly the active threads, with nth their count. */
+static void test_active(void) {
+    tpool *p = NULL;
+    T_EQ_INT(tpool_new(3, &p, NULL), ERR_OK);
+    if (!p) return;
+    job j = {0};
+    T_EQ_INT(tpool_active(p), 3);
+    run_jobs(p, &j, 100);
+    T_EQ_INT(tpool_set_active(p, 1), 1);
+    run_jobs(p, &j, 100);
+    T_EQ_INT(tpool_set_active(p, 2), 2);
+    run_jobs(p, &j, 100);
+    T_CHECK(atomic_load(&j.calls[0]) == 300 && atomic_load(&j.calls[1]) == 200 && atomic_load(&j.calls[2]) == 100);
+    /* shrinking and growing between every few jobs: no job lost, none run twice */
+    memset(&j, 0, sizeof j);
+    int want[3] = {0};
+    for (int i = 0; i < 600; i++) {
+        const int a = tpool_set_active(p, 1 + i % 3);
+        run_jobs(p, &j, 3);
+        for (int t = 0; t < a; t++) want[t] += 3;
+    }
+    for (int t = 0; t < 3; t++) T_EQ_INT(atomic_load(&j.calls[t]), want[t]);
+    T_EQ_INT(atomic_load(&j.bad_nth), 0);
+    T_EQ_INT(tpool_set_active(p, 9), 3); /* clamped */
+    T_EQ_INT(tpool_set_active(p, 0), 1);
+    tpool_set_spin(p, 1); /* workers that barely spin still take every job */
+    T_EQ_INT(tpool_set_active(p, 3), 3);
+    memset(&j, 0, sizeof j);
+    run_jobs(p, &j, 50);
+    T_CHECK(atomic_load(&j.calls[1]) == 50 && atomic_load(&j.calls[2]) == 50);
+    tpool_free(p);
+}
+
+static int pick(cpu_signals s, int n, bool *cooling, char *why) { return cpu_adapt_choose(&s, n, cooling, why, 200); }
+
+/* The count for quotas, cores and heat; the hysteresis of heat. */
+static void test_choose(void) {
+    char why[200];
+    bool cool = false;
+    T_EQ_INT(pick((cpu_signals){0}, 2, &cool, why), 2);
+    T_STR_EQ(why, "2 of 2 threads: no CPU quota or core count known");
+    T_EQ_INT(pick((cpu_signals){.effective_cpus = 1.0, .quota_cpus = 1.0}, 2, &cool, why), 1);
+    T_STR_EQ(why, "1 of 2 threads: a CPU quota of 1.00 CPUs");
+    T_EQ_INT(pick((cpu_signals){.effective_cpus = 0.5, .quota_cpus = 0.5}, 2, &cool, why), 1);
+    T_EQ_INT(pick((cpu_signals){.effective_cpus = 1.5, .quota_cpus = 1.5}, 2, &cool, why), 2); /* half up */
+    T_EQ_INT(pick((cpu_signals){.effective_cpus = 1.49, .quota_cpus = 1.49}, 4, &cool, why), 1);
+    T_EQ_INT(pick((cpu_signals){.effective_cpus = 3, .quota_cpus = 6, .allowed_cpus = 3}, 8, &cool, why), 3);
+    T_STR_EQ(why, "3 of 8 threads: 3.00 CPUs to run on");
+    T_EQ_INT(pick((cpu_signals){.effective_cpus = 8}, 4, &cool, why), 4); /* never past the pool */
+    const cpu_signals hot = {.effective_cpus = 4, .thermal_known = true, .thermal_zone = 1, .thermal_headroom_mc = -1500};
+    T_EQ_INT(pick(hot, 4, &cool, why), 3);
+    T_CHECK(cool);
+    T_STR_EQ(why, "3 of 4 threads: 4.00 CPUs to run on; one fewer: thermal zone 1 is past its passive trip (1.5 C over)");
+    cpu_signals warm = hot;
+    warm.thermal_headroom_mc = 2000; /* below the trip, not by 5 C: still one fewer */
+    T_EQ_INT(pick(warm, 4, &cool, why), 3);
+    T_CHECK(strstr(why, "has not cooled below its passive trip (2.0 C under)") != NULL);
+    warm.thermal_headroom_mc = 5000;
+    T_EQ_INT(pick(warm, 4, &cool, why), 4);
+    T_CHECK(!cool);
+    warm.thermal_headroom_mc = 2000; /* not cooling: 2 C under is fine */
+    T_EQ_INT(pick(warm, 4, &cool, why), 4);
+    cool = true;
+    T_EQ_INT(pick((cpu_signals){.effective_cpus = 1, .thermal_known = true, .thermal_headroom_mc = -9000}, 4, &cool, why), 1);
+}
+
+/* ---- a fake thermal tree */
+
+static void put(const char *root, const char *rel, const char *text) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    char *slash = strrchr(path, '/');
+    *slash = '\0';
+    mkdir(path, 0700);
+    *slash = '/';
+    FILE *f = fopen(path, "w");
+    T_CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+static void remove_zone(const char *root) {
+    static const char *const files[] = {"type", "temp", "trip_point_0_temp", "trip_point_0_type"};
+    char path[1024];
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(path, sizeof path, "%s/thermal_zone0/%s", root, files[i]);
+        remove(path);
+    }
+    snprintf(path, sizeof path, "%s/thermal_zone0", root);
+    rmdir(path);
+    rmdir(root);
+}
+
+/* The signals the poll would make: this budget, the fake tree's heat. */
+static cpu_signals read_fake(const char *root, const cpu_signals *prev) {
+    const plat_cpu_budget b = {.quota_state = PLAT_CPU_QUOTA_NONE, .allowed_cpus = 2, .online_cpus = 2, .effective_cpus = 2};
+    const plat_thermal th = plat_thermal_read_at(root);
+    return cpu_signals_of(&b, &th, prev);
+}
+
+/* A zone passes its passive trip (70 C) while jobs run: a thread goes, and
+ * comes back only once the zone is 5 C below the trip. */
+static void test_thermal_mid_run(void) {
+    char root[512];
+    tu_tmp_path(root, sizeof root, "cpu_adapt_thermal");
+    remove_zone(root);
+    T_CHECK(mkdir(root, 0700) == 0);
+    put(root, "thermal_zone0/type", "cpu-thermal\n");
+    put(root, "thermal_zone0/trip_point_0_temp", "70000\n");
+    put(root, "thermal_zone0/trip_point_0_type", "passive\n");
+    put(root, "thermal_zone0/temp", "60000\n");
+    tpool *p = NULL;
+    T_EQ_INT(tpool_new(2, &p, NULL), ERR_OK);
+    if (!p) return;
+    cpu_adapt_state st;
+    cpu_adapt_init(&st, p, false);
+    job j = {0};
+    static const struct {
+        const char *temp;
+        int threads;
+        const char *why;
+    } steps[] = {
+        {"60000\n", 2, "2 of 2 threads: 2.00 CPUs to run on"},
+        {"71000\n", 1, "1 of 2 threads: 2.00 CPUs to run on; one fewer: thermal zone 0 is past its passive trip (1.0 C over)"},
+        {"67000\n", 1, "1 of 2 threads: 2.00 CPUs to run on; one fewer: thermal zone 0 has not cooled below its passive trip (3.0 C under)"},
+        {"64000\n", 2, "2 of 2 threads: 2.00 CPUs to run on"},
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
+        put(root, "thermal_zone0/temp", steps[i].temp);
+        const cpu_signals s = read_fake(root, &st.sig);
+        cpu_adapt_apply(&st, p, &s);
+        run_jobs(p, &j, 20);
+        printf("zone at %.1f C: %d threads (%s)\n", atoi(steps[i].temp) / 1000.0, st.threads, st.note);
+        T_EQ_INT(st.threads, steps[i].threads);
+        T_EQ_INT(tpool_active(p), steps[i].threads);
+        T_STR_EQ(st.note, steps[i].why);
+    }
+    T_EQ_INT(st.changes, 2);
+    T_EQ_INT(atomic_load(&j.calls[1]), 40); /* the two steps at 2 threads */
+    T_EQ_INT(atomic_load(&j.bad_nth), 0);
+    /* threads the app asked for are never changed */
+    cpu_adapt_init(&st, p, true);
+    put(root, "thermal_zone0/temp", "90000\n");
+    const cpu_signals s = read_fake(root, &st.sig);
+    T_CHECK(!cpu_adapt_apply(&st, p, &s));
+    T_EQ_INT(tpool_active(p), 2);
+    T_STR_EQ(st.note, "2 threads, as asked");
+    T_CHECK(!cpu_adapt_poll(&st, p, 1e9));
+    tpool_free(p);
+    remove_zone(root);
+}
+
+/* This machine: the poll reads the real files and picks a count in range. */
+static void test_poll_real(void) {
+    tpool *p = NULL;
+    T_EQ_INT(tpool_new(2, &p, NULL), ERR_OK);
+    if (!p) return;
+    cpu_adapt_state st;
+    cpu_adapt_init(&st, p, false);
+    cpu_adapt_poll(&st, p, 1.0);
+    printf("this machine: %s\n", st.note);
+    T_CHECK(st.threads >= 1 && st.threads <= 2 && st.threads == tpool_active(p));
+    T_CHECK(st.sig.effective_cpus >= 0);
+    const unsigned changes = st.changes;
+    T_CHECK(!cpu_adapt_poll(&st, p, 1.1)); /* not due: within CPU_ADAPT_PERIOD_S */
+    T_EQ_INT(st.changes, changes);
+    tpool_free(p);
+}
+
+int main(void) {
+    test_active();
+    test_choose();
+    test_thermal_mid_run();
+    test_poll_real();
+    T_DONE();
+}
