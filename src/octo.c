@@ -689,6 +689,12 @@ int octo_spec_mode_from_name(const char *name) {
     return -1;
 }
 
+/* A decode step of a stream: the performance hint's pace (runtime/cpu_adapt.h). */
+static void on_step(void *user, double ms, int tokens) {
+    octo_model *om = user;
+    cpu_hint_step(&om->cpu, om->b->pool, ms, tokens);
+}
+
 /* Tokenize text and start a stream on it; the model is marked busy on success. */
 static octo_stream *start_stream(octo_session *ss, const char *text, bool parse_special,
                                  const octo_generate_params *params) {
@@ -707,6 +713,8 @@ static octo_stream *start_stream(octo_session *ss, const char *text, bool parse_
         return NULL;
     gp.draft = ss->draft_s;
     gp.prefill.auto_policy = auto_kv_policy(om);
+    gp.on_step = on_step;
+    gp.step_user = om;
     if (sampler_check(&gp.sampling, err)) return NULL;
     if (p.max_tokens <= 0) {
         err_set(err, ERR_INVALID_ARG, "max_tokens must be positive, not %d", p.max_tokens);
@@ -936,6 +944,7 @@ void octo_stream_free(octo_stream *st) {
         pthread_mutex_lock(&st->om->lock);
         st->ss->last = gen_get_stats(st->g);
         st->ss->stream = NULL;
+        cpu_hint_end(&st->om->cpu);
         pthread_mutex_unlock(&st->om->lock);
         atomic_store(&st->ss->busy, false);
     }
@@ -1120,6 +1129,7 @@ static octo_stats stats_snapshot(const octo_model *om, const octo_session *ss) {
     st.cpu_effective = om->cpu.sig.effective_cpus;
     st.cpu_changes = (int)om->cpu.changes;
     snprintf(st.cpu_note, sizeof st.cpu_note, "%s", om->cpu.note);
+    snprintf(st.cpu_hint, sizeof st.cpu_hint, "%s", om->cpu.hint_note);
     return st;
 }
 

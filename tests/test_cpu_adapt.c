@@ -206,8 +206,38 @@ static void test_poll_real(void) {
     tpool_free(p);
 }
 
+/* The hint's target is the median time a token of the first 8 decode
+ * steps (a step's time over its tokens); then a session is open, and the
+ * end of the generation closes it. */
+static void test_hint(void) {
+    tpool *p = NULL;
+    T_EQ_INT(tpool_new(3, &p, NULL), ERR_OK);
+    if (!p) return;
+    job j = {0};
+    run_jobs(p, &j, 1); /* every worker has run, so its id is known */
+    cpu_adapt_state st;
+    cpu_adapt_init(&st, p, false);
+    static const double ms[8] = {10, 30, 12, 8, 50, 11, 9, 14};
+    static const int tokens[8] = {1, 3, 1, 1, 2, 1, 1, 1}; /* a token each: 10 10 12 8 25 11 9 14 */
+    for (int i = 0; i < 7; i++) cpu_hint_step(&st, p, ms[i], tokens[i]);
+    T_STR_EQ(st.hint_note, "calibrating: 7 of 8 decode steps");
+    T_CHECK(st.hint == NULL);
+    cpu_hint_step(&st, p, 0, 0); /* no token: not a step */
+    T_EQ_INT(st.n_cal, 7);
+    cpu_hint_step(&st, p, ms[7], tokens[7]);
+    printf("hint: %s\n", st.hint_note);
+    T_CHECK(!strncmp(st.hint_note, "target 11.00 ms a token, 3 threads: ", 36)); /* this thread and 2 workers */
+    T_CHECK(st.hint != NULL);
+    for (int i = 0; i < 20; i++) cpu_hint_step(&st, p, 30, 1); /* late tokens: reported, whatever the system does */
+    cpu_hint_end(&st);
+    T_CHECK(st.hint == NULL && st.n_cal == 0);
+    T_CHECK(!strncmp(st.hint_note, "target 11.00 ms", 15)); /* the note outlives the session */
+    tpool_free(p);
+}
+
 int main(void) {
     test_active();
+    test_hint();
     test_choose();
     test_thermal_mid_run();
     test_poll_real();

@@ -113,7 +113,8 @@ class Stats(ctypes.Structure):
                 ("decode_latency_p50_ms", c_double), ("decode_latency_p90_ms", c_double),
                 ("decode_latency_p95_ms", c_double), ("decode_latency_p99_ms", c_double),
                 ("decode_latency_max_ms", c_double), ("decode_latency_cv", c_double), ("cpu_threads", c_int),
-                ("cpu_effective", c_double), ("cpu_changes", c_int), ("cpu_note", chars(200))]
+                ("cpu_effective", c_double), ("cpu_changes", c_int), ("cpu_note", chars(200)),
+                ("cpu_hint", chars(160))]
 
 
 # (struct, its name in octo.h): checked against octo_struct_size at load

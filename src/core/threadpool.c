@@ -11,6 +11,7 @@
 #include "threadpool.h"
 
 #include "platform/cpu.h"
+#include "platform/perfhint.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -45,6 +46,7 @@ typedef struct {
     tpool *pool;
     int ith;
     pthread_t thread;
+    atomic_int tid; /* the kernel's id of the thread (0 until it runs) */
 } worker;
 
 struct tpool {
@@ -79,6 +81,7 @@ static unsigned park(tpool *p, const worker *w, unsigned seen) {
 static void *worker_main(void *arg) {
     worker *w = arg;
     tpool *p = w->pool;
+    atomic_store(&w->tid, plat_thread_id());
     unsigned seen = 0;
     for (;;) {
         unsigned g;
@@ -192,6 +195,15 @@ void tpool_free(tpool *p) {
 }
 
 int tpool_size(const tpool *p) { return p ? p->n : 1; }
+
+int tpool_thread_ids(tpool *p, int *ids, int max) {
+    int n = 0;
+    for (int i = 1; p && i < p->n && n < max; i++) {
+        const int tid = atomic_load(&p->workers[i - 1].tid);
+        if (tid > 0) ids[n++] = tid;
+    }
+    return n;
+}
 
 int tpool_active(const tpool *p) { return p ? atomic_load(&p->active) : 1; }
 

@@ -32,6 +32,9 @@ void tpool_run(tpool *p, tpool_fn fn, void *ctx);
  * has changes while it runs (runtime/pace.h). */
 int tpool_set_active(tpool *p, int n);
 int tpool_active(const tpool *p);
+/* The kernel's ids of the pool's workers (not the caller's) that have
+ * started, at most max: for a performance hint's session. */
+int tpool_thread_ids(tpool *p, int *ids, int max);
 /* How many rounds an idle worker spins for the next job before it sleeps
  * (1..tpool_spin_default()): spinning pays on free cores and burns a CPU
  * quota that the threads doing work would have used. */

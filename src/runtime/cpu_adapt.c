@@ -4,9 +4,11 @@
 #include "cpu_adapt.h"
 
 #include "platform/cpuquota.h"
+#include "platform/perfhint.h"
 #include "platform/thermal.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -92,4 +94,51 @@ bool cpu_adapt_poll(cpu_adapt_state *st, tpool *p, double now_s) {
     const plat_thermal th = plat_thermal_read(); /* 15 KB, every CPU_ADAPT_THERMAL_S */
     const cpu_signals s = cpu_signals_of(&b, &th, &st->sig);
     return cpu_adapt_apply(st, p, &s);
+}
+
+static int by_value(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The target is set: the session for the generating thread and the pool's. */
+static void hint_open(cpu_adapt_state *st, tpool *p) {
+    double v[CPU_HINT_CALIBRATE];
+    memcpy(v, st->cal, sizeof v);
+    qsort(v, CPU_HINT_CALIBRATE, sizeof *v, by_value);
+    const double target_ms = v[CPU_HINT_CALIBRATE / 2];
+    int tids[PLAT_PERF_HINT_MAX_TIDS];
+    tids[0] = plat_thread_id();
+    const int n = 1 + tpool_thread_ids(p, tids + 1, PLAT_PERF_HINT_MAX_TIDS - 1);
+    err_t e = {0};
+    if (plat_perf_hint_open(tids, n, (int64_t)(target_ms * 1e6), &st->hint, &e)) {
+        snprintf(st->hint_note, sizeof st->hint_note, "none: %.120s", e.msg);
+        st->hint = NULL;
+        return;
+    }
+    snprintf(st->hint_note, sizeof st->hint_note, "target %.2f ms a token, %d threads: %.100s", target_ms, n,
+             plat_perf_hint_status(st->hint));
+}
+
+void cpu_hint_step(cpu_adapt_state *st, tpool *p, double ms, int tokens) {
+    if (tokens < 1 || !(ms >= 0)) return;
+    const double per = ms / tokens;
+    if (st->n_cal < CPU_HINT_CALIBRATE) {
+        st->cal[st->n_cal++] = per;
+        if (st->n_cal == CPU_HINT_CALIBRATE) hint_open(st, p);
+        else snprintf(st->hint_note, sizeof st->hint_note, "calibrating: %d of %d decode steps", st->n_cal, CPU_HINT_CALIBRATE);
+        return;
+    }
+    if (st->hint && plat_perf_hint_supported(st->hint)) plat_perf_hint_report(st->hint, (int64_t)(per * 1e6));
+}
+
+void cpu_hint_end(cpu_adapt_state *st) {
+    if (st->hint && plat_perf_hint_supported(st->hint)) {
+        const size_t len = strlen(st->hint_note);
+        snprintf(st->hint_note + len, sizeof st->hint_note - len, "; util_min %u at the end",
+                 plat_perf_hint_util_min(st->hint));
+    }
+    plat_perf_hint_close(st->hint);
+    st->hint = NULL;
+    st->n_cal = 0;
 }

@@ -20,6 +20,14 @@
  * changed. The figures are read again every CPU_ADAPT_PERIOD_S (thermal
  * every CPU_ADAPT_THERMAL_S), between tokens; a change is applied with
  * tpool_set_active, and its reason kept for octo_stats (cpu_note).
+ *
+ * The performance hint (platform/perfhint.h). Each generation's first
+ * CPU_HINT_CALIBRATE decode steps set its target: the median time a token
+ * took (a step's time over the tokens it delivered). A hint session is
+ * then opened for the generating thread and the pool's, and told each
+ * step's time a token, so that a device which slows down (clocks, a
+ * little core) is asked to keep that pace. Where the system has no such
+ * hint the session says why, and nothing else changes.
  */
 #ifndef OCTO_RUNTIME_CPU_ADAPT_H
 #define OCTO_RUNTIME_CPU_ADAPT_H
@@ -29,11 +37,13 @@
 
 #include "core/threadpool.h"
 #include "platform/cpuquota.h"
+#include "platform/perfhint.h"
 #include "platform/thermal.h"
 
 #define CPU_ADAPT_PERIOD_S 0.5
 #define CPU_ADAPT_THERMAL_S 2.0
 #define CPU_ADAPT_COOL_MC 5000 /* below the passive trip by this much before a thread comes back */
+#define CPU_HINT_CALIBRATE 8
 
 /* What the platform said, last read. */
 typedef struct {
@@ -54,6 +64,11 @@ typedef struct {
     double next_read_s, next_thermal_s;
     cpu_signals sig;
     char note[200];   /* the count in force and why */
+    /* the performance hint of the generation running */
+    plat_perf_hint *hint;
+    double cal[CPU_HINT_CALIBRATE]; /* the first steps' times a token, ms */
+    int n_cal;
+    char hint_note[160]; /* the last generation's hint: its target and state, or why none */
 } cpu_adapt_state;
 
 /* The signals of a budget and a thermal reading (th NULL: not read: the
@@ -72,5 +87,12 @@ void cpu_adapt_init(cpu_adapt_state *st, tpool *p, bool fixed);
 bool cpu_adapt_poll(cpu_adapt_state *st, tpool *p, double now_s);
 /* The same with the signals given (tests: a fake device). */
 bool cpu_adapt_apply(cpu_adapt_state *st, tpool *p, const cpu_signals *s);
+
+/* A decode step of the generation running took ms and delivered tokens:
+ * calibrates the hint's target, opens its session, then reports. From the
+ * generating thread. */
+void cpu_hint_step(cpu_adapt_state *st, tpool *p, double ms, int tokens);
+/* The generation ended: its session closed (its note kept). */
+void cpu_hint_end(cpu_adapt_state *st);
 
 #endif

@@ -269,6 +269,7 @@ static void verified(generation *g, const spec_pass *pass, const int32_t *drafts
     g->stats.spec_ms += dt;
     g->stats.spec_draft_ms += t.t1 - t.t0 + t.wait;
     g->stats.spec_steps++;
+    if (g->p.on_step) g->p.on_step(g->p.step_user, dt, a + 1);
     g->stats.spec_proposed += pass->k;
     g->stats.spec_accepted += a;
     if (pass->k > 0) g->proposing_steps++;
@@ -535,6 +536,7 @@ static const char *next_piece(generation *g) {
                 g->plain_ms += dt;
                 g->stats.decode_ms = g->t_decode_total;
                 g->stats.decode_evals++;
+                if (g->p.on_step) g->p.on_step(g->p.step_user, dt, 1);
             }
             g->need_decode = false;
         }

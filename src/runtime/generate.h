@@ -44,6 +44,10 @@ typedef struct {
     prefill_params prefill;        /* the prompt with the draft (SpecKV, SpecPC): runtime/prefill.h */
     void (*on_prefill)(void *user, int done, int total); /* optional progress */
     void *user;
+    /* optional: a decode step (a plain pass, or a verify pass with its
+     * proposing) took ms and delivered tokens (runtime/cpu_adapt.h's hint) */
+    void (*on_step)(void *step_user, double ms, int tokens);
+    void *step_user;
 } gen_params;
 
 typedef enum {
