@@ -108,10 +108,12 @@ static void hint_open(cpu_adapt_state *st, tpool *p) {
     qsort(v, CPU_HINT_CALIBRATE, sizeof *v, by_value);
     const double target_ms = v[CPU_HINT_CALIBRATE / 2];
     int tids[PLAT_PERF_HINT_MAX_TIDS];
-    tids[0] = plat_thread_id();
-    const int n = 1 + tpool_thread_ids(p, tids + 1, PLAT_PERF_HINT_MAX_TIDS - 1);
+    tids[0] = plat_thread_id(); /* 0 where the platform has no thread ids (POSIX): the hint is unsupported there */
+    const int n = (tids[0] > 0) + tpool_thread_ids(p, tids + (tids[0] > 0), PLAT_PERF_HINT_MAX_TIDS - 1);
     err_t e = {0};
-    if (plat_perf_hint_open(tids, n, (int64_t)(target_ms * 1e6), &st->hint, &e)) {
+    const err_code rc = n ? plat_perf_hint_open(tids, n, (int64_t)(target_ms * 1e6), &st->hint, &e)
+                          : plat_perf_hint_open_unsupported("no thread ids on this platform", &st->hint, &e);
+    if (rc) {
         snprintf(st->hint_note, sizeof st->hint_note, "none: %.120s", e.msg);
         st->hint = NULL;
         return;
