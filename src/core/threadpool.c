@@ -37,7 +37,7 @@
  * once. */
 #define SPIN_YIELD_AFTER 2000
 
-static inline void spin_wait(int spins) {
+static inline void spin_wait(unsigned spins) { /* unsigned: a long wait wraps, it does not overflow */
     cpu_relax();
     if (spins > SPIN_YIELD_AFTER && spins % 64 == 0) sched_yield();
 }
@@ -243,7 +243,7 @@ void tpool_run(tpool *p, tpool_fn fn, void *ctx) {
         pthread_mutex_unlock(&p->mu);
     }
     fn(ctx, 0, nth);
-    for (int spins = 1; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++) spin_wait(spins);
+    for (unsigned spins = 1; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++) spin_wait(spins);
 }
 
 int tpool_default_threads(void) {
