@@ -2,8 +2,9 @@
  * threadpool — see threadpool.h.
  *
  * State machine of one job: the caller stores fn/ctx, sets `pending` to the
- * number of workers, and increments `generation` (release). Each worker that
- * sees a new generation (acquire) runs its share and decrements `pending`;
+ * number of workers it counts, and stores the next `generation` word (the
+ * job's number and that count). Each counted worker that sees a new word
+ * (acquire) runs its share and decrements `pending`;
  * the caller runs share 0 and then spins until `pending` is 0. A worker spins
  * SPIN_ROUNDS times before it sleeps; the caller broadcasts the condition
  * variable only when some worker is asleep.
@@ -17,6 +18,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,8 +56,8 @@ struct tpool {
     worker *workers;          /* [n - 1] */
     tpool_fn fn;
     void *ctx;
-    atomic_uint generation;
-    atomic_int nth;           /* threads the current job runs on (tpool_set_active) */
+    _Atomic uint64_t generation; /* a job's number << GEN_NTH_BITS | the threads it runs on (tpool_set_active):
+                                  * one word, so a worker never reads one job's count with another's number */
     atomic_int active;        /* threads the next job runs on; workers from this one on park */
     atomic_int spin_rounds;   /* how long a worker spins before it sleeps */
     atomic_int pending;
@@ -68,25 +70,27 @@ struct tpool {
     pthread_cond_t park_cv;   /* parked workers wait here: a job never wakes them */
 };
 
-/* A worker past the active count sleeps until it is needed again; the jobs
- * run meanwhile are not its own (returns the generation it has seen). */
-static unsigned park(tpool *p, const worker *w, unsigned seen) {
+/* A worker past the active count sleeps until it is needed again. The jobs
+ * run meanwhile were not its own: each job's word says how many threads it
+ * counted, and a job that counts a worker cannot end without it. */
+static void park(tpool *p, const worker *w) {
     pthread_mutex_lock(&p->mu);
     while (w->ith >= atomic_load(&p->active) && !atomic_load(&p->stop)) pthread_cond_wait(&p->park_cv, &p->mu);
     pthread_mutex_unlock(&p->mu);
-    const unsigned g = atomic_load_explicit(&p->generation, memory_order_acquire);
-    return g != seen && atomic_load_explicit(&p->pending, memory_order_acquire) > 0 ? seen : g;
 }
+
+#define GEN_NTH_BITS 11 /* up to 1024 threads */
+#define GEN_NTH(g) ((int)((g) & ((1u << GEN_NTH_BITS) - 1)))
 
 static void *worker_main(void *arg) {
     worker *w = arg;
     tpool *p = w->pool;
     atomic_store(&w->tid, plat_thread_id());
-    unsigned seen = 0;
+    uint64_t seen = 0;
     for (;;) {
-        unsigned g;
+        uint64_t g;
         int spins = 0;
-        if (w->ith >= atomic_load_explicit(&p->active, memory_order_relaxed)) seen = park(p, w, seen);
+        if (w->ith >= atomic_load_explicit(&p->active, memory_order_relaxed)) park(p, w);
         while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen) {
             if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return NULL;
             if (++spins < atomic_load_explicit(&p->spin_rounds, memory_order_relaxed)) {
@@ -102,7 +106,7 @@ static void *worker_main(void *arg) {
         }
         if (atomic_load(&p->stop)) return NULL;
         seen = g;
-        const int nth = atomic_load_explicit(&p->nth, memory_order_relaxed); /* stored before the generation */
+        const int nth = GEN_NTH(g);
         if (w->ith >= nth) continue; /* a job for fewer threads: not ours, and pending did not count us */
         p->fn(p->ctx, w->ith, nth);
         atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
@@ -119,7 +123,6 @@ static err_code create(int n_threads, const plat_cpuset *cpus, tpool **out, err_
     if (cpus) p->pinned = true, p->cpus = *cpus;
     atomic_init(&p->generation, 0);
     atomic_init(&p->pending, 0);
-    atomic_init(&p->nth, n_threads);
     atomic_init(&p->active, n_threads);
     atomic_init(&p->spin_rounds, SPIN_ROUNDS);
     atomic_init(&p->sleepers, 0);
@@ -232,11 +235,11 @@ void tpool_run(tpool *p, tpool_fn fn, void *ctx) {
     }
     p->fn = fn;
     p->ctx = ctx;
-    atomic_store_explicit(&p->nth, nth, memory_order_relaxed);
     atomic_store_explicit(&p->pending, nth - 1, memory_order_relaxed);
     /* seq_cst on both sides (here and the worker's sleepers++ then generation
      * load): either we see the sleeper, or it sees the new generation */
-    atomic_fetch_add(&p->generation, 1);
+    const uint64_t g = atomic_load_explicit(&p->generation, memory_order_relaxed); /* only this thread writes it */
+    atomic_store(&p->generation, ((g >> GEN_NTH_BITS) + 1) << GEN_NTH_BITS | (uint64_t)nth);
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->cv);
