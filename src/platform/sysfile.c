@@ -60,30 +60,31 @@ bool sysfile_value(const char *text, const char *key, uint64_t *out) {
     return false;
 }
 
-double sysfile_avg10(const char *text, const char *kind) {
+/* Where "key" starts on the line of text that begins with kind and a
+ * space (a pressure file's "some ..." or "full ..."), its value after it;
+ * NULL when there is no such line or key. */
+static const char *psi_field(const char *text, const char *kind, const char *key) {
     const size_t n = strlen(kind);
     for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
         if (strncmp(line, kind, n) || line[n] != ' ') continue;
-        const char *eol = strchr(line, '\n'), *a = strstr(line, "avg10=");
-        if (!a || (eol && a > eol)) return -1.0;
-        char *end;
-        const double v = strtod(a + 6, &end);
-        return end == a + 6 ? -1.0 : v;
+        const char *eol = strchr(line, '\n'), *a = strstr(line, key);
+        return !a || (eol && a > eol) ? NULL : a + strlen(key);
     }
-    return -1.0;
+    return NULL;
+}
+
+double sysfile_avg10(const char *text, const char *kind) {
+    const char *a = psi_field(text, kind, "avg10=");
+    char *end;
+    const double v = a ? strtod(a, &end) : 0;
+    return !a || end == a ? -1.0 : v;
 }
 
 int64_t sysfile_psi_total(const char *text, const char *kind) {
-    const size_t n = strlen(kind);
-    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-        if (strncmp(line, kind, n) || line[n] != ' ') continue;
-        const char *eol = strchr(line, '\n'), *a = strstr(line, "total=");
-        if (!a || (eol && a > eol)) return -1;
-        char *end;
-        const long long v = strtoll(a + 6, &end, 10);
-        return end == a + 6 || v < 0 ? -1 : (int64_t)v;
-    }
-    return -1;
+    const char *a = psi_field(text, kind, "total=");
+    char *end;
+    const long long v = a ? strtoll(a, &end, 10) : 0;
+    return !a || end == a || v < 0 ? -1 : (int64_t)v;
 }
 
 /* Decodes "\ooo" escapes of s in place. */
