@@ -689,10 +689,10 @@ int octo_spec_mode_from_name(const char *name) {
     return -1;
 }
 
-/* A decode step of a stream: the performance hint's pace (runtime/cpu_adapt.h). */
+/* A decode step of a stream: the measured signal and the performance hint (runtime/cpu_adapt.h). */
 static void on_step(void *user, double ms, int tokens) {
     octo_model *om = user;
-    cpu_hint_step(&om->cpu, om->b->pool, ms, tokens);
+    cpu_adapt_step(&om->cpu, om->b->pool, ms, tokens, now_s());
 }
 
 /* Tokenize text and start a stream on it; the model is marked busy on success. */
@@ -944,7 +944,7 @@ void octo_stream_free(octo_stream *st) {
         pthread_mutex_lock(&st->om->lock);
         st->ss->last = gen_get_stats(st->g);
         st->ss->stream = NULL;
-        cpu_hint_end(&st->om->cpu);
+        cpu_adapt_end(&st->om->cpu, st->om->b->pool);
         pthread_mutex_unlock(&st->om->lock);
         atomic_store(&st->ss->busy, false);
     }
@@ -1128,6 +1128,7 @@ static octo_stats stats_snapshot(const octo_model *om, const octo_session *ss) {
     st.cpu_threads = om->cpu.threads;
     st.cpu_effective = om->cpu.sig.effective_cpus;
     st.cpu_changes = (int)om->cpu.changes;
+    st.cpu_probes = (int)om->cpu.probe.probes;
     snprintf(st.cpu_note, sizeof st.cpu_note, "%s", om->cpu.note);
     snprintf(st.cpu_hint, sizeof st.cpu_hint, "%s", om->cpu.hint_note);
     return st;

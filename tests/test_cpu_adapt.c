@@ -220,12 +220,12 @@ static void test_hint(void) {
     cpu_adapt_init(&st, p, false);
     static const double ms[8] = {10, 30, 12, 8, 50, 11, 9, 14};
     static const int tokens[8] = {1, 3, 1, 1, 2, 1, 1, 1}; /* a token each: 10 10 12 8 25 11 9 14 */
-    for (int i = 0; i < 7; i++) cpu_hint_step(&st, p, ms[i], tokens[i]);
+    for (int i = 0; i < 7; i++) cpu_adapt_step(&st, p, ms[i], tokens[i], 0);
     T_STR_EQ(st.hint_note, "calibrating: 7 of 8 decode steps");
     T_CHECK(st.hint == NULL);
-    cpu_hint_step(&st, p, 0, 0); /* no token: not a step */
+    cpu_adapt_step(&st, p, 0, 0, 0); /* no token: not a step */
     T_EQ_INT(st.n_cal, 7);
-    cpu_hint_step(&st, p, ms[7], tokens[7]);
+    cpu_adapt_step(&st, p, ms[7], tokens[7], 0);
     printf("hint: %s\n", st.hint_note);
     T_CHECK(!strncmp(st.hint_note, "target 11.00 ms a token, ", 25));
     if (!strcmp(plat_name(), "linux")) /* this thread and 2 workers; the POSIX fallback knows no thread ids */
@@ -233,15 +233,103 @@ static void test_hint(void) {
     else
         T_CHECK(!strncmp(st.hint_note, "target 11.00 ms a token, 0 threads: unsupported", 47));
     T_CHECK(st.hint != NULL);
-    for (int i = 0; i < 20; i++) cpu_hint_step(&st, p, 30, 1); /* late tokens: reported, whatever the system does */
-    cpu_hint_end(&st);
+    for (int i = 0; i < 20; i++) cpu_adapt_step(&st, p, 30, 1, 0); /* late tokens: reported, whatever the system does */
+    cpu_adapt_end(&st, p);
     T_CHECK(st.hint == NULL && st.n_cal == 0);
     T_CHECK(!strncmp(st.hint_note, "target 11.00 ms", 15)); /* the note outlives the session */
     tpool_free(p);
 }
 
+/* A fake device: a step's time a token for each count of threads. */
+static void steps(cpu_adapt_state *st, tpool *p, const double ms_at[3], int n, double *now) {
+    for (int i = 0; i < n; i++, *now += 0.05) cpu_adapt_step(st, p, ms_at[tpool_active(p)], 1, *now);
+}
+
+/* The measured signal: another process on a core makes 2 threads slower
+ * than 1 though the files say 2 CPUs; the probe finds it and keeps 1 as a
+ * cap; when the steps get faster the cap is tried again and 2 come back;
+ * steps that slow down start a probe before its time; a probe that does not
+ * pay stops early and changes nothing; new files' figures drop the cap; a
+ * generation ending mid-probe restores the count. */
+/* The calibrated cost follows work that slowly gets longer (a context that
+ * grows: twice as slow over 150 steps) without a probe, and a sudden
+ * slowdown (a neighbour) starts one within a few steps. */
+static void test_probe_drift(void) {
+    cpu_probe pr = {0};
+    bool kept = false;
+    double now = 0, ms = 12;
+    for (; now < CPU_PROBE_FIRST_S; now += 0.05) T_EQ_INT(cpu_probe_step(&pr, ms, now, 2, 2, &kept), 2);
+    T_EQ_INT(cpu_probe_step(&pr, ms, now, 2, 2, &kept), 1); /* the first probe: 1 thread is slower */
+    for (int i = 0; i < CPU_PROBE_EARLY; i++) cpu_probe_step(&pr, 20, now += 0.05, 1, 2, &kept);
+    T_CHECK(!pr.trying && pr.probes == 1 && !kept);
+    int moved = 0;
+    for (int i = 0; i < 150; i++, now += 0.05) moved += cpu_probe_step(&pr, ms *= 1.005, now, 2, 2, &kept) != 2;
+    T_CHECK(moved == 0 && pr.probes == 1 && now < CPU_PROBE_FIRST_S + CPU_PROBE_EVERY_S);
+    printf("drift: %.1f ms a token, calibrated %.1f\n", ms, pr.ref_ms);
+    int step = 0;
+    while (cpu_probe_step(&pr, ms * 2.5, now += 0.05, 2, 2, &kept) == 2 && step < 10) step++;
+    T_CHECK(pr.trying && step == CPU_PROBE_STEPS / 2 - 1 && !strncmp(pr.why, "steps 1", 7)); /* the median: half the ring */
+    printf("jump: started after %d steps: %s\n", step + 1, pr.why);
+}
+
+static void test_probe(void) {
+    tpool *p = NULL;
+    T_EQ_INT(tpool_new(2, &p, NULL), ERR_OK);
+    if (!p) return;
+    cpu_adapt_state st;
+    cpu_adapt_init(&st, p, false);
+    const cpu_signals two = {.effective_cpus = 2};
+    cpu_adapt_apply(&st, p, &two);
+    T_EQ_INT(st.threads, 2);
+    double now = 0;
+    const double busy[3] = {0, 30, 40}, free_[3] = {0, 20, 12};
+    steps(&st, p, busy, 40, &now); /* the first CPU_PROBE_FIRST_S of decoding: no probe */
+    T_CHECK(!st.probe.trying && tpool_active(p) == 2 && st.probe.probes == 0);
+    now = CPU_PROBE_FIRST_S; /* due: the last steps are the baseline, the next on 1 */
+    steps(&st, p, busy, 1, &now);
+    T_CHECK(st.probe.trying && tpool_active(p) == 1 && st.threads == 2);
+    steps(&st, p, busy, CPU_PROBE_STEPS, &now);
+    printf("probe: %s\n", st.note);
+    T_CHECK(st.threads == 1 && st.cap == 1 && tpool_active(p) == 1 && st.probe.probes == 1 && st.probe.kept == 1);
+    T_STR_EQ(st.note, "1 of 2 threads: measured: 1 thread 30.0 ms a token against 2 40.0 (every 10 s); the files allow "
+                      "2 of 2 threads: 2.00 CPUs to run on");
+    cpu_adapt_apply(&st, p, &two); /* the files say the same: the cap holds */
+    T_EQ_INT(tpool_active(p), 1);
+    steps(&st, p, busy, 30, &now); /* steady, within CPU_PROBE_UP_S: no probe */
+    T_EQ_INT(st.probe.probes, 1);
+    steps(&st, p, free_, 3 * CPU_PROBE_STEPS, &now); /* the other process left: under a cap, 2 are tried again */
+    printf("back: %s\n", st.probe.note);
+    T_CHECK(st.threads == 2 && st.cap == 0 && tpool_active(p) == 2 && st.probe.probes == 2 && st.probe.kept == 2);
+    T_CHECK(!strncmp(st.probe.note, "measured: 2 threads 12.0 ms a token against 1 ", strlen("measured: 2 threads 12.0 ms a token against 1 ")));
+    now += CPU_PROBE_MIN_S; /* it came back: steps slower than calibrated start a probe */
+    steps(&st, p, busy, 2 * CPU_PROBE_STEPS, &now);
+    T_CHECK(st.threads == 1 && st.cap == 1 && st.probe.probes == 3 && strstr(st.note, "233 % slower") != NULL);
+    cpu_adapt_end(&st, p);
+    cpu_adapt_apply(&st, p, &two);
+    now += CPU_PROBE_EVERY_S; /* a probe that does not pay stops after CPU_PROBE_EARLY steps */
+    for (int i = 0; i < 2 * CPU_PROBE_STEPS && !st.probe.trying; i++) steps(&st, p, busy, 1, &now);
+    steps(&st, p, busy, CPU_PROBE_EARLY - 1, &now);
+    T_CHECK(st.probe.trying && tpool_active(p) == 2);
+    steps(&st, p, busy, 1, &now);
+    T_CHECK(!st.probe.trying && st.threads == 1 && tpool_active(p) == 1 && st.probe.probes == 4 && st.probe.kept == 3);
+    const cpu_signals quota = {.effective_cpus = 1, .quota_cpus = 1}; /* the files' new count drops the cap */
+    cpu_adapt_apply(&st, p, &quota);
+    T_CHECK(st.cap == 0 && st.threads == 1 && tpool_active(p) == 1);
+    T_STR_EQ(st.note, "1 of 2 threads: a CPU quota of 1.00 CPUs");
+    cpu_adapt_apply(&st, p, &two); /* the quota lifted: 2, no cap left */
+    T_CHECK(st.cap == 0 && st.threads == 2 && tpool_active(p) == 2);
+    now += CPU_PROBE_EVERY_S; /* a generation that ends in the middle of a probe leaves the count as it was */
+    steps(&st, p, free_, CPU_PROBE_STEPS + 2, &now);
+    T_CHECK(st.probe.trying && tpool_active(p) == 1);
+    cpu_adapt_end(&st, p);
+    T_CHECK(tpool_active(p) == 2 && !st.probe.trying && st.threads == 2);
+    tpool_free(p);
+}
+
 int main(void) {
     test_active();
+    test_probe();
+    test_probe_drift();
     test_hint();
     test_choose();
     test_thermal_mid_run();

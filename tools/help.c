@@ -25,8 +25,9 @@ void help(FILE *f) {
           "      sampling without --seed draws a new seed each run; --chat: an interactive\n"
           "      conversation (with -p as the system prompt; /stats, /reset, /exit; when the context\n"
           "      fills, the oldest exchanges are dropped); --ids: print the generated token ids\n"
-          "      on one line; --stats: a table of speed and memory on stderr at the end (--json:\n"
-          "      one JSON object); every command takes -h; MODE (speculative decoding): ",
+          "      on one line; --stats: a table of speed, token latency, memory and the CPU threads\n"
+          "      in force (and why) on stderr at the end (--json: one JSON object); every command\n"
+          "      takes -h; MODE (speculative decoding): ",
           f);
     fputs(spec_mode_names(), f);
     fputs("\n"

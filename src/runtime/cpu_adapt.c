@@ -6,6 +6,7 @@
 #include "platform/cpuquota.h"
 #include "platform/perfhint.h"
 #include "platform/thermal.h"
+#include "runtime/cpu_probe.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -56,12 +57,28 @@ void cpu_adapt_init(cpu_adapt_state *st, tpool *p, bool fixed) {
     snprintf(st->note, sizeof st->note, fixed ? "%d threads, as asked" : "%d threads: not read yet", st->threads);
 }
 
+/* The note: the files' reason, and the measured cap's when one holds. */
+static void set_note(cpu_adapt_state *st, const char *why) {
+    if (st->cap && st->cap < st->files_threads)
+        snprintf(st->note, sizeof st->note, "%d of %d threads: %s; the files allow %s", st->cap, st->pool,
+                 st->probe.note, why);
+    else
+        snprintf(st->note, sizeof st->note, "%s", why);
+}
+
 bool cpu_adapt_apply(cpu_adapt_state *st, tpool *p, const cpu_signals *s) {
     st->sig = *s;
     if (st->fixed) return false;
-    char why[sizeof st->note];
-    const int t = tpool_set_active(p, cpu_adapt_choose(s, st->pool, &st->cooling, why, sizeof why));
-    snprintf(st->note, sizeof st->note, "%s", why);
+    char why[CPU_WHY_LEN];
+    const int f = cpu_adapt_choose(s, st->pool, &st->cooling, why, sizeof why);
+    if (f != st->files_threads && st->files_threads) { /* the device changed: measure again */
+        st->cap = 0;
+        cpu_probe_drop(&st->probe, st->threads, true);
+    }
+    st->files_threads = f;
+    if (st->probe.trying) return false; /* a probe holds the count for its steps */
+    const int t = tpool_set_active(p, st->cap && st->cap < f ? st->cap : f);
+    set_note(st, why);
     if (t == st->threads) return false;
     st->threads = t;
     st->changes++;
@@ -101,12 +118,16 @@ static int by_value(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+static double median(const double *x, int n) {
+    double v[CPU_HINT_CALIBRATE];
+    memcpy(v, x, sizeof *x * (size_t)n);
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    return v[n / 2];
+}
+
 /* The target is set: the session for the generating thread and the pool's. */
 static void hint_open(cpu_adapt_state *st, tpool *p) {
-    double v[CPU_HINT_CALIBRATE];
-    memcpy(v, st->cal, sizeof v);
-    qsort(v, CPU_HINT_CALIBRATE, sizeof *v, by_value);
-    const double target_ms = v[CPU_HINT_CALIBRATE / 2];
+    const double target_ms = median(st->cal, CPU_HINT_CALIBRATE);
     int tids[PLAT_PERF_HINT_MAX_TIDS];
     tids[0] = plat_thread_id(); /* 0 where the platform has no thread ids (POSIX): the hint is unsupported there */
     const int n = (tids[0] > 0) + tpool_thread_ids(p, tids + (tids[0] > 0), PLAT_PERF_HINT_MAX_TIDS - 1);
@@ -122,9 +143,26 @@ static void hint_open(cpu_adapt_state *st, tpool *p) {
              plat_perf_hint_status(st->hint));
 }
 
-void cpu_hint_step(cpu_adapt_state *st, tpool *p, double ms, int tokens) {
+/* The probe's count, applied; a measured count kept becomes the one in force. */
+static void probe(cpu_adapt_state *st, tpool *p, double per, double now_s) {
+    if (st->fixed || st->pool < 2 || !st->files_threads) return; /* the files not read yet */
+    bool kept = false;
+    const int want = cpu_probe_step(&st->probe, per, now_s, st->threads, st->files_threads, &kept);
+    if (want != tpool_active(p)) tpool_set_active(p, want);
+    if (!kept) return;
+    st->threads = want;
+    st->changes++;
+    st->cap = want < st->files_threads ? want : 0;
+    char why[CPU_WHY_LEN];
+    bool cooling = st->cooling;
+    cpu_adapt_choose(&st->sig, st->pool, &cooling, why, sizeof why);
+    set_note(st, why);
+}
+
+void cpu_adapt_step(cpu_adapt_state *st, tpool *p, double ms, int tokens, double now_s) {
     if (tokens < 1 || !(ms >= 0)) return;
     const double per = ms / tokens;
+    probe(st, p, per, now_s);
     if (st->n_cal < CPU_HINT_CALIBRATE) {
         st->cal[st->n_cal++] = per;
         if (st->n_cal == CPU_HINT_CALIBRATE) hint_open(st, p);
@@ -134,7 +172,8 @@ void cpu_hint_step(cpu_adapt_state *st, tpool *p, double ms, int tokens) {
     if (st->hint && plat_perf_hint_supported(st->hint)) plat_perf_hint_report(st->hint, (int64_t)(per * 1e6));
 }
 
-void cpu_hint_end(cpu_adapt_state *st) {
+void cpu_adapt_end(cpu_adapt_state *st, tpool *p) {
+    if (!st->fixed && st->pool >= 2) tpool_set_active(p, cpu_probe_drop(&st->probe, st->threads, false));
     if (st->hint && plat_perf_hint_supported(st->hint)) {
         const size_t len = strlen(st->hint_note);
         snprintf(st->hint_note + len, sizeof st->hint_note - len, "; util_min %u at the end",

@@ -21,6 +21,11 @@
  * every CPU_ADAPT_THERMAL_S), between tokens; a change is applied with
  * tpool_set_active, and its reason kept for octo_stats (cpu_note).
  *
+ * The measured signal (runtime/cpu_probe.h): a few decode steps on one
+ * thread fewer (or more) now and then, or when the steps slow down; a count
+ * found faster is kept as a cap under the files' count, until a later probe
+ * finds more threads faster again or the files' count changes.
+ *
  * The performance hint (platform/perfhint.h). Each generation's first
  * CPU_HINT_CALIBRATE decode steps set its target: the median time a token
  * took (a step's time over the tokens it delivered). A hint session is
@@ -39,11 +44,13 @@
 #include "platform/cpuquota.h"
 #include "platform/perfhint.h"
 #include "platform/thermal.h"
+#include "runtime/cpu_probe.h"
 
 #define CPU_ADAPT_PERIOD_S 0.5
 #define CPU_ADAPT_THERMAL_S 2.0
 #define CPU_ADAPT_COOL_MC 5000 /* below the passive trip by this much before a thread comes back */
 #define CPU_HINT_CALIBRATE 8
+#define CPU_WHY_LEN 200 /* cpu_adapt_choose's reason */
 
 /* What the platform said, last read. */
 typedef struct {
@@ -63,7 +70,11 @@ typedef struct {
     unsigned changes; /* times the count changed */
     double next_read_s, next_thermal_s;
     cpu_signals sig;
-    char note[200];   /* the count in force and why */
+    char note[CPU_WHY_LEN + 200]; /* the count in force and why */
+    /* the measured signal (above) */
+    int files_threads; /* the count the files give (cpu_adapt_choose) */
+    int cap;           /* a measured cap under it; 0: none */
+    cpu_probe probe;
     /* the performance hint of the generation running */
     plat_perf_hint *hint;
     double cal[CPU_HINT_CALIBRATE]; /* the first steps' times a token, ms */
@@ -88,11 +99,12 @@ bool cpu_adapt_poll(cpu_adapt_state *st, tpool *p, double now_s);
 /* The same with the signals given (tests: a fake device). */
 bool cpu_adapt_apply(cpu_adapt_state *st, tpool *p, const cpu_signals *s);
 
-/* A decode step of the generation running took ms and delivered tokens:
- * calibrates the hint's target, opens its session, then reports. From the
- * generating thread. */
-void cpu_hint_step(cpu_adapt_state *st, tpool *p, double ms, int tokens);
-/* The generation ended: its session closed (its note kept). */
-void cpu_hint_end(cpu_adapt_state *st);
+/* A decode step of the generation running took ms and delivered tokens,
+ * at now_s: the measured signal's probe, and the hint (it calibrates the
+ * target, opens the session, then reports). From the generating thread. */
+void cpu_adapt_step(cpu_adapt_state *st, tpool *p, double ms, int tokens, double now_s);
+/* The generation ended: its hint session closed (its note kept), a probe
+ * not finished abandoned (the count it left restored). */
+void cpu_adapt_end(cpu_adapt_state *st, tpool *p);
 
 #endif
