@@ -744,8 +744,9 @@ OCTO_API octo_status octo_generate_cb(octo_model *model, const char *prompt, con
     NUM(cpu, double, cpu_effective, "cpus", (56, "%.2f"), (28, "%.2f"), (0), (20), "CPUs the process may use, last read: a cgroup quota or the allowed cores, the lesser (0: unknown)") \
     NUM(cpu, int, cpu_changes, "count", (57), (29), (0), (0), "times the thread count changed while running") \
     NUM(cpu, int, cpu_probes, "count", (58), (30), (0), (0), "measured probes: a few decode steps on one thread fewer or more, to find a slowdown the files do not show") \
-    TEXT(cpu, 400, cpu_note, "text", (59), (0), (0), (0), "the thread count in force and why") \
-    TEXT(cpu, 160, cpu_hint, "text", (60), (0), (0), (0), "the performance hint of the last generation: its target a token and state, or why there is none")
+    NUM(cpu, int, cpu_spin, "rounds", (59), (31), (0), (0), "how long an idle worker spins for the next job before it sleeps: short while a CPU quota is under the threads") \
+    TEXT(cpu, 400, cpu_note, "text", (60), (0), (0), (0), "the thread count in force and why") \
+    TEXT(cpu, 160, cpu_hint, "text", (61), (0), (0), (0), "the performance hint of the last generation: its target a token and state, or why there is none")
 
 #define OCTO_STATS_FIELD_(group, type, name, ...) type name;
 #define OCTO_STATS_TEXT_(group, size, name, ...) char name[size];

@@ -1129,6 +1129,7 @@ static octo_stats stats_snapshot(const octo_model *om, const octo_session *ss) {
     st.cpu_effective = om->cpu.sig.effective_cpus;
     st.cpu_changes = (int)om->cpu.changes;
     st.cpu_probes = (int)om->cpu.probe.probes;
+    st.cpu_spin = tpool_spin(om->b->pool);
     snprintf(st.cpu_note, sizeof st.cpu_note, "%s", om->cpu.note);
     snprintf(st.cpu_hint, sizeof st.cpu_hint, "%s", om->cpu.hint_note);
     return st;

@@ -251,6 +251,26 @@ static void steps(cpu_adapt_state *st, tpool *p, const double ms_at[3], int n, d
  * steps that slow down start a probe before its time; a probe that does not
  * pay stops early and changes nothing; new files' figures drop the cap; a
  * generation ending mid-probe restores the count. */
+/* Idle workers spin briefly only while a quota is under the threads in force. */
+static void test_spin(void) {
+    tpool *p = NULL;
+    T_EQ_INT(tpool_new(2, &p, NULL), ERR_OK);
+    if (!p) return;
+    cpu_adapt_state st;
+    cpu_adapt_init(&st, p, false);
+    const cpu_signals q15 = {.effective_cpus = 1.5, .quota_cpus = 1.5}, q1 = {.effective_cpus = 1, .quota_cpus = 1},
+                      none = {.effective_cpus = 2};
+    cpu_adapt_apply(&st, p, &q15);
+    T_CHECK(st.threads == 2 && tpool_spin(p) == CPU_ADAPT_SPIN_QUOTA);
+    cpu_adapt_apply(&st, p, &q1);
+    T_CHECK(st.threads == 1 && tpool_spin(p) == tpool_spin_default());
+    cpu_adapt_apply(&st, p, &q15);
+    T_EQ_INT(tpool_spin(p), CPU_ADAPT_SPIN_QUOTA);
+    cpu_adapt_apply(&st, p, &none);
+    T_CHECK(st.threads == 2 && tpool_spin(p) == tpool_spin_default());
+    tpool_free(p);
+}
+
 /* The calibrated cost follows work that slowly gets longer (a context that
  * grows: twice as slow over 150 steps) without a probe, and a sudden
  * slowdown (a neighbour) starts one within a few steps. */
@@ -330,6 +350,7 @@ int main(void) {
     test_active();
     test_probe();
     test_probe_drift();
+    test_spin();
     test_hint();
     test_choose();
     test_thermal_mid_run();

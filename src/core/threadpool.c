@@ -225,6 +225,8 @@ void tpool_set_spin(tpool *p, int rounds) {
     if (p) atomic_store(&p->spin_rounds, rounds < 1 ? 1 : rounds > SPIN_ROUNDS ? SPIN_ROUNDS : rounds);
 }
 
+int tpool_spin(const tpool *p) { return p ? atomic_load(&p->spin_rounds) : SPIN_ROUNDS; }
+
 int tpool_spin_default(void) { return SPIN_ROUNDS; }
 
 void tpool_run(tpool *p, tpool_fn fn, void *ctx) {

@@ -29,7 +29,7 @@ void tpool_run(tpool *p, tpool_fn fn, void *ctx);
  * between jobs, from the thread that runs them: the workers past it park
  * (asleep, never woken by a job) until it grows again; 1 runs every job
  * inline. Returns the count in force (clamped). The CPU the process really
- * has changes while it runs (runtime/pace.h). */
+ * has changes while it runs (runtime/cpu_adapt.h). */
 int tpool_set_active(tpool *p, int n);
 int tpool_active(const tpool *p);
 /* The kernel's ids of the pool's workers (not the caller's) that have
@@ -39,6 +39,7 @@ int tpool_thread_ids(tpool *p, int *ids, int max);
  * (1..tpool_spin_default()): spinning pays on free cores and burns a CPU
  * quota that the threads doing work would have used. */
 void tpool_set_spin(tpool *p, int rounds);
+int tpool_spin(const tpool *p);
 int tpool_spin_default(void);
 
 /* Threads to use by default: the performance cores this process may run on

@@ -66,6 +66,12 @@ static void set_note(cpu_adapt_state *st, const char *why) {
         snprintf(st->note, sizeof st->note, "%s", why);
 }
 
+/* How long idle workers spin: briefly while a quota is under the threads in force. */
+static void set_spin(const cpu_adapt_state *st, tpool *p) {
+    const bool over = st->sig.quota_cpus > 0 && st->sig.quota_cpus < st->threads;
+    tpool_set_spin(p, over ? CPU_ADAPT_SPIN_QUOTA : tpool_spin_default());
+}
+
 bool cpu_adapt_apply(cpu_adapt_state *st, tpool *p, const cpu_signals *s) {
     st->sig = *s;
     if (st->fixed) return false;
@@ -79,10 +85,11 @@ bool cpu_adapt_apply(cpu_adapt_state *st, tpool *p, const cpu_signals *s) {
     if (st->probe.trying) return false; /* a probe holds the count for its steps */
     const int t = tpool_set_active(p, st->cap && st->cap < f ? st->cap : f);
     set_note(st, why);
-    if (t == st->threads) return false;
+    const bool changed = t != st->threads;
     st->threads = t;
-    st->changes++;
-    return true;
+    st->changes += changed;
+    set_spin(st, p);
+    return changed;
 }
 
 cpu_signals cpu_signals_of(const plat_cpu_budget *b, const plat_thermal *th, const cpu_signals *prev) {
@@ -153,6 +160,7 @@ static void probe(cpu_adapt_state *st, tpool *p, double per, double now_s) {
     st->threads = want;
     st->changes++;
     st->cap = want < st->files_threads ? want : 0;
+    set_spin(st, p);
     char why[CPU_WHY_LEN];
     bool cooling = st->cooling;
     cpu_adapt_choose(&st->sig, st->pool, &cooling, why, sizeof why);
