@@ -745,8 +745,9 @@ OCTO_API octo_status octo_generate_cb(octo_model *model, const char *prompt, con
     NUM(cpu, int, cpu_changes, "count", (57), (29), (0), (0), "times the thread count changed while running") \
     NUM(cpu, int, cpu_probes, "count", (58), (30), (0), (0), "measured probes: a few decode steps on one thread fewer or more, to find a slowdown the files do not show") \
     NUM(cpu, int, cpu_spin, "rounds", (59), (31), (0), (0), "how long an idle worker spins for the next job before it sleeps: short while a CPU quota is under the threads") \
-    TEXT(cpu, 400, cpu_note, "text", (60), (0), (0), (0), "the thread count in force and why") \
-    TEXT(cpu, 160, cpu_hint, "text", (61), (0), (0), (0), "the performance hint of the last generation: its target a token and state, or why there is none")
+    NUM(cpu, int, cpu_paced, "tokens", (60), (32), (0), (0), "tokens that waited so that a CPU quota's budget is spent evenly, not in a burst then a gap") \
+    TEXT(cpu, 400, cpu_note, "text", (61), (0), (0), (0), "the thread count in force and why") \
+    TEXT(cpu, 160, cpu_hint, "text", (62), (0), (0), (0), "the performance hint of the last generation: its target a token and state, or why there is none")
 
 #define OCTO_STATS_FIELD_(group, type, name, ...) type name;
 #define OCTO_STATS_TEXT_(group, size, name, ...) char name[size];

@@ -20,6 +20,7 @@
 #include "core/kernels/kernels.h"
 #include "core/membw.h"
 #include "core/quant.h"
+#include "platform/cpuquota.h"
 #include "platform/mem.h"
 #include "platform/memwatch.h"
 #include "model/chat_template.h"
@@ -892,6 +893,13 @@ const char *octo_stream_next(octo_stream *st) {
     pthread_mutex_lock(&st->om->lock); /* octo_model_stats reads between tokens */
     adapt_poll(st->om);                /* memory pressure is answered between tokens */
     cpu_adapt_poll(&st->om->cpu, st->om->b->pool, now_s()); /* and the CPU there is */
+    const double wait = cpu_adapt_pace(&st->om->cpu, now_s(), plat_process_cpu_s());
+    if (wait > 0) { /* a quota's budget spent evenly: not in a burst, then a gap */
+        pthread_mutex_unlock(&st->om->lock);
+        const struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&st->om->lock);
+    }
     const char *piece = gen_next(st->g);
     pthread_mutex_unlock(&st->om->lock);
     return piece;
@@ -1130,6 +1138,7 @@ static octo_stats stats_snapshot(const octo_model *om, const octo_session *ss) {
     st.cpu_changes = (int)om->cpu.changes;
     st.cpu_probes = (int)om->cpu.probe.probes;
     st.cpu_spin = tpool_spin(om->b->pool);
+    st.cpu_paced = (int)om->cpu.paced;
     snprintf(st.cpu_note, sizeof st.cpu_note, "%s", om->cpu.note);
     snprintf(st.cpu_hint, sizeof st.cpu_hint, "%s", om->cpu.hint_note);
     return st;

@@ -271,6 +271,36 @@ static void test_spin(void) {
     tpool_free(p);
 }
 
+/* Pacing: under a half-CPU quota a token that used 27 ms of CPU in 27 ms
+ * waits 27 more; one that was throttled anyway waits nothing; no quota, no
+ * wait; at most CPU_PACE_MAX_S; the app's own threads never. */
+static void test_pace(void) {
+    tpool *p = NULL;
+    T_EQ_INT(tpool_new(2, &p, NULL), ERR_OK);
+    if (!p) return;
+    cpu_adapt_state st;
+    cpu_adapt_init(&st, p, false);
+    const cpu_signals half = {.effective_cpus = 0.5, .quota_cpus = 0.5}, none = {.effective_cpus = 2};
+    cpu_adapt_apply(&st, p, &none);
+    T_NEAR(cpu_adapt_pace(&st, 1.0, 1.0), 0, 0);
+    T_NEAR(cpu_adapt_pace(&st, 1.1, 1.2), 0, 0);
+    cpu_adapt_apply(&st, p, &half);
+    T_NEAR(cpu_adapt_pace(&st, 2.0, 2.0), 0, 0);          /* the first token under the quota: the mark */
+    T_NEAR(cpu_adapt_pace(&st, 2.027, 2.027), 0.027, 1e-9); /* 27 ms of CPU: 54 ms of wall */
+    T_NEAR(cpu_adapt_pace(&st, 2.081, 2.054), 0.027, 1e-9); /* after the wait, the same */
+    T_NEAR(cpu_adapt_pace(&st, 2.185, 2.081), 0, 0);      /* throttled: 27 ms of CPU took 77 */
+    T_NEAR(cpu_adapt_pace(&st, 2.2, 3.081), CPU_PACE_MAX_S, 1e-9);
+    T_EQ_INT((int)st.paced, 3);
+    cpu_adapt_apply(&st, p, &none);
+    T_NEAR(cpu_adapt_pace(&st, 3.0, 4.0), 0, 0);
+    cpu_adapt_state fixed;
+    cpu_adapt_init(&fixed, p, true);
+    cpu_adapt_apply(&fixed, p, &half);
+    cpu_adapt_pace(&fixed, 1.0, 1.0);
+    T_NEAR(cpu_adapt_pace(&fixed, 1.027, 1.027), 0, 0);
+    tpool_free(p);
+}
+
 /* The calibrated cost follows work that slowly gets longer (a context that
  * grows: twice as slow over 150 steps) without a probe, and a sudden
  * slowdown (a neighbour) starts one within a few steps. */
@@ -351,6 +381,7 @@ int main(void) {
     test_probe();
     test_probe_drift();
     test_spin();
+    test_pace();
     test_hint();
     test_choose();
     test_thermal_mid_run();

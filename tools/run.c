@@ -133,8 +133,8 @@ void print_stats(const octo_stats *s) {
     fprintf(stderr, "memory       %.1f MiB resident (PSS %.1f MiB), %.1f MiB peak\n", mib(s->rss_bytes),
             mib(octo_memory_usage().pss_bytes), mib(s->peak_rss_bytes));
     print_pressure(s);
-    fprintf(stderr, "cpu          %s; %d changes while running, %d probes, idle workers spin %d rounds\n",
-            s->cpu_note, s->cpu_changes, s->cpu_probes, s->cpu_spin);
+    fprintf(stderr, "cpu          %s; %d changes while running, %d probes, idle workers spin %d rounds, %d tokens paced\n",
+            s->cpu_note, s->cpu_changes, s->cpu_probes, s->cpu_spin, s->cpu_paced);
     if (s->warning[0]) fprintf(stderr, "warning      %s\n", s->warning);
 }
 

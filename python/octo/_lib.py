@@ -113,7 +113,7 @@ class Stats(ctypes.Structure):
                 ("decode_latency_p50_ms", c_double), ("decode_latency_p90_ms", c_double),
                 ("decode_latency_p95_ms", c_double), ("decode_latency_p99_ms", c_double),
                 ("decode_latency_max_ms", c_double), ("decode_latency_cv", c_double), ("cpu_threads", c_int),
-                ("cpu_effective", c_double), ("cpu_changes", c_int), ("cpu_probes", c_int), ("cpu_spin", c_int), ("cpu_note", chars(400)),
+                ("cpu_effective", c_double), ("cpu_changes", c_int), ("cpu_probes", c_int), ("cpu_spin", c_int), ("cpu_paced", c_int), ("cpu_note", chars(400)),
                 ("cpu_hint", chars(160))]
 
 

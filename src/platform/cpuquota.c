@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* The decimal number at *p (blanks before it skipped) into *v, *p moved past
  * it; false when there is none, it overflows or a letter follows it. */
@@ -143,4 +144,10 @@ plat_cpu_budget plat_cpu_budget_at(const char *root, int allowed_cpus, int onlin
     if (b.quota_state == PLAT_CPU_QUOTA_LIMITED && (!b.effective_cpus || b.quota_cpus < b.effective_cpus))
         b.effective_cpus = b.quota_cpus;
     return b;
+}
+
+double plat_process_cpu_s(void) {
+    struct timespec t;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t)) return 0;
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }

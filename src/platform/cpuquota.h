@@ -58,6 +58,10 @@ int plat_cpu_quota_parse_v2(const char *text, uint64_t *quota_us, uint64_t *peri
 
 /* The budget of this process now. */
 plat_cpu_budget plat_cpu_budget_read(void);
+
+/* The CPU time the process has used, all its threads, in seconds (what a
+ * cgroup's quota counts). */
+double plat_process_cpu_s(void);
 /* The same read from a tree under root (root/proc/self/cgroup,
  * root/proc/self/mounts and the cgroup folders they name: a test's fake
  * tree), with the affinity mask's and the online counts given (0: unknown). */

@@ -150,6 +150,19 @@ static void hint_open(cpu_adapt_state *st, tpool *p) {
              plat_perf_hint_status(st->hint));
 }
 
+double cpu_adapt_pace(cpu_adapt_state *st, double now_s, double cpu_s) {
+    const double q = st->sig.quota_cpus;
+    if (st->fixed || q <= 0) return st->pace_wall_s = 0;
+    double wait = 0;
+    if (st->pace_wall_s > 0) {
+        wait = (cpu_s - st->pace_cpu_s) / q - (now_s - st->pace_wall_s);
+        wait = wait < 0 ? 0 : wait > CPU_PACE_MAX_S ? CPU_PACE_MAX_S : wait;
+    }
+    st->paced += wait > 0;
+    st->pace_cpu_s = cpu_s, st->pace_wall_s = now_s + wait;
+    return wait;
+}
+
 /* The probe's count, applied; a measured count kept becomes the one in force. */
 static void probe(cpu_adapt_state *st, tpool *p, double per, double now_s) {
     if (st->fixed || st->pool < 2 || !st->files_threads) return; /* the files not read yet */

@@ -24,6 +24,14 @@
  * (docs/adaptation.md): under a 1.5-CPU quota, 64 rounds decode at 45.0
  * tok/s against 42.6 with the default; with no quota they would lose 8 %.
  *
+ * Pacing. A cgroup quota lets the process run so much of each period
+ * (100 ms by default) and then stops it for the rest: tokens come in a
+ * burst, then a gap. So while a quota is in force, each token waits until
+ * the wall time since the last one covers the CPU time the process spent
+ * (all its threads) over the quota: the same tokens a second, evenly
+ * spaced. A step that was throttled anyway waits nothing; no wait is
+ * longer than CPU_PACE_MAX_S.
+ *
  * The threads asked by the app (octo_client_options.n_threads) are never
  * changed. The figures are read again every CPU_ADAPT_PERIOD_S (thermal
  * every CPU_ADAPT_THERMAL_S), between tokens; a change is applied with
@@ -57,6 +65,7 @@
 #define CPU_ADAPT_PERIOD_S 0.5
 #define CPU_ADAPT_THERMAL_S 2.0
 #define CPU_ADAPT_SPIN_QUOTA 64
+#define CPU_PACE_MAX_S 0.2
 #define CPU_ADAPT_COOL_MC 5000 /* below the passive trip by this much before a thread comes back */
 #define CPU_HINT_CALIBRATE 8
 #define CPU_WHY_LEN 200 /* cpu_adapt_choose's reason */
@@ -84,6 +93,8 @@ typedef struct {
     int files_threads; /* the count the files give (cpu_adapt_choose) */
     int cap;           /* a measured cap under it; 0: none */
     cpu_probe probe;
+    double pace_cpu_s, pace_wall_s; /* the process's CPU time and the wall time when the last token was due; 0: none */
+    unsigned paced;                 /* tokens that waited */
     /* the performance hint of the generation running */
     plat_perf_hint *hint;
     double cal[CPU_HINT_CALIBRATE]; /* the first steps' times a token, ms */
@@ -107,6 +118,10 @@ void cpu_adapt_init(cpu_adapt_state *st, tpool *p, bool fixed);
 bool cpu_adapt_poll(cpu_adapt_state *st, tpool *p, double now_s);
 /* The same with the signals given (tests: a fake device). */
 bool cpu_adapt_apply(cpu_adapt_state *st, tpool *p, const cpu_signals *s);
+
+/* How long the next token should wait (seconds) so that the process's CPU
+ * time cpu_s, at now_s, is spent evenly under the quota (0: none). */
+double cpu_adapt_pace(cpu_adapt_state *st, double now_s, double cpu_s);
 
 /* A decode step of the generation running took ms and delivered tokens,
  * at now_s: the measured signal's probe, and the hint (it calibrates the
