@@ -899,6 +899,7 @@ const char *octo_stream_next(octo_stream *st) {
         const struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
         nanosleep(&ts, NULL);
         pthread_mutex_lock(&st->om->lock);
+        gen_add_wait(st->g, wait * 1e3); /* the app waited: decode time and the token's latency */
     }
     const char *piece = gen_next(st->g);
     pthread_mutex_unlock(&st->om->lock);

@@ -1066,6 +1066,37 @@ out:
     model_free(d), model_free(m);
 }
 
+/* A token the caller held back (pacing) counts in the decode time and in
+ * that token's latency; before the first token it counts nowhere. */
+static void test_add_wait(const char *path) {
+    err_t err = {0};
+    model *m = NULL;
+    tokenizer *tok = NULL;
+    session *s = NULL;
+    generation *g = NULL;
+    const int32_t prompt[] = {1, 40, 41, 42};
+    gen_params gp = {.max_tokens = 3, .sampling = sampler_defaults()};
+    gp.sampling.temperature = 0.0f;
+    if (model_load(path, &m, &err) || tokenizer_load(m->gguf, &tok, &err) ||
+        session_new(m, 64, QT_F32, 1, &s, &err) || gen_start(s, tok, prompt, 4, &gp, &g, &err)) {
+        T_CHECKF(0, "add_wait: %s", err.msg);
+        goto out;
+    }
+    gen_add_wait(g, 500); /* the prompt's: not counted */
+    T_CHECK(gen_next(g) != NULL && gen_get_stats(g).decode_ms < 500);
+    const double before = gen_get_stats(g).decode_ms;
+    gen_add_wait(g, 500);
+    T_NEAR(gen_get_stats(g).decode_ms, before + 500, 1e-9);
+    while (gen_next(g)) {}
+    const gen_stats st = gen_get_stats(g);
+    T_CHECK(st.latency.max_ms >= 500 && st.latency.max_ms < 1000);
+out:
+    gen_free(g);
+    session_free(s);
+    tokenizer_free(tok);
+    model_free(m);
+}
+
 static void test_self_draft_refused(const char *q4_path) {
     octo_client *c = octo_client_new(NULL);
     octo_model_options mo = octo_model_options_defaults();
@@ -1161,6 +1192,7 @@ int main(void) {
     test_sampled_end_to_end(path, dpath);
     test_draft_budget(path, dpath);
     test_placed_draft(path, dpath);
+    test_add_wait(path);
     /* bad drafts: another vocabulary, a draft larger than the target, a file that is not a model */
     {
         octo_client *c = octo_client_new(NULL);

@@ -216,6 +216,13 @@ gen_stats gen_get_stats(const generation *g) {
     return st;
 }
 int32_t gen_last_token(const generation *g) { return g->last; }
+void gen_add_wait(generation *g, double ms) {
+    if (!g || g->n_generated == 0 || !(ms > 0)) return;
+    g->t_decode_total += ms;
+    g->since_token_ms += ms;
+    g->stats.decode_ms = g->t_decode_total;
+}
+
 int gen_piece_size(const generation *g) { return g->piece_size; }
 
 int gen_token_count(generation *g) { return atomic_load_explicit(&g->n_published, memory_order_acquire); }

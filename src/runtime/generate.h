@@ -85,7 +85,7 @@ typedef struct {
      * and verifying) whose pass delivered it; the other tokens that pass
      * accepted come with it, at 0 ms, as an app receives them (a burst).
      * Sampling and detokenizing are not counted (as in decode_ms), nor the
-     * app's time between calls. n = decode_tokens - 1, unless a sample could
+     * app's time between calls; a wait the caller adds (gen_add_wait) is. n = decode_tokens - 1, unless a sample could
      * not be kept (n 0: unknown, core/latency.h). */
     lat_summary latency;
 } gen_stats;
@@ -97,6 +97,10 @@ err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int 
                    generation **out, err_t *err);
 /* The next piece of text (valid until the next call), or NULL at the end. */
 const char *gen_next(generation *g);
+/* The caller held the next token back ms (cpu_adapt's pacing): counted in
+ * the decode time and in that token's latency, as the app waits for it.
+ * Before the first token it is the prompt's, and not counted. */
+void gen_add_wait(generation *g, double ms);
 /* Bytes of the last piece (it may contain NUL bytes when the model emits U+0000). */
 int gen_piece_size(const generation *g);
 /* The token the last piece came from (-1 before the first). */
