@@ -102,7 +102,19 @@ static void test_random(void) {
     lat_free(&r);
 }
 
+/* The middle of a few samples: the upper one of an even count; the input unchanged. */
+static void test_middle(void) {
+    const double one[1] = {7}, odd[3] = {3, 1, 2}, even[4] = {4, 1, 3, 2};
+    double same[6] = {5, 5, 1, 9, 5, 0};
+    T_NEAR(lat_middle(one, 1), 7, 0);
+    T_NEAR(lat_middle(odd, 3), 2, 0);
+    T_NEAR(lat_middle(even, 4), 3, 0);
+    T_NEAR(lat_middle(same, 6), 5, 0);
+    T_CHECK(same[0] == 5 && same[2] == 1 && same[3] == 9 && same[5] == 0);
+}
+
 int main(void) {
+    test_middle();
     test_known();
     test_edges();
     test_lost();

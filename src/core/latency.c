@@ -80,3 +80,14 @@ lat_summary lat_summarize(const lat_rec *r) {
                          .p95_ms = lat_percentile(x, n, 95), .p99_ms = lat_percentile(x, n, 99),
                          .max_ms = x[n - 1], .cv = lat_cv(x, n)};
 }
+
+double lat_middle(const double *x, int n) {
+    assert(n >= 1 && n <= LAT_FEW);
+    double v[LAT_FEW];
+    for (int i = 0; i < n; i++) { /* insertion: a few values */
+        int j = i;
+        for (; j > 0 && v[j - 1] > x[i]; j--) v[j] = v[j - 1];
+        v[j] = x[i];
+    }
+    return v[n / 2];
+}

@@ -56,5 +56,9 @@ void lat_free(lat_rec *r);
 lat_summary lat_summarize(const lat_rec *r);
 /* The nearest-rank p-th percentile (1..100) of n > 0 ascending samples. */
 double lat_percentile(const double *sorted, int n, int p);
+/* The middle of a few samples: the value at n / 2 of x sorted (the upper
+ * middle when n is even); x is not changed. n is 1..LAT_FEW. */
+#define LAT_FEW 16
+double lat_middle(const double *x, int n);
 
 #endif

@@ -3,6 +3,7 @@
  */
 #include "cpu_adapt.h"
 
+#include "core/latency.h"
 #include "platform/cpuquota.h"
 #include "platform/perfhint.h"
 #include "platform/thermal.h"
@@ -12,6 +13,8 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+
+_Static_assert(CPU_HINT_CALIBRATE <= LAT_FEW, "lat_middle takes the calibration's steps");
 
 static int clamp(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
@@ -120,21 +123,9 @@ bool cpu_adapt_poll(cpu_adapt_state *st, tpool *p, double now_s) {
     return cpu_adapt_apply(st, p, &s);
 }
 
-static int by_value(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *x, int n) {
-    double v[CPU_HINT_CALIBRATE];
-    memcpy(v, x, sizeof *x * (size_t)n);
-    qsort(v, (size_t)n, sizeof *v, by_value);
-    return v[n / 2];
-}
-
 /* The target is set: the session for the generating thread and the pool's. */
 static void hint_open(cpu_adapt_state *st, tpool *p) {
-    const double target_ms = median(st->cal, CPU_HINT_CALIBRATE);
+    const double target_ms = lat_middle(st->cal, CPU_HINT_CALIBRATE);
     int tids[PLAT_PERF_HINT_MAX_TIDS];
     tids[0] = plat_thread_id(); /* 0 where the platform has no thread ids (POSIX): the hint is unsupported there */
     const int n = (tids[0] > 0) + tpool_thread_ids(p, tids + (tids[0] > 0), PLAT_PERF_HINT_MAX_TIDS - 1);

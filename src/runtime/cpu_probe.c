@@ -3,21 +3,13 @@
  */
 #include "cpu_probe.h"
 
+#include "core/latency.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int by_value(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *x, int n) {
-    double v[CPU_PROBE_STEPS];
-    memcpy(v, x, sizeof *x * (size_t)n);
-    qsort(v, (size_t)n, sizeof *v, by_value);
-    return v[n / 2];
-}
+_Static_assert(CPU_PROBE_STEPS <= LAT_FEW, "lat_middle takes the probe's steps");
 
 /* A probe is over: the count in force is calibrated afresh from ref_ms. */
 static int finish(cpu_probe *pr, int count, double ref_ms) {
@@ -36,7 +28,7 @@ static int trial_step(cpu_probe *pr, double per_ms, double now_s, int files, boo
         if (lost) return finish(pr, pr->from, pr->base_ms);
     }
     if (pr->n < CPU_PROBE_STEPS) return pr->to;
-    const double other = median(pr->trial, CPU_PROBE_STEPS);
+    const double other = lat_middle(pr->trial, CPU_PROBE_STEPS);
     if (!(other < pr->base_ms * (1.0 - CPU_PROBE_GAIN))) return finish(pr, pr->from, pr->base_ms);
     pr->kept++;
     *kept = true;
@@ -70,12 +62,12 @@ int cpu_probe_step(cpu_probe *pr, double per_ms, double now_s, int threads, int 
     if (++pr->ring_n < CPU_PROBE_STEPS) return threads;
     pr->ring_n = CPU_PROBE_STEPS;
     const bool capped = threads < files;
-    if (!due(pr, median(pr->ring, CPU_PROBE_STEPS), now_s, capped)) return threads;
+    if (!due(pr, lat_middle(pr->ring, CPU_PROBE_STEPS), now_s, capped)) return threads;
     pr->next_s = now_s + (capped ? CPU_PROBE_UP_S : CPU_PROBE_EVERY_S), pr->last_s = now_s;
     const int to = capped ? threads + 1 : threads - 1;
     if (to < 1) return threads;
     pr->trying = true, pr->from = threads, pr->to = to, pr->n = 0;
-    pr->base_ms = median(pr->ring, CPU_PROBE_STEPS);
+    pr->base_ms = lat_middle(pr->ring, CPU_PROBE_STEPS);
     return to;
 }
 
