@@ -542,10 +542,11 @@ octo_status octo_eval(octo_model *om, const int32_t *tokens, int n, float *logit
     if (atomic_load(&om->main.busy)) return (octo_status)err_set(&om->err, ERR_BUSY, "the model is serving a stream");
     if (!tokens || !logits || (mode != OCTO_LOGITS_LAST && mode != OCTO_LOGITS_ALL))
         return (octo_status)err_set(&om->err, ERR_INVALID_ARG, "octo_eval: tokens and logits are required");
-    pthread_mutex_lock(&om->lock);
+    pthread_mutex_lock(&om->lock); /* the pool and the shared budgets: one session's work at a time */
     cpu_adapt_poll(&om->cpu, om->b->pool, now_s());
+    const err_code rc = session_eval(om->main.s, tokens, n, mode == OCTO_LOGITS_ALL, logits, &om->err);
     pthread_mutex_unlock(&om->lock);
-    return (octo_status)session_eval(om->main.s, tokens, n, mode == OCTO_LOGITS_ALL, logits, &om->err);
+    return (octo_status)rc;
 }
 
 /* The caller left the KV policy to octo: SpecKV scores a prompt that does not fit (runtime/prefill.h). */
@@ -565,7 +566,9 @@ octo_status octo_eval_prompt(octo_model *om, const int32_t *tokens, int n, const
     const prefill_params pp = {.compress = gp.prompt_compress, .lookahead = gp.prompt_lookahead,
                                .auto_policy = auto_kv_policy(om)};
     prefill_stats st;
+    pthread_mutex_lock(&om->lock); /* as octo_eval */
     err_code rc = prefill_run(om->main.s, om->main.draft_s, tokens, n, &pp, logits, &st, &om->err);
+    pthread_mutex_unlock(&om->lock);
     if (!rc)
         om->main.last = (gen_stats){.prompt_tokens = n, .prefill_tokens = n - st.prompt_dropped,
                                     .prefill_ms = st.draft_ms + st.prefill_ms, .pre = st};
@@ -581,11 +584,17 @@ octo_status octo_truncate(octo_model *om, int n) {
     if (atomic_load(&om->main.busy)) return (octo_status)err_set(&om->err, ERR_BUSY, "the model is serving a stream");
     if (n < 0 || n > om->main.s->n_past)
         return (octo_status)err_set(&om->err, ERR_INVALID_ARG, "cannot truncate %d tokens to %d", om->main.s->n_past, n);
-    return (octo_status)session_rewind(om->main.s, n, &om->err);
+    pthread_mutex_lock(&om->lock); /* as octo_reset */
+    const err_code rc = session_rewind(om->main.s, n, &om->err);
+    pthread_mutex_unlock(&om->lock);
+    return (octo_status)rc;
 }
 
 void octo_reset(octo_model *om) {
-    if (om && om->main.s && !atomic_load(&om->main.busy)) session_reset(om->main.s);
+    if (!om || !om->main.s || atomic_load(&om->main.busy)) return;
+    pthread_mutex_lock(&om->lock); /* other sessions' streams weigh the shared budget between tokens */
+    session_reset(om->main.s);
+    pthread_mutex_unlock(&om->lock);
 }
 
 /* ---------------------------------------------------------------- text */
@@ -873,7 +882,10 @@ int octo_session_chat_fit(octo_session *ss, const octo_message *msgs, int n, int
 }
 
 void octo_session_reset(octo_session *ss) {
-    if (ss && ss->s && !atomic_load(&ss->busy)) session_reset(ss->s);
+    if (!ss || !ss->s || !ss->om || atomic_load(&ss->busy)) return;
+    pthread_mutex_lock(&ss->om->lock); /* as octo_reset */
+    session_reset(ss->s);
+    pthread_mutex_unlock(&ss->om->lock);
 }
 
 octo_stream *octo_generate(octo_model *om, const char *prompt, const octo_generate_params *params) {

@@ -602,6 +602,47 @@ static void test_sessions(void) {
     octo_client_free(c);
 }
 
+/* octo_eval on the model's own conversation while another session streams:
+ * the two share one pool, which runs one caller's jobs at a time, so every
+ * eval's logits are those of the eval alone and the stream's text is its own. */
+static void test_eval_beside_stream(void) {
+    octo_client *c = octo_client_new(NULL);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.auto_draft = OCTO_DRAFT_NONE;
+    mo.max_sessions = 2;
+    octo_model *m = octo_load_model(c, g_model, &mo);
+    T_CHECKF(m != NULL, "%s", octo_last_error(c));
+    octo_session *ss = m ? octo_session_new(m) : NULL;
+    const int V = m ? octo_model_info_get(m).n_vocab : 1;
+    float *ref = malloc(sizeof(float) * (size_t)V), *got = malloc(sizeof(float) * (size_t)V);
+    const int32_t ids[6] = {1, 5, 6, 7, 8, 9};
+    const int n = 6;
+    if (ss && ref && got && n > 0 && octo_eval(m, ids, n, ref, OCTO_LOGITS_LAST) == OCTO_OK) {
+        session_job alone = {.m = m, .prompt = "The cat sat"}, beside = {.ss = ss, .m = m, .prompt = "The cat sat"};
+        octo_reset(m);
+        session_run(&alone);
+        octo_reset(m);
+        pthread_t th;
+        pthread_create(&th, NULL, session_run, &beside);
+        int same = 0, runs = 0;
+        for (; runs < 12; runs++) {
+            octo_reset(m);
+            if (octo_eval(m, ids, n, got, OCTO_LOGITS_LAST) != OCTO_OK) break;
+            same += !memcmp(ref, got, sizeof(float) * (size_t)V);
+        }
+        pthread_join(th, NULL);
+        T_CHECKF(runs == 12 && same == 12 && beside.tokens == 40 && !strcmp(beside.text, alone.text),
+                 "%d of %d evals exact, stream %d tokens: '%s' vs '%s'", same, runs, beside.tokens, beside.text,
+                 alone.text);
+    } else {
+        T_CHECKF(0, "setup: %s", m ? octo_model_error(m) : octo_last_error(c));
+    }
+    free(ref), free(got);
+    octo_session_free(ss);
+    octo_model_free(m);
+    octo_client_free(c);
+}
+
 /* vocab_only: tokenize without the model; evaluation refused with a reason. */
 static void test_vocab_only(void) {
     octo_client *c = octo_client_new(NULL);
@@ -642,6 +683,7 @@ int main(void) {
     test_escaped_errors();
     test_truncate_as_never_seen();
     test_sessions();
+    test_eval_beside_stream();
     test_vocab_only();
     remove(g_model);
     T_DONE();
