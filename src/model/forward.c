@@ -51,6 +51,10 @@ void fwd_state_free(fwd_state *st) {
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     matmul_ctx_free(st->mm);
     free(st->runs);
+    free(st->fa_parts);
+    free(st->parts);
+    free(st->pos);
+    free(st->out);
     free(st->route);
     free(st->route_next);
     free(st->members);
@@ -107,7 +111,9 @@ static err_code reserve(fwd_state *st, int n, err_t *err) {
     if (r) st->route = r;
     int32_t *mb = xrealloc(st->members, sizeof(int32_t) * T);
     if (mb) st->members = mb;
-    if (!r || !mb) return err_set(err, ERR_NOMEM, "out of memory for a batch of %d tokens", n);
+    int32_t *ps = xrealloc(st->pos, sizeof(int32_t) * T);
+    if (ps) st->pos = ps;
+    if (!r || !mb || !ps) return err_set(err, ERR_NOMEM, "out of memory for a batch of %d tokens", n);
     st->cap = n;
     return ERR_OK;
 }
@@ -208,103 +214,164 @@ void fwd_rope_apply(float *vec, int n_heads, int head_dim, int n_rot, bool neox,
 
 /* ---------------------------------------------------------------- attention */
 
-/* Attention runs on the attn kernel (core/kernels/attn.h) in units of (KV head, tile
- * of 16 queries), the queries of a KV head ordered (token, head in its
- * group), so a tile holds the query heads that read the same keys. */
+/* Attention runs on the attn kernel (core/kernels/attn.h) in units of
+ * (sequence, KV head, tile of 16 queries), the queries of a KV head ordered
+ * (token, head in its group), so a tile holds the query heads that read the
+ * same keys; a tile never mixes sequences, so a query's output is the same
+ * whatever else is in the batch. */
+typedef struct fa_part {
+    int unit0, n_tiles;      /* its first unit; tiles per KV head */
+    int row0, T;
+    int32_t pos0;
+    const kv_span *spans;    /* its cache's view */
+    int n_spans;
+    size_t runs0;            /* its runs in st->runs: n_head_kv lists of n_spans */
+    size_t n_entries, obs0;  /* its entries; their sums in each thread's observed row */
+    int observe_from;        /* tokens from here on report their weights; T = none */
+    int observe_to;          /* ... and before this one (T, or a tree batch's trunk) */
+} fa_part;
+
 typedef struct {
     fwd_state *st;
     const fwd_attn_shape *sh;
-    int n_spans, T, n_tiles; /* tiles per KV head */
-    int32_t pos0;
     attn_fn fn;
-    size_t n_entries;
-    int observe_from;        /* tokens from here on report their weights; T = none */
-    int observe_to;          /* ... and before this one (T, or a tree batch's trunk) */
+    const fa_part *parts;
+    int n_parts, n_units;
     const uint64_t *anc;     /* a tree batch's ancestry (forward_tree), or NULL */
+    size_t obs_stride;       /* floats of one thread's observed sums */
     atomic_int next;
 } fa_job;
 
+static void fa_unit(fa_job *j, const fa_part *p, int unit, int ith) {
+    const fwd_attn_shape *sh = j->sh;
+    const int group = sh->n_head / sh->n_head_kv, local = unit - p->unit0;
+    const int kvh = local / p->n_tiles, u0 = local % p->n_tiles * ATTN_LANES;
+    const int u1 = u0 + ATTN_LANES < p->T * group ? u0 + ATTN_LANES : p->T * group;
+    attn_queries q = {.hd = sh->hd, .hdv = sh->hdv, .scale = sh->scale, .softcap = sh->softcap,
+                      .window = sh->window, .n_q = u1 - u0, .tree = j->anc != NULL, .tree_pos0 = p->pos0};
+    for (int u = u0; u < u1; u++) {
+        const int t = u / group, h = kvh * group + u % group;
+        const size_t row = (size_t)(p->row0 + t);
+        q.q[u - u0] = sh->q + (row * sh->n_head + h) * sh->hd;
+        q.qpos[u - u0] = p->pos0 + t;
+        q.out[u - u0] = sh->out + (row * sh->n_head + h) * sh->hdv;
+        if (j->anc) q.anc[u - u0] = j->anc[t];
+        if (t >= p->observe_from && t < p->observe_to) q.obs_lanes |= 1u << (u - u0);
+    }
+    if (q.obs_lanes) q.obs = j->st->observed + (size_t)ith * j->obs_stride + p->obs0;
+    j->fn(&q, j->st->runs + p->runs0 + (size_t)kvh * p->n_spans, p->n_spans);
+}
+
 static void fa_work(void *ctx, int ith, int nth) {
     fa_job *j = ctx;
-    fwd_state *st = j->st;
-    const fwd_attn_shape *sh = j->sh;
-    const int group = sh->n_head / sh->n_head_kv;
     (void)nth;
+    int at = 0; /* units are taken in increasing order: the part only moves on */
     for (;;) {
         const int unit = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-        if (unit >= j->n_tiles * sh->n_head_kv) break;
-        const int kvh = unit / j->n_tiles, u0 = unit % j->n_tiles * ATTN_LANES;
-        const int u1 = u0 + ATTN_LANES < j->T * group ? u0 + ATTN_LANES : j->T * group;
-        attn_queries q = {.hd = sh->hd, .hdv = sh->hdv, .scale = sh->scale, .softcap = sh->softcap,
-                          .window = sh->window, .n_q = u1 - u0, .tree = j->anc != NULL, .tree_pos0 = j->pos0};
-        for (int u = u0; u < u1; u++) {
-            const int t = u / group, h = kvh * group + u % group;
-            q.q[u - u0] = sh->q + ((size_t)t * sh->n_head + h) * sh->hd;
-            q.qpos[u - u0] = j->pos0 + t;
-            q.out[u - u0] = sh->out + ((size_t)t * sh->n_head + h) * sh->hdv;
-            if (j->anc) q.anc[u - u0] = j->anc[t];
-            if (t >= j->observe_from && t < j->observe_to) q.obs_lanes |= 1u << (u - u0);
-        }
-        if (q.obs_lanes) q.obs = st->observed + (size_t)ith * j->n_entries;
-        j->fn(&q, st->runs + (size_t)kvh * j->n_spans, j->n_spans);
+        if (unit >= j->n_units) break;
+        while (at + 1 < j->n_parts && unit >= j->parts[at + 1].unit0) at++;
+        fa_unit(j, &j->parts[at], unit, ith);
     }
 }
 
-/* The view's spans as the kernel's runs, one list per KV head. */
-static err_code view_runs(fwd_state *st, const kv_span *spans, int n_spans, const fwd_attn_shape *sh, size_t *n_entries,
-                          err_t *err) {
-    *n_entries = 0;
-    for (int s = 0; s < n_spans; s++) {
-        *n_entries += (size_t)spans[s].n_tokens;
-        if (!attn_type_supported(spans[s].k_type) || !attn_type_supported(spans[s].v_type))
-            return err_set(err, ERR_UNSUPPORTED, "KV cache rows of type %u/%u", spans[s].k_type, spans[s].v_type);
-    }
-    const size_t need = (size_t)n_spans * (size_t)sh->n_head_kv;
-    if (need > st->runs_cap) {
-        attn_keys *r = xrealloc(st->runs, sizeof *r * need);
-        if (!r) return err_set(err, ERR_NOMEM, "out of memory for attention");
-        st->runs = r;
-        st->runs_cap = need;
-    }
-    for (int h = 0; h < sh->n_head_kv; h++)
-        for (int s = 0; s < n_spans; s++) {
-            const kv_span *sp = &spans[s];
-            st->runs[(size_t)h * n_spans + s] = (attn_keys){
-                .k_type = sp->k_type, .v_type = sp->v_type, .n = sp->n_tokens, .pos = sp->pos, .k = sp->k, .v = sp->v,
-                .k_off = h * sh->hd, .v_off = h * sh->hdv, .k_stride = sp->k_row_bytes, .v_stride = sp->v_row_bytes};
-        }
+static err_code grow_runs(fwd_state *st, size_t need, err_t *err) {
+    if (need <= st->runs_cap) return ERR_OK;
+    attn_keys *r = xrealloc(st->runs, sizeof *r * need);
+    if (!r) return err_set(err, ERR_NOMEM, "out of memory for attention");
+    st->runs = r;
+    st->runs_cap = need;
     return ERR_OK;
 }
 
-err_code fwd_attend(fwd_state *st, const kv_iface *kv, int layer, int T, int32_t pos0, const uint64_t *anc, int trunk,
-                    const fwd_attn_shape *sh, err_t *err) {
-    const kv_span *spans;
-    const int n_spans = kv->view(kv->self, layer, &spans);
-    size_t n_entries;
-    err_code rc = view_runs(st, spans, n_spans, sh, &n_entries, err);
-    if (rc) return rc;
+/* A part's view as the kernel's runs, one list per KV head, from p->runs0. */
+static void view_runs(fwd_state *st, const fa_part *p, const fwd_attn_shape *sh) {
+    for (int h = 0; h < sh->n_head_kv; h++)
+        for (int s = 0; s < p->n_spans; s++) {
+            const kv_span *sp = &p->spans[s];
+            st->runs[p->runs0 + (size_t)h * p->n_spans + s] = (attn_keys){
+                .k_type = sp->k_type, .v_type = sp->v_type, .n = sp->n_tokens, .pos = sp->pos, .k = sp->k, .v = sp->v,
+                .k_off = h * sh->hd, .v_off = h * sh->hdv, .k_stride = sp->k_row_bytes, .v_stride = sp->v_row_bytes};
+        }
+}
+
+/* Each part's view (fa_part: spans, entries, units, runs0, obs0); *runs and
+ * *obs: the runs and the observed floats per thread they take in all. */
+static err_code plan_parts(const fwd_rows *r, int layer, const fwd_attn_shape *sh, fa_part *fp, size_t *runs,
+                           size_t *obs, err_t *err) {
     const int group = sh->n_head / sh->n_head_kv;
-    fa_job j = {.st = st, .sh = sh, .n_spans = n_spans, .T = T, .pos0 = pos0, .fn = attn_get(), .n_entries = n_entries,
-                .n_tiles = (T * group + ATTN_LANES - 1) / ATTN_LANES, .observe_from = T, .observe_to = T, .anc = anc};
-    const size_t nth = (size_t)st->nth;
-    if (kv->observe) {
-        if ((rc = grow(&st->observed, &st->observed_cap, n_entries * nth, err))) return rc;
-        memset(st->observed, 0, sizeof(float) * n_entries * nth);
+    int units = 0;
+    *runs = *obs = 0;
+    for (int i = 0; i < r->n_parts; i++) {
+        const fwd_part *rp = &r->part[i];
+        const kv_iface *kv = rp->kv;
+        fa_part *p = &fp[i];
+        *p = (fa_part){.unit0 = units, .n_tiles = (rp->n * group + ATTN_LANES - 1) / ATTN_LANES, .row0 = rp->row0,
+                       .T = rp->n, .pos0 = rp->pos0, .runs0 = *runs, .observe_from = rp->n, .observe_to = rp->n};
+        p->n_spans = kv->view(kv->self, layer, &p->spans);
+        for (int s = 0; s < p->n_spans; s++) {
+            p->n_entries += (size_t)p->spans[s].n_tokens;
+            if (!attn_type_supported(p->spans[s].k_type) || !attn_type_supported(p->spans[s].v_type))
+                return err_set(err, ERR_UNSUPPORTED, "KV cache rows of type %u/%u", p->spans[s].k_type,
+                               p->spans[s].v_type);
+        }
+        units += p->n_tiles * sh->n_head_kv;
+        *runs += (size_t)p->n_spans * (size_t)sh->n_head_kv;
+        if (!kv->observe) continue;
         /* a tree batch reports its trunk only: the branches are guesses, gone after the pass */
-        const int U = anc ? trunk : T;
-        j.observe_to = U;
-        j.observe_from = kv->observe_last > 0 && kv->observe_last < U ? U - kv->observe_last : 0;
+        const int U = r->anc ? r->trunk : rp->n;
+        p->observe_to = U;
+        p->observe_from = kv->observe_last > 0 && kv->observe_last < U ? U - kv->observe_last : 0;
+        p->obs0 = *obs;
+        *obs += p->n_entries;
+    }
+    return ERR_OK;
+}
+
+static err_code grow_fa_parts(fwd_state *st, int n, err_t *err) {
+    if (n <= st->fa_parts_cap) return ERR_OK;
+    fa_part *p = xrealloc(st->fa_parts, sizeof *p * (size_t)n);
+    if (!p) return err_set(err, ERR_NOMEM, "out of memory for attention");
+    st->fa_parts = p;
+    st->fa_parts_cap = n;
+    return ERR_OK;
+}
+
+/* Each observing part's weights, the threads' sums added, to its cache. */
+static void report_observed(fwd_state *st, const fwd_rows *r, int layer, const fa_part *fp, size_t stride) {
+    const size_t nth = (size_t)st->nth;
+    for (int i = 0; i < r->n_parts; i++) {
+        const kv_iface *kv = r->part[i].kv;
+        if (!kv->observe) continue;
+        float *sum = st->observed + fp[i].obs0;
+        for (size_t th = 1; th < nth; th++)
+            for (size_t e = 0; e < fp[i].n_entries; e++) sum[e] += st->observed[th * stride + fp[i].obs0 + e];
+        kv->observe(kv->self, layer, fp[i].observe_to - fp[i].observe_from, (int)fp[i].n_entries, sum);
+    }
+}
+
+err_code fwd_attend(fwd_state *st, const fwd_rows *r, int layer, const fwd_attn_shape *sh, err_t *err) {
+    err_code rc = grow_fa_parts(st, r->n_parts, err);
+    if (rc) return rc;
+    fa_part *fp = st->fa_parts;
+    size_t n_runs, stride;
+    if ((rc = plan_parts(r, layer, sh, fp, &n_runs, &stride, err)) || (rc = grow_runs(st, n_runs, err))) return rc;
+    int64_t macs = 0;
+    for (int i = 0; i < r->n_parts; i++) {
+        view_runs(st, &fp[i], sh);
+        macs += (int64_t)fp[i].T * sh->n_head * (int64_t)fp[i].n_entries * (sh->hd + sh->hdv);
+    }
+    const fa_part *last = &fp[r->n_parts - 1];
+    fa_job j = {.st = st, .sh = sh, .fn = attn_get(), .parts = fp, .n_parts = r->n_parts, .anc = r->anc,
+                .n_units = last->unit0 + last->n_tiles * sh->n_head_kv, .obs_stride = stride};
+    const size_t nth = (size_t)st->nth;
+    if (stride) {
+        if ((rc = grow(&st->observed, &st->observed_cap, stride * nth, err))) return rc;
+        memset(st->observed, 0, sizeof(float) * stride * nth);
     }
     atomic_init(&j.next, 0);
-    const int64_t macs = (int64_t)T * sh->n_head * (int64_t)n_entries * (sh->hd + sh->hdv);
     if (macs < MIN_PARALLEL_MACS) fa_work(&j, 0, 1);
     else tpool_run(st->pool, fa_work, &j);
-    if (kv->observe) {
-        /* the threads' sums, into thread 0's buffer */
-        for (size_t th = 1; th < nth; th++)
-            for (size_t i = 0; i < n_entries; i++) st->observed[i] += st->observed[th * n_entries + i];
-        kv->observe(kv->self, layer, j.observe_to - j.observe_from, (int)n_entries, st->observed);
-    }
+    if (stride) report_observed(st, r, layer, fp, stride);
     return ERR_OK;
 }
 
@@ -315,12 +382,14 @@ static void qk_norm(const model_mat *w, float *v, int n_heads, int hd, float eps
 }
 
 /* Multi-head (grouped-query) attention of st->xn into st->ffn_out: q/k/v
- * projections (biases, q/k norms), RoPE, the cache, the kernel, attn_output. */
-static err_code attn_heads(fwd_state *st, const kv_iface *kv, int l, int n, const int32_t *pos, int32_t pos0,
-                           const uint64_t *anc, int trunk, err_t *err) {
+ * projections (biases, q/k norms), RoPE, each part's cache, the kernel,
+ * attn_output. The projections take every row of the batch at once. */
+static err_code attn_heads(fwd_state *st, const fwd_rows *r, int l, err_t *err) {
     const model_hparams *hp = &st->m->hp;
     const model_layer *L = &st->m->layers[l];
-    const int q_dim = hp->n_head * hp->head_dim, k_dim = hp->n_head_kv * hp->head_dim;
+    const int n = r->n;
+    const size_t q_dim = (size_t)hp->n_head * hp->head_dim, k_dim = (size_t)hp->n_head_kv * hp->head_dim;
+    const size_t v_dim = (size_t)hp->n_head_kv * hp->head_dim_v;
     err_code rc = fwd_mat_mul_set(st, (const model_mat *[]){&L->wq, &L->wk, &L->wv}, 3, st->xn, n,
                                   (float *[]){st->q, st->k, st->v}, err);
     if (rc) return rc;
@@ -335,12 +404,17 @@ static err_code attn_heads(fwd_state *st, const kv_iface *kv, int l, int n, cons
         fwd_rope_apply(q, hp->n_head, hp->head_dim, hp->n_rot, hp->rope_neox, cs);
         fwd_rope_apply(k, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_neox, cs);
     }
-    if ((rc = kv->append(kv->self, l, n, pos, st->k, st->v, err))) return rc;
-    if (kv->queries) kv->queries(kv->self, l, n, st->q);
+    for (int i = 0; i < r->n_parts; i++) {
+        const fwd_part *p = &r->part[i];
+        const size_t at = (size_t)p->row0;
+        if ((rc = p->kv->append(p->kv->self, l, p->n, r->pos + at, st->k + at * k_dim, st->v + at * v_dim, err)))
+            return rc;
+        if (p->kv->queries) p->kv->queries(p->kv->self, l, p->n, st->q + at * q_dim);
+    }
     const fwd_attn_shape sh = {.n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .hd = hp->head_dim,
                                .hdv = hp->head_dim_v, .q = st->q, .out = st->att, .scale = hp->attn_scale,
                                .softcap = hp->attn_softcap, .window = model_layer_swa(hp, l) ? hp->swa_window : 0};
-    if ((rc = fwd_attend(st, kv, l, n, pos0, anc, trunk, &sh, err))) return rc;
+    if ((rc = fwd_attend(st, r, l, &sh, err))) return rc;
     return fwd_mat_mul(st, &L->wo, st->att, n, st->ffn_out, err);
 }
 
@@ -356,14 +430,12 @@ static void residual_add(fwd_state *st, const model_mat *post_norm, int n) {
 }
 
 /* One layer: attention, then the FFN, each added to the residual stream. */
-static err_code layer(fwd_state *st, const kv_iface *kv, const experts_iface *experts, int l, int n,
-                      const int32_t *pos, int32_t pos0, const uint64_t *anc, int trunk, err_t *err) {
+static err_code layer(fwd_state *st, const experts_iface *experts, int l, const fwd_rows *r, err_t *err) {
     const model_hparams *hp = &st->m->hp;
     const model_layer *L = &st->m->layers[l];
-    const int E = hp->n_embd;
+    const int E = hp->n_embd, n = r->n;
     fwd_norm_rows(st, st->xn, st->x, L->attn_norm.data, E, n, hp->rms_eps);
-    err_code rc = hp->kv_lora_rank > 0 ? fwd_attn_mla(st, kv, l, n, pos, pos0, anc, trunk, err)
-                                       : attn_heads(st, kv, l, n, pos, pos0, anc, trunk, err);
+    err_code rc = hp->kv_lora_rank > 0 ? fwd_attn_mla(st, r, l, err) : attn_heads(st, r, l, err);
     if (rc) return rc;
     observe(st, l, FWD_AT_ATTN, n, st->xn, st->att);
     residual_add(st, &L->post_attn_norm, n);
@@ -424,67 +496,139 @@ err_code forward(fwd_state *st, const kv_iface *kv, const experts_iface *experts
     return forward_tree(st, kv, experts, tokens, n, pos0, NULL, out_rows, n_out, logits, err);
 }
 
-err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *experts, const int32_t *tokens, int n,
-                      int32_t pos0, const uint64_t *anc, const int32_t *out_rows, int n_out, float *logits,
-                      err_t *err) {
+/* A sequence's arguments, as forward() checks them. */
+static err_code check_seq(const model_hparams *hp, const fwd_seq *q, err_t *err) {
+    if (q->n <= 0) return err_set(err, ERR_INVALID_ARG, "forward of %d tokens", q->n);
+    if (!q->kv) return err_set(err, ERR_INVALID_ARG, "a sequence without a cache");
+    if (q->pos0 < 0 || q->pos0 > INT32_MAX - q->n) return err_set(err, ERR_INVALID_ARG, "position %d out of range", q->pos0);
+    if (q->n_out < 0 || q->n_out > q->n)
+        return err_set(err, ERR_INVALID_ARG, "%d logit rows asked of %d tokens", q->n_out, q->n);
+    for (int i = 0; q->out_rows && i < q->n_out; i++)
+        if (q->out_rows[i] < 0 || q->out_rows[i] >= q->n)
+            return err_set(err, ERR_INVALID_ARG, "logit row %d is outside the %d tokens", q->out_rows[i], q->n);
+    for (int t = 0; t < q->n; t++)
+        if (q->tokens[t] < 0 || q->tokens[t] >= hp->n_vocab)
+            return err_set(err, ERR_INVALID_ARG, "token id %d is outside the vocabulary of %d", q->tokens[t], hp->n_vocab);
+    return ERR_OK;
+}
+
+/* A tree batch's leading tokens in a line, into *trunk, once its ancestry is checked. */
+static err_code check_tree(const uint64_t *anc, int n, int *trunk, err_t *err) {
+    if (n > ATTN_TREE_MAX) return err_set(err, ERR_INVALID_ARG, "a tree batch of %d tokens (%d at most)", n, ATTN_TREE_MAX);
+    *trunk = 0;
+    for (int t = 0; t < n; t++) {
+        const uint64_t self = 1ull << t, upto = self | (self - 1);
+        if (!(anc[t] & self) || (anc[t] & ~upto))
+            return err_set(err, ERR_INVALID_ARG, "tree token %d: its ancestry must hold itself and earlier tokens only", t);
+        if (*trunk == t && anc[t] == upto) *trunk = t + 1;
+    }
+    return ERR_OK;
+}
+
+/* The parts and row positions of a batch (reserve() made room for its rows). */
+static err_code lay_out(fwd_state *st, const fwd_seq *seqs, int n_seqs, fwd_rows *r, err_t *err) {
+    if (n_seqs > st->parts_cap) {
+        fwd_part *p = xrealloc(st->parts, sizeof *p * (size_t)n_seqs);
+        if (!p) return err_set(err, ERR_NOMEM, "out of memory for a batch of %d sequences", n_seqs);
+        st->parts = p;
+        st->parts_cap = n_seqs;
+    }
+    int row = 0;
+    for (int i = 0; i < n_seqs; i++) {
+        st->parts[i] = (fwd_part){.kv = seqs[i].kv, .row0 = row, .n = seqs[i].n, .pos0 = seqs[i].pos0};
+        for (int t = 0; t < seqs[i].n; t++) st->pos[row + t] = seqs[i].pos0 + t;
+        row += seqs[i].n;
+    }
+    r->part = st->parts;
+    r->n_parts = n_seqs;
+    r->pos = st->pos;
+    return ERR_OK;
+}
+
+/* Token embeddings, and the RoPE angles of each row's position (a tree
+ * token's is its depth: pos0 + the number of its ancestors). */
+static void embed(fwd_state *st, const fwd_seq *seqs, const fwd_rows *r) {
     const model *m = st->m;
     const model_hparams *hp = &m->hp;
     const int E = hp->n_embd;
-    if (n <= 0) return err_set(err, ERR_INVALID_ARG, "forward of %d tokens", n);
-    if (pos0 < 0 || pos0 > INT32_MAX - n) return err_set(err, ERR_INVALID_ARG, "position %d out of range", pos0);
-    if (n_out < 0 || n_out > n) return err_set(err, ERR_INVALID_ARG, "%d logit rows asked of %d tokens", n_out, n);
-    for (int i = 0; out_rows && i < n_out; i++)
-        if (out_rows[i] < 0 || out_rows[i] >= n)
-            return err_set(err, ERR_INVALID_ARG, "logit row %d is outside the %d tokens", out_rows[i], n);
-    for (int t = 0; t < n; t++)
-        if (tokens[t] < 0 || tokens[t] >= hp->n_vocab)
-            return err_set(err, ERR_INVALID_ARG, "token id %d is outside the vocabulary of %d", tokens[t], hp->n_vocab);
-    int trunk = n; /* a tree batch's leading tokens that form a line */
-    if (anc) {
-        if (n > ATTN_TREE_MAX) return err_set(err, ERR_INVALID_ARG, "a tree batch of %d tokens (%d at most)", n, ATTN_TREE_MAX);
-        trunk = 0;
-        for (int t = 0; t < n; t++) {
-            const uint64_t self = 1ull << t, upto = self | (self - 1);
-            if (!(anc[t] & self) || (anc[t] & ~upto))
-                return err_set(err, ERR_INVALID_ARG, "tree token %d: its ancestry must hold itself and earlier tokens only", t);
-            if (trunk == t && anc[t] == upto) trunk = t + 1;
+    for (int i = 0; i < r->n_parts; i++)
+        for (int t = 0; t < seqs[i].n; t++) {
+            const size_t row = (size_t)(r->part[i].row0 + t);
+            const uint8_t *e = (const uint8_t *)m->tok_embd.data + (size_t)seqs[i].tokens[t] * m->tok_embd.row_bytes;
+            float *x = st->x + row * E;
+            quant_dequantize_row(m->tok_embd.type, e, x, E);
+            if (hp->embd_scale != 1.0f)
+                for (int k = 0; k < E; k++) x[k] *= hp->embd_scale;
+            const int depth = r->anc ? __builtin_popcountll(r->anc[t]) - 1 : t;
+            rope_angles(m, seqs[i].pos0 + depth, st->rope_cs + row * hp->n_rot);
         }
-    }
-    err_code rc = reserve(st, n, err);
-    if (rc) return rc;
+}
 
-    /* token embeddings, and the RoPE angles of each position (a tree token's
-     * is its depth: pos0 + the number of its ancestors) */
-    for (int t = 0; t < n; t++) {
-        const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)tokens[t] * m->tok_embd.row_bytes;
-        float *x = st->x + (size_t)t * E;
-        quant_dequantize_row(m->tok_embd.type, row, x, E);
-        if (hp->embd_scale != 1.0f)
-            for (int i = 0; i < E; i++) x[i] *= hp->embd_scale;
-        const int depth = anc ? __builtin_popcountll(anc[t]) - 1 : t;
-        rope_angles(m, pos0 + depth, st->rope_cs + (size_t)t * hp->n_rot);
-    }
-    int32_t pos_buf[256], *pos = n <= 256 ? pos_buf : malloc(sizeof(int32_t) * (size_t)n);
-    if (!pos) return err_set(err, ERR_NOMEM, "out of memory");
-    for (int t = 0; t < n; t++) pos[t] = pos0 + t;
-    for (int l = 0; l < hp->n_layer && !rc; l++) {
-        rc = layer(st, kv, experts, l, n, pos, pos0, anc, trunk, err);
-        if (!rc) rc = check_layer(st->x, (size_t)n * E, l, pos0, err);
-    }
-    if (pos != pos_buf) free(pos);
-    if (rc) return rc;
-
-    /* logits of the requested rows: final norm, output projection (all rows in one matmul) */
-    for (int i = 0; i < n_out; i++) {
-        int t = out_rows ? out_rows[i] : (n_out == n ? i : n - n_out + i);
-        fwd_rmsnorm(st->xn + (size_t)i * E, st->x + (size_t)t * E, m->output_norm.data, E, hp->rms_eps);
-    }
+/* Logits of every sequence's rows: final norm, the output projection of
+ * all of them in one matmul, then each sequence's share to its buffer. */
+static err_code output(fwd_state *st, const fwd_seq *seqs, const fwd_rows *r, err_t *err) {
+    const model *m = st->m;
+    const model_hparams *hp = &m->hp;
+    const int E = hp->n_embd;
+    int n_out = 0;
+    for (int i = 0; i < r->n_parts; i++)
+        for (int k = 0; k < seqs[i].n_out; k++, n_out++) {
+            const fwd_seq *q = &seqs[i];
+            const int t = q->out_rows ? q->out_rows[k] : (q->n_out == q->n ? k : q->n - q->n_out + k);
+            fwd_rmsnorm(st->xn + (size_t)n_out * E, st->x + (size_t)(r->part[i].row0 + t) * E, m->output_norm.data, E,
+                        hp->rms_eps);
+        }
     if (!n_out) return ERR_OK;
-    if ((rc = fwd_mat_mul(st, &m->output, st->xn, n_out, logits, err))) return rc;
-    const size_t total = (size_t)n_out * (size_t)hp->n_vocab;
+    const size_t V = (size_t)hp->n_vocab, total = (size_t)n_out * V;
+    float *logits = seqs[0].logits;
+    err_code rc = r->n_parts > 1 ? grow(&st->out, &st->out_cap, total, err) : ERR_OK;
+    if (r->n_parts > 1) logits = st->out;
+    if (rc || (rc = fwd_mat_mul(st, &m->output, st->xn, n_out, logits, err))) return rc;
     if (hp->logit_scale != 1.0f)
         for (size_t i = 0; i < total; i++) logits[i] *= hp->logit_scale;
     if (hp->final_softcap > 0.0f)
         for (size_t i = 0; i < total; i++) logits[i] = hp->final_softcap * tanhf(logits[i] / hp->final_softcap);
-    return check_finite(logits, total, pos0, err);
+    if ((rc = check_finite(logits, total, seqs[0].pos0, err)) || r->n_parts == 1) return rc;
+    for (int i = 0, at = 0; i < r->n_parts; at += seqs[i].n_out, i++)
+        if (seqs[i].n_out) memcpy(seqs[i].logits, logits + (size_t)at * V, sizeof(float) * V * (size_t)seqs[i].n_out);
+    return ERR_OK;
+}
+
+/* The pass over every sequence's rows; anc: one tree sequence's ancestry, or NULL. */
+static err_code run(fwd_state *st, const experts_iface *experts, const fwd_seq *seqs, int n_seqs, const uint64_t *anc,
+                    err_t *err) {
+    const model_hparams *hp = &st->m->hp;
+    if (n_seqs <= 0) return err_set(err, ERR_INVALID_ARG, "a batch of %d sequences", n_seqs);
+    if (n_seqs > 1 && !forward_batches(st->m))
+        return err_set(err, ERR_UNSUPPORTED, "latent attention (MLA) runs one sequence per pass");
+    fwd_rows r = {.anc = anc};
+    for (int i = 0; i < n_seqs; i++) {
+        err_code rc = check_seq(hp, &seqs[i], err);
+        if (rc) return rc;
+        if (seqs[i].n > INT32_MAX / 2 - r.n) return err_set(err, ERR_INVALID_ARG, "a batch of too many tokens");
+        r.n += seqs[i].n;
+    }
+    r.trunk = r.n;
+    err_code rc = anc ? check_tree(anc, r.n, &r.trunk, err) : ERR_OK;
+    if (rc || (rc = reserve(st, r.n, err)) || (rc = lay_out(st, seqs, n_seqs, &r, err))) return rc;
+    embed(st, seqs, &r);
+    for (int l = 0; l < hp->n_layer && !rc; l++) {
+        rc = layer(st, experts, l, &r, err);
+        if (!rc) rc = check_layer(st->x, (size_t)r.n * hp->n_embd, l, seqs[0].pos0, err);
+    }
+    return rc ? rc : output(st, seqs, &r, err);
+}
+
+bool forward_batches(const model *m) { return m->hp.kv_lora_rank == 0; }
+
+err_code forward_batch(fwd_state *st, const experts_iface *experts, const fwd_seq *seqs, int n_seqs, err_t *err) {
+    return run(st, experts, seqs, n_seqs, NULL, err);
+}
+
+err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *experts, const int32_t *tokens, int n,
+                      int32_t pos0, const uint64_t *anc, const int32_t *out_rows, int n_out, float *logits,
+                      err_t *err) {
+    const fwd_seq q = {.kv = kv, .tokens = tokens, .n = n, .pos0 = pos0, .out_rows = out_rows, .n_out = n_out,
+                       .logits = logits};
+    return run(st, experts, &q, 1, anc, err);
 }

@@ -10,6 +10,7 @@
 #ifndef OCTO_MODEL_FORWARD_H
 #define OCTO_MODEL_FORWARD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/err.h"
@@ -80,5 +81,30 @@ err_code forward(fwd_state *st, const kv_iface *kv, const experts_iface *experts
 err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *experts, const int32_t *tokens, int n,
                       int32_t pos0, const uint64_t *anc, const int32_t *out_rows, int n_out, float *logits,
                       err_t *err);
+
+/*
+ * A batch: several sequences, each with its own cache, computed in one pass
+ * (continuous batching: runtime/batch.h). Their rows go through every
+ * matrix product together, so the weights are read once for all of them;
+ * each sequence attends to its own cache only. A sequence's logits and
+ * cache entries equal forward() of it alone bit for bit, whatever else is in
+ * the batch, with two exceptions: F16/BF16 weights take the bf16 kernel when
+ * the batch has PACKED_BF16_MIN_TOKENS rows or more (core/kernels/packed.h),
+ * and the experts an experts_iface hands out may depend on the batch
+ * (moe/int2.h). A failure leaves each cache with this pass's entries
+ * appended or not: the caller rolls every sequence back.
+ */
+typedef struct {
+    const kv_iface *kv;
+    const int32_t *tokens;   /* [n] */
+    int n;
+    int32_t pos0;            /* the position of tokens[0] in its cache */
+    const int32_t *out_rows; /* as forward(): [n_out] rows, or NULL */
+    int n_out;
+    float *logits;           /* [n_out][n_vocab] */
+} fwd_seq;
+err_code forward_batch(fwd_state *st, const experts_iface *experts, const fwd_seq *seqs, int n_seqs, err_t *err);
+/* Can this model's passes hold more than one sequence? (Not latent attention.) */
+bool forward_batches(const model *m);
 
 #endif

@@ -46,6 +46,13 @@ struct fwd_state {
     float *lat;       /* (cap, n_head * kv_lora_rank) attention outputs in the latent space */
     float *low;       /* (cap, max(q_lora_rank, kv_lora_rank)) a low-rank intermediate */
     float *oh;        /* (cap, head_dim_v) one head's output */
+    struct fa_part *fa_parts; /* (fa_parts_cap) attention's work per sequence of a batch (forward.c) */
+    int fa_parts_cap;
+    struct fwd_part *parts; /* (parts_cap) the rows of a batch by sequence */
+    int parts_cap;
+    int32_t *pos;     /* (cap) each row's cache position */
+    float *out;       /* (out_cap) a batch's logits before they go to their sequences */
+    size_t out_cap;
     fwd_observer observer; /* NULL: none */
     void *observer_ctx;
 };
@@ -61,9 +68,23 @@ void fwd_norm_rows(fwd_state *st, float *out, const float *x, const float *weigh
 /* Rotate the first n_rot dims of each of n_heads heads of one token (heads head_dim apart). */
 void fwd_rope_apply(float *vec, int n_heads, int head_dim, int n_rot, bool neox, const float *cs);
 
-/* One attention over the cache's view of a layer: T tokens' queries (q,
- * [T][n_head * hd]) into out ([T][n_head * hdv]); anc: a tree batch's
- * ancestry (trunk: its leading tokens in a line), or NULL. */
+/* The rows of a pass by sequence (forward_batch): each a run of rows with
+ * its own cache and positions. A tree batch (forward_tree) is one part. */
+typedef struct fwd_part {
+    const kv_iface *kv;
+    int row0, n;      /* its rows in the pass */
+    int32_t pos0;     /* the cache position of its first row */
+} fwd_part;
+typedef struct {
+    const fwd_part *part;
+    int n_parts, n;           /* n: rows in all */
+    const int32_t *pos;       /* [n] each row's cache position */
+    const uint64_t *anc;      /* a tree batch's ancestry (one part), or NULL */
+    int trunk;                /* a tree batch's leading tokens in a line (else n) */
+} fwd_rows;
+
+/* One attention over each part's view of a layer: its rows' queries (q,
+ * [n][n_head * hd]) into out ([n][n_head * hdv]), all parts in one job. */
 typedef struct {
     int n_head, n_head_kv, hd, hdv;
     const float *q;
@@ -71,15 +92,13 @@ typedef struct {
     float scale, softcap;
     int32_t window;
 } fwd_attn_shape;
-err_code fwd_attend(fwd_state *st, const kv_iface *kv, int layer, int T, int32_t pos0, const uint64_t *anc, int trunk,
-                    const fwd_attn_shape *sh, err_t *err);
+err_code fwd_attend(fwd_state *st, const fwd_rows *r, int layer, const fwd_attn_shape *sh, err_t *err);
 
 /* The layer's FFN of st->xn into st->ffn_out: dense, or the experts (through ex, or the mapping when NULL). */
 err_code fwd_ffn(fwd_state *st, const experts_iface *ex, int layer, int T, err_t *err);
 /* The next layer's router logits from st->x, handed to ex->hint_next. */
 err_code fwd_predict_next(fwd_state *st, const experts_iface *ex, int layer, int T, err_t *err);
-/* Latent attention of st->xn into st->ffn_out (attn_output applied). */
-err_code fwd_attn_mla(fwd_state *st, const kv_iface *kv, int layer, int T, const int32_t *pos, int32_t pos0,
-                      const uint64_t *anc, int trunk, err_t *err);
+/* Latent attention of st->xn into st->ffn_out (attn_output applied); one part. */
+err_code fwd_attn_mla(fwd_state *st, const fwd_rows *r, int layer, err_t *err);
 
 #endif

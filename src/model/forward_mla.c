@@ -96,13 +96,14 @@ static err_code values_out(fwd_state *st, const model_layer *L, int T, err_t *er
     return ERR_OK;
 }
 
-err_code fwd_attn_mla(fwd_state *st, const kv_iface *kv, int layer, int T, const int32_t *pos, int32_t pos0,
-                      const uint64_t *anc, int trunk, err_t *err) {
+err_code fwd_attn_mla(fwd_state *st, const fwd_rows *rows, int layer, err_t *err) {
     const model_hparams *hp = &st->m->hp;
+    const kv_iface *kv = rows->part[0].kv;
+    const int T = rows->n;
     const model_layer *L = &st->m->layers[layer];
     const int r = hp->kv_lora_rank;
     err_code rc = project(st, L, T, err);
-    if (rc || (rc = kv->append(kv->self, layer, T, pos, st->k, st->v, err))) return rc;
+    if (rc || (rc = kv->append(kv->self, layer, T, rows->pos, st->k, st->v, err))) return rc;
     absorb_job j = {st, &L->wkv_b, T};
     const int64_t macs = (int64_t)T * hp->n_head * (hp->head_dim - hp->n_rot) * r;
     if (macs < MIN_PARALLEL_MACS) absorb_work(&j, 0, 1);
@@ -111,7 +112,7 @@ err_code fwd_attn_mla(fwd_state *st, const kv_iface *kv, int layer, int T, const
     const fwd_attn_shape sh = {.n_head = hp->n_head, .n_head_kv = 1, .hd = r + hp->n_rot, .hdv = r, .q = st->qa,
                                .out = st->lat, .scale = hp->attn_scale, .softcap = hp->attn_softcap,
                                .window = model_layer_swa(hp, layer) ? hp->swa_window : 0};
-    if ((rc = fwd_attend(st, kv, layer, T, pos0, anc, trunk, &sh, err))) return rc;
+    if ((rc = fwd_attend(st, rows, layer, &sh, err))) return rc;
     if ((rc = values_out(st, L, T, err))) return rc;
     return fwd_mat_mul(st, &L->wo, st->att, T, st->ffn_out, err);
 }

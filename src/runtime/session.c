@@ -143,6 +143,53 @@ err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, f
     return ERR_OK;
 }
 
+/* The parts of a batch belong together (session_eval_batch). */
+static err_code check_batch(const session_part *parts, int n, err_t *err) {
+    if (n <= 0) return err_set(err, ERR_INVALID_ARG, "a batch of %d sessions", n);
+    const session *s0 = parts[0].s;
+    for (int i = 0; i < n; i++) {
+        const session *s = parts[i].s;
+        if (s->m != s0->m || s->pool != s0->pool || s->experts != s0->experts)
+            return err_set(err, ERR_INVALID_ARG, "a batch's sessions must share a model, threads and experts");
+        if (parts[i].n > SESSION_BATCH_ROWS)
+            return err_set(err, ERR_INVALID_ARG, "%d tokens of one session in a pass (%d at most)", parts[i].n,
+                           SESSION_BATCH_ROWS);
+        err_code rc = check_room(s, parts[i].n, err);
+        if (rc) return rc;
+        for (int j = 0; j < i; j++)
+            if (parts[j].s == s) return err_set(err, ERR_INVALID_ARG, "a session twice in one batch");
+    }
+    return ERR_OK;
+}
+
+err_code session_eval_batch(const session_part *parts, int n, err_t *err) {
+    err_code rc = check_batch(parts, n, err);
+    if (rc) return rc;
+    fwd_seq seq_buf[16], *seqs = n <= 16 ? seq_buf : malloc(sizeof *seqs * (size_t)n);
+    kv_iface kv_buf[16], *kv = n <= 16 ? kv_buf : malloc(sizeof *kv * (size_t)n);
+    if (!seqs || !kv) rc = err_set(err, ERR_NOMEM, "out of memory for a batch of %d sessions", n);
+    for (int i = 0; i < n && !rc; i++) {
+        session *s = parts[i].s;
+        session_rebalance(s, parts[i].n);
+        kv[i] = kv_cache_iface(s->kv);
+        seqs[i] = (fwd_seq){.kv = &kv[i], .tokens = parts[i].tokens, .n = parts[i].n, .pos0 = s->n_past,
+                            .n_out = parts[i].logits ? 1 : 0, .logits = parts[i].logits};
+    }
+    if (!rc) rc = forward_batch(parts[0].s->fwd, parts[0].s->experts, seqs, n, err);
+    for (int i = 0; i < n && !rc; i++) rc = kv_cache_commit(parts[i].s->kv, parts[i].n, err);
+    for (int i = 0; i < n; i++) {
+        session *s = parts[i].s;
+        if (rc) cut(s, s->n_past); /* the entries of this call go, committed or not */
+        else {
+            memcpy(s->tokens + s->n_past, parts[i].tokens, sizeof(int32_t) * (size_t)parts[i].n);
+            s->n_past += parts[i].n;
+        }
+    }
+    if (seqs != seq_buf) free(seqs);
+    if (kv != kv_buf) free(kv);
+    return rc;
+}
+
 /* The cache's interface, with the attention weights the forward reports
  * added by layer and position into votes (see session_eval_voting). */
 typedef struct {

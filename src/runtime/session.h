@@ -61,6 +61,22 @@ void session_rebalance(session *s, int n);
 
 /* Consume n tokens; logits gets n rows when all_rows, else the last row only. */
 err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, float *logits, err_t *err);
+/* One session's share of a batched pass (session_eval_batch). */
+typedef struct {
+    session *s;
+    const int32_t *tokens;
+    int n;          /* 1 .. SESSION_BATCH_ROWS */
+    float *logits;  /* [n_vocab]: the last row's logits, or NULL for none */
+} session_part;
+#define SESSION_BATCH_ROWS 512 /* the most rows of one session in one pass */
+/* Every part's tokens consumed in one forward pass (model/forward.h:
+ * forward_batch, which reads the weights once for all of them): each
+ * session ends as session_eval(s, tokens, n, false, logits) leaves it, bit
+ * for bit but for forward_batch's exceptions. The sessions are distinct, of
+ * one model, with one pool and one experts_iface; the pass runs on the
+ * first's state. On failure every session is as it was before the call. */
+err_code session_eval_batch(const session_part *parts, int n, err_t *err);
+
 /* session_eval (last row of logits, when logits is not NULL), adding to
  * votes[l * n_votes + p] (p < n_votes) the attention the batch's last `last`
  * queries give the entry at position p in layer l, summed over heads. tentative: the
