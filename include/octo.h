@@ -747,7 +747,17 @@ OCTO_API octo_status octo_generate_cb(octo_model *model, const char *prompt, con
     NUM(cpu, int, cpu_spin, "rounds", (59), (31), (0), (0), "how long an idle worker spins for the next job before it sleeps: short while a CPU quota is under the threads") \
     NUM(cpu, int, cpu_paced, "tokens", (60), (32), (0), (0), "tokens that waited so that a CPU quota's budget is spent evenly, not in a burst then a gap") \
     TEXT(cpu, 400, cpu_note, "text", (61), (0), (0), (0), "the thread count in force and why") \
-    TEXT(cpu, 160, cpu_hint, "text", (62), (0), (0), (0), "the performance hint of the last generation: its target a token and state, or why there is none")
+    TEXT(cpu, 160, cpu_hint, "text", (62), (0), (0), (0), "the performance hint of the last generation: its target a token and state, or why there is none") \
+    /* continuous batching (runtime/batch.h): sessions that step together in \
+     * one forward pass; the last generation's share, then the model's */ \
+    NUM(batch, int, batch_steps, "count", (0), (0), (0), (21), "passes the last generation shared with other sessions") \
+    NUM(batch, double, batch_mean, "sessions", (0), (0), (0), (22), "the mean sessions in those passes (0: none shared)") \
+    NUM(batch, int64_t, batch_model_steps, "count", (0), (0), (0), (0), "shared steps the model ran, every session's") \
+    NUM(batch, double, batch_model_mean, "sessions", (0), (0), (0), (0), "their mean sessions (0: none yet)") \
+    NUM(batch, int, batch_model_max, "sessions", (0), (0), (0), (0), "the largest") \
+    NUM(batch, int, batch_model_last, "sessions", (0), (0), (0), (0), "the last one's") \
+    NUM(batch, int64_t, batch_model_prompt_rows, "tokens", (0), (0), (0), (0), "prompt tokens read in shared steps, beside other sessions' decoding") \
+    NUM(batch, int64_t, batch_model_retried, "count", (0), (0), (0), (0), "shared steps whose pass failed and ran again one session at a time")
 
 #define OCTO_STATS_FIELD_(group, type, name, ...) type name;
 #define OCTO_STATS_TEXT_(group, size, name, ...) char name[size];

@@ -28,6 +28,7 @@
 #include "model/tokenizer.h"
 #include "moe/policy.h"
 #include "runtime/adapt.h"
+#include "runtime/batch.h"
 #include "runtime/bundle.h"
 #include "runtime/bundle_dir.h"
 #include "runtime/chat_fit.h"
@@ -99,12 +100,16 @@ struct octo_model {
     cpu_adapt_state cpu;     /* the threads for the CPU there is (runtime/cpu_adapt.h), under lock */
     plat_mem_watch *watch;   /* NULL: not watching (options.memory_watch -1, a plan-only load) */
     atomic_int watch_seen;   /* the watcher's last level, for the stream to apply between tokens */
+    batch_state batch;       /* the sessions' shared steps (runtime/batch.h), under lock */
+    bool stepping;           /* a shared step is being gathered or run, under lock */
+    pthread_cond_t step_cv;  /* a step ended, or a stream took its piece */
 };
 
 struct octo_stream {
     octo_model *om;          /* NULL once the model was freed */
     octo_session *ss;
     generation *g;
+    atomic_bool asking;      /* its caller is in octo_stream_next */
 };
 
 static void client_log(const octo_client *c, octo_log_level level, const char *msg) {
@@ -284,6 +289,8 @@ static octo_model *model_new(octo_client *c, const octo_model_options *opts, err
     pthread_mutexattr_init(&ma);
     pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
     pthread_mutex_init(&om->lock, &ma);
+    pthread_cond_init(&om->step_cv, NULL);
+    batch_init(&om->batch);
     pthread_mutexattr_destroy(&ma);
     atomic_init(&om->main.busy, false);
     om->main.om = om;
@@ -346,6 +353,7 @@ void octo_model_free(octo_model *om) {
     free(om->extra);
     bundle_free(om->b);
     pthread_mutex_destroy(&om->lock);
+    pthread_cond_destroy(&om->step_cv);
     client_release(om->client);
     free(om);
 }
@@ -900,8 +908,58 @@ int octo_chat_fit(octo_model *om, const octo_message *msgs, int n, int reserve_t
     return om ? chat_fit_in(&om->main, msgs, n, reserve_tokens) : -OCTO_ERR_INVALID_ARG;
 }
 
+/* Under om->lock: the generations of every open stream, and whether each
+ * one's caller is asking for its next piece. */
+static int active_streams(octo_model *om, generation **g, bool *asking) {
+    int n = 0;
+    for (int i = -1; i < n_extra(om); i++) {
+        octo_session *ss = i < 0 ? &om->main : om->extra[i];
+        if (!ss || !ss->stream) continue;
+        asking[n] = atomic_load(&ss->stream->asking);
+        g[n++] = ss->stream->g;
+    }
+    return n;
+}
+
+/* Under om->lock: wait a moment (runtime/batch.h: BATCH_GATHER_MS) for
+ * callers about to sample, so that they join the step. */
+static void gather_callers(octo_model *om, generation **g, bool *asking, int *n) {
+    const double until = now_s() + BATCH_GATHER_MS / 1e3;
+    while (batch_gather(g, asking, *n) && now_s() < until) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 500000; /* half a millisecond, then look again */
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&om->step_cv, &om->lock, &ts);
+        *n = active_streams(om, g, asking);
+    }
+}
+
+/* Under om->lock: shared steps (runtime/batch.h) until st's next piece
+ * needs no model work, or st is the only one that wants any (then
+ * gen_next does its own, speculation included). */
+static void shared_steps(octo_model *om, octo_stream *st) {
+    generation *g[OCTO_MAX_SESSIONS];
+    bool asking[OCTO_MAX_SESSIONS];
+    while (!gen_ready(st->g)) {
+        if (om->stepping) { /* another caller's step: it takes this one's rows too */
+            pthread_cond_wait(&om->step_cv, &om->lock);
+            continue;
+        }
+        int n = active_streams(om, g, asking);
+        if (n < 2) return;
+        om->stepping = true;
+        gather_callers(om, g, asking, &n);
+        const int ran = batch_step(&om->batch, g, n);
+        om->stepping = false;
+        pthread_cond_broadcast(&om->step_cv);
+        if (!ran) return;
+    }
+}
+
 const char *octo_stream_next(octo_stream *st) {
     if (!st || !st->om) return NULL;
+    atomic_store(&st->asking, true);
     pthread_mutex_lock(&st->om->lock); /* octo_model_stats reads between tokens */
     adapt_poll(st->om);                /* memory pressure is answered between tokens */
     cpu_adapt_poll(&st->om->cpu, st->om->b->pool, now_s()); /* and the CPU there is */
@@ -913,7 +971,10 @@ const char *octo_stream_next(octo_stream *st) {
         pthread_mutex_lock(&st->om->lock);
         gen_add_wait(st->g, wait * 1e3); /* the app waited: decode time and the token's latency */
     }
+    shared_steps(st->om, st);
     const char *piece = gen_next(st->g);
+    atomic_store(&st->asking, false);
+    pthread_cond_broadcast(&st->om->step_cv); /* a step gathering callers may go on */
     pthread_mutex_unlock(&st->om->lock);
     return piece;
 }
@@ -1031,9 +1092,11 @@ static void generation_stats(octo_stats *st, const gen_stats *g) {
     st->decode_tokens = g->decode_tokens;
     st->decode_ms = g->decode_ms;
     /* tokens the decode passes produced: one per plain pass, accepted drafts + 1 per verify pass */
-    const int decoded = g->decode_evals + g->spec_accepted + g->spec_steps;
+    const int decoded = g->decode_evals + g->batch_decodes + g->spec_accepted + g->spec_steps;
     st->decode_tokens_per_s = g->decode_ms > 0 && decoded ? decoded * 1e3 / g->decode_ms : 0.0;
     st->time_to_first_token_ms = g->time_to_first_token_ms;
+    st->batch_steps = g->batch_steps;
+    st->batch_mean = g->batch_steps ? (double)g->batch_peers / g->batch_steps : 0.0;
     if (g->spec_k) {
         st->speculative_acceptance_rate = g->spec_proposed ? (double)g->spec_accepted / g->spec_proposed : 0.0;
         st->spec_proposed = g->spec_proposed;
@@ -1152,6 +1215,13 @@ static octo_stats stats_snapshot(const octo_model *om, const octo_session *ss) {
     st.cpu_probes = (int)om->cpu.probe.probes;
     st.cpu_spin = tpool_spin(om->b->pool);
     st.cpu_paced = (int)om->cpu.paced;
+    const batch_state *bs = &om->batch;
+    st.batch_model_steps = bs->steps;
+    st.batch_model_mean = bs->steps ? (double)bs->sessions / (double)bs->steps : 0.0;
+    st.batch_model_max = bs->max_sessions;
+    st.batch_model_last = bs->last_sessions;
+    st.batch_model_prompt_rows = bs->prompt_rows;
+    st.batch_model_retried = bs->retried;
     snprintf(st.cpu_note, sizeof st.cpu_note, "%s", om->cpu.note);
     snprintf(st.cpu_hint, sizeof st.cpu_hint, "%s", om->cpu.hint_note);
     return st;

@@ -536,6 +536,9 @@ typedef struct {
     octo_session *ss;   /* NULL: the model's own conversation */
     octo_model *m;
     const char *prompt;
+    float temperature;  /* 0: greedy */
+    uint64_t seed;
+    pthread_barrier_t *start; /* NULL, or every job's stream exists before any is read */
     char text[2048];
     int tokens;
 } session_job;
@@ -543,10 +546,12 @@ typedef struct {
 static void *session_run(void *arg) {
     session_job *j = arg;
     octo_generate_params gp = octo_generate_params_defaults();
-    gp.temperature = 0;
+    gp.temperature = j->temperature;
+    gp.seed = j->seed;
     gp.max_tokens = 40;
     gp.spec = OCTO_SPEC_NONE;
     octo_stream *st = j->ss ? octo_session_generate(j->ss, j->prompt, &gp) : octo_generate(j->m, j->prompt, &gp);
+    if (j->start) pthread_barrier_wait(j->start);
     j->text[0] = '\0';
     for (const char *p; st && (p = octo_stream_next(st));) strncat(j->text, p, sizeof j->text - strlen(j->text) - 1);
     j->tokens = st ? octo_stream_token_count(st) : -1;
@@ -599,6 +604,67 @@ static void test_sessions(void) {
     octo_stream_free(busy);
     octo_session_free(ss[0]);
     octo_session_free(ss[1]);
+    octo_client_free(c);
+}
+
+/* Continuous batching (runtime/batch.h): 1 + 1, 1 + 3 and 1 + 7 sessions
+ * streaming at once step together, and each one's text, greedy or sampled
+ * with its own seed, is the text it makes alone. */
+static void test_batched_sessions(void) {
+    octo_client *c = octo_client_new(NULL);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.auto_draft = OCTO_DRAFT_NONE;
+    mo.max_sessions = 8;
+    octo_model *m = octo_load_model(c, g_model, &mo);
+    T_CHECKF(m != NULL, "%s", octo_last_error(c));
+    if (!m) return;
+    const char *prompts[8] = {"Once upon a time", "The cat sat", "A long way from home", "Tom",
+                              "She said that the dog", "In the morning the sun", "x y z", NULL};
+    char long_prompt[200] = ""; /* 170 bytes: read in chunks beside the others' decoding */
+    for (int i = 0; i < 10; i++) strcat(long_prompt, "the big red ball ");
+    prompts[7] = long_prompt;
+    octo_session *ss[8] = {NULL};
+    for (int i = 1; i < 8; i++) T_CHECKF((ss[i] = octo_session_new(m)) != NULL, "%s", octo_model_error(m));
+    static session_job alone[2][8], together[8];
+    for (int mode = 0; mode < 2; mode++)
+        for (int i = 0; i < 8; i++) { /* alone, in the model's own conversation */
+            alone[mode][i] = (session_job){.m = m, .prompt = prompts[i], .temperature = mode ? 0.8f : 0.0f,
+                                           .seed = (uint64_t)i + 1};
+            octo_reset(m);
+            session_run(&alone[mode][i]);
+        }
+    const int sizes[3] = {2, 4, 8};
+    for (int mode = 0; mode < 2; mode++)
+        for (int k = 0; k < 3; k++) {
+            pthread_t th[8];
+            const int K = sizes[k];
+            pthread_barrier_t start; /* the prompts are read together: the first step is shared */
+            pthread_barrier_init(&start, NULL, (unsigned)K);
+            octo_reset(m);
+            for (int i = 0; i < K; i++) {
+                if (ss[i]) octo_session_reset(ss[i]);
+                together[i] = alone[mode][i];
+                together[i].ss = ss[i];
+                together[i].start = &start;
+                pthread_create(&th[i], NULL, session_run, &together[i]);
+            }
+            for (int i = 0; i < K; i++) pthread_join(th[i], NULL);
+            pthread_barrier_destroy(&start);
+            for (int i = 0; i < K; i++)
+                T_CHECKF(together[i].tokens == alone[mode][i].tokens && !strcmp(alone[mode][i].text, together[i].text),
+                         "[%s, 1 + %d, session %d] '%s' vs alone '%s'", mode ? "sampled" : "greedy", K - 1, i,
+                         together[i].text, alone[mode][i].text);
+        }
+    T_CHECK(strcmp(alone[0][0].text, alone[1][0].text) != 0); /* sampling is not greedy: the two modes differ */
+    const octo_stats st = octo_model_stats(m);
+    T_CHECKF(st.batch_model_steps >= 6 && st.batch_model_max >= 2 && st.batch_model_mean >= 2.0,
+             "shared steps %lld, largest %d, mean %.2f", (long long)st.batch_model_steps, st.batch_model_max,
+             st.batch_model_mean);
+    printf("batched sessions: %lld shared steps, mean %.2f sessions, largest %d, %lld prompt tokens beside decoding\n",
+           (long long)st.batch_model_steps, st.batch_model_mean, st.batch_model_max,
+           (long long)st.batch_model_prompt_rows);
+    for (int i = 1; i < 8; i++) octo_session_free(ss[i]);
+    octo_model_free(m);
     octo_client_free(c);
 }
 
@@ -683,6 +749,7 @@ int main(void) {
     test_escaped_errors();
     test_truncate_as_never_seen();
     test_sessions();
+    test_batched_sessions();
     test_eval_beside_stream();
     test_vocab_only();
     remove(g_model);

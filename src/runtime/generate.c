@@ -67,6 +67,9 @@ struct generation {
     int prompt_end;         /* positions the prompt took in the cache (fewer than n_prompt after SpecPC) */
     float *logits;          /* [n_vocab] logits for the next sample */
     bool prefilled;
+    int prefill_at;         /* the prompt's next token to evaluate (-1: the prompt not begun) */
+    int prefill_keep;       /* tokens of it the cache already held */
+    bool prefill_draft;     /* the prompt goes with the draft, in one call (runtime/prefill.h) */
     bool need_decode;       /* last sampled token not yet fed to the model */
     int32_t last;
     int n_generated;
@@ -161,6 +164,7 @@ err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int 
     g->p = *p;
     g->n_prompt = n_prompt;
     g->last = -1;
+    g->prefill_at = -1;
     atomic_init(&g->cancel, false);
     atomic_init(&g->n_published, 0);
     g->prompt = malloc(sizeof(int32_t) * (size_t)n_prompt);
@@ -400,8 +404,8 @@ static bool prefill_with_draft(generation *g, int keep) {
     return true;
 }
 
-/* Evaluate the prompt, reusing the prefix the cache already holds. */
-static bool prefill(generation *g) {
+/* The prompt begins: the prefix the cache already holds is kept. */
+static void prefill_begin(generation *g) {
     session *s = g->s;
     int keep = session_common_prefix(s, g->prompt, g->n_prompt);
     if (keep == g->n_prompt) keep--; /* the last token must run again to give logits */
@@ -409,21 +413,86 @@ static bool prefill(generation *g) {
     /* a compressed prompt is chosen whole: part of an older one, kept, would compress the rest alone */
     if (g->p.prefill.compress > 0.0f && g->p.prefill.compress < 1.0f && keep < s->n_past) keep = 0;
     session_truncate(s, keep);
-    if (prefill_uses_draft(s, g->p.draft, g->n_prompt - keep, &g->p.prefill)) return prefill_with_draft(g, keep);
-    for (int i = keep; i < g->n_prompt; i += PREFILL_CHUNK) {
+    g->prefill_at = g->prefill_keep = keep;
+    g->prefill_draft = prefill_uses_draft(s, g->p.draft, g->n_prompt - keep, &g->p.prefill);
+}
+
+/* n more tokens of the prompt are in the cache (their last's logits in g->logits). */
+static void prefill_advanced(generation *g, int n) {
+    g->prefill_at += n;
+    const int keep = g->prefill_keep;
+    if (g->p.on_prefill) g->p.on_prefill(g->p.user, g->prefill_at - keep, g->n_prompt - keep);
+    if (g->prefill_at < g->n_prompt) return;
+    prefilled(g, g->n_prompt - keep);
+    g->prefilled = true;
+}
+
+/* Evaluate the rest of the prompt (a shared step may have done some of it: gen_want_rows). */
+static bool prefill(generation *g) {
+    if (g->prefill_at < 0) prefill_begin(g);
+    if (g->prefill_draft) {
+        if (!prefill_with_draft(g, g->prefill_keep)) return false;
+        g->prefilled = true;
+        return true;
+    }
+    while (g->prefill_at < g->n_prompt) {
         if (atomic_load(&g->cancel)) {
             fail(g, GEN_STOP_CANCELLED);
             return false;
         }
-        int n = g->n_prompt - i < PREFILL_CHUNK ? g->n_prompt - i : PREFILL_CHUNK;
-        if (session_eval(s, g->prompt + i, n, false, g->logits, &g->err)) {
+        const int i = g->prefill_at, n = g->n_prompt - i < PREFILL_CHUNK ? g->n_prompt - i : PREFILL_CHUNK;
+        if (session_eval(g->s, g->prompt + i, n, false, g->logits, &g->err)) {
             fail(g, GEN_STOP_ERROR);
             return false;
         }
-        if (g->p.on_prefill) g->p.on_prefill(g->p.user, i + n - keep, g->n_prompt - keep);
+        prefill_advanced(g, n);
     }
-    prefilled(g, g->n_prompt - keep);
     return true;
+}
+
+bool gen_want_rows(generation *g, int max_prompt, gen_rows *r) {
+    if (g->stop != GEN_RUNNING || atomic_load(&g->cancel)) return false;
+    if (!g->prefilled) {
+        if (g->prefill_at < 0) prefill_begin(g);
+        const int left = g->n_prompt - g->prefill_at;
+        if (g->prefill_draft || max_prompt <= 0) return false;
+        *r = (gen_rows){.tokens = g->prompt + g->prefill_at, .n = left < max_prompt ? left : max_prompt,
+                        .logits = g->logits, .prompt = true};
+        return true;
+    }
+    if (!g->need_decode || g->q_n > 0 || g->s->n_past >= g->s->n_ctx) return false;
+    *r = (gen_rows){.tokens = &g->last, .n = 1, .logits = g->logits, .prompt = false};
+    return true;
+}
+
+void gen_rows_done(generation *g, const gen_rows *r, const err_t *err, double ms, int peers) {
+    if (err && err->code) {
+        g->err = *err;
+        fail(g, GEN_STOP_ERROR);
+        return;
+    }
+    g->stats.batch_steps++;
+    g->stats.batch_peers += peers;
+    if (r->prompt) {
+        prefill_advanced(g, r->n);
+        return;
+    }
+    g->t_decode_total += ms;
+    g->since_token_ms += ms;
+    g->stats.decode_ms = g->t_decode_total;
+    g->stats.batch_decodes++;
+    g->need_decode = false;
+}
+
+bool gen_ready(generation *g) {
+    return g->stop != GEN_RUNNING || atomic_load(&g->cancel) || g->q_n > 0 ||
+           (g->prefilled && (!g->need_decode || g->s->n_past >= g->s->n_ctx));
+}
+
+session *gen_session(const generation *g) { return g->s; }
+
+bool gen_unsampled(generation *g) {
+    return g->stop == GEN_RUNNING && g->prefilled && !g->need_decode && g->q_n == 0 && !atomic_load(&g->cancel);
 }
 
 int utf8_complete_prefix(const char *buf, int n) {
@@ -498,9 +567,10 @@ static const char *next_piece(generation *g) {
     for (;;) {
         if (g->stop != GEN_RUNNING) {
             /* Speculation may have cached accepted drafts past the stop (or
-             * the end-of-turn token): leave the cache as plain decoding
+             * the end-of-turn token), and a shared step may have decoded a
+             * token ahead of a cancel: leave the cache as plain decoding
              * would, with every generated token but the last. */
-            if (g->spec_on && g->prefilled && g->n_generated > 0 && g->s->n_past > g->prompt_end + g->n_generated - 1)
+            if (g->prefilled && g->n_generated > 0 && g->s->n_past > g->prompt_end + g->n_generated - 1)
                 session_truncate(g->s, g->prompt_end + g->n_generated - 1);
             /* whatever is still pending goes out once, even if incomplete */
             if (!g->flushed && take_complete(g, true)) return g->piece;
@@ -511,10 +581,7 @@ static const char *next_piece(generation *g) {
             fail(g, GEN_STOP_CANCELLED);
             continue;
         }
-        if (!g->prefilled) {
-            if (!prefill(g)) continue;
-            g->prefilled = true;
-        }
+        if (!g->prefilled && !prefill(g)) continue;
         if (g->need_decode) {
             if (g->s->n_past >= g->s->n_ctx) {
                 g->stop = GEN_STOP_CONTEXT_FULL;

@@ -79,6 +79,11 @@ typedef struct {
     spec_proposer_stats proposer; /* the proposer's own counters (lookahead's pool) */
     double spec_ms_per_token, plain_ms_per_token; /* the figures that decided it */
     prefill_stats pre;   /* what the draft did to the prompt (runtime/prefill.h) */
+    /* continuous batching (runtime/batch.h): passes this generation shared
+     * with other sessions (prompt chunks and decode rows), and the sessions
+     * those passes held in all (batch_peers / batch_steps: the mean batch) */
+    int batch_steps, batch_peers;
+    int batch_decodes;   /* of those passes, decode rows (decode_ms covers them, decode_evals does not) */
     /* Token latency: every token after the first waited for the decode work
      * done since the token before it, and that time is its sample: the plain
      * pass that computed its logits, or the whole speculative step (proposing
@@ -101,6 +106,29 @@ const char *gen_next(generation *g);
  * the decode time and in that token's latency, as the app waits for it.
  * Before the first token it is the prompt's, and not counted. */
 void gen_add_wait(generation *g, double ms);
+/*
+ * Continuous batching (runtime/batch.h): a shared step evaluates several
+ * generations' rows in one pass. gen_want_rows says what the generation's
+ * next call would evaluate (a decode of its last token, or up to max_prompt
+ * tokens of its prompt; max_prompt 0: decodes only) and returns false when
+ * it needs nothing, or only work of its own (speculation is asked for by
+ * gen_next alone; a prompt with the draft). gen_rows_done hands it the
+ * pass's outcome: err NULL or ERR_OK, the rows are in its session and the
+ * logits in r->logits; ms is the pass's time, peers the sessions in it.
+ * gen_ready: the next gen_next needs no model work; gen_unsampled: its
+ * logits wait for gen_next to sample them.
+ */
+typedef struct {
+    const int32_t *tokens;
+    int n;
+    float *logits; /* [n_vocab] the last row's */
+    bool prompt;   /* a prompt chunk (else one decode row) */
+} gen_rows;
+bool gen_want_rows(generation *g, int max_prompt, gen_rows *r);
+void gen_rows_done(generation *g, const gen_rows *r, const err_t *err, double ms, int peers);
+bool gen_ready(generation *g);
+session *gen_session(const generation *g);
+bool gen_unsampled(generation *g);
 /* Bytes of the last piece (it may contain NUL bytes when the model emits U+0000). */
 int gen_piece_size(const generation *g);
 /* The token the last piece came from (-1 before the first). */

@@ -1,0 +1,112 @@
+/*
+ * batch — see batch.h.
+ */
+#include "batch.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#include "core/kernels/packed.h"
+#include "runtime/session.h"
+
+#define BATCH_MAX 64          /* sessions in one step */
+#define PROMPT_ALONE 256      /* a prompt chunk in a step without decode rows (as gen_next's own) */
+#define PROMPT_ROWS_ALONE 512 /* prompt rows in such a step, in all */
+#define PROMPT_MIN 16         /* the smallest chunk the time budget gives */
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void batch_init(batch_state *b) { *b = (batch_state){0}; }
+
+/* Prompt rows a step with `decoding` decode rows may take: the time
+ * budget's, and below the bf16 kernel's threshold so the decode rows are
+ * computed as alone (batch.h). */
+static int prompt_budget(const batch_state *b, int decoding) {
+    if (!decoding) return PROMPT_ROWS_ALONE;
+    const double step = 2.0 * b->decode_ms > BATCH_STEP_MS ? 2.0 * b->decode_ms : BATCH_STEP_MS;
+    int rows = b->row_ms > 0.0 ? (int)((step - b->decode_ms) / b->row_ms) : PROMPT_MIN;
+    if (rows < PROMPT_MIN) rows = PROMPT_MIN;
+    const int exact = PACKED_BF16_MIN_TOKENS - 1 - decoding;
+    return rows < exact ? rows : exact;
+}
+
+typedef struct {
+    generation *g;
+    gen_rows r;
+} member;
+
+/* The step's members: every decode row due, then prompt chunks within the budget. */
+static int gather(const batch_state *b, generation *const *g, int n, member *mb) {
+    int k = 0, decoding = 0;
+    for (int i = 0; i < n && k < BATCH_MAX; i++)
+        if (gen_want_rows(g[i], 0, &mb[k].r)) mb[k++].g = g[i], decoding++;
+    int budget = prompt_budget(b, decoding);
+    for (int i = 0; i < n && k < BATCH_MAX && budget > 0; i++) {
+        const int chunk = decoding ? budget : (budget < PROMPT_ALONE ? budget : PROMPT_ALONE);
+        if (!gen_want_rows(g[i], chunk, &mb[k].r) || !mb[k].r.prompt) continue;
+        budget -= mb[k].r.n;
+        mb[k++].g = g[i];
+    }
+    return k;
+}
+
+/* The pass failed: each member alone, so only the one at fault fails. */
+static void one_by_one(member *mb, int k) {
+    for (int i = 0; i < k; i++) {
+        err_t e = {0};
+        const double t0 = now_ms();
+        session_eval(gen_session(mb[i].g), mb[i].r.tokens, mb[i].r.n, false, mb[i].r.logits, &e);
+        gen_rows_done(mb[i].g, &mb[i].r, &e, now_ms() - t0, 1);
+    }
+}
+
+/* The step's time into the measured costs: a decode step's, and a prompt row's on top of it. */
+static void learn(batch_state *b, double ms, int prompt_rows) {
+    if (!prompt_rows) {
+        b->decode_ms = ms;
+        return;
+    }
+    double per = (ms - b->decode_ms) / prompt_rows;
+    if (per <= 0.0) per = ms / prompt_rows / 4.0;
+    b->row_ms = b->row_ms > 0.0 ? 0.7 * b->row_ms + 0.3 * per : per;
+}
+
+int batch_step(batch_state *b, generation *const *g, int n) {
+    member mb[BATCH_MAX];
+    const int k = gather(b, g, n, mb);
+    if (k < 2) return 0;
+    session_part parts[BATCH_MAX];
+    int rows = 0, prompt_rows = 0;
+    for (int i = 0; i < k; i++) {
+        parts[i] = (session_part){gen_session(mb[i].g), mb[i].r.tokens, mb[i].r.n, mb[i].r.logits};
+        rows += mb[i].r.n;
+        prompt_rows += mb[i].r.prompt ? mb[i].r.n : 0;
+    }
+    err_t e = {0};
+    const double t0 = now_ms();
+    if (session_eval_batch(parts, k, &e)) {
+        b->retried++;
+        one_by_one(mb, k);
+    } else {
+        const double ms = now_ms() - t0;
+        for (int i = 0; i < k; i++) gen_rows_done(mb[i].g, &mb[i].r, NULL, ms, k);
+        learn(b, ms, prompt_rows);
+    }
+    b->steps++;
+    b->sessions += k;
+    b->rows += rows;
+    b->prompt_rows += prompt_rows;
+    b->last_sessions = k;
+    if (k > b->max_sessions) b->max_sessions = k;
+    return k;
+}
+
+bool batch_gather(generation *const *g, const bool *asking, int n) {
+    for (int i = 0; i < n; i++)
+        if (asking[i] && gen_unsampled(g[i])) return true;
+    return false;
+}
