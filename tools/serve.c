@@ -119,6 +119,7 @@ static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *ur
     }
     unsigned status = MHD_HTTP_OK;
     if (v.route == SERVE_HEALTH) return queue(c, status, serve_json_response("{\"status\":\"ok\"}"));
+    if (v.route == SERVE_METRICS) return queue(c, status, serve_metrics(s));
     if (v.route == SERVE_MODELS) {
         struct MHD_Response *resp = serve_models(s, &status);
         return queue(c, status, resp);
@@ -248,6 +249,7 @@ static void init_server(server *s, const cli_args *a) {
                             .max_json_nodes = a->serve.max_json_nodes, .max_json_depth = a->serve.max_json_depth};
     const char *base = strrchr(a->model, '/');
     s->model_name = base ? base + 1 : a->model;
+    s->count.started = serve_now();
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->parse_mu, NULL);
     pthread_cond_init(&s->freed, NULL);

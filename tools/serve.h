@@ -37,6 +37,20 @@ typedef struct {
     long max_json_depth;     /* nesting of arrays and objects (400 beyond) */
 } serve_limits;
 
+/* What /metrics reports of the requests answered (serve_metrics.c), under server.mu. */
+#define SERVE_TTFT_BUCKETS 9
+#define SERVE_RECENT 256
+typedef struct {
+    long requests, failed, cancelled;    /* completions answered whole; ended with an error; hung up */
+    long long prompt_tokens, completion_tokens;
+    long ttft[SERVE_TTFT_BUCKETS + 1];   /* time to first token: per bucket (serve_metrics.c), then +Inf */
+    double ttft_sum_s;
+    double recent_t[SERVE_RECENT];       /* when the last requests ended (monotonic s), a ring */
+    int recent_tokens[SERVE_RECENT];     /* and their completion tokens */
+    int recent_at;
+    double started;                      /* the server's start (monotonic s) */
+} serve_counters;
+
 typedef struct {
     octo_model *m;
     octo_session **sessions; /* [n]: NULL for slot 0 (the model's own) */
@@ -45,7 +59,8 @@ typedef struct {
     int n;
     int waiting, max_queue;  /* requests waiting for a slot, and how many may */
     bool stopping;           /* shutdown began: no new generation starts */
-    pthread_mutex_t mu;      /* busy, live, waiting, stopping */
+    serve_counters count;    /* for /metrics */
+    pthread_mutex_t mu;      /* busy, live, waiting, stopping, count */
     pthread_cond_t freed;
     pthread_mutex_t parse_mu; /* one body parsed at a time: one JSON tree in memory */
     serve_limits lim;
@@ -102,7 +117,7 @@ typedef struct {
 void serve_upload_add(const serve_limits *l, serve_upload *u, const char *data, size_t n);
 void serve_upload_free(serve_upload *u);
 
-typedef enum { SERVE_HEALTH, SERVE_MODELS, SERVE_COMPLETIONS, SERVE_CHAT } serve_route;
+typedef enum { SERVE_HEALTH, SERVE_MODELS, SERVE_COMPLETIONS, SERVE_CHAT, SERVE_METRICS } serve_route;
 
 /* What to do with a request: serve it (status 200) or answer with an error. */
 typedef struct {
@@ -147,6 +162,15 @@ struct MHD_Response *serve_json_response(const char *json);
 struct MHD_Response *serve_completion(server *s, request *r, bool chat, struct MHD_Connection *c, unsigned *status);
 /* GET /v1/models */
 struct MHD_Response *serve_models(server *s, unsigned *status);
+/* ---- /metrics (serve_metrics.c) ---- */
+
+/* A completion ended: its figures (st, for SERVE_DONE) into the counters. */
+typedef enum { SERVE_DONE, SERVE_FAILED, SERVE_CANCELLED } serve_outcome;
+void serve_record(server *s, const octo_stats *st, serve_outcome how);
+/* GET /metrics: the Prometheus text format (version 0.0.4). */
+struct MHD_Response *serve_metrics(server *s);
+double serve_now(void);
+
 /* An OpenAI-style error object. */
 struct MHD_Response *serve_error_response(const char *type, const char *code, const char *msg);
 

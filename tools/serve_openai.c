@@ -201,6 +201,7 @@ static bool sse_next(sse *e) {
     add_choice(o, e->chat, true, emit, strlen(emit), finish_reason(e->st, &e->f));
     const octo_stats st = serve_stats(e->s, e->slot);
     add_usage(o, &st, e->r.dropped);
+    serve_record(e->s, &st, octo_stream_status(e->st) == OCTO_OK ? SERVE_DONE : SERVE_FAILED);
     sse_put(e, o);
     e->state = 1;
     return true;
@@ -220,7 +221,10 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
 /* Done, or the client went away: the generation stops, the slot is free. */
 static void sse_free(void *cls) {
     sse *e = cls;
-    if (e->state < 2) octo_stream_cancel(e->st);
+    if (e->state < 2) {
+        octo_stream_cancel(e->st);
+        serve_record(e->s, NULL, SERVE_CANCELLED);
+    }
     serve_track(e->s, e->slot, NULL);
     octo_stream_free(e->st);
     serve_release(e->s, e->slot);
@@ -272,6 +276,7 @@ static struct MHD_Response *whole(server *s, int slot, bool chat, long id, octo_
     if (f.hit) octo_stream_cancel(st);
     if (octo_stream_stop_reason(st) == OCTO_STOP_ERROR) {
         free(f.text);
+        serve_record(s, NULL, SERVE_FAILED);
         *status = MHD_HTTP_INTERNAL_SERVER_ERROR;
         return serve_error_response("server_error", NULL, octo_stream_error(st));
     }
@@ -280,6 +285,8 @@ static struct MHD_Response *whole(server *s, int slot, bool chat, long id, octo_
     add_choice(o, chat, false, f.text ? f.text : "", len, finish_reason(st, &f));
     const octo_stats stats = serve_stats(s, slot);
     add_usage(o, &stats, r->dropped);
+    const bool gone = octo_stream_stop_reason(st) == OCTO_STOP_CANCELLED && !f.hit; /* the client hung up */
+    serve_record(s, &stats, gone ? SERVE_CANCELLED : SERVE_DONE);
     free(f.text);
     return json_reply(o);
 }

@@ -124,7 +124,8 @@ static const struct {
 } routes[] = {{"/health", "GET", SERVE_HEALTH},
               {"/v1/models", "GET", SERVE_MODELS},
               {"/v1/completions", "POST", SERVE_COMPLETIONS},
-              {"/v1/chat/completions", "POST", SERVE_CHAT}};
+              {"/v1/chat/completions", "POST", SERVE_CHAT},
+              {"/metrics", "GET", SERVE_METRICS}};
 
 static const char *parse_body(const serve_limits *l, serve_upload *u, bool chat, request *r);
 

@@ -13,7 +13,9 @@ apart. Each attack asserts the legitimate request is answered, 200, within LEGIT
   10 40 bodies of 1 MiB of [0,0,...] at once on --parallel 1: the server's peak RSS (VmHWM)
      stays within 64 MiB of its idle RSS (VmRSS).
 
-And: a non-streamed generation longer than --idle-timeout is answered whole; with every slot
+And: on --parallel 4, four completions at once each equal the completion alone, three long
+generations hung up beside a fourth client that is answered in time, and /metrics (Prometheus
+text) counts it all; a non-streamed generation longer than --idle-timeout is answered whole; with every slot
 busy and --max-queue requests waiting, one more is a 503 with Retry-After; SIGTERM during a
 long generation ends the server within SHUTDOWN_S seconds.
 
@@ -106,6 +108,82 @@ def parse(data):
     """A response's JSON. The synthetic model's text is bytes that need not be UTF-8, and the
     server passes them on as they are: they are replaced here."""
     return json.loads(data.decode("utf-8", "replace"))
+
+
+completed = []  # the completion tokens of each completion_text answered
+
+
+def completion_text(port, prompt, n, timeout=30.0):
+    status, _, data = request(port, "POST", "/v1/completions",
+                              json.dumps({"prompt": prompt, "max_tokens": n, "temperature": 0}), timeout=timeout)
+    if status != 200:
+        return "status %s" % status
+    completed.append(parse(data)["usage"]["completion_tokens"])
+    return parse(data)["choices"][0]["text"]
+
+
+def metrics(port):
+    """/metrics as {name: value} for the unlabelled samples, after checking every line's syntax."""
+    status, headers, data = request(port, "GET", "/metrics")
+    check(status == 200 and headers.get("Content-Type", "").startswith("text/plain"), "/metrics answered %s" % status)
+    out, typed, bad = {}, set(), []
+    for line in data.decode().splitlines():
+        if line.startswith("# TYPE "):
+            typed.add(line.split()[2])
+            continue
+        if line.startswith("# HELP "):
+            continue
+        m = re.fullmatch(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)", line)
+        base = m and (m.group(1) if m.group(1) in typed else re.sub(r"_(bucket|sum|count)$", "", m.group(1)))
+        if not m or base not in typed or float(m.group(3)) != float(m.group(3)):
+            bad.append(line)
+        elif not m.group(2):
+            out[m.group(1)] = float(m.group(3))
+    check(not bad and len(out) >= 15, "/metrics: %d samples, lines not in the format: %r" % (len(out), bad))
+    return out
+
+
+def batching(model):
+    """--parallel 4: four greedy completions at once each equal the completion alone; three long
+    generations hung up while a fourth client is answered in time; /metrics counts it all."""
+    srv = Server(model, "--parallel", "4", "--ctx", "4096")
+    prompts = ["Once", "The cat sat", "A dog", "Lily and Ben went"]
+    alone = [completion_text(srv.port, p, 40) for p in prompts]
+    together = [None] * 4
+
+    def one(i):
+        together[i] = completion_text(srv.port, prompts[i], 40)
+
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    check(together == alone and len(set(alone)) == 4, "four completions at once equal each alone")
+    hung = [threading.Thread(target=request, args=(srv.port, "POST", "/v1/completions", json.dumps(LONG)),
+                             kwargs={"timeout": 1.5}) for _ in range(3)]
+    for t in hung:
+        t.start()
+    time.sleep(0.3)
+    legit(srv.port, "batching beside three long generations")
+    for t in hung:
+        t.join()
+    m = {}
+    for _ in range(30):  # the hung-up generations stop at their next token
+        m = metrics(srv.port)
+        if m.get("octo_slots_busy") == 0:
+            break
+        time.sleep(0.1)
+    check(m.get("octo_slots_busy") == 0 and m.get("octo_queue_length") == 0, "every slot free after the hang-ups")
+    check(m.get("octo_batch_steps_total", 0) > 0 and m.get("octo_batch_size_max", 0) >= 2,
+          "shared steps: %s, the largest %s" % (m.get("octo_batch_steps_total"), m.get("octo_batch_size_max")))
+    check(m.get("octo_requests_total") == 9 and m.get("octo_time_to_first_token_seconds_count") == 9 and
+          m.get("octo_completion_tokens_total") == sum(completed) + 4 and m.get("octo_requests_cancelled_total") == 3,
+          "requests %s, cancelled %s, completion tokens %s" % (m.get("octo_requests_total"),
+                                                               m.get("octo_requests_cancelled_total"),
+                                                               m.get("octo_completion_tokens_total")))
+    check(srv.p.poll() is None, "the batching server is still running")
+    srv.stop()
 
 
 def legit(port, what):
@@ -277,6 +355,7 @@ def main():
         check(srv.p.poll() is None, "the server is still running")
         shutdown(srv)
         attack10_memory(model)
+        batching(model)
         attack7_long_chat(model)
     finally:
         for srv in servers:
