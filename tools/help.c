@@ -31,7 +31,7 @@ void help(FILE *f) {
           f);
     fputs(spec_mode_names(), f);
     fputs("\n"
-          "  Mixture-of-Experts models: run, bench, eval, logits and inspect take\n"
+          "  Mixture-of-Experts models: run, bench, eval, logits, inspect and serve take\n"
           "      --moe-cache BYTES|PCT% (the expert cache: bytes with K/M/G, or a share of the\n"
           "      experts' bytes; default all of them), --moe-policy lhu|lru|lfu,\n"
           "      --moe-prefetch auto|on|off (read predicted experts ahead) and --moe-trace FILE\n"

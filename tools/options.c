@@ -263,7 +263,7 @@ static int set_devices(const cli_option *o, const char *arg, const char *v, cli_
 #define DEPLOY (1u << CMD_DEPLOY)
 #define SERVE (1u << CMD_SERVE)
 #define ALL ((1u << CMD_COUNT) - 1)
-#define RUNS_MODEL (RUN | BENCH | EVAL | INSPECT | LOGITS) /* the expert cache's options */
+#define RUNS_MODEL (RUN | BENCH | EVAL | INSPECT | LOGITS | SERVE) /* the expert cache's options */
 
 #define FIELD(f) .at = offsetof(cli_args, f), .size = sizeof(((cli_args *)0)->f)
 #define FLAG(f) .kind = OPT_FLAG, FIELD(f), .min = 1

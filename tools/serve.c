@@ -205,6 +205,7 @@ static int load_api_key(const cli_args *a, serve_limits *l, char **owned) {
 static int open_slots(server *s, const cli_args *a, octo_client *c) {
     octo_model_options mo = octo_model_options_defaults();
     mo.n_ctx = (int)a->n_ctx;
+    mo.moe = a->mo.moe;
     mo.max_sessions = (int)a->serve.parallel;
     if (!(s->m = octo_load_model(c, a->model, &mo))) return fail("%s", octo_last_error(c));
     s->n = (int)a->serve.parallel;
