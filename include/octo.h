@@ -757,6 +757,7 @@ OCTO_API octo_status octo_generate_cb(octo_model *model, const char *prompt, con
     NUM(batch, int, batch_model_max, "sessions", (0), (0), (0), (0), "the largest") \
     NUM(batch, int, batch_model_last, "sessions", (0), (0), (0), (0), "the last one's") \
     NUM(batch, int64_t, batch_model_prompt_rows, "tokens", (0), (0), (0), (0), "prompt tokens read in shared steps, beside other sessions' decoding") \
+    NUM(batch, int64_t, batch_model_verify, "count", (0), (0), (0), (0), "speculative verify passes that went into shared steps, where they paid for the rows every session waits for") \
     NUM(batch, int64_t, batch_model_retried, "count", (0), (0), (0), (0), "shared steps whose pass failed and ran again one session at a time")
 
 #define OCTO_STATS_FIELD_(group, type, name, ...) type name;

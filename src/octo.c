@@ -1222,6 +1222,7 @@ static octo_stats stats_snapshot(const octo_model *om, const octo_session *ss) {
     st.batch_model_last = bs->last_sessions;
     st.batch_model_prompt_rows = bs->prompt_rows;
     st.batch_model_retried = bs->retried;
+    st.batch_model_verify = bs->verify_passes;
     snprintf(st.cpu_note, sizeof st.cpu_note, "%s", om->cpu.note);
     snprintf(st.cpu_hint, sizeof st.cpu_hint, "%s", om->cpu.hint_note);
     return st;

@@ -18,7 +18,11 @@
 #include "core/quant.h"
 #include "model/model.h"
 #include "model/synth.h"
+#include "model/tokenizer.h"
+#include "runtime/batch.h"
+#include "runtime/generate.h"
 #include "runtime/session.h"
+#include "speculative/proposer.h"
 #include "t.h"
 #include "util.h"
 
@@ -105,7 +109,7 @@ static bool step(twins *t, int chunk, const char *what, int s) {
         toks[i][0] = t->next[i];
         const int n = i == chunk ? 5 : 1;
         for (int j = 1; j < n; j++) toks[i][j] = (t->next[i] + 17 * j) % t->V;
-        parts[i] = (session_part){t->a[i], toks[i], n, t->la[i]};
+        parts[i] = (session_part){.s = t->a[i], .tokens = toks[i], .n = n, .logits = t->la[i]};
     }
     if (session_eval_batch(parts, t->K, &err)) {
         T_CHECKF(0, "[%s] step %d: session_eval_batch: %s", what, s, err.msg);
@@ -209,6 +213,126 @@ static void test_compressed(void) {
     model_free(m);
 }
 
+/* Verify passes in a batch: session 0 verifies a line of 4 tokens, session 1
+ * a tree of 5 (two branches), both tentative, beside two decode rows; every
+ * row's logits equal the same pass alone (session_eval_tentative,
+ * session_eval_tree), and after each keeps a leading run, the next step still agrees. */
+static void test_verify_in_batch(void) {
+    const synth_opts o = small("llama", QT_Q4_0, 51);
+    model *m = make_model(&o, "batch-verify.gguf");
+    if (!m) return;
+    const kv_config plain = kv_config_plain(QT_F32);
+    twins t = {0};
+    const int V = m->hp.n_vocab;
+    float *va = malloc(sizeof(float) * 10 * (size_t)V), *vb = malloc(sizeof(float) * 10 * (size_t)V);
+    if (va && vb && twins_new(&t, m, &plain, 4)) {
+        err_t err = {0};
+        int32_t line[4] = {t.next[0], 7, 9, 11}, tree[5] = {t.next[1], 20, 21, 22, 23};
+        const uint64_t anc[5] = {1, 3, 7, 3 | 8, 1 | 16}; /* 0 -> 1 -> 2, 1 -> 3, 0 -> 4 */
+        const int32_t rows[3] = {0, 1, 4};
+        session_part parts[4] = {
+            {.s = t.a[0], .tokens = line, .n = 4, .logits = va, .tentative = true, .n_out = 4},
+            {.s = t.a[1], .tokens = tree, .n = 5, .logits = va + 4 * (size_t)V, .tentative = true, .anc = anc,
+             .out_rows = rows, .n_out = 3},
+            {.s = t.a[2], .tokens = &t.next[2], .n = 1, .logits = t.la[2]},
+            {.s = t.a[3], .tokens = &t.next[3], .n = 1, .logits = t.la[3]}};
+        T_EQ_INT(session_eval_batch(parts, 4, &err), ERR_OK);
+        T_EQ_INT(t.a[0]->n_past, t.b[0]->n_past); /* tentative: nothing consumed yet */
+        T_EQ_INT(session_eval_tentative(t.b[0], line, 4, vb, &err), ERR_OK);
+        T_EQ_INT(session_eval_tree(t.b[1], tree, 5, anc, rows, 3, vb + 4 * (size_t)V, &err), ERR_OK);
+        T_EQ_INT(session_eval(t.b[2], &t.next[2], 1, false, t.lb[2], &err), ERR_OK);
+        T_EQ_INT(session_eval(t.b[3], &t.next[3], 1, false, t.lb[3], &err), ERR_OK);
+        T_CHECK(memcmp(va, vb, sizeof(float) * 7 * (size_t)V) == 0);
+        T_CHECK(memcmp(t.la[2], t.lb[2], sizeof(float) * (size_t)V) == 0 &&
+                memcmp(t.la[3], t.lb[3], sizeof(float) * (size_t)V) == 0);
+        const int path[2] = {0, 4}; /* session 1 keeps the branch off the line */
+        T_EQ_INT(session_accept(t.a[0], line, 4, 3, &err), ERR_OK);
+        T_EQ_INT(session_accept(t.b[0], line, 4, 3, &err), ERR_OK);
+        T_EQ_INT(session_accept_path(t.a[1], tree, 5, path, 2, &err), ERR_OK);
+        T_EQ_INT(session_accept_path(t.b[1], tree, 5, path, 2, &err), ERR_OK);
+        for (int i = 0; i < 2; i++) t.next[i] = argmax(vb + (size_t)(i ? 6 : 2) * V, V);
+        for (int i = 2; i < 4; i++) t.next[i] = argmax(t.lb[i], V);
+        bool ok = true;
+        for (int s = 0; s < 3 && ok; s++) ok = step(&t, -1, "after verify passes", s);
+    }
+    twins_free(&t);
+    free(va);
+    free(vb);
+    model_free(m);
+}
+
+/* Generations stepped by the scheduler itself (batch_step, then gen_next
+ * for those it made ready), greedy with the n-gram proposer, the step's
+ * costs forgotten before each step so that every speculating generation
+ * verifies its drafts in the batch: each one's tokens equal its plain
+ * greedy tokens alone (verification is lossless), with 2 and 4 together. */
+static void test_generations(void) {
+    synth_opts o = small("llama", QT_F32, 61);
+    model *m = make_model(&o, "batch-gen.gguf");
+    tokenizer *tok = NULL;
+    err_t err = {0};
+    if (!m || tokenizer_load(m->gguf, &tok, &err)) {
+        T_CHECKF(m == NULL, "tokenizer: %s", err.msg);
+        model_free(m);
+        return;
+    }
+    const int32_t prompts[4][9] = {{1, 40, 41, 42, 43, 40, 41, 42, 43}, {1, 50, 51, 50, 51, 50, 51, 50, 51},
+                                   {1, 60, 61, 62, 60, 61, 62, 60, 61}, {1, 70, 70, 70, 70, 70, 70, 70, 70}};
+    int32_t alone[4][48];
+    int n_alone[4];
+    for (int i = 0; i < 4; i++) { /* alone, plain */
+        session *s = NULL;
+        generation *g = NULL;
+        gen_params gp = {.max_tokens = 48, .sampling = sampler_defaults()};
+        gp.sampling.temperature = 0.0f;
+        if (session_new(m, 128, QT_F32, 2, &s, &err) || gen_start(s, tok, prompts[i], 9, &gp, &g, &err))
+            T_CHECKF(0, "alone: %s", err.msg);
+        while (g && gen_next(g)) {}
+        const int32_t *ids = g ? gen_tokens(g, &n_alone[i]) : NULL;
+        if (ids) memcpy(alone[i], ids, sizeof(int32_t) * (size_t)n_alone[i]);
+        gen_free(g);
+        session_free(s);
+    }
+    for (int K = 2; K <= 4; K += 2) {
+        session *s[4] = {NULL};
+        generation *g[4] = {NULL};
+        bool done[4] = {false};
+        batch_state b;
+        batch_init(&b);
+        const kv_config plain = kv_config_plain(QT_F32);
+        bool ok = true;
+        for (int i = 0; i < K && ok; i++) {
+            gen_params gp = {.max_tokens = 48, .sampling = sampler_defaults(), .proposer = &proposer_ngram};
+            gp.sampling.temperature = 0.0f;
+            ok = (i ? session_new_shared(m, 128, &plain, s[0]->pool, &s[i], &err)
+                    : session_new(m, 128, QT_F32, 2, &s[i], &err)) == ERR_OK &&
+                 gen_start(s[i], tok, prompts[i], 9, &gp, &g[i], &err) == ERR_OK;
+        }
+        T_CHECKF(ok, "together: %s", err.msg);
+        for (int live = ok ? K : 0; live > 0;) {
+            b.decode_ms = b.row_ms = 0.0; /* costs unknown: a speculating generation verifies in the batch */
+            const int ran = batch_step(&b, g, K);
+            for (int i = 0; i < K; i++)
+                if (!done[i] && (!ran || gen_ready(g[i])) && !gen_next(g[i])) done[i] = true, live--;
+        }
+        for (int i = 0; ok && i < K; i++) {
+            int n = 0;
+            const int32_t *ids = gen_tokens(g[i], &n);
+            T_CHECKF(n == n_alone[i] && !memcmp(ids, alone[i], sizeof(int32_t) * (size_t)n),
+                     "1 + %d generations, the %d-th: %d tokens, %d alone", K - 1, i, n, n_alone[i]);
+        }
+        printf("[%d generations stepped by batch_step] %lld shared steps, %lld verify passes in them\n", K,
+               (long long)b.steps, (long long)b.verify_passes);
+        T_CHECK(b.steps > 0 && b.verify_passes > 0);
+        for (int i = K - 1; i >= 0; i--) {
+            gen_free(g[i]);
+            session_free(s[i]);
+        }
+    }
+    tokenizer_free(tok);
+    model_free(m);
+}
+
 /* A batch that fails leaves every session as it was. */
 static void test_failure(void) {
     const synth_opts o = small("llama", QT_Q4_0, 31);
@@ -221,17 +345,19 @@ static void test_failure(void) {
         int past[3];
         for (int i = 0; i < 3; i++) past[i] = t.a[i]->n_past;
         int32_t one = 5, bad = t.V; /* outside the vocabulary */
-        session_part parts[3] = {{t.a[0], &one, 1, t.la[0]}, {t.a[1], &bad, 1, t.la[1]}, {t.a[2], &one, 1, t.la[2]}};
+        session_part parts[3] = {{.s = t.a[0], .tokens = &one, .n = 1, .logits = t.la[0]},
+                                 {.s = t.a[1], .tokens = &bad, .n = 1, .logits = t.la[1]},
+                                 {.s = t.a[2], .tokens = &one, .n = 1, .logits = t.la[2]}};
         T_EQ_INT(session_eval_batch(parts, 3, &err), ERR_INVALID_ARG);
-        parts[1] = (session_part){t.a[0], &one, 1, t.la[1]};
+        parts[1] = (session_part){.s = t.a[0], .tokens = &one, .n = 1, .logits = t.la[1]};
         T_EQ_INT(session_eval_batch(parts, 3, &err), ERR_INVALID_ARG); /* a session twice */
         T_CHECK(strstr(err.msg, "twice") != NULL);
         T_EQ_INT(session_eval_batch(parts, 0, &err), ERR_INVALID_ARG);
         /* the third's context is full: nobody moves */
         int32_t fill[256];
         for (int i = 0; i < 256; i++) fill[i] = 3;
-        parts[1] = (session_part){t.a[1], &one, 1, t.la[1]};
-        parts[2] = (session_part){t.a[2], fill, 256 - past[2] + 1, NULL};
+        parts[1] = (session_part){.s = t.a[1], .tokens = &one, .n = 1, .logits = t.la[1]};
+        parts[2] = (session_part){.s = t.a[2], .tokens = fill, .n = 256 - past[2] + 1, .logits = NULL};
         T_EQ_INT(session_eval_batch(parts, 3, &err), ERR_CONTEXT_FULL);
         for (int i = 0; i < 3; i++) T_EQ_INT(t.a[i]->n_past, past[i]);
         bool ok = true;
@@ -255,7 +381,8 @@ static void test_mla(void) {
         err_t err = {0};
         int32_t one = 5;
         const int past = t.a[0]->n_past;
-        session_part parts[2] = {{t.a[0], &one, 1, t.la[0]}, {t.a[1], &one, 1, t.la[1]}};
+        session_part parts[2] = {{.s = t.a[0], .tokens = &one, .n = 1, .logits = t.la[0]},
+                                 {.s = t.a[1], .tokens = &one, .n = 1, .logits = t.la[1]}};
         T_EQ_INT(session_eval_batch(parts, 2, &err), ERR_UNSUPPORTED);
         T_EQ_INT(t.a[0]->n_past, past);
         t.K = 1; /* one is a batch too */
@@ -269,6 +396,8 @@ static void test_mla(void) {
 int main(void) {
     test_models();
     test_compressed();
+    test_verify_in_batch();
+    test_generations();
     test_failure();
     test_mla();
     T_DONE();

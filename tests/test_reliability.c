@@ -538,6 +538,7 @@ typedef struct {
     const char *prompt;
     float temperature;  /* 0: greedy */
     uint64_t seed;
+    int spec;           /* 0: none, else an octo_spec_mode */
     pthread_barrier_t *start; /* NULL, or every job's stream exists before any is read */
     char text[2048];
     int tokens;
@@ -549,7 +550,7 @@ static void *session_run(void *arg) {
     gp.temperature = j->temperature;
     gp.seed = j->seed;
     gp.max_tokens = 40;
-    gp.spec = OCTO_SPEC_NONE;
+    gp.spec = j->spec ? (octo_spec_mode)j->spec : OCTO_SPEC_NONE;
     octo_stream *st = j->ss ? octo_session_generate(j->ss, j->prompt, &gp) : octo_generate(j->m, j->prompt, &gp);
     if (j->start) pthread_barrier_wait(j->start);
     j->text[0] = '\0';
@@ -634,7 +635,7 @@ static void test_batched_sessions(void) {
             session_run(&alone[mode][i]);
         }
     const int sizes[3] = {2, 4, 8};
-    for (int mode = 0; mode < 2; mode++)
+    for (int mode = 0; mode < 3; mode++) /* greedy, sampled, greedy with n-gram drafts verified in the batch */
         for (int k = 0; k < 3; k++) {
             pthread_t th[8];
             const int K = sizes[k];
@@ -643,7 +644,8 @@ static void test_batched_sessions(void) {
             octo_reset(m);
             for (int i = 0; i < K; i++) {
                 if (ss[i]) octo_session_reset(ss[i]);
-                together[i] = alone[mode][i];
+                together[i] = alone[mode % 2][i]; /* greedy speculation is lossless: plain greedy's text */
+                together[i].spec = mode == 2 ? octo_spec_mode_from_name("ngram") : 0;
                 together[i].ss = ss[i];
                 together[i].start = &start;
                 pthread_create(&th[i], NULL, session_run, &together[i]);
@@ -651,18 +653,20 @@ static void test_batched_sessions(void) {
             for (int i = 0; i < K; i++) pthread_join(th[i], NULL);
             pthread_barrier_destroy(&start);
             for (int i = 0; i < K; i++)
-                T_CHECKF(together[i].tokens == alone[mode][i].tokens && !strcmp(alone[mode][i].text, together[i].text),
-                         "[%s, 1 + %d, session %d] '%s' vs alone '%s'", mode ? "sampled" : "greedy", K - 1, i,
-                         together[i].text, alone[mode][i].text);
+                T_CHECKF(together[i].tokens == alone[mode % 2][i].tokens &&
+                             !strcmp(alone[mode % 2][i].text, together[i].text),
+                         "[%s, 1 + %d, session %d] '%s' vs alone '%s'", mode == 1 ? "sampled" : "greedy", K - 1, i,
+                         together[i].text, alone[mode % 2][i].text);
         }
     T_CHECK(strcmp(alone[0][0].text, alone[1][0].text) != 0); /* sampling is not greedy: the two modes differ */
     const octo_stats st = octo_model_stats(m);
     T_CHECKF(st.batch_model_steps >= 6 && st.batch_model_max >= 2 && st.batch_model_mean >= 2.0,
              "shared steps %lld, largest %d, mean %.2f", (long long)st.batch_model_steps, st.batch_model_max,
              st.batch_model_mean);
-    printf("batched sessions: %lld shared steps, mean %.2f sessions, largest %d, %lld prompt tokens beside decoding\n",
+    printf("batched sessions: %lld shared steps, mean %.2f sessions, largest %d, %lld prompt tokens beside decoding, "
+           "%lld verify passes in them\n",
            (long long)st.batch_model_steps, st.batch_model_mean, st.batch_model_max,
-           (long long)st.batch_model_prompt_rows);
+           (long long)st.batch_model_prompt_rows, (long long)st.batch_model_verify);
     for (int i = 1; i < 8; i++) octo_session_free(ss[i]);
     octo_model_free(m);
     octo_client_free(c);

@@ -229,6 +229,7 @@ typedef struct fa_part {
     size_t n_entries, obs0;  /* its entries; their sums in each thread's observed row */
     int observe_from;        /* tokens from here on report their weights; T = none */
     int observe_to;          /* ... and before this one (T, or a tree batch's trunk) */
+    const uint64_t *anc;     /* a tree batch's ancestry, or NULL */
 } fa_part;
 
 typedef struct {
@@ -237,7 +238,6 @@ typedef struct {
     attn_fn fn;
     const fa_part *parts;
     int n_parts, n_units;
-    const uint64_t *anc;     /* a tree batch's ancestry (forward_tree), or NULL */
     size_t obs_stride;       /* floats of one thread's observed sums */
     atomic_int next;
 } fa_job;
@@ -248,14 +248,14 @@ static void fa_unit(fa_job *j, const fa_part *p, int unit, int ith) {
     const int kvh = local / p->n_tiles, u0 = local % p->n_tiles * ATTN_LANES;
     const int u1 = u0 + ATTN_LANES < p->T * group ? u0 + ATTN_LANES : p->T * group;
     attn_queries q = {.hd = sh->hd, .hdv = sh->hdv, .scale = sh->scale, .softcap = sh->softcap,
-                      .window = sh->window, .n_q = u1 - u0, .tree = j->anc != NULL, .tree_pos0 = p->pos0};
+                      .window = sh->window, .n_q = u1 - u0, .tree = p->anc != NULL, .tree_pos0 = p->pos0};
     for (int u = u0; u < u1; u++) {
         const int t = u / group, h = kvh * group + u % group;
         const size_t row = (size_t)(p->row0 + t);
         q.q[u - u0] = sh->q + (row * sh->n_head + h) * sh->hd;
         q.qpos[u - u0] = p->pos0 + t;
         q.out[u - u0] = sh->out + (row * sh->n_head + h) * sh->hdv;
-        if (j->anc) q.anc[u - u0] = j->anc[t];
+        if (p->anc) q.anc[u - u0] = p->anc[t];
         if (t >= p->observe_from && t < p->observe_to) q.obs_lanes |= 1u << (u - u0);
     }
     if (q.obs_lanes) q.obs = j->st->observed + (size_t)ith * j->obs_stride + p->obs0;
@@ -306,7 +306,8 @@ static err_code plan_parts(const fwd_rows *r, int layer, const fwd_attn_shape *s
         const kv_iface *kv = rp->kv;
         fa_part *p = &fp[i];
         *p = (fa_part){.unit0 = units, .n_tiles = (rp->n * group + ATTN_LANES - 1) / ATTN_LANES, .row0 = rp->row0,
-                       .T = rp->n, .pos0 = rp->pos0, .runs0 = *runs, .observe_from = rp->n, .observe_to = rp->n};
+                       .T = rp->n, .pos0 = rp->pos0, .runs0 = *runs, .observe_from = rp->n, .observe_to = rp->n,
+                       .anc = rp->anc};
         p->n_spans = kv->view(kv->self, layer, &p->spans);
         for (int s = 0; s < p->n_spans; s++) {
             p->n_entries += (size_t)p->spans[s].n_tokens;
@@ -318,7 +319,7 @@ static err_code plan_parts(const fwd_rows *r, int layer, const fwd_attn_shape *s
         *runs += (size_t)p->n_spans * (size_t)sh->n_head_kv;
         if (!kv->observe) continue;
         /* a tree batch reports its trunk only: the branches are guesses, gone after the pass */
-        const int U = r->anc ? r->trunk : rp->n;
+        const int U = rp->anc ? rp->trunk : rp->n;
         p->observe_to = U;
         p->observe_from = kv->observe_last > 0 && kv->observe_last < U ? U - kv->observe_last : 0;
         p->obs0 = *obs;
@@ -361,7 +362,7 @@ err_code fwd_attend(fwd_state *st, const fwd_rows *r, int layer, const fwd_attn_
         macs += (int64_t)fp[i].T * sh->n_head * (int64_t)fp[i].n_entries * (sh->hd + sh->hdv);
     }
     const fa_part *last = &fp[r->n_parts - 1];
-    fa_job j = {.st = st, .sh = sh, .fn = attn_get(), .parts = fp, .n_parts = r->n_parts, .anc = r->anc,
+    fa_job j = {.st = st, .sh = sh, .fn = attn_get(), .parts = fp, .n_parts = r->n_parts,
                 .n_units = last->unit0 + last->n_tiles * sh->n_head_kv, .obs_stride = stride};
     const size_t nth = (size_t)st->nth;
     if (stride) {
@@ -525,7 +526,8 @@ static err_code check_tree(const uint64_t *anc, int n, int *trunk, err_t *err) {
     return ERR_OK;
 }
 
-/* The parts and row positions of a batch (reserve() made room for its rows). */
+/* The parts and row positions of a batch (reserve() made room for its rows);
+ * a tree sequence's ancestry is checked here. */
 static err_code lay_out(fwd_state *st, const fwd_seq *seqs, int n_seqs, fwd_rows *r, err_t *err) {
     if (n_seqs > st->parts_cap) {
         fwd_part *p = xrealloc(st->parts, sizeof *p * (size_t)n_seqs);
@@ -535,7 +537,11 @@ static err_code lay_out(fwd_state *st, const fwd_seq *seqs, int n_seqs, fwd_rows
     }
     int row = 0;
     for (int i = 0; i < n_seqs; i++) {
-        st->parts[i] = (fwd_part){.kv = seqs[i].kv, .row0 = row, .n = seqs[i].n, .pos0 = seqs[i].pos0};
+        fwd_part *p = &st->parts[i];
+        *p = (fwd_part){.kv = seqs[i].kv, .row0 = row, .n = seqs[i].n, .pos0 = seqs[i].pos0, .anc = seqs[i].anc,
+                        .trunk = seqs[i].n};
+        err_code rc = p->anc ? check_tree(p->anc, p->n, &p->trunk, err) : ERR_OK;
+        if (rc) return rc;
         for (int t = 0; t < seqs[i].n; t++) st->pos[row + t] = seqs[i].pos0 + t;
         row += seqs[i].n;
     }
@@ -559,7 +565,8 @@ static void embed(fwd_state *st, const fwd_seq *seqs, const fwd_rows *r) {
             quant_dequantize_row(m->tok_embd.type, e, x, E);
             if (hp->embd_scale != 1.0f)
                 for (int k = 0; k < E; k++) x[k] *= hp->embd_scale;
-            const int depth = r->anc ? __builtin_popcountll(r->anc[t]) - 1 : t;
+            const uint64_t *anc = r->part[i].anc;
+            const int depth = anc ? __builtin_popcountll(anc[t]) - 1 : t;
             rope_angles(m, seqs[i].pos0 + depth, st->rope_cs + row * hp->n_rot);
         }
 }
@@ -594,23 +601,21 @@ static err_code output(fwd_state *st, const fwd_seq *seqs, const fwd_rows *r, er
     return ERR_OK;
 }
 
-/* The pass over every sequence's rows; anc: one tree sequence's ancestry, or NULL. */
-static err_code run(fwd_state *st, const experts_iface *experts, const fwd_seq *seqs, int n_seqs, const uint64_t *anc,
-                    err_t *err) {
+/* The pass over every sequence's rows. */
+static err_code run(fwd_state *st, const experts_iface *experts, const fwd_seq *seqs, int n_seqs, err_t *err) {
     const model_hparams *hp = &st->m->hp;
     if (n_seqs <= 0) return err_set(err, ERR_INVALID_ARG, "a batch of %d sequences", n_seqs);
     if (n_seqs > 1 && !forward_batches(st->m))
         return err_set(err, ERR_UNSUPPORTED, "latent attention (MLA) runs one sequence per pass");
-    fwd_rows r = {.anc = anc};
+    fwd_rows r = {0};
     for (int i = 0; i < n_seqs; i++) {
         err_code rc = check_seq(hp, &seqs[i], err);
         if (rc) return rc;
         if (seqs[i].n > INT32_MAX / 2 - r.n) return err_set(err, ERR_INVALID_ARG, "a batch of too many tokens");
         r.n += seqs[i].n;
     }
-    r.trunk = r.n;
-    err_code rc = anc ? check_tree(anc, r.n, &r.trunk, err) : ERR_OK;
-    if (rc || (rc = reserve(st, r.n, err)) || (rc = lay_out(st, seqs, n_seqs, &r, err))) return rc;
+    err_code rc = reserve(st, r.n, err);
+    if (rc || (rc = lay_out(st, seqs, n_seqs, &r, err))) return rc;
     embed(st, seqs, &r);
     for (int l = 0; l < hp->n_layer && !rc; l++) {
         rc = layer(st, experts, l, &r, err);
@@ -622,13 +627,13 @@ static err_code run(fwd_state *st, const experts_iface *experts, const fwd_seq *
 bool forward_batches(const model *m) { return m->hp.kv_lora_rank == 0; }
 
 err_code forward_batch(fwd_state *st, const experts_iface *experts, const fwd_seq *seqs, int n_seqs, err_t *err) {
-    return run(st, experts, seqs, n_seqs, NULL, err);
+    return run(st, experts, seqs, n_seqs, err);
 }
 
 err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *experts, const int32_t *tokens, int n,
                       int32_t pos0, const uint64_t *anc, const int32_t *out_rows, int n_out, float *logits,
                       err_t *err) {
-    const fwd_seq q = {.kv = kv, .tokens = tokens, .n = n, .pos0 = pos0, .out_rows = out_rows, .n_out = n_out,
-                       .logits = logits};
-    return run(st, experts, &q, 1, anc, err);
+    const fwd_seq q = {.kv = kv, .tokens = tokens, .n = n, .pos0 = pos0, .anc = anc, .out_rows = out_rows,
+                       .n_out = n_out, .logits = logits};
+    return run(st, experts, &q, 1, err);
 }

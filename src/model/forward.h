@@ -88,7 +88,7 @@ err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *ex
  * matrix product together, so the weights are read once for all of them;
  * each sequence attends to its own cache only. A sequence's logits and
  * cache entries equal forward() of it alone bit for bit, whatever else is in
- * the batch, with two exceptions: F16/BF16 weights take the bf16 kernel when
+ * the batch (a tree sequence's, forward_tree's of it alone), with two exceptions: F16/BF16 weights take the bf16 kernel when
  * the batch has PACKED_BF16_MIN_TOKENS rows or more (core/kernels/packed.h),
  * and the experts an experts_iface hands out may depend on the batch
  * (moe/int2.h). A failure leaves each cache with this pass's entries
@@ -99,6 +99,7 @@ typedef struct {
     const int32_t *tokens;   /* [n] */
     int n;
     int32_t pos0;            /* the position of tokens[0] in its cache */
+    const uint64_t *anc;     /* a tree batch's ancestry, as forward_tree's (n <= 64), or NULL: a line */
     const int32_t *out_rows; /* as forward(): [n_out] rows, or NULL */
     int n_out;
     float *logits;           /* [n_out][n_vocab] */

@@ -72,15 +72,15 @@ void fwd_rope_apply(float *vec, int n_heads, int head_dim, int n_rot, bool neox,
  * its own cache and positions. A tree batch (forward_tree) is one part. */
 typedef struct fwd_part {
     const kv_iface *kv;
-    int row0, n;      /* its rows in the pass */
-    int32_t pos0;     /* the cache position of its first row */
+    int row0, n;          /* its rows in the pass */
+    int32_t pos0;         /* the cache position of its first row */
+    const uint64_t *anc;  /* a tree batch's ancestry, or NULL */
+    int trunk;            /* a tree batch's leading tokens in a line (else n) */
 } fwd_part;
 typedef struct {
     const fwd_part *part;
     int n_parts, n;           /* n: rows in all */
     const int32_t *pos;       /* [n] each row's cache position */
-    const uint64_t *anc;      /* a tree batch's ancestry (one part), or NULL */
-    int trunk;                /* a tree batch's leading tokens in a line (else n) */
 } fwd_rows;
 
 /* One attention over each part's view of a layer: its rows' queries (q,

@@ -4,6 +4,7 @@
 #include "batch.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "core/kernels/packed.h"
@@ -39,15 +40,34 @@ typedef struct {
     gen_rows r;
 } member;
 
-/* The step's members: every decode row due, then prompt chunks within the budget. */
+/* Does a verify pass of g pay in a step of K decoding sessions? Its k
+ * drafts add k rows that all K wait for: it pays when the drafts it gets
+ * accepted per pass outweigh them, a * T0 > K * k * r, with T0 the measured
+ * decode step and r the measured cost of a row beyond a session's first
+ * (batch.h). Before both are measured, it verifies (and so measures). */
+static bool verify_pays(const batch_state *b, const generation *g, int K) {
+    double a;
+    int k;
+    if (!gen_spec_outlook(g, &a, &k)) return false;
+    if (b->decode_ms <= 0.0 || b->row_ms <= 0.0) return true;
+    return a * b->decode_ms > (double)K * (double)k * b->row_ms;
+}
+
+/* The step's members: every decode row due (a verify pass where it pays),
+ * then prompt chunks within the budget. */
 static int gather(const batch_state *b, generation *const *g, int n, member *mb) {
     int k = 0, decoding = 0;
     for (int i = 0; i < n && k < BATCH_MAX; i++)
-        if (gen_want_rows(g[i], 0, &mb[k].r)) mb[k++].g = g[i], decoding++;
+        if (gen_want_rows(g[i], 0, false, &mb[k].r)) mb[k++].g = g[i], decoding++;
+    for (int i = 0; i < k && decoding > 1; i++) /* alone, a generation speculates in its own gen_next */
+        if (verify_pays(b, mb[i].g, decoding) && !gen_want_rows(mb[i].g, 0, true, &mb[i].r)) {
+            memmove(&mb[i], &mb[i + 1], sizeof *mb * (size_t)(k - i - 1)); /* its proposer failed: it stopped */
+            k--, i--, decoding--;
+        }
     int budget = prompt_budget(b, decoding);
     for (int i = 0; i < n && k < BATCH_MAX && budget > 0; i++) {
         const int chunk = decoding ? budget : (budget < PROMPT_ALONE ? budget : PROMPT_ALONE);
-        if (!gen_want_rows(g[i], chunk, &mb[k].r) || !mb[k].r.prompt) continue;
+        if (!gen_want_rows(g[i], chunk, false, &mb[k].r) || !mb[k].r.prompt) continue;
         budget -= mb[k].r.n;
         mb[k++].g = g[i];
     }
@@ -58,20 +78,24 @@ static int gather(const batch_state *b, generation *const *g, int n, member *mb)
 static void one_by_one(member *mb, int k) {
     for (int i = 0; i < k; i++) {
         err_t e = {0};
+        const gen_rows *r = &mb[i].r;
+        session *s = gen_session(mb[i].g);
         const double t0 = now_ms();
-        session_eval(gen_session(mb[i].g), mb[i].r.tokens, mb[i].r.n, false, mb[i].r.logits, &e);
-        gen_rows_done(mb[i].g, &mb[i].r, &e, now_ms() - t0, 1);
+        if (r->verify) session_eval_tree(s, r->tokens, r->n, r->anc, r->out_rows, r->n_out, r->logits, &e);
+        else session_eval(s, r->tokens, r->n, false, r->logits, &e);
+        gen_rows_done(mb[i].g, r, &e, now_ms() - t0, 1);
     }
 }
 
-/* The step's time into the measured costs: a decode step's, and a prompt row's on top of it. */
-static void learn(batch_state *b, double ms, int prompt_rows) {
-    if (!prompt_rows) {
+/* The step's time into the measured costs: a decode step's, and the cost
+ * of a row beyond each session's first (a prompt's, a verify pass's). */
+static void learn(batch_state *b, double ms, int extra_rows) {
+    if (!extra_rows) {
         b->decode_ms = ms;
         return;
     }
-    double per = (ms - b->decode_ms) / prompt_rows;
-    if (per <= 0.0) per = ms / prompt_rows / 4.0;
+    double per = (ms - b->decode_ms) / extra_rows;
+    if (per <= 0.0) per = ms / extra_rows / 4.0;
     b->row_ms = b->row_ms > 0.0 ? 0.7 * b->row_ms + 0.3 * per : per;
 }
 
@@ -80,11 +104,14 @@ int batch_step(batch_state *b, generation *const *g, int n) {
     const int k = gather(b, g, n, mb);
     if (k < 2) return 0;
     session_part parts[BATCH_MAX];
-    int rows = 0, prompt_rows = 0;
+    int rows = 0, prompt_rows = 0, verify = 0;
     for (int i = 0; i < k; i++) {
-        parts[i] = (session_part){gen_session(mb[i].g), mb[i].r.tokens, mb[i].r.n, mb[i].r.logits};
-        rows += mb[i].r.n;
-        prompt_rows += mb[i].r.prompt ? mb[i].r.n : 0;
+        const gen_rows *r = &mb[i].r;
+        parts[i] = (session_part){.s = gen_session(mb[i].g), .tokens = r->tokens, .n = r->n, .logits = r->logits,
+                                  .tentative = r->verify, .anc = r->anc, .out_rows = r->out_rows, .n_out = r->n_out};
+        rows += r->n;
+        prompt_rows += r->prompt ? r->n : 0;
+        verify += r->verify;
     }
     err_t e = {0};
     const double t0 = now_ms();
@@ -94,12 +121,13 @@ int batch_step(batch_state *b, generation *const *g, int n) {
     } else {
         const double ms = now_ms() - t0;
         for (int i = 0; i < k; i++) gen_rows_done(mb[i].g, &mb[i].r, NULL, ms, k);
-        learn(b, ms, prompt_rows);
+        learn(b, ms, rows - k);
     }
     b->steps++;
     b->sessions += k;
     b->rows += rows;
     b->prompt_rows += prompt_rows;
+    b->verify_passes += verify;
     b->last_sessions = k;
     if (k > b->max_sessions) b->max_sessions = k;
     return k;

@@ -11,8 +11,12 @@
  *
  * The policy, all of it here:
  * - a step runs when at least two generations want rows; alone, a
- *   generation does its own work in gen_next, speculation included (a
- *   verify pass in a batch would cost every other session its length);
+ *   generation does its own work in gen_next, speculation included;
+ * - in a step, a generation that speculates verifies its drafts as one more
+ *   span of the pass when that pays: its k drafts add k rows every one of
+ *   the K decoding sessions waits for, so only when a * T0 > K * k * r, with
+ *   a its drafts accepted per pass, T0 the measured decode step and r the
+ *   measured cost of a row beyond a session's first; else it decodes a row;
  * - prompt chunks beside decode rows are sized by a time budget: a step
  *   may take BATCH_STEP_MS or twice a decode step, whichever is longer, at
  *   the measured cost of a prompt row (so a long prompt does not stall the
@@ -44,6 +48,7 @@ typedef struct {
     int64_t rows;         /* rows in them, in all */
     int64_t prompt_rows;  /* of those, prompt tokens */
     int64_t retried;      /* steps whose pass failed and ran again one session at a time */
+    int64_t verify_passes; /* speculative verify passes that went into shared steps */
     int max_sessions;     /* the largest batch */
     int last_sessions;    /* the last step's */
     double row_ms;        /* the measured cost of a prompt row in a step (0: not yet) */

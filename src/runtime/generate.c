@@ -57,6 +57,14 @@ static void draft_lm_init(draft_lm *d, session *s, const session *target) {
                       .pin = lm_pin};
 }
 
+/* When a speculative step's parts ended: it began at t0, its proposal was
+ * ready at t1, its verification done at t2 (the accepted entries kept, the
+ * proposer told), of which `wait` waiting for the draft's steps beside it
+ * (speculative/ahead.h: drafting, not verifying). */
+typedef struct {
+    double t0, t1, t2, wait;
+} step_times;
+
 struct generation {
     session *s;
     const tokenizer *tok;
@@ -105,6 +113,11 @@ struct generation {
     int decode_passes;        /* plain and verify passes so far */
     double plain_ms;          /* time of the plain passes (the baseline speculation must beat) */
     bool spec_off;            /* switched off: slower than plain decoding here */
+    /* verify passes in shared steps (runtime/batch.h): their times are a
+     * batch's, so the judge of speculation alone (timing_of) leaves them out */
+    step_times shared_t;      /* the pass proposed for the step under way */
+    int shared_steps, shared_accepted, shared_proposing;
+    double shared_ms;
 };
 
 static double now_ms(void) {
@@ -241,14 +254,6 @@ static void fail(generation *g, gen_stop why) {
     if (why == GEN_STOP_ERROR && g->err.code == ERR_OK) g->err.code = ERR_UNSUPPORTED;
 }
 
-/* When a speculative step's parts ended: it began at t0, its proposal was
- * ready at t1, its verification done at t2 (the accepted entries kept, the
- * proposer told), of which `wait` waiting for the draft's steps beside it
- * (speculative/ahead.h: drafting, not verifying). */
-typedef struct {
-    double t0, t1, t2, wait;
-} step_times;
-
 /* A draft that may be drafting beside the target's pass (speculative/ahead.h). */
 static bool draft_beside(const generation *g) { return g->p.proposer->needs_lm && g->lm.lm.own_cores; }
 
@@ -268,7 +273,7 @@ static void tell_proposer(generation *g, const spec_pass *pass, int a, const int
 /* A verify pass is done: queue the a accepted drafts and the token after
  * them, and count. */
 static void verified(generation *g, const spec_pass *pass, const int32_t *drafts, int a, int32_t next,
-                     const int *path, step_times t) {
+                     const int *path, step_times t, bool shared) {
     memcpy(g->queue, drafts, sizeof(int32_t) * (size_t)a);
     g->queue[a] = next;
     g->q_head = 0;
@@ -280,10 +285,16 @@ static void verified(generation *g, const spec_pass *pass, const int32_t *drafts
     g->stats.spec_ms += dt;
     g->stats.spec_draft_ms += t.t1 - t.t0 + t.wait;
     g->stats.spec_steps++;
-    if (g->p.on_step) g->p.on_step(g->p.step_user, dt, a + 1);
+    if (g->p.on_step && !shared) g->p.on_step(g->p.step_user, dt, a + 1); /* a batch's time is not one token's */
     g->stats.spec_proposed += pass->k;
     g->stats.spec_accepted += a;
     if (pass->k > 0) g->proposing_steps++;
+    if (shared) {
+        g->shared_steps++;
+        g->shared_accepted += a;
+        g->shared_proposing += pass->k > 0;
+        g->shared_ms += dt;
+    }
     if (pass->draft_tree) {
         g->stats.spec_tree_passes++;
         g->stats.spec_off_line += a > 0 && path[a] != a;
@@ -319,53 +330,69 @@ static int verify_pass(generation *g, const spec_pass *pass, int32_t *drafts, in
     return a;
 }
 
-/* One speculative step: the proposer lays out a pass (the last token, its
- * drafts, any branches, or a draft tree), the target runs it with its
- * entries tentative, the drafts it agrees with are kept and the rest of the
- * entries rolled back (session_accept_path: the one place the tentative
- * region is repaired), and the proposer hears what the pass came to and
- * cost. Returns false when the proposer has nothing this step (decode one
- * token instead). */
-static bool speculate(generation *g, bool *ok) {
+/* The proposer lays out the step's pass (the last token, its drafts, any
+ * branches, or a draft tree): its tokens, 0 when it has nothing, -1 when it
+ * failed (g->err). t gets its start and the proposal's end. */
+static int propose_pass(generation *g, step_times *t) {
     session *s = g->s;
     spec_pass *pass = &g->pass;
     spec_view v = {.tokens = s->tokens, .n_past = s->n_past, .last = g->last, .n_ctx = s->n_ctx};
     if (g->trees) v.tile_phases = session_tile_phases(s, &v.tile); /* only a tree needs them */
     pass->draft_tree = false;
     pass->draft_steps = 0;
-    step_times t = {.t0 = now_ms()}; /* drafting counts as speculation's cost */
+    *t = (step_times){.t0 = now_ms()}; /* drafting counts as speculation's cost */
     const int n = g->p.proposer->propose(g->prop, &v, g->trees ? 0 : g->len.k, pass, &g->err);
-    t.t1 = now_ms();
+    t->t1 = now_ms();
+    return n;
+}
+
+/* The target ran the pass with its entries tentative: the drafts it agrees
+ * with are kept and the rest of the entries rolled back
+ * (session_accept_path: the one place the tentative region is repaired),
+ * and the proposer hears what the pass came to and cost. false: failed. */
+static bool settle(generation *g, int n, step_times *t, bool shared) {
+    const spec_pass *pass = &g->pass;
+    int32_t next, drafts[SPEC_MAX_K + 1];
+    int path[SPEC_TREE_MAX > SPEC_MAX_K + 1 ? SPEC_TREE_MAX : SPEC_MAX_K + 1];
+    const int a = verify_pass(g, pass, drafts, path, &next, &t->wait);
+    if (session_accept_path(g->s, pass->tokens, n, path, a + 1, &g->err)) {
+        if (g->p.proposer->halt) g->p.proposer->halt(g->prop);
+        return false;
+    }
+    t->t2 = now_ms();
+    tell_proposer(g, pass, a, path, next, t);
+    verified(g, pass, drafts, a, next, path, *t, shared);
+    return true;
+}
+
+/* One speculative step: propose, run the pass, settle. Returns false when
+ * the proposer has nothing this step (decode one token instead). */
+static bool speculate(generation *g, bool *ok) {
+    spec_pass *pass = &g->pass;
+    step_times t;
+    const int n = propose_pass(g, &t);
     if (n < 0) { /* the draft model failed: an error like any other */
         *ok = false;
         return true;
     }
     if (n == 0) return false;
     *ok = false;
-    if (pass->tree ? session_eval_tree(s, pass->tokens, n, pass->anc, pass->rows, pass->n_rows, g->vlogits, &g->err)
-                   : session_eval_tentative(s, pass->tokens, n, g->vlogits, &g->err)) {
+    if (pass->tree ? session_eval_tree(g->s, pass->tokens, n, pass->anc, pass->rows, pass->n_rows, g->vlogits, &g->err)
+                   : session_eval_tentative(g->s, pass->tokens, n, g->vlogits, &g->err)) {
         if (g->p.proposer->halt) g->p.proposer->halt(g->prop); /* nothing may run on once the pass is abandoned */
         return true;
     }
-    int32_t next, drafts[SPEC_MAX_K + 1];
-    int path[SPEC_TREE_MAX > SPEC_MAX_K + 1 ? SPEC_TREE_MAX : SPEC_MAX_K + 1];
-    const int a = verify_pass(g, pass, drafts, path, &next, &t.wait);
-    if (session_accept_path(s, pass->tokens, n, path, a + 1, &g->err)) {
-        if (g->p.proposer->halt) g->p.proposer->halt(g->prop);
-        return true;
-    }
-    t.t2 = now_ms();
-    tell_proposer(g, pass, a, path, next, &t);
-    verified(g, pass, drafts, a, next, path, t);
-    *ok = true;
+    *ok = settle(g, n, &t, false);
     return true;
 }
 
 /* The timings speculation is judged by (speculative/adaptive.h). */
 static spec_timing timing_of(const generation *g) {
-    return (spec_timing){.verify_passes = g->stats.spec_steps, .proposing_passes = g->proposing_steps,
-                         .accepted = g->stats.spec_accepted, .spec_ms = g->stats.spec_ms,
-                         .plain_passes = g->stats.decode_evals, .plain_ms = g->plain_ms};
+    return (spec_timing){.verify_passes = g->stats.spec_steps - g->shared_steps,
+                         .proposing_passes = g->proposing_steps - g->shared_proposing,
+                         .accepted = g->stats.spec_accepted - g->shared_accepted,
+                         .spec_ms = g->stats.spec_ms - g->shared_ms, .plain_passes = g->stats.decode_evals,
+                         .plain_ms = g->plain_ms};
 }
 
 /* Speculation must pay (speculative/adaptive.h); once off it stays off, and
@@ -450,7 +477,30 @@ static bool prefill(generation *g) {
     return true;
 }
 
-bool gen_want_rows(generation *g, int max_prompt, gen_rows *r) {
+/* Speculation may go into a shared step: it is on, and its draft does not
+ * draft beside verification (that takes the draft's cores, one pass at a time). */
+static bool can_verify(const generation *g) { return g->spec_on && !g->spec_off && !draft_beside(g); }
+
+bool gen_spec_outlook(const generation *g, double *accepted, int *k) {
+    if (!can_verify(g)) return false;
+    *accepted = (double)(g->stats.spec_accepted + 1) / (double)(g->stats.spec_steps + 1);
+    *k = g->trees ? g->stats.spec_k : g->len.k;
+    return true;
+}
+
+/* A verify pass for the step, into r; false when the proposer has nothing (or failed: then g stopped). */
+static bool want_verify(generation *g, gen_rows *r) {
+    const int n = propose_pass(g, &g->shared_t);
+    if (n < 0) fail(g, GEN_STOP_ERROR);
+    if (n <= 0) return false;
+    const spec_pass *pass = &g->pass;
+    *r = (gen_rows){.tokens = pass->tokens, .n = n, .logits = g->vlogits, .verify = true,
+                    .anc = pass->tree ? pass->anc : NULL, .out_rows = pass->tree ? pass->rows : NULL,
+                    .n_out = pass->tree ? pass->n_rows : n};
+    return true;
+}
+
+bool gen_want_rows(generation *g, int max_prompt, bool verify, gen_rows *r) {
     if (g->stop != GEN_RUNNING || atomic_load(&g->cancel)) return false;
     if (!g->prefilled) {
         if (g->prefill_at < 0) prefill_begin(g);
@@ -461,18 +511,27 @@ bool gen_want_rows(generation *g, int max_prompt, gen_rows *r) {
         return true;
     }
     if (!g->need_decode || g->q_n > 0 || g->s->n_past >= g->s->n_ctx) return false;
+    if (verify && can_verify(g) && want_verify(g, r)) return true;
+    if (g->stop != GEN_RUNNING) return false;
     *r = (gen_rows){.tokens = &g->last, .n = 1, .logits = g->logits, .prompt = false};
     return true;
 }
 
 void gen_rows_done(generation *g, const gen_rows *r, const err_t *err, double ms, int peers) {
     if (err && err->code) {
+        if (r->verify && g->p.proposer->halt) g->p.proposer->halt(g->prop); /* the pass is abandoned */
         g->err = *err;
         fail(g, GEN_STOP_ERROR);
         return;
     }
     g->stats.batch_steps++;
     g->stats.batch_peers += peers;
+    if (r->verify) {
+        (void)ms; /* settle() times the whole step, proposing included */
+        if (!settle(g, r->n, &g->shared_t, true)) fail(g, GEN_STOP_ERROR);
+        g->need_decode = false; /* the pass fed the last token; its tokens are queued */
+        return;
+    }
     if (r->prompt) {
         prefill_advanced(g, r->n);
         return;

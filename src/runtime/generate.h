@@ -109,10 +109,10 @@ void gen_add_wait(generation *g, double ms);
 /*
  * Continuous batching (runtime/batch.h): a shared step evaluates several
  * generations' rows in one pass. gen_want_rows says what the generation's
- * next call would evaluate (a decode of its last token, or up to max_prompt
+ * next call would evaluate (a decode of its last token, or with verify a
+ * speculative pass, the proposer asked for it now; or up to max_prompt
  * tokens of its prompt; max_prompt 0: decodes only) and returns false when
- * it needs nothing, or only work of its own (speculation is asked for by
- * gen_next alone; a prompt with the draft). gen_rows_done hands it the
+ * it needs nothing, or only work of its own (a prompt with the draft). gen_rows_done hands it the
  * pass's outcome: err NULL or ERR_OK, the rows are in its session and the
  * logits in r->logits; ms is the pass's time, peers the sessions in it.
  * gen_ready: the next gen_next needs no model work; gen_unsampled: its
@@ -121,10 +121,19 @@ void gen_add_wait(generation *g, double ms);
 typedef struct {
     const int32_t *tokens;
     int n;
-    float *logits; /* [n_vocab] the last row's */
-    bool prompt;   /* a prompt chunk (else one decode row) */
+    float *logits; /* [n_vocab] the last row's; verify: [n_out][n_vocab] */
+    bool prompt;   /* a prompt chunk (else a decode row or a verify pass) */
+    bool verify;   /* a speculative verify pass: its entries tentative (session.h: session_part) */
+    const uint64_t *anc;
+    const int32_t *out_rows;
+    int n_out;
 } gen_rows;
-bool gen_want_rows(generation *g, int max_prompt, gen_rows *r);
+bool gen_want_rows(generation *g, int max_prompt, bool verify, gen_rows *r);
+/* May the generation verify drafts in a shared step (verify in
+ * gen_want_rows)? Then *accepted: the drafts it has had accepted per verify
+ * pass (one more, over one more pass: hopeful before it knows), *k: its
+ * draft length (or tree nodes). */
+bool gen_spec_outlook(const generation *g, double *accepted, int *k);
 void gen_rows_done(generation *g, const gen_rows *r, const err_t *err, double ms, int peers);
 bool gen_ready(generation *g);
 session *gen_session(const generation *g);

@@ -172,15 +172,19 @@ err_code session_eval_batch(const session_part *parts, int n, err_t *err) {
         session *s = parts[i].s;
         session_rebalance(s, parts[i].n);
         kv[i] = kv_cache_iface(s->kv);
-        seqs[i] = (fwd_seq){.kv = &kv[i], .tokens = parts[i].tokens, .n = parts[i].n, .pos0 = s->n_past,
-                            .n_out = parts[i].logits ? 1 : 0, .logits = parts[i].logits};
+        const session_part *p = &parts[i];
+        seqs[i] = (fwd_seq){.kv = &kv[i], .tokens = p->tokens, .n = p->n, .pos0 = s->n_past,
+                            .anc = p->tentative ? p->anc : NULL,
+                            .out_rows = p->tentative ? p->out_rows : NULL,
+                            .n_out = p->tentative ? p->n_out : p->logits ? 1 : 0, .logits = p->logits};
     }
     if (!rc) rc = forward_batch(parts[0].s->fwd, parts[0].s->experts, seqs, n, err);
-    for (int i = 0; i < n && !rc; i++) rc = kv_cache_commit(parts[i].s->kv, parts[i].n, err);
+    for (int i = 0; i < n && !rc; i++)
+        if (!parts[i].tentative) rc = kv_cache_commit(parts[i].s->kv, parts[i].n, err);
     for (int i = 0; i < n; i++) {
         session *s = parts[i].s;
         if (rc) cut(s, s->n_past); /* the entries of this call go, committed or not */
-        else {
+        else if (!parts[i].tentative) {
             memcpy(s->tokens + s->n_past, parts[i].tokens, sizeof(int32_t) * (size_t)parts[i].n);
             s->n_past += parts[i].n;
         }

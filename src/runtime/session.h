@@ -66,13 +66,21 @@ typedef struct {
     session *s;
     const int32_t *tokens;
     int n;          /* 1 .. SESSION_BATCH_ROWS */
-    float *logits;  /* [n_vocab]: the last row's logits, or NULL for none */
+    float *logits;  /* [n_vocab]: the last row's logits, or NULL for none; tentative: [n_out][n_vocab] */
+    /* A verify pass (session_eval_tree's): its entries left tentative for
+     * session_accept / session_accept_path, the logits of out_rows (NULL
+     * with n_out = n: every row), anc a tree's ancestry or NULL. */
+    bool tentative;
+    const uint64_t *anc;
+    const int32_t *out_rows;
+    int n_out;
 } session_part;
 #define SESSION_BATCH_ROWS 512 /* the most rows of one session in one pass */
 /* Every part's tokens consumed in one forward pass (model/forward.h:
  * forward_batch, which reads the weights once for all of them): each
  * session ends as session_eval(s, tokens, n, false, logits) leaves it, bit
- * for bit but for forward_batch's exceptions. The sessions are distinct, of
+ * for bit but for forward_batch's exceptions (a tentative part as
+ * session_eval_tree leaves it). The sessions are distinct, of
  * one model, with one pool and one experts_iface; the pass runs on the
  * first's state. On failure every session is as it was before the call. */
 err_code session_eval_batch(const session_part *parts, int n, err_t *err);
