@@ -23,15 +23,15 @@ static double now_ms(void) {
 
 void batch_init(batch_state *b) { *b = (batch_state){0}; }
 
-/* Prompt rows a step with `decoding` decode rows may take: the time
- * budget's, and below the bf16 kernel's threshold so the decode rows are
- * computed as alone (batch.h). */
-static int prompt_budget(const batch_state *b, int decoding) {
-    if (!decoding) return PROMPT_ROWS_ALONE;
+/* Prompt rows a step whose decode rows and verify passes take `taken`
+ * rows may add: the time budget's, and below the bf16 kernel's threshold so
+ * those rows are computed as alone (batch.h). */
+static int prompt_budget(const batch_state *b, int taken) {
+    if (!taken) return PROMPT_ROWS_ALONE;
     const double step = 2.0 * b->decode_ms > BATCH_STEP_MS ? 2.0 * b->decode_ms : BATCH_STEP_MS;
     int rows = b->row_ms > 0.0 ? (int)((step - b->decode_ms) / b->row_ms) : PROMPT_MIN;
     if (rows < PROMPT_MIN) rows = PROMPT_MIN;
-    const int exact = PACKED_BF16_MIN_TOKENS - 1 - decoding;
+    const int exact = PACKED_BF16_MIN_TOKENS - 1 - taken;
     return rows < exact ? rows : exact;
 }
 
@@ -45,10 +45,10 @@ typedef struct {
  * accepted per pass outweigh them, a * T0 > K * k * r, with T0 the measured
  * decode step and r the measured cost of a row beyond a session's first
  * (batch.h). Before both are measured, it verifies (and so measures). */
-static bool verify_pays(const batch_state *b, const generation *g, int K) {
+static bool verify_pays(const batch_state *b, const generation *g, int K, int room) {
     double a;
     int k;
-    if (!gen_spec_outlook(g, &a, &k)) return false;
+    if (!gen_spec_outlook(g, room, &a, &k)) return false;
     if (b->decode_ms <= 0.0 || b->row_ms <= 0.0) return true;
     return a * b->decode_ms > (double)K * (double)k * b->row_ms;
 }
@@ -58,16 +58,22 @@ static bool verify_pays(const batch_state *b, const generation *g, int K) {
 static int gather(const batch_state *b, generation *const *g, int n, member *mb) {
     int k = 0, decoding = 0;
     for (int i = 0; i < n && k < BATCH_MAX; i++)
-        if (gen_want_rows(g[i], 0, false, &mb[k].r)) mb[k++].g = g[i], decoding++;
-    for (int i = 0; i < k && decoding > 1; i++) /* alone, a generation speculates in its own gen_next */
-        if (verify_pays(b, mb[i].g, decoding) && !gen_want_rows(mb[i].g, 0, true, &mb[i].r)) {
-            memmove(&mb[i], &mb[i + 1], sizeof *mb * (size_t)(k - i - 1)); /* its proposer failed: it stopped */
-            k--, i--, decoding--;
+        if (gen_want_rows(g[i], 0, 0, &mb[k].r)) mb[k++].g = g[i], decoding++;
+    int rows = decoding; /* a verify pass's rows stay under the bf16 threshold with the rest (batch.h) */
+    for (int i = 0; i < k && decoding > 1; i++) { /* alone, a generation speculates in its own gen_next */
+        const int room = PACKED_BF16_MIN_TOKENS - rows;
+        if (!verify_pays(b, mb[i].g, decoding, room)) continue;
+        if (gen_want_rows(mb[i].g, 0, room, &mb[i].r)) {
+            rows += mb[i].r.n - 1;
+            continue;
         }
-    int budget = prompt_budget(b, decoding);
+        memmove(&mb[i], &mb[i + 1], sizeof *mb * (size_t)(k - i - 1)); /* its proposer failed: it stopped */
+        k--, i--, decoding--, rows--;
+    }
+    int budget = prompt_budget(b, rows);
     for (int i = 0; i < n && k < BATCH_MAX && budget > 0; i++) {
         const int chunk = decoding ? budget : (budget < PROMPT_ALONE ? budget : PROMPT_ALONE);
-        if (!gen_want_rows(g[i], chunk, false, &mb[k].r) || !mb[k].r.prompt) continue;
+        if (!gen_want_rows(g[i], chunk, 0, &mb[k].r) || !mb[k].r.prompt) continue;
         budget -= mb[k].r.n;
         mb[k++].g = g[i];
     }

@@ -333,7 +333,7 @@ static int verify_pass(generation *g, const spec_pass *pass, int32_t *drafts, in
 /* The proposer lays out the step's pass (the last token, its drafts, any
  * branches, or a draft tree): its tokens, 0 when it has nothing, -1 when it
  * failed (g->err). t gets its start and the proposal's end. */
-static int propose_pass(generation *g, step_times *t) {
+static int propose_pass(generation *g, int k, step_times *t) {
     session *s = g->s;
     spec_pass *pass = &g->pass;
     spec_view v = {.tokens = s->tokens, .n_past = s->n_past, .last = g->last, .n_ctx = s->n_ctx};
@@ -341,7 +341,7 @@ static int propose_pass(generation *g, step_times *t) {
     pass->draft_tree = false;
     pass->draft_steps = 0;
     *t = (step_times){.t0 = now_ms()}; /* drafting counts as speculation's cost */
-    const int n = g->p.proposer->propose(g->prop, &v, g->trees ? 0 : g->len.k, pass, &g->err);
+    const int n = g->p.proposer->propose(g->prop, &v, g->trees ? 0 : k, pass, &g->err);
     t->t1 = now_ms();
     return n;
 }
@@ -370,7 +370,7 @@ static bool settle(generation *g, int n, step_times *t, bool shared) {
 static bool speculate(generation *g, bool *ok) {
     spec_pass *pass = &g->pass;
     step_times t;
-    const int n = propose_pass(g, &t);
+    const int n = propose_pass(g, g->len.k, &t);
     if (n < 0) { /* the draft model failed: an error like any other */
         *ok = false;
         return true;
@@ -477,20 +477,32 @@ static bool prefill(generation *g) {
     return true;
 }
 
-/* Speculation may go into a shared step: it is on, and its draft does not
- * draft beside verification (that takes the draft's cores, one pass at a time). */
-static bool can_verify(const generation *g) { return g->spec_on && !g->spec_off && !draft_beside(g); }
+/* The drafts a verify pass of at most `rows` rows may hold (0: none):
+ * a line's, cut to fit; a tree's or lookahead's window, whole or not at all. */
+static int verify_drafts(const generation *g, int rows) {
+    if (g->trees) return SPEC_TREE_MAX <= rows ? SPEC_TREE_MAX - 1 : 0;
+    if (g->p.proposer == &proposer_lookahead) return SPEC_MAX_PASS <= rows ? g->len.k : 0;
+    return g->len.k < rows - 1 ? g->len.k : rows - 1;
+}
 
-bool gen_spec_outlook(const generation *g, double *accepted, int *k) {
-    if (!can_verify(g)) return false;
+/* Speculation may go into a shared step: it is on, its draft does not
+ * draft beside verification (that takes the draft's cores, one pass at a
+ * time), and its pass fits. */
+static bool can_verify(const generation *g, int rows) {
+    return g->spec_on && !g->spec_off && !draft_beside(g) && verify_drafts(g, rows) > 0;
+}
+
+bool gen_spec_outlook(const generation *g, int verify_rows, double *accepted, int *k) {
+    if (!can_verify(g, verify_rows)) return false;
     *accepted = (double)(g->stats.spec_accepted + 1) / (double)(g->stats.spec_steps + 1);
-    *k = g->trees ? g->stats.spec_k : g->len.k;
+    *k = g->trees ? (g->stats.spec_k > 0 ? g->stats.spec_k : SPEC_TREE_MAX - 1) : verify_drafts(g, verify_rows);
     return true;
 }
 
-/* A verify pass for the step, into r; false when the proposer has nothing (or failed: then g stopped). */
-static bool want_verify(generation *g, gen_rows *r) {
-    const int n = propose_pass(g, &g->shared_t);
+/* A verify pass of at most `rows` rows for the step, into r; false when the
+ * proposer has nothing (or failed: then g stopped). */
+static bool want_verify(generation *g, int rows, gen_rows *r) {
+    const int n = propose_pass(g, verify_drafts(g, rows), &g->shared_t);
     if (n < 0) fail(g, GEN_STOP_ERROR);
     if (n <= 0) return false;
     const spec_pass *pass = &g->pass;
@@ -500,7 +512,7 @@ static bool want_verify(generation *g, gen_rows *r) {
     return true;
 }
 
-bool gen_want_rows(generation *g, int max_prompt, bool verify, gen_rows *r) {
+bool gen_want_rows(generation *g, int max_prompt, int verify_rows, gen_rows *r) {
     if (g->stop != GEN_RUNNING || atomic_load(&g->cancel)) return false;
     if (!g->prefilled) {
         if (g->prefill_at < 0) prefill_begin(g);
@@ -511,7 +523,7 @@ bool gen_want_rows(generation *g, int max_prompt, bool verify, gen_rows *r) {
         return true;
     }
     if (!g->need_decode || g->q_n > 0 || g->s->n_past >= g->s->n_ctx) return false;
-    if (verify && can_verify(g) && want_verify(g, r)) return true;
+    if (verify_rows > 0 && can_verify(g, verify_rows) && want_verify(g, verify_rows, r)) return true;
     if (g->stop != GEN_RUNNING) return false;
     *r = (gen_rows){.tokens = &g->last, .n = 1, .logits = g->logits, .prompt = false};
     return true;

@@ -109,8 +109,9 @@ void gen_add_wait(generation *g, double ms);
 /*
  * Continuous batching (runtime/batch.h): a shared step evaluates several
  * generations' rows in one pass. gen_want_rows says what the generation's
- * next call would evaluate (a decode of its last token, or with verify a
- * speculative pass, the proposer asked for it now; or up to max_prompt
+ * next call would evaluate (a decode of its last token, or with verify_rows
+ * > 0 a speculative pass of at most that many rows, the proposer asked for
+ * it now; or up to max_prompt
  * tokens of its prompt; max_prompt 0: decodes only) and returns false when
  * it needs nothing, or only work of its own (a prompt with the draft). gen_rows_done hands it the
  * pass's outcome: err NULL or ERR_OK, the rows are in its session and the
@@ -128,12 +129,12 @@ typedef struct {
     const int32_t *out_rows;
     int n_out;
 } gen_rows;
-bool gen_want_rows(generation *g, int max_prompt, bool verify, gen_rows *r);
-/* May the generation verify drafts in a shared step (verify in
- * gen_want_rows)? Then *accepted: the drafts it has had accepted per verify
- * pass (one more, over one more pass: hopeful before it knows), *k: its
- * draft length (or tree nodes). */
-bool gen_spec_outlook(const generation *g, double *accepted, int *k);
+bool gen_want_rows(generation *g, int max_prompt, int verify_rows, gen_rows *r);
+/* May the generation verify drafts in a shared step, in a pass of at most
+ * verify_rows rows (gen_want_rows)? Then *accepted: the drafts it has had
+ * accepted per verify pass (one more, over one more pass: hopeful before it
+ * knows), *k: the drafts its pass would verify. */
+bool gen_spec_outlook(const generation *g, int verify_rows, double *accepted, int *k);
 void gen_rows_done(generation *g, const gen_rows *r, const err_t *err, double ms, int peers);
 bool gen_ready(generation *g);
 session *gen_session(const generation *g);
