@@ -4,7 +4,7 @@ and optionally against llama-server under the same load in the same run.
 
 Starts `octo serve -m MODEL --parallel P` on a free loopback port (and with --llama-server, that
 binary with `-np P -cb`), then for each N in --clients runs N client threads that together send
---requests streaming completions (max_tokens tokens, temperature 0.8, a different seed each).
+--requests streaming completions (max_tokens tokens, temperature 0.8 unless --temperature, a different seed each).
 Per N and server: aggregate completion tokens/s (every request's completion tokens over the
 wall time of the N-client run), requests/s, median time to first token, and how many responses
 completed with [DONE] — nothing may be lost; for octo, from its /metrics, the mean batch of its
@@ -12,7 +12,7 @@ shared steps and the bytes of experts read per generated token (a Mixture-of-Exp
 and the medians are quoted.
 
     python3 bench/serve_load.py MODEL [--octo build/octo] [--parallel 4] [--clients 1,2,4,8]
-                                [--requests 16] [--max-tokens 64] [--rounds 1]
+                                [--requests 16] [--max-tokens 64] [--rounds 1] [--temperature 0.8]
                                 [--llama-server PATH] [--threads 2] [--ctx 2048] [--octo-args '--moe-cache 25%']
 """
 import argparse
@@ -25,8 +25,11 @@ import time
 import urllib.request
 
 
+TEMPERATURE = 0.8
+
+
 def one(url, seed, max_tokens):
-    body = json.dumps({"prompt": "Once upon a time", "max_tokens": max_tokens, "temperature": 0.8, "seed": seed,
+    body = json.dumps({"prompt": "Once upon a time", "max_tokens": max_tokens, "temperature": TEMPERATURE, "seed": seed,
                        "stream": True, "stream_options": {"include_usage": True}}).encode()
     t0 = time.perf_counter()
     first, done, usage, chunks = None, False, None, 0
@@ -131,8 +134,11 @@ def main():
     ap.add_argument("--llama-server")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ctx", type=int, default=2048)
+    ap.add_argument("--temperature", type=float, default=0.8)
     ap.add_argument("--octo-args", default="", help="more options for octo serve, e.g. '--moe-cache 25%%'")
     a = ap.parse_args()
+    global TEMPERATURE
+    TEMPERATURE = a.temperature
     servers = {"octo": start_octo(a)}
     try:
         if a.llama_server:

@@ -127,6 +127,9 @@ static void batching(text *t, server *s) {
     metric(t, "batch_size_max", "gauge", "The most conversations in one pass so far.", (double)st.batch_model_max);
     metric(t, "batch_prompt_tokens_total", "counter", "Prompt tokens read in shared passes, beside others decoding.",
            (double)st.batch_model_prompt_rows);
+    metric(t, "batch_verify_passes_total", "counter",
+           "Speculative verify passes that went into shared passes (where they paid for the rows all wait for).",
+           (double)st.batch_model_verify);
     metric(t, "expert_bytes_read_total", "counter",
            "Bytes of Mixture-of-Experts experts read from the model file into the expert cache (0: a dense model).",
            (double)st.expert_bytes_read);
