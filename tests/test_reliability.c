@@ -37,6 +37,16 @@ static octo_model *load(octo_client *c, const char *path) {
     return octo_load_model(c, path, &mo);
 }
 
+/* The plain model with room for n sessions (a failed check when it does not load). */
+static octo_model *load_sessions(octo_client *c, int n) {
+    octo_model_options mo = octo_model_options_defaults();
+    mo.auto_draft = OCTO_DRAFT_NONE;
+    mo.max_sessions = n;
+    octo_model *m = octo_load_model(c, g_model, &mo);
+    T_CHECKF(m != NULL, "%s", octo_last_error(c));
+    return m;
+}
+
 /* Tokens a stream makes before it ends; -1 if it could not start. */
 static int drain(octo_model *m, const char *prompt, const octo_generate_params *gp, octo_status *status) {
     octo_stream *st = octo_generate(m, prompt, gp);
@@ -613,12 +623,11 @@ static void test_sessions(void) {
  * with its own seed, is the text it makes alone. */
 static void test_batched_sessions(void) {
     octo_client *c = octo_client_new(NULL);
-    octo_model_options mo = octo_model_options_defaults();
-    mo.auto_draft = OCTO_DRAFT_NONE;
-    mo.max_sessions = 8;
-    octo_model *m = octo_load_model(c, g_model, &mo);
-    T_CHECKF(m != NULL, "%s", octo_last_error(c));
-    if (!m) return;
+    octo_model *m = load_sessions(c, 8);
+    if (!m) {
+        octo_client_free(c);
+        return;
+    }
     const char *prompts[8] = {"Once upon a time", "The cat sat", "A long way from home", "Tom",
                               "She said that the dog", "In the morning the sun", "x y z", NULL};
     char long_prompt[200] = ""; /* 170 bytes: read in chunks beside the others' decoding */
@@ -677,11 +686,7 @@ static void test_batched_sessions(void) {
  * eval's logits are those of the eval alone and the stream's text is its own. */
 static void test_eval_beside_stream(void) {
     octo_client *c = octo_client_new(NULL);
-    octo_model_options mo = octo_model_options_defaults();
-    mo.auto_draft = OCTO_DRAFT_NONE;
-    mo.max_sessions = 2;
-    octo_model *m = octo_load_model(c, g_model, &mo);
-    T_CHECKF(m != NULL, "%s", octo_last_error(c));
+    octo_model *m = load_sessions(c, 2);
     octo_session *ss = m ? octo_session_new(m) : NULL;
     const int V = m ? octo_model_info_get(m).n_vocab : 1;
     float *ref = malloc(sizeof(float) * (size_t)V), *got = malloc(sizeof(float) * (size_t)V);
