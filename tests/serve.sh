@@ -47,9 +47,9 @@ else
         bad "completion: $(cat "$tmp/body")"
     python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["choices"][0]["text"]; e=open(sys.argv[2]).read()[:-1]; assert t == e, (t, e)' \
         "$tmp/body" "$tmp/expected" || bad "curl's completion differs from octo run's"
-    # the octo object: its keys in order (the serve column of OCTO_STATS, octo.h, then messages_dropped)
+    # the octo object: its keys in order (the serve column of OCTO_STATS, octo.h, then messages_dropped, queue_length)
     keys=$(python3 -c 'import json,sys; print(" ".join(json.load(open(sys.argv[1]))["octo"]))' "$tmp/body")
-    [ "$keys" = "prefill_tokens_per_s decode_tokens_per_s time_to_first_token_ms spec_proposer spec_acceptance_rate kv_bytes kv_budget_bytes kv_tokens_evicted context_tokens mem_level mem_trims mem_pressure_events decode_latency_p50_ms decode_latency_p90_ms decode_latency_p95_ms decode_latency_p99_ms decode_latency_max_ms decode_latency_cv cpu_threads cpu_effective batch_steps batch_mean messages_dropped" ] ||
+    [ "$keys" = "prefill_tokens_per_s decode_tokens_per_s time_to_first_token_ms spec_proposer spec_acceptance_rate kv_bytes kv_budget_bytes kv_tokens_evicted context_tokens mem_level mem_trims mem_pressure_events decode_latency_p50_ms decode_latency_p90_ms decode_latency_p95_ms decode_latency_p99_ms decode_latency_max_ms decode_latency_cv cpu_threads cpu_effective batch_steps batch_mean messages_dropped queue_length" ] ||
         bad "the octo object's keys: $keys"
     [ "$(code -H "$auth" "$url/v1/completions" -d '{"prompt": ')" = 400 ] && grep -q '"message"' "$tmp/body" || bad "malformed body"
     [ "$(code -H "Authorization: Bearer nope" "$url/v1/completions" -d '{}')" = 401 ] || bad "wrong key"

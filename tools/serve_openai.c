@@ -63,7 +63,7 @@ static const char *finish_reason(octo_stream *st, const stop_filter *f) {
     return r == OCTO_STOP_MAX_TOKENS || r == OCTO_STOP_CONTEXT_FULL ? "length" : "stop";
 }
 
-static void add_usage(cJSON *o, const octo_stats *st, int dropped) {
+static void add_usage(server *s, cJSON *o, const octo_stats *st, int dropped) {
     cJSON *u = cJSON_AddObjectToObject(o, "usage");
     cJSON_AddNumberToObject(u, "prompt_tokens", st->prompt_tokens);
     cJSON_AddNumberToObject(u, "completion_tokens", st->decode_tokens);
@@ -75,6 +75,10 @@ static void add_usage(cJSON *o, const octo_stats *st, int dropped) {
         else if (r) cJSON_AddNumberToObject(x, stat_key(r, STATS_SERVE), stat_number(r, st));
     }
     cJSON_AddNumberToObject(x, "messages_dropped", dropped);
+    pthread_mutex_lock(&s->mu);
+    const int waiting = s->waiting;
+    pthread_mutex_unlock(&s->mu);
+    cJSON_AddNumberToObject(x, "queue_length", waiting); /* requests waiting for a conversation as this one ended */
 }
 
 /* The envelope both kinds of response share. */
@@ -200,7 +204,7 @@ static bool sse_next(sse *e) {
     emit = e->f.hit ? "" : e->f.text ? e->f.text + e->f.emitted : ""; /* what was held back for a stop */
     add_choice(o, e->chat, true, emit, strlen(emit), finish_reason(e->st, &e->f));
     const octo_stats st = serve_stats(e->s, e->slot);
-    add_usage(o, &st, e->r.dropped);
+    add_usage(e->s, o, &st, e->r.dropped);
     serve_record(e->s, &st, octo_stream_status(e->st) == OCTO_OK ? SERVE_DONE : SERVE_FAILED);
     sse_put(e, o);
     e->state = 1;
@@ -284,7 +288,7 @@ static struct MHD_Response *whole(server *s, int slot, bool chat, long id, octo_
     cJSON *o = envelope(s, chat, false, id);
     add_choice(o, chat, false, f.text ? f.text : "", len, finish_reason(st, &f));
     const octo_stats stats = serve_stats(s, slot);
-    add_usage(o, &stats, r->dropped);
+    add_usage(s, o, &stats, r->dropped);
     const bool gone = octo_stream_stop_reason(st) == OCTO_STOP_CANCELLED && !f.hit; /* the client hung up */
     serve_record(s, &stats, gone ? SERVE_CANCELLED : SERVE_DONE);
     free(f.text);
