@@ -289,7 +289,11 @@ static octo_model *model_new(octo_client *c, const octo_model_options *opts, err
     pthread_mutexattr_init(&ma);
     pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
     pthread_mutex_init(&om->lock, &ma);
-    pthread_cond_init(&om->step_cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* gather_callers' timed waits */
+    pthread_cond_init(&om->step_cv, &ca);
+    pthread_condattr_destroy(&ca);
     batch_init(&om->batch);
     pthread_mutexattr_destroy(&ma);
     atomic_init(&om->main.busy, false);
@@ -927,7 +931,7 @@ static void gather_callers(octo_model *om, generation **g, bool *asking, int *n)
     const double until = now_s() + BATCH_GATHER_MS / 1e3;
     while (batch_gather(g, asking, *n) && now_s() < until) {
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_nsec += 500000; /* half a millisecond, then look again */
         if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
         pthread_cond_timedwait(&om->step_cv, &om->lock, &ts);
@@ -950,10 +954,14 @@ static void shared_steps(octo_model *om, octo_stream *st) {
         if (n < 2) return;
         om->stepping = true;
         gather_callers(om, g, asking, &n);
-        const int ran = batch_step(&om->batch, g, n);
+        bool served;
+        tpool_affinity prev;
+        tpool_pin_caller(om->b->pool, &prev); /* the step computes on the model's cores, as gen_next does */
+        const int ran = batch_step(&om->batch, g, n, st->g, &served);
+        tpool_unpin_caller(&prev);
         om->stepping = false;
         pthread_cond_broadcast(&om->step_cv);
-        if (!ran) return;
+        if (!ran || (!served && !gen_prompt_waits(st->g))) return; /* st's work is its own */
     }
 }
 

@@ -261,11 +261,117 @@ static void test_verify_in_batch(void) {
     model_free(m);
 }
 
-/* Generations stepped by the scheduler itself (batch_step, then gen_next
+/* Each generation's tokens: 48 greedy ones after its prompt, alone (plain
+ * decoding, its own pool) into ids[i], n[i]. */
+static void generate_alone(const model *m, const tokenizer *tok, const kv_config *kv, int32_t (*prompts)[72],
+                           const int *n_prompt, int32_t (*ids)[48], int *n) {
+    for (int i = 0; i < 4; i++) {
+        session *s = NULL;
+        generation *g = NULL;
+        err_t err = {0};
+        gen_params gp = {.max_tokens = 48, .sampling = sampler_defaults()};
+        gp.sampling.temperature = 0.0f;
+        if (session_new_kv(m, 128, kv, 2, &s, &err) || gen_start(s, tok, prompts[i], n_prompt[i], &gp, &g, &err))
+            T_CHECKF(0, "alone: %s", err.msg);
+        while (g && gen_next(g)) {}
+        const int32_t *t = g ? gen_tokens(g, &n[i]) : NULL;
+        if (t) memcpy(ids[i], t, sizeof(int32_t) * (size_t)n[i]);
+        gen_free(g);
+        session_free(s);
+    }
+}
+
+/* K generations stepped by the scheduler itself (batch_step, then gen_next
  * for those it made ready), greedy with the n-gram proposer, the step's
  * costs forgotten before each step so that every speculating generation
- * verifies its drafts in the batch: each one's tokens equal its plain
- * greedy tokens alone (verification is lossless), with 2 and 4 together. */
+ * verifies its drafts in the batch; each one's tokens must equal alone's. */
+static void generate_together(const model *m, const tokenizer *tok, const kv_config *kv, int32_t (*prompts)[72],
+                              const int *n_prompt, int32_t (*alone)[48], const int *n_alone, int K,
+                              const char *what) {
+    session *s[4] = {NULL};
+    generation *g[4] = {NULL};
+    bool done[4] = {false};
+    batch_state b;
+    batch_init(&b);
+    err_t err = {0};
+    bool ok = true;
+    gen_params gp = {.max_tokens = 48, .sampling = sampler_defaults(), .proposer = &proposer_ngram};
+    gp.sampling.temperature = 0.0f;
+    for (int i = 0; i < K && ok; i++) /* the last one joins once the others decode */
+        ok = (i ? session_new_shared(m, 128, kv, s[0]->pool, &s[i], &err) : session_new_kv(m, 128, kv, 2, &s[i], &err)) ==
+                 ERR_OK &&
+             (i == K - 1 || gen_start(s[i], tok, prompts[i], n_prompt[i], &gp, &g[i], &err) == ERR_OK);
+    T_CHECKF(ok, "together: %s", err.msg);
+    for (int live = ok ? K : 0, step = 0; live > 0; step++) {
+        if (step == 4 && gen_start(s[K - 1], tok, prompts[K - 1], n_prompt[K - 1], &gp, &g[K - 1], &err))
+            T_CHECKF(0, "joining: %s", err.msg);
+        const int n = g[K - 1] ? K : K - 1;
+        b.decode_ms = b.row_ms = 0.0; /* costs unknown: a speculating generation verifies in the batch */
+        bool served;
+        const int ran = n > 1 ? batch_step(&b, g, n, NULL, &served) : 0;
+        for (int i = 0; i < n; i++)
+            if (!done[i] && (!ran || gen_ready(g[i])) && !gen_next(g[i])) done[i] = true, live--;
+    }
+    for (int i = 0; ok && i < K; i++) {
+        int n = 0;
+        const int32_t *ids = gen_tokens(g[i], &n);
+        T_CHECKF(n == n_alone[i] && !memcmp(ids, alone[i], sizeof(int32_t) * (size_t)n),
+                 "[%s] 1 + %d generations, the %d-th: %d tokens, %d alone", what, K - 1, i, n, n_alone[i]);
+    }
+    printf("[%s, %d generations stepped by batch_step] %lld shared steps, %lld prompt tokens in them, %lld verify "
+           "passes\n",
+           what, K, (long long)b.steps, (long long)b.prompt_rows, (long long)b.verify_passes);
+    T_CHECK(b.steps > 0 && b.verify_passes > 0);
+    for (int i = K - 1; i >= 0; i--) {
+        gen_free(g[i]);
+        session_free(s[i]);
+    }
+}
+
+/* The cut of a prompt a shared step may take: on a plain cache any within
+ * the budget; on a tiered one only the chunk it has alone (its entries age
+ * as each chunk is committed), whole or not at all. */
+static void test_prompt_cuts(void) {
+    synth_opts o = small("llama", QT_F32, 71);
+    model *m = make_model(&o, "batch-cuts.gguf");
+    tokenizer *tok = NULL;
+    err_t err = {0};
+    if (!m || tokenizer_load(m->gguf, &tok, &err)) {
+        T_CHECKF(m == NULL, "tokenizer: %s", err.msg);
+        model_free(m);
+        return;
+    }
+    int32_t prompt[300];
+    for (int t = 0; t < 300; t++) prompt[t] = 1 + t % 200;
+    const kv_config kvs[2] = {kv_config_plain(QT_F32), kv_config_default()};
+    for (int c = 0; c < 2; c++) {
+        session *s = NULL;
+        generation *g = NULL;
+        gen_params gp = {.max_tokens = 4, .sampling = sampler_defaults()};
+        gen_rows r;
+        if (session_new_kv(m, 512, &kvs[c], 1, &s, &err) || gen_start(s, tok, prompt, 300, &gp, &g, &err)) {
+            T_CHECKF(0, "cuts: %s", err.msg);
+        } else if (c == 0) { /* plain: the budget's cut */
+            T_CHECK(gen_prompt_waits(g) && gen_want_rows(g, 16, 0, &r) && r.prompt && r.n == 16);
+            T_CHECK(gen_want_rows(g, 1000, 0, &r) && r.n == 300);
+        } else { /* tiered: 256, then the 44 left, never less */
+            T_CHECK(gen_prompt_waits(g) && !gen_want_rows(g, 255, 0, &r));
+            T_CHECK(gen_want_rows(g, 1000, 0, &r) && r.n == 256);
+            gen_rows_done(g, &r, NULL, 1.0, 1); /* as if a step had run it (the rows are not in the cache) */
+            T_CHECK(!gen_want_rows(g, 43, 0, &r) && gen_want_rows(g, 44, 0, &r) && r.n == 44);
+        }
+        gen_free(g);
+        session_free(s);
+    }
+    tokenizer_free(tok);
+    model_free(m);
+}
+
+/* The scheduler with n-gram drafts verified in the batch; the last
+ * generation joins after 4 steps, its 70-token prompt read beside the
+ * others' decoding. On a plain cache it goes in budgeted chunks; on a tiered
+ * one (8 entries at F16, then Q8_0, then Q4_1) in the cut it has alone,
+ * taking turns with the decode steps. */
 static void test_generations(void) {
     synth_opts o = small("llama", QT_F32, 61);
     model *m = make_model(&o, "batch-gen.gguf");
@@ -276,58 +382,21 @@ static void test_generations(void) {
         model_free(m);
         return;
     }
-    const int32_t prompts[4][9] = {{1, 40, 41, 42, 43, 40, 41, 42, 43}, {1, 50, 51, 50, 51, 50, 51, 50, 51},
-                                   {1, 60, 61, 62, 60, 61, 62, 60, 61}, {1, 70, 70, 70, 70, 70, 70, 70, 70}};
-    int32_t alone[4][48];
-    int n_alone[4];
-    for (int i = 0; i < 4; i++) { /* alone, plain */
-        session *s = NULL;
-        generation *g = NULL;
-        gen_params gp = {.max_tokens = 48, .sampling = sampler_defaults()};
-        gp.sampling.temperature = 0.0f;
-        if (session_new(m, 128, QT_F32, 2, &s, &err) || gen_start(s, tok, prompts[i], 9, &gp, &g, &err))
-            T_CHECKF(0, "alone: %s", err.msg);
-        while (g && gen_next(g)) {}
-        const int32_t *ids = g ? gen_tokens(g, &n_alone[i]) : NULL;
-        if (ids) memcpy(alone[i], ids, sizeof(int32_t) * (size_t)n_alone[i]);
-        gen_free(g);
-        session_free(s);
-    }
-    for (int K = 2; K <= 4; K += 2) {
-        session *s[4] = {NULL};
-        generation *g[4] = {NULL};
-        bool done[4] = {false};
-        batch_state b;
-        batch_init(&b);
-        const kv_config plain = kv_config_plain(QT_F32);
-        bool ok = true;
-        for (int i = 0; i < K && ok; i++) {
-            gen_params gp = {.max_tokens = 48, .sampling = sampler_defaults(), .proposer = &proposer_ngram};
-            gp.sampling.temperature = 0.0f;
-            ok = (i ? session_new_shared(m, 128, &plain, s[0]->pool, &s[i], &err)
-                    : session_new(m, 128, QT_F32, 2, &s[i], &err)) == ERR_OK &&
-                 gen_start(s[i], tok, prompts[i], 9, &gp, &g[i], &err) == ERR_OK;
-        }
-        T_CHECKF(ok, "together: %s", err.msg);
-        for (int live = ok ? K : 0; live > 0;) {
-            b.decode_ms = b.row_ms = 0.0; /* costs unknown: a speculating generation verifies in the batch */
-            const int ran = batch_step(&b, g, K);
-            for (int i = 0; i < K; i++)
-                if (!done[i] && (!ran || gen_ready(g[i])) && !gen_next(g[i])) done[i] = true, live--;
-        }
-        for (int i = 0; ok && i < K; i++) {
-            int n = 0;
-            const int32_t *ids = gen_tokens(g[i], &n);
-            T_CHECKF(n == n_alone[i] && !memcmp(ids, alone[i], sizeof(int32_t) * (size_t)n),
-                     "1 + %d generations, the %d-th: %d tokens, %d alone", K - 1, i, n, n_alone[i]);
-        }
-        printf("[%d generations stepped by batch_step] %lld shared steps, %lld verify passes in them\n", K,
-               (long long)b.steps, (long long)b.verify_passes);
-        T_CHECK(b.steps > 0 && b.verify_passes > 0);
-        for (int i = K - 1; i >= 0; i--) {
-            gen_free(g[i]);
-            session_free(s[i]);
-        }
+    int32_t prompts[4][72] = {{1, 40, 41, 42, 43, 40, 41, 42, 43}, {1, 50, 51, 50, 51, 50, 51, 50, 51},
+                              {1, 60, 61, 62, 60, 61, 62, 60, 61}, {1}};
+    int n_prompt[4] = {9, 9, 9, 70};
+    for (int t = 1; t < 70; t++) prompts[3][t] = 80 + (t * 7) % 23;
+    kv_config kvs[2] = {kv_config_plain(QT_F32), kv_config_default()};
+    kvs[1].hot_tokens = 8;
+    kvs[1].warm_tokens = 16;
+    kvs[1].anchor_tokens = 4;
+    kvs[1].recent_tokens = 8;
+    for (int c = 0; c < 2; c++) {
+        int32_t alone[4][48];
+        int n_alone[4];
+        generate_alone(m, tok, &kvs[c], prompts, n_prompt, alone, n_alone);
+        for (int K = 2; K <= 4; K += 2)
+            generate_together(m, tok, &kvs[c], prompts, n_prompt, alone, n_alone, K, c ? "tiered" : "plain");
     }
     tokenizer_free(tok);
     model_free(m);
@@ -397,6 +466,7 @@ int main(void) {
     test_models();
     test_compressed();
     test_verify_in_batch();
+    test_prompt_cuts();
     test_generations();
     test_failure();
     test_mla();

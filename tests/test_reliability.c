@@ -618,63 +618,74 @@ static void test_sessions(void) {
     octo_client_free(c);
 }
 
-/* Continuous batching (runtime/batch.h): 1 + 1, 1 + 3 and 1 + 7 sessions
- * streaming at once step together, and each one's text, greedy or sampled
- * with its own seed, is the text it makes alone. */
-static void test_batched_sessions(void) {
-    octo_client *c = octo_client_new(NULL);
-    octo_model *m = load_sessions(c, 8);
-    if (!m) {
-        octo_client_free(c);
-        return;
+/* K sessions (the model's own and ss[1..K-1]) stream at once, their prompts
+ * read together (the first step is shared); each text must equal alone[i]'s. */
+static void run_together(octo_model *m, octo_session **ss, const session_job *alone, int K, int spec,
+                         const char *what) {
+    static session_job together[8];
+    pthread_t th[8];
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, (unsigned)K);
+    octo_reset(m);
+    for (int i = 0; i < K; i++) {
+        if (ss[i]) octo_session_reset(ss[i]);
+        together[i] = alone[i]; /* greedy speculation is lossless: plain greedy's text */
+        together[i].spec = spec;
+        together[i].ss = ss[i];
+        together[i].start = &start;
+        pthread_create(&th[i], NULL, session_run, &together[i]);
     }
+    for (int i = 0; i < K; i++) pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&start);
+    for (int i = 0; i < K; i++)
+        T_CHECKF(together[i].tokens == alone[i].tokens && !strcmp(alone[i].text, together[i].text),
+                 "[%s, 1 + %d, session %d] '%s' vs alone '%s'", what, K - 1, i, together[i].text, alone[i].text);
+}
+
+/* Continuous batching (runtime/batch.h): 1 + 1, 1 + 3 and 1 + 7 sessions
+ * streaming at once step together, and each one's text, greedy, sampled
+ * with its own seed, or greedy with n-gram drafts verified in the batch, is
+ * the text it makes alone. A 170-token prompt is read beside the others'
+ * decoding: on the default tiered cache (128 entries at F16, then older ones
+ * aged) in the cuts it has alone, on a plain one (compress 0) in chunks
+ * sized by the step's time budget. */
+static void test_batched_sessions(int compress) {
+    octo_client *c = octo_client_new(NULL);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.auto_draft = OCTO_DRAFT_NONE;
+    mo.max_sessions = 8;
+    mo.kv.compress = compress;
+    octo_model *m = octo_load_model(c, g_model, &mo);
+    T_CHECKF(m != NULL, "%s", octo_last_error(c));
     const char *prompts[8] = {"Once upon a time", "The cat sat", "A long way from home", "Tom",
                               "She said that the dog", "In the morning the sun", "x y z", NULL};
-    char long_prompt[200] = ""; /* 170 bytes: read in chunks beside the others' decoding */
+    char long_prompt[200] = "";
     for (int i = 0; i < 10; i++) strcat(long_prompt, "the big red ball ");
     prompts[7] = long_prompt;
     octo_session *ss[8] = {NULL};
-    for (int i = 1; i < 8; i++) T_CHECKF((ss[i] = octo_session_new(m)) != NULL, "%s", octo_model_error(m));
-    static session_job alone[2][8], together[8];
-    for (int mode = 0; mode < 2; mode++)
+    for (int i = 1; m && i < 8; i++) T_CHECKF((ss[i] = octo_session_new(m)) != NULL, "%s", octo_model_error(m));
+    static session_job alone[2][8];
+    for (int mode = 0; m && mode < 2; mode++)
         for (int i = 0; i < 8; i++) { /* alone, in the model's own conversation */
             alone[mode][i] = (session_job){.m = m, .prompt = prompts[i], .temperature = mode ? 0.8f : 0.0f,
                                            .seed = (uint64_t)i + 1};
             octo_reset(m);
             session_run(&alone[mode][i]);
         }
-    const int sizes[3] = {2, 4, 8};
-    for (int mode = 0; mode < 3; mode++) /* greedy, sampled, greedy with n-gram drafts verified in the batch */
-        for (int k = 0; k < 3; k++) {
-            pthread_t th[8];
-            const int K = sizes[k];
-            pthread_barrier_t start; /* the prompts are read together: the first step is shared */
-            pthread_barrier_init(&start, NULL, (unsigned)K);
-            octo_reset(m);
-            for (int i = 0; i < K; i++) {
-                if (ss[i]) octo_session_reset(ss[i]);
-                together[i] = alone[mode % 2][i]; /* greedy speculation is lossless: plain greedy's text */
-                together[i].spec = mode == 2 ? octo_spec_mode_from_name("ngram") : 0;
-                together[i].ss = ss[i];
-                together[i].start = &start;
-                pthread_create(&th[i], NULL, session_run, &together[i]);
-            }
-            for (int i = 0; i < K; i++) pthread_join(th[i], NULL);
-            pthread_barrier_destroy(&start);
-            for (int i = 0; i < K; i++)
-                T_CHECKF(together[i].tokens == alone[mode % 2][i].tokens &&
-                             !strcmp(alone[mode % 2][i].text, together[i].text),
-                         "[%s, 1 + %d, session %d] '%s' vs alone '%s'", mode == 1 ? "sampled" : "greedy", K - 1, i,
-                         together[i].text, alone[mode % 2][i].text);
-        }
-    T_CHECK(strcmp(alone[0][0].text, alone[1][0].text) != 0); /* sampling is not greedy: the two modes differ */
+    const int ngram = octo_spec_mode_from_name("ngram");
+    for (int K = 2; m && K <= 8; K *= 2) {
+        run_together(m, ss, alone[0], K, 0, compress ? "greedy" : "greedy, plain cache");
+        run_together(m, ss, alone[1], K, 0, compress ? "sampled" : "sampled, plain cache");
+        run_together(m, ss, alone[0], K, ngram, compress ? "greedy, n-gram" : "greedy, n-gram, plain cache");
+    }
+    T_CHECK(!m || strcmp(alone[0][0].text, alone[1][0].text) != 0); /* sampling is not greedy */
     const octo_stats st = octo_model_stats(m);
-    T_CHECKF(st.batch_model_steps >= 6 && st.batch_model_max >= 2 && st.batch_model_mean >= 2.0,
+    T_CHECKF(st.batch_model_steps >= 9 && st.batch_model_max >= 2 && st.batch_model_mean >= 2.0,
              "shared steps %lld, largest %d, mean %.2f", (long long)st.batch_model_steps, st.batch_model_max,
              st.batch_model_mean);
-    printf("batched sessions: %lld shared steps, mean %.2f sessions, largest %d, %lld prompt tokens beside decoding, "
-           "%lld verify passes in them\n",
-           (long long)st.batch_model_steps, st.batch_model_mean, st.batch_model_max,
+    printf("batched sessions (%s cache): %lld shared steps, mean %.2f sessions, largest %d, %lld prompt tokens in "
+           "them, %lld verify passes\n",
+           compress ? "tiered" : "plain", (long long)st.batch_model_steps, st.batch_model_mean, st.batch_model_max,
            (long long)st.batch_model_prompt_rows, (long long)st.batch_model_verify);
     for (int i = 1; i < 8; i++) octo_session_free(ss[i]);
     octo_model_free(m);
@@ -758,7 +769,8 @@ int main(void) {
     test_escaped_errors();
     test_truncate_as_never_seen();
     test_sessions();
-    test_batched_sessions();
+    test_batched_sessions(1);
+    test_batched_sessions(0);
     test_eval_beside_stream();
     test_vocab_only();
     remove(g_model);

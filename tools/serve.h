@@ -39,7 +39,7 @@ typedef struct {
 
 /* What /metrics reports of the requests answered (serve_metrics.c), under server.mu. */
 #define SERVE_TTFT_BUCKETS 9
-#define SERVE_RECENT 256
+#define SERVE_RECENT 1024
 typedef struct {
     long requests, failed, cancelled;    /* completions answered whole; ended with an error; hung up */
     long long prompt_tokens, completion_tokens;

@@ -5,6 +5,7 @@
  * last RECENT_S seconds, the slots and the queue for them, and the shared
  * steps of continuous batching (runtime/batch.h) with their batch size.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,7 +104,8 @@ static void requests(text *t, server *s) {
     metric(t, "slots", "gauge", "Conversations served at once (--parallel).", (double)s->n);
     metric(t, "slots_busy", "gauge", "Of those, serving a request now.", (double)busy);
     metric(t, "queue_length", "gauge", "Requests waiting for a free slot.", (double)waiting);
-    put(t, "# HELP octo_time_to_first_token_seconds From a request's start to its first token.\n"
+    put(t, "# HELP octo_time_to_first_token_seconds From a generation's start (after any wait for a free conversation) "
+           "to its first token.\n"
            "# TYPE octo_time_to_first_token_seconds histogram\n");
     long cum = 0;
     for (int b = 0; b <= SERVE_TTFT_BUCKETS; b++) {
@@ -122,10 +124,10 @@ static void batching(text *t, server *s) {
            (double)st.batch_model_steps);
     metric(t, "batch_sessions_total", "counter",
            "Conversations in those passes, summed (over batch_steps_total: the mean batch size).",
-           st.batch_model_mean * (double)st.batch_model_steps);
+           (double)llround(st.batch_model_mean * (double)st.batch_model_steps));
     metric(t, "batch_size", "gauge", "Conversations in the last shared pass.", (double)st.batch_model_last);
     metric(t, "batch_size_max", "gauge", "The most conversations in one pass so far.", (double)st.batch_model_max);
-    metric(t, "batch_prompt_tokens_total", "counter", "Prompt tokens read in shared passes, beside others decoding.",
+    metric(t, "batch_prompt_tokens_total", "counter", "Prompt tokens read in passes shared with other conversations.",
            (double)st.batch_model_prompt_rows);
     metric(t, "batch_verify_passes_total", "counter",
            "Speculative verify passes that went into shared passes (where they paid for the rows all wait for).",

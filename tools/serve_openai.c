@@ -225,10 +225,8 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
 /* Done, or the client went away: the generation stops, the slot is free. */
 static void sse_free(void *cls) {
     sse *e = cls;
-    if (e->state < 2) {
-        octo_stream_cancel(e->st);
-        serve_record(e->s, NULL, SERVE_CANCELLED);
-    }
+    if (e->state < 2) octo_stream_cancel(e->st);
+    if (e->state == 0) serve_record(e->s, NULL, SERVE_CANCELLED); /* its end, if it got there, is counted */
     serve_track(e->s, e->slot, NULL);
     octo_stream_free(e->st);
     serve_release(e->s, e->slot);

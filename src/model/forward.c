@@ -626,6 +626,20 @@ static err_code run(fwd_state *st, const experts_iface *experts, const fwd_seq *
 
 bool forward_batches(const model *m) { return m->hp.kv_lora_rank == 0; }
 
+bool forward_batch_invariant(const model *m) {
+    const matmul_weight out = weight_view(&m->output); /* the embedding, when tied */
+    if (!matmul_batch_invariant(&out)) return false;
+    const model_mat *mats[12];
+    for (int l = -1; l < m->hp.n_layer; l++) {
+        const int n = model_matrices(m, l, mats);
+        for (int i = 0; i < n; i++) {
+            const matmul_weight w = weight_view(mats[i]);
+            if (mats[i]->data && !matmul_batch_invariant(&w)) return false;
+        }
+    }
+    return true;
+}
+
 err_code forward_batch(fwd_state *st, const experts_iface *experts, const fwd_seq *seqs, int n_seqs, err_t *err) {
     return run(st, experts, seqs, n_seqs, err);
 }

@@ -107,5 +107,9 @@ typedef struct {
 err_code forward_batch(fwd_state *st, const experts_iface *experts, const fwd_seq *seqs, int n_seqs, err_t *err);
 /* Can this model's passes hold more than one sequence? (Not latent attention.) */
 bool forward_batches(const model *m);
+/* Is every row of a pass computed as it would be in a pass of any other
+ * size? False where the weights take a bf16 kernel at PACKED_BF16_MIN_TOKENS
+ * rows (core/kernels/matmul.h: matmul_batch_invariant). */
+bool forward_batch_invariant(const model *m);
 
 #endif

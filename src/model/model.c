@@ -248,6 +248,13 @@ static int pack_candidates(model *m, int l, model_mat **cand) {
     return n;
 }
 
+int model_matrices(const model *m, int l, const model_mat **out) {
+    model_mat *cand[12];
+    const int n = pack_candidates((model *)m, l, cand); /* only read */
+    for (int i = 0; i < n; i++) out[i] = cand[i];
+    return n;
+}
+
 static int packable_mats(model *m, int l, model_mat **out) {
     model_mat *cand[12];
     const int n = pack_candidates(m, l, cand);

@@ -193,6 +193,9 @@ uint64_t model_unpack(model *m);
 void model_sync_shared(model *copy, const model *src);
 /* The bytes model_pack would re-lay (a packed file's: those it holds packed). */
 uint64_t model_packable_bytes(const model *m);
+/* The dense matrices of layer l (l = -1: the output projection; up to 12,
+ * some without data): what a forward pass multiplies by, experts aside. */
+int model_matrices(const model *m, int l, const model_mat **out);
 /* model_open then model_pack. */
 err_code model_load(const char *path, model **out, err_t *err);
 /* model_open over an already opened GGUF (takes ownership of g, also on failure). */

@@ -23,22 +23,28 @@ static double now_ms(void) {
 
 void batch_init(batch_state *b) { *b = (batch_state){0}; }
 
-/* Prompt rows a step whose decode rows and verify passes take `taken`
- * rows may add: the time budget's, and below the bf16 kernel's threshold so
- * those rows are computed as alone (batch.h). */
-static int prompt_budget(const batch_state *b, int taken) {
-    if (!taken) return PROMPT_ROWS_ALONE;
-    const double step = 2.0 * b->decode_ms > BATCH_STEP_MS ? 2.0 * b->decode_ms : BATCH_STEP_MS;
-    int rows = b->row_ms > 0.0 ? (int)((step - b->decode_ms) / b->row_ms) : PROMPT_MIN;
-    if (rows < PROMPT_MIN) rows = PROMPT_MIN;
-    const int exact = PACKED_BF16_MIN_TOKENS - 1 - taken;
-    return rows < exact ? rows : exact;
-}
-
 typedef struct {
     generation *g;
     gen_rows r;
 } member;
+
+/* What a step may hold. invariant: every row is computed as alone in a pass
+ * of any size (model/forward.h: forward_batch_invariant); else a pass with
+ * decode or verify rows stays under PACKED_BF16_MIN_TOKENS rows, and a
+ * prompt never shares one (its rows would take another kernel than alone). */
+typedef struct {
+    member mb[BATCH_MAX];
+    int k, decoding, rows;
+    bool invariant;
+} step_plan;
+
+/* Prompt rows a step whose decode rows and verify passes take `taken` rows may add: the time budget's. */
+static int prompt_budget(const batch_state *b, int taken) {
+    if (!taken) return PROMPT_ROWS_ALONE;
+    const double step = 2.0 * b->decode_ms > BATCH_STEP_MS ? 2.0 * b->decode_ms : BATCH_STEP_MS;
+    int rows = b->row_ms > 0.0 ? (int)((step - b->decode_ms) / b->row_ms) : PROMPT_MIN;
+    return rows < PROMPT_MIN ? PROMPT_MIN : rows > PROMPT_ALONE ? PROMPT_ALONE : rows;
+}
 
 /* Does a verify pass of g pay in a step of K decoding sessions? Its k
  * drafts add k rows that all K wait for: it pays when the drafts it gets
@@ -53,31 +59,57 @@ static bool verify_pays(const batch_state *b, const generation *g, int K, int ro
     return a * b->decode_ms > (double)K * (double)k * b->row_ms;
 }
 
-/* The step's members: every decode row due (a verify pass where it pays),
- * then prompt chunks within the budget. */
-static int gather(const batch_state *b, generation *const *g, int n, member *mb) {
-    int k = 0, decoding = 0;
-    for (int i = 0; i < n && k < BATCH_MAX; i++)
-        if (gen_want_rows(g[i], 0, 0, &mb[k].r)) mb[k++].g = g[i], decoding++;
-    int rows = decoding; /* a verify pass's rows stay under the bf16 threshold with the rest (batch.h) */
-    for (int i = 0; i < k && decoding > 1; i++) { /* alone, a generation speculates in its own gen_next */
-        const int room = PACKED_BF16_MIN_TOKENS - rows;
-        if (!verify_pays(b, mb[i].g, decoding, room)) continue;
-        if (gen_want_rows(mb[i].g, 0, room, &mb[i].r)) {
-            rows += mb[i].r.n - 1;
+/* Every decode row due, a verify pass where it pays. */
+static void add_decoders(const batch_state *b, generation *const *g, int n, step_plan *p) {
+    for (int i = 0; i < n && p->k < BATCH_MAX; i++)
+        if (gen_want_rows(g[i], 0, 0, &p->mb[p->k].r)) p->mb[p->k++].g = g[i], p->decoding++;
+    p->rows = p->decoding;
+    for (int i = 0; i < p->k && p->decoding > 1; i++) { /* alone, a generation speculates in its own gen_next */
+        const int room = p->invariant ? SPEC_MAX_PASS : PACKED_BF16_MIN_TOKENS - p->rows;
+        if (!verify_pays(b, p->mb[i].g, p->decoding, room)) continue;
+        if (gen_want_rows(p->mb[i].g, 0, room, &p->mb[i].r)) {
+            p->rows += p->mb[i].r.n - 1;
             continue;
         }
-        memmove(&mb[i], &mb[i + 1], sizeof *mb * (size_t)(k - i - 1)); /* its proposer failed: it stopped */
-        k--, i--, decoding--, rows--;
+        memmove(&p->mb[i], &p->mb[i + 1], sizeof *p->mb * (size_t)(p->k - i - 1)); /* its proposer failed */
+        p->k--, i--, p->decoding--, p->rows--;
     }
-    int budget = prompt_budget(b, rows);
-    for (int i = 0; i < n && k < BATCH_MAX && budget > 0; i++) {
-        const int chunk = decoding ? budget : (budget < PROMPT_ALONE ? budget : PROMPT_ALONE);
-        if (!gen_want_rows(g[i], chunk, 0, &mb[k].r) || !mb[k].r.prompt) continue;
-        budget -= mb[k].r.n;
-        mb[k++].g = g[i];
+}
+
+/* Prompt chunks within the budget; true when a prompt waits that could not go. */
+static bool add_prompts(const batch_state *b, generation *const *g, int n, step_plan *p) {
+    const bool alone_only = !p->invariant; /* a prompt alone in its pass, as it is read alone */
+    int budget = alone_only && p->k ? 0 : prompt_budget(b, p->rows);
+    bool left_out = false;
+    for (int i = 0; i < n && p->k < BATCH_MAX; i++) {
+        const int max = alone_only && p->k ? 0 : budget < PROMPT_ALONE ? budget : PROMPT_ALONE;
+        if (gen_want_rows(g[i], max, 0, &p->mb[p->k].r) && p->mb[p->k].r.prompt) {
+            budget -= p->mb[p->k].r.n;
+            p->mb[p->k++].g = g[i];
+        } else if (gen_prompt_waits(g[i])) {
+            left_out = true;
+        }
     }
-    return k;
+    return left_out;
+}
+
+/* The step's members. A prompt that could not go beside the decode rows
+ * (its cache needs the cut it would have alone, larger than the budget; or
+ * weights whose kernel changes with the pass's size) has the next step: its
+ * whole chunk, with the decode rows where they are computed as alone in a
+ * pass of any size, else by itself. Neither waits for the other to finish. */
+static void gather(batch_state *b, generation *const *g, int n, step_plan *p) {
+    const bool turn = b->prompt_turn;
+    b->prompt_turn = false;
+    p->k = p->decoding = p->rows = 0;
+    if (!turn || p->invariant) add_decoders(b, g, n, p);
+    for (int i = 0; turn && i < n && p->k < BATCH_MAX; i++)
+        if (gen_want_rows(g[i], PROMPT_ALONE, 0, &p->mb[p->k].r) && p->mb[p->k].r.prompt) {
+            p->rows += p->mb[p->k].r.n;
+            p->mb[p->k++].g = g[i];
+            break;
+        }
+    b->prompt_turn = add_prompts(b, g, n, p) && p->decoding > 0;
 }
 
 /* The pass failed: each member alone, so only the one at fault fails. */
@@ -95,7 +127,8 @@ static void one_by_one(member *mb, int k) {
 
 /* The step's time into the measured costs: a decode step's, and the cost
  * of a row beyond each session's first (a prompt's, a verify pass's). */
-static void learn(batch_state *b, double ms, int extra_rows) {
+static void learn(batch_state *b, double ms, int extra_rows, int decoding) {
+    if (!decoding) return; /* a prompt's pass alone says nothing of a decode step */
     if (!extra_rows) {
         b->decode_ms = ms;
         return;
@@ -105,15 +138,13 @@ static void learn(batch_state *b, double ms, int extra_rows) {
     b->row_ms = b->row_ms > 0.0 ? 0.7 * b->row_ms + 0.3 * per : per;
 }
 
-int batch_step(batch_state *b, generation *const *g, int n) {
-    member mb[BATCH_MAX];
-    const int k = gather(b, g, n, mb);
-    if (k < 2) return 0;
+/* Run the planned step; its figures into b. */
+static void run(batch_state *b, step_plan *p) {
     session_part parts[BATCH_MAX];
     int rows = 0, prompt_rows = 0, verify = 0;
-    for (int i = 0; i < k; i++) {
-        const gen_rows *r = &mb[i].r;
-        parts[i] = (session_part){.s = gen_session(mb[i].g), .tokens = r->tokens, .n = r->n, .logits = r->logits,
+    for (int i = 0; i < p->k; i++) {
+        const gen_rows *r = &p->mb[i].r;
+        parts[i] = (session_part){.s = gen_session(p->mb[i].g), .tokens = r->tokens, .n = r->n, .logits = r->logits,
                                   .tentative = r->verify, .anc = r->anc, .out_rows = r->out_rows, .n_out = r->n_out};
         rows += r->n;
         prompt_rows += r->prompt ? r->n : 0;
@@ -121,22 +152,34 @@ int batch_step(batch_state *b, generation *const *g, int n) {
     }
     err_t e = {0};
     const double t0 = now_ms();
-    if (session_eval_batch(parts, k, &e)) {
+    if (session_eval_batch(parts, p->k, &e)) {
         b->retried++;
-        one_by_one(mb, k);
-    } else {
-        const double ms = now_ms() - t0;
-        for (int i = 0; i < k; i++) gen_rows_done(mb[i].g, &mb[i].r, NULL, ms, k);
-        learn(b, ms, rows - k);
+        one_by_one(p->mb, p->k);
+        return;
     }
-    b->steps++;
-    b->sessions += k;
+    const double ms = now_ms() - t0;
+    for (int i = 0; i < p->k; i++) gen_rows_done(p->mb[i].g, &p->mb[i].r, NULL, ms, p->k);
+    learn(b, ms, rows - p->k, p->decoding);
+    b->steps += p->k > 1;
+    b->sessions += p->k > 1 ? p->k : 0;
     b->rows += rows;
-    b->prompt_rows += prompt_rows;
+    b->prompt_rows += p->k > 1 ? prompt_rows : 0;
     b->verify_passes += verify;
-    b->last_sessions = k;
-    if (k > b->max_sessions) b->max_sessions = k;
-    return k;
+    b->last_sessions = p->k;
+    if (p->k > b->max_sessions) b->max_sessions = p->k;
+}
+
+int batch_step(batch_state *b, generation *const *g, int n, const generation *caller, bool *served) {
+    *served = false;
+    if (n < 2 || !forward_batches(gen_session(g[0])->m)) return 0;
+    step_plan p = {.invariant = forward_batch_invariant(gen_session(g[0])->m)};
+    gather(b, g, n, &p);
+    /* one member: a prompt's chunk between the others' steps, or a verify
+     * pass already proposed; a lone decode row is the caller's own work */
+    if (p.k == 0 || (p.k == 1 && !p.mb[0].r.prompt && !p.mb[0].r.verify)) return 0;
+    for (int i = 0; i < p.k; i++) *served |= p.mb[i].g == caller;
+    run(b, &p);
+    return p.k;
 }
 
 bool batch_gather(generation *const *g, const bool *asking, int n) {

@@ -17,13 +17,20 @@
  *   the K decoding sessions waits for, so only when a * T0 > K * k * r, with
  *   a its drafts accepted per pass, T0 the measured decode step and r the
  *   measured cost of a row beyond a session's first; else it decodes a row;
- * - prompt chunks beside decode rows are sized by a time budget: a step
- *   may take BATCH_STEP_MS or twice a decode step, whichever is longer, at
- *   the measured cost of a prompt row (so a long prompt does not stall the
- *   others); with no decode rows, prompts go in chunks of up to 256;
- * - weights the bf16 prefill kernel would take (core/kernels/packed.h)
- *   keep a step with decode rows under PACKED_BF16_MIN_TOKENS rows, so a
- *   decode row is computed as it would be alone;
+ * - a prompt is read in the chunks it would be read in alone (256
+ *   tokens, committed one by one) unless its cache comes out the same
+ *   however it is cut (session_chunks_freely: no tiers, no budget); then
+ *   beside decode rows its chunks are sized by a time budget: a step may
+ *   take BATCH_STEP_MS or twice a decode step, whichever is longer, at the
+ *   measured cost of a prompt row. A chunk larger than the budget has the
+ *   next step: decode steps and its chunks take turns, so a long prompt
+ *   does not stall the others, nor they it. With no decode rows, prompts
+ *   go in chunks of up to 256;
+ * - weights whose kernel changes at PACKED_BF16_MIN_TOKENS rows (bf16
+ *   prefill: core/kernels/matmul.h, matmul_batch_invariant) keep a step
+ *   with decode or verify rows under that many rows, and a prompt's chunk
+ *   in a pass of its own, so every row is computed as it would be alone;
+ * - latent attention (one sequence per pass) is not batched;
  * - a pass that fails is run again one session at a time, so only the
  *   session at fault gets the error;
  * - before a step, the scheduler waits (at most BATCH_GATHER_MS) for the
@@ -50,6 +57,7 @@ typedef struct {
     int64_t retried;      /* steps whose pass failed and ran again one session at a time */
     int64_t verify_passes; /* speculative verify passes that went into shared steps */
     int max_sessions;     /* the largest batch */
+    bool prompt_turn;     /* a prompt left out of the last step has the next */
     int last_sessions;    /* the last step's */
     double row_ms;        /* the measured cost of a prompt row in a step (0: not yet) */
     double decode_ms;     /* the last step's time without prompt rows */
@@ -57,9 +65,11 @@ typedef struct {
 
 void batch_init(batch_state *b);
 /* One shared step over the model's active generations g[0..n): returns the
- * sessions it ran, 0 when fewer than two wanted rows (then nothing ran).
- * The generations share one model, pool and experts (a bundle's sessions). */
-int batch_step(batch_state *b, generation *const *g, int n);
+ * sessions it ran, 0 when it ran nothing (fewer than two want rows, or a
+ * model whose passes take one sequence); *served: caller's generation was
+ * one of them. The generations share one model, pool and experts (a
+ * bundle's sessions). */
+int batch_step(batch_state *b, generation *const *g, int n, const generation *caller, bool *served);
 /* Should the scheduler wait before a step? True when some g[i] has logits
  * not yet sampled while its caller is asking for its next piece (asking[i]). */
 bool batch_gather(generation *const *g, const bool *asking, int n);

@@ -118,6 +118,13 @@ struct generation {
     step_times shared_t;      /* the pass proposed for the step under way */
     int shared_steps, shared_accepted, shared_proposing;
     double shared_ms;
+    /* a shared step runs on another stream's thread: what it finds is kept
+     * here for the generation's own gen_next to act on, since its error and
+     * stop reason are read without the model's lock, and its progress
+     * callback is its caller's */
+    err_t shared_err;
+    bool shared_failed;
+    int prefill_reported;     /* prompt tokens on_prefill has been told of */
 };
 
 static double now_ms(void) {
@@ -333,7 +340,7 @@ static int verify_pass(generation *g, const spec_pass *pass, int32_t *drafts, in
 /* The proposer lays out the step's pass (the last token, its drafts, any
  * branches, or a draft tree): its tokens, 0 when it has nothing, -1 when it
  * failed (g->err). t gets its start and the proposal's end. */
-static int propose_pass(generation *g, int k, step_times *t) {
+static int propose_pass(generation *g, int k, step_times *t, err_t *err) {
     session *s = g->s;
     spec_pass *pass = &g->pass;
     spec_view v = {.tokens = s->tokens, .n_past = s->n_past, .last = g->last, .n_ctx = s->n_ctx};
@@ -341,7 +348,7 @@ static int propose_pass(generation *g, int k, step_times *t) {
     pass->draft_tree = false;
     pass->draft_steps = 0;
     *t = (step_times){.t0 = now_ms()}; /* drafting counts as speculation's cost */
-    const int n = g->p.proposer->propose(g->prop, &v, g->trees ? 0 : k, pass, &g->err);
+    const int n = g->p.proposer->propose(g->prop, &v, g->trees ? 0 : k, pass, err);
     t->t1 = now_ms();
     return n;
 }
@@ -350,12 +357,12 @@ static int propose_pass(generation *g, int k, step_times *t) {
  * with are kept and the rest of the entries rolled back
  * (session_accept_path: the one place the tentative region is repaired),
  * and the proposer hears what the pass came to and cost. false: failed. */
-static bool settle(generation *g, int n, step_times *t, bool shared) {
+static bool settle(generation *g, int n, step_times *t, bool shared, err_t *err) {
     const spec_pass *pass = &g->pass;
     int32_t next, drafts[SPEC_MAX_K + 1];
     int path[SPEC_TREE_MAX > SPEC_MAX_K + 1 ? SPEC_TREE_MAX : SPEC_MAX_K + 1];
     const int a = verify_pass(g, pass, drafts, path, &next, &t->wait);
-    if (session_accept_path(g->s, pass->tokens, n, path, a + 1, &g->err)) {
+    if (session_accept_path(g->s, pass->tokens, n, path, a + 1, err)) {
         if (g->p.proposer->halt) g->p.proposer->halt(g->prop);
         return false;
     }
@@ -370,7 +377,7 @@ static bool settle(generation *g, int n, step_times *t, bool shared) {
 static bool speculate(generation *g, bool *ok) {
     spec_pass *pass = &g->pass;
     step_times t;
-    const int n = propose_pass(g, g->len.k, &t);
+    const int n = propose_pass(g, g->len.k, &t, &g->err);
     if (n < 0) { /* the draft model failed: an error like any other */
         *ok = false;
         return true;
@@ -382,7 +389,7 @@ static bool speculate(generation *g, bool *ok) {
         if (g->p.proposer->halt) g->p.proposer->halt(g->prop); /* nothing may run on once the pass is abandoned */
         return true;
     }
-    *ok = settle(g, n, &t, false);
+    *ok = settle(g, n, &t, false, &g->err);
     return true;
 }
 
@@ -444,11 +451,18 @@ static void prefill_begin(generation *g) {
     g->prefill_draft = prefill_uses_draft(s, g->p.draft, g->n_prompt - keep, &g->p.prefill);
 }
 
+/* The prompt's progress to on_prefill, on the generation's own thread. */
+static void report_prefill(generation *g) {
+    const int done = g->prefill_at - g->prefill_keep;
+    if (!g->p.on_prefill || g->prefill_at < 0 || done <= g->prefill_reported || g->prefill_draft) return;
+    g->prefill_reported = done;
+    g->p.on_prefill(g->p.user, done, g->n_prompt - g->prefill_keep);
+}
+
 /* n more tokens of the prompt are in the cache (their last's logits in g->logits). */
 static void prefill_advanced(generation *g, int n) {
     g->prefill_at += n;
     const int keep = g->prefill_keep;
-    if (g->p.on_prefill) g->p.on_prefill(g->p.user, g->prefill_at - keep, g->n_prompt - keep);
     if (g->prefill_at < g->n_prompt) return;
     prefilled(g, g->n_prompt - keep);
     g->prefilled = true;
@@ -473,6 +487,7 @@ static bool prefill(generation *g) {
             return false;
         }
         prefill_advanced(g, n);
+        report_prefill(g);
     }
     return true;
 }
@@ -502,8 +517,8 @@ bool gen_spec_outlook(const generation *g, int verify_rows, double *accepted, in
 /* A verify pass of at most `rows` rows for the step, into r; false when the
  * proposer has nothing (or failed: then g stopped). */
 static bool want_verify(generation *g, int rows, gen_rows *r) {
-    const int n = propose_pass(g, verify_drafts(g, rows), &g->shared_t);
-    if (n < 0) fail(g, GEN_STOP_ERROR);
+    const int n = propose_pass(g, verify_drafts(g, rows), &g->shared_t, &g->shared_err);
+    g->shared_failed = n < 0; /* gen_next stops it */
     if (n <= 0) return false;
     const spec_pass *pass = &g->pass;
     *r = (gen_rows){.tokens = pass->tokens, .n = n, .logits = g->vlogits, .verify = true,
@@ -512,19 +527,33 @@ static bool want_verify(generation *g, int rows, gen_rows *r) {
     return true;
 }
 
+/* The prompt's next chunk within max rows (0: none): as many as max on a
+ * cache that comes out the same however the prompt is cut, else the chunk
+ * the prompt read alone would take, whole or not at all. */
+static int prompt_chunk(const generation *g, int max) {
+    const int left = g->n_prompt - g->prefill_at, alone = left < PREFILL_CHUNK ? left : PREFILL_CHUNK;
+    if (session_chunks_freely(g->s)) return left < max ? left : max;
+    return alone <= max ? alone : 0;
+}
+
+bool gen_prompt_waits(generation *g) {
+    if (g->stop != GEN_RUNNING || g->shared_failed || atomic_load(&g->cancel) || g->prefilled) return false;
+    if (g->prefill_at < 0) prefill_begin(g);
+    return !g->prefill_draft;
+}
+
 bool gen_want_rows(generation *g, int max_prompt, int verify_rows, gen_rows *r) {
-    if (g->stop != GEN_RUNNING || atomic_load(&g->cancel)) return false;
+    if (g->stop != GEN_RUNNING || g->shared_failed || atomic_load(&g->cancel)) return false;
     if (!g->prefilled) {
         if (g->prefill_at < 0) prefill_begin(g);
-        const int left = g->n_prompt - g->prefill_at;
-        if (g->prefill_draft || max_prompt <= 0) return false;
-        *r = (gen_rows){.tokens = g->prompt + g->prefill_at, .n = left < max_prompt ? left : max_prompt,
-                        .logits = g->logits, .prompt = true};
+        const int n = g->prefill_draft ? 0 : prompt_chunk(g, max_prompt);
+        if (n <= 0) return false;
+        *r = (gen_rows){.tokens = g->prompt + g->prefill_at, .n = n, .logits = g->logits, .prompt = true};
         return true;
     }
     if (!g->need_decode || g->q_n > 0 || g->s->n_past >= g->s->n_ctx) return false;
     if (verify_rows > 0 && can_verify(g, verify_rows) && want_verify(g, verify_rows, r)) return true;
-    if (g->stop != GEN_RUNNING) return false;
+    if (g->shared_failed) return false;
     *r = (gen_rows){.tokens = &g->last, .n = 1, .logits = g->logits, .prompt = false};
     return true;
 }
@@ -532,15 +561,15 @@ bool gen_want_rows(generation *g, int max_prompt, int verify_rows, gen_rows *r) 
 void gen_rows_done(generation *g, const gen_rows *r, const err_t *err, double ms, int peers) {
     if (err && err->code) {
         if (r->verify && g->p.proposer->halt) g->p.proposer->halt(g->prop); /* the pass is abandoned */
-        g->err = *err;
-        fail(g, GEN_STOP_ERROR);
+        g->shared_err = *err;
+        g->shared_failed = true; /* gen_next stops it */
         return;
     }
     g->stats.batch_steps++;
     g->stats.batch_peers += peers;
     if (r->verify) {
         (void)ms; /* settle() times the whole step, proposing included */
-        if (!settle(g, r->n, &g->shared_t, true)) fail(g, GEN_STOP_ERROR);
+        g->shared_failed = !settle(g, r->n, &g->shared_t, true, &g->shared_err);
         g->need_decode = false; /* the pass fed the last token; its tokens are queued */
         return;
     }
@@ -556,7 +585,7 @@ void gen_rows_done(generation *g, const gen_rows *r, const err_t *err, double ms
 }
 
 bool gen_ready(generation *g) {
-    return g->stop != GEN_RUNNING || atomic_load(&g->cancel) || g->q_n > 0 ||
+    return g->stop != GEN_RUNNING || g->shared_failed || atomic_load(&g->cancel) || g->q_n > 0 ||
            (g->prefilled && (!g->need_decode || g->s->n_past >= g->s->n_ctx));
 }
 
@@ -635,13 +664,21 @@ const char *gen_next(generation *g) {
 }
 
 static const char *next_piece(generation *g) {
+    if (g->shared_failed) { /* a shared step's failure, acted on here, on the generation's own thread */
+        g->shared_failed = false;
+        g->err = g->shared_err;
+        fail(g, GEN_STOP_ERROR);
+    }
+    report_prefill(g);
     for (;;) {
         if (g->stop != GEN_RUNNING) {
             /* Speculation may have cached accepted drafts past the stop (or
-             * the end-of-turn token), and a shared step may have decoded a
-             * token ahead of a cancel: leave the cache as plain decoding
-             * would, with every generated token but the last. */
-            if (g->prefilled && g->n_generated > 0 && g->s->n_past > g->prompt_end + g->n_generated - 1)
+             * the end-of-turn token): leave the cache as plain decoding
+             * would, with every generated token but the last. (A shared
+             * step may have decoded the last token ahead of a cancel: its
+             * entry is right, and the next prompt reuses it or cuts it.) */
+            if (g->spec_on && g->prefilled && g->n_generated > 0 &&
+                g->s->n_past > g->prompt_end + g->n_generated - 1)
                 session_truncate(g->s, g->prompt_end + g->n_generated - 1);
             /* whatever is still pending goes out once, even if incomplete */
             if (!g->flushed && take_complete(g, true)) return g->piece;

@@ -112,7 +112,8 @@ void gen_add_wait(generation *g, double ms);
  * next call would evaluate (a decode of its last token, or with verify_rows
  * > 0 a speculative pass of at most that many rows, the proposer asked for
  * it now; or up to max_prompt
- * tokens of its prompt; max_prompt 0: decodes only) and returns false when
+ * tokens of its prompt, the cut session_chunks_freely allows; max_prompt 0:
+ * decodes only) and returns false when
  * it needs nothing, or only work of its own (a prompt with the draft). gen_rows_done hands it the
  * pass's outcome: err NULL or ERR_OK, the rows are in its session and the
  * logits in r->logits; ms is the pass's time, peers the sessions in it.
@@ -137,6 +138,8 @@ bool gen_want_rows(generation *g, int max_prompt, int verify_rows, gen_rows *r);
 bool gen_spec_outlook(const generation *g, int verify_rows, double *accepted, int *k);
 void gen_rows_done(generation *g, const gen_rows *r, const err_t *err, double ms, int peers);
 bool gen_ready(generation *g);
+/* Is the prompt still to be read, in passes a shared step may run? */
+bool gen_prompt_waits(generation *g);
 session *gen_session(const generation *g);
 bool gen_unsampled(generation *g);
 /* Bytes of the last piece (it may contain NUL bytes when the model emits U+0000). */

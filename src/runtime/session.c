@@ -194,6 +194,12 @@ err_code session_eval_batch(const session_part *parts, int n, err_t *err) {
     return rc;
 }
 
+bool session_chunks_freely(const session *s) {
+    const kv_config *c = kv_cache_config(s->kv);
+    return !c->budget_bytes && !c->budget_tokens && !s->kv_planned && !s->kv_cap && !s->shared_bytes &&
+           c->hot_type == c->warm_type && c->warm_type == c->cold_type;
+}
+
 /* The cache's interface, with the attention weights the forward reports
  * added by layer and position into votes (see session_eval_voting). */
 typedef struct {

@@ -82,8 +82,15 @@ typedef struct {
  * for bit but for forward_batch's exceptions (a tentative part as
  * session_eval_tree leaves it). The sessions are distinct, of
  * one model, with one pool and one experts_iface; the pass runs on the
- * first's state. On failure every session is as it was before the call. */
+ * first's state. On failure every session is as it was before the call,
+ * but for what a budget evicted when a session before the one whose commit
+ * failed was committed (as session_eval leaves what its budget evicted). */
 err_code session_eval_batch(const session_part *parts, int n, err_t *err);
+/* Does the cache come out the same however a prompt is cut into passes? A
+ * plain one does (no tiers to age into, no budget to evict by, so nothing
+ * depends on when each pass's entries are committed); a tiered or budgeted
+ * one needs the cuts of the prompt read alone. */
+bool session_chunks_freely(const session *s);
 
 /* session_eval (last row of logits, when logits is not NULL), adding to
  * votes[l * n_votes + p] (p < n_votes) the attention the batch's last `last`

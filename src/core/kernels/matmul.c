@@ -271,6 +271,11 @@ static err_code matmul_bf16(matmul_ctx *c, const matmul_weight *w, const float *
     return ERR_OK;
 }
 
+bool matmul_batch_invariant(const matmul_weight *w) {
+    if (w->packed) return packed_get_batch(w->type, PACKED_BF16_MIN_TOKENS) == packed_get(w->type);
+    return !gemm_bf16_supported(w->type);
+}
+
 err_code matmul(matmul_ctx *c, const matmul_weight *w, const float *x, int T, float *y, err_t *err) {
     if (w->packed) return matmul_packed(c, w, 1, x, T, &y, err);
     if (T >= PACKED_BF16_MIN_TOKENS && gemm_bf16_supported(w->type)) return matmul_bf16(c, w, x, T, y, err);
