@@ -226,7 +226,8 @@ typedef struct fa_part {
     const kv_span *spans;    /* its cache's view */
     int n_spans;
     size_t runs0;            /* its runs in st->runs: n_head_kv lists of n_spans */
-    size_t n_entries, obs0;  /* its entries; their sums in each thread's observed row */
+    size_t n_entries, obs0;  /* its entries; the observed sums of its units from st->observed + obs0 */
+    int tile_from, tile_to;  /* the tiles whose queries report their weights (per KV head), a row each */
     int observe_from;        /* tokens from here on report their weights; T = none */
     int observe_to;          /* ... and before this one (T, or a tree batch's trunk) */
     const uint64_t *anc;     /* a tree batch's ancestry, or NULL */
@@ -238,11 +239,18 @@ typedef struct {
     attn_fn fn;
     const fa_part *parts;
     int n_parts, n_units;
-    size_t obs_stride;       /* floats of one thread's observed sums */
     atomic_int next;
 } fa_job;
 
-static void fa_unit(fa_job *j, const fa_part *p, int unit, int ith) {
+/* A unit's row of observed sums: one per (KV head, observed tile), so the
+ * sums are added up in one fixed order afterwards (report_observed) whatever
+ * thread ran the unit and whatever else shared the pass. */
+static float *unit_obs(const fa_job *j, const fa_part *p, int kvh, int tile) {
+    const int n = p->tile_to - p->tile_from;
+    return j->st->observed + p->obs0 + ((size_t)kvh * n + (size_t)(tile - p->tile_from)) * p->n_entries;
+}
+
+static void fa_unit(fa_job *j, const fa_part *p, int unit) {
     const fwd_attn_shape *sh = j->sh;
     const int group = sh->n_head / sh->n_head_kv, local = unit - p->unit0;
     const int kvh = local / p->n_tiles, u0 = local % p->n_tiles * ATTN_LANES;
@@ -258,19 +266,19 @@ static void fa_unit(fa_job *j, const fa_part *p, int unit, int ith) {
         if (p->anc) q.anc[u - u0] = p->anc[t];
         if (t >= p->observe_from && t < p->observe_to) q.obs_lanes |= 1u << (u - u0);
     }
-    if (q.obs_lanes) q.obs = j->st->observed + (size_t)ith * j->obs_stride + p->obs0;
+    if (q.obs_lanes) q.obs = unit_obs(j, p, kvh, local % p->n_tiles);
     j->fn(&q, j->st->runs + p->runs0 + (size_t)kvh * p->n_spans, p->n_spans);
 }
 
 static void fa_work(void *ctx, int ith, int nth) {
     fa_job *j = ctx;
-    (void)nth;
+    (void)ith, (void)nth;
     int at = 0; /* units are taken in increasing order: the part only moves on */
     for (;;) {
         const int unit = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (unit >= j->n_units) break;
         while (at + 1 < j->n_parts && unit >= j->parts[at + 1].unit0) at++;
-        fa_unit(j, &j->parts[at], unit, ith);
+        fa_unit(j, &j->parts[at], unit);
     }
 }
 
@@ -295,7 +303,7 @@ static void view_runs(fwd_state *st, const fa_part *p, const fwd_attn_shape *sh)
 }
 
 /* Each part's view (fa_part: spans, entries, units, runs0, obs0); *runs and
- * *obs: the runs and the observed floats per thread they take in all. */
+ * *obs: the runs and the observed floats they take in all. */
 static err_code plan_parts(const fwd_rows *r, int layer, const fwd_attn_shape *sh, fa_part *fp, size_t *runs,
                            size_t *obs, err_t *err) {
     const int group = sh->n_head / sh->n_head_kv;
@@ -322,8 +330,11 @@ static err_code plan_parts(const fwd_rows *r, int layer, const fwd_attn_shape *s
         const int U = rp->anc ? rp->trunk : rp->n;
         p->observe_to = U;
         p->observe_from = kv->observe_last > 0 && kv->observe_last < U ? U - kv->observe_last : 0;
+        p->tile_from = p->observe_from * group / ATTN_LANES;
+        p->tile_to = (p->observe_to * group + ATTN_LANES - 1) / ATTN_LANES;
+        if (p->tile_to <= p->tile_from) p->tile_to = p->tile_from + 1; /* a row of zeros when none report */
         p->obs0 = *obs;
-        *obs += p->n_entries;
+        *obs += (size_t)(p->tile_to - p->tile_from) * (size_t)sh->n_head_kv * p->n_entries;
     }
     return ERR_OK;
 }
@@ -337,16 +348,16 @@ static err_code grow_fa_parts(fwd_state *st, int n, err_t *err) {
     return ERR_OK;
 }
 
-/* Each observing part's weights, the threads' sums added, to its cache. */
-static void report_observed(fwd_state *st, const fwd_rows *r, int layer, const fa_part *fp, size_t stride) {
-    const size_t nth = (size_t)st->nth;
+/* Each observing part's weights, its units' sums added in unit order, to its cache. */
+static void report_observed(fwd_state *st, const fwd_rows *r, int layer, const fa_part *fp, int kv_heads) {
     for (int i = 0; i < r->n_parts; i++) {
         const kv_iface *kv = r->part[i].kv;
         if (!kv->observe) continue;
+        const size_t n = fp[i].n_entries, rows = (size_t)(fp[i].tile_to - fp[i].tile_from) * (size_t)kv_heads;
         float *sum = st->observed + fp[i].obs0;
-        for (size_t th = 1; th < nth; th++)
-            for (size_t e = 0; e < fp[i].n_entries; e++) sum[e] += st->observed[th * stride + fp[i].obs0 + e];
-        kv->observe(kv->self, layer, fp[i].observe_to - fp[i].observe_from, (int)fp[i].n_entries, sum);
+        for (size_t u = 1; u < rows; u++)
+            for (size_t e = 0; e < n; e++) sum[e] += sum[u * n + e];
+        kv->observe(kv->self, layer, fp[i].observe_to - fp[i].observe_from, (int)n, sum);
     }
 }
 
@@ -354,8 +365,8 @@ err_code fwd_attend(fwd_state *st, const fwd_rows *r, int layer, const fwd_attn_
     err_code rc = grow_fa_parts(st, r->n_parts, err);
     if (rc) return rc;
     fa_part *fp = st->fa_parts;
-    size_t n_runs, stride;
-    if ((rc = plan_parts(r, layer, sh, fp, &n_runs, &stride, err)) || (rc = grow_runs(st, n_runs, err))) return rc;
+    size_t n_runs, n_obs;
+    if ((rc = plan_parts(r, layer, sh, fp, &n_runs, &n_obs, err)) || (rc = grow_runs(st, n_runs, err))) return rc;
     int64_t macs = 0;
     for (int i = 0; i < r->n_parts; i++) {
         view_runs(st, &fp[i], sh);
@@ -363,16 +374,15 @@ err_code fwd_attend(fwd_state *st, const fwd_rows *r, int layer, const fwd_attn_
     }
     const fa_part *last = &fp[r->n_parts - 1];
     fa_job j = {.st = st, .sh = sh, .fn = attn_get(), .parts = fp, .n_parts = r->n_parts,
-                .n_units = last->unit0 + last->n_tiles * sh->n_head_kv, .obs_stride = stride};
-    const size_t nth = (size_t)st->nth;
-    if (stride) {
-        if ((rc = grow(&st->observed, &st->observed_cap, stride * nth, err))) return rc;
-        memset(st->observed, 0, sizeof(float) * stride * nth);
+                .n_units = last->unit0 + last->n_tiles * sh->n_head_kv};
+    if (n_obs) {
+        if ((rc = grow(&st->observed, &st->observed_cap, n_obs, err))) return rc;
+        memset(st->observed, 0, sizeof(float) * n_obs);
     }
     atomic_init(&j.next, 0);
     if (macs < MIN_PARALLEL_MACS) fa_work(&j, 0, 1);
     else tpool_run(st->pool, fa_work, &j);
-    if (stride) report_observed(st, r, layer, fp, stride);
+    if (n_obs) report_observed(st, r, layer, fp, sh->n_head_kv);
     return ERR_OK;
 }
 

@@ -28,7 +28,7 @@ struct fwd_state {
     float *hg, *hu;   /* (cap, n_ff) gate / up activations (dense), or one token's (MoE) */
     float *rope_cs;   /* (cap, n_rot) cos/sin pairs per token */
     float *router;    /* (n_expert) */
-    float *observed;  /* (nth, n_entries) attention weights for kv->observe, per thread */
+    float *observed;  /* attention weights for kv->observe: a row per (part, KV head, observed tile) */
     size_t observed_cap;
     attn_keys *runs;  /* (n_head_kv, n_spans) the view's spans, offset to each KV head */
     size_t runs_cap;
