@@ -367,6 +367,60 @@ static void test_prompt_cuts(void) {
     model_free(m);
 }
 
+/* A prompt's turn (b.prompt_turn) takes it once: a turn step whose budget
+ * would also fit the same prompt must not put the session in the pass twice
+ * (the pass fails, and run one session at a time it read the prompt twice:
+ * a session joining while another decoded came out different from alone in
+ * 1 run of 10 under musl). */
+static void test_prompt_turn(void) {
+    synth_opts o = small("llama", QT_F32, 81);
+    model *m = make_model(&o, "batch-turn.gguf");
+    tokenizer *tok = NULL;
+    err_t err = {0};
+    if (!m || tokenizer_load(m->gguf, &tok, &err)) {
+        T_CHECKF(m == NULL, "tokenizer: %s", err.msg);
+        model_free(m);
+        return;
+    }
+    const kv_config kv = kv_config_default(); /* tiered: the prompt goes in the cut it has alone */
+    int32_t pa[5] = {1, 40, 41, 42, 43}, pb[30];
+    for (int t = 0; t < 30; t++) pb[t] = 1 + (t * 5) % 90;
+    session *s[2] = {NULL, NULL}, *alone = NULL;
+    generation *g[2] = {NULL, NULL}, *ga = NULL;
+    gen_params gp = {.max_tokens = 8, .sampling = sampler_defaults()};
+    gp.sampling.temperature = 0.0f;
+    bool ok = session_new_kv(m, 128, &kv, 2, &s[0], &err) == ERR_OK &&
+              session_new_shared(m, 128, &kv, s[0]->pool, &s[1], &err) == ERR_OK &&
+              session_new_kv(m, 128, &kv, 2, &alone, &err) == ERR_OK &&
+              gen_start(s[0], tok, pa, 5, &gp, &g[0], &err) == ERR_OK && gen_next(g[0]) != NULL &&
+              gen_start(s[1], tok, pb, 30, &gp, &g[1], &err) == ERR_OK &&
+              gen_start(alone, tok, pb, 30, &gp, &ga, &err) == ERR_OK;
+    T_CHECKF(ok, "turn: %s", err.msg);
+    if (ok) {
+        batch_state b;
+        batch_init(&b);
+        b.prompt_turn = true; /* the prompt's turn, and a budget that would fit it again */
+        b.decode_ms = 1.0;
+        b.row_ms = 0.001;
+        bool served;
+        T_EQ_INT(batch_step(&b, g, 2, g[1], &served), 2);
+        T_CHECK(served && b.retried == 0 && b.prompt_rows == 30);
+        int n1 = 0, n2 = 0;
+        while (gen_next(g[1])) {}
+        while (gen_next(ga)) {}
+        const int32_t *t1 = gen_tokens(g[1], &n1), *t2 = gen_tokens(ga, &n2);
+        T_CHECK(n1 == n2 && n1 > 0 && !memcmp(t1, t2, sizeof(int32_t) * (size_t)n1));
+    }
+    gen_free(g[0]);
+    gen_free(g[1]);
+    gen_free(ga);
+    session_free(s[1]);
+    session_free(s[0]);
+    session_free(alone);
+    tokenizer_free(tok);
+    model_free(m);
+}
+
 /* The scheduler with n-gram drafts verified in the batch; the last
  * generation joins after 4 steps, its 70-token prompt read beside the
  * others' decoding. On a plain cache it goes in budgeted chunks; on a tiered
@@ -467,6 +521,7 @@ int main(void) {
     test_compressed();
     test_verify_in_batch();
     test_prompt_cuts();
+    test_prompt_turn();
     test_generations();
     test_failure();
     test_mla();

@@ -76,12 +76,19 @@ static void add_decoders(const batch_state *b, generation *const *g, int n, step
     }
 }
 
+static bool in_plan(const step_plan *p, const generation *g) {
+    for (int i = 0; i < p->k; i++)
+        if (p->mb[i].g == g) return true;
+    return false;
+}
+
 /* Prompt chunks within the budget; true when a prompt waits that could not go. */
 static bool add_prompts(const batch_state *b, generation *const *g, int n, step_plan *p) {
     const bool alone_only = !p->invariant; /* a prompt alone in its pass, as it is read alone */
     int budget = alone_only && p->k ? 0 : prompt_budget(b, p->rows);
     bool left_out = false;
     for (int i = 0; i < n && p->k < BATCH_MAX; i++) {
+        if (in_plan(p, g[i])) continue; /* a prompt's turn took it already */
         const int max = alone_only && p->k ? 0 : budget < PROMPT_ALONE ? budget : PROMPT_ALONE;
         if (gen_want_rows(g[i], max, 0, &p->mb[p->k].r) && p->mb[p->k].r.prompt) {
             budget -= p->mb[p->k].r.n;

@@ -31,11 +31,6 @@
  *   with decode or verify rows under that many rows, and a prompt's chunk
  *   in a pass of its own, so every row is computed as it would be alone;
  * - latent attention (one sequence per pass) is not batched;
- * - a session whose cache evicts by a budget (session_evicts) is not
- *   batched: it decodes in its own turn, as before batching. Batched, one
- *   such session's greedy text came out different from alone in about 1 run
- *   of 10 under musl (tests/test_reliability.c, test_sessions), never under
- *   glibc in 30; the cause is not found yet, so it stays out;
  * - a pass that fails is run again one session at a time, so only the
  *   session at fault gets the error;
  * - before a step, the scheduler waits (at most BATCH_GATHER_MS) for the

@@ -538,14 +538,12 @@ static int prompt_chunk(const generation *g, int max) {
 
 bool gen_prompt_waits(generation *g) {
     if (g->stop != GEN_RUNNING || g->shared_failed || atomic_load(&g->cancel) || g->prefilled) return false;
-    if (session_evicts(g->s)) return false;
     if (g->prefill_at < 0) prefill_begin(g);
     return !g->prefill_draft;
 }
 
 bool gen_want_rows(generation *g, int max_prompt, int verify_rows, gen_rows *r) {
     if (g->stop != GEN_RUNNING || g->shared_failed || atomic_load(&g->cancel)) return false;
-    if (session_evicts(g->s)) return false; /* not in shared steps: see runtime/batch.h */
     if (!g->prefilled) {
         if (g->prefill_at < 0) prefill_begin(g);
         const int n = g->prefill_draft ? 0 : prompt_chunk(g, max_prompt);

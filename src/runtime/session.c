@@ -194,11 +194,6 @@ err_code session_eval_batch(const session_part *parts, int n, err_t *err) {
     return rc;
 }
 
-bool session_evicts(const session *s) {
-    const kv_config *c = kv_cache_config(s->kv);
-    return c->budget_bytes || c->budget_tokens;
-}
-
 bool session_chunks_freely(const session *s) {
     const kv_config *c = kv_cache_config(s->kv);
     return !c->budget_bytes && !c->budget_tokens && !s->kv_planned && !s->kv_cap && !s->shared_bytes &&

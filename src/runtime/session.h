@@ -91,8 +91,6 @@ err_code session_eval_batch(const session_part *parts, int n, err_t *err);
  * depends on when each pass's entries are committed); a tiered or budgeted
  * one needs the cuts of the prompt read alone. */
 bool session_chunks_freely(const session *s);
-/* Is an eviction budget in force (the cache drops entries by their scores)? */
-bool session_evicts(const session *s);
 
 /* session_eval (last row of logits, when logits is not NULL), adding to
  * votes[l * n_votes + p] (p < n_votes) the attention the batch's last `last`
