@@ -157,6 +157,19 @@ static synth_opts small(const char *arch, uint32_t type, uint64_t seed) {
     return o;
 }
 
+/* A small F32 llama and its tokenizer (NULL with a failed check when either cannot be made). */
+static model *make_f32_with_tokenizer(uint64_t seed, const char *name, tokenizer **tok) {
+    const synth_opts o = small("llama", QT_F32, seed);
+    model *m = make_model(&o, name);
+    err_t err = {0};
+    if (m && tokenizer_load(m->gguf, tok, &err)) {
+        T_CHECKF(0, "tokenizer: %s", err.msg);
+        model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
 static void test_models(void) {
     const kv_config plain = kv_config_plain(QT_F32);
     struct {
@@ -332,15 +345,10 @@ static void generate_together(const model *m, const tokenizer *tok, const kv_con
  * the budget; on a tiered one only the chunk it has alone (its entries age
  * as each chunk is committed), whole or not at all. */
 static void test_prompt_cuts(void) {
-    synth_opts o = small("llama", QT_F32, 71);
-    model *m = make_model(&o, "batch-cuts.gguf");
     tokenizer *tok = NULL;
+    model *m = make_f32_with_tokenizer(71, "batch-cuts.gguf", &tok);
     err_t err = {0};
-    if (!m || tokenizer_load(m->gguf, &tok, &err)) {
-        T_CHECKF(m == NULL, "tokenizer: %s", err.msg);
-        model_free(m);
-        return;
-    }
+    if (!m) return;
     int32_t prompt[300];
     for (int t = 0; t < 300; t++) prompt[t] = 1 + t % 200;
     const kv_config kvs[2] = {kv_config_plain(QT_F32), kv_config_default()};
@@ -373,15 +381,10 @@ static void test_prompt_cuts(void) {
  * a session joining while another decoded came out different from alone in
  * 1 run of 10 under musl). */
 static void test_prompt_turn(void) {
-    synth_opts o = small("llama", QT_F32, 81);
-    model *m = make_model(&o, "batch-turn.gguf");
     tokenizer *tok = NULL;
+    model *m = make_f32_with_tokenizer(81, "batch-turn.gguf", &tok);
     err_t err = {0};
-    if (!m || tokenizer_load(m->gguf, &tok, &err)) {
-        T_CHECKF(m == NULL, "tokenizer: %s", err.msg);
-        model_free(m);
-        return;
-    }
+    if (!m) return;
     const kv_config kv = kv_config_default(); /* tiered: the prompt goes in the cut it has alone */
     int32_t pa[5] = {1, 40, 41, 42, 43}, pb[30];
     for (int t = 0; t < 30; t++) pb[t] = 1 + (t * 5) % 90;
@@ -427,15 +430,9 @@ static void test_prompt_turn(void) {
  * one (8 entries at F16, then Q8_0, then Q4_1) in the cut it has alone,
  * taking turns with the decode steps. */
 static void test_generations(void) {
-    synth_opts o = small("llama", QT_F32, 61);
-    model *m = make_model(&o, "batch-gen.gguf");
     tokenizer *tok = NULL;
-    err_t err = {0};
-    if (!m || tokenizer_load(m->gguf, &tok, &err)) {
-        T_CHECKF(m == NULL, "tokenizer: %s", err.msg);
-        model_free(m);
-        return;
-    }
+    model *m = make_f32_with_tokenizer(61, "batch-gen.gguf", &tok);
+    if (!m) return;
     int32_t prompts[4][72] = {{1, 40, 41, 42, 43, 40, 41, 42, 43}, {1, 50, 51, 50, 51, 50, 51, 50, 51},
                               {1, 60, 61, 62, 60, 61, 62, 60, 61}, {1}};
     int n_prompt[4] = {9, 9, 9, 70};

@@ -169,7 +169,6 @@ static void run(batch_state *b, step_plan *p) {
     learn(b, ms, rows - p->k, p->decoding);
     b->steps += p->k > 1;
     b->sessions += p->k > 1 ? p->k : 0;
-    b->rows += rows;
     b->prompt_rows += p->k > 1 ? prompt_rows : 0;
     b->verify_passes += verify;
     b->last_sessions = p->k;

@@ -52,7 +52,6 @@
 typedef struct {
     int64_t steps;        /* shared steps run */
     int64_t sessions;     /* sessions in them, in all (sessions / steps: the mean batch) */
-    int64_t rows;         /* rows in them, in all */
     int64_t prompt_rows;  /* of those, prompt tokens */
     int64_t retried;      /* steps whose pass failed and ran again one session at a time */
     int64_t verify_passes; /* speculative verify passes that went into shared steps */
