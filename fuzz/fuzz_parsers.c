@@ -2,7 +2,10 @@
  * fuzz_parsers — libFuzzer target: the chat-template detector and
  * formatter, the command line's number, id-list, lookahead and mode
  * parsers, a deploy bundle's plan.json reader (flat JSON applied to a
- * load's options) and its manifest reader, on arbitrary bytes.
+ * load's options) and its manifest reader, the JSON reader, the GBNF
+ * compiler (then the grammar is run over the text after the first NUL) and
+ * the JSON-schema converter (whose grammar must then compile), on arbitrary
+ * bytes.
  *
  * First byte: which parser. Chat: the rest is a template to detect, then
  * NUL-separated role/content pairs to format with every family. The CLI
@@ -14,6 +17,9 @@
 
 #include "../tools/cli.h"
 #include "core/flatjson.h"
+#include "core/json.h"
+#include "model/grammar.h"
+#include "model/json_schema.h"
 #include "model/chat_template.h"
 #include "runtime/bundle.h"
 #include "runtime/bundle_dir.h"
@@ -64,6 +70,36 @@ static void manifest(const char *p, size_t n) {
             __builtin_trap();
 }
 
+/* A grammar compiled from the text before the first NUL, fed what follows. */
+static void gbnf(const char *p, size_t n) {
+    const size_t gl = strnlen(p, n);
+    grammar *g = NULL;
+    grammar_match *m = NULL;
+    if (grammar_parse(p, gl, &g, NULL) != ERR_OK) return;
+    if (grammar_match_new(g, NULL, &m, NULL) == ERR_OK) {
+        if (gl < n) (void)grammar_match_text(m, p + gl + 1, n - gl - 1);
+        (void)grammar_match_complete(m);
+        grammar_match_rewind(m, 1);
+        grammar_match_free(m);
+    }
+    grammar_free(g);
+}
+
+/* A schema's grammar: when the converter succeeds, the grammar compiles. */
+static void schema(const char *p, size_t n) {
+    json_value *v = NULL;
+    if (json_parse(p, n, &v, NULL) == ERR_OK) json_free(v);
+    char *text = NULL;
+    grammar *g = NULL;
+    if (json_schema_to_gbnf(p, n, &text, NULL) != ERR_OK) return;
+    err_t err = {0};
+    const err_code rc = grammar_parse(text, strlen(text), &g, &err);
+    /* a schema that is only a reference to itself is a left-recursive grammar, refused as such */
+    if (rc != ERR_OK && rc != ERR_UNSUPPORTED && !strstr(err.msg, "left-recursive")) __builtin_trap();
+    grammar_free(g);
+    free(text);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     char *s = malloc(size); /* the rest, NUL-terminated (the chat parser reads its own NULs) */
@@ -74,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     float f;
     int32_t *ids = NULL;
     int n, a, b, c;
-    switch (data[0] % 8) {
+    switch (data[0] % 10) {
     case 0: chat(s, size); break;
     case 1: (void)parse_long(s, -5, 1L << 40, &l); break;
     case 2: (void)parse_float(s, &f); break;
@@ -84,6 +120,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 4: (void)parse_lookahead(s, &a, &b, &c); break;
     case 5: manifest((const char *)data + 1, size - 1); break; /* raw: a NUL in it must be refused */
     case 6: plan_json(s, size - 1); break;
+    case 8: gbnf((const char *)data + 1, size - 1); break;
+    case 9: schema((const char *)data + 1, size - 1); break;
     default: (void)parse_spec_mode(s, &a); break;
     }
     free(s);

@@ -1,0 +1,638 @@
+/*
+ * grammar_match — the pushdown automaton of a compiled grammar, and the
+ * token mask it gives (grammar.h explains the approach).
+ *
+ * A frame is (pos, up): the element to match next, and the frame to go on
+ * with when this sequence ends (NULL: the grammar's end). Frames are
+ * hash-consed, so equal stacks are one pointer; a frame never points at the
+ * end of a sequence (it would be its `up`), so the same stack has one form.
+ * Each frame memoizes:
+ *   exp   the frames it expands to whose element is a character set (rule
+ *         references opened, ends of sequences closed), plus ACCEPT when the
+ *         whole grammar can end here;
+ *   succ  for a character-set frame, the expansion of what follows it.
+ * A state is a set of character-set frames (and maybe ACCEPT). Taking a
+ * character c: the union of succ(f) over the frames f whose set holds c,
+ * deduplicated by an epoch mark on the frames. Work is thus done once per
+ * frame, ever; after the first few tokens a step is a few set lookups.
+ *
+ * Frames live in an arena that grows with the grammar's reachable stacks
+ * (its nesting, not the text's length, for the grammars of JSON); it is
+ * bounded by GRAMMAR_MAX_FRAMES, past which the matcher reports an error.
+ *
+ * UTF-8: the text and the tokens are bytes; the grammar is code points. A
+ * state carries the bytes of a character not complete yet (a token may end
+ * inside one): while it is incomplete the frames stay, pruned to those whose
+ * set meets a character that starts with those bytes.
+ */
+#include "model/grammar_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GRAMMAR_MAX_FRAMES (1 << 20)
+#define GRAMMAR_MAX_SET 4096 /* frames in one state: an ambiguity beyond any practical grammar */
+
+typedef struct frame frame;
+struct frame {
+    int32_t pos;
+    frame *up, *hnext;
+    frame **exp, **succ;
+    int32_t n_exp, n_succ;
+    uint32_t mark;
+    uint8_t has_exp, has_succ;
+};
+
+/* A partial UTF-8 character: its bits so far and the bytes still to come. */
+typedef struct {
+    uint32_t acc;
+    uint8_t need, len;
+} utf8_part;
+
+typedef struct {
+    frame **v;
+    int32_t n, cap;
+    utf8_part part;
+} gstate;
+
+/* -------------------------------------------------------- the vocabulary trie */
+
+typedef struct {
+    uint8_t byte;
+    int32_t depth; /* 0: the root */
+    int32_t end;   /* the node after this one's subtree (preorder) */
+    int32_t tok_first, tok_n; /* tokens whose bytes end here: toks[first .. first + n) */
+} tnode;
+
+struct grammar_vocab {
+    int32_t n_vocab;
+    tnode *nodes;
+    int32_t n_nodes, max_depth;
+    int32_t *toks;        /* ids with bytes, sorted by their bytes */
+    int32_t n_toks;
+    char *bytes;          /* every piece, concatenated */
+    int64_t *off;         /* (n_vocab + 1) a piece's bytes: bytes[off[t] .. off[t + 1]) */
+    int32_t *eog;
+    int32_t n_eog;
+};
+
+struct grammar_match {
+    const grammar *g;
+    const grammar_vocab *v;
+    frame **table;       /* hash of frames */
+    uint32_t table_mask;
+    int32_t n_frames;
+    char **blocks;       /* the arena */
+    int32_t n_blocks, cap_blocks;
+    size_t block_used, block_size;
+    frame accept;        /* ACCEPT: the grammar may end here */
+    uint32_t epoch;
+    gstate hist[GRAMMAR_REWIND_MAX + 1]; /* the state, then the ones it came from */
+    int32_t hist_head, hist_len;
+    gstate *level;       /* (max_depth + 1) the mask's walk: the state at each trie depth */
+    gstate tmp[2];
+    uint8_t *allowed;    /* (n_vocab) the mask's tokens */
+    err_code rc;
+    char why[160];
+};
+
+static bool mfail(grammar_match *m, err_code rc, const char *why) {
+    if (m->rc == ERR_OK) {
+        m->rc = rc;
+        snprintf(m->why, sizeof m->why, "%s", why);
+    }
+    return false;
+}
+
+/* ---------------------------------------------------------------- arena */
+
+static void *arena_alloc(grammar_match *m, size_t size) {
+    size = (size + 15) & ~(size_t)15;
+    if (m->n_blocks == 0 || m->block_used + size > m->block_size) {
+        const size_t bs = size > (size_t)1 << 16 ? size : (size_t)1 << 16;
+        if (m->n_blocks == m->cap_blocks) {
+            const int32_t cap = m->cap_blocks ? 2 * m->cap_blocks : 16;
+            char **b = realloc(m->blocks, sizeof *b * (size_t)cap);
+            if (!b) return NULL;
+            m->blocks = b;
+            m->cap_blocks = cap;
+        }
+        if (!(m->blocks[m->n_blocks] = malloc(bs))) return NULL;
+        m->n_blocks++;
+        m->block_used = 0;
+        m->block_size = bs;
+    }
+    void *p = m->blocks[m->n_blocks - 1] + m->block_used;
+    m->block_used += size;
+    return p;
+}
+
+/* ---------------------------------------------------------------- frames */
+
+static uint32_t frame_hash(int32_t pos, const frame *up) {
+    uint64_t h = (uint64_t)(uint32_t)pos * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)up * 0xC2B2AE3D27D4EB4Full;
+    return (uint32_t)(h ^ h >> 29);
+}
+
+static bool grow_table(grammar_match *m) {
+    const uint32_t size = (m->table_mask + 1) * 2;
+    frame **t = calloc(size, sizeof *t);
+    if (!t) return false;
+    for (uint32_t i = 0; i <= m->table_mask; i++)
+        for (frame *f = m->table[i], *next; f; f = next) {
+            next = f->hnext;
+            const uint32_t h = frame_hash(f->pos, f->up) & (size - 1);
+            f->hnext = t[h];
+            t[h] = f;
+        }
+    free(m->table);
+    m->table = t;
+    m->table_mask = size - 1;
+    return true;
+}
+
+/* The one frame (pos, up); NULL on failure (m->rc says why). */
+static frame *intern(grammar_match *m, int32_t pos, frame *up) {
+    const uint32_t h = frame_hash(pos, up);
+    for (frame *f = m->table[h & m->table_mask]; f; f = f->hnext)
+        if (f->pos == pos && f->up == up) return f;
+    if (m->n_frames >= GRAMMAR_MAX_FRAMES)
+        return mfail(m, ERR_UNSUPPORTED, "the grammar's parse states outgrew their bound (an ambiguous grammar?)"), NULL;
+    frame *f = arena_alloc(m, sizeof *f);
+    if (!f) return mfail(m, ERR_NOMEM, "out of memory"), NULL;
+    memset(f, 0, sizeof *f);
+    f->pos = pos;
+    f->up = up;
+    const uint32_t b = h & m->table_mask;
+    f->hnext = m->table[b];
+    m->table[b] = f;
+    if (++m->n_frames > (int32_t)m->table_mask && !grow_table(m)) return mfail(m, ERR_NOMEM, "out of memory"), NULL;
+    return f;
+}
+
+/* The frame that goes on at pos with up below: up itself (or ACCEPT) when
+ * pos ends a sequence. */
+static frame *frame_at(grammar_match *m, int32_t pos, frame *up) {
+    if (grammar_ends_seq(m->g, pos)) return up ? up : &m->accept;
+    return intern(m, pos, up);
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+    const uintptr_t x = (uintptr_t) * (frame *const *)a, y = (uintptr_t) * (frame *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct {
+    frame **v;
+    int32_t n, cap;
+} fvec;
+
+static bool fvec_add(grammar_match *m, fvec *o, frame *const *v, int32_t n) {
+    if (o->n + n > o->cap) {
+        const int32_t cap = (o->n + n) * 2;
+        frame **p = realloc(o->v, sizeof *p * (size_t)cap);
+        if (!p) return mfail(m, ERR_NOMEM, "out of memory");
+        o->v = p;
+        o->cap = cap;
+    }
+    memcpy(o->v + o->n, v, sizeof *v * (size_t)n);
+    o->n += n;
+    return true;
+}
+
+/* o, sorted, deduplicated, copied into the arena. */
+static bool fvec_keep(grammar_match *m, fvec *o, frame ***out, int32_t *n_out) {
+    qsort(o->v, (size_t)o->n, sizeof *o->v, cmp_ptr);
+    int32_t n = 0;
+    for (int32_t i = 0; i < o->n; i++)
+        if (n == 0 || o->v[n - 1] != o->v[i]) o->v[n++] = o->v[i];
+    if (n > GRAMMAR_MAX_SET) return mfail(m, ERR_UNSUPPORTED, "the grammar is too ambiguous (too many parse stacks)");
+    *out = arena_alloc(m, sizeof **out * (size_t)(n > 0 ? n : 1));
+    if (!*out) return mfail(m, ERR_NOMEM, "out of memory");
+    memcpy(*out, o->v, sizeof **out * (size_t)n);
+    *n_out = n;
+    return true;
+}
+
+static bool expand(grammar_match *m, frame *f);
+
+/* The expansion of rule r's alternatives, each with cont below it, into o. */
+static bool expand_rule(grammar_match *m, int32_t r, frame *cont, fvec *o) {
+    const grammar *g = m->g;
+    for (int32_t pos = g->rule_start[r];; pos++) {
+        frame *a = frame_at(m, pos, cont);
+        if (!a || !expand(m, a) || !fvec_add(m, o, a->exp, a->n_exp)) return false;
+        while (!grammar_ends_seq(g, pos)) pos++;
+        if (g->el[pos].kind == GE_END) return true;
+    }
+}
+
+/* The expansion of a reference frame: the rule, with what follows the
+ * reference below it. */
+static bool expand_ref(grammar_match *m, frame *f, fvec *o) {
+    const grammar *g = m->g;
+    frame *cont = f->up;
+    if (!grammar_ends_seq(g, f->pos + 1) && !(cont = intern(m, f->pos + 1, f->up))) return false;
+    return expand_rule(m, g->el[f->pos].arg, cont, o);
+}
+
+/* f->exp: the character-set frames (and ACCEPT) f stands for. No cycle can
+ * recurse here forever: the grammar has no left recursion. */
+static bool expand(grammar_match *m, frame *f) {
+    if (f->has_exp) return true;
+    fvec o = {0};
+    bool ok;
+    if (f == &m->accept || m->g->el[f->pos].kind == GE_SET) ok = fvec_add(m, &o, &f, 1);
+    else ok = expand_ref(m, f, &o);
+    ok = ok && fvec_keep(m, &o, &f->exp, &f->n_exp);
+    free(o.v);
+    if (ok) f->has_exp = 1;
+    return ok;
+}
+
+/* f->succ: where a character-set frame goes once its character is taken. */
+static bool successors(grammar_match *m, frame *f) {
+    if (f->has_succ) return true;
+    frame *next = frame_at(m, f->pos + 1, f->up);
+    if (!next || !expand(m, next)) return false;
+    f->succ = next->exp;
+    f->n_succ = next->n_exp;
+    f->has_succ = 1;
+    return true;
+}
+
+/* ---------------------------------------------------------------- states */
+
+static bool state_reserve(grammar_match *m, gstate *s, int32_t n) {
+    if (n <= s->cap) return true;
+    const int32_t cap = n < 16 ? 16 : 2 * n;
+    frame **v = realloc(s->v, sizeof *v * (size_t)cap);
+    if (!v) return mfail(m, ERR_NOMEM, "out of memory");
+    s->v = v;
+    s->cap = cap;
+    return true;
+}
+
+static bool state_copy(grammar_match *m, gstate *dst, const gstate *src) {
+    if (!state_reserve(m, dst, src->n)) return false;
+    memcpy(dst->v, src->v, sizeof *src->v * (size_t)src->n);
+    dst->n = src->n;
+    dst->part = src->part;
+    return true;
+}
+
+static bool frame_takes(const grammar_match *m, const frame *f, uint32_t lo, uint32_t hi) {
+    return f != &m->accept && grammar_set_meets(m->g, m->g->el[f->pos].arg, lo, hi);
+}
+
+/* dst = src after the whole character c. */
+static bool step_char(grammar_match *m, const gstate *src, uint32_t c, gstate *dst) {
+    dst->n = 0;
+    dst->part = (utf8_part){0};
+    if (++m->epoch == 0) m->epoch = 1; /* marks of 2^32 steps ago cannot matter: a state is rebuilt each step */
+    for (int32_t i = 0; i < src->n; i++) {
+        frame *f = src->v[i];
+        if (!frame_takes(m, f, c, c)) continue;
+        if (!successors(m, f) || !state_reserve(m, dst, dst->n + f->n_succ)) return false;
+        for (int32_t j = 0; j < f->n_succ; j++) {
+            frame *x = f->succ[j];
+            if (x->mark == m->epoch) continue;
+            x->mark = m->epoch;
+            dst->v[dst->n++] = x;
+        }
+    }
+    return true;
+}
+
+/* The characters a partial sequence can still become: [lo, hi]. */
+static void part_range(const utf8_part *p, uint32_t *lo, uint32_t *hi) {
+    const int shift = 6 * p->need;
+    *lo = p->acc << shift;
+    *hi = *lo | ((1u << shift) - 1);
+}
+
+/* dst = src after byte b; false only on an error (an empty dst: not allowed). */
+static bool step_byte(grammar_match *m, const gstate *src, uint8_t b, gstate *dst) {
+    utf8_part p = src->part;
+    if (p.need == 0) {
+        if (b < 0x80) return step_char(m, src, b, dst);
+        p.len = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+        p.need = p.len ? p.len - 1 : 0;
+        p.acc = b & (0x7F >> p.len);
+    } else if ((b & 0xC0) == 0x80) {
+        p.acc = p.acc << 6 | (b & 0x3F);
+        p.need--;
+    } else {
+        p.len = 0;
+    }
+    dst->n = 0;
+    if (p.len == 0) return true; /* not UTF-8 */
+    if (p.need == 0) {
+        const uint32_t c = p.acc;
+        const bool bad = (p.len == 3 && c < 0x800) || (p.len == 4 && (c < 0x10000 || c > 0x10FFFF)) ||
+                         (c >= 0xD800 && c <= 0xDFFF);
+        return bad ? true : step_char(m, src, c, dst);
+    }
+    uint32_t lo, hi;
+    part_range(&p, &lo, &hi);
+    if (!state_reserve(m, dst, src->n)) return false;
+    for (int32_t i = 0; i < src->n; i++)
+        if (frame_takes(m, src->v[i], lo, hi)) dst->v[dst->n++] = src->v[i];
+    dst->part = p;
+    return true;
+}
+
+static gstate *current(grammar_match *m) { return &m->hist[m->hist_head]; }
+
+static bool has_accept(const grammar_match *m, const gstate *s) {
+    if (s->part.need) return false;
+    for (int32_t i = 0; i < s->n; i++)
+        if (s->v[i] == &m->accept) return true;
+    return false;
+}
+
+bool grammar_match_complete(const grammar_match *m) { return has_accept(m, &m->hist[m->hist_head]); }
+
+/* The state after bytes[0..n) from s, in one of m->tmp; NULL when they leave the grammar. */
+static gstate *walk_bytes(grammar_match *m, const gstate *s, const char *bytes, int64_t n) {
+    const gstate *from = s;
+    gstate *to = NULL;
+    for (int64_t i = 0; i < n; i++) {
+        to = &m->tmp[from == &m->tmp[0] ? 1 : 0];
+        if (!step_byte(m, from, (uint8_t)bytes[i], to) || to->n == 0) return NULL;
+        from = to;
+    }
+    return to;
+}
+
+/* -------------------------------------------------------- lifetime */
+
+err_code grammar_match_new(const grammar *g, const grammar_vocab *v, grammar_match **out, err_t *err) {
+    if (!out) return err_set(err, ERR_INVALID_ARG, "grammar: no output pointer");
+    *out = NULL;
+    if (!g) return err_set(err, ERR_INVALID_ARG, "grammar: no grammar");
+    grammar_match *m = calloc(1, sizeof *m);
+    if (!m) return err_set(err, ERR_NOMEM, "grammar: out of memory");
+    m->g = g;
+    m->v = v;
+    m->table_mask = 1023;
+    m->table = calloc(m->table_mask + 1, sizeof *m->table);
+    if (v) m->level = calloc((size_t)v->max_depth + 1, sizeof *m->level);
+    if (v) m->allowed = malloc((size_t)v->n_vocab);
+    m->hist_len = 1;
+    bool ok = m->table && (!v || (m->level && m->allowed));
+    if (ok) { /* the start: root's alternatives, with the grammar's end below them */
+        fvec o = {0};
+        frame **start = NULL;
+        int32_t n = 0;
+        ok = expand_rule(m, g->root, NULL, &o) && fvec_keep(m, &o, &start, &n) && state_reserve(m, &m->hist[0], n);
+        if (ok) memcpy(m->hist[0].v, start, sizeof *start * (size_t)n), m->hist[0].n = n;
+        free(o.v);
+    }
+    if (!ok) {
+        const err_code rc = m->rc != ERR_OK ? m->rc : ERR_NOMEM;
+        err_set(err, rc, "grammar: %s", m->rc != ERR_OK ? m->why : "out of memory");
+        grammar_match_free(m);
+        return rc;
+    }
+    *out = m;
+    return ERR_OK;
+}
+
+void grammar_match_free(grammar_match *m) {
+    if (!m) return;
+    for (int32_t i = 0; i < m->n_blocks; i++) free(m->blocks[i]);
+    free(m->blocks);
+    free(m->table);
+    for (int i = 0; i <= GRAMMAR_REWIND_MAX; i++) free(m->hist[i].v);
+    if (m->level)
+        for (int32_t i = 0; i <= m->v->max_depth; i++) free(m->level[i].v);
+    free(m->level);
+    free(m->allowed);
+    free(m->tmp[0].v);
+    free(m->tmp[1].v);
+    free(m);
+}
+
+err_code grammar_match_error(const grammar_match *m, err_t *err) {
+    if (m->rc == ERR_OK) return ERR_OK;
+    return err_set(err, m->rc, "grammar: %s", m->why);
+}
+
+/* -------------------------------------------------------- taking text */
+
+/* The state after s becomes the current one (the old kept for a rewind). */
+static void commit(grammar_match *m, const gstate *s) {
+    const int32_t next = (m->hist_head + 1) % (GRAMMAR_REWIND_MAX + 1);
+    gstate *d = &m->hist[next];
+    if (s) {
+        if (!state_copy(m, d, s)) d->n = 0;
+    } else {
+        d->n = 0;
+        d->part = (utf8_part){0};
+    }
+    m->hist_head = next;
+    if (m->hist_len < GRAMMAR_REWIND_MAX + 1) m->hist_len++;
+}
+
+bool grammar_match_text(grammar_match *m, const char *text, size_t len) {
+    const gstate *s = len ? walk_bytes(m, current(m), text, (int64_t)len) : current(m);
+    if (len) commit(m, s);
+    return s && s->n > 0;
+}
+
+static bool piece_of(const grammar_vocab *v, int32_t t, const char **bytes, int64_t *n) {
+    if (!v || t < 0 || t >= v->n_vocab) return false;
+    *bytes = v->bytes + v->off[t];
+    *n = v->off[t + 1] - v->off[t];
+    return *n > 0;
+}
+
+static bool is_eog(const grammar_vocab *v, int32_t t) {
+    for (int32_t i = 0; v && i < v->n_eog; i++)
+        if (v->eog[i] == t) return true;
+    return false;
+}
+
+/* Only end-of-generation remains: the grammar is complete and nothing can
+ * follow, or the matcher is broken (an error, a token the grammar refused). */
+static bool only_eog(const grammar_match *m, const gstate *s) {
+    return m->rc != ERR_OK || s->n == 0 || (s->n == 1 && s->v[0] == &m->accept);
+}
+
+bool grammar_match_allows(grammar_match *m, int32_t t) {
+    const gstate *s = current(m);
+    if (is_eog(m->v, t)) return has_accept(m, s) || only_eog(m, s);
+    const char *bytes;
+    int64_t n;
+    if (m->rc != ERR_OK || !piece_of(m->v, t, &bytes, &n)) return false;
+    return walk_bytes(m, s, bytes, n) != NULL;
+}
+
+void grammar_match_accept(grammar_match *m, int32_t t) {
+    const char *bytes;
+    int64_t n;
+    if (m->rc != ERR_OK || !piece_of(m->v, t, &bytes, &n)) {
+        commit(m, NULL);
+        return;
+    }
+    commit(m, walk_bytes(m, current(m), bytes, n));
+}
+
+void grammar_match_rewind(grammar_match *m, int n) {
+    if (n >= m->hist_len) n = m->hist_len - 1;
+    if (n <= 0) return;
+    m->hist_head = (m->hist_head - n % (GRAMMAR_REWIND_MAX + 1) + GRAMMAR_REWIND_MAX + 1) % (GRAMMAR_REWIND_MAX + 1);
+    m->hist_len -= n;
+}
+
+/* -------------------------------------------------------- the mask */
+
+/* A trie walk from the current state: allowed[t] for every token whose
+ * bytes the grammar can take, each subtree pruned where its prefix cannot. */
+static void walk_trie(grammar_match *m, uint8_t *allowed) {
+    const grammar_vocab *v = m->v;
+    gstate *level = m->level;
+    if (!state_copy(m, &level[0], current(m))) return;
+    for (int32_t i = 1; i < v->n_nodes;) {
+        const tnode *nd = &v->nodes[i];
+        gstate *s = &level[nd->depth];
+        if (!step_byte(m, &level[nd->depth - 1], nd->byte, s)) return;
+        if (s->n == 0) {
+            i = nd->end;
+            continue;
+        }
+        for (int32_t k = 0; k < nd->tok_n; k++) allowed[v->toks[nd->tok_first + k]] = 1;
+        i++;
+    }
+}
+
+void grammar_match_mask(grammar_match *m, float *logits) {
+    const grammar_vocab *v = m->v;
+    if (!v) return;
+    const gstate *s = current(m);
+    uint8_t *allowed = m->allowed;
+    memset(allowed, 0, (size_t)v->n_vocab);
+    if (!only_eog(m, s)) walk_trie(m, allowed);
+    if (m->rc != ERR_OK) memset(allowed, 0, (size_t)v->n_vocab); /* broken mid-walk: end the generation */
+    const bool eog_ok = m->rc != ERR_OK || has_accept(m, s) || only_eog(m, s);
+    for (int32_t i = 0; i < v->n_eog; i++) allowed[v->eog[i]] = eog_ok;
+    for (int32_t t = 0; t < v->n_vocab; t++)
+        if (!allowed[t]) logits[t] = -INFINITY;
+}
+
+/* -------------------------------------------------------- the vocabulary */
+
+typedef struct {
+    grammar_vocab *v;
+    int32_t cap;
+} vbuild;
+
+typedef struct {
+    const char *bytes;
+    int64_t n;
+    int32_t id;
+} piece_key;
+
+static int cmp_piece(const void *a, const void *b) {
+    const piece_key *x = a, *y = b;
+    const int c = memcmp(x->bytes, y->bytes, (size_t)(x->n < y->n ? x->n : y->n));
+    if (c) return c;
+    return x->n < y->n ? -1 : x->n > y->n ? 1 : (x->id > y->id) - (x->id < y->id);
+}
+
+/* v->toks sorted by their bytes (then id). */
+static bool sort_pieces(grammar_vocab *v) {
+    piece_key *k = malloc(sizeof *k * (size_t)(v->n_toks > 0 ? v->n_toks : 1));
+    if (!k) return false;
+    for (int32_t i = 0; i < v->n_toks; i++) {
+        const int32_t t = v->toks[i];
+        k[i] = (piece_key){v->bytes + v->off[t], v->off[t + 1] - v->off[t], t};
+    }
+    qsort(k, (size_t)v->n_toks, sizeof *k, cmp_piece);
+    for (int32_t i = 0; i < v->n_toks; i++) v->toks[i] = k[i].id;
+    free(k);
+    return true;
+}
+
+/* Node for the tokens toks[lo..hi), which share their first depth bytes. */
+static bool build_node(vbuild *b, int32_t depth, int32_t lo, int32_t hi, uint8_t byte) {
+    grammar_vocab *v = b->v;
+    if (v->n_nodes == b->cap) {
+        const int32_t cap = b->cap ? 2 * b->cap : 1024;
+        tnode *n = realloc(v->nodes, sizeof *n * (size_t)cap);
+        if (!n) return false;
+        v->nodes = n;
+        b->cap = cap;
+    }
+    const int32_t me = v->n_nodes++;
+    if (depth > v->max_depth) v->max_depth = depth;
+    int32_t i = lo;
+    while (i < hi && v->off[v->toks[i] + 1] - v->off[v->toks[i]] == depth) i++;
+    v->nodes[me] = (tnode){byte, depth, 0, lo, i - lo};
+    while (i < hi) {
+        const uint8_t c = (uint8_t)v->bytes[v->off[v->toks[i]] + depth];
+        int32_t j = i;
+        while (j < hi && (uint8_t)v->bytes[v->off[v->toks[j]] + depth] == c) j++;
+        if (!build_node(b, depth + 1, i, j, c)) return false;
+        i = j;
+    }
+    v->nodes[me].end = v->n_nodes;
+    return true;
+}
+
+static bool read_pieces(grammar_vocab *v, const tokenizer *tok) {
+    int64_t total = 0;
+    for (int32_t t = 0; t < v->n_vocab; t++) {
+        const int n = tokenizer_piece(tok, t, false, NULL, 0);
+        total += n > 0 ? n : 0;
+    }
+    v->bytes = malloc((size_t)(total > 0 ? total : 1));
+    if (!v->bytes) return false;
+    int64_t at = 0;
+    for (int32_t t = 0; t < v->n_vocab; t++) {
+        v->off[t] = at;
+        const int n = tokenizer_piece(tok, t, false, v->bytes + at, (int)(total - at));
+        if (n > 0) {
+            at += n;
+            v->toks[v->n_toks++] = t;
+        }
+        if (tokenizer_is_eog(tok, t)) v->eog[v->n_eog++] = t;
+    }
+    v->off[v->n_vocab] = at;
+    return true;
+}
+
+err_code grammar_vocab_new(const tokenizer *tok, grammar_vocab **out, err_t *err) {
+    if (!out) return err_set(err, ERR_INVALID_ARG, "grammar: no output pointer");
+    *out = NULL;
+    if (!tok) return err_set(err, ERR_INVALID_ARG, "grammar: no tokenizer");
+    grammar_vocab *v = calloc(1, sizeof *v);
+    if (!v) return err_set(err, ERR_NOMEM, "grammar: out of memory");
+    v->n_vocab = tokenizer_n_vocab(tok);
+    const size_t n = (size_t)v->n_vocab;
+    v->off = malloc(sizeof *v->off * (n + 1));
+    v->toks = malloc(sizeof *v->toks * n);
+    v->eog = malloc(sizeof *v->eog * n);
+    vbuild b = {v, 0};
+    bool ok = v->off && v->toks && v->eog && read_pieces(v, tok);
+    ok = ok && sort_pieces(v) && build_node(&b, 0, 0, v->n_toks, 0);
+    if (!ok) {
+        grammar_vocab_free(v);
+        return err_set(err, ERR_NOMEM, "grammar: out of memory for the vocabulary's trie");
+    }
+    *out = v;
+    return ERR_OK;
+}
+
+void grammar_vocab_free(grammar_vocab *v) {
+    if (!v) return;
+    free(v->nodes);
+    free(v->toks);
+    free(v->bytes);
+    free(v->off);
+    free(v->eog);
+    free(v);
+}
