@@ -486,6 +486,15 @@ typedef struct {
     /* Tokens the draft writes ahead to score the prompt (SpecKV, SpecPC): 1..256; 0 = 64 (default,
      * fewer when the context has less room); -1 = none, the prompt's last 32 tokens vote alone. */
     int prompt_lookahead;
+    /* Constrained output (docs/structured-output.md). grammar: GBNF text (llama.cpp's format, start
+     * rule `root`) the generated text follows; json_schema: a JSON schema (text) the generated text
+     * validates against, turned into such a grammar. NULL = free text (default); both set is an error.
+     * Tokens the grammar forbids get no probability before every other transform; end of turn comes
+     * only where the text is complete. A bad grammar or an unsupported schema keyword fails
+     * octo_generate with the reason. Speculation stays lossless. Read when the stream starts. */
+    const char *grammar;
+    const char *json_schema;
+    float frequency_penalty; /* subtracted once per occurrence of a token in the penalty window; 0 = off (default) */
 } octo_generate_params;
 
 OCTO_API octo_generate_params octo_generate_params_defaults(void);

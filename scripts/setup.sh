@@ -5,7 +5,8 @@
 #   tests:  clang and its runtime (sanitizer build, libFuzzer target), valgrind
 #   server: libmicrohttpd-dev, libcjson-dev (octo serve), curl and nodejs/npm (its tests' clients)
 #   chat:   libedit-dev (line editing and history in run --chat on a terminal)
-#   python: python3-venv, python3-pytest (tests/python.sh: the binding in a fresh venv)
+#   python: python3-venv, python3-pytest (tests/python.sh: the binding in a fresh venv),
+#           python3-jsonschema (an independent validator of the structured-output tests)
 #   arm:    gcc-aarch64-linux-gnu, qemu-user (scripts/test-arm.sh: cross build + qemu)
 #   musl:   musl-tools (.ci/run: the library, the CLI and their tests built with musl-gcc)
 #   bench:  python3-numpy for ../shared/tools/widen.py (the 1.1B fixtures of docs/speculative.md)
@@ -29,6 +30,7 @@ command -v musl-gcc >/dev/null 2>&1 || need="$need musl-tools"
 /usr/bin/python3 -c "import numpy" >/dev/null 2>&1 || need="$need python3-numpy"
 /usr/bin/python3 -c "import pytest" >/dev/null 2>&1 || need="$need python3-pytest"
 /usr/bin/python3 -c "import ensurepip" >/dev/null 2>&1 || need="$need python3-venv"
+/usr/bin/python3 -c "import jsonschema" >/dev/null 2>&1 || need="$need python3-jsonschema"
 # libFuzzer and the sanitizer runtimes ship in libclang-rt-<version>-dev
 if command -v clang >/dev/null 2>&1; then
     ver=$(clang -dumpversion | cut -d. -f1)

@@ -24,6 +24,8 @@
 #include "platform/mem.h"
 #include "platform/memwatch.h"
 #include "model/chat_template.h"
+#include "model/grammar.h"
+#include "model/json_schema.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "moe/policy.h"
@@ -103,12 +105,14 @@ struct octo_model {
     batch_state batch;       /* the sessions' shared steps (runtime/batch.h), under lock */
     bool stepping;           /* a shared step is being gathered or run, under lock */
     pthread_cond_t step_cv;  /* a step ended, or a stream took its piece */
+    grammar_vocab *gvocab;   /* the vocabulary's trie for grammars, made by the first one, under lock */
 };
 
 struct octo_stream {
     octo_model *om;          /* NULL once the model was freed */
     octo_session *ss;
     generation *g;
+    grammar *grammar;        /* octo_generate_params.grammar / json_schema compiled (NULL: none) */
     atomic_bool asking;      /* its caller is in octo_stream_next */
 };
 
@@ -355,6 +359,7 @@ void octo_model_free(octo_model *om) {
     for (int i = 0; om->extra && i < om->opts.max_sessions - 1; i++)
         if (om->extra[i]) session_detach(om->extra[i]); /* sessions left open: their caches go with the model */
     free(om->extra);
+    grammar_vocab_free(om->gvocab);
     bundle_free(om->b);
     pthread_mutex_destroy(&om->lock);
     pthread_cond_destroy(&om->step_cv);
@@ -686,7 +691,8 @@ static gen_params to_gen_params(const octo_generate_params *p) {
         .max_tokens = p->max_tokens,
         .sampling = {.temperature = p->temperature, .top_k = p->top_k, .top_p = p->top_p, .min_p = p->min_p,
                      .repeat_penalty = p->repeat_penalty, .presence_penalty = p->presence_penalty,
-                     .repeat_last_n = p->repeat_last_n, .seed = p->seed},
+                     .repeat_last_n = p->repeat_last_n, .seed = p->seed,
+                     .frequency_penalty = p->frequency_penalty},
         .on_prefill = p->on_prefill,
         .user = p->user,
         .spec_k = p->spec_k,
@@ -715,6 +721,31 @@ int octo_spec_mode_from_name(const char *name) {
 static void on_step(void *user, double ms, int tokens) {
     octo_model *om = user;
     cpu_adapt_step(&om->cpu, om->b->pool, ms, tokens, now_s());
+}
+
+/* The grammar params ask for (NULL when none), and the model's vocabulary
+ * as grammars see it (made once). */
+static err_code stream_grammar(octo_model *om, const octo_generate_params *p, grammar **out, gen_params *gp,
+                               err_t *err) {
+    *out = NULL;
+    if (!p->grammar && !p->json_schema) return ERR_OK;
+    if (p->grammar && p->json_schema) return err_set(err, ERR_INVALID_ARG, "give a grammar or a JSON schema, not both");
+    char *text = NULL;
+    err_code rc = p->json_schema ? json_schema_to_gbnf(p->json_schema, strlen(p->json_schema), &text, err) : ERR_OK;
+    const char *gbnf = p->json_schema ? text : p->grammar;
+    if (!rc) rc = grammar_parse(gbnf, strlen(gbnf), out, err);
+    free(text);
+    pthread_mutex_lock(&om->lock);
+    if (!rc && !om->gvocab) rc = grammar_vocab_new(om->b->tok, &om->gvocab, err);
+    pthread_mutex_unlock(&om->lock);
+    if (rc) {
+        grammar_free(*out);
+        *out = NULL;
+        return rc;
+    }
+    gp->grammar = *out;
+    gp->grammar_vocab = om->gvocab;
+    return ERR_OK;
 }
 
 /* Tokenize text and start a stream on it; the model is marked busy on success. */
@@ -758,11 +789,15 @@ static octo_stream *start_stream(octo_session *ss, const char *text, bool parse_
     }
     tok_list l = {0};
     octo_stream *st = NULL;
+    grammar *gr = NULL;
     err_code rc = tokenizer_encode(om->b->tok, text, strlen(text), true, parse_special, &l, err);
     if (!rc && !(st = calloc(1, sizeof *st))) rc = err_set(err, ERR_NOMEM, "out of memory");
+    if (!rc) rc = stream_grammar(om, &p, &gr, &gp, err);
     if (!rc) rc = gen_start(ss->s, om->b->tok, l.ids, l.n, &gp, &st->g, err);
     tok_list_free(&l);
+    if (!rc) st->grammar = gr;
     if (rc) {
+        grammar_free(gr);
         free(st);
         atomic_store(&ss->busy, false);
         return NULL;
@@ -1039,6 +1074,7 @@ void octo_stream_free(octo_stream *st) {
         atomic_store(&st->ss->busy, false);
     }
     gen_free(st->g);
+    grammar_free(st->grammar);
     free(st);
 }
 

@@ -253,7 +253,9 @@ static const schema_case schema_cases[] = {
     {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", {"\"ab\"", "\"\\n\\u00e9x\""},
      {"\"a\"", "\"abcd\""}},
     {"{\"type\":\"string\",\"format\":\"date-time\"}", {"\"2026-11-27T09:48:54Z\"", "\"1999-01-31T23:59:59.5+05:30\""},
-     {"\"2026-13-01T00:00:00Z\"", "\"2026-11-27\""}},
+     {"\"2026-13-01T00:00:00Z\"", "\"2026-11-27\"", "\"2026-11-31T00:00:00Z\""}},
+    {"{\"type\":\"string\",\"format\":\"date\"}", {"\"2024-02-29\"", "\"2000-02-29\"", "\"0004-02-29\"", "\"2026-12-31\""},
+     {"\"2026-02-29\"", "\"1900-02-29\"", "\"0000-01-01\"", "\"2026-04-31\"", "\"2026-02-30\""}},
     {"{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
      "\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/node\"},{\"type\":\"null\"}]}},\"required\":[\"v\",\"next\"]}},"
      "\"$ref\":\"#/$defs/node\"}",
@@ -266,6 +268,10 @@ static const schema_case schema_cases[] = {
      {"{\"a\":1}", "{\"a\":1,\"b\":\"x\"}"}, {"{\"b\":\"x\"}"}},
     {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}",
      {"{}", "{\"x\":1,\"y\":2}"}, {"{\"x\":\"1\"}"}},
+    {"{\"type\":\"object\",\"propertyNames\":{\"maxLength\":2},\"additionalProperties\":true}",
+     {"{}", "{\"ab\":[1,{}],\"c\":null}"}, {"{\"abc\":1}"}},
+    {"{\"type\":\"object\",\"minProperties\":1,\"maxProperties\":2,\"additionalProperties\":{\"type\":\"null\"}}",
+     {"{\"a\":null}", "{\"a\":null,\"b\":null}"}, {"{}", "{\"a\":null,\"b\":null,\"c\":null}"}},
     {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\",\"format\":\"uuid\"}]}",
      {"[4, \"123e4567-e89b-12d3-a456-426614174000\"]"}, {"[4]", "[4, \"123e4567\"]"}},
 };

@@ -194,6 +194,66 @@ static void test_greedy(void) {
  * 3. Transforms, exact
  * ------------------------------------------------------------------------- */
 
+static void only_1_and_2(void *ctx, float *l) {
+    (void)ctx;
+    l[0] = l[3] = -INFINITY;
+}
+static bool allows_1_and_2(void *ctx, int32_t t) {
+    (void)ctx;
+    return t == 1 || t == 2;
+}
+
+/* A constraint allowing the tokens whose hash falls in 1 of every `every`. */
+typedef struct {
+    int every, masks;
+} hash_con;
+static bool hash_allows(void *ctx, int32_t t) {
+    const int every = ((hash_con *)ctx)->every;
+    return ((uint32_t)t * 2654435761u >> 7) % (uint32_t)every == 0;
+}
+static void hash_mask(void *ctx, float *l) {
+    ((hash_con *)ctx)->masks++;
+    for (int32_t t = 0; t < 1000; t++)
+        if (!hash_allows(ctx, t)) l[t] = -INFINITY;
+}
+
+/* With top-k, or min-p alone, the sampler checks the best tokens one by one
+ * instead of masking them all: the distribution is the same to the bit. */
+static void test_lazy_constraint(void) {
+    const int V = 1000;
+    float *l = malloc(sizeof *l * V), *a = malloc(sizeof *a * V), *b = malloc(sizeof *b * V);
+    rng_t r = {42};
+    const struct { float t; int k; float p, min_p; } cases[] = {
+        {0.8f, 40, 0.95f, 0.05f}, {1.0f, 0, 1.0f, 0.1f}, {1.5f, 5, 1.0f, 0.0f}, {0.7f, 0, 0.9f, 0.05f},
+        {1.0f, 100, 1.0f, 0.0f}, {2.0f, 0, 1.0f, 0.01f}};
+    const int every[] = {2, 3, 97, 400};
+    int same = 0, runs = 0, lazy_masks = 0, lazy_wanted = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        for (int e = 0; e < 4; e++) {
+            for (int i = 0; i < V; i++) l[i] = (float)(4.0 * rng_uniform(&r) - 2.0);
+            sampler_params p = params_off();
+            p.temperature = cases[c].t, p.top_k = cases[c].k, p.top_p = cases[c].p, p.min_p = cases[c].min_p;
+            sampler *lazy = make(&p, V), *whole = make(&p, V);
+            hash_con hl = {every[e], 0}, hw = {every[e], 0};
+            sampler_constrain(lazy, &(sampler_constraint){&hl, hash_mask, hash_allows, NULL, NULL});
+            sampler_constrain(whole, &(sampler_constraint){&hw, hash_mask, NULL, NULL, NULL});
+            sampler_distribution(lazy, l, a);
+            sampler_distribution(whole, l, b);
+            int n_allowed_mass = 0;
+            for (int i = 0; i < V; i++) n_allowed_mass += a[i] > 0.0f && !hash_allows(&hl, i);
+            same += !memcmp(a, b, sizeof *a * (size_t)V) && n_allowed_mass == 0 && hw.masks == 1;
+            runs++;
+            /* dense allowed sets with a small top-k: never the whole mask (a wide min-p, or top-k 100 of
+             * one token in 3, reaches past the best 256 tokens and takes the whole mask) */
+            if (every[e] <= 3 && cases[c].k > 0 && cases[c].k <= 40) lazy_masks += hl.masks, lazy_wanted++;
+            sampler_free(lazy), sampler_free(whole);
+        }
+    T_EQ_INT(same, runs);
+    T_EQ_INT(lazy_masks, 0);
+    T_EQ_INT(lazy_wanted, 4);
+    free(l), free(a), free(b);
+}
+
 static void test_transforms(void) {
     /* logits = log p for p = {0.5, 0.3, 0.15, 0.05} */
     const float lp[4] = {logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f)};
@@ -299,6 +359,46 @@ static void test_transforms(void) {
         sampler_accept(s, 0);
         sampler_accept(s, 2);
         check_dist(s, l4, want, 4, "presence penalty 0.5");
+        sampler_free(s);
+    }
+
+    /* frequency penalty 0.5 beside presence 0.25: each seen token loses 0.25 + 0.5 per time seen in
+     * the window (the first 0 has left it) */
+    {
+        const float l4[4] = {2.0f, -1.0f, 0.5f, 0.0f};
+        double want[4];
+        p = params_off();
+        p.frequency_penalty = 0.5f;
+        p.presence_penalty = 0.25f;
+        p.repeat_last_n = 5;
+        s = make(&p, 4);
+        const int32_t seen[] = {0, 0, 1, 0, 2, 0};
+        for (int i = 0; i < 6; i++) sampler_accept(s, seen[i]);
+        /* the window of 5: 0, 1, 0, 2, 0 -> 0 three times, 1 once, 2 once */
+        const double y[4] = {2.0 - 0.25 - 1.5, -1.0 - 0.25 - 0.5, 0.5 - 0.25 - 0.5, 0.0};
+        ref_softmax(y, 4, 1.0, want);
+        check_dist(s, l4, want, 4, "frequency penalty 0.5, presence 0.25");
+        sampler_free(s);
+    }
+
+    /* a constraint: tokens it forbids get nothing, the rest keep their ratios; a
+     * greedy pick it forbids gives way to the best it allows */
+    {
+        const float l4[4] = {2.0f, -1.0f, 0.5f, 0.0f};
+        const double x[4] = {-INFINITY, -1.0, 0.5, -INFINITY};
+        double want[4];
+        ref_softmax(x, 4, 1.0, want);
+        p = params_off();
+        s = make(&p, 4);
+        sampler_constrain(s, &(sampler_constraint){NULL, only_1_and_2, allows_1_and_2, NULL, NULL});
+        check_dist(s, l4, want, 4, "a constraint allowing 1 and 2");
+        sampler_free(s);
+        p.temperature = 0.0f;
+        s = make(&p, 4);
+        sampler_constrain(s, &(sampler_constraint){NULL, only_1_and_2, allows_1_and_2, NULL, NULL});
+        T_EQ_INT(sampler_sample(s, l4), 2);
+        sampler_constrain(s, NULL);
+        T_EQ_INT(sampler_sample(s, l4), 0);
         sampler_free(s);
     }
 
@@ -972,6 +1072,7 @@ int main(void) {
     test_reproducible();
     test_greedy();
     test_transforms();
+    test_lazy_constraint();
     test_against_reference();
     test_draw();
     test_chi2_quantiles();

@@ -39,6 +39,8 @@
 #include <string.h>
 
 #include "core/quant.h"
+#include "model/grammar.h"
+#include "model/json_schema.h"
 #include "model/model.h"
 #include "model/sampler.h"
 #include "octo.h"
@@ -1165,6 +1167,103 @@ static void test_adaptive(void) {
     T_CHECK(!spec_probe_plain(&t, 2));
 }
 
+/* The tokens of one generation of s under grammar g (NULL: none), with the
+ * draft ds proposing (NULL: plain); *complete: the text is a whole sentence of g. */
+static int grammar_run(session *s, session *ds, const tokenizer *tok, const grammar *g, const grammar_vocab *gv,
+                       float temp, int tree, uint64_t seed, int32_t *out, bool *complete, int *accepted) {
+    const int32_t prompt[] = {1, 403, 407, 261, 378}; /* "Once upon a time" in the 512-token vocabulary */
+    err_t err = {0};
+    session_reset(s);
+    if (ds) session_reset(ds);
+    gen_params gp = {.max_tokens = 200, .sampling = sampler_defaults(), .proposer = ds ? &proposer_draft : NULL,
+                     .spec_tree = tree, .draft = ds, .grammar = g, .grammar_vocab = gv};
+    gp.sampling.temperature = temp, gp.sampling.top_k = 0, gp.sampling.top_p = 1.0f, gp.sampling.min_p = 0.0f;
+    gp.sampling.seed = seed;
+    generation *gen = NULL;
+    if (gen_start(s, tok, prompt, 5, &gp, &gen, &err)) {
+        T_CHECKF(0, "grammar run: %s", err.msg);
+        return 0;
+    }
+    char text[4096];
+    size_t len = 0;
+    for (const char *p; (p = gen_next(gen));) {
+        const size_t k = strlen(p);
+        if (len + k < sizeof text) memcpy(text + len, p, k), len += k;
+    }
+    T_CHECKF(gen_error(gen)->code == ERR_OK, "grammar run: %s", gen_error(gen)->msg);
+    int n = 0;
+    const int32_t *t = gen_tokens(gen, &n);
+    memcpy(out, t, sizeof *t * (size_t)n);
+    *accepted += gen_get_stats(gen).spec_accepted;
+    grammar_match *m = NULL;
+    *complete = grammar_match_new(g, NULL, &m, &err) == ERR_OK && grammar_match_text(m, text, len) &&
+                grammar_match_complete(m);
+    grammar_match_free(m);
+    gen_free(gen);
+    return n;
+}
+
+/* Speculation under a grammar, with the trained draft: greedy text is the
+ * same as plain decoding's, in lines and in trees (a draft the grammar
+ * forbids is rejected as the target rejects it), and sampled texts are
+ * whole sentences of the grammar. */
+static void test_grammar_draft(const char *path, const char *dpath) {
+    err_t err = {0};
+    model *m = NULL, *d = NULL;
+    tokenizer *tok = NULL;
+    grammar_vocab *gv = NULL;
+    session *s = NULL, *ds = NULL;
+    if (model_load(path, &m, &err) || model_load(dpath, &d, &err) || tokenizer_load(m->gguf, &tok, &err) ||
+        grammar_vocab_new(tok, &gv, &err) || session_new(m, 512, QT_F32, 2, &s, &err) ||
+        session_new(d, 256, QT_F32, 2, &ds, &err)) {
+        T_CHECKF(0, "grammar draft: %s", err.msg);
+        goto out;
+    }
+    const char *schemas[] = {
+        "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":20},"
+        "\"age\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":99}},\"required\":[\"name\",\"age\"]}",
+        "{\"type\":\"array\",\"items\":{\"enum\":[\"the cat\",\"a dog\",\"Lily\"]},\"maxItems\":5}",
+        "{\"type\":\"string\",\"maxLength\":60}"};
+    int same = 0, runs = 0, complete_n = 0, sampled = 0, accepted = 0, plain_accepted = 0;
+    for (int i = 0; i < 3; i++) {
+        char *gbnf = NULL;
+        grammar *g = NULL;
+        if (json_schema_to_gbnf(schemas[i], strlen(schemas[i]), &gbnf, &err) ||
+            grammar_parse(gbnf, strlen(gbnf), &g, &err)) {
+            T_CHECKF(0, "grammar draft: %s", err.msg);
+            free(gbnf);
+            continue;
+        }
+        int32_t base[256], ids[256];
+        bool complete;
+        const int nb = grammar_run(s, NULL, tok, g, gv, 0.0f, 0, 0, base, &complete, &plain_accepted);
+        complete_n += complete;
+        for (int tree = -1; tree <= 0; tree++) { /* lines, then trees */
+            const int n = grammar_run(s, ds, tok, g, gv, 0.0f, tree, 0, ids, &complete, &accepted);
+            same += n == nb && !memcmp(ids, base, sizeof *ids * (size_t)n);
+            complete_n += complete;
+            runs++;
+        }
+        for (uint64_t seed = 0; seed < 10; seed++) {
+            grammar_run(s, ds, tok, g, gv, 1.0f, 0, seed, ids, &complete, &accepted);
+            sampled += complete;
+        }
+        grammar_free(g);
+        free(gbnf);
+    }
+    printf("grammar with the trained draft: greedy identical in %d of %d runs, %d of 9 greedy texts complete, "
+           "%d of 30 sampled complete; %d drafts accepted\n", same, runs, complete_n, sampled, accepted);
+    T_CHECK(accepted > 100 && plain_accepted == 0);
+    T_EQ_INT(same, runs);
+    T_EQ_INT(complete_n, 9);
+    T_EQ_INT(sampled, 30);
+out:
+    session_free(ds), session_free(s);
+    grammar_vocab_free(gv);
+    tokenizer_free(tok);
+    model_free(d), model_free(m);
+}
+
 int main(void) {
     test_mode_names();
     test_adaptive();
@@ -1272,6 +1371,9 @@ int main(void) {
     compare_on("stories260K, n-gram", model, NULL, prompts, n, 64);
     compare_mode("stories260K, lookahead", model, NULL, OCTO_SPEC_LOOKAHEAD, prompts, n, 64);
     test_self_draft(model, prompts, tu_quick() ? 5 : 30);
+    char draft[512];
+    snprintf(draft, sizeof draft, "%s/models/llama2xs-260k.gguf", d);
+    test_grammar_draft(model, draft);
     for (int i = 0; i < n; i++) free(prompts[i]);
     T_DONE();
 }

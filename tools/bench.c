@@ -309,6 +309,82 @@ static int spec_bench(cli_args *a) {
     return rc;
 }
 
+/* `octo bench --json-schema FILE | --grammar FILE`: generation with and
+ * without the constraint, alternated, on one prompt, with the same sampling
+ * (plain decoding unless --spec says otherwise). Tokens/s is wall-clock after
+ * the prompt: decode_ms leaves sampling out, and the mask is sampling. The
+ * arms take turns at going first. */
+typedef struct {
+    double tps[2][BENCH_MAX_REPS], ratio[BENCH_MAX_REPS];
+    long tokens[2];
+} constrain_runs;
+
+static int timed_generate(octo_model *m, const char *prompt, const octo_generate_params *gp, double *tps, long *n) {
+    const double t0 = now_s();
+    octo_stream *s = octo_generate(m, prompt, gp);
+    if (!s) return fail("%s", octo_model_error(m));
+    while (octo_stream_next(s)) {
+    }
+    const double wall_ms = (now_s() - t0) * 1e3;
+    int rc = octo_stream_status(s) == OCTO_OK ? 0 : fail("%s", octo_stream_error(s));
+    octo_stream_free(s);
+    const octo_stats st = octo_model_stats(m);
+    *tps = st.decode_tokens / ((wall_ms - st.prefill_ms) * 1e-3);
+    *n += st.decode_tokens;
+    return rc;
+}
+
+int mask_bench(const cli_args *a); /* bench_mask.c */
+
+static int constrain_bench(cli_args *a) {
+    octo_generate_params with = a->gp, without;
+    char *text = NULL;
+    if (read_constraint(a->grammar_file, a->schema_file, &with, &text)) return 1;
+    with.max_tokens = (int)a->gen_tokens;
+    with.spec = a->spec >= 0 ? (octo_spec_mode)a->spec : OCTO_SPEC_NONE;
+    without = with, without.grammar = without.json_schema = NULL;
+    octo_client_options co = octo_client_options_defaults();
+    co.n_threads = (int)a->threads;
+    octo_client *c = octo_client_new(&co);
+    octo_model *m = c ? octo_load_model(c, a->model, NULL) : NULL;
+    const char *prompt = a->prompt ? a->prompt : "Once upon a time";
+    constrain_runs r = {0};
+    int rc = m ? 0 : fail("%s", c ? octo_last_error(c) : "out of memory");
+    for (long k = -1; k < a->reps && !rc; k++) { /* k = -1: a warm-up pair */
+        double t[2];
+        long n[2] = {0, 0};
+        const int first = k & 1; /* ABBA: neither arm always runs first */
+        const octo_generate_params *arm[2] = {&without, &with};
+        rc = timed_generate(m, prompt, arm[first], &t[first], &n[first]) ||
+             timed_generate(m, prompt, arm[!first], &t[!first], &n[!first]);
+        if (k < 0 || rc) continue;
+        r.tps[0][k] = t[0], r.tps[1][k] = t[1], r.ratio[k] = t[1] / t[0];
+        r.tokens[0] += n[0], r.tokens[1] += n[1];
+    }
+    if (!rc) {
+        const spread u = summarize(r.tps[0], (int)a->reps), g = summarize(r.tps[1], (int)a->reps),
+                     x = summarize(r.ratio, (int)a->reps);
+        const char *what = a->schema_file ? "json-schema" : "grammar";
+        if (a->json)
+            printf("{\"model\": \"%s\", \"%s\": \"%s\", \"reps\": %ld, \"free_tokens_per_s\": %.2f, "
+                   "\"constrained_tokens_per_s\": %.2f, \"ratio\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}, "
+                   "\"mean_tokens\": [%.1f, %.1f]}\n", a->model, what, a->schema_file ? a->schema_file : a->grammar_file,
+                   a->reps, u.median, g.median, x.median, x.min, x.max, (double)r.tokens[0] / a->reps,
+                   (double)r.tokens[1] / a->reps);
+        else
+            printf("model        %s, %ld alternated repetitions (median, min..max), wall-clock after the prompt\n"
+                   "free text    %9.2f tokens/s  (%.2f..%.2f), %.1f tokens a run\n"
+                   "%-12s %9.2f tokens/s  (%.2f..%.2f), %.1f tokens a run\n"
+                   "ratio        %.3fx  (%.3f..%.3f, per pair)\n", a->model, a->reps, u.median, u.min, u.max,
+                   (double)r.tokens[0] / a->reps, what, g.median, g.min, g.max, (double)r.tokens[1] / a->reps,
+                   x.median, x.min, x.max);
+    }
+    octo_model_free(m);
+    octo_client_free(c);
+    free(text);
+    return rc;
+}
+
 /* What one plain bench run measured, a row per repetition. */
 typedef struct {
     double *pp, *tg;                  /* prompt and generation tokens/s */
@@ -515,10 +591,14 @@ int cmd_bench(int argc, char **argv) {
     if (bad) return bad;
     if (a.roofline_only) return run_roofline((int)a.threads, a.json);
     if (!a.model) return usage_error("bench needs -m MODEL (or --roofline)");
-    if ((a.prompt || a.prompt_file || a.draft) && a.spec < 0)
-        return usage_error("--prompt, --prompt-file and --draft go with --spec");
+    const int constrained = a.grammar_file || a.schema_file;
+    if ((a.prompt_file || a.draft || (a.prompt && !constrained)) && a.spec < 0)
+        return usage_error("--prompt, --prompt-file and --draft go with --spec (--prompt also with --json-schema)");
     if (a.prompt_tokens == 0 && a.gen_tokens == 0 && a.spec < 0) return usage_error("nothing to measure: -p and -n are both 0");
     const int tty = isatty(STDERR_FILENO); /* a bench runs for seconds before its table: say so */
     if (tty) fprintf(stderr, "bench: measuring %s, the table follows when it is done\n", a.model);
+    if (a.mask_only && !constrained) return usage_error("--mask-only measures a grammar: give --json-schema or --grammar");
+    if (a.mask_only) return mask_bench(&a);
+    if (constrained) return constrain_bench(&a);
     return a.spec >= 0 ? spec_bench(&a) : plain_bench(&a);
 }

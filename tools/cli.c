@@ -92,6 +92,18 @@ int parse_tokens(const char *s, int32_t **out, int *n_out) {
 }
 
 
+int read_constraint(const char *grammar_file, const char *schema_file, octo_generate_params *gp, char **text) {
+    size_t len;
+    *text = NULL;
+    if (grammar_file && schema_file) return fail("give --grammar or --json-schema, not both");
+    const char *path = grammar_file ? grammar_file : schema_file;
+    if (!path) return 0;
+    if (read_text_file(path, text, &len)) return 1;
+    if (grammar_file) gp->grammar = *text;
+    else gp->json_schema = *text;
+    return 0;
+}
+
 double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
 int read_text_file(const char *path, char **out, size_t *len) {

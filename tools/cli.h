@@ -24,6 +24,10 @@ double mib(uint64_t bytes);
 /* A whole file, NUL-terminated, into *out (malloc'd) and *len; 0 on
  * success, else the error is printed (fail) and 1 returned. */
 int read_text_file(const char *path, char **out, size_t *len);
+/* --grammar FILE / --json-schema FILE (either may be NULL) read into gp's
+ * grammar / json_schema; *text holds what the caller frees after the run.
+ * 0 on success, else the error is printed and 1 returned. */
+int read_constraint(const char *grammar_file, const char *schema_file, octo_generate_params *gp, char **text);
 #define CLI_MAX_TEXT_BYTES (256 << 20) /* a larger text input is refused */
 /* Flush and close stdout; a write error becomes the command's failure (one
  * line, exit 1) when rc was 0. Returns the exit code. */

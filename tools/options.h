@@ -59,6 +59,8 @@ typedef struct {
     const char *out;          /* -o, logits --out */
     const char *prompt;       /* run -p (or its second word), bench and logits --prompt */
     const char *prompt_file;  /* bench --prompt-file */
+    const char *grammar_file; /* run and bench --grammar: GBNF */
+    const char *schema_file;  /* run and bench --json-schema */
     const char *draft, *device, *cache_dir;
     const char *ref;          /* eval --ref */
     const char *text;         /* tokenize --text */
@@ -86,6 +88,7 @@ typedef struct {
     double keep_pct;          /* eval --kv-keep PCT% (> 0), of the prompt's entries */
     /* switches */
     int json, chat, stats, quiet, no_bos, special, kv_plain, roofline_only, no_roofline;
+    int mask_only;            /* bench --mask-only: a grammar's mask on -m's vocabulary, no model */
     int print_ids;            /* run --ids */
     int seeded;               /* a --seed was given */
     /* what the library and the converters take, filled in place */

@@ -215,6 +215,8 @@ int cmd_run(int argc, char **argv) {
     const char *prompt = file_prompt ? file_prompt : r.prompt;
     const int chat = r.chat, ids = r.print_ids;
     octo_generate_params gp = r.gp;
+    char *constraint = NULL;
+    if (read_constraint(r.grammar_file, r.schema_file, &gp, &constraint)) return free(file_prompt), 1;
     if (r.spec >= 0) gp.spec = (octo_spec_mode)r.spec;
     /* sampling without --seed: a new text each run (a fixed seed repeats one) */
     if (!r.seeded) gp.seed = (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)getpid();
@@ -229,6 +231,7 @@ int cmd_run(int argc, char **argv) {
     octo_model *m = open_model(&req, &c);
     if (!m) {
         free(file_prompt);
+        free(constraint);
         octo_client_free(c);
         return 1;
     }
@@ -256,6 +259,7 @@ int cmd_run(int argc, char **argv) {
         else print_stats(&s);
     }
     free(file_prompt);
+    free(constraint);
     if (!rc && started && r.mo.moe.trace && octo_model_stats(m).expert_trace_failed)
         rc = fail("could not write the whole expert trace to %s", r.mo.moe.trace);
     octo_model_free(m);

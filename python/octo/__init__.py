@@ -18,6 +18,7 @@ import against this package's version and struct layout.
 """
 import ctypes
 import dataclasses
+import json
 import math
 import operator
 import os
@@ -161,8 +162,13 @@ class Stream:
         self.close()
 
 
-def _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec, prompt_compress=0.0):
+def _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec, prompt_compress=0.0, grammar=None,
+            json_schema=None):
     p = _L.octo_generate_params_defaults()
+    if grammar is not None:
+        p.grammar = _text("grammar", grammar)
+    if json_schema is not None:  # a dict (or list, bool) is written as JSON; a str is taken as the schema's text
+        p.json_schema = _text("json_schema", json_schema if isinstance(json_schema, str) else json.dumps(json_schema))
     p.prompt_compress = _float("prompt_compress", prompt_compress)
     p.max_tokens, p.top_k = _int("max_tokens", max_tokens), _int("top_k", top_k)
     p.temperature, p.top_p = _float("temperature", temperature), _float("top_p", top_p)
@@ -197,18 +203,20 @@ class _Conversation:
         return self._stream
 
     def generate(self, prompt, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-                 spec=None, prompt_compress=0.0):
+                 spec=None, prompt_compress=0.0, grammar=None, json_schema=None):
         """A Stream of the continuation of prompt. seed None: a random one (a fixed seed repeats the text).
-        prompt_compress in (0, 1): with a draft model, the share of the prompt the model reads (SpecPC)."""
+        prompt_compress in (0, 1): with a draft model, the share of the prompt the model reads (SpecPC).
+        grammar (GBNF text) or json_schema (a dict or its JSON text): the text follows it (docs/structured-output.md)."""
         self._check()
-        p = _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec, prompt_compress)
+        p = _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec, prompt_compress, grammar, json_schema)
         return self._start(self._gen(_text("prompt", prompt), ctypes.byref(p)))
 
     def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-             spec=None):
-        """A Stream of the assistant's reply to messages ([{"role": ..., "content": ...}, ...])."""
+             spec=None, grammar=None, json_schema=None):
+        """A Stream of the assistant's reply to messages ([{"role": ..., "content": ...}, ...]);
+        grammar / json_schema as for generate."""
         self._check()
-        p = _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec)
+        p = _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec, grammar=grammar, json_schema=json_schema)
         arr = _messages(messages)
         return self._start(self._chat(arr, len(arr), ctypes.byref(p)))
 

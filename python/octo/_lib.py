@@ -48,7 +48,8 @@ class GenerateParams(ctypes.Structure):
                 ("user", c_void_p), ("spec", c_int), ("spec_k", c_int), ("spec_tree", c_int), ("spec_ahead", c_int),
                 ("lookahead_w", c_int),
                 ("lookahead_n", c_int), ("lookahead_g", c_int), ("prompt_compress", c_float),
-                ("prompt_lookahead", c_int)]
+                ("prompt_lookahead", c_int), ("grammar", c_char_p), ("json_schema", c_char_p),
+                ("frequency_penalty", c_float)]
 
 
 class Message(ctypes.Structure):

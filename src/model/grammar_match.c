@@ -78,6 +78,19 @@ struct grammar_vocab {
     int32_t n_eog;
 };
 
+/* A state's mask, kept: the same state recurs (every character inside a
+ * JSON string leaves the same stacks), and its mask is the costly one (most
+ * of the vocabulary is walked). Keyed by the state's sorted frames. */
+#define MASK_CACHE 32
+typedef struct {
+    uint64_t hash;
+    frame **key;
+    int32_t n_key;
+    utf8_part part;
+    uint64_t *bits;  /* ((n_vocab + 63) / 64) allowed tokens */
+    uint32_t used;   /* m->tick when last used; 0: empty */
+} mask_entry;
+
 struct grammar_match {
     const grammar *g;
     const grammar_vocab *v;
@@ -94,6 +107,10 @@ struct grammar_match {
     gstate *level;       /* (max_depth + 1) the mask's walk: the state at each trie depth */
     gstate tmp[2];
     uint8_t *allowed;    /* (n_vocab) the mask's tokens */
+    mask_entry cache[MASK_CACHE]; /* the masks of recent states */
+    uint32_t tick;
+    frame **key;         /* a state's frames, sorted: the cache's key */
+    int32_t key_cap;
     err_code rc;
     char why[160];
 };
@@ -306,11 +323,16 @@ static bool step_char(grammar_match *m, const gstate *src, uint32_t c, gstate *d
     return true;
 }
 
-/* The characters a partial sequence can still become: [lo, hi]. */
-static void part_range(const utf8_part *p, uint32_t *lo, uint32_t *hi) {
+/* The characters a partial sequence can still become: [lo, hi]; false when
+ * none (an overlong or out-of-range start). */
+static bool part_range(const utf8_part *p, uint32_t *lo, uint32_t *hi) {
     const int shift = 6 * p->need;
+    const uint32_t least = p->len == 3 ? 0x800 : p->len == 4 ? 0x10000 : 0x80;
     *lo = p->acc << shift;
     *hi = *lo | ((1u << shift) - 1);
+    if (*lo < least) *lo = least;
+    if (*hi > 0x10FFFF) *hi = 0x10FFFF;
+    return *lo <= *hi;
 }
 
 /* dst = src after byte b; false only on an error (an empty dst: not allowed). */
@@ -336,7 +358,7 @@ static bool step_byte(grammar_match *m, const gstate *src, uint8_t b, gstate *ds
         return bad ? true : step_char(m, src, c, dst);
     }
     uint32_t lo, hi;
-    part_range(&p, &lo, &hi);
+    if (!part_range(&p, &lo, &hi)) return true;
     if (!state_reserve(m, dst, src->n)) return false;
     for (int32_t i = 0; i < src->n; i++)
         if (frame_takes(m, src->v[i], lo, hi)) dst->v[dst->n++] = src->v[i];
@@ -411,6 +433,8 @@ void grammar_match_free(grammar_match *m) {
         for (int32_t i = 0; i <= m->v->max_depth; i++) free(m->level[i].v);
     free(m->level);
     free(m->allowed);
+    for (int i = 0; i < MASK_CACHE; i++) free(m->cache[i].key), free(m->cache[i].bits);
+    free(m->key);
     free(m->tmp[0].v);
     free(m->tmp[1].v);
     free(m);
@@ -509,18 +533,84 @@ static void walk_trie(grammar_match *m, uint8_t *allowed) {
     }
 }
 
-void grammar_match_mask(grammar_match *m, float *logits) {
+/* m->allowed for state s: the trie walked, the end-of-generation tokens set. */
+static void compute_allowed(grammar_match *m, const gstate *s) {
     const grammar_vocab *v = m->v;
-    if (!v) return;
-    const gstate *s = current(m);
     uint8_t *allowed = m->allowed;
     memset(allowed, 0, (size_t)v->n_vocab);
     if (!only_eog(m, s)) walk_trie(m, allowed);
     if (m->rc != ERR_OK) memset(allowed, 0, (size_t)v->n_vocab); /* broken mid-walk: end the generation */
     const bool eog_ok = m->rc != ERR_OK || has_accept(m, s) || only_eog(m, s);
     for (int32_t i = 0; i < v->n_eog; i++) allowed[v->eog[i]] = eog_ok;
-    for (int32_t t = 0; t < v->n_vocab; t++)
-        if (!allowed[t]) logits[t] = -INFINITY;
+}
+
+/* s's frames sorted into m->key, and their hash; false when out of memory. */
+static bool state_key(grammar_match *m, const gstate *s, uint64_t *hash) {
+    if (s->n > m->key_cap) {
+        frame **k = realloc(m->key, sizeof *k * (size_t)s->n);
+        if (!k) return false;
+        m->key = k;
+        m->key_cap = s->n;
+    }
+    memcpy(m->key, s->v, sizeof *s->v * (size_t)s->n);
+    qsort(m->key, (size_t)s->n, sizeof *m->key, cmp_ptr);
+    uint64_t h = 0xCBF29CE484222325ull ^ ((uint64_t)s->part.acc << 8 | s->part.need);
+    for (int32_t i = 0; i < s->n; i++) h = (h ^ (uint64_t)(uintptr_t)m->key[i]) * 0x100000001B3ull;
+    *hash = h;
+    return true;
+}
+
+static mask_entry *cache_find(grammar_match *m, const gstate *s, uint64_t h) {
+    for (int i = 0; i < MASK_CACHE; i++) {
+        mask_entry *e = &m->cache[i];
+        if (e->used && e->hash == h && e->n_key == s->n && e->part.acc == s->part.acc && e->part.need == s->part.need &&
+            !memcmp(e->key, m->key, sizeof *e->key * (size_t)s->n))
+            return e;
+    }
+    return NULL;
+}
+
+/* m->allowed kept for state s in the least recently used entry; NULL when out of memory. */
+static mask_entry *cache_store(grammar_match *m, const gstate *s, uint64_t h) {
+    mask_entry *e = &m->cache[0];
+    for (int i = 1; i < MASK_CACHE; i++)
+        if (m->cache[i].used < e->used) e = &m->cache[i];
+    const size_t words = ((size_t)m->v->n_vocab + 63) / 64;
+    if (!e->bits && !(e->bits = malloc(sizeof *e->bits * words))) return NULL;
+    frame **k = realloc(e->key, sizeof *k * (size_t)(s->n > 0 ? s->n : 1));
+    if (!k) return NULL;
+    e->key = k;
+    memcpy(e->key, m->key, sizeof *k * (size_t)s->n);
+    e->n_key = s->n, e->part = s->part, e->hash = h;
+    memset(e->bits, 0, sizeof *e->bits * words);
+    for (int32_t t = 0; t < m->v->n_vocab; t++)
+        if (m->allowed[t]) e->bits[t >> 6] |= 1ull << (t & 63);
+    return e;
+}
+
+void grammar_match_mask(grammar_match *m, float *logits) {
+    const grammar_vocab *v = m->v;
+    if (!v) return;
+    const gstate *s = current(m);
+    uint64_t h = 0;
+    mask_entry *e = m->rc == ERR_OK && state_key(m, s, &h) ? cache_find(m, s, h) : NULL;
+    if (!e) {
+        compute_allowed(m, s);
+        e = m->rc == ERR_OK ? cache_store(m, s, h) : NULL;
+    }
+    if (!e) { /* an error, or no memory to keep it: from the bytes */
+        for (int32_t t = 0; t < v->n_vocab; t++)
+            if (!m->allowed[t]) logits[t] = -INFINITY;
+        return;
+    }
+    e->used = ++m->tick ? m->tick : (m->tick = 1);
+    for (int32_t w = 0; w * 64 < v->n_vocab; w++) {
+        const uint64_t b = e->bits[w];
+        if (b == ~0ull) continue;
+        const int32_t end = (w + 1) * 64 < v->n_vocab ? (w + 1) * 64 : v->n_vocab;
+        for (int32_t t = w * 64; t < end; t++)
+            if (!(b >> (t & 63) & 1)) logits[t] = -INFINITY;
+    }
 }
 
 /* -------------------------------------------------------- the vocabulary */

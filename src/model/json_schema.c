@@ -100,6 +100,7 @@ typedef struct {
     ref_rule *refs;
     int n_refs, cap_refs;
     unsigned used;         /* the primitives used (PRIM_*) */
+    const json_value *mixed; /* a schema with a list of types: each type ignores the others' keywords */
     int depth;
     err_t *err;
     err_code rc;
@@ -250,6 +251,7 @@ static bool is_annotation(const char *k) {
 
 /* Every keyword of s is an annotation or one of known (NULL-terminated). */
 static bool keywords_known(conv *c, const json_value *s, const char *const *known) {
+    if (s == c->mixed) return true; /* visit_types checked them */
     for (int i = 0; i < s->n; i++) {
         bool ok = is_annotation(s->keys[i]);
         for (int k = 0; known[k] && !ok; k++) ok = strcmp(s->keys[i], known[k]) == 0;
@@ -465,7 +467,14 @@ static const char *visit_number(conv *c, const json_value *s, const char *hint) 
 /* ---------------------------------------------------------------- strings */
 
 static const char *format_body(const char *f) {
-    static const char *const date = "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01])";
+    /* a calendar date: years 0001-9999, each month's days, February 29 in leap years only */
+    static const char *const date =
+        "([1-9] [0-9]{3} | \"0\" ([1-9] [0-9]{2} | \"0\" ([1-9] [0-9] | \"0\" [1-9]))) \"-\" "
+        "((\"0\" [13578] | \"1\" [02]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01]) | "
+        "(\"0\" [469] | \"11\") \"-\" (\"0\" [1-9] | [12] [0-9] | \"30\") | "
+        "\"02-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8])) | "
+        "([0-9] [0-9] (\"0\" [48] | [2468] [048] | [13579] [26]) | (\"0\" [48] | [2468] [048] | [13579] [26]) \"00\") "
+        "\"-02-29\"";
     static const char *const time = "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? "
                                     "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])";
     if (strcmp(f, "date") == 0) return date;
@@ -555,6 +564,8 @@ typedef struct {
     member *m;
     int n, cap;
     const json_value *extra; /* additionalProperties: NULL = none; else its schema (true: any value) */
+    const json_value *names; /* propertyNames: the schema of the other members' names (NULL: any string) */
+    int64_t min, max;        /* minProperties, maxProperties (-1: none): maps only, without properties */
 } members;
 
 static bool in_required(const json_value *req, const char *key) {
@@ -565,8 +576,18 @@ static bool in_required(const json_value *req, const char *key) {
 
 /* An object schema's members, added to ms (allOf merges several). */
 static bool gather_members(conv *c, const json_value *s, members *ms) {
-    static const char *const known[] = {"type", "properties", "required", "additionalProperties", NULL};
+    static const char *const known[] = {"type", "properties", "required", "additionalProperties", "propertyNames",
+                                        "minProperties", "maxProperties", NULL};
     if (!keywords_known(c, s, known)) return false;
+    const json_value *names = json_get(s, "propertyNames");
+    const char *nt = json_get_str(names, "type");
+    if (names && (names->kind != JSON_OBJECT || (nt && strcmp(nt, "string") != 0)))
+        return fail(c, ERR_UNSUPPORTED, "propertyNames other than a string schema"), false;
+    if (names) ms->names = names;
+    const json_value *mn = json_get(s, "minProperties"), *mx = json_get(s, "maxProperties");
+    if ((mn && !whole(mn, 0, 1000, &ms->min)) || (mx && !whole(mx, 0, 1000, &ms->max)) ||
+        (mn && mx && ms->max < ms->min))
+        return fail(c, ERR_BAD_VALUE, "minProperties/maxProperties: whole numbers, min <= max, at most 1000"), false;
     const json_value *props = json_get(s, "properties"), *req = json_get(s, "required");
     const json_value *extra = json_get(s, "additionalProperties");
     if (props && props->kind != JSON_OBJECT) return fail(c, ERR_BAD_VALUE, "properties must be an object"), false;
@@ -617,6 +638,19 @@ static const char *member_chain(conv *c, const members *ms, char **kv, const cha
     return first;
 }
 
+/* A map's members: min..max of kv, comma-separated. */
+static const char *map_members(conv *c, const members *ms, const char *kv, const char *hint) {
+    char h[96];
+    sbuf b = {0};
+    const char *sp = prim(c, P_SPACE);
+    if (ms->max == 0) return add_rule(c, sub_hint(h, sizeof h, hint, "members"), &b);
+    sb_printf(&b, "%s%s (\",\" %s %s){%" PRId64 ",", ms->min > 0 ? "" : "(", kv, sp, kv,
+              ms->min > 0 ? ms->min - 1 : 0);
+    if (ms->max > 0) sb_printf(&b, "%" PRId64, ms->max - 1);
+    sb_str(&b, ms->min > 0 ? "}" : "})?");
+    return add_rule(c, sub_hint(h, sizeof h, hint, "members"), &b);
+}
+
 static const char *object_rule(conv *c, const members *ms, const char *hint) {
     char **kv = calloc((size_t)ms->n + 1, sizeof *kv);
     const char *extra_kv = NULL, *first = NULL;
@@ -630,11 +664,19 @@ static const char *object_rule(conv *c, const members *ms, const char *hint) {
         char h[96];
         const bool any = ms->extra->kind == JSON_BOOL;
         const char *v = any ? prim(c, P_VALUE) : visit(c, ms->extra, sub_hint(h, sizeof h, hint, "additional"));
+        const char *key = prim(c, P_STRING);
+        if (ms->names) key = visit_string(c, ms->names, sub_hint(h, sizeof h, hint, "name"));
         sbuf b = {0};
-        if (v) sb_printf(&b, "%s \":\" %s %s", prim(c, P_STRING), prim(c, P_SPACE), v);
-        ok = v && (extra_kv = add_rule(c, sub_hint(h, sizeof h, hint, "additional-kv"), &b)) != NULL;
+        if (v && key) sb_printf(&b, "%s \":\" %s %s", key, prim(c, P_SPACE), v);
+        ok = v && key && (extra_kv = add_rule(c, sub_hint(h, sizeof h, hint, "additional-kv"), &b)) != NULL;
     }
-    if (ok) first = member_chain(c, ms, kv, extra_kv, hint);
+    const bool counted = ms->min > 0 || ms->max >= 0;
+    if (ok && counted && (ms->n > 0 || !extra_kv)) {
+        fail(c, ERR_UNSUPPORTED, "minProperties/maxProperties with properties (a map's bounds only)");
+        ok = false;
+    }
+    if (ok && counted) first = map_members(c, ms, extra_kv, hint);
+    else if (ok) first = member_chain(c, ms, kv, extra_kv, hint);
     for (int i = 0; kv && i < ms->n; i++) free(kv[i]);
     free(kv);
     if (!first) return c->rc == ERR_OK ? fail(c, ERR_NOMEM, "out of memory") : NULL;
@@ -644,7 +686,7 @@ static const char *object_rule(conv *c, const members *ms, const char *hint) {
 }
 
 static const char *visit_object(conv *c, const json_value *s, const char *hint) {
-    members ms = {0};
+    members ms = {.max = -1};
     const char *r = gather_members(c, s, &ms) ? object_rule(c, &ms, hint) : NULL;
     free(ms.m);
     return r;
@@ -653,7 +695,7 @@ static const char *visit_object(conv *c, const json_value *s, const char *hint) 
 /* allOf of object schemas (or refs to them): one object with every member. */
 static const char *visit_all_of(conv *c, const json_value *list, const char *hint) {
     if (list->kind != JSON_ARRAY || list->n == 0) return fail(c, ERR_BAD_VALUE, "allOf needs a non-empty list");
-    members ms = {0};
+    members ms = {.max = -1};
     bool ok = true;
     for (int i = 0; ok && i < list->n; i++) {
         const json_value *s = &list->items[i];
@@ -686,17 +728,28 @@ static const char *visit_type(conv *c, const json_value *s, const char *type, co
     return fail(c, ERR_BAD_VALUE, "unknown type '%s'", type);
 }
 
-/* A list of types: each one's schema (s with that type) as an alternative. */
+/* A list of types: each type's schema (s with that type) as an alternative;
+ * a keyword must belong to one of them, and applies to its own type only. */
 static const char *visit_types(conv *c, const json_value *s, const json_value *types, const char *hint) {
+    static const char *const any_type[] = {"type", "properties", "required", "additionalProperties", "items",
+                                           "prefixItems", "minItems", "maxItems", "minLength", "maxLength",
+                                           "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
+                                           "exclusiveMaximum", NULL};
+    if (!keywords_known(c, s, any_type)) return NULL;
+    if (types->n == 0) return fail(c, ERR_BAD_VALUE, "an empty list of types");
+    const json_value *outer = c->mixed;
+    c->mixed = s;
     sbuf b = {0};
-    for (int i = 0; i < types->n; i++) {
+    for (int i = 0; i < types->n && c->rc == ERR_OK; i++) {
         char h[96];
-        if (types->items[i].kind != JSON_STRING) return free(b.p), fail(c, ERR_BAD_VALUE, "type lists hold names");
-        const char *r = visit_type(c, s, types->items[i].str, sub_hint(h, sizeof h, hint, types->items[i].str));
-        if (!r) return free(b.p), NULL;
-        sb_printf(&b, "%s%s", i ? " | " : "", r);
+        const json_value *t = &types->items[i];
+        const char *r = t->kind == JSON_STRING ? visit_type(c, s, t->str, sub_hint(h, sizeof h, hint, t->str))
+                                               : fail(c, ERR_BAD_VALUE, "type lists hold names");
+        if (r) sb_printf(&b, "%s%s", i ? " | " : "", r);
     }
-    return types->n ? add_rule(c, hint, &b) : fail(c, ERR_BAD_VALUE, "an empty list of types");
+    c->mixed = outer;
+    if (c->rc != ERR_OK) return free(b.p), NULL;
+    return add_rule(c, hint, &b);
 }
 
 /* A keyword that replaces the schema's type, with no sibling but annotations. */

@@ -9,9 +9,13 @@
  *   1. penalties  The last repeat_last_n accepted tokens live in a ring buffer.
  *                 Each DISTINCT token in the window is penalised once
  *                 (llama.cpp semantics): repetition  l > 0 ? l / r : l * r,
- *                 then presence  l - presence_penalty. Distinctness uses an
- *                 epoch-stamped mark per token, so this costs O(window), not
- *                 O(window^2) and not O(n_vocab).
+ *                 then presence and frequency  l - presence - count * freq.
+ *                 Distinctness and counts use an epoch-stamped mark per
+ *                 token, so this costs O(window), not O(window^2) and not
+ *                 O(n_vocab).
+ *   1b. mask      A constraint (a grammar) sets forbidden tokens to -inf: all of
+ *                 them, or with top-k (or min-p alone) only what is needed to
+ *                 give the same distribution (see the constraint's section).
  *   2. greedy     temperature == 0: one-hot at the argmax of the penalised
  *                 logits, ties to the lowest id. The other transforms cannot
  *                 remove the argmax, so they are skipped.
@@ -86,7 +90,9 @@ struct sampler {
     int hist_pos;         /* where the next accepted token goes */
 
     uint32_t *mark;       /* (n_vocab) epoch stamps: token seen in this window */
+    uint32_t *count;      /* (n_vocab) times seen in the window, valid where mark is this epoch */
     uint32_t epoch;
+    sampler_constraint con; /* con.mask NULL: none */
 
     float *logit;         /* (n_vocab) penalised logits */
     double *weight;       /* (n_vocab) unnormalised probability, by token id */
@@ -135,6 +141,7 @@ sampler_params sampler_defaults(void) {
         .min_p = 0.05f,
         .repeat_penalty = 1.0f,
         .presence_penalty = 0.0f,
+        .frequency_penalty = 0.0f,
         .repeat_last_n = 64,
         .seed = 0, /* a fixed seed like any other: reproducible by default */
     };
@@ -163,6 +170,9 @@ err_code sampler_check(const sampler_params *p, err_t *err) {
     if (isnan(p->presence_penalty))
         return err_set(err, ERR_INVALID_ARG, "sampler: presence_penalty must be a number (got %g)",
                        (double)p->presence_penalty);
+    if (!isfinite(p->frequency_penalty))
+        return err_set(err, ERR_INVALID_ARG, "sampler: frequency_penalty must be finite (got %g)",
+                       (double)p->frequency_penalty);
     if (p->repeat_last_n < 0 || p->repeat_last_n > SAMPLER_MAX_HISTORY)
         return err_set(err, ERR_INVALID_ARG, "sampler: repeat_last_n must be in 0..%d (got %d)",
                        SAMPLER_MAX_HISTORY, p->repeat_last_n);
@@ -188,11 +198,12 @@ err_code sampler_new(const sampler_params *p, int n_vocab, sampler **out, err_t 
     s->hist_cap = p->repeat_last_n > 0 ? p->repeat_last_n + SAMPLER_REWIND_MAX : 0;
     s->hist = malloc(sizeof *s->hist * (s->hist_cap > 0 ? (size_t)s->hist_cap : 1));
     s->mark = calloc(n, sizeof *s->mark);
+    s->count = calloc(n, sizeof *s->count);
     s->logit = malloc(n * sizeof *s->logit);
     s->weight = malloc(n * sizeof *s->weight);
     s->cand = malloc(n * sizeof *s->cand);
     s->probs = malloc(n * sizeof *s->probs);
-    if (!s->hist || !s->mark || !s->logit || !s->weight || !s->cand || !s->probs) {
+    if (!s->hist || !s->mark || !s->count || !s->logit || !s->weight || !s->cand || !s->probs) {
         sampler_free(s);
         return err_set(err, ERR_NOMEM, "sampler: out of memory for n_vocab %d", n_vocab);
     }
@@ -211,6 +222,7 @@ void sampler_free(sampler *s) {
     if (!s) return;
     free(s->hist);
     free(s->mark);
+    free(s->count);
     free(s->logit);
     free(s->weight);
     free(s->cand);
@@ -225,9 +237,19 @@ const sampler_params *sampler_params_of(const sampler *s) { return &s->p; }
  * History and penalties
  * ------------------------------------------------------------------------- */
 
+static bool penalised(const sampler_params *p) {
+    return p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f;
+}
+
+void sampler_constrain(sampler *s, const sampler_constraint *c) {
+    s->con = c ? *c : (sampler_constraint){0};
+}
+
 void sampler_accept(sampler *s, int32_t token) {
     const int cap = s->hist_cap;
-    if (cap == 0 || token < 0 || token >= s->n_vocab) return;
+    if (token < 0 || token >= s->n_vocab) return;
+    if (s->con.accept) s->con.accept(s->con.ctx, token);
+    if (cap == 0) return;
     s->hist[s->hist_pos] = token;
     s->hist_pos = (s->hist_pos + 1) % cap;
     if (s->hist_len < cap) s->hist_len++;
@@ -238,6 +260,7 @@ void sampler_accept(sampler *s, int32_t token) {
  * that slide back into the window were never overwritten. hist_len may
  * undercount what is still there, never overcount. */
 void sampler_rewind(sampler *s, int n) {
+    if (n > 0 && s->con.rewind) s->con.rewind(s->con.ctx, n);
     if (s->hist_cap == 0 || n <= 0) return;
     if (n > s->hist_len) n = s->hist_len;
     s->hist_pos = (s->hist_pos - n % s->hist_cap + s->hist_cap) % s->hist_cap;
@@ -251,28 +274,41 @@ void sampler_reset_history(sampler *s) {
 
 void sampler_copy_history(sampler *dst, const sampler *src) {
     sampler_reset_history(dst);
-    const float rep = src->p.repeat_penalty, pres = src->p.presence_penalty;
-    if (src->hist_cap == 0 || dst->hist_cap == 0 || (rep == 1.0f && pres == 0.0f)) return;
+    if (src->hist_cap == 0 || dst->hist_cap == 0 || !penalised(&src->p)) return;
     int n = src->hist_len < dst->hist_cap ? src->hist_len : dst->hist_cap;
     for (int i = n; i >= 1; i--) sampler_accept(dst, src->hist[(src->hist_pos - i + src->hist_cap) % src->hist_cap]);
 }
 
 static void apply_penalties(sampler *s, float *l) {
-    const float rep = s->p.repeat_penalty, pres = s->p.presence_penalty;
-    if (s->hist_len == 0 || (rep == 1.0f && pres == 0.0f)) return;
+    const float rep = s->p.repeat_penalty, pres = s->p.presence_penalty, freq = s->p.frequency_penalty;
+    if (s->hist_len == 0 || !penalised(&s->p)) return;
     if (++s->epoch == 0) { /* stamps wrapped: forget them all, once per 2^32 calls */
         memset(s->mark, 0, (size_t)s->n_vocab * sizeof *s->mark);
         s->epoch = 1;
     }
     const int n = s->hist_len < s->p.repeat_last_n ? s->hist_len : s->p.repeat_last_n;
-    for (int i = 1; i <= n; i++) { /* the window: the latest repeat_last_n accepts */
+    for (int i = 1; i <= n; i++) { /* the window: the latest repeat_last_n accepts, counted */
         const int32_t t = s->hist[(s->hist_pos - i + s->hist_cap) % s->hist_cap];
-        if (s->mark[t] == s->epoch) continue; /* once per distinct token */
+        s->count[t] = s->mark[t] == s->epoch ? s->count[t] + 1 : 1;
         s->mark[t] = s->epoch;
+    }
+    for (int i = 1; i <= n; i++) { /* once per distinct token: its count is then cleared */
+        const int32_t t = s->hist[(s->hist_pos - i + s->hist_cap) % s->hist_cap];
+        if (s->count[t] == 0) continue;
         float v = l[t];
         v = v > 0.0f ? v / rep : v * rep;
-        l[t] = v - pres;
+        l[t] = v - pres - (float)s->count[t] * freq;
+        s->count[t] = 0;
     }
+}
+
+static void constrain_logits(sampler *s, float *l);
+
+/* Penalties, then the constraint's mask: the logits every transform starts from. */
+static void prepare(sampler *s, const float *logits) {
+    memcpy(s->logit, logits, (size_t)s->n_vocab * sizeof *s->logit);
+    apply_penalties(s, s->logit);
+    constrain_logits(s, s->logit);
 }
 
 /* ---------------------------------------------------------------------------
@@ -378,6 +414,80 @@ static int top_p_cut(const float *l, const double *w, int32_t *cand, int n, doub
 }
 
 /* ---------------------------------------------------------------------------
+ * The constraint's mask, lazily where the transforms allow it
+ *
+ * A whole mask walks every token the constraint allows (a grammar inside a
+ * JSON string allows most of the vocabulary). When top-k is on, only the k
+ * best allowed tokens can survive, so the tokens are checked one by one in
+ * the order (best logit first, ties to the lower id) until k are found; with
+ * min-p alone (top-k and top-p off), until the logits fall below min-p's
+ * threshold from the best allowed one. Every other token is set to -inf:
+ * exactly the distribution the whole mask gives, since the transforms would
+ * drop those tokens anyway and nothing else depends on them. If the best
+ * LAZY_MAX tokens do not settle it (a structural step where few tokens are
+ * allowed: the whole mask is cheap there), the whole mask is made.
+ * ------------------------------------------------------------------------- */
+
+enum { LAZY_FIRST = 64, LAZY_MAX = 256 };
+
+/* cand[0..m) in the order (insertion: m is small). */
+static void order_small(const float *l, int32_t *cand, int m) {
+    for (int i = 1; i < m; i++) {
+        const int32_t t = cand[i];
+        int j = i;
+        for (; j > 0 && before(l, t, cand[j - 1]); j--) cand[j] = cand[j - 1];
+        cand[j] = t;
+    }
+}
+
+/* The allowed tokens the transforms can keep, found among the best m of
+ * cand[0..n); their count, or -1 when the best m do not settle it. */
+static int lazy_pick(sampler *s, const float *l, int32_t *cand, int n, int m, int32_t *kept) {
+    const int k = s->p.top_k;
+    const bool by_min_p = k == 0;
+    const float drop = s->p.temperature * logf(s->p.min_p); /* min-p's threshold below the best logit */
+    select_nth(l, cand, n, m - 1, &s->pivot_state);
+    order_small(l, cand, m);
+    int n_kept = 0;
+    for (int i = 0; i < m; i++) {
+        const int32_t t = cand[i];
+        /* below the threshold with room for rounding (min-p itself, in double, drops any extra) */
+        if (by_min_p && n_kept > 0 && l[t] < l[kept[0]] + drop - 1e-3f * (1.0f - drop)) return n_kept;
+        if (!s->con.allows(s->con.ctx, t)) continue;
+        kept[n_kept++] = t;
+        if (!by_min_p && n_kept == k) return n_kept;
+    }
+    return m == n && n_kept > 0 ? n_kept : -1;
+}
+
+static bool lazy_mask(sampler *s, float *l) {
+    const sampler_params *p = &s->p;
+    if (p->temperature == 0.0f || !s->con.allows || !(p->top_k > 0 ? p->top_k <= LAZY_MAX / 2
+                                                                       : p->top_p >= 1.0f && p->min_p > 0.0f))
+        return false;
+    int32_t *cand = s->cand, kept[LAZY_MAX];
+    int n = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        if (l[i] == INFINITY) return false; /* the softmax limit: left to the whole mask */
+        if (l[i] > -INFINITY) cand[n++] = i;
+    }
+    int n_kept = -1;
+    for (int m = LAZY_FIRST; n_kept < 0; m *= 4) {
+        n_kept = lazy_pick(s, l, cand, n, m < n ? m : n, kept);
+        if (n_kept < 0 && (m >= LAZY_MAX || m >= n)) return false;
+    }
+    float v[LAZY_MAX];
+    for (int i = 0; i < n_kept; i++) v[i] = l[kept[i]];
+    for (int32_t i = 0; i < s->n_vocab; i++) l[i] = -INFINITY;
+    for (int i = 0; i < n_kept; i++) l[kept[i]] = v[i];
+    return true;
+}
+
+static void constrain_logits(sampler *s, float *l) {
+    if (s->con.mask && !lazy_mask(s, l)) s->con.mask(s->con.ctx, l);
+}
+
+/* ---------------------------------------------------------------------------
  * The pipeline
  * ------------------------------------------------------------------------- */
 
@@ -395,8 +505,7 @@ void sampler_distribution(sampler *s, const float *logits, float *probs) {
     double *w = s->weight;
     int32_t *cand = s->cand;
 
-    memcpy(l, logits, (size_t)n_vocab * sizeof *l);
-    apply_penalties(s, l);
+    prepare(s, logits);
     memset(probs, 0, (size_t)n_vocab * sizeof *probs);
 
     if (sampler_is_greedy(s)) {
@@ -495,7 +604,13 @@ int32_t sampler_sample(sampler *s, const float *logits) {
     if (sampler_is_greedy(s)) { /* one-hot anyway: skip the O(n) passes and the RNG */
         memcpy(s->logit, logits, (size_t)s->n_vocab * sizeof *s->logit);
         apply_penalties(s, s->logit);
-        return argmax(s->logit, s->n_vocab);
+        int32_t t = argmax(s->logit, s->n_vocab);
+        /* the constraint's mask only removes tokens: an allowed argmax stays the argmax */
+        if (s->con.mask && !s->con.allows(s->con.ctx, t)) {
+            s->con.mask(s->con.ctx, s->logit);
+            t = argmax(s->logit, s->n_vocab);
+        }
+        return t;
     }
     sampler_distribution(s, logits, s->probs);
     return sampler_draw(s, s->probs);

@@ -1,8 +1,10 @@
 /*
  * sampler — from logits to the next token.
  *
- * The transforms, in this order: repetition and presence penalties over the
- * last repeat_last_n accepted tokens, temperature, top-k, top-p, min-p; then
+ * The transforms, in this order: repetition, presence and frequency
+ * penalties over the last repeat_last_n accepted tokens, a constraint's mask
+ * (a grammar: tokens it forbids get no probability), temperature, top-k,
+ * top-p, min-p; then
  * a draw from the resulting distribution with the sampler's own seeded RNG
  * (reproducible, and thread-safe because each stream owns its sampler).
  * Temperature 0 is greedy: the distribution is one-hot at the argmax (ties
@@ -27,6 +29,7 @@ typedef struct {
     float min_p;            /* 0 = off; in [0, 1] */
     float repeat_penalty;   /* 1 = off; finite and > 0 (llama.cpp semantics: logit/p if > 0 else logit*p) */
     float presence_penalty; /* 0 = off; subtracted once from each token seen */
+    float frequency_penalty; /* 0 = off; subtracted once per time each token was seen (OpenAI's) */
     int repeat_last_n;      /* window for both penalties; 0 = off */
     uint64_t seed;
 } sampler_params;
@@ -61,6 +64,24 @@ void sampler_copy_history(sampler *dst, const sampler *src);
 /* The distribution after every transform: probs[n_vocab], zero where excluded,
  * sums to 1. Logits that are all -inf/NaN give a uniform distribution. */
 void sampler_distribution(sampler *s, const float *logits, float *probs);
+/*
+ * A constraint on what may come next (model/grammar.h's matcher): mask sets
+ * the logits of forbidden tokens to -inf; allows answers for one token (a
+ * greedy pick is checked alone, and the whole mask made only when it is
+ * forbidden); accept and rewind follow sampler_accept and sampler_rewind, so
+ * speculation's tentative accepts move the constraint as they move the
+ * penalties, and each verified row is masked by the state before it.
+ */
+typedef struct {
+    void *ctx;
+    void (*mask)(void *ctx, float *logits);
+    bool (*allows)(void *ctx, int32_t token);
+    void (*accept)(void *ctx, int32_t token);
+    void (*rewind)(void *ctx, int n);
+} sampler_constraint;
+/* c is copied; NULL removes it. */
+void sampler_constrain(sampler *s, const sampler_constraint *c);
+
 /* Draw from a distribution with the sampler's RNG, in proportion to the
  * entries (they need not sum exactly to 1); -1 when no entry is positive. */
 int32_t sampler_draw(sampler *s, const float *probs);

@@ -69,6 +69,7 @@ struct generation {
     session *s;
     const tokenizer *tok;
     sampler *smp;
+    grammar_match *gm;      /* the grammar's state (NULL: free text); the sampler's constraint */
     gen_params p;
     int32_t *prompt;
     int n_prompt;
@@ -164,6 +165,24 @@ static err_code spec_start(generation *g, const int32_t *prompt, int n_prompt, e
     return ERR_OK;
 }
 
+static void gm_mask(void *m, float *logits) { grammar_match_mask(m, logits); }
+static bool gm_allows(void *m, int32_t t) { return grammar_match_allows(m, t); }
+static void gm_accept(void *m, int32_t t) { grammar_match_accept(m, t); }
+static void gm_rewind(void *m, int n) { grammar_match_rewind(m, n); }
+
+/* The grammar's state; it becomes the sampler's constraint once the prompt
+ * is in the sampler's penalty window (prefilled): the prompt is not text the
+ * grammar reads. */
+static err_code grammar_start(generation *g, err_t *err) {
+    if (!g->p.grammar) return ERR_OK;
+    if (!g->p.grammar_vocab) return err_set(err, ERR_INVALID_ARG, "a grammar without its vocabulary");
+    return grammar_match_new(g->p.grammar, g->p.grammar_vocab, &g->gm, err);
+}
+
+static void constrain(generation *g) {
+    if (g->gm) sampler_constrain(g->smp, &(sampler_constraint){g->gm, gm_mask, gm_allows, gm_accept, gm_rewind});
+}
+
 err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int n_prompt, const gen_params *p,
                    generation **out, err_t *err) {
     *out = NULL;
@@ -200,6 +219,7 @@ err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int 
                       : ERR_OK;
     if (!rc) rc = prefill_check(s, p->draft, &p->prefill, err);
     if (!rc) rc = sampler_new(&p->sampling, n_vocab, &g->smp, err);
+    if (!rc) rc = grammar_start(g, err);
     if (!rc && p->proposer) rc = spec_start(g, prompt, n_prompt, err);
     if (rc) {
         gen_free(g);
@@ -216,6 +236,7 @@ void gen_free(generation *g) {
     if (!g) return;
     if (g->spec_on) g->p.proposer->free(g->prop);
     sampler_free(g->smp);
+    grammar_match_free(g->gm);
     free(g->vlogits);
     free(g->scratch);
     free(g->prompt);
@@ -416,6 +437,7 @@ static void check_speed(generation *g) {
 static void prefilled(generation *g, int evaluated) {
     g->prompt_end = g->s->n_past;
     for (int i = 0; i < g->n_prompt; i++) sampler_accept(g->smp, g->prompt[i]);
+    constrain(g); /* from here on, a draft drafts under it too (it shares the sampler) */
     g->t_prefill_end = now_ms();
     g->stats.prefill_tokens = evaluated;
     g->stats.prefill_ms = g->t_prefill_end - g->t_start;
@@ -726,6 +748,10 @@ static const char *next_piece(generation *g) {
         const bool queued = g->q_n > 0;
         int32_t tok = queued ? g->queue[g->q_head] : sampler_sample(g->smp, g->logits);
         if (queued) g->q_head++, g->q_n--;
+        if (g->gm && grammar_match_error(g->gm, &g->err)) { /* the grammar could not go on */
+            fail(g, GEN_STOP_ERROR);
+            continue;
+        }
         if (g->n_generated == 0) g->stats.time_to_first_token_ms = now_ms() - g->t_start;
         if (tokenizer_is_eog(g->tok, tok)) {
             g->stop = GEN_STOP_EOG;

@@ -20,6 +20,7 @@
 
 #include "core/err.h"
 #include "core/latency.h"
+#include "model/grammar.h"
 #include "model/sampler.h"
 #include "model/tokenizer.h"
 #include "runtime/prefill.h"
@@ -48,6 +49,9 @@ typedef struct {
      * proposing) took ms and delivered tokens (runtime/cpu_adapt.h's hint) */
     void (*on_step)(void *step_user, double ms, int tokens);
     void *step_user;
+    /* optional: the grammar the text follows, and the vocabulary as it sees it (model/grammar.h) */
+    const grammar *grammar;
+    const grammar_vocab *grammar_vocab;
 } gen_params;
 
 typedef enum {
