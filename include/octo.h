@@ -495,6 +495,11 @@ typedef struct {
     const char *grammar;
     const char *json_schema;
     float frequency_penalty; /* subtracted once per occurrence of a token in the penalty window; 0 = off (default) */
+    /* 1: record each generated token's log-probability (octo_stream_logprob), with the top_logprobs
+     * (0..OCTO_MAX_TOP_LOGPROBS) likeliest tokens at its place; speculation is then off for the
+     * stream (a verify pass's rows are not kept). 0 = off (default). */
+    int logprobs;
+    int top_logprobs;
 } octo_generate_params;
 
 OCTO_API octo_generate_params octo_generate_params_defaults(void);
@@ -568,12 +573,33 @@ OCTO_API int32_t octo_stream_last_token(const octo_stream *stream);
  * tokens); the end-of-turn token itself is not included. Returns the count and
  * points *ids at them (valid until the next call on the stream). */
 OCTO_API int octo_stream_tokens(const octo_stream *stream, const int32_t **ids);
+/* A generated token's log-probability under the model: the log-softmax of its
+ * raw logits at that place (before penalties, a grammar, temperature or any
+ * other transform), with the top_logprobs likeliest tokens there, best first. */
+#define OCTO_MAX_TOP_LOGPROBS 20
+typedef struct {
+    int32_t token;
+    float logprob;
+    int n_top;
+    int32_t top_token[OCTO_MAX_TOP_LOGPROBS];
+    float top_logprob[OCTO_MAX_TOP_LOGPROBS];
+} octo_token_logprob;
+/* Token i of octo_stream_tokens (0-based); OCTO_ERR_INVALID_ARG when i is out
+ * of range or the stream was started without octo_generate_params.logprobs. */
+OCTO_API octo_status octo_stream_logprob(const octo_stream *stream, int i, octo_token_logprob *out);
 /* Safe from any thread: the stream stops before its next token. */
 OCTO_API void octo_stream_cancel(octo_stream *stream);
 /* Tokens generated so far (for progress displays); safe from any thread. */
 OCTO_API int octo_stream_token_count(octo_stream *stream);
 /* Frees the stream and makes the model available again. */
 OCTO_API void octo_stream_free(octo_stream *stream);
+
+/* A text's embedding: the mean over its tokens of the model's last hidden
+ * state (after the final norm), unit length (docs/server.md: /v1/embeddings).
+ * Writes n_embd floats to out when cap allows and returns n_embd (out NULL:
+ * only returns it), or -octo_status. The conversation's cache is used and
+ * left empty: the next prompt is read whole. */
+OCTO_API int octo_embed(octo_model *model, const char *text, float *out, int cap);
 
 /* ---- sessions: several conversations on one copy of the weights ----
  *
@@ -602,6 +628,8 @@ OCTO_API int octo_session_chat_fit(octo_session *session, const octo_message *me
                                    int reserve_tokens);
 /* Forget the conversation (its cache emptied); not while it streams. */
 OCTO_API void octo_session_reset(octo_session *session);
+/* octo_embed in a session (its cache is used and left empty). */
+OCTO_API int octo_session_embed(octo_session *session, const char *text, float *out, int cap);
 
 /* The callback variant: on_piece is called for each piece; returning
  * non-zero stops the generation (OCTO_STOP_CANCELLED). Returns the final status. */

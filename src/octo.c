@@ -35,6 +35,7 @@
 #include "runtime/bundle_dir.h"
 #include "runtime/chat_fit.h"
 #include "runtime/cpu_adapt.h"
+#include "runtime/embed.h"
 #include "runtime/generate.h"
 #include "runtime/plan.h"
 #include "runtime/session.h"
@@ -131,7 +132,8 @@ int octo_struct_size(const char *name) {
         int size;
     } structs[] = {OCTO_STRUCT(octo_client_options), OCTO_STRUCT(octo_kv_options),   OCTO_STRUCT(octo_moe_options),
                    OCTO_STRUCT(octo_model_options),  OCTO_STRUCT(octo_model_info),   OCTO_STRUCT(octo_generate_params),
-                   OCTO_STRUCT(octo_message),        OCTO_STRUCT(octo_stats),        OCTO_STRUCT(octo_memory)};
+                   OCTO_STRUCT(octo_message),        OCTO_STRUCT(octo_stats),        OCTO_STRUCT(octo_memory),
+                   OCTO_STRUCT(octo_token_logprob)};
 #undef OCTO_STRUCT
     for (size_t i = 0; name && i < sizeof structs / sizeof *structs; i++)
         if (!strcmp(name, structs[i].name)) return structs[i].size;
@@ -700,6 +702,7 @@ static gen_params to_gen_params(const octo_generate_params *p) {
         .spec_ahead = p->spec_ahead,
         .lookahead = {.w = p->lookahead_w, .n = p->lookahead_n, .g = p->lookahead_g},
         .prefill = {.compress = p->prompt_compress, .lookahead = p->prompt_lookahead},
+        .logprobs = p->logprobs ? 1 + p->top_logprobs : 0,
     };
 }
 
@@ -755,6 +758,12 @@ static octo_stream *start_stream(octo_session *ss, const char *text, bool parse_
     err_t *err = ss->err;
     octo_generate_params p = params ? *params : octo_generate_params_defaults();
     gen_params gp = to_gen_params(&p);
+    if (p.logprobs < 0 || p.logprobs > 1 || p.top_logprobs < 0 || p.top_logprobs > OCTO_MAX_TOP_LOGPROBS) {
+        err_set(err, ERR_INVALID_ARG, "logprobs is 0 or 1 and top_logprobs 0..%d (got %d, %d)", OCTO_MAX_TOP_LOGPROBS,
+                p.logprobs, p.top_logprobs);
+        return NULL;
+    }
+    if (p.logprobs) p.spec = OCTO_SPEC_NONE; /* a verify pass's rows are not kept */
     if ((int)p.spec < OCTO_SPEC_AUTO || (int)p.spec > OCTO_SPEC_NONE + spec_proposer_count()) {
         err_set(err, ERR_INVALID_ARG, "unknown speculative mode %d", (int)p.spec);
         return NULL;
@@ -928,6 +937,44 @@ int octo_session_chat_fit(octo_session *ss, const octo_message *msgs, int n, int
     return chat_fit_in(ss, msgs, n, reserve_tokens);
 }
 
+/* octo_embed in session ss, its error in ss->err. */
+static int embed_in(octo_session *ss, const char *text, float *out, int cap) {
+    octo_model *om = ss->om;
+    err_t *err = ss->err;
+    err_clear(err);
+    if (!om->b->tok || om->b->plan_only) { /* the model's reason, in this session's error */
+        if (!need_tokenizer(om)) plan_only(om);
+        if (err != &om->err) *err = om->err;
+        return -(int)err->code;
+    }
+    if (!ss->s) return -(int)err_set(err, ERR_INVALID_ARG, "the model was loaded without weights to compute with");
+    const int dim = om->b->m->hp.n_embd;
+    if (!text || !*text) return -(int)err_set(err, ERR_INVALID_ARG, "nothing to embed: the text is empty");
+    if (!out) return dim;
+    if (cap < dim) return -(int)err_set(err, ERR_INVALID_ARG, "the embedding has %d values; out holds %d", dim, cap);
+    bool expected = false;
+    if (!atomic_compare_exchange_strong(&ss->busy, &expected, true))
+        return -(int)err_set(err, ERR_BUSY, "the session is serving a stream");
+    tok_list l = {0};
+    err_code rc = tokenizer_encode(om->b->tok, text, strlen(text), true, false, &l, err);
+    if (!rc) {
+        pthread_mutex_lock(&om->lock); /* every session's tokens in turn */
+        rc = session_embed(ss->s, l.ids, l.n, out, err);
+        pthread_mutex_unlock(&om->lock);
+    }
+    tok_list_free(&l);
+    atomic_store(&ss->busy, false);
+    return rc ? -(int)rc : dim;
+}
+
+int octo_embed(octo_model *om, const char *text, float *out, int cap) {
+    return om ? embed_in(&om->main, text, out, cap) : -OCTO_ERR_INVALID_ARG;
+}
+
+int octo_session_embed(octo_session *ss, const char *text, float *out, int cap) {
+    return ss && ss->om ? embed_in(ss, text, out, cap) : -OCTO_ERR_INVALID_ARG;
+}
+
 void octo_session_reset(octo_session *ss) {
     if (!ss || !ss->s || !ss->om || atomic_load(&ss->busy)) return;
     pthread_mutex_lock(&ss->om->lock); /* as octo_reset */
@@ -1055,6 +1102,15 @@ int octo_stream_tokens(const octo_stream *st, const int32_t **ids) {
     const int32_t *all = st && st->om ? gen_tokens(st->g, &n) : NULL;
     if (ids) *ids = all; /* NULL ids: the count alone */
     return n;
+}
+
+octo_status octo_stream_logprob(const octo_stream *st, int i, octo_token_logprob *out) {
+    gen_token_lp lp;
+    if (!st || !st->om || !out || !gen_logprob(st->g, i, &lp)) return OCTO_ERR_INVALID_ARG;
+    *out = (octo_token_logprob){.token = lp.token, .logprob = lp.logprob, .n_top = lp.n_top};
+    memcpy(out->top_token, lp.top_token, sizeof lp.top_token);
+    memcpy(out->top_logprob, lp.top_logprob, sizeof lp.top_logprob);
+    return OCTO_OK;
 }
 
 int octo_stream_token_count(octo_stream *st) { return st && st->om ? gen_token_count(st->g) : 0; }

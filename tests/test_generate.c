@@ -581,6 +581,96 @@ static void test_latency(octo_client *c, const char *data) {
     octo_model_free(m);
 }
 
+/* Embeddings: unit length, n_embd values, the same twice, another for another
+ * text, the cache left empty; and the errors. */
+static void test_embed(octo_client *c, const char *data) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", data);
+    octo_model *m = octo_load_model(c, path, NULL);
+    if (!m) {
+        T_CHECKF(0, "%s", octo_last_error(c));
+        return;
+    }
+    float a[64], b[64], d[64];
+    T_EQ_INT(octo_embed(m, "The cat sat on the mat.", NULL, 0), 64);
+    T_EQ_INT(octo_embed(m, "The cat sat on the mat.", a, 64), 64);
+    T_EQ_INT(octo_n_past(m), 0);
+    T_EQ_INT(octo_embed(m, "The cat sat on the mat.", b, 64), 64);
+    T_EQ_INT(octo_embed(m, "Tom ate pizza with his dad.", d, 64), 64);
+    double aa = 0, ab = 0, ad = 0;
+    for (int i = 0; i < 64; i++) aa += a[i] * a[i], ab += a[i] * b[i], ad += a[i] * d[i];
+    T_NEAR(aa, 1.0, 1e-5);
+    T_NEAR(ab, 1.0, 1e-5);
+    T_CHECKF(ad < 0.99, "two texts embed alike: %.4f", ad);
+    T_EQ_INT(octo_embed(m, "", a, 64), -OCTO_ERR_INVALID_ARG);
+    T_EQ_INT(octo_embed(m, "x", a, 63), -OCTO_ERR_INVALID_ARG);
+    T_CHECK(strstr(octo_model_error(m), "holds 63") != NULL);
+    /* a generation after it reads its prompt whole, and is what it is without */
+    octo_generate_params gp = octo_generate_params_defaults();
+    gp.temperature = 0.0f, gp.max_tokens = 8;
+    octo_stream *st = octo_generate(m, "Once upon a time", &gp);
+    T_CHECK(st != NULL);
+    T_EQ_INT(octo_embed(m, "busy", a, 64), -OCTO_ERR_BUSY);
+    while (st && octo_stream_next(st)) {
+    }
+    octo_stream_free(st);
+    octo_model_free(m);
+}
+
+/* Log-probabilities: greedy's token is the likeliest; the first equals the
+ * log-softmax of octo_eval_prompt's logits; the top list is in order. */
+static void test_logprobs(octo_client *c, const char *data) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", data);
+    octo_model *m = octo_load_model(c, path, NULL);
+    if (!m) {
+        T_CHECKF(0, "%s", octo_last_error(c));
+        return;
+    }
+    octo_generate_params gp = octo_generate_params_defaults();
+    gp.temperature = 0.0f, gp.max_tokens = 12, gp.logprobs = 1, gp.top_logprobs = 5;
+    octo_stream *st = octo_generate(m, "Once upon a time", &gp);
+    while (st && octo_stream_next(st)) {
+    }
+    const int32_t *ids;
+    const int n = st ? octo_stream_tokens(st, &ids) : 0;
+    T_EQ_INT(n, 12);
+    int ordered = 0, top_is_pick = 0;
+    octo_token_logprob lp, first = {0};
+    for (int i = 0; i < n; i++) {
+        T_EQ_INT(octo_stream_logprob(st, i, &lp), OCTO_OK);
+        if (i == 0) first = lp;
+        top_is_pick += lp.token == ids[i] && lp.top_token[0] == ids[i] && lp.top_logprob[0] == lp.logprob;
+        int ok = lp.n_top == 5 && lp.logprob <= 0.0f;
+        for (int k = 1; k < lp.n_top; k++) ok = ok && lp.top_logprob[k] <= lp.top_logprob[k - 1];
+        ordered += ok;
+    }
+    T_EQ_INT(top_is_pick, n);
+    T_EQ_INT(ordered, n);
+    T_EQ_INT(octo_stream_logprob(st, n, &lp), OCTO_ERR_INVALID_ARG);
+    octo_stream_free(st);
+    /* the first token against the prompt's logits */
+    int32_t tok[16];
+    const int nt = octo_tokenize(m, "Once upon a time", 16, 1, 0, tok, 16);
+    float logits[512];
+    octo_reset(m);
+    T_EQ_INT(octo_eval_prompt(m, tok, nt, NULL, logits), OCTO_OK);
+    double mx = -1e30, sum = 0.0;
+    for (int i = 0; i < 512; i++) mx = logits[i] > mx ? logits[i] : mx;
+    for (int i = 0; i < 512; i++) sum += exp(logits[i] - mx);
+    T_NEAR(first.logprob, logits[first.token] - mx - log(sum), 1e-4);
+    /* without logprobs: none recorded; out of range: refused */
+    gp.logprobs = 0;
+    st = octo_generate(m, "Once upon a time", &gp);
+    while (st && octo_stream_next(st)) {
+    }
+    T_EQ_INT(octo_stream_logprob(st, 0, &lp), OCTO_ERR_INVALID_ARG);
+    octo_stream_free(st);
+    gp.logprobs = 1, gp.top_logprobs = 21;
+    T_CHECK(octo_generate(m, "Once upon a time", &gp) == NULL && strstr(octo_model_error(m), "top_logprobs"));
+    octo_model_free(m);
+}
+
 int main(void) {
     octo_client *c = octo_client_new(NULL);
     test_utf8_prefix();
@@ -589,7 +679,7 @@ int main(void) {
     test_bad_input(c);
     test_chat_fit(c);
     const char *data = tu_data_dir();
-    if (data) test_golden_greedy(c, data), test_latency(c, data);
+    if (data) test_golden_greedy(c, data), test_latency(c, data), test_embed(c, data), test_logprobs(c, data);
     else printf("note: no shared data folder; the golden continuation checks were not run\n");
     octo_client_free(c);
     T_DONE();

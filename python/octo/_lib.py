@@ -49,7 +49,7 @@ class GenerateParams(ctypes.Structure):
                 ("lookahead_w", c_int),
                 ("lookahead_n", c_int), ("lookahead_g", c_int), ("prompt_compress", c_float),
                 ("prompt_lookahead", c_int), ("grammar", c_char_p), ("json_schema", c_char_p),
-                ("frequency_penalty", c_float)]
+                ("frequency_penalty", c_float), ("logprobs", c_int), ("top_logprobs", c_int)]
 
 
 class Message(ctypes.Structure):

@@ -12,6 +12,7 @@
  */
 #include "generate.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,7 @@ struct generation {
     const tokenizer *tok;
     sampler *smp;
     grammar_match *gm;      /* the grammar's state (NULL: free text); the sampler's constraint */
+    gen_token_lp *lp;       /* [max_tokens] p.logprobs > 0: each generated token's log-probabilities */
     gen_params p;
     int32_t *prompt;
     int n_prompt;
@@ -219,6 +221,11 @@ err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int 
                       : ERR_OK;
     if (!rc) rc = prefill_check(s, p->draft, &p->prefill, err);
     if (!rc) rc = sampler_new(&p->sampling, n_vocab, &g->smp, err);
+    if (!rc && p->logprobs > 0 && (p->proposer || p->logprobs > GEN_MAX_TOP + 1))
+        rc = err_set(err, ERR_INVALID_ARG, "log-probabilities are kept without speculation, with at most %d alternatives",
+                     GEN_MAX_TOP);
+    if (!rc && p->logprobs > 0 && !(g->lp = malloc(sizeof *g->lp * (size_t)max_out)))
+        rc = err_set(err, ERR_NOMEM, "out of memory");
     if (!rc) rc = grammar_start(g, err);
     if (!rc && p->proposer) rc = spec_start(g, prompt, n_prompt, err);
     if (rc) {
@@ -237,6 +244,7 @@ void gen_free(generation *g) {
     if (g->spec_on) g->p.proposer->free(g->prop);
     sampler_free(g->smp);
     grammar_match_free(g->gm);
+    free(g->lp);
     free(g->vlogits);
     free(g->scratch);
     free(g->prompt);
@@ -271,6 +279,30 @@ void gen_add_wait(generation *g, double ms) {
 int gen_piece_size(const generation *g) { return g->piece_size; }
 
 int gen_token_count(generation *g) { return atomic_load_explicit(&g->n_published, memory_order_acquire); }
+
+/* The log-probabilities of tok under logits (their log-softmax) and the k likeliest tokens. */
+static void logprob_of(const float *logits, int n_vocab, int32_t tok, int k, gen_token_lp *out) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0.0;
+    for (int i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - mx);
+    const float lse = mx + (float)log(sum);
+    *out = (gen_token_lp){.token = tok, .logprob = logits[tok] - lse, .n_top = 0};
+    for (int32_t i = 0; i < n_vocab && k > 0; i++) { /* insertion into the best k, ties to the lower id */
+        if (out->n_top == k && !(logits[i] > out->top_logprob[k - 1])) continue;
+        int j = out->n_top < k ? out->n_top++ : k - 1;
+        for (; j > 0 && logits[i] > out->top_logprob[j - 1]; j--)
+            out->top_logprob[j] = out->top_logprob[j - 1], out->top_token[j] = out->top_token[j - 1];
+        out->top_logprob[j] = logits[i], out->top_token[j] = i;
+    }
+    for (int j = 0; j < out->n_top; j++) out->top_logprob[j] -= lse;
+}
+
+bool gen_logprob(const generation *g, int i, gen_token_lp *out) {
+    if (!g->lp || i < 0 || i >= g->n_generated) return false;
+    *out = g->lp[i];
+    return true;
+}
 
 const int32_t *gen_tokens(const generation *g, int *n) {
     *n = g->n_generated;
@@ -757,6 +789,7 @@ static const char *next_piece(generation *g) {
             g->stop = GEN_STOP_EOG;
             continue;
         }
+        if (g->lp) logprob_of(g->logits, g->s->m->hp.n_vocab, tok, g->p.logprobs - 1, &g->lp[g->n_generated]);
         sampler_accept(g->smp, tok);
         g->last = tok;
         token_latency(g);

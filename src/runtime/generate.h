@@ -52,7 +52,19 @@ typedef struct {
     /* optional: the grammar the text follows, and the vocabulary as it sees it (model/grammar.h) */
     const grammar *grammar;
     const grammar_vocab *grammar_vocab;
+    /* > 0: each generated token's log-probability and the top_logprobs - 1 likeliest tokens
+     * (gen_logprob); needs proposer NULL. 0: none */
+    int logprobs;
 } gen_params;
+
+#define GEN_MAX_TOP 20
+typedef struct {
+    int32_t token;
+    float logprob;
+    int n_top;
+    int32_t top_token[GEN_MAX_TOP];
+    float top_logprob[GEN_MAX_TOP];
+} gen_token_lp;
 
 typedef enum {
     GEN_RUNNING = 0,
@@ -154,6 +166,8 @@ int32_t gen_last_token(const generation *g);
 int gen_token_count(generation *g);
 /* Every token generated so far (tokens without text included); *n gets the count. */
 const int32_t *gen_tokens(const generation *g, int *n);
+/* Generated token i's log-probabilities (p.logprobs > 0); false when not recorded. */
+bool gen_logprob(const generation *g, int i, gen_token_lp *out);
 gen_stop gen_stop_reason(const generation *g);
 /* ERR_OK unless the generation stopped on an error (then err says why). */
 const err_t *gen_error(const generation *g);
