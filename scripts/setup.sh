@@ -3,7 +3,8 @@
 # Safe to run again; does nothing when everything is present.
 #   build:  cmake, a C compiler (gcc), make; pkg-config (tests/install.sh builds against the installed octo)
 #   tests:  clang and its runtime (sanitizer build, libFuzzer target), valgrind
-#   server: libmicrohttpd-dev, libcjson-dev (octo serve), curl and nodejs/npm (its tests' clients)
+#   server: libmicrohttpd-dev, libcjson-dev (octo serve), curl and nodejs/npm (its tests' clients),
+#           chromium (the chat page's test, driven by playwright-core from npm)
 #   chat:   libedit-dev (line editing and history in run --chat on a terminal)
 #   python: python3-venv, python3-pytest (tests/python.sh: the binding in a fresh venv),
 #           python3-jsonschema (an independent validator of the structured-output tests)
@@ -22,6 +23,7 @@ pkg-config --exists libedit 2>/dev/null || need="$need libedit-dev"
 command -v curl >/dev/null 2>&1 || need="$need curl"
 command -v node >/dev/null 2>&1 || need="$need nodejs"
 command -v npm >/dev/null 2>&1 || need="$need npm"
+command -v chromium >/dev/null 2>&1 || need="$need chromium"
 command -v clang >/dev/null 2>&1 || need="$need clang"
 command -v valgrind >/dev/null 2>&1 || need="$need valgrind"
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need="$need gcc-aarch64-linux-gnu"

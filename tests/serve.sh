@@ -7,7 +7,9 @@
 #   the API key from --api-key-file and from $OCTO_API_KEY;
 #   with "npm" as the fourth argument instead: the official `openai` npm package
 #   (tests/serve/openai.mjs), installed from the npm registry into SCRATCH; exit 77
-#   (reported skipped, never passed) where it cannot be installed.
+#   (reported skipped, never passed) where it cannot be installed;
+#   with "page": the chat page at / in Debian's headless Chromium driven by playwright-core
+#   (tests/serve/page.mjs), skipped the same way without them.
 # Exit 77 (skipped) when octo was built without the server's libraries.
 set -u
 octo=$1
@@ -39,6 +41,14 @@ if [ "$part" = npm ]; then
         exit 77
     fi
     cp "$here/serve/openai.mjs" "$tmp/" && node "$tmp/openai.mjs" "$url" sekret "$tmp/expected" || bad "openai npm client"
+elif [ "$part" = page ]; then
+    chrome=$(command -v chromium || command -v chromium-browser || true)
+    if [ -z "$chrome" ] || ! command -v npm >/dev/null ||
+       ! (cd "$tmp" && timeout 180 npm install --silent --no-audit --no-fund playwright-core >/dev/null 2>&1); then
+        echo "skipped: no chromium (scripts/setup.sh) or npm could not install playwright-core"
+        exit 77
+    fi
+    cp "$here/serve/page.mjs" "$tmp/" && timeout 120 node "$tmp/page.mjs" "$url" sekret "$chrome" || bad "the chat page in chromium"
 else
     [ "$(code "$url/health")" = 200 ] && grep -q '"ok"' "$tmp/body" || bad "health: $(cat "$tmp/body")"
     [ "$(code "$url/v1/models")" = 401 ] && grep -q '"invalid_api_key"' "$tmp/body" || bad "models without a key"

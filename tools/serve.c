@@ -76,6 +76,10 @@ const char *serve_error(server *s, int slot) {
     return s->sessions[slot] ? octo_session_error(s->sessions[slot]) : octo_model_error(s->m);
 }
 
+int serve_embed(server *s, int slot, const char *text, float *out, int cap) {
+    return s->sessions[slot] ? octo_session_embed(s->sessions[slot], text, out, cap) : octo_embed(s->m, text, out, cap);
+}
+
 octo_stats serve_stats(server *s, int slot) {
     return s->sessions[slot] ? octo_session_stats(s->sessions[slot]) : octo_model_stats(s->m);
 }
@@ -120,6 +124,11 @@ static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *ur
     unsigned status = MHD_HTTP_OK;
     if (v.route == SERVE_HEALTH) return queue(c, status, serve_json_response("{\"status\":\"ok\"}"));
     if (v.route == SERVE_METRICS) return queue(c, status, serve_metrics(s));
+    if (v.route == SERVE_PAGE) return queue(c, status, serve_page());
+    if (v.route == SERVE_EMBEDDINGS) {
+        struct MHD_Response *resp = serve_embeddings(s, &r, &status);
+        return queue(c, status, resp);
+    }
     if (v.route == SERVE_MODELS) {
         struct MHD_Response *resp = serve_models(s, &status);
         return queue(c, status, resp);

@@ -117,7 +117,7 @@ typedef struct {
 void serve_upload_add(const serve_limits *l, serve_upload *u, const char *data, size_t n);
 void serve_upload_free(serve_upload *u);
 
-typedef enum { SERVE_HEALTH, SERVE_MODELS, SERVE_COMPLETIONS, SERVE_CHAT, SERVE_METRICS } serve_route;
+typedef enum { SERVE_HEALTH, SERVE_MODELS, SERVE_COMPLETIONS, SERVE_CHAT, SERVE_METRICS, SERVE_EMBEDDINGS, SERVE_PAGE } serve_route;
 
 /* What to do with a request: serve it (status 200) or answer with an error. */
 typedef struct {
@@ -129,18 +129,45 @@ typedef struct {
 
 #define SERVE_MAX_STOP 4
 
-/* A completion or chat request, its strings copied out of the body. */
+#define SERVE_MAX_TOOLS 32
+#define SERVE_MAX_N 8        /* choices a request may ask for ('n') */
+#define SERVE_MAX_INPUTS 64  /* texts one embeddings request may hold */
+#define SERVE_MAX_OWNED (SERVE_MAX_INPUTS + 8)
+
+/* How a chat request's tools may be used (tool_choice). */
+typedef enum { TOOLS_OFF, TOOLS_AUTO, TOOLS_REQUIRED } serve_tools;
+
+/* A completion, chat or embeddings request, its strings copied out of the body. */
 typedef struct {
     char *prompt;          /* completions: in text */
-    octo_message *msgs;    /* chat: [n_msgs], strings in text */
+    octo_message *msgs;    /* chat: [n_msgs], strings in text or owned */
     int n_msgs;
-    octo_generate_params gp;
+    octo_generate_params gp; /* its grammar or json_schema, when set, owned */
     int stream;
+    int include_usage;     /* stream_options.include_usage: a last chunk with the usage alone */
+    int n;                 /* choices (1..SERVE_MAX_N) */
     const char *stop[SERVE_MAX_STOP]; /* in text */
     int n_stop;
+    serve_tools tools;     /* chat: whether the reply may (or must) be a tool call (serve_fields.c) */
     int dropped;           /* chat: the oldest messages dropped to fit the context */
-    char *text;            /* every string above, one after another */
+    const char *inputs[SERVE_MAX_INPUTS]; /* embeddings: the texts, owned */
+    int n_inputs;
+    int base64;            /* embeddings: encoding_format "base64" */
+    char *text;            /* every string in text, one after another */
+    char *owned[SERVE_MAX_OWNED]; /* strings made for the request (joined content parts, the tools'
+                                     system message, the grammar), freed with it */
+    int n_owned;
+    char why[400];         /* a refusal's message that names what was refused */
 } request;
+
+/* The OpenAI fields of a completion, chat or embeddings body into r (serve_fields.c);
+ * a message naming the field that is wrong or not supported, or NULL. */
+struct cJSON;
+const char *serve_fields(const serve_limits *l, const struct cJSON *json, serve_route route, request *r);
+/* Keep s (malloc'd) until request_free; NULL when there is no room (s is freed). */
+char *request_own(request *r, char *s);
+/* tools and tool_choice (serve_tools.c): the tools' system message and the reply's grammar into r. */
+const char *serve_parse_tools(const struct cJSON *body, request *r);
 
 /* Route, method, API key (auth: the Authorization header's auth_len bytes,
  * NULL when absent), the body's size and shape, then for the completion
@@ -162,6 +189,15 @@ struct MHD_Response *serve_json_response(const char *json);
 struct MHD_Response *serve_completion(server *s, request *r, bool chat, struct MHD_Connection *c, unsigned *status);
 /* GET /v1/models */
 struct MHD_Response *serve_models(server *s, unsigned *status);
+/* POST /v1/embeddings: r (taken over) in (serve_embed.c). */
+struct MHD_Response *serve_embeddings(server *s, request *r, unsigned *status);
+/* GET /: the chat page (serve_page.c). */
+struct MHD_Response *serve_page(void);
+/* octo_embed in a slot. */
+int serve_embed(server *s, int slot, const char *text, float *out, int cap);
+/* A chat reply that is a tool call (the default format, docs/server.md): its
+ * name and arguments (JSON text) parsed out of text, malloc'd; false when it is not one. */
+bool serve_tool_call(const char *text, size_t n, char **name, char **arguments);
 /* ---- /metrics (serve_metrics.c) ---- */
 
 /* A completion ended: its figures (st, for SERVE_DONE) into the counters. */

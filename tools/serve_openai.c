@@ -94,10 +94,11 @@ static cJSON *envelope(server *s, bool chat, bool chunk, long id) {
 }
 
 /* One choice: text (a delta when chunk) and the finish reason (NULL: still running). */
-static void add_choice(cJSON *o, bool chat, bool chunk, const char *text, size_t n, const char *finish) {
-    cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
+static cJSON *add_choice(cJSON *o, bool chat, bool chunk, int index, const char *text, size_t n, const char *finish) {
+    cJSON *choices = cJSON_GetObjectItemCaseSensitive(o, "choices"), *c = cJSON_CreateObject();
+    if (!choices) choices = cJSON_AddArrayToObject(o, "choices");
     cJSON_AddItemToArray(choices, c);
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddNumberToObject(c, "index", index);
     char *t = strndup(text ? text : "", n);
     if (chat) {
         cJSON *m = cJSON_AddObjectToObject(c, chunk ? "delta" : "message");
@@ -110,6 +111,59 @@ static void add_choice(cJSON *o, bool chat, bool chunk, const char *text, size_t
     free(t);
     if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
     else cJSON_AddNullToObject(c, "finish_reason");
+    return c;
+}
+
+/* A token's text and its bytes, as OpenAI's logprobs give them. */
+static void add_token(cJSON *o, octo_model *m, int32_t id, float logprob) {
+    char buf[256];
+    int n = octo_token_piece(m, id, buf, (int)sizeof buf - 1);
+    n = n < 0 ? 0 : n > (int)sizeof buf - 1 ? (int)sizeof buf - 1 : n;
+    buf[n] = '\0';
+    cJSON_AddStringToObject(o, "token", buf);
+    cJSON_AddNumberToObject(o, "logprob", logprob);
+    cJSON *bytes = cJSON_AddArrayToObject(o, "bytes");
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)buf[i]));
+}
+
+/* choice.logprobs.content for the stream's tokens [from, to). */
+static void add_logprobs(cJSON *choice, server *s, octo_stream *st, int from, int to) {
+    cJSON *content = cJSON_AddArrayToObject(cJSON_AddObjectToObject(choice, "logprobs"), "content");
+    octo_token_logprob lp;
+    for (int i = from; i < to && octo_stream_logprob(st, i, &lp) == OCTO_OK; i++) {
+        cJSON *e = cJSON_CreateObject(), *top;
+        cJSON_AddItemToArray(content, e);
+        add_token(e, s->m, lp.token, lp.logprob);
+        top = cJSON_AddArrayToObject(e, "top_logprobs");
+        for (int k = 0; k < lp.n_top; k++) {
+            cJSON *t = cJSON_CreateObject();
+            add_token(t, s->m, lp.top_token[k], lp.top_logprob[k]);
+            cJSON_AddItemToArray(top, t);
+        }
+    }
+}
+
+/* A whole chat reply that is a tool call: message.tool_calls instead of content. */
+static bool as_tool_call(cJSON *choice, bool chunk, const char *text, size_t n, long id) {
+    char *name, *args;
+    if (!serve_tool_call(text, n, &name, &args)) return false;
+    cJSON *m = cJSON_GetObjectItemCaseSensitive(choice, chunk ? "delta" : "message");
+    cJSON_DeleteItemFromObjectCaseSensitive(m, "content");
+    cJSON_AddNullToObject(m, "content");
+    cJSON *calls = cJSON_AddArrayToObject(m, "tool_calls"), *call = cJSON_CreateObject();
+    cJSON_AddItemToArray(calls, call);
+    char call_id[48];
+    snprintf(call_id, sizeof call_id, "call_%ld", id);
+    if (chunk) cJSON_AddNumberToObject(call, "index", 0);
+    cJSON_AddStringToObject(call, "id", call_id);
+    cJSON_AddStringToObject(call, "type", "function");
+    cJSON *fn = cJSON_AddObjectToObject(call, "function");
+    cJSON_AddStringToObject(fn, "name", name);
+    cJSON_AddStringToObject(fn, "arguments", args);
+    cJSON_DeleteItemFromObjectCaseSensitive(choice, "finish_reason");
+    cJSON_AddStringToObject(choice, "finish_reason", "tool_calls");
+    free(name), free(args);
+    return true;
 }
 
 struct MHD_Response *serve_json_response(const char *json) {
@@ -161,6 +215,7 @@ typedef struct {
     stop_filter f;
     char *out;
     size_t out_len, out_pos;
+    int lp_sent; /* tokens whose log-probabilities were sent */
     int state; /* 0: generating, 1: final chunk sent, 2: [DONE] sent */
 } sse;
 
@@ -176,6 +231,34 @@ static void sse_put(sse *e, cJSON *o) {
     free(json);
 }
 
+/* The text held back at the end: what a stop string's prefix kept, or with
+ * tools the whole reply (a call is sent whole). */
+static const char *sse_rest(const sse *e, size_t *n) {
+    if (e->r.tools != TOOLS_OFF) return *n = e->f.hit ? e->f.emitted : e->f.len, e->f.text ? e->f.text : "";
+    const char *rest = e->f.hit ? "" : e->f.text ? e->f.text + e->f.emitted : "";
+    *n = strlen(rest);
+    return rest;
+}
+
+static void sse_final(sse *e) {
+    cJSON *o = envelope(e->s, e->chat, true, e->id);
+    if (octo_stream_status(e->st) != OCTO_OK) {
+        cJSON *err = cJSON_AddObjectToObject(o, "error");
+        cJSON_AddStringToObject(err, "message", octo_stream_error(e->st));
+        cJSON_AddStringToObject(err, "type", "server_error");
+    }
+    size_t n;
+    const char *rest = sse_rest(e, &n);
+    cJSON *choice = add_choice(o, e->chat, true, 0, rest, n, finish_reason(e->st, &e->f));
+    if (e->r.tools != TOOLS_OFF) as_tool_call(choice, true, rest, n, e->id);
+    if (e->r.gp.logprobs) add_logprobs(choice, e->s, e->st, e->lp_sent, octo_stream_tokens(e->st, NULL));
+    const octo_stats st = serve_stats(e->s, e->slot);
+    add_usage(e->s, o, &st, e->r.dropped);
+    serve_record(e->s, &st, octo_stream_status(e->st) == OCTO_OK ? SERVE_DONE : SERVE_FAILED);
+    sse_put(e, o);
+    e->state = 1;
+}
+
 /* The next event into e->out; false at the end. */
 static bool sse_next(sse *e) {
     if (e->state == 2) return false;
@@ -185,29 +268,23 @@ static bool sse_next(sse *e) {
         e->out_len = e->out ? strlen(e->out) : 0, e->out_pos = 0, e->state = 2;
         return true;
     }
-    const char *piece = e->f.hit ? NULL : octo_stream_next(e->st), *emit;
+    const char *piece, *emit;
     size_t n;
-    if (piece) {
+    while ((piece = e->f.hit ? NULL : octo_stream_next(e->st))) {
         stop_feed(&e->f, &e->r, piece, (size_t)octo_stream_piece_size(e->st), &emit, &n);
         if (e->f.hit) octo_stream_cancel(e->st);
+        if (e->r.tools != TOOLS_OFF) continue; /* the reply may be a call: sent whole at the end */
         cJSON *o = envelope(e->s, e->chat, true, e->id);
-        add_choice(o, e->chat, true, emit, n, NULL);
+        cJSON *choice = add_choice(o, e->chat, true, 0, emit, n, NULL);
+        if (e->r.gp.logprobs) {
+            const int now = octo_stream_tokens(e->st, NULL);
+            add_logprobs(choice, e->s, e->st, e->lp_sent, now);
+            e->lp_sent = now;
+        }
         sse_put(e, o);
         return true;
     }
-    cJSON *o = envelope(e->s, e->chat, true, e->id);
-    if (octo_stream_status(e->st) != OCTO_OK) {
-        cJSON *err = cJSON_AddObjectToObject(o, "error");
-        cJSON_AddStringToObject(err, "message", octo_stream_error(e->st));
-        cJSON_AddStringToObject(err, "type", "server_error");
-    }
-    emit = e->f.hit ? "" : e->f.text ? e->f.text + e->f.emitted : ""; /* what was held back for a stop */
-    add_choice(o, e->chat, true, emit, strlen(emit), finish_reason(e->st, &e->f));
-    const octo_stats st = serve_stats(e->s, e->slot);
-    add_usage(e->s, o, &st, e->r.dropped);
-    serve_record(e->s, &st, octo_stream_status(e->st) == OCTO_OK ? SERVE_DONE : SERVE_FAILED);
-    sse_put(e, o);
-    e->state = 1;
+    sse_final(e);
     return true;
 }
 
@@ -262,12 +339,12 @@ static octo_stream *start(server *s, int slot, bool chat, request *r) {
     return st;
 }
 
-/* Non-streaming: the whole text, then one object. The client is looked at
- * between tokens: one that hung up cancels the rest. A generation that
- * failed (a non-finite layer, an I/O error reading experts) is a 500 with the
- * library's message, never a 200 with whatever text came before. */
-static struct MHD_Response *whole(server *s, int slot, bool chat, long id, octo_stream *st, request *r,
-                                  struct MHD_Connection *c, unsigned *status) {
+/* One choice of a non-streamed reply into o: the generation's whole text
+ * (the client looked at between tokens: one that hung up cancels the rest),
+ * as a tool call when it is one, with its log-probabilities when asked.
+ * false when the generation failed. */
+static bool one_choice(server *s, bool chat, long id, octo_stream *st, request *r, struct MHD_Connection *c, cJSON *o,
+                       int index) {
     stop_filter f = {0};
     const char *emit;
     size_t n;
@@ -276,20 +353,50 @@ static struct MHD_Response *whole(server *s, int slot, bool chat, long id, octo_
         if (serve_client_gone(c)) octo_stream_cancel(st);
     }
     if (f.hit) octo_stream_cancel(st);
-    if (octo_stream_stop_reason(st) == OCTO_STOP_ERROR) {
-        free(f.text);
-        serve_record(s, NULL, SERVE_FAILED);
-        *status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-        return serve_error_response("server_error", NULL, octo_stream_error(st));
-    }
+    const bool ok = octo_stream_stop_reason(st) != OCTO_STOP_ERROR;
     const size_t len = f.hit ? f.emitted : f.len;
-    cJSON *o = envelope(s, chat, false, id);
-    add_choice(o, chat, false, f.text ? f.text : "", len, finish_reason(st, &f));
-    const octo_stats stats = serve_stats(s, slot);
-    add_usage(s, o, &stats, r->dropped);
-    const bool gone = octo_stream_stop_reason(st) == OCTO_STOP_CANCELLED && !f.hit; /* the client hung up */
-    serve_record(s, &stats, gone ? SERVE_CANCELLED : SERVE_DONE);
+    cJSON *choice = ok ? add_choice(o, chat, false, index, f.text ? f.text : "", len, finish_reason(st, &f)) : NULL;
+    if (choice && r->tools != TOOLS_OFF) as_tool_call(choice, false, f.text ? f.text : "", len, id);
+    if (choice && r->gp.logprobs) add_logprobs(choice, s, st, 0, octo_stream_tokens(st, NULL));
     free(f.text);
+    return ok;
+}
+
+/* Non-streaming: r->n choices, one generation after another in the slot
+ * (seeds seed, seed + 1, ...), then one object. A generation that failed (a
+ * non-finite layer, an I/O error reading experts) is a 500 with the
+ * library's message, never a 200 with whatever text came before. *st is the
+ * slot's stream, replaced for each choice. */
+static struct MHD_Response *whole(server *s, int slot, bool chat, long id, octo_stream **st, request *r,
+                                  struct MHD_Connection *c, unsigned *status) {
+    cJSON *o = envelope(s, chat, false, id);
+    octo_stats total = {0};
+    for (int i = 0; i < r->n; i++) {
+        if (i > 0) {
+            serve_track(s, slot, NULL);
+            octo_stream_free(*st);
+            r->gp.seed++;
+            if (!(*st = start(s, slot, chat, r))) break;
+            serve_track(s, slot, *st);
+        }
+        if (!one_choice(s, chat, id, *st, r, c, o, i)) {
+            cJSON_Delete(o);
+            serve_record(s, NULL, SERVE_FAILED);
+            *status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+            return serve_error_response("server_error", NULL, octo_stream_error(*st));
+        }
+        const octo_stats one = serve_stats(s, slot);
+        if (i == 0) total = one;
+        else total.decode_tokens += one.decode_tokens;
+    }
+    if (!*st) { /* a later choice could not start */
+        cJSON_Delete(o);
+        *status = MHD_HTTP_BAD_REQUEST;
+        return serve_error_response("invalid_request_error", NULL, serve_error(s, slot));
+    }
+    add_usage(s, o, &total, r->dropped);
+    const bool gone = octo_stream_stop_reason(*st) == OCTO_STOP_CANCELLED && serve_client_gone(c); /* hung up */
+    serve_record(s, &total, gone ? SERVE_CANCELLED : SERVE_DONE);
     return json_reply(o);
 }
 
@@ -327,7 +434,7 @@ struct MHD_Response *serve_completion(server *s, request *req, bool chat, struct
     serve_track(s, slot, st);
     *status = MHD_HTTP_OK;
     if (!r.stream) {
-        struct MHD_Response *resp = whole(s, slot, chat, id, st, &r, c, status);
+        struct MHD_Response *resp = whole(s, slot, chat, id, &st, &r, c, status);
         serve_track(s, slot, NULL);
         octo_stream_free(st);
         serve_release(s, slot);

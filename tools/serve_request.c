@@ -14,15 +14,14 @@
  * there, silently cutting a prompt: such a body is refused.
  *
  * Parsing is strict where cJSON is lenient: nothing but whitespace may
- * follow the JSON object, integers must be whole, and the API key must match
+ * follow the JSON object, integers must be whole (the fields themselves:
+ * serve_fields.c), and the API key must match
  * the whole header value (its length from the daemon, so a NUL inside it
  * cannot end the comparison early), compared in constant time.
  */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 
 #include "serve.h"
 
@@ -125,9 +124,11 @@ static const struct {
               {"/v1/models", "GET", SERVE_MODELS},
               {"/v1/completions", "POST", SERVE_COMPLETIONS},
               {"/v1/chat/completions", "POST", SERVE_CHAT},
-              {"/metrics", "GET", SERVE_METRICS}};
+              {"/metrics", "GET", SERVE_METRICS},
+              {"/v1/embeddings", "POST", SERVE_EMBEDDINGS},
+              {"/", "GET", SERVE_PAGE}};
 
-static const char *parse_body(const serve_limits *l, serve_upload *u, bool chat, request *r);
+static const char *parse_body(const serve_limits *l, serve_upload *u, serve_route route, request *r);
 
 serve_verdict serve_parse(const serve_limits *l, const char *method, const char *url, const char *auth, size_t auth_len,
                           serve_upload *u, request *r) {
@@ -135,7 +136,10 @@ serve_verdict serve_parse(const serve_limits *l, const char *method, const char 
     int k = -1;
     for (int i = 0; i < (int)(sizeof routes / sizeof *routes); i++)
         if (!strcmp(url, routes[i].url)) k = i;
-    if (k != 0 && !key_matches(l, auth, auth_len)) /* /health needs no key */
+    if (k >= 0 && routes[k].route != SERVE_HEALTH && routes[k].route != SERVE_PAGE && !key_matches(l, auth, auth_len))
+        /* /health and the page need no key (the page asks for one when the API does) */
+        return refuse(401, "invalid_request_error", "invalid_api_key", "a valid API key is required");
+    if (k < 0 && !key_matches(l, auth, auth_len))
         return refuse(401, "invalid_request_error", "invalid_api_key", "a valid API key is required");
     if (k < 0) return refuse(404, "invalid_request_error", "not_found", "no such endpoint");
     if (strcmp(method, routes[k].method)) {
@@ -145,7 +149,8 @@ serve_verdict serve_parse(const serve_limits *l, const char *method, const char 
         return v;
     }
     const serve_route route = routes[k].route;
-    if (route != SERVE_COMPLETIONS && route != SERVE_CHAT) return (serve_verdict){.status = 200, .route = route};
+    if (route != SERVE_COMPLETIONS && route != SERVE_CHAT && route != SERVE_EMBEDDINGS)
+        return (serve_verdict){.status = 200, .route = route};
     if (u->too_large)
         return refuse(413, "invalid_request_error", "request_too_large",
                       "the request body is larger than this server takes (--max-body)");
@@ -154,7 +159,7 @@ serve_verdict serve_parse(const serve_limits *l, const char *method, const char 
                       "the body's JSON has more values or deeper nesting than this server takes "
                       "(--max-json-nodes, --max-json-depth)");
     if (u->scan.nul) return refuse(400, "invalid_request_error", NULL, "the body holds a NUL character (\\u0000)");
-    const char *why = parse_body(l, u, route == SERVE_CHAT, r);
+    const char *why = parse_body(l, u, route, r);
     if (why) return refuse(400, "invalid_request_error", NULL, why);
     return (serve_verdict){.status = 200, .route = route};
 }
@@ -164,133 +169,21 @@ serve_verdict serve_parse(const serve_limits *l, const char *method, const char 
 void request_free(request *r) {
     free(r->msgs);
     free(r->text);
-    r->msgs = NULL, r->text = NULL;
-}
-
-/* A number field in [lo, hi] (whole when integer), or def when absent; -1 when present but not such a number. */
-static int num_field(const cJSON *o, const char *k, double lo, double hi, bool integer, double def, double *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    *out = def;
-    if (!v || cJSON_IsNull(v)) return 0;
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi)) return -1;
-    if (integer && (double)(long long)v->valuedouble != v->valuedouble) return -1;
-    *out = v->valuedouble;
-    return 0;
-}
-
-static const char *parse_stop(const cJSON *body, request *r) {
-    const cJSON *stop = cJSON_GetObjectItemCaseSensitive(body, "stop");
-    if (!stop || cJSON_IsNull(stop)) return NULL;
-    if (cJSON_IsString(stop)) {
-        if (stop->valuestring[0]) r->stop[r->n_stop++] = stop->valuestring;
-        return NULL;
-    }
-    if (!cJSON_IsArray(stop) || cJSON_GetArraySize(stop) > SERVE_MAX_STOP) return "'stop' is a string or up to 4 strings";
-    const cJSON *e;
-    cJSON_ArrayForEach(e, stop) {
-        if (!cJSON_IsString(e)) return "'stop' is a string or up to 4 strings";
-        if (e->valuestring[0]) r->stop[r->n_stop++] = e->valuestring;
-    }
-    return NULL;
-}
-
-static const char *parse_messages(const cJSON *body, request *r, size_t *bytes) {
-    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(body, "messages"), *e;
-    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) < 1) return "'messages' must be a non-empty array";
-    r->msgs = calloc((size_t)cJSON_GetArraySize(msgs), sizeof *r->msgs);
-    if (!r->msgs) return "out of memory";
-    cJSON_ArrayForEach(e, msgs) {
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role");
-        const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
-        if (!cJSON_IsString(role) || !cJSON_IsString(content)) return "each message needs a string 'role' and 'content'";
-        r->msgs[r->n_msgs++] = (octo_message){role->valuestring, content->valuestring};
-        *bytes += strlen(content->valuestring);
-    }
-    return NULL;
-}
-
-static const char *parse_prompt(const cJSON *body, request *r, size_t *bytes) {
-    const cJSON *p = cJSON_GetObjectItemCaseSensitive(body, "prompt");
-    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1) p = cJSON_GetArrayItem(p, 0);
-    if (!cJSON_IsString(p)) return "'prompt' must be a string";
-    r->prompt = p->valuestring;
-    *bytes = strlen(p->valuestring);
-    return NULL;
-}
-
-/* A seed nobody can predict: the OS's random source (a clock only if that fails). */
-static uint64_t new_seed(void) {
-    uint64_t seed;
-    if (getrandom(&seed, sizeof seed, 0) == (ssize_t)sizeof seed) return seed;
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (uint64_t)t.tv_sec * 1000000007u ^ (uint64_t)t.tv_nsec;
-}
-
-/* The sampling fields into gp; a message when one is out of range. */
-static const char *parse_sampling(const cJSON *body, octo_generate_params *gp) {
-    double v;
-    if (num_field(body, "max_tokens", 1, 1 << 20, true, gp->max_tokens, &v)) return "'max_tokens' must be a positive integer";
-    gp->max_tokens = (int)v;
-    if (num_field(body, "temperature", 0, 2, false, 1.0, &v)) return "'temperature' must be within [0, 2]";
-    gp->temperature = (float)v;
-    if (num_field(body, "top_p", 1e-6, 1, false, 1.0, &v)) return "'top_p' must be within (0, 1]";
-    gp->top_p = (float)v;
-    gp->top_k = 0, gp->min_p = 0; /* OpenAI's sampling: temperature and top_p only */
-    if (num_field(body, "seed", 0, 9007199254740991.0, true, -1, &v)) return "'seed' must be a non-negative integer";
-    gp->seed = v >= 0 ? (uint64_t)v : new_seed(); /* none given: a new one each request */
-    if (num_field(body, "n", 1, 1, true, 1, &v)) return "only 'n': 1 is supported";
-    /* octo's own: the share of the prompt the model reads, the draft dropping the rest (SpecPC) */
-    if (num_field(body, "prompt_compress", 0, 1, false, 0, &v)) return "'prompt_compress' must be within [0, 1] (0: off)";
-    gp->prompt_compress = (float)v;
-    return NULL;
-}
-
-/* Copy s to *at, moving *at past it; returns the copy. */
-static char *keep(char **at, const char *s) {
-    const size_t n = strlen(s) + 1;
-    char *copy = memcpy(*at, s, n);
-    *at += n;
-    return copy;
-}
-
-/* Move every string the request uses out of the JSON tree into r->text, so the tree can go. */
-static const char *own_strings(request *r) {
-    size_t n = 1 + (r->prompt ? strlen(r->prompt) + 1 : 0);
-    for (int i = 0; i < r->n_msgs; i++) n += strlen(r->msgs[i].role) + strlen(r->msgs[i].content) + 2;
-    for (int i = 0; i < r->n_stop; i++) n += strlen(r->stop[i]) + 1;
-    char *at = r->text = malloc(n);
-    if (!at) return "out of memory";
-    if (r->prompt) r->prompt = keep(&at, r->prompt);
-    for (int i = 0; i < r->n_msgs; i++) r->msgs[i] = (octo_message){keep(&at, r->msgs[i].role), keep(&at, r->msgs[i].content)};
-    for (int i = 0; i < r->n_stop; i++) r->stop[i] = keep(&at, r->stop[i]);
-    return NULL;
-}
-
-/* The fields of a JSON object's members into r. */
-static const char *parse_fields(const serve_limits *l, const cJSON *json, bool chat, request *r) {
-    size_t bytes = 0;
-    const char *why = chat ? parse_messages(json, r, &bytes) : parse_prompt(json, r, &bytes);
-    if (!why && bytes > l->max_prompt) why = "the prompt is longer than this server takes (--max-prompt)";
-    if (!why) why = parse_sampling(json, &r->gp);
-    if (!why) why = parse_stop(json, r);
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(json, "stream");
-    if (!why && st && !cJSON_IsBool(st) && !cJSON_IsNull(st)) why = "'stream' must be true or false";
-    r->stream = cJSON_IsTrue(st);
-    return why ? why : own_strings(r);
+    for (int i = 0; i < r->n_owned; i++) free(r->owned[i]);
+    r->msgs = NULL, r->text = NULL, r->n_owned = 0;
 }
 
 /* The body's JSON into r; the body and the tree are freed before returning. */
-static const char *parse_body(const serve_limits *l, serve_upload *u, bool chat, request *r) {
+static const char *parse_body(const serve_limits *l, serve_upload *u, serve_route route, request *r) {
     r->gp = octo_generate_params_defaults();
-    r->gp.max_tokens = chat ? 256 : 16; /* OpenAI's defaults */
+    r->gp.max_tokens = route == SERVE_CHAT ? 256 : 16; /* OpenAI's defaults */
     const char *end = NULL;
     cJSON *json = u->body ? cJSON_ParseWithLengthOpts(u->body, u->len, &end, false) : NULL;
     const char *why = !json || !cJSON_IsObject(json) ? "the body is not a JSON object" : NULL;
     while (!why && end < u->body + u->len && strchr(" \t\r\n", *end) && *end) end++;
     if (!why && end != u->body + u->len) why = "the body goes on after its JSON object";
     serve_upload_free(u);
-    if (!why) why = parse_fields(l, json, chat, r);
+    if (!why) why = serve_fields(l, json, route, r);
     cJSON_Delete(json);
     return why;
 }

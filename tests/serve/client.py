@@ -95,13 +95,18 @@ def strict():
              ("POST", "/v1/models", ok, None, 405),
              ("GET", "/v1/nothing", None, None, 404),
              # past the defaults of --max-json-nodes (65,536 values) and --max-json-depth (64), and within
-             ("POST", "/v1/completions", dict(ok, pad=[0] * 65536), None, 400),
-             ("POST", "/v1/completions", dict(ok, pad=[0] * 65000), None, 200),
-             ("POST", "/v1/completions", good[:-1] + b',"pad":' + b"[" * 64 + b"]" * 64 + b"}", None, 400),
-             ("POST", "/v1/completions", good[:-1] + b',"pad":' + b"[" * 63 + b"]" * 63 + b"}", None, 200)]
+             # (the padding in "user", which octo accepts and does not read)
+             ("POST", "/v1/completions", dict(ok, user=[0] * 65536), None, 400),
+             ("POST", "/v1/completions", dict(ok, user=[0] * 65000), None, 200),
+             ("POST", "/v1/completions", good[:-1] + b',"user":' + b"[" * 64 + b"]" * 64 + b"}", None, 400),
+             ("POST", "/v1/completions", good[:-1] + b',"user":' + b"[" * 63 + b"]" * 63 + b"}", None, 200),
+             # a field octo does not support is named, never ignored
+             ("POST", "/v1/completions", dict(ok, logit_bias={}), None, 400),
+             ("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "image_url"}]}]},
+              None, 400)]
     for method, path, body, auth, status in cases:
         got, headers, d = raw(method, path, body, **({"auth": auth} if auth is not None else {}))
-        assert got == status, (method, path, body if not isinstance(body, dict) or "pad" not in body else "pad",
+        assert got == status, (method, path, body if not isinstance(body, dict) or "user" not in body else "pad",
                                auth, got, d)
         assert ("error" in d) == (status != 200), d
         if status == 405:
