@@ -509,5 +509,23 @@ mkfifo "$tmp/in.gguf.int2"
 expect 1 1 timeout 10 "$octo" run -m "$tmp/in.gguf" -p ab -n 2 --moe-cache 1 --moe-int2 on
 grep -q "special file\|not a regular file" "$tmp/err" && ok || bad "a FIFO as MODEL.int2: $(cat "$tmp/err")"
 
+# structured output: a schema's text parses and holds it; a grammar's text is one of its sentences;
+# a bad schema, a bad grammar and both at once are one-line errors
+printf '{"type":"object","properties":{"n":{"type":"integer","minimum":3,"maximum":9},"w":{"enum":["yes","no"]}},"required":["n","w"]}' >"$tmp/s.json"
+printf 'root ::= "The " ("cat" | "dog") " is " [a-z]{2,5} "."\n' >"$tmp/g.gbnf"
+expect 0 0 "$octo" run -m "$tmp/m.gguf" -p ab -n 64 --temp 1 --seed 4 --json-schema "$tmp/s.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert sorted(d) == ["n", "w"] and 3 <= d["n"] <= 9 and d["w"] in ("yes", "no"), d' \
+    "$tmp/out" && ok || bad "run --json-schema: $(cat "$tmp/out")"
+expect 0 0 "$octo" run -m "$tmp/m.gguf" -p ab -n 64 --temp 1 --seed 5 --grammar "$tmp/g.gbnf"
+grep -Eq '^The (cat|dog) is [a-z]{2,5}\.$' "$tmp/out" && ok || bad "run --grammar: $(cat "$tmp/out")"
+printf '{"type":"string","not":{}}' >"$tmp/bad.json"
+expect 1 1 "$octo" run -m "$tmp/m.gguf" -p ab -n 4 --json-schema "$tmp/bad.json"
+grep -q "keyword 'not' is not supported" "$tmp/err" && ok || bad "an unsupported keyword: $(cat "$tmp/err")"
+printf 'root ::= x\n' >"$tmp/bad.gbnf"
+expect 1 1 "$octo" run -m "$tmp/m.gguf" -p ab -n 4 --grammar "$tmp/bad.gbnf"
+grep -q "line 1: rule 'x' is used but never defined" "$tmp/err" && ok || bad "a bad grammar: $(cat "$tmp/err")"
+expect 1 1 "$octo" run -m "$tmp/m.gguf" -p ab -n 4 --grammar "$tmp/g.gbnf" --json-schema "$tmp/s.json"
+expect 1 1 "$octo" run -m "$tmp/m.gguf" -p ab -n 4 --grammar "$tmp/none.gbnf"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

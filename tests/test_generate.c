@@ -537,15 +537,21 @@ static void test_chat_fit(octo_client *c) {
     free(msgs);
 }
 
+/* The trained stories260K model of the data folder; NULL (a failed check) when it does not load. */
+static octo_model *load_stories(octo_client *c, const char *data) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", data);
+    octo_model *m = octo_load_model(c, path, NULL);
+    T_CHECKF(m != NULL, "%s", octo_last_error(c));
+    return m;
+}
+
 /* Token latency on the trained model, plainly decoded: one sample per token
  * after the first, each a pass's time (octo.h, OCTO_STATS: decode_latency_*),
  * percentiles in order and within the decode time; unknown before a
  * generation and for a single token. */
 static void test_latency(octo_client *c, const char *data) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/models/stories260K.gguf", data);
-    octo_model *m = octo_load_model(c, path, NULL);
-    T_CHECKF(m != NULL, "%s", octo_last_error(c));
+    octo_model *m = load_stories(c, data);
     if (!m) return;
     octo_stats s = octo_model_stats(m);
     T_CHECK(s.decode_latency_tokens == 0 && s.decode_latency_p50_ms == -1 && s.decode_latency_p99_ms == -1 &&
@@ -584,13 +590,8 @@ static void test_latency(octo_client *c, const char *data) {
 /* Embeddings: unit length, n_embd values, the same twice, another for another
  * text, the cache left empty; and the errors. */
 static void test_embed(octo_client *c, const char *data) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/models/stories260K.gguf", data);
-    octo_model *m = octo_load_model(c, path, NULL);
-    if (!m) {
-        T_CHECKF(0, "%s", octo_last_error(c));
-        return;
-    }
+    octo_model *m = load_stories(c, data);
+    if (!m) return;
     float a[64], b[64], d[64];
     T_EQ_INT(octo_embed(m, "The cat sat on the mat.", NULL, 0), 64);
     T_EQ_INT(octo_embed(m, "The cat sat on the mat.", a, 64), 64);
@@ -620,13 +621,8 @@ static void test_embed(octo_client *c, const char *data) {
 /* Log-probabilities: greedy's token is the likeliest; the first equals the
  * log-softmax of octo_eval_prompt's logits; the top list is in order. */
 static void test_logprobs(octo_client *c, const char *data) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/models/stories260K.gguf", data);
-    octo_model *m = octo_load_model(c, path, NULL);
-    if (!m) {
-        T_CHECKF(0, "%s", octo_last_error(c));
-        return;
-    }
+    octo_model *m = load_stories(c, data);
+    if (!m) return;
     octo_generate_params gp = octo_generate_params_defaults();
     gp.temperature = 0.0f, gp.max_tokens = 12, gp.logprobs = 1, gp.top_logprobs = 5;
     octo_stream *st = octo_generate(m, "Once upon a time", &gp);

@@ -233,6 +233,22 @@ class _Conversation:
         return n
 
 
+    def embed(self, text):
+        """The text's embedding (octo_embed): the mean of the model's last hidden state over its
+        tokens, after the final norm, unit length; a list of n_embd floats. The conversation's
+        cache is left empty (the next prompt is read whole)."""
+        self._check()
+        t = _text("text", text)
+        n = self._embed(t, None, 0)
+        if n < 0:
+            raise OctoError(self._error(), -n)
+        out = (ctypes.c_float * n)()
+        got = self._embed(t, out, n)
+        if got < 0:
+            raise OctoError(self._error(), -got)
+        return list(out)
+
+
 class Model(_Conversation):
     """A loaded model. Options (all optional):
 
@@ -305,6 +321,9 @@ class Model(_Conversation):
         s = self._stream
         if s is not None:
             s.cancel()
+
+    def _embed(self, text, out, cap):
+        return _L.octo_embed(self._model, text, out, cap)
 
     def stats(self):
         self._check()
@@ -382,6 +401,9 @@ class Session(_Conversation):
 
     def _fit(self, messages, n, reserve_tokens):
         return _L.octo_session_chat_fit(self._h, messages, n, reserve_tokens)
+
+    def _embed(self, text, out, cap):
+        return _L.octo_session_embed(self._h, text, out, cap)
 
     def stats(self):
         self._check()

@@ -170,6 +170,8 @@ SIGNATURES = {
     "octo_session_chat_fit": (c_int, [c_void_p, P(Message), c_int, c_int]),
     "octo_session_reset": (None, [c_void_p]),
     "octo_session_stats": (Stats, [c_void_p]),
+    "octo_embed": (c_int, [c_void_p, c_char_p, P(c_float), c_int]),
+    "octo_session_embed": (c_int, [c_void_p, c_char_p, P(c_float), c_int]),
 }
 
 

@@ -126,3 +126,13 @@ def test_bad_constraints_are_errors(model):
         model.generate(PROMPT, grammar="root ::= x")
     with pytest.raises(octo.OctoError, match="not both"):
         model.generate(PROMPT, grammar='root ::= "a"', json_schema={"type": "string"})
+
+
+def test_embed(model):
+    a, b = model.embed("The cat sat on the mat."), model.embed("The cat sat on the mat.")
+    c = model.embed("Tom ate pizza with his dad.")
+    assert len(a) == model.info().n_embd and a == b
+    assert abs(sum(x * x for x in a) - 1.0) < 1e-5
+    assert sum(x * y for x, y in zip(a, c)) < 0.99
+    with pytest.raises(octo.OctoError, match="empty"):
+        model.embed("")
