@@ -414,7 +414,10 @@ OCTO_API octo_status octo_truncate(octo_model *model, int n_tokens);
 OCTO_API int octo_tokenize(octo_model *model, const char *text, int len, int add_special, int parse_special, int32_t *ids,
                   int cap);
 /* The bytes of one token (may be part of a UTF-8 character). Writes at most
- * cap bytes (no NUL) and returns the piece's length, or a negative status. */
+ * cap bytes (no NUL) and returns the piece's length, or a negative status.
+ * octo_tokenize and octo_token_piece write the model's error only when they
+ * fail (a success leaves the last one), so they may run on other threads
+ * beside a stream, for valid input. */
 OCTO_API int octo_token_piece(octo_model *model, int32_t id, char *buf, int cap);
 /* The text of a token sequence: pieces concatenated, control tokens left
  * out, and the leading space SentencePiece adds to the first word removed, so

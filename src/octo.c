@@ -627,7 +627,8 @@ static err_code need_tokenizer(octo_model *om) {
 int octo_tokenize(octo_model *om, const char *text, int len, int add_special, int parse_special, int32_t *ids,
                   int cap) {
     if (!om) return -OCTO_ERR_INVALID_ARG;
-    err_clear(&om->err);
+    /* no err_clear: the model's error is written only on failure, so another thread may call
+     * this while a stream runs (octo serve's slots: usage counts, logprobs' token texts) */
     if (!text || len < 0 || cap < 0 || (cap > 0 && !ids))
         return -(int)err_set(&om->err, ERR_INVALID_ARG, "octo_tokenize: text, len >= 0 and a buffer are required");
     err_code rc = need_tokenizer(om);
@@ -645,8 +646,7 @@ int octo_tokenize(octo_model *om, const char *text, int len, int add_special, in
 }
 
 int octo_token_piece(octo_model *om, int32_t id, char *buf, int cap) {
-    if (!om) return -OCTO_ERR_INVALID_ARG;
-    err_clear(&om->err);
+    if (!om) return -OCTO_ERR_INVALID_ARG; /* the error written only on failure, as octo_tokenize */
     if (cap < 0 || (cap > 0 && !buf)) return -(int)err_set(&om->err, ERR_INVALID_ARG, "octo_token_piece: no buffer");
     err_code rc = need_tokenizer(om);
     if (rc) return -(int)rc;

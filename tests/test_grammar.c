@@ -73,6 +73,12 @@ static void test_language(void) {
     T_CHECK(!takes(g, "1,,a"));
     grammar_free(g);
 
+    /* an empty literal repeated, and `.` before any class (fuzzing found both) */
+    g = compile("root ::= \"\"* . \"a\"{2}");
+    T_CHECK(takes(g, "xaa"));
+    T_CHECK(!takes(g, "xa"));
+    grammar_free(g);
+
     /* {m} {m,} */
     g = compile("root ::= \"ab\"{2} [0-9]{1,}");
     T_CHECK(takes(g, "abab7"));
@@ -318,6 +324,26 @@ static void test_schema_errors(void) {
     schema_error("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", ERR_BAD_VALUE, "no integer lies between");
     schema_error("{\"type\":\"object\",\"required\":[\"a\"]}", ERR_UNSUPPORTED, "required names a member");
     schema_error("{\"type\":", ERR_BAD_VALUE, "JSON: expected a value at byte 8");
+    schema_error("{\"type\":\"string\",\"format\":\"uuid\",\"maxLength\":10}", ERR_UNSUPPORTED, "format uuid together");
+    schema_error("{\"allOf\":[{\"properties\":{\"id\":{}}},{\"properties\":{\"id\":{}}}]}", ERR_UNSUPPORTED,
+                 "'id' is declared twice");
+    schema_error("{\"type\":\"string\",\"pattern\":\"a{,5}\"}", ERR_UNSUPPORTED, "a bad {m,n}");
+    schema_error("{\"type\":\"string\",\"maxLength\":20000}", ERR_BAD_VALUE, "at most 10000");
+    /* found by the reviews: names the primitives use, and a $ref to a definition named like one */
+    char *gbnf = NULL;
+    err_t err = {0};
+    const char *spaced = "{\"$ref\":\"#/$defs/space\",\"$defs\":{\"space\":{\"type\":\"integer\"}}}";
+    T_EQ_INT(json_schema_to_gbnf(spaced, strlen(spaced), &gbnf, &err), ERR_OK);
+    grammar *g = gbnf ? compile(gbnf) : NULL;
+    T_CHECK(g && takes(g, "12") && !takes(g, "x"));
+    grammar_free(g);
+    free(gbnf);
+    /* groups nested past the bound are refused, not a stack overflow */
+    char deep[400] = "root ::= ";
+    for (int i = 0; i < 70; i++) strcat(deep, "(");
+    strcat(deep, "\"a\"");
+    for (int i = 0; i < 70; i++) strcat(deep, ")");
+    expect_error(deep, "groups nested deeper than 64");
 }
 
 int main(void) {

@@ -132,7 +132,6 @@ typedef struct {
 #define SERVE_MAX_TOOLS 32
 #define SERVE_MAX_N 8        /* choices a request may ask for ('n') */
 #define SERVE_MAX_INPUTS 64  /* texts one embeddings request may hold */
-#define SERVE_MAX_OWNED (SERVE_MAX_INPUTS + 8)
 
 /* How a chat request's tools may be used (tool_choice). */
 typedef enum { TOOLS_OFF, TOOLS_AUTO, TOOLS_REQUIRED } serve_tools;
@@ -144,7 +143,7 @@ typedef struct {
     int n_msgs;
     octo_generate_params gp; /* its grammar or json_schema, when set, owned */
     int stream;
-    int include_usage;     /* stream_options.include_usage: a last chunk with the usage alone */
+    int include_usage;     /* stream_options.include_usage: accepted; the usage comes in the final chunk anyway */
     int n;                 /* choices (1..SERVE_MAX_N) */
     const char *stop[SERVE_MAX_STOP]; /* in text */
     int n_stop;
@@ -154,9 +153,9 @@ typedef struct {
     int n_inputs;
     int base64;            /* embeddings: encoding_format "base64" */
     char *text;            /* every string in text, one after another */
-    char *owned[SERVE_MAX_OWNED]; /* strings made for the request (joined content parts, the tools'
-                                     system message, the grammar), freed with it */
-    int n_owned;
+    char **owned;          /* strings made for the request (joined content parts, tool calls and results,
+                              the tools' system message, the grammar), freed with it */
+    int n_owned, cap_owned;
     char why[400];         /* a refusal's message that names what was refused */
 } request;
 
@@ -164,7 +163,7 @@ typedef struct {
  * a message naming the field that is wrong or not supported, or NULL. */
 struct cJSON;
 const char *serve_fields(const serve_limits *l, const struct cJSON *json, serve_route route, request *r);
-/* Keep s (malloc'd) until request_free; NULL when there is no room (s is freed). */
+/* Keep s (malloc'd) until request_free; NULL when out of memory (s is freed). */
 char *request_own(request *r, char *s);
 /* tools and tool_choice (serve_tools.c): the tools' system message and the reply's grammar into r. */
 const char *serve_parse_tools(const struct cJSON *body, request *r);

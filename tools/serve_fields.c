@@ -24,7 +24,12 @@
 #include "serve.h"
 
 char *request_own(request *r, char *s) {
-    if (!s || r->n_owned == SERVE_MAX_OWNED) return free(s), NULL;
+    if (s && r->n_owned == r->cap_owned) {
+        const int cap = r->cap_owned ? 2 * r->cap_owned : 8;
+        char **o = realloc(r->owned, sizeof *o * (size_t)cap);
+        if (o) r->owned = o, r->cap_owned = cap;
+    }
+    if (!s || r->n_owned == r->cap_owned) return free(s), NULL;
     return r->owned[r->n_owned++] = s;
 }
 
@@ -93,13 +98,16 @@ static const char *join_parts(const cJSON *parts, request *r, const char **why) 
             return *why = "only text content parts are supported ({\"type\": \"text\", \"text\": ...})", NULL;
         n += strlen(text->valuestring) + 1;
     }
-    char *out = request_own(r, malloc(n));
+    char *out = request_own(r, malloc(n)), *at = out;
     if (!out) return *why = "out of memory", NULL;
-    out[0] = '\0';
-    cJSON_ArrayForEach(p, parts) {
-        if (out[0]) strcat(out, "\n");
-        strcat(out, cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring);
+    cJSON_ArrayForEach(p, parts) { /* a running end, not strcat: a body of many parts stays linear */
+        const char *t = cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring;
+        const size_t k = strlen(t);
+        if (at > out) *at++ = '\n';
+        memcpy(at, t, k);
+        at += k;
     }
+    *at = '\0';
     return out;
 }
 
@@ -114,12 +122,16 @@ static const char *with_calls(const char *content, const cJSON *calls, request *
             free(out);
             return *why = "a tool call needs function.name and function.arguments (a string)", NULL;
         }
-        const size_t n = (out ? strlen(out) : 0) + strlen(name->valuestring) + strlen(args->valuestring) + 64;
-        char *more = out ? realloc(out, n) : NULL;
-        if (!more) return free(out), *why = "out of memory", NULL;
+        cJSON *quoted = cJSON_CreateString(name->valuestring); /* the name as a JSON string, escaped */
+        char *qn = quoted ? cJSON_PrintUnformatted(quoted) : NULL;
+        cJSON_Delete(quoted);
+        const size_t n = (out ? strlen(out) : 0) + (qn ? strlen(qn) : 0) + strlen(args->valuestring) + 64;
+        char *more = out && qn ? realloc(out, n) : NULL;
+        if (!more) return free(out), free(qn), *why = "out of memory", NULL;
         out = more;
-        snprintf(out + strlen(out), n - strlen(out), "<tool_call>{\"name\": \"%s\", \"arguments\": %s}</tool_call>",
-                 name->valuestring, args->valuestring[0] ? args->valuestring : "{}");
+        snprintf(out + strlen(out), n - strlen(out), "<tool_call>{\"name\": %s, \"arguments\": %s}</tool_call>", qn,
+                 args->valuestring[0] ? args->valuestring : "{}");
+        free(qn);
     }
     if (!(out = request_own(r, out))) *why = "out of memory";
     return out;

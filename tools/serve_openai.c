@@ -114,13 +114,27 @@ static cJSON *add_choice(cJSON *o, bool chat, bool chunk, int index, const char 
     return c;
 }
 
+/* bytes[0..n) as text: a byte that is not part of a valid UTF-8 character
+ * (a token may hold part of one) becomes U+FFFD, so the JSON stays UTF-8. */
+static void valid_utf8(const unsigned char *b, int n, char *out) {
+    for (int i = 0; i < n;) {
+        const int k = b[i] < 0x80 ? 1 : (b[i] & 0xE0) == 0xC0 && b[i] >= 0xC2 ? 2 : (b[i] & 0xF0) == 0xE0 ? 3
+                    : (b[i] & 0xF8) == 0xF0 && b[i] <= 0xF4 ? 4 : 0;
+        int j = 1;
+        while (k && j < k && i + j < n && (b[i + j] & 0xC0) == 0x80) j++;
+        if (k && j == k) memcpy(out, b + i, (size_t)k), out += k, i += k;
+        else memcpy(out, "\xEF\xBF\xBD", 3), out += 3, i++;
+    }
+    *out = '\0';
+}
+
 /* A token's text and its bytes, as OpenAI's logprobs give them. */
 static void add_token(cJSON *o, octo_model *m, int32_t id, float logprob) {
-    char buf[256];
-    int n = octo_token_piece(m, id, buf, (int)sizeof buf - 1);
-    n = n < 0 ? 0 : n > (int)sizeof buf - 1 ? (int)sizeof buf - 1 : n;
-    buf[n] = '\0';
-    cJSON_AddStringToObject(o, "token", buf);
+    char buf[256], text[3 * 256 + 1];
+    int n = octo_token_piece(m, id, buf, (int)sizeof buf);
+    n = n < 0 ? 0 : n > (int)sizeof buf ? (int)sizeof buf : n;
+    valid_utf8((const unsigned char *)buf, n, text);
+    cJSON_AddStringToObject(o, "token", text);
     cJSON_AddNumberToObject(o, "logprob", logprob);
     cJSON *bytes = cJSON_AddArrayToObject(o, "bytes");
     for (int i = 0; i < n; i++) cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)buf[i]));
@@ -144,7 +158,7 @@ static void add_logprobs(cJSON *choice, server *s, octo_stream *st, int from, in
 }
 
 /* A whole chat reply that is a tool call: message.tool_calls instead of content. */
-static bool as_tool_call(cJSON *choice, bool chunk, const char *text, size_t n, long id) {
+static bool as_tool_call(cJSON *choice, bool chunk, const char *text, size_t n, long id, int index) {
     char *name, *args;
     if (!serve_tool_call(text, n, &name, &args)) return false;
     cJSON *m = cJSON_GetObjectItemCaseSensitive(choice, chunk ? "delta" : "message");
@@ -153,7 +167,7 @@ static bool as_tool_call(cJSON *choice, bool chunk, const char *text, size_t n, 
     cJSON *calls = cJSON_AddArrayToObject(m, "tool_calls"), *call = cJSON_CreateObject();
     cJSON_AddItemToArray(calls, call);
     char call_id[48];
-    snprintf(call_id, sizeof call_id, "call_%ld", id);
+    snprintf(call_id, sizeof call_id, "call_%ld_%d", id, index);
     if (chunk) cJSON_AddNumberToObject(call, "index", 0);
     cJSON_AddStringToObject(call, "id", call_id);
     cJSON_AddStringToObject(call, "type", "function");
@@ -210,6 +224,7 @@ typedef struct {
     int slot;
     bool chat;
     long id;
+    struct MHD_Connection *c; /* watched for a hang-up while a reply with tools is held back */
     octo_stream *st;
     request r;
     stop_filter f;
@@ -250,7 +265,7 @@ static void sse_final(sse *e) {
     size_t n;
     const char *rest = sse_rest(e, &n);
     cJSON *choice = add_choice(o, e->chat, true, 0, rest, n, finish_reason(e->st, &e->f));
-    if (e->r.tools != TOOLS_OFF) as_tool_call(choice, true, rest, n, e->id);
+    if (e->r.tools != TOOLS_OFF) as_tool_call(choice, true, rest, n, e->id, 0);
     if (e->r.gp.logprobs) add_logprobs(choice, e->s, e->st, e->lp_sent, octo_stream_tokens(e->st, NULL));
     const octo_stats st = serve_stats(e->s, e->slot);
     add_usage(e->s, o, &st, e->r.dropped);
@@ -273,7 +288,10 @@ static bool sse_next(sse *e) {
     while ((piece = e->f.hit ? NULL : octo_stream_next(e->st))) {
         stop_feed(&e->f, &e->r, piece, (size_t)octo_stream_piece_size(e->st), &emit, &n);
         if (e->f.hit) octo_stream_cancel(e->st);
-        if (e->r.tools != TOOLS_OFF) continue; /* the reply may be a call: sent whole at the end */
+        if (e->r.tools != TOOLS_OFF) { /* the reply may be a call: sent whole at the end */
+            if (serve_client_gone(e->c)) octo_stream_cancel(e->st); /* nothing is written until then */
+            continue;
+        }
         cJSON *o = envelope(e->s, e->chat, true, e->id);
         cJSON *choice = add_choice(o, e->chat, true, 0, emit, n, NULL);
         if (e->r.gp.logprobs) {
@@ -356,7 +374,7 @@ static bool one_choice(server *s, bool chat, long id, octo_stream *st, request *
     const bool ok = octo_stream_stop_reason(st) != OCTO_STOP_ERROR;
     const size_t len = f.hit ? f.emitted : f.len;
     cJSON *choice = ok ? add_choice(o, chat, false, index, f.text ? f.text : "", len, finish_reason(st, &f)) : NULL;
-    if (choice && r->tools != TOOLS_OFF) as_tool_call(choice, false, f.text ? f.text : "", len, id);
+    if (choice && r->tools != TOOLS_OFF) as_tool_call(choice, false, f.text ? f.text : "", len, id, index);
     if (choice && r->gp.logprobs) add_logprobs(choice, s, st, 0, octo_stream_tokens(st, NULL));
     free(f.text);
     return ok;
@@ -450,7 +468,7 @@ struct MHD_Response *serve_completion(server *s, request *req, bool chat, struct
         *status = MHD_HTTP_INTERNAL_SERVER_ERROR;
         return serve_error_response("server_error", NULL, "out of memory");
     }
-    *e = (sse){.s = s, .slot = slot, .chat = chat, .id = id, .st = st, .r = r};
+    *e = (sse){.s = s, .slot = slot, .chat = chat, .id = id, .c = c, .st = st, .r = r};
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, e, sse_free);
     if (resp) {
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");

@@ -170,7 +170,8 @@ void request_free(request *r) {
     free(r->msgs);
     free(r->text);
     for (int i = 0; i < r->n_owned; i++) free(r->owned[i]);
-    r->msgs = NULL, r->text = NULL, r->n_owned = 0;
+    free(r->owned);
+    r->msgs = NULL, r->text = NULL, r->owned = NULL, r->n_owned = r->cap_owned = 0;
 }
 
 /* The body's JSON into r; the body and the tree are freed before returning. */

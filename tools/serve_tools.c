@@ -46,11 +46,59 @@ static const char *tool_choice(const cJSON *body, serve_tools *mode, const char 
     return NULL;
 }
 
-/* {"anyOf": [one object per tool: {"name": {"const": NAME}, "arguments": PARAMETERS}]} */
+/* Every "$ref" in v, made to point where the tool's schema now lives: "#" at
+ * #/$defs/tI, "#/$defs/X" and "#/definitions/X" at #/$defs/tI-X. */
+static void rebase_refs(cJSON *v, int tool) {
+    cJSON *e;
+    cJSON_ArrayForEach(e, v) {
+        if (e->string && !strcmp(e->string, "$ref") && cJSON_IsString(e)) {
+            const char *ref = e->valuestring, *name = NULL;
+            if (!strncmp(ref, "#/$defs/", 8)) name = ref + 8;
+            else if (!strncmp(ref, "#/definitions/", 14)) name = ref + 14;
+            char to[300];
+            if (!strcmp(ref, "#")) snprintf(to, sizeof to, "#/$defs/t%d", tool);
+            else if (name) snprintf(to, sizeof to, "#/$defs/t%d-%.200s", tool, name);
+            else continue; /* not local: the converter refuses it */
+            cJSON_SetValuestring(e, to);
+        } else if (cJSON_IsObject(e) || cJSON_IsArray(e)) {
+            rebase_refs(e, tool);
+        }
+    }
+}
+
+/* Tool i's parameters as #/$defs/tI of the calls' schema (and its own
+ * definitions as tI-X), so its $refs resolve there; {"$ref": ...} to it. */
+static cJSON *tool_arguments(const cJSON *params, cJSON *defs, int tool) {
+    char name[32];
+    snprintf(name, sizeof name, "t%d", tool);
+    cJSON *copy = params ? cJSON_Duplicate(params, true) : cJSON_CreateObject();
+    if (!params) cJSON_AddStringToObject(copy, "type", "object");
+    rebase_refs(copy, tool);
+    const char *const own[] = {"$defs", "definitions"};
+    for (int k = 0; k < 2; k++) {
+        cJSON *d = cJSON_DetachItemFromObjectCaseSensitive(copy, own[k]), *x;
+        cJSON_ArrayForEach(x, d) {
+            char key[300];
+            snprintf(key, sizeof key, "t%d-%.200s", tool, x->string);
+            cJSON_AddItemToObject(defs, key, cJSON_Duplicate(x, true));
+        }
+        cJSON_Delete(d);
+    }
+    cJSON_AddItemToObject(defs, name, copy);
+    cJSON *ref = cJSON_CreateObject();
+    char to[48];
+    snprintf(to, sizeof to, "#/$defs/%s", name);
+    cJSON_AddStringToObject(ref, "$ref", to);
+    return ref;
+}
+
+/* {"anyOf": [one object per tool: {"name": {"const": NAME}, "arguments": PARAMETERS}], "$defs": ...} */
 static cJSON *calls_schema(const cJSON *tools, const char *only, const char **why) {
-    cJSON *any = cJSON_CreateArray(), *root = cJSON_CreateObject();
+    cJSON *any = cJSON_CreateArray(), *root = cJSON_CreateObject(), *defs = cJSON_CreateObject();
     cJSON_AddItemToObject(root, "anyOf", any);
+    cJSON_AddItemToObject(root, "$defs", defs);
     const cJSON *t;
+    int i = 0;
     cJSON_ArrayForEach(t, tools) {
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name"), *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
@@ -60,8 +108,7 @@ static cJSON *calls_schema(const cJSON *tools, const char *only, const char **wh
         cJSON_AddStringToObject(call, "type", "object");
         cJSON_AddItemToObject(call, "properties", props);
         cJSON_AddStringToObject(cJSON_AddObjectToObject(props, "name"), "const", name->valuestring);
-        if (params) cJSON_AddItemToObject(props, "arguments", cJSON_Duplicate(params, true));
-        else cJSON_AddStringToObject(cJSON_AddObjectToObject(props, "arguments"), "type", "object");
+        cJSON_AddItemToObject(props, "arguments", tool_arguments(params, defs, i++));
         cJSON_AddItemToArray(req, cJSON_CreateString("name"));
         cJSON_AddItemToArray(req, cJSON_CreateString("arguments"));
         cJSON_AddItemToObject(call, "required", req);

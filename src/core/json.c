@@ -120,7 +120,8 @@ static char *read_string(reader *r, size_t *n_out) {
     r->pos++;
     o[n] = '\0';
     *n_out = n;
-    return o;
+    char *fit = realloc(o, n + 1); /* it was sized for the rest of the document */
+    return fit ? fit : o;
 }
 
 /* ---------------------------------------------------------------- values */
@@ -143,12 +144,13 @@ static bool read_number(reader *r, json_value *v) {
         if (p >= r->len || s[p] < '0' || s[p] > '9') return r->pos = p, fail(r, "bad exponent");
         while (p < r->len && s[p] >= '0' && s[p] <= '9') p++;
     }
-    char buf[64];
-    const size_t n = p - r->pos < sizeof buf - 1 ? p - r->pos : sizeof buf - 1;
-    memcpy(buf, s + r->pos, n);
-    buf[n] = '\0';
+    char small[64], *buf = p - r->pos < sizeof small ? small : malloc(p - r->pos + 1); /* strtod needs a NUL */
+    if (!buf) return r->rc = err_set(r->err, ERR_NOMEM, "JSON: out of memory"), false;
+    memcpy(buf, s + r->pos, p - r->pos);
+    buf[p - r->pos] = '\0';
     v->kind = JSON_NUMBER;
     v->number = strtod(buf, NULL);
+    if (buf != small) free(buf);
     r->pos = p;
     return true;
 }

@@ -22,6 +22,7 @@
 
 #define GRAMMAR_MAX_ELEMS (1 << 22) /* a bound on what repetitions may expand to */
 #define GRAMMAR_MAX_REPEAT 10000
+#define GRAMMAR_MAX_DEPTH 64 /* groups inside groups */
 
 typedef struct {
     gelem *v;
@@ -46,6 +47,7 @@ typedef struct {
     gcharset *sets;
     int32_t n_sets, cap_sets;
     int64_t n_elems;
+    int depth;     /* groups open: bounded, so the recursion is */
     err_t *err;
     err_code rc;
 } parser;
@@ -106,16 +108,24 @@ static int32_t rule_named(parser *p, const char *s, size_t n) {
     return p->n_rules++;
 }
 
-/* A new rule holding body (taken over), for a group or a repetition. */
+/* A new rule holding body (taken over), for a group or a repetition: its
+ * name ("~N", which GBNF cannot write) is new by construction, so no lookup
+ * (a repetition {0,10000} makes 10000 of them). -1 on failure, body freed. */
 static int32_t rule_made(parser *p, elist *body) {
     char name[32];
-    snprintf(name, sizeof name, "~%d", p->n_rules); /* '~' cannot be written in GBNF: never clashes */
-    const int32_t id = rule_named(p, name, strlen(name));
-    if (id < 0) return free(body->v), -1;
-    p->rules[id].body = *body;
-    p->rules[id].line = p->line;
+    const int n = snprintf(name, sizeof name, "~%d", p->n_rules);
+    if (!grow(p, (void **)&p->rules, &p->cap_rules, p->n_rules + 1, sizeof *p->rules) ||
+        !(p->rules[p->n_rules].name = malloc((size_t)n + 1))) {
+        free(body->v);
+        *body = (elist){0};
+        return fail(p, ERR_NOMEM, "out of memory"), -1;
+    }
+    prule *r = &p->rules[p->n_rules];
+    memcpy(r->name, name, (size_t)n + 1);
+    r->body = *body;
+    r->line = r->ref_line = p->line;
     *body = (elist){0};
-    return id;
+    return p->n_rules++;
 }
 
 /* ---------------------------------------------------------------- characters */
@@ -171,11 +181,11 @@ static int cmp_range(const void *a, const void *b) {
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-/* Close the set whose ranges start at first: sorted, merged, its ASCII bitmap. */
+/* Close the set whose ranges start at first: sorted and merged. */
 static int32_t close_set(parser *p, int32_t first, bool negated) {
-    grange *r = p->ranges + first;
     int32_t n = p->n_ranges - first, m = 0;
-    qsort(r, (size_t)n, sizeof *r, cmp_range);
+    grange *r = n > 0 ? p->ranges + first : NULL; /* `.` may come before any range exists */
+    if (n > 1) qsort(r, (size_t)n, sizeof *r, cmp_range);
     for (int32_t i = 0; i < n; i++) {
         if (m > 0 && r[i].lo <= r[m - 1].hi + 1) {
             if (r[i].hi > r[m - 1].hi) r[m - 1].hi = r[i].hi;
@@ -247,26 +257,31 @@ static bool repeat(parser *p, elist *out, const gelem *x, int32_t n, long min, l
     return push(p, out, GE_REF, prev);
 }
 
+/* A count of the text's digits (the text need not end in a NUL: no strtol); false when none. */
+static bool read_count(parser *p, long *out) {
+    long v = 0;
+    const size_t start = p->pos;
+    while (!at_end(p) && cur(p) >= '0' && cur(p) <= '9') {
+        if (v <= GRAMMAR_MAX_REPEAT) v = v * 10 + (cur(p) - '0');
+        p->pos++;
+    }
+    *out = v;
+    return p->pos > start;
+}
+
 /* After '{': m}, m,} or m,n}. */
 static bool read_bounds(parser *p, long *min, long *max) {
-    char *end;
     skip_space(p, true);
-    *min = strtol(p->s + p->pos, &end, 10);
-    if (end == p->s + p->pos || *min < 0 || *min > GRAMMAR_MAX_REPEAT) return fail(p, ERR_BAD_VALUE, "bad repetition count");
-    p->pos = (size_t)(end - p->s);
+    if (!read_count(p, min) || *min > GRAMMAR_MAX_REPEAT) return fail(p, ERR_BAD_VALUE, "bad repetition count");
     skip_space(p, true);
     *max = *min;
     if (cur(p) == ',') {
         p->pos++;
         skip_space(p, true);
         *max = -1;
-        if (cur(p) != '}') {
-            *max = strtol(p->s + p->pos, &end, 10);
-            if (end == p->s + p->pos || *max < *min || *max > GRAMMAR_MAX_REPEAT)
-                return fail(p, ERR_BAD_VALUE, "bad repetition bounds");
-            p->pos = (size_t)(end - p->s);
-            skip_space(p, true);
-        }
+        if (cur(p) != '}' && (!read_count(p, max) || *max < *min || *max > GRAMMAR_MAX_REPEAT))
+            return fail(p, ERR_BAD_VALUE, "bad repetition bounds");
+        skip_space(p, true);
     }
     if (cur(p) != '}') return fail(p, ERR_BAD_VALUE, "expected '}'");
     p->pos++;
@@ -282,6 +297,7 @@ static bool read_operator(parser *p, elist *out, int32_t last) {
     else if (c == '?') max = 1;
     else if (c == '{' && !read_bounds(p, &min, &max)) return false;
     const int32_t n = out->n - last;
+    if (n == 0) return true; /* "" repeated is still nothing */
     gelem *x = malloc(sizeof *x * (size_t)n);
     if (!x) return fail(p, ERR_NOMEM, "out of memory");
     memcpy(x, out->v + last, sizeof *x * (size_t)n);
@@ -321,9 +337,11 @@ static bool read_element(parser *p, elist *out, bool *any) {
     }
     if (c == '(') {
         elist body = {0};
+        if (++p->depth > GRAMMAR_MAX_DEPTH) return fail(p, ERR_UNSUPPORTED, "groups nested deeper than 64");
         p->pos++;
         skip_space(p, true);
         bool ok = read_alternates(p, &body, true);
+        p->depth--;
         if (ok && cur(p) != ')') ok = fail(p, ERR_BAD_VALUE, "expected ')'");
         p->pos++;
         const int32_t r = ok ? rule_made(p, &body) : -1;
@@ -483,7 +501,7 @@ static bool link_rules(parser *p, grammar *g) {
     int32_t at = 0;
     for (int32_t r = 0; r < p->n_rules; r++) {
         g->rule_start[r] = at;
-        memcpy(g->el + at, p->rules[r].body.v, sizeof *g->el * (size_t)p->rules[r].body.n);
+        if (p->rules[r].body.n > 0) memcpy(g->el + at, p->rules[r].body.v, sizeof *g->el * (size_t)p->rules[r].body.n);
         at += p->rules[r].body.n;
     }
     g->root = -1;
@@ -538,7 +556,7 @@ int grammar_n_rules(const grammar *g) { return g ? g->n_rules : 0; }
 
 bool grammar_set_meets(const grammar *g, int32_t s, uint32_t lo, uint32_t hi) {
     const gcharset *cs = &g->sets[s];
-    const grange *r = g->ranges + cs->first;
+    const grange *r = cs->n > 0 ? g->ranges + cs->first : NULL; /* `.` alone: no ranges at all */
     if (!cs->negated) {
         for (int32_t i = 0; i < cs->n; i++)
             if (r[i].lo <= hi && r[i].hi >= lo) return true;

@@ -34,6 +34,7 @@
 
 #define GRAMMAR_MAX_FRAMES (1 << 20)
 #define GRAMMAR_MAX_SET 4096 /* frames in one state: an ambiguity beyond any practical grammar */
+#define GRAMMAR_MAX_EXPAND 2000 /* expand's recursion: nested empty continuations ((x{0,N}){0,N}) */
 
 typedef struct frame frame;
 struct frame {
@@ -41,7 +42,7 @@ struct frame {
     frame *up, *hnext;
     frame **exp, **succ;
     int32_t n_exp, n_succ;
-    uint32_t mark;
+    uint64_t mark;     /* the step that last took it into a state (64 bits: never wraps) */
     uint8_t has_exp, has_succ;
 };
 
@@ -101,7 +102,8 @@ struct grammar_match {
     int32_t n_blocks, cap_blocks;
     size_t block_used, block_size;
     frame accept;        /* ACCEPT: the grammar may end here */
-    uint32_t epoch;
+    uint64_t epoch;
+    int expand_depth;    /* expand's recursion, bounded (GRAMMAR_MAX_EXPAND) */
     gstate hist[GRAMMAR_REWIND_MAX + 1]; /* the state, then the ones it came from */
     int32_t hist_head, hist_len;
     gstate *level;       /* (max_depth + 1) the mask's walk: the state at each trie depth */
@@ -207,6 +209,7 @@ typedef struct {
 } fvec;
 
 static bool fvec_add(grammar_match *m, fvec *o, frame *const *v, int32_t n) {
+    if (n == 0) return true;
     if (o->n + n > o->cap) {
         const int32_t cap = (o->n + n) * 2;
         frame **p = realloc(o->v, sizeof *p * (size_t)cap);
@@ -221,14 +224,14 @@ static bool fvec_add(grammar_match *m, fvec *o, frame *const *v, int32_t n) {
 
 /* o, sorted, deduplicated, copied into the arena. */
 static bool fvec_keep(grammar_match *m, fvec *o, frame ***out, int32_t *n_out) {
-    qsort(o->v, (size_t)o->n, sizeof *o->v, cmp_ptr);
+    if (o->n > 1) qsort(o->v, (size_t)o->n, sizeof *o->v, cmp_ptr);
     int32_t n = 0;
     for (int32_t i = 0; i < o->n; i++)
         if (n == 0 || o->v[n - 1] != o->v[i]) o->v[n++] = o->v[i];
     if (n > GRAMMAR_MAX_SET) return mfail(m, ERR_UNSUPPORTED, "the grammar is too ambiguous (too many parse stacks)");
     *out = arena_alloc(m, sizeof **out * (size_t)(n > 0 ? n : 1));
     if (!*out) return mfail(m, ERR_NOMEM, "out of memory");
-    memcpy(*out, o->v, sizeof **out * (size_t)n);
+    if (n > 0) memcpy(*out, o->v, sizeof **out * (size_t)n);
     *n_out = n;
     return true;
 }
@@ -259,10 +262,14 @@ static bool expand_ref(grammar_match *m, frame *f, fvec *o) {
  * recurse here forever: the grammar has no left recursion. */
 static bool expand(grammar_match *m, frame *f) {
     if (f->has_exp) return true;
+    if (m->expand_depth >= GRAMMAR_MAX_EXPAND)
+        return mfail(m, ERR_UNSUPPORTED, "the grammar nests empty repetitions too deeply to expand");
     fvec o = {0};
     bool ok;
+    m->expand_depth++;
     if (f == &m->accept || m->g->el[f->pos].kind == GE_SET) ok = fvec_add(m, &o, &f, 1);
     else ok = expand_ref(m, f, &o);
+    m->expand_depth--;
     ok = ok && fvec_keep(m, &o, &f->exp, &f->n_exp);
     free(o.v);
     if (ok) f->has_exp = 1;
@@ -294,7 +301,7 @@ static bool state_reserve(grammar_match *m, gstate *s, int32_t n) {
 
 static bool state_copy(grammar_match *m, gstate *dst, const gstate *src) {
     if (!state_reserve(m, dst, src->n)) return false;
-    memcpy(dst->v, src->v, sizeof *src->v * (size_t)src->n);
+    if (src->n > 0) memcpy(dst->v, src->v, sizeof *src->v * (size_t)src->n);
     dst->n = src->n;
     dst->part = src->part;
     return true;
@@ -308,7 +315,7 @@ static bool frame_takes(const grammar_match *m, const frame *f, uint32_t lo, uin
 static bool step_char(grammar_match *m, const gstate *src, uint32_t c, gstate *dst) {
     dst->n = 0;
     dst->part = (utf8_part){0};
-    if (++m->epoch == 0) m->epoch = 1; /* marks of 2^32 steps ago cannot matter: a state is rebuilt each step */
+    m->epoch++;
     for (int32_t i = 0; i < src->n; i++) {
         frame *f = src->v[i];
         if (!frame_takes(m, f, c, c)) continue;
@@ -332,6 +339,9 @@ static bool part_range(const utf8_part *p, uint32_t *lo, uint32_t *hi) {
     *hi = *lo | ((1u << shift) - 1);
     if (*lo < least) *lo = least;
     if (*hi > 0x10FFFF) *hi = 0x10FFFF;
+    if (*lo >= 0xD800 && *hi <= 0xDFFF) return false; /* only surrogates: no character */
+    if (*lo < 0xD800 && *hi >= 0xD800 && *hi <= 0xDFFF) *hi = 0xD7FF;
+    if (*lo >= 0xD800 && *lo <= 0xDFFF) *lo = 0xE000;
     return *lo <= *hi;
 }
 
@@ -410,7 +420,8 @@ err_code grammar_match_new(const grammar *g, const grammar_vocab *v, grammar_mat
         frame **start = NULL;
         int32_t n = 0;
         ok = expand_rule(m, g->root, NULL, &o) && fvec_keep(m, &o, &start, &n) && state_reserve(m, &m->hist[0], n);
-        if (ok) memcpy(m->hist[0].v, start, sizeof *start * (size_t)n), m->hist[0].n = n;
+        if (ok && n > 0) memcpy(m->hist[0].v, start, sizeof *start * (size_t)n);
+        if (ok) m->hist[0].n = n;
         free(o.v);
     }
     if (!ok) {
@@ -540,7 +551,11 @@ static void compute_allowed(grammar_match *m, const gstate *s) {
     memset(allowed, 0, (size_t)v->n_vocab);
     if (!only_eog(m, s)) walk_trie(m, allowed);
     if (m->rc != ERR_OK) memset(allowed, 0, (size_t)v->n_vocab); /* broken mid-walk: end the generation */
-    const bool eog_ok = m->rc != ERR_OK || has_accept(m, s) || only_eog(m, s);
+    bool eog_ok = m->rc != ERR_OK || has_accept(m, s) || only_eog(m, s);
+    if (!eog_ok) { /* no token can go on (a dead end the walk found): end rather than draw from nothing */
+        eog_ok = true;
+        for (int32_t t = 0; t < v->n_vocab && eog_ok; t++) eog_ok = !allowed[t];
+    }
     for (int32_t i = 0; i < v->n_eog; i++) allowed[v->eog[i]] = eog_ok;
 }
 
@@ -552,8 +567,8 @@ static bool state_key(grammar_match *m, const gstate *s, uint64_t *hash) {
         m->key = k;
         m->key_cap = s->n;
     }
-    memcpy(m->key, s->v, sizeof *s->v * (size_t)s->n);
-    qsort(m->key, (size_t)s->n, sizeof *m->key, cmp_ptr);
+    if (s->n > 0) memcpy(m->key, s->v, sizeof *s->v * (size_t)s->n);
+    if (s->n > 1) qsort(m->key, (size_t)s->n, sizeof *m->key, cmp_ptr);
     uint64_t h = 0xCBF29CE484222325ull ^ ((uint64_t)s->part.acc << 8 | s->part.need);
     for (int32_t i = 0; i < s->n; i++) h = (h ^ (uint64_t)(uintptr_t)m->key[i]) * 0x100000001B3ull;
     *hash = h;
@@ -564,7 +579,7 @@ static mask_entry *cache_find(grammar_match *m, const gstate *s, uint64_t h) {
     for (int i = 0; i < MASK_CACHE; i++) {
         mask_entry *e = &m->cache[i];
         if (e->used && e->hash == h && e->n_key == s->n && e->part.acc == s->part.acc && e->part.need == s->part.need &&
-            !memcmp(e->key, m->key, sizeof *e->key * (size_t)s->n))
+            (s->n == 0 || !memcmp(e->key, m->key, sizeof *e->key * (size_t)s->n)))
             return e;
     }
     return NULL;
@@ -580,7 +595,7 @@ static mask_entry *cache_store(grammar_match *m, const gstate *s, uint64_t h) {
     frame **k = realloc(e->key, sizeof *k * (size_t)(s->n > 0 ? s->n : 1));
     if (!k) return NULL;
     e->key = k;
-    memcpy(e->key, m->key, sizeof *k * (size_t)s->n);
+    if (s->n > 0) memcpy(e->key, m->key, sizeof *k * (size_t)s->n);
     e->n_key = s->n, e->part = s->part, e->hash = h;
     memset(e->bits, 0, sizeof *e->bits * words);
     for (int32_t t = 0; t < m->v->n_vocab; t++)
@@ -593,10 +608,11 @@ void grammar_match_mask(grammar_match *m, float *logits) {
     if (!v) return;
     const gstate *s = current(m);
     uint64_t h = 0;
-    mask_entry *e = m->rc == ERR_OK && state_key(m, s, &h) ? cache_find(m, s, h) : NULL;
+    const bool keyed = m->rc == ERR_OK && state_key(m, s, &h);
+    mask_entry *e = keyed ? cache_find(m, s, h) : NULL;
     if (!e) {
         compute_allowed(m, s);
-        e = m->rc == ERR_OK ? cache_store(m, s, h) : NULL;
+        e = keyed && m->rc == ERR_OK ? cache_store(m, s, h) : NULL;
     }
     if (!e) { /* an error, or no memory to keep it: from the bytes */
         for (int32_t t = 0; t < v->n_vocab; t++)

@@ -38,6 +38,7 @@
 
 #define MAX_DIGITS 16          /* an integer's digits at most (as llama.cpp's converter) */
 #define MAX_SCHEMA_DEPTH 64
+#define MAX_RULES 4096 /* naming and reuse look at every rule so far: bounded, so is the time */
 
 /* bytes as a GBNF literal "..." */
 static void sb_literal(sbuf *b, const char *s, size_t n) {
@@ -130,6 +131,15 @@ static bool grow(conv *c, void **v, int *cap, int need, size_t size) {
     return true;
 }
 
+/* Names the primitives (write_primitives) and the server's tool grammar use. */
+static bool reserved(const char *name) {
+    static const char *const names[] = {"value", "object", "array", "string", "char", "integral-part", "number",
+                                        "integer", "boolean", "null", "space", "free-text", NULL};
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(name, names[i])) return true;
+    return false;
+}
+
 /* A rule name from a hint: letters, digits and '-' only, made unique. */
 static char *new_name(conv *c, const char *hint) {
     char base[64];
@@ -141,7 +151,7 @@ static char *new_name(conv *c, const char *hint) {
     if (!name) return (char *)fail(c, ERR_NOMEM, "out of memory");
     strcpy(name, base);
     for (int k = 1;; k++) {
-        bool taken = false;
+        bool taken = reserved(name);
         for (int i = 0; i < c->n_rules && !taken; i++) taken = strcmp(c->rules[i].name, name) == 0;
         if (!taken) return name;
         snprintf(name, n + 16, "%s%d", base, k);
@@ -150,6 +160,7 @@ static char *new_name(conv *c, const char *hint) {
 
 /* A rule slot named after hint, its body still NULL; the index, or -1. */
 static int reserve(conv *c, const char *hint) {
+    if (c->n_rules >= MAX_RULES) return fail(c, ERR_UNSUPPORTED, "the schema makes more than %d rules", MAX_RULES), -1;
     char *name = new_name(c, hint);
     if (!name || !grow(c, (void **)&c->rules, &c->cap_rules, c->n_rules + 1, sizeof *c->rules)) return free(name), -1;
     c->rules[c->n_rules] = (rule){name, NULL};
@@ -490,9 +501,13 @@ static const char *visit_string(conv *c, const json_value *s, const char *hint) 
     const char *pattern = json_get_str(s, "pattern"), *format = json_get_str(s, "format");
     const json_value *mn = json_get(s, "minLength"), *mx = json_get(s, "maxLength");
     int64_t lo = 0, hi = -1;
-    if ((mn && !whole(mn, 0, 100000, &lo)) || (mx && !whole(mx, 0, 100000, &hi)) || (mx && hi < lo))
-        return fail(c, ERR_BAD_VALUE, "minLength/maxLength must be whole numbers, minLength <= maxLength, at most 100000");
+    if ((mn && !whole(mn, 0, 10000, &lo)) || (mx && !whole(mx, 0, 10000, &hi)) || (mx && hi < lo))
+        return fail(c, ERR_BAD_VALUE, "minLength/maxLength must be whole numbers, minLength <= maxLength, at most 10000");
     if (pattern && (mn || mx)) return fail(c, ERR_UNSUPPORTED, "pattern together with minLength/maxLength");
+    if (format && format_body(format) && (mn || mx || pattern))
+        return fail(c, ERR_UNSUPPORTED, "format %s together with minLength, maxLength or pattern", format);
+    if (format && !strcmp(format, "date-time") && (mn || mx || pattern))
+        return fail(c, ERR_UNSUPPORTED, "format date-time together with minLength, maxLength or pattern");
     sbuf b = {0};
     sb_str(&b, "\"\\\"\" ");
     if (pattern) {
@@ -595,6 +610,9 @@ static bool gather_members(conv *c, const json_value *s, members *ms) {
         if (req->kind != JSON_ARRAY || req->items[i].kind != JSON_STRING || !json_get(props, req->items[i].str))
             return fail(c, ERR_UNSUPPORTED, "required names a member without a schema in properties"), false;
     for (int i = 0; props && i < props->n; i++) {
+        for (int k = 0; k < ms->n; k++)
+            if (!strcmp(ms->m[k].key, props->keys[i]))
+                return fail(c, ERR_UNSUPPORTED, "property '%s' is declared twice (allOf)", props->keys[i]), false;
         if (!grow(c, (void **)&ms->m, &ms->cap, ms->n + 1, sizeof *ms->m)) return false;
         ms->m[ms->n++] = (member){props->keys[i], &props->items[i], in_required(req, props->keys[i])};
     }

@@ -21,6 +21,8 @@
 #include "model/json_schema_internal.h"
 
 #define MAX_RANGES 128
+#define MAX_REPEAT 10000 /* a repetition's bound in a grammar (grammar.c) */
+#define MAX_DEPTH 32     /* groups inside groups */
 
 typedef struct {
     const char *s;
@@ -29,6 +31,7 @@ typedef struct {
     char *why;
     size_t why_n;
     bool ok;
+    int depth; /* groups open: bounded, so the recursion is */
 } rx;
 
 typedef struct {
@@ -84,7 +87,11 @@ static bool shorthand(rx *r, char c, crange *v, int *n) {
     switch (c) {
     case 'd': return add(r, v, n, '0', '9');
     case 'w': return add(r, v, n, '0', '9') && add(r, v, n, 'A', 'Z') && add(r, v, n, '_', '_') && add(r, v, n, 'a', 'z');
-    case 's': return add(r, v, n, ' ', ' ');
+    case 's': /* ECMA-262's white space and line terminators (those JSON escapes are left out later) */
+        return add(r, v, n, '\t', '\r') && add(r, v, n, ' ', ' ') && add(r, v, n, 0xA0, 0xA0) &&
+               add(r, v, n, 0x1680, 0x1680) && add(r, v, n, 0x2000, 0x200A) && add(r, v, n, 0x2028, 0x2029) &&
+               add(r, v, n, 0x202F, 0x202F) && add(r, v, n, 0x205F, 0x205F) && add(r, v, n, 0x3000, 0x3000) &&
+               add(r, v, n, 0xFEFF, 0xFEFF);
     default: return false;
     }
 }
@@ -172,22 +179,25 @@ static bool read_atom(rx *r) {
             if (r->pos + 1 >= r->n || r->s[r->pos + 1] != ':') return rfail(r, "lookaround or a named group");
             r->pos += 2;
         }
+        if (++r->depth > MAX_DEPTH) return rfail(r, "groups nested too deep");
         sb_str(r->o, "(");
         if (!read_alt(r)) return false;
         if (peek(r) != ')') return rfail(r, "expected ')'");
         r->pos++;
+        r->depth--;
         sb_str(r->o, ")");
         return true;
     }
     if (c == '[') return r->pos++, read_class(r);
-    if (c == '.') {
+    if (c == '.') { /* any character but the line terminators */
+        static const crange terminators[] = {{0x2028, 0x2029}};
         r->pos++;
-        emit_class(r->o, NULL, 0, true);
+        emit_class(r->o, terminators, 1, true);
         return true;
     }
     if (c == '\\') {
         r->pos++;
-        crange v[4];
+        crange v[16];
         int n = 0;
         const char e = peek(r);
         if (e == 'D' || e == 'W' || e == 'S') {
@@ -212,6 +222,18 @@ static bool read_atom(rx *r) {
     return r->ok;
 }
 
+/* A count of digits, at most MAX_REPEAT (the grammar's bound); false when none or above it. */
+static bool read_count(rx *r, long *out) {
+    long v = 0;
+    const size_t start = r->pos;
+    while (r->pos < r->n && r->s[r->pos] >= '0' && r->s[r->pos] <= '9') {
+        if (v <= MAX_REPEAT) v = v * 10 + (r->s[r->pos] - '0');
+        r->pos++;
+    }
+    *out = v;
+    return r->pos > start && v <= MAX_REPEAT;
+}
+
 /* A quantifier after an atom, if any, written after it. */
 static bool read_quantifier(rx *r) {
     const char c = peek(r);
@@ -219,16 +241,19 @@ static bool read_quantifier(rx *r) {
         r->pos++;
         sb_printf(r->o, "%c", c);
     } else if (c == '{') {
-        const size_t start = r->pos;
-        while (r->pos < r->n && r->s[r->pos] != '}') {
-            const char d = r->s[r->pos];
-            if (r->pos > start && !(d >= '0' && d <= '9') && d != ',') return rfail(r, "a bad {m,n}");
-            r->pos++;
-        }
-        if (r->pos >= r->n || r->pos == start + 1) return rfail(r, "a bad {m,n}");
+        long m, n;
         r->pos++;
-        sb_add(r->o, r->s + start, r->pos - start);
-    } else {
+        if (!read_count(r, &m)) return rfail(r, "a bad {m,n}");
+        n = m;
+        if (peek(r) == ',') {
+            r->pos++;
+            n = -1;
+            if (peek(r) != '}' && (!read_count(r, &n) || n < m)) return rfail(r, "a bad {m,n}");
+        }
+        if (peek(r) != '}') return rfail(r, "a bad {m,n}");
+        r->pos++;
+        if (n < 0) sb_printf(r->o, "{%ld,}", m);
+        else sb_printf(r->o, "{%ld,%ld}", m, n);    } else {
         return true;
     }
     if (peek(r) == '?') r->pos++; /* lazy: the same strings */
@@ -262,7 +287,7 @@ static bool read_alt(rx *r) {
 }
 
 bool schema_regex_gbnf(const char *pattern, size_t len, sbuf *out, char *why, size_t why_n) {
-    rx r = {pattern, len, 0, out, why, why_n, true};
+    rx r = {pattern, len, 0, out, why, why_n, true, 0};
     if (peek(&r) == '^') r.pos++;
     sb_str(out, "(");
     read_alt(&r);

@@ -422,8 +422,10 @@ static int top_p_cut(const float *l, const double *w, int32_t *cand, int n, doub
  * the order (best logit first, ties to the lower id) until k are found; with
  * min-p alone (top-k and top-p off), until the logits fall below min-p's
  * threshold from the best allowed one. Every other token is set to -inf:
- * exactly the distribution the whole mask gives, since the transforms would
- * drop those tokens anyway and nothing else depends on them. If the best
+ * the same tokens keep the same weights as with the whole mask, since the
+ * transforms would drop the others anyway and nothing else depends on them
+ * (the sums run in another order: equal up to rounding, to the bit in
+ * test_sampler's cases). If the best
  * LAZY_MAX tokens do not settle it (a structural step where few tokens are
  * allowed: the whole mask is cheap there), the whole mask is made.
  * ------------------------------------------------------------------------- */
@@ -606,7 +608,7 @@ int32_t sampler_sample(sampler *s, const float *logits) {
         apply_penalties(s, s->logit);
         int32_t t = argmax(s->logit, s->n_vocab);
         /* the constraint's mask only removes tokens: an allowed argmax stays the argmax */
-        if (s->con.mask && !s->con.allows(s->con.ctx, t)) {
+        if (s->con.mask && (!s->con.allows || !s->con.allows(s->con.ctx, t))) {
             s->con.mask(s->con.ctx, s->logit);
             t = argmax(s->logit, s->n_vocab);
         }

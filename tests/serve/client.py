@@ -10,6 +10,7 @@ nothing after the JSON, no \u0000, the whole key, 405 for a wrong method, the JS
 """
 import http.client
 import json
+import re
 import sys
 import threading
 import time
@@ -113,6 +114,30 @@ def strict():
             assert headers.get("Allow") == ("GET" if path == "/v1/models" else "POST"), headers
 
 
+def tools_with_refs():
+    """A tool whose parameters hold their own $defs (as Pydantic writes nested models): its refs resolve
+    in the tool's schema. A call named with a quote goes back into the prompt escaped, and 80 messages
+    made into text (content parts, calls, results) are one request (the oldest dropped to fit)."""
+    # small: the tools' system message and the call share stories260K's 512-token context
+    params = {"type": "object", "properties": {"w": {"$ref": "#/$defs/P"}}, "required": ["w"],
+              "$defs": {"P": {"type": "object", "properties": {"z": {"type": "string", "pattern": "^\\d{3}$"}},
+                              "required": ["z"]}}}
+    body = {"messages": [{"role": "user", "content": "Where?"}], "max_tokens": 150, "temperature": 0,
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": params}}], "tool_choice": "required"}
+    with post("/v1/chat/completions", body) as r:
+        d = json.load(r)
+    call = d["choices"][0]["message"]["tool_calls"][0]["function"]
+    args = json.loads(call["arguments"])
+    assert call["name"] == "f" and re.fullmatch(r"\d{3}", args["w"]["z"]), d
+    msgs = []
+    for i in range(40):
+        msgs += [{"role": "assistant", "content": [{"type": "text", "text": "a"}], "tool_calls": [{"id": f"c{i}",
+                  "type": "function", "function": {"name": 'say "hi"', "arguments": "{}"}}]},
+                 {"role": "tool", "tool_call_id": f"c{i}", "content": [{"type": "text", "text": "ok"}]}]
+    with post("/v1/chat/completions", {"messages": msgs + [{"role": "user", "content": "Go on"}], "max_tokens": 4}) as r:
+        assert json.load(r)["choices"][0]["finish_reason"] in ("stop", "length")
+
+
 def main():
     text, chunks, last = stream_text({"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0})
     assert text == EXPECTED, (text, EXPECTED)
@@ -169,6 +194,7 @@ def main():
             assert "message" in json.load(e)["error"]
     seeds()
     strict()
+    tools_with_refs()
     print("client.py: all passed")
 
 
