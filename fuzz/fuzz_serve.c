@@ -41,12 +41,17 @@ static void same_request(const request *a, const request *b) {
             __builtin_trap();
     for (int i = 0; i < a->n_stop; i++)
         if (strcmp(a->stop[i], b->stop[i]) || !a->stop[i][0]) __builtin_trap();
+    if (a->n_inputs != b->n_inputs || a->tools != b->tools || !a->gp.grammar != !b->gp.grammar ||
+        (a->gp.grammar && strcmp(a->gp.grammar, b->gp.grammar)))
+        __builtin_trap();
+    for (int i = 0; i < a->n_inputs; i++)
+        if (strcmp(a->inputs[i], b->inputs[i])) __builtin_trap();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const char *methods[] = {"GET", "POST", "PUT", "DELETE"};
     static const char *urls[] = {"/health", "/v1/models", "/v1/completions", "/v1/chat/completions",
-                                 "/v1/completions", "/v1/chat/completions", "/", "/v1/models/x"};
+                                 "/v1/embeddings", "/v1/chat/completions", "/", "/v1/models/x"};
     if (size < 2) return 0;
     const char *method = methods[data[0] & 3], *url = urls[(data[0] >> 2) & 7];
     const size_t piece = (size_t)data[1] % 64 + 1;
@@ -60,7 +65,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (a.status != b.status || a.route != b.route) __builtin_trap();
     if (a.status != 200 && (!a.message || !a.type)) __builtin_trap();
     if ((a.status == 405) != (a.allow != NULL)) __builtin_trap();
-    if (a.status == 200 && (a.route == SERVE_COMPLETIONS || a.route == SERVE_CHAT)) same_request(&whole, &pieces);
+    if (a.status == 200 && (a.route == SERVE_COMPLETIONS || a.route == SERVE_CHAT || a.route == SERVE_EMBEDDINGS))
+        same_request(&whole, &pieces);
     request_free(&whole);
     request_free(&pieces);
     return 0;
