@@ -526,7 +526,11 @@ int64_t gguf_arr_i64(const gguf_value *a, uint64_t i) {
     uint64_t es = scalar_size(a->v.arr.elem_type);
     if (!es) return 0;
     scalar_decode(a->v.arr.elem_type, (const uint8_t *)a->v.arr.raw + i * es, &v);
-    if (v.type == GGUF_FLOAT32 || v.type == GGUF_FLOAT64) return (int64_t)v.v.f64;
+    if (v.type == GGUF_FLOAT32 || v.type == GGUF_FLOAT64) { /* a float read as an integer: saturated, NaN 0 */
+        const double f = v.v.f64;
+        return !(f == f) ? 0 : f >= 9.2233720368547748e18 ? INT64_MAX : f <= -9.2233720368547758e18 ? INT64_MIN
+                                                                                                    : (int64_t)f;
+    }
     return is_signed(v.type) ? v.v.i64 : (int64_t)v.v.u64;
 }
 
