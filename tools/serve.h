@@ -143,7 +143,6 @@ typedef struct {
     int n_msgs;
     octo_generate_params gp; /* its grammar or json_schema, when set, owned */
     int stream;
-    int include_usage;     /* stream_options.include_usage: accepted; the usage comes in the final chunk anyway */
     int n;                 /* choices (1..SERVE_MAX_N) */
     const char *stop[SERVE_MAX_STOP]; /* in text */
     int n_stop;

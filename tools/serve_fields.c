@@ -269,8 +269,7 @@ static const char *parse_completion(const serve_limits *l, const cJSON *json, bo
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(json, "stream");
     if (!why && st && !cJSON_IsBool(st) && !cJSON_IsNull(st)) why = "'stream' must be true or false";
     r->stream = cJSON_IsTrue(st);
-    const cJSON *so = cJSON_GetObjectItemCaseSensitive(json, "stream_options");
-    r->include_usage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(so, "include_usage"));
+    /* stream_options (include_usage) is accepted: the usage comes in the final chunk anyway */
     if (!why && r->stream && r->n > 1) why = "'n' above 1 is not supported with 'stream'";
     return why;
 }

@@ -257,17 +257,3 @@ const char *json_get_str(const json_value *obj, const char *key) {
     const json_value *v = json_get(obj, key);
     return v && v->kind == JSON_STRING ? v->str : NULL;
 }
-
-bool json_get_num(const json_value *obj, const char *key, double *out) {
-    const json_value *v = json_get(obj, key);
-    if (!v || v->kind != JSON_NUMBER) return false;
-    *out = v->number;
-    return true;
-}
-
-bool json_is_integer(const json_value *v) {
-    if (!v || v->kind != JSON_NUMBER) return false;
-    for (size_t i = 0; i < v->src_len; i++)
-        if (strchr(".eE", v->src[i])) return false;
-    return true;
-}

@@ -43,9 +43,7 @@ void json_free(json_value *v);
 
 /* An object's member named key (the last one, as most readers do), or NULL. */
 const json_value *json_get(const json_value *obj, const char *key);
-/* json_get's value when it is a string / number / bool of that kind. */
+/* json_get's value when it is a string, else NULL. */
 const char *json_get_str(const json_value *obj, const char *key);
-bool json_get_num(const json_value *obj, const char *key, double *out);
-bool json_is_integer(const json_value *v); /* a number without fraction or exponent */
 
 #endif

@@ -552,8 +552,6 @@ void grammar_free(grammar *g) {
     free(g);
 }
 
-int grammar_n_rules(const grammar *g) { return g ? g->n_rules : 0; }
-
 bool grammar_set_meets(const grammar *g, int32_t s, uint32_t lo, uint32_t hi) {
     const gcharset *cs = &g->sets[s];
     const grange *r = cs->n > 0 ? g->ranges + cs->first : NULL; /* `.` alone: no ranges at all */

@@ -44,7 +44,6 @@ typedef struct grammar grammar;
 /* Compile GBNF text; ERR_BAD_VALUE with the line and what is wrong. */
 err_code grammar_parse(const char *text, size_t len, grammar **out, err_t *err);
 void grammar_free(grammar *g);
-int grammar_n_rules(const grammar *g);
 
 /* The vocabulary as the grammar sees it: every token's bytes, in a trie. */
 typedef struct grammar_vocab grammar_vocab;
