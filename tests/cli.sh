@@ -162,7 +162,7 @@ expect 2 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --prompt-compress 1.5
 expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "ab ab ab" --prompt-compress 0.5
 grep -q "needs a draft model" "$tmp/err" && ok || bad "--prompt-compress without a draft: $(cat "$tmp/err")"
 long="$(printf 'ab cd ef gh %.0s' $(seq 1 30))"
-expect 0 1 "$octo" run -m "$tmp/m.gguf" -p "$long" -n 4 --draft "$tmp/m.gguf" --prompt-compress 0.5 --stats --json --temp 0 --spec none
+expect 0 2 "$octo" run -m "$tmp/m.gguf" -p "$long" -n 4 --draft "$tmp/m.gguf" --prompt-compress 0.5 --stats --json --temp 0 --spec none
 grep -q '"prompt_tokens_dropped": [1-9]' "$tmp/err" && ok || bad "--prompt-compress stats: $(cat "$tmp/err")"
 # bench --spec: the comparison as JSON; --spec none and a stray --prompt are usage errors
 expect 0 0 "$octo" bench -m "$tmp/m.gguf" --spec ngram --prompt "ab ab ab ab" -n 24 -r 1 --json
@@ -428,7 +428,7 @@ assert d["cpu_threads"] >= 1 and " threads" in d["cpu_note"]' && ok ||
 shape=$(tail -1 "$tmp/err" | python3 -c 'import re, sys
 t = re.sub(r"\"(mem_watch|mem_note|cpu_note|cpu_hint)\": \"(?:[^\"\\]|\\.)*\"", "\"\\1\": \"%s\"", sys.stdin.read().strip())
 print(re.sub(r"(?<![a-z_0-9])-?\d+(\.(\d+))?", lambda m: "%%.%df" % len(m.group(2)) if m.group(2) else "%d", t))')
-[ "$shape" = '{"prompt_tokens": %d, "prefill_tokens": %d, "prefill_ms": %.3f, "prefill_tokens_per_s": %.3f, "decode_tokens": %d, "decode_ms": %.3f, "decode_tokens_per_s": %.3f, "time_to_first_token_ms": %.3f, "context_tokens": %d, "context_size": %d, "kv_bytes": %d, "kv_budget_bytes": %d, "kv_tokens_evicted": %d, "kv_policy": "morphkv", "spec_proposer": "ngram", "spec_proposed": %d, "spec_accepted": %d, "spec_steps": %d, "spec_k": %d, "spec_tree_passes": %d, "spec_off_line": %d, "spec_ahead_used": %d, "spec_ahead_dropped": %d, "spec_draft_ms": %.3f, "spec_ms": %.3f, "speculative_acceptance_rate": %.4f, "expert_cache_hit_rate": %.4f, "expert_bytes_read": %d, "rss_bytes": %d, "peak_rss_bytes": %d, "chat_template": "plain", "prefill_speckv": %d, "prefill_lookahead_tokens": %d, "prefill_draft_ms": %.3f, "prompt_tokens_dropped": %d, "mem_level": %d, "mem_trims": %d, "mem_regrows": %d, "mem_pressure_events": %d, "mem_released_weights_bytes": %d, "mem_released_draft_bytes": %d, "mem_released_experts_bytes": %d, "mem_released_kv_bytes": %d, "weights_packed_bytes": %d, "mem_room_bytes": %d, "mem_watch": "%s", "mem_note": "%s", "decode_latency_tokens": %d, "decode_latency_p50_ms": %.3f, "decode_latency_p90_ms": %.3f, "decode_latency_p95_ms": %.3f, "decode_latency_p99_ms": %.3f, "decode_latency_max_ms": %.3f, "decode_latency_cv": %.4f, "cpu_threads": %d, "cpu_effective": %.2f, "cpu_changes": %d, "cpu_probes": %d, "cpu_spin": %d, "cpu_paced": %d, "cpu_note": "%s", "cpu_hint": "%s"}' ] &&
+[ "$shape" = '{"prompt_tokens": %d, "prefill_tokens": %d, "prefill_ms": %.3f, "prefill_tokens_per_s": %.3f, "decode_tokens": %d, "decode_ms": %.3f, "decode_tokens_per_s": %.3f, "time_to_first_token_ms": %.3f, "context_tokens": %d, "context_size": %d, "kv_bytes": %d, "kv_budget_bytes": %d, "kv_tokens_evicted": %d, "kv_policy": "morphkv", "spec_proposer": "ngram", "spec_proposed": %d, "spec_accepted": %d, "spec_steps": %d, "spec_k": %d, "spec_tree_passes": %d, "spec_off_line": %d, "spec_ahead_used": %d, "spec_ahead_dropped": %d, "spec_draft_ms": %.3f, "spec_ms": %.3f, "speculative_acceptance_rate": %.4f, "expert_cache_hit_rate": %.4f, "expert_bytes_read": %d, "rss_bytes": %d, "peak_rss_bytes": %d, "chat_template": "plain", "prefill_speckv": %d, "prefill_lookahead_tokens": %d, "prefill_draft_ms": %.3f, "prompt_tokens_dropped": %d, "mem_level": %d, "mem_trims": %d, "mem_regrows": %d, "mem_pressure_events": %d, "mem_released_weights_bytes": %d, "mem_released_draft_bytes": %d, "mem_released_experts_bytes": %d, "mem_released_kv_bytes": %d, "weights_packed_bytes": %d, "mem_room_bytes": %d, "mem_watch": "%s", "mem_note": "%s", "decode_latency_tokens": %d, "decode_latency_p50_ms": %.3f, "decode_latency_p90_ms": %.3f, "decode_latency_p95_ms": %.3f, "decode_latency_p99_ms": %.3f, "decode_latency_max_ms": %.3f, "decode_latency_cv": %.4f, "cpu_threads": %d, "cpu_effective": %.2f, "cpu_changes": %d, "cpu_probes": %d, "cpu_spin": %d, "cpu_paced": %d, "cpu_note": "%s", "cpu_hint": "%s", "notes": []}' ] &&
     ok || bad "run --stats --json's keys and formats: $shape"
 expect 0 0 "$octo" inspect -m "$tmp/q.gguf" --json
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["arch"] == "llama" and d["n_vocab"] == 300' "$tmp/out" &&
@@ -526,6 +526,79 @@ expect 1 1 "$octo" run -m "$tmp/m.gguf" -p ab -n 4 --grammar "$tmp/bad.gbnf"
 grep -q "line 1: rule 'x' is used but never defined" "$tmp/err" && ok || bad "a bad grammar: $(cat "$tmp/err")"
 expect 1 1 "$octo" run -m "$tmp/m.gguf" -p ab -n 4 --grammar "$tmp/g.gbnf" --json-schema "$tmp/s.json"
 expect 1 1 "$octo" run -m "$tmp/m.gguf" -p ab -n 4 --grammar "$tmp/none.gbnf"
+
+# llama.cpp's habits (the README's table): each of its spellings gives the text octo's gives, byte for byte,
+# and every spelling tested here is in the table; options octo has no use for are said, once
+src=$(cd "$(dirname "$0")/.." && pwd)
+emb="$src/models/stories260K.gguf"
+printf 'Once upon a time' >"$tmp/p.txt"
+printf 'root ::= "The " ("cat" | "dog") " is " [a-z]{2,5} "."' >"$tmp/g2.gbnf"
+printf '{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}' >"$tmp/s2.json"
+printf 'root ::= "The" ("cat" | "dog")' >"$tmp/g1.gbnf"
+while IFS='#' read -r word llama ours; do
+    # shellcheck disable=SC2086 # the words of each spelling
+    "$octo" run $llama -n 12 --temp 0.7 -s 11 >"$tmp/l.txt" 2>"$tmp/l.err" &&
+        "$octo" run $ours -n 12 --temp 0.7 -s 11 >"$tmp/o.txt" 2>"$tmp/o.err" &&
+        cmp -s "$tmp/l.txt" "$tmp/o.txt" && [ -s "$tmp/o.txt" ] && ok || bad "'$llama' differs from '$ours': $(cat "$tmp/l.err")"
+    grep -q -e "\`$word\`" -e "\`$word " "$src/README.md" && ok || bad "$word is not in the README's table"
+done <<EOF2
+--model#--model $emb -p hi#-m $emb -p hi
+--prompt#-m $emb --prompt hi#-m $emb -p hi
+--file#-m $emb --file $tmp/p.txt#-m $emb -f $tmp/p.txt
+-c#-m $emb -p hi -c 64#-m $emb -p hi --ctx 64
+--ctx-size#-m $emb -p hi --ctx-size 64#-m $emb -p hi --ctx 64
+--n-predict#-m $emb -p hi --n-predict 12#-m $emb -p hi -n 12
+-s#-m $emb -p hi -s 11#-m $emb -p hi --seed 11
+--threads#-m $emb -p hi --threads 1#-m $emb -p hi -t 1
+--repeat-last-n#-m $emb -p hi --repeat-penalty 1.5 --repeat-last-n -1#-m $emb -p hi --repeat-penalty 1.5 --repeat-last-n 512
+-md#-m $emb -p hi -md $emb#-m $emb -p hi --draft $emb
+--model-draft#-m $emb -p hi --model-draft $emb#-m $emb -p hi --draft $emb
+--draft-max#-m $emb -p hi --spec ngram --draft-max 3#-m $emb -p hi --spec ngram --spec-k 3
+--grammar-file#-m $emb -p hi --grammar-file $tmp/g2.gbnf#-m $emb -p hi --grammar $tmp/g2.gbnf
+--grammar#-m $emb -p hi --grammar root::="The"("cat"|"dog")#-m $emb -p hi --grammar $tmp/g1.gbnf
+-jf#-m $emb -p hi -jf $tmp/s2.json#-m $emb -p hi --json-schema $tmp/s2.json
+--json-schema-file#-m $emb -p hi --json-schema-file $tmp/s2.json#-m $emb -p hi --json-schema $tmp/s2.json
+-j#-m $emb -p hi -j {"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}#-m $emb -p hi --json-schema $tmp/s2.json
+-ngl#-m $emb -p hi -ngl 99#-m $emb -p hi
+--n-gpu-layers#-m $emb -p hi --n-gpu-layers 99 --mlock --no-mmap -b 512 -ub 512 -ctk q8_0 -ctv q8_0 -no-cnv#-m $emb -p hi
+EOF2
+"$octo" run -m "$emb" -p hi --grammar 'root::="The"("cat"|"dog")' -n 16 --temp 0 >"$tmp/out" 2>"$tmp/err" &&
+    grep -Eq '^The(cat|dog)$' "$tmp/out" && ok || bad "an inline grammar: $(cat "$tmp/out" "$tmp/err")"
+expect 0 3 "$octo" run -m "$emb" -p hi -n 4 -ngl 99 --n-gpu-layers 5 --mlock
+grep -q "^octo: note: octo runs on the CPU: -ngl is ignored$" "$tmp/err" && grep -q "^octo: note: --mlock is ignored" "$tmp/err" &&
+    ok || bad "-ngl's note: $(cat "$tmp/err")"
+expect 2 1 "$octo" run -m "$emb" -p hi -fa on
+grep -q "octo's attention always runs as one fused pass" "$tmp/err" && ok || bad "-fa: $(cat "$tmp/err")"
+expect 2 1 "$octo" run -m "$emb" -p hi -c 99999999
+grep -q "(1 to 16777216)" "$tmp/err" && ok || bad "the context's limit is not named: $(cat "$tmp/err")"
+expect 2 1 "$octo" run -m "$emb" -p hi -x 1
+grep -q "did you mean" "$tmp/err" && bad "a misleading suggestion: $(cat "$tmp/err")" || ok
+# -n -1: until the context is full, a success; the ids fill the context after the prompt's
+n_prompt=$("$octo" tokenize -m "$emb" --text hi | wc -w)
+expect 0 0 "$octo" run -m "$emb" -p hi -n -1 -c 40 --temp 1 -s 2 --ids --spec none
+# (the last token is sampled from the full context's last logits, never fed: one more than the room)
+[ "$(wc -w <"$tmp/out")" -eq $((40 - n_prompt + 1)) ] && ok || bad "-n -1 -c 40: $(wc -w <"$tmp/out") ids after $n_prompt"
+# nothing silent: a context past the trained one, a draft that is not smaller, options greedy ignores
+"$octo" run -m "$emb" -p hi -n 2 --temp 0 -c 1024 --top-k 4 -s 1 --draft "$emb" --stats --json >/dev/null 2>"$tmp/err"
+grep -q "^octo: note: context 1024 tokens is past the model's trained 512; the file has no RoPE scaling" "$tmp/err" && ok ||
+    bad "the context past training: $(cat "$tmp/err")"
+grep -q "^octo: note: --top-k has no effect at --temp 0" "$tmp/err" && grep -q "^octo: note: --seed has no effect" "$tmp/err" &&
+    ok || bad "greedy's unused options: $(cat "$tmp/err")"
+grep -q "^octo: note: draft .* is not smaller than the model .*: it does not speculate" "$tmp/err" && ok ||
+    bad "a draft not smaller: $(cat "$tmp/err")"
+tail -1 "$tmp/err" | python3 -c 'import json,sys; n=json.load(sys.stdin)["notes"]; assert len(n) == 4, n
+assert any("past the model" in x for x in n) and any("not smaller" in x for x in n), n' && ok ||
+    bad "--stats --json notes: $(tail -1 "$tmp/err")"
+expect 0 1 "$octo" run -m "$emb" -p hi -n 2 --spec none --spec-k 3
+grep -q "^octo: note: --spec-k has no effect with --spec none" "$tmp/err" && ok || bad "--spec-k with --spec none: $(cat "$tmp/err")"
+# quantize IN OUT TYPE [THREADS], llama-quantize's order: the same file as -m/-o/--type
+"$octo" quantize "$emb" "$tmp/qa.gguf" Q8_0 2 >/dev/null 2>&1 && "$octo" quantize -m "$emb" -o "$tmp/qb.gguf" --type q8_0 -q >/dev/null &&
+    cmp -s "$tmp/qa.gguf" "$tmp/qb.gguf" && ok || bad "quantize IN OUT TYPE differs from -m -o --type"
+expect 2 1 "$octo" quantize "$emb" "$tmp/qa.gguf" Q8_0 2 extra
+# run without a model: the embedded one, said once
+expect 0 1 "$octo" run -p hi -n 3
+grep -q "^octo: no model given (-m): running the embedded stories260K" "$tmp/err" && [ -s "$tmp/out" ] && ok ||
+    bad "run without -m: $(cat "$tmp/err")"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

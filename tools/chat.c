@@ -84,7 +84,7 @@ static int chat_turn(octo_model *m, chat_history *h, int ids, const octo_generat
     (*started)++;
     char *reply = calloc(1, 1);
     size_t reply_len = 0;
-    int rc = drain(st, ids, &reply, &reply_len);
+    int rc = drain(st, ids, 0, &reply, &reply_len);
     if (octo_stream_stop_reason(st) == OCTO_STOP_CONTEXT_FULL) rc = 0; /* a reply cut short: the next turn makes room */
     octo_stream_free(st);
     putchar('\n');

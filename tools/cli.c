@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "octo.h"
+#include "notes.h"
 
 int usage_error(const char *fmt, ...) {
     va_list ap;
@@ -98,7 +99,11 @@ int read_constraint(const char *grammar_file, const char *schema_file, octo_gene
     if (grammar_file && schema_file) return fail("give --grammar or --json-schema, not both");
     const char *path = grammar_file ? grammar_file : schema_file;
     if (!path) return 0;
-    if (read_text_file(path, text, &len)) return 1;
+    const char *inline_text = NULL; /* llama.cpp takes the text itself: a grammar with "::=", a schema's "{" */
+    if (grammar_file && strstr(path, "::=")) inline_text = path;
+    if (schema_file && path[strspn(path, " \t\n")] == '{') inline_text = path;
+    if (inline_text && !(*text = strdup(inline_text))) return fail("out of memory");
+    if (!inline_text && read_text_file(path, text, &len)) return 1;
     if (grammar_file) gp->grammar = *text;
     else gp->json_schema = *text;
     return 0;
@@ -212,6 +217,7 @@ octo_model *open_model(const model_request *r, octo_client **client) {
     co.cache_dir = r->cache_dir;
     co.device = r->device;
     co.n_threads = r->threads;
+    co.log = note_log; /* the library's warnings: said once on stderr (notes.h) */
     *client = octo_client_new(&co);
     if (!*client) {
         fail("out of memory");

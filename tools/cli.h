@@ -26,6 +26,8 @@ double mib(uint64_t bytes);
 int read_text_file(const char *path, char **out, size_t *len);
 /* --grammar FILE / --json-schema FILE (either may be NULL) read into gp's
  * grammar / json_schema; *text holds what the caller frees after the run.
+ * As llama.cpp's --grammar and -j take the text itself, a "FILE" with "::="
+ * (a grammar) or starting with "{" (a schema) is the text.
  * 0 on success, else the error is printed and 1 returned. */
 int read_constraint(const char *grammar_file, const char *schema_file, octo_generate_params *gp, char **text);
 #define CLI_MAX_TEXT_BYTES (256 << 20) /* a larger text input is refused */

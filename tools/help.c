@@ -17,12 +17,15 @@ void help(FILE *f) {
     fputs("usage: octo <command> [options]   (octo --version: the version)\n"
           "\n"
           "  run [-m] MODEL [-p] PROMPT | -f FILE | - [-n N] [-t THREADS] [--temp T] [--top-k K]\n"
-          "      [--top-p P] [--min-p P] [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty F]\n"
-          "      [--seed S] [--ctx N] [--chat] [--ids] [--grammar FILE | --json-schema FILE]\n"
+          "      [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty P]\n"
+          "      [--frequency-penalty F] [--seed S] [--ctx N] [--chat] [--ids] [--grammar FILE | --json-schema FILE]\n"
           "      [--stats [--json]] [--spec MODE] [--draft MODEL] [--spec-k N] [--spec-tree auto|off|N]\n"
           "      [--lookahead W,N,G] [--prompt-compress R] [--cache-dir DIR] [--device NAME]\n"
           "      [-td N] [--spec-ahead on|off]\n"
-          "      stream a continuation to stdout; the prompt from -p, a file (-f) or stdin (-);\n"
+          "      stream a continuation to stdout; the prompt from -p, a file (-f) or stdin (-); without\n"
+          "      a model, the embedded stories260K (models/); -n -1: until the context is full (and\n"
+          "      --repeat-last-n -1: all of it);\n"
+          "      llama.cpp's spellings work too (-c, --n-predict, -s, -md, ...: the README's table);\n"
           "      sampling without --seed draws a new seed each run; --chat: an interactive\n"
           "      conversation (with -p as the system prompt; /stats, /reset, /exit; when the context\n"
           "      fills, the oldest exchanges are dropped); --ids: print the generated token ids\n"
@@ -212,19 +215,28 @@ static int nearness(const char *bad, const char *flag) {
 
 /* The nearest of the names and aliases of the table's rows for cmd (the first
  * of equally near ones), when it is near enough to be what was meant. */
+typedef struct {
+    const char *arg;
+    char best[64]; /* the nearest spelling so far (an alias's is gone after the call) */
+    int dist;
+} nearest;
+
+static void consider(const char *spelling, void *user) {
+    nearest *n = user;
+    const int d = nearness(n->arg, spelling);
+    if (d < n->dist) n->dist = d, snprintf(n->best, sizeof n->best, "%s", spelling);
+}
+
 int unknown_option(cli_command cmd, const char *arg) {
-    const char *best = NULL;
-    int dist = 1 << 20;
+    nearest n = {.arg = arg, .dist = 1 << 20};
     for (size_t i = 0; i < cli_option_count; i++) {
         const cli_option *o = &cli_options[i];
-        if (!(o->commands & (1u << cmd))) continue;
-        for (const char *name = o->name; name; name = name == o->name ? o->alias : NULL) {
-            const int d = nearness(arg, name);
-            if (d < dist) dist = d, best = name;
-        }
+        if ((o->commands & (1u << cmd)) && o->kind != OPT_IGNORE && o->kind != OPT_REFUSE) cli_each_spelling(o, consider, &n);
     }
+    /* near enough to be what was meant, and not merely short: -x is one edit from -m but means nothing like it */
     const int limit = strlen(arg) > 6 ? 3 : 2;
     const char *c = cli_command_name(cmd);
-    if (best && dist <= limit) return usage_error("%s: unknown option '%s' (did you mean %s?)", c, arg, best);
+    if (n.best[0] && n.dist <= limit && 2 * n.dist < (int)strlen(n.best))
+        return usage_error("%s: unknown option '%s' (did you mean %s?)", c, arg, n.best);
     return usage_error("%s: unknown option '%s'", c, arg);
 }

@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "help.h"
+#include "notes.h"
 #include "core/quant.h" /* internal: tensor type names for synth --type */
 
 static const char *const command_names[CMD_COUNT] = {
@@ -42,6 +43,7 @@ static int bad_value(const cli_option *o, const char *arg, const char *value) {
         else if (!strncmp(p, "{max}", 5)) fprintf(f, "%ld", o->max), p += 4;
         else fputc(*p, f);
     }
+    if (o->kind == OPT_NUM && !strstr(o->bad, "{max}")) fprintf(f, " (%ld to %ld)", o->min, o->max); /* the limits, always */
     const int rc = fclose(f) == 0 && msg ? usage_error("%s", msg) : usage_error("%s", o->bad);
     free(msg);
     return rc;
@@ -57,6 +59,22 @@ static int set_seed(const cli_option *o, const char *arg, const char *v, cli_arg
     if (errno || end == v || *end) return bad_value(o, arg, v);
     memcpy(field(a, o), &s, sizeof s);
     a->seeded = 1;
+    return 0;
+}
+
+/* run -n: a count, or -1 (llama.cpp's): until the context is full or the model ends the text. */
+static int set_n_predict(const cli_option *o, const char *arg, const char *v, cli_args *a) {
+    long n;
+    if (!parse_long(v, -1, 1L << 24, &n) || n == 0) return bad_value(o, arg, v);
+    a->gp.max_tokens = (int)n;
+    return 0;
+}
+
+/* run --repeat-last-n: 0..OCTO_MAX_REPEAT_LAST_N, or -1 (llama.cpp's): the whole context. */
+static int set_repeat_last_n(const cli_option *o, const char *arg, const char *v, cli_args *a) {
+    long n;
+    if (!parse_long(v, -1, OCTO_MAX_REPEAT_LAST_N, &n)) return bad_value(o, arg, v);
+    a->gp.repeat_last_n = (int)n;
     return 0;
 }
 
@@ -280,20 +298,20 @@ static int set_devices(const cli_option *o, const char *arg, const char *v, cli_
 
 const cli_option cli_options[] = {
     /* what to read and where to write */
-    {"-m", NULL, ALL & ~SYNTH, STR(model)},
-    {"-p", NULL, RUN, STR(prompt)},
-    {"-f", NULL, RUN | TOKENIZE | EVAL | UPCYCLE | QUANTIZE | MOE_PREP, STR(file)},
+    {"-m", "--model", ALL & ~SYNTH, STR(model)},
+    {"-p", "--prompt", RUN, STR(prompt)},
+    {"-f", "--file", RUN | TOKENIZE | EVAL | UPCYCLE | QUANTIZE | MOE_PREP, STR(file)},
     {"-o", NULL, SYNTH | UPCYCLE | QUANTIZE | DEPLOY, STR(out)},
     {"--out", NULL, LOGITS, STR(out)},
     {"--prompt", NULL, BENCH | LOGITS, STR(prompt)},
     {"--prompt-file", NULL, BENCH, STR(prompt_file)},
-    {"--grammar", NULL, RUN | BENCH, STR(grammar_file)},
-    {"--json-schema", NULL, RUN | BENCH, STR(schema_file)},
+    {"--grammar", "--grammar-file", RUN | BENCH, STR(grammar_file)},
+    {"--json-schema", "-j -jf --json-schema-file", RUN | BENCH, STR(schema_file)},
     {"--text", NULL, TOKENIZE, STR(text)},
     {"--ids", NULL, DETOKENIZE, STR(ids)},
     {"--tokens", NULL, LOGITS, STR(tokens)},
     {"--ref", NULL, EVAL, STR(ref)},
-    {"--draft", NULL, RUN | BENCH | EVAL | PLAN | DEPLOY, STR(draft)},
+    {"--draft", "-md --model-draft", RUN | BENCH | EVAL | PLAN | DEPLOY, STR(draft)},
     {"--device", NULL, RUN | EVAL | INSPECT | PLAN, STR(device)},
     {"--device", NULL, DEPLOY, CALL(set_devices, devices)},
     {"--cache-dir", NULL, RUN | EVAL | PLAN, STR(cache_dir)},
@@ -304,35 +322,38 @@ const cli_option cli_options[] = {
 
     /* threads and context */
     {"-t", "--threads", RUN, NUM(threads, 1, OCTO_MAX_THREADS), .bad = "-t takes 1..{max}"},
-    {"-t", NULL, BENCH, NUM(threads, 1, 1024), .bad = "-t takes a thread count"},
+    {"-t", "--threads", BENCH, NUM(threads, 1, 1024), .bad = "{arg} takes a thread count"},
     {"-t", "--threads", QUANTIZE | DEPLOY, NUM(threads, 1, 1024), .bad = "{arg} takes a whole number from {min} to {max}"},
     {"--threads", NULL, UPCYCLE, NUM(upcycle.n_threads, 0, 1 << 24), .bad = UPCYCLE_COUNT},
     {"-td", "--threads-draft", RUN, NUM(draft_threads, 1, OCTO_MAX_THREADS), .bad = "-td takes 1..{max}"},
     {"-td", "--threads-draft", BENCH, NUM(draft_threads, 1, 1024), .bad = "-td takes a thread count"},
-    {"--ctx", NULL, RUN | LOGITS | PLAN, NUM(n_ctx, 1, 1L << 24), .bad = "--ctx takes a positive count"},
-    {"--ctx", NULL, EVAL, NUM(n_ctx, 2, 1 << 20), .bad = "eval: bad --ctx '{value}'"},
-    {"--ctx", NULL, MOE_PREP, NUM(n_ctx, 2, 1 << 20), .bad = "moe-prep: --ctx takes 2 to {max} tokens"},
+    {"--ctx", "-c --ctx-size", RUN | LOGITS | PLAN, NUM(n_ctx, 1, 1L << 24), .bad = "{arg} takes a context size in tokens"},
+    {"--ctx", "-c --ctx-size", EVAL, NUM(n_ctx, 2, 1 << 20), .bad = "eval: bad {arg} '{value}'"},
+    {"--ctx", "-c --ctx-size", MOE_PREP, NUM(n_ctx, 2, 1 << 20), .bad = "moe-prep: {arg} takes 2 to {max} tokens"},
     {"--ctx", NULL, SYNTH, NUM(synth.n_ctx, 1, 1 << 24), .bad = SYNTH_COUNT},
-    {"--ctx", NULL, SERVE, NUM(n_ctx, 0, 1L << 30), .bad = SERVE_COUNT},
+    {"--ctx", "-c --ctx-size", SERVE, NUM(n_ctx, 0, 1L << 30), .bad = SERVE_COUNT},
 
     /* run: generation and sampling */
-    {"-n", NULL, RUN, NUM(gp.max_tokens, 1, 1L << 24), .bad = "-n takes a positive count"},
+    {"-n", "--n-predict", RUN, CALL(set_n_predict, gp.max_tokens),
+     .bad = "{arg} takes a count of tokens from 1 to 16777216, or -1 (until the context is full or the text ends)"},
     {"--temp", NULL, RUN | BENCH, FLT(gp.temperature, -INFINITY, INFINITY), .bad = "--temp takes a number"},
     {"--top-k", NULL, RUN, NUM(gp.top_k, 0, 1L << 24), .bad = "--top-k takes a count >= 0"},
     {"--top-p", NULL, RUN, FLT(gp.top_p, -INFINITY, INFINITY), .bad = "--top-p takes a number"},
     {"--min-p", NULL, RUN, FLT(gp.min_p, -INFINITY, INFINITY), .bad = "--min-p takes a number"},
     {"--repeat-penalty", NULL, RUN, FLT(gp.repeat_penalty, -INFINITY, INFINITY), .bad = "--repeat-penalty takes a number"},
+    {"--repeat-last-n", NULL, RUN, CALL(set_repeat_last_n, gp.repeat_last_n),
+     .bad = "{arg} takes a count of tokens from 0 to 1048576, or -1 (the whole context)"},
     {"--presence-penalty", NULL, RUN, FLT(gp.presence_penalty, -INFINITY, INFINITY), .bad = "--presence-penalty takes a number"},
     {"--frequency-penalty", NULL, RUN, FLT(gp.frequency_penalty, -INFINITY, INFINITY), .bad = "--frequency-penalty takes a number"},
-    {"--seed", NULL, RUN, CALL(set_seed, gp.seed), .bad = "--seed takes a whole number"},
-    {"--seed", NULL, BENCH, NUM(gp.seed, 0, 1L << 62), .bad = "--seed takes a count"},
-    {"--chat", NULL, RUN, FLAG(chat)},
+    {"--seed", "-s", RUN, CALL(set_seed, gp.seed), .bad = "{arg} takes a whole number"},
+    {"--seed", "-s", BENCH, NUM(gp.seed, 0, 1L << 62), .bad = "{arg} takes a count"},
+    {"--chat", "-cnv --conversation", RUN, FLAG(chat)},
     {"--ids", NULL, RUN, FLAG(print_ids)},
     {"--stats", NULL, RUN, FLAG(stats)},
 
     /* speculative decoding */
     {"--spec", NULL, RUN | BENCH, CALL(set_spec, spec)},
-    {"--spec-k", NULL, RUN | BENCH, NUM(gp.spec_k, 1, 10), .bad = "--spec-k takes 1..10"},
+    {"--spec-k", "--draft-max", RUN | BENCH, NUM(gp.spec_k, 1, 10), .bad = "{arg} takes 1..10"},
     {"--spec-tree", NULL, RUN | BENCH, CALL(set_spec_tree, gp.spec_tree), .bad = "--spec-tree takes auto, off or 1..31 nodes"},
     {"--spec-ahead", NULL, RUN | BENCH, CHOICE(gp.spec_ahead, {"on", 0}, {"off", -1}), .bad = "--spec-ahead takes on or off"},
     {"--lookahead", NULL, RUN | BENCH, CALL(set_lookahead, gp.lookahead_w), .bad = "--lookahead takes W,N,G (e.g. 5,3,4)"},
@@ -353,10 +374,26 @@ const cli_option cli_options[] = {
             {"all", OCTO_MOE_INT2_ALL}),
      .bad = "--moe-int2 is auto, on, off or all, not '{value}'"},
 
+    /* llama.cpp's options that octo has no use for: said, never a misleading "did you mean" */
+    {"-ngl", "--n-gpu-layers --gpu-layers -ngld --n-gpu-layers-draft", RUNS_MODEL, .kind = OPT_IGNORE, .min = 1,
+     .bad = "octo runs on the CPU: {arg} is ignored"},
+    {"--mlock", NULL, RUNS_MODEL, .kind = OPT_IGNORE, .min = 0,
+     .bad = "{arg} is ignored: octo maps the file read-only and sizes what it keeps resident to the device's memory"},
+    {"--no-mmap", NULL, RUNS_MODEL, .kind = OPT_IGNORE, .min = 0, .bad = "{arg} is ignored: octo always maps the file read-only"},
+    {"-b", "--batch-size -ub --ubatch-size", RUN | SERVE, .kind = OPT_IGNORE, .min = 1,
+     .bad = "{arg} is ignored: octo sizes its prompt batches itself"},
+    {"-ctk", "--cache-type-k -ctv --cache-type-v", RUN | SERVE, .kind = OPT_IGNORE, .min = 1,
+     .bad = "{arg} is ignored: octo chooses the KV cache's types and tiers by itself (docs/kv-cache.md)"},
+    {"-no-cnv", "--no-conversation", RUN, .kind = OPT_IGNORE, .min = 0, .bad = "{arg} is ignored: octo run converses only with --chat"},
+    {"-fa", "--flash-attn", RUN | BENCH | SERVE, .kind = OPT_REFUSE,
+     .bad = "{arg}: octo's attention always runs as one fused pass on the CPU; drop {arg}"},
+    {"-i", "--interactive -sys --system-prompt", RUN, .kind = OPT_REFUSE,
+     .bad = "{arg}: a conversation is octo run --chat, with -p as its system prompt"},
+
     /* bench */
-    {"-p", NULL, BENCH, NUM(prompt_tokens, 0, 1 << 20), .bad = "-p takes a count >= 0"},
-    {"-n", NULL, BENCH, NUM(gen_tokens, 0, 1 << 20), .bad = "-n takes a count >= 0"},
-    {"-r", NULL, BENCH, NUM(reps, 1, BENCH_MAX_REPS), .bad = "-r takes 1..{max}"},
+    {"-p", "--n-prompt", BENCH, NUM(prompt_tokens, 0, 1 << 20), .bad = "{arg} takes a count of tokens"},
+    {"-n", "--n-gen", BENCH, NUM(gen_tokens, 0, 1 << 20), .bad = "{arg} takes a count of tokens"},
+    {"-r", "--repetitions", BENCH, NUM(reps, 1, BENCH_MAX_REPS), .bad = "{arg} takes 1..{max}"},
     {"--batch", NULL, BENCH, CALL(set_batches, batches)},
     {"--kv-plain", NULL, BENCH | EVAL, FLAG(kv_plain)},
     {"--roofline", NULL, BENCH, FLAG(roofline_only)},
@@ -431,7 +468,7 @@ const cli_option cli_options[] = {
     {"--port", NULL, SERVE, NUM(serve.port, 0, 65535), .bad = SERVE_COUNT},
     {"--api-key", NULL, SERVE, STR(serve.api_key)},
     {"--api-key-file", NULL, SERVE, STR(serve.api_key_file)},
-    {"--parallel", NULL, SERVE, NUM(serve.parallel, 1, OCTO_MAX_SESSIONS), .bad = SERVE_COUNT},
+    {"--parallel", "-np", SERVE, NUM(serve.parallel, 1, OCTO_MAX_SESSIONS), .bad = SERVE_COUNT},
     {"--max-queue", NULL, SERVE, NUM(serve.max_queue, 0, 1 << 16), .bad = SERVE_COUNT},
     {"--max-body", NULL, SERVE, NUM(serve.max_body, 1, 1L << 30), .bad = SERVE_COUNT},
     {"--max-prompt", NULL, SERVE, NUM(serve.max_prompt, 1, 1L << 30), .bad = SERVE_COUNT},
@@ -446,15 +483,46 @@ const size_t cli_option_count = sizeof cli_options / sizeof *cli_options;
 
 /* ---------------------------------------------------------------- the parser */
 
+void cli_each_spelling(const cli_option *o, void (*fn)(const char *spelling, void *user), void *user) {
+    fn(o->name, user);
+    for (const char *p = o->alias; p && *p;) {
+        const size_t n = strcspn(p, " ");
+        char word[64];
+        if (n && n < sizeof word) {
+            memcpy(word, p, n);
+            word[n] = '\0';
+            fn(word, user);
+        }
+        p += n + (p[n] == ' ');
+    }
+}
+
+bool cli_spelled(const cli_option *o, const char *s) {
+    if (!strcmp(s, o->name)) return true;
+    const size_t n = strlen(s);
+    for (const char *p = o->alias; p && *p;) {
+        const size_t w = strcspn(p, " ");
+        if (w == n && !strncmp(p, s, n)) return true;
+        p += w + (p[w] == ' ');
+    }
+    return false;
+}
+
 const cli_option *cli_find(cli_command cmd, const char *arg) {
     const cli_option *found = NULL;
     for (size_t i = 0; i < cli_option_count; i++) {
         const cli_option *o = &cli_options[i];
-        if (!(o->commands & (1u << cmd)) || (strcmp(arg, o->name) && (!o->alias || strcmp(arg, o->alias)))) continue;
+        if (!(o->commands & (1u << cmd)) || !cli_spelled(o, arg)) continue;
         assert(!found && "two rows of one command with one name");
         found = o;
     }
     return found;
+}
+
+bool cli_given(const cli_args *a, cli_command cmd, const char *name) {
+    const cli_option *o = cli_find(cmd, name);
+    const size_t i = o ? (size_t)(o - cli_options) : 0;
+    return o && (a->given[i / 64] >> (i % 64) & 1);
 }
 
 /* A whole number of the field's size (bool, 32 or 64 bits). */
@@ -470,6 +538,13 @@ static void store_int(void *at, size_t size, long v) {
         const int64_t x = v;
         memcpy(at, &x, size);
     }
+}
+
+/* An ignored option's note (its row's bad, {arg} filled in), said once. */
+static void note_option(const cli_option *o, const char *arg) {
+    const char *at = strstr(o->bad, "{arg}");
+    if (!at) note("%s", o->bad);
+    else note("%.*s%s%s", (int)(at - o->bad), o->bad, arg, at + 5); /* the rows name {arg} at most once */
 }
 
 /* The value v of option o (given as arg) into a; 0 or a usage error's exit code. */
@@ -492,16 +567,34 @@ static int set_value(const cli_option *o, const char *arg, const char *v, cli_ar
             if (!strcmp(v, c->word)) return store_int(field(a, o), o->size, c->value), 0;
         return bad_value(o, arg, v);
     case OPT_CALL: return o->set(o, arg, v, a);
-    case OPT_FLAG: break;
+    case OPT_IGNORE: note_option(o, arg); return 0;
+    case OPT_FLAG:
+    case OPT_REFUSE: break;
     }
     assert(!"a flag takes no value");
     return 2;
+}
+
+/* quantize IN OUT TYPE [THREADS], as llama-quantize takes them. */
+static int quantize_word(const char *arg, cli_args *a) {
+    long n;
+    switch (a->words++) {
+    case 0: a->model = arg; return 0;
+    case 1: a->out = arg; return 0;
+    case 2: a->type = arg; return 0;
+    case 3:
+        if (!parse_long(arg, 1, 1024, &n)) return usage_error("quantize: THREADS after the type is a count from 1 to 1024, not '%s'", arg);
+        a->threads = n;
+        return 0;
+    default: return usage_error("quantize takes IN OUT TYPE [THREADS], not also '%s'", arg);
+    }
 }
 
 /* Words that are not options: run's MODEL and PROMPT ("-": stdin), serve's
  * MODEL. -1 when cmd takes no such word (an unknown option). */
 static int positional(cli_command cmd, const char *arg, cli_args *a) {
     if (cmd == CMD_SERVE && arg[0] != '-' && !a->model) return a->model = arg, 0;
+    if (cmd == CMD_QUANTIZE && arg[0] != '-') return quantize_word(arg, a);
     if (cmd != CMD_RUN || (arg[0] == '-' && arg[1])) return -1;
     if (!a->model) a->model = arg;
     else if (!a->prompt && !a->file) *(strcmp(arg, "-") ? &a->prompt : &a->file) = arg;
@@ -509,16 +602,26 @@ static int positional(cli_command cmd, const char *arg, cli_args *a) {
     return 0;
 }
 
+/* One option (row o, given as argv[*i]), its value argv[*i + 1] if it takes
+ * one; 0 or a usage error's exit code. */
+static int take_option(cli_command cmd, const cli_option *o, int argc, char **argv, int *i, cli_args *a) {
+    const char *arg = argv[*i];
+    const size_t row = (size_t)(o - cli_options);
+    assert(row < 64 * sizeof a->given / sizeof *a->given);
+    a->given[row / 64] |= 1ull << (row % 64);
+    if (o->kind == OPT_REFUSE) return bad_value(o, arg, "");
+    if (o->kind == OPT_FLAG) return store_int(field(a, o), o->size, o->min), 0;
+    if (o->kind == OPT_IGNORE && o->min == 0) return note_option(o, arg), 0;
+    if (*i + 1 == argc) return usage_error("%s: %s needs a value", cli_command_name(cmd), arg);
+    return set_value(o, arg, argv[++*i], a);
+}
+
 int cli_parse(cli_command cmd, int argc, char **argv, cli_args *a) {
     for (int i = 0; i < argc; i++) {
-        const char *arg = argv[i];
-        const cli_option *o = cli_find(cmd, arg);
+        const cli_option *o = cli_find(cmd, argv[i]);
         int rc = 0;
-        if (!o) {
-            if ((rc = positional(cmd, arg, a)) < 0) rc = unknown_option(cmd, arg);
-        } else if (o->kind == OPT_FLAG) store_int(field(a, o), o->size, o->min);
-        else if (i + 1 == argc) rc = usage_error("%s: %s needs a value", cli_command_name(cmd), arg);
-        else rc = set_value(o, arg, argv[++i], a);
+        if (o) rc = take_option(cmd, o, argc, argv, &i, a);
+        else if ((rc = positional(cmd, argv[i], a)) < 0) rc = unknown_option(cmd, argv[i]);
         if (rc) return rc;
     }
     return 0;

@@ -91,6 +91,8 @@ typedef struct {
     int mask_only;            /* bench --mask-only: a grammar's mask on -m's vocabulary, no model */
     int print_ids;            /* run --ids */
     int seeded;               /* a --seed was given */
+    int words;                /* quantize: the words that are not options so far (IN OUT TYPE [THREADS]) */
+    uint64_t given[4];        /* the rows given (bit i: cli_options[i]), for cli_given */
     /* what the library and the converters take, filled in place */
     octo_generate_params gp;  /* sampling and speculation (run, bench); eval's prompt compression, lookahead */
     octo_model_options mo;    /* .moe: every command that runs a model; .kv: eval */
@@ -111,6 +113,8 @@ typedef enum {
     OPT_FLOAT,  /* a finite number in lo..hi (a float field) */
     OPT_CHOICE, /* one of the words of choices, its value stored (an int or enum field) */
     OPT_CALL,   /* set() reads it */
+    OPT_IGNORE, /* llama.cpp's, with no meaning here: min values (0 or 1) skipped, bad said once as a note */
+    OPT_REFUSE, /* llama.cpp's, meaning something octo does otherwise: bad is the usage error */
 } cli_kind;
 
 typedef struct {
@@ -121,7 +125,8 @@ typedef struct {
 typedef struct cli_option cli_option;
 struct cli_option {
     const char *name;     /* as `octo help` shows it: "--ctx", "-m" */
-    const char *alias;    /* its other spelling, or NULL: "--threads" for run's -t */
+    const char *alias;    /* its other spellings, space-separated, or NULL: "--threads" for run's -t,
+                             "-c --ctx-size" (llama.cpp's) for --ctx */
     unsigned commands;    /* the commands that take it: the or of 1u << cli_command */
     cli_kind kind;
     size_t at, size;      /* where in cli_args it is kept (offset and size of the field) */
@@ -146,5 +151,11 @@ int cli_parse(cli_command cmd, int argc, char **argv, cli_args *a);
 
 /* The row of cmd's named arg, or NULL. */
 const cli_option *cli_find(cli_command cmd, const char *arg);
+/* Whether s is o's name or one of its aliases. */
+bool cli_spelled(const cli_option *o, const char *s);
+/* Whether cmd's option named name (any spelling) was on the command line. */
+bool cli_given(const cli_args *a, cli_command cmd, const char *name);
+/* Call fn with each spelling of o (its name, then each alias). */
+void cli_each_spelling(const cli_option *o, void (*fn)(const char *spelling, void *user), void *user);
 
 #endif

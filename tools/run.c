@@ -11,6 +11,7 @@
 
 #include "octo.h"
 #include "cli.h"
+#include "notes.h"
 #include "options.h"
 #include "run.h"
 #include "stats.h"
@@ -38,6 +39,8 @@ static void show_prefill(void *user, int done, int total) {
 static void print_stats_json(const octo_stats *s) {
     fputc('{', stderr);
     stats_print_json(stderr, s, STATS_RUN, 1, 99, 0);
+    fputs(", \"notes\": ", stderr); /* what was said once on stderr (notes.h) */
+    notes_print_json(stderr);
     fputs("}\n", stderr);
 }
 
@@ -139,13 +142,15 @@ void print_stats(const octo_stats *s) {
 }
 
 /* A stream that ended short of what was asked is not a success: Ctrl-C
- * exits 130 as a shell expects, a full context 1; each with one line. */
-static int stop_status(octo_stream *st) {
+ * exits 130 as a shell expects, a full context 1 (unless -n -1 asked for
+ * that); each with one line. */
+static int stop_status(octo_stream *st, int until_full) {
     switch (octo_stream_stop_reason(st)) {
     case OCTO_STOP_CANCELLED:
         fail("interrupted");
         return 130;
     case OCTO_STOP_CONTEXT_FULL:
+        if (until_full) return 0;
         return fail("stopped after %d tokens: the context is full (a larger --ctx holds more)",
                     octo_stream_token_count(st));
     default: return 0;
@@ -153,7 +158,7 @@ static int stop_status(octo_stream *st) {
 }
 
 /* Drain a stream to stdout (text, or ids on one line). Returns 0 or 1 after printing the error. */
-int drain(octo_stream *st, int ids, char **reply, size_t *reply_len) {
+int drain(octo_stream *st, int ids, int until_full, char **reply, size_t *reply_len) {
     g_running = st;
     int printed = 0; /* ids printed so far */
     for (const char *piece; (piece = octo_stream_next(st));) {
@@ -184,7 +189,7 @@ int drain(octo_stream *st, int ids, char **reply, size_t *reply_len) {
     }
     fflush(stdout);
     if (octo_stream_status(st) != OCTO_OK) return fail("%s", octo_stream_error(st));
-    return stop_status(st);
+    return stop_status(st, until_full);
 }
 
 /* A prompt from a file, or from stdin for "-"; NULL after printing why not. */
@@ -228,10 +233,32 @@ static int parse_run(int argc, char **argv, cli_args *a) {
     return 0;
 }
 
+/* llama.cpp's -1s, once the context is known: -n -1 runs until the context
+ * is full (a chat's reply, until half of it), --repeat-last-n -1 looks at all of it. */
+static void until_context(octo_model *m, int chat, octo_generate_params *gp) {
+    const int n_ctx = octo_model_info_get(m).n_ctx;
+    if (gp->max_tokens < 0) gp->max_tokens = chat ? n_ctx / 2 : n_ctx;
+    if (gp->repeat_last_n < 0) gp->repeat_last_n = n_ctx < OCTO_MAX_REPEAT_LAST_N ? n_ctx : OCTO_MAX_REPEAT_LAST_N;
+}
+
+/* Options given that cannot take effect, each said once (notes.h). (A
+ * --draft with --spec none still scores long prompts: not one of them.) */
+static void note_unused(const cli_args *r) {
+    static const char *const sampling[] = {"--top-k", "--top-p", "--min-p", "--seed"};
+    if (r->gp.temperature == 0.0f)
+        for (size_t i = 0; i < sizeof sampling / sizeof *sampling; i++)
+            if (cli_given(r, CMD_RUN, sampling[i]))
+                note("%s has no effect at --temp 0: greedy decoding takes the most likely token", sampling[i]);
+    if (r->spec == OCTO_SPEC_NONE)
+        for (const char *const *o = (const char *const[]){"--spec-k", "--spec-tree", "--lookahead", "-td", NULL}; *o; o++)
+            if (cli_given(r, CMD_RUN, *o)) note("%s has no effect with --spec none", *o);
+}
+
 int cmd_run(int argc, char **argv) {
     cli_args r = cli_defaults();
     int rc = parse_run(argc, argv, &r);
     if (rc) return rc;
+    note_unused(&r);
     char *file_prompt = r.file ? read_prompt(r.file) : NULL;
     if (r.file && !file_prompt) return 1;
     const char *prompt = file_prompt ? file_prompt : r.prompt;
@@ -257,6 +284,7 @@ int cmd_run(int argc, char **argv) {
         octo_client_free(c);
         return 1;
     }
+    until_context(m, chat, &gp);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
@@ -267,7 +295,7 @@ int cmd_run(int argc, char **argv) {
         if (!st) rc = fail("%s", octo_model_error(m));
         else {
             started++;
-            rc = drain(st, ids, NULL, NULL);
+            rc = drain(st, ids, r.gp.max_tokens < 0, NULL, NULL);
             octo_stream_free(st);
         }
         if (!ids) putchar('\n');

@@ -10,8 +10,9 @@
 
 /* A stream to stdout (its text, or with ids its token ids on one line), each
  * piece appended to *reply when reply is not NULL; 0, 1 after printing the
- * error, or 130 when Ctrl-C cancelled it. */
-int drain(octo_stream *st, int ids, char **reply, size_t *reply_len);
+ * error, or 130 when Ctrl-C cancelled it; until_full: a full context is
+ * the end asked for (-n -1), not an error. */
+int drain(octo_stream *st, int ids, int until_full, char **reply, size_t *reply_len);
 /* The --stats table (and chat's /stats) on stderr. */
 void print_stats(const octo_stats *s);
 /* --chat: a conversation on stdin with system as its system prompt (or

@@ -52,7 +52,7 @@ const char *stat_text(const stat_row *r, const octo_stats *s) {
 
 /* Text as a JSON string: quotes, backslashes and control characters
  * escaped (the memory watcher's source quotes its PSI trigger). */
-static void print_text(FILE *out, const char *t) {
+void stats_print_text(FILE *out, const char *t) {
     fputc('"', out);
     for (; *t; t++) {
         const unsigned char c = (unsigned char)*t;
@@ -72,7 +72,7 @@ static void print_value(FILE *out, const stat_row *r, const char *fmt, const oct
     case STAT_U64: fprintf(out, "%llu", (unsigned long long)*(const uint64_t *)p); break;
     case STAT_I64: fprintf(out, "%lld", (long long)*(const int64_t *)p); break;
     case STAT_DOUBLE: fprintf(out, fmt ? fmt : "%g", *(const double *)p); break;
-    case STAT_TEXT: print_text(out, (const char *)p); break;
+    case STAT_TEXT: stats_print_text(out, (const char *)p); break;
     }
 }
 

@@ -44,5 +44,7 @@ const char *stat_text(const stat_row *r, const octo_stats *s);
 /* The figures view v shows at positions from..to, in order, as JSON members
  * `"key": value` separated by ", " (one before the first too when sep). */
 void stats_print_json(FILE *out, const octo_stats *s, stats_view v, int from, int to, int sep);
+/* t as a JSON string (quotes, backslashes and control characters escaped). */
+void stats_print_text(FILE *out, const char *t);
 
 #endif

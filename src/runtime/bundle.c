@@ -47,14 +47,30 @@ static plan plan_sessions(const bundle *b, const bundle_options *o, const model 
     return p;
 }
 
+/* A context longer than the model was trained for, said once with what the
+ * file's RoPE scaling does about it. */
+static void warn_past_training(const model *m, const bundle_options *o, int n_ctx) {
+    const model_hparams *hp = &m->hp;
+    if (n_ctx <= hp->n_ctx_train) return;
+    char msg[320], how[200];
+    if (m->rope_long.data) snprintf(how, sizeof how, "its LongRoPE factors stretch the positions (the long set serves past %d)", hp->rope_ctx_orig);
+    else if (hp->rope_yarn) snprintf(how, sizeof how, "its YaRN scaling (factor %.3g) stretches the positions", 1.0 / hp->rope_freq_scale);
+    else if (hp->rope_freq_scale != 1.0f) snprintf(how, sizeof how, "its linear RoPE scaling (factor %.3g) stretches the positions", 1.0 / hp->rope_freq_scale);
+    else snprintf(how, sizeof how, "the file has no RoPE scaling: positions past %d were never seen in training and the text degrades there", hp->n_ctx_train);
+    snprintf(msg, sizeof msg, "context %d tokens is past the model's trained %d; %s", n_ctx, hp->n_ctx_train, how);
+    warn(o, msg);
+}
+
 /* Step 1: the weights, packed when the plan says they fit beside the KV
  * cache's least; the reason says what was done. *n_ctx: the context asked
- * (0: the model's), then the one that fits (plan_fit). */
+ * (0: the model's), then the one that fits (plan_fit, said as a warning). */
 static err_code load_weights(bundle *b, const char *path, const bundle_options *o, int *n_ctx, err_t *err) {
     err_code rc = model_open(path, &b->m, err);
     if (rc) return rc;
     if (!*n_ctx) *n_ctx = b->m->hp.n_ctx_train;
     if ((rc = plan_fit(b->m, &o->kv, &o->dev, n_ctx, b->fit_reason, sizeof b->fit_reason, err))) return rc;
+    warn(o, b->fit_reason);
+    warn_past_training(b->m, o, *n_ctx);
     const uint64_t kv_least = plan_kv_least(b->m, &o->kv, *n_ctx);
     if (!plan_pack_weights(b->m, &o->dev, kv_least, b->weights_reason, sizeof b->weights_reason)) return rc;
     b->weights_packed = true;
@@ -214,6 +230,11 @@ static err_code choose_draft(bundle *b, const char *path, const bundle_options *
         err_code rc = load_draft(b, o->draft_model, true, err);
         snprintf(b->plan.spec_reason, sizeof b->plan.spec_reason, "draft %s (given)%s", o->draft_model,
                  b->draft_not_smaller ? "; not smaller than the model: it scores prompts, it does not speculate" : "");
+        if (!rc && b->draft_not_smaller) {
+            char msg[320];
+            snprintf(msg, sizeof msg, "%.220s: it does not speculate (n-gram drafts instead); it scores prompts only", b->draft_note);
+            warn(o, msg);
+        }
         return rc;
     }
     if (o->auto_draft == BUNDLE_DRAFT_NONE) {
