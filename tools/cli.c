@@ -212,7 +212,13 @@ int tokenize_all(octo_model *m, const char *text, size_t len, int add_special, i
     return 0;
 }
 
+const char *(*cli_resolve_model)(const char *model, char *buf, size_t n);
+
 octo_model *open_model(const model_request *r, octo_client **client) {
+    char resolved[4096];
+    const char *path = cli_resolve_model ? cli_resolve_model(r->path, resolved, sizeof resolved) : r->path;
+    *client = NULL;
+    if (!path) return NULL; /* (it said why) */
     octo_client_options co = octo_client_options_defaults();
     co.cache_dir = r->cache_dir;
     co.device = r->device;
@@ -232,10 +238,10 @@ octo_model *open_model(const model_request *r, octo_client **client) {
     mo.vocab_only = r->vocab_only;
     const int tty = isatty(STDERR_FILENO) && !r->vocab_only; /* a load may take seconds (a self-draft, a big file) */
     if (tty) {
-        fprintf(stderr, "loading %s ...", r->path);
+        fprintf(stderr, "loading %s ...", path);
         fflush(stderr);
     }
-    octo_model *m = octo_load_model(*client, r->path, &mo);
+    octo_model *m = octo_load_model(*client, path, &mo);
     if (tty) fputs("\r\033[K", stderr);
     if (!m) fail("%s", octo_last_error(*client));
     return m;

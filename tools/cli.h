@@ -57,6 +57,11 @@ typedef struct {
     octo_moe_options moe;
 } model_request;
 
+/* A model's name as given (-m) to the file to load: main.c sets it to
+ * pull_model_path (pull.h: a hub reference or URL, from the cache or pulled);
+ * NULL (tests that link this file alone) loads the name as it is. */
+extern const char *(*cli_resolve_model)(const char *model, char *buf, size_t n);
+
 /* A client and the model r asks for, saying "loading" meanwhile when stderr
  * is a terminal; NULL after printing why (*client may then be set: free it). */
 octo_model *open_model(const model_request *r, octo_client **client);

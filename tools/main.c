@@ -8,6 +8,7 @@
  *   octo inspect    -m MODEL [--kv-tokens N]     what a model is and what it costs    inspect.c
  *   octo logits     -m MODEL (--tokens "1 2 3" | --prompt TEXT) --out FILE.f32        logits.c
  *   octo synth      -o FILE [shape and type options]                                  synth.c
+ *   octo pull REF, list, rm REF   models from the hub or a URL into a cache            pull.c
  *   octo bench, eval, upcycle, moe-prep, quantize, plan, deploy, serve: the file of that name
  *   (moe-prep: moe_prep.c)
  *
@@ -24,6 +25,7 @@
 #include "octo.h"
 #include "cli.h"
 #include "help.h"
+#include "pull.h"
 #include "core/tempfiles.h" /* internal: what an interrupted command removes */
 
 #ifndef OCTO_HAVE_SERVE
@@ -56,6 +58,7 @@ static void remove_temporaries_on_interrupt(void) {
 
 int main(int argc, char **argv) {
     remove_temporaries_on_interrupt();
+    cli_resolve_model = pull_model_path; /* -m takes a hub reference or a URL (pull.h) */
     if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))) {
         printf("octo %s\n", octo_version());
         return finish_stdout(0);
@@ -68,6 +71,7 @@ int main(int argc, char **argv) {
     static int (*const run[CMD_COUNT])(int argc, char **argv) = {
         cmd_run,    cmd_tokenize, cmd_detokenize, cmd_inspect,  cmd_bench, cmd_eval,   cmd_logits,
         cmd_synth,  cmd_upcycle,  cmd_moe_prep,   cmd_quantize, cmd_plan,  cmd_deploy, cmd_serve,
+        cmd_pull,   cmd_list,     cmd_rm,
     };
     for (int c = 0; c < CMD_COUNT; c++) {
         if (strcmp(argv[1], cli_command_name((cli_command)c))) continue;

@@ -19,7 +19,7 @@
 
 static const char *const command_names[CMD_COUNT] = {
     "run", "tokenize", "detokenize", "inspect", "bench", "eval", "logits",
-    "synth", "upcycle", "moe-prep", "quantize", "plan", "deploy", "serve",
+    "synth", "upcycle", "moe-prep", "quantize", "plan", "deploy", "serve", "pull", "list", "rm",
 };
 
 const char *cli_command_name(cli_command cmd) { return (unsigned)cmd < CMD_COUNT ? command_names[cmd] : NULL; }
@@ -280,6 +280,9 @@ static int set_devices(const cli_option *o, const char *arg, const char *v, cli_
 #define PLAN (1u << CMD_PLAN)
 #define DEPLOY (1u << CMD_DEPLOY)
 #define SERVE (1u << CMD_SERVE)
+#define PULL (1u << CMD_PULL)
+#define LIST (1u << CMD_LIST)
+#define RM (1u << CMD_RM)
 #define ALL ((1u << CMD_COUNT) - 1)
 #define RUNS_MODEL (RUN | BENCH | EVAL | INSPECT | LOGITS | SERVE) /* the expert cache's options */
 
@@ -298,7 +301,7 @@ static int set_devices(const cli_option *o, const char *arg, const char *v, cli_
 
 const cli_option cli_options[] = {
     /* what to read and where to write */
-    {"-m", "--model", ALL & ~SYNTH, STR(model)},
+    {"-m", "--model -hf --hf-repo", ALL & ~(SYNTH | PULL | LIST | RM), STR(model)},
     {"-p", "--prompt", RUN, STR(prompt)},
     {"-f", "--file", RUN | TOKENIZE | EVAL | UPCYCLE | QUANTIZE | MOE_PREP, STR(file)},
     {"-o", NULL, SYNTH | UPCYCLE | QUANTIZE | DEPLOY, STR(out)},

@@ -38,6 +38,9 @@ typedef enum {
     CMD_PLAN,
     CMD_DEPLOY,
     CMD_SERVE,
+    CMD_PULL,
+    CMD_LIST,
+    CMD_RM,
     CMD_COUNT
 } cli_command;
 

@@ -216,7 +216,10 @@ static int open_slots(server *s, const cli_args *a, octo_client *c) {
     mo.n_ctx = (int)a->n_ctx;
     mo.moe = a->mo.moe;
     mo.max_sessions = (int)a->serve.parallel;
-    if (!(s->m = octo_load_model(c, a->model, &mo))) return fail("%s", octo_last_error(c));
+    char resolved[4096];
+    const char *path = cli_resolve_model ? cli_resolve_model(a->model, resolved, sizeof resolved) : a->model;
+    if (!path) return 1; /* (it said why) */
+    if (!(s->m = octo_load_model(c, path, &mo))) return fail("%s", octo_last_error(c));
     s->n = (int)a->serve.parallel;
     s->sessions = calloc((size_t)s->n, sizeof *s->sessions);
     s->busy = calloc((size_t)s->n, sizeof *s->busy);

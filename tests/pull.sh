@@ -1,0 +1,195 @@
+#!/bin/sh
+# pull.sh — octo pull, list, rm and run REF against tests/pull/hub.py, a loopback stand-in for
+# the Hugging Face hub (its URLs, headers and redirects): each case asserts the bytes that
+# arrived and what the cache holds after. No test reaches the internet.
+# usage: pull.sh OCTO_BINARY SCRATCH_DIR
+octo=$1
+tmp=$2/pull-$$
+src=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$tmp/hub" "$tmp/cache"
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+hub=$tmp/hub
+log=$tmp/hub.log
+python3 "$src/tests/pull/hub.py" "$hub" "$tmp/port" "$log" &
+hub_pid=$!
+trap 'kill $hub_pid 2>/dev/null; rm -rf "$tmp"' EXIT
+for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.05; done
+export OCTO_HF_ENDPOINT="http://127.0.0.1:$(cat "$tmp/port")" OCTO_CACHE="$tmp/cache"
+unset HF_TOKEN
+C=$OCTO_CACHE
+faults() { printf '%s' "$1" >"$hub/.faults"; }
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+served() { grep -c "^GET /cdn/$1 " "$log"; } # how many times the file's bytes were asked for
+
+# the repositories: a model in two types, a projector, a README; a model split in two; big files
+mkdir -p "$hub/test-org/tiny-GGUF/sub" "$hub/test-org/split-GGUF" "$hub/test-org/big-GGUF" "$hub/test-org/gated-GGUF"
+cp "$src/models/stories260K.gguf" "$hub/test-org/tiny-GGUF/tiny-F32.gguf"
+"$octo" quantize "$src/models/stories260K.gguf" "$hub/test-org/tiny-GGUF/tiny-Q8_0.gguf" q8_0 -q >/dev/null
+head -c 1000 /dev/urandom >"$hub/test-org/tiny-GGUF/mmproj-tiny-Q8_0.gguf"
+echo "# tiny" >"$hub/test-org/tiny-GGUF/README.md"
+head -c 3000 /dev/urandom >"$hub/test-org/tiny-GGUF/sub/other-IQ4_XS.gguf"
+head -c 100 /dev/urandom >"$hub/test-org/split-GGUF/s-Q4_0-00001-of-00002.gguf"
+head -c 100 /dev/urandom >"$hub/test-org/split-GGUF/s-Q4_0-00002-of-00002.gguf"
+for b in big1 big2 big3 big4; do head -c 8388608 /dev/urandom >"$hub/test-org/big-GGUF/$b-Q4_0.gguf"; done
+cp "$src/models/stories260K.gguf" "$hub/test-org/gated-GGUF/g-F32.gguf"
+faults '{}'
+
+# 1. ORG/REPO:QUANT: the listing names the file; the bytes and the digest the hub published; the cache's state
+out=$("$octo" pull test-org/tiny-GGUF:q8_0 2>"$tmp/err")
+f="$C/models/hf/test-org/tiny-GGUF/main/tiny-Q8_0.gguf"
+[ "$out" = "$f" ] && cmp -s "$f" "$hub/test-org/tiny-GGUF/tiny-Q8_0.gguf" && ok || bad "pull ORG/REPO:QUANT: '$out' $(cat "$tmp/err")"
+grep -q "as the hub published it" "$tmp/err" && ok || bad "the hub's digest: $(cat "$tmp/err")"
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); assert m["sha256"] == sys.argv[2] and m["sha256_from"] == "hub" and m["size"] == int(sys.argv[3]) and m["ref"] == "test-org/tiny-GGUF:q8_0", m' \
+    "$f.pull.json" "$(sha "$f")" "$(wc -c <"$f")" && ok || bad "the metadata: $(cat "$f.pull.json")"
+[ ! -e "$f.part" ] && [ "$(cat "$C/refs/test-org/tiny-GGUF/main/q8_0")" = "models/hf/test-org/tiny-GGUF/main/tiny-Q8_0.gguf" ] &&
+    ok || bad "the partial file or the alias: $(ls -la "$(dirname "$f")")"
+"$octo" list >"$tmp/list" 2>&1
+grep -q "^test-org/tiny-GGUF:q8_0  .* MiB  sha256 $(sha "$f" | cut -c1-16) (hub)  $f$" "$tmp/list" &&
+    grep -q "^test-org/tiny-GGUF:q8_0 -> $f$" "$tmp/list" && ok || bad "octo list: $(cat "$tmp/list")"
+
+# 2. run takes the reference, from the cache with no request to the hub, and gives the file's text
+n=$(wc -l <"$log")
+"$octo" run test-org/tiny-GGUF:q8_0 -p "Once upon a time" -n 16 --temp 0 >"$tmp/a" 2>/dev/null &&
+    "$octo" run -m "$hub/test-org/tiny-GGUF/tiny-Q8_0.gguf" -p "Once upon a time" -n 16 --temp 0 >"$tmp/b" 2>/dev/null &&
+    cmp -s "$tmp/a" "$tmp/b" && [ -s "$tmp/a" ] && ok || bad "run REF differs from run -m FILE"
+"$octo" run -hf test-org/tiny-GGUF:q8_0 -p "Once upon a time" -n 16 --temp 0 >"$tmp/c" 2>/dev/null && cmp -s "$tmp/a" "$tmp/c" &&
+    ok || bad "run -hf REF"
+[ "$(wc -l <"$log")" -eq "$n" ] && ok || bad "a cached reference asked the hub: $(tail -n +$((n + 1)) "$log")"
+
+# 3. the same file by hf:// is the same cache entry: nothing downloaded again
+out=$("$octo" pull hf://test-org/tiny-GGUF/tiny-Q8_0.gguf 2>"$tmp/err")
+[ "$out" = "$f" ] && [ "$(served test-org/tiny-GGUF/tiny-Q8_0.gguf)" -eq 1 ] && ok || bad "hf:// of a cached file: $out $(cat "$tmp/err")"
+# ... and run pulls a reference it does not have
+"$octo" run hf://test-org/tiny-GGUF/tiny-F32.gguf -p "Once upon a time" -n 16 --temp 0 >"$tmp/a" 2>"$tmp/err" &&
+    "$octo" run -m "$src/models/stories260K.gguf" -p "Once upon a time" -n 16 --temp 0 >"$tmp/b" 2>/dev/null &&
+    cmp -s "$tmp/a" "$tmp/b" && grep -q "^octo: pulled hf://test-org/tiny-GGUF/tiny-F32.gguf" "$tmp/err" && ok ||
+    bad "run of a reference not cached: $(cat "$tmp/err")"
+
+# 4. what the listing cannot answer: no default type, a type it lacks, a split model; the projector never chosen
+"$octo" pull test-org/tiny-GGUF >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "has 3 GGUF files and none is Q4_K_M: name one" "$tmp/err" && ! grep -q mmproj "$tmp/err" && ok ||
+    bad "no default: $(cat "$tmp/err")"
+"$octo" pull test-org/tiny-GGUF:Q5_K_M >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "has no GGUF file named for Q5_K_M; it has: tiny-F32.gguf (1.1 MiB), tiny-Q8_0.gguf (0.4 MiB), sub/other-IQ4_XS.gguf" "$tmp/err" && ok || bad "a missing type: $(cat "$tmp/err")"
+"$octo" pull test-org/tiny-GGUF:IQ4_XS >/dev/null 2>&1 && [ -f "$C/models/hf/test-org/tiny-GGUF/main/sub/other-IQ4_XS.gguf" ] && ok ||
+    bad "a file in a folder of the repository"
+"$octo" pull test-org/split-GGUF:Q4_0 >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "is split into 2 files, which octo does not read" "$tmp/err" && ok || bad "a split model: $(cat "$tmp/err")"
+
+# 5. 404s: a file and a repository that are not there; nothing left in the cache
+"$octo" pull hf://test-org/tiny-GGUF/nope.gguf >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "resolve/main/nope.gguf: not found (HTTP 404)" "$tmp/err" && [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
+    [ ! -e "$C/models/hf/test-org/tiny-GGUF/main/nope.gguf" ] && [ ! -e "$C/models/hf/test-org/tiny-GGUF/main/nope.gguf.part" ] &&
+    ok || bad "a 404: $(cat "$tmp/err")"
+"$octo" pull test-org/none-GGUF:Q8_0 >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "not found (HTTP 404)" "$tmp/err" && [ ! -e "$C/refs/test-org/none-GGUF" ] && ok || bad "no repository: $(cat "$tmp/err")"
+
+# 6. a URL: the digest computed (the server publishes none) and recorded
+url="$OCTO_HF_ENDPOINT/cdn/test-org/tiny-GGUF/tiny-F32.gguf"
+out=$("$octo" pull "$url" 2>"$tmp/err")
+case "$out" in "$C"/models/url/127.0.0.1/*/tiny-F32.gguf) ok ;; *) bad "a URL's place: $out" ;; esac
+cmp -s "$out" "$src/models/stories260K.gguf" && grep -q "computed, the server published none" "$tmp/err" &&
+    grep -q "\"sha256\": \"$(sha "$out")\", \"sha256_from\": \"computed\"" "$out.pull.json" && ok || bad "a URL: $(cat "$tmp/err")"
+
+# 7. a connection cut after 3 MiB: resumed by a range from where it stopped, in the same pull
+faults '{"cut_once": {"test-org/big-GGUF/big1-Q4_0.gguf": 3145728}}'
+"$octo" pull test-org/big-GGUF:Q4_0 >/dev/null 2>"$tmp/err" # four files name Q4_0: which one is not guessed
+[ $? -eq 1 ] && grep -q "4 files name Q4_0; pull one by its path (hf://test-org/big-GGUF/FILE): big1-Q4_0.gguf (8.0 MiB)," "$tmp/err" &&
+    ok || bad "an ambiguous type: $(cat "$tmp/err")"
+"$octo" pull hf://test-org/big-GGUF/big1-Q4_0.gguf >/dev/null 2>"$tmp/err"
+cmp -s "$C/models/hf/test-org/big-GGUF/main/big1-Q4_0.gguf" "$hub/test-org/big-GGUF/big1-Q4_0.gguf" &&
+    grep -q "again from where it stopped (attempt 2 of 6)" "$tmp/err" && grep -q "^GET /cdn/test-org/big-GGUF/big1-Q4_0.gguf bytes=3145728-$" "$log" &&
+    ok || bad "resume after a cut: $(cat "$tmp/err"; grep big1 "$log")"
+
+# 8. a pull interrupted (Ctrl-C) keeps its bytes; the next one asks only for the rest
+faults '{"slow": {"test-org/big-GGUF/big2-Q4_0.gguf": 2000000}}'
+p2="$C/models/hf/test-org/big-GGUF/main/big2-Q4_0.gguf"
+"$octo" pull hf://test-org/big-GGUF/big2-Q4_0.gguf >/dev/null 2>"$tmp/err2" &
+pid=$!
+for _ in $(seq 200); do [ "$(stat -c %s "$p2.part" 2>/dev/null || echo 0)" -gt 1048576 ] && break; sleep 0.05; done
+kill -INT $pid
+wait $pid
+rc=$?
+kept=$(stat -c %s "$p2.part" 2>/dev/null || echo 0)
+[ $rc -eq 130 ] && grep -q "interrupted; the bytes so far are kept" "$tmp/err2" && [ "$kept" -gt 1048576 ] && ok ||
+    bad "Ctrl-C: rc $rc, kept $kept: $(cat "$tmp/err2")"
+faults '{}'
+"$octo" pull hf://test-org/big-GGUF/big2-Q4_0.gguf >/dev/null 2>"$tmp/err"
+cmp -s "$p2" "$hub/test-org/big-GGUF/big2-Q4_0.gguf" && grep -q "; resumed)" "$tmp/err" &&
+    grep -q "^GET /cdn/test-org/big-GGUF/big2-Q4_0.gguf bytes=$kept-$" "$log" && ok || bad "resume after Ctrl-C: $(cat "$tmp/err")"
+
+# 9. a wrong digest: an error, and nothing kept
+faults '{"bad_sha": ["test-org/big-GGUF/big3-Q4_0.gguf"]}'
+"$octo" pull hf://test-org/big-GGUF/big3-Q4_0.gguf >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "checksum mismatch: the hub published sha256 0000000000000000000000000000000000000000000000000000000000000000, the bytes that arrived hash to $(sha "$hub/test-org/big-GGUF/big3-Q4_0.gguf"); removed" "$tmp/err" &&
+    [ -z "$(ls "$C/models/hf/test-org/big-GGUF/main/" | grep big3 | grep -v lock)" ] && ok || bad "a wrong digest: $(cat "$tmp/err")"
+
+# 10. two pulls of one file at once: one download, both succeed, the second waits for the first
+faults '{"slow": {"test-org/big-GGUF/big4-Q4_0.gguf": 4000000}}'
+"$octo" pull hf://test-org/big-GGUF/big4-Q4_0.gguf >"$tmp/o1" 2>"$tmp/e1" &
+p1=$!
+sleep 0.3
+"$octo" pull hf://test-org/big-GGUF/big4-Q4_0.gguf >"$tmp/o2" 2>"$tmp/e2"
+r2=$?
+wait $p1
+r1=$?
+[ $r1 -eq 0 ] && [ $r2 -eq 0 ] && [ "$(served test-org/big-GGUF/big4-Q4_0.gguf)" -eq 1 ] && cmp -s "$tmp/o1" "$tmp/o2" &&
+    cmp -s "$(cat "$tmp/o1")" "$hub/test-org/big-GGUF/big4-Q4_0.gguf" && grep -q "another octo is pulling .*: waiting for it" "$tmp/e2" &&
+    ok || bad "two pulls at once: $r1 $r2, served $(served test-org/big-GGUF/big4-Q4_0.gguf): $(cat "$tmp/e1" "$tmp/e2")"
+faults '{}'
+
+# 11. a full disk: refused before a byte when the size is known; a write that fails removes the partial file
+if unshare -rm true 2>/dev/null; then
+    small=$tmp/small
+    mkdir -p "$small"
+    unshare -rm sh -c "mount -t tmpfs -o size=1m none '$small' && OCTO_CACHE='$small' '$octo' pull test-org/tiny-GGUF:F32" \
+        >/dev/null 2>"$tmp/err"
+    [ $? -eq 1 ] && grep -q "tiny-F32.gguf needs 1.1 MiB more and .* has 1.0 MiB free" "$tmp/err" && ok || bad "no room: $(cat "$tmp/err")"
+    unshare -rm sh -c "mount -t tmpfs -o size=1m none '$small' && OCTO_CACHE='$small' '$octo' pull hf://test-org/big-GGUF/big3-Q4_0.gguf; echo rc=\$?; find '$small' -name '*.part'" \
+        >"$tmp/out" 2>"$tmp/err" # the size from the hub's X-Linked-Size header
+    grep -q "^rc=1$" "$tmp/out" && ! grep -q "\.part" "$tmp/out" && grep -q "big3-Q4_0.gguf.part needs 8.0 MiB more and its folder has 1.0 MiB free" "$tmp/err" &&
+        ok || bad "no room by the header: $(cat "$tmp/out" "$tmp/err")"
+    [ "$(served test-org/big-GGUF/big3-Q4_0.gguf)" -eq 1 ] && ok || bad "no room: the bytes were asked for" # (once, by case 9)
+    faults '{"no_length": ["test-org/big-GGUF/big3-Q4_0.gguf"]}'
+    unshare -rm sh -c "mount -t tmpfs -o size=1m none '$small' && OCTO_CACHE='$small' '$octo' pull '$OCTO_HF_ENDPOINT/cdn/test-org/big-GGUF/big3-Q4_0.gguf'; echo rc=\$?; find '$small' -name '*.part'" \
+        >"$tmp/out" 2>"$tmp/err"
+    grep -q "^rc=1$" "$tmp/out" && ! grep -q "\.part" "$tmp/out" && grep -q "No space left on device; the partial file was removed" "$tmp/err" &&
+        ok || bad "a full disk: $(cat "$tmp/out" "$tmp/err")"
+    faults '{}'
+else
+    echo "pull.sh: unshare -rm refused here: the full-disk cases are skipped" >&2
+fi
+
+# 12. a gated repository: HTTP 401 says how to get in; with the token it pulls
+"$octo" pull test-org/gated-GGUF:F32 >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "HTTP 401: the repository is gated or private (set HF_TOKEN" "$tmp/err" && ok || bad "gated: $(cat "$tmp/err")"
+HF_TOKEN=secret "$octo" pull test-org/gated-GGUF:F32 >/dev/null 2>"$tmp/err" && ok || bad "gated with a token: $(cat "$tmp/err")"
+
+# 13. rm: the file, what lies beside it and the references that chose it; list no longer shows it
+"$octo" rm test-org/tiny-GGUF:q8_0 >"$tmp/out" 2>&1 && [ ! -e "$f" ] && [ ! -e "$f.pull.json" ] && [ ! -e "$f.lock" ] &&
+    [ ! -e "$C/refs/test-org/tiny-GGUF/main/q8_0" ] && ok || bad "rm: $(cat "$tmp/out")"
+"$octo" list 2>&1 | grep -q "tiny-Q8_0" && bad "list after rm" || ok
+"$octo" rm test-org/tiny-GGUF:q8_0 >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "is not in the cache ('octo list' shows what is)" "$tmp/err" && ok || bad "rm twice: $(cat "$tmp/err")"
+
+# 14. on a terminal, a progress bar (script(1) gives the pull a pseudo-terminal)
+if command -v script >/dev/null 2>&1; then
+    faults '{"slow": {"test-org/big-GGUF/big1-Q4_0.gguf": 16000000}}'
+    OCTO_CACHE=$tmp/cache-tty script -qec "'$octo' pull hf://test-org/big-GGUF/big1-Q4_0.gguf" /dev/null >"$tmp/tty" 2>&1
+    grep -q "pulling big1-Q4_0.gguf  *[1-9][0-9]*%  [0-9.]* / 8.0 MiB  [0-9.]* MiB/s" "$tmp/tty" && ok || bad "no progress bar on a terminal: $(head -c 300 "$tmp/tty")"
+    faults '{}'
+fi
+
+# 15. references that are not: usage errors, nothing asked of the hub
+n=$(wc -l <"$log")
+for r in "../x" "hf://test-org/tiny-GGUF/../x.gguf" "test-org/tiny GGUF:Q8_0" "hf://a" "test-org/tiny-GGUF:Q8_0:x" "https://"; do
+    "$octo" pull "$r" >/dev/null 2>&1
+    [ $? -eq 2 ] && ok || bad "a bad reference '$r' was not a usage error"
+done
+[ "$(wc -l <"$log")" -eq "$n" ] && ok || bad "a bad reference reached the hub"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,160 @@
+/*
+ * pull — `octo pull`, `octo list`, `octo rm` and the references run and
+ * serve take (pull.h). ORG/REPO:QUANT is resolved with the hub's listing of
+ * the repository (GET /api/models/ORG/REPO/tree/REV): its GGUF files (a
+ * projector, "mmproj", is not a model), the one whose name carries QUANT as
+ * a word (any case), or with no QUANT the only one, else the Q4_K_M one.
+ * The listing's LFS digest and size are what the download is checked
+ * against; the choice is recorded so that the reference runs offline after.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "pull.h"
+#include "core/json.h" /* internal: the hub's listing */
+
+#define DEFAULT_QUANT "Q4_K_M" /* llama.cpp's -hf default too */
+
+/* The listing's GGUF files (not projectors) into *files; 0, or 1 after printing why. */
+static int hub_ggufs(const pull_ref *r, pull_known **files, int *n) {
+    char url[1024], why[1200], *body = NULL;
+    size_t len = 0;
+    snprintf(url, sizeof url, "%s/api/models/%s/%s/tree/%s?recursive=true", pull_endpoint(), r->org, r->repo, r->rev);
+    if (http_get_text(url, &body, &len, why, sizeof why)) return fail("%s/%s: %s", r->org, r->repo, why);
+    json_value *v = NULL;
+    err_t err = {0};
+    const int bad = json_parse(body, len, &v, &err) || v->kind != JSON_ARRAY;
+    free(body);
+    if (bad) return json_free(v), fail("%s/%s: the hub's listing is not a JSON array (%s)", r->org, r->repo, err.msg);
+    *files = calloc((size_t)v->n + 1, sizeof **files);
+    *n = 0;
+    for (int i = 0; *files && i < v->n; i++) {
+        const json_value *e = &v->items[i], *lfs = json_get(e, "lfs"), *size = json_get(lfs ? lfs : e, "size");
+        const char *type = json_get_str(e, "type"), *path = json_get_str(e, "path"), *oid = lfs ? json_get_str(lfs, "oid") : NULL;
+        const size_t pl = path ? strlen(path) : 0;
+        if (!type || strcmp(type, "file") || pl < 6 || pl >= 1024 || strcasecmp(path + pl - 5, ".gguf") || strstr(path, "mmproj"))
+            continue;
+        pull_known *k = &(*files)[(*n)++];
+        snprintf(k->path, sizeof k->path, "%s", path);
+        k->size = size && size->kind == JSON_NUMBER && size->number > 0 ? (uint64_t)size->number : 0;
+        if (oid && strlen(oid) == 64) snprintf(k->sha256, sizeof k->sha256, "%s", oid);
+    }
+    json_free(v);
+    return *files ? 0 : fail("out of memory");
+}
+
+/* Whether the file's name (after its last '/') carries quant as a word: Q4_K_M in model-Q4_K_M.gguf, not in model-IQ4_K_M. */
+static bool names_quant(const char *path, const char *quant) {
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const size_t q = strlen(quant);
+    for (const char *p = base; *p; p++) {
+        if (strncasecmp(p, quant, q)) continue;
+        const bool left = p == base || !isalnum((unsigned char)p[-1]), right = !isalnum((unsigned char)p[q]);
+        if (left && right) return true;
+    }
+    return false;
+}
+
+/* "a.gguf (1.2 MiB), b.gguf (...)" of the files, for a message. */
+static void file_names(const pull_known *f, int n, char *out, size_t len) {
+    size_t k = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n && k + 1 < len; i++) {
+        const int w = snprintf(out + k, len - k, "%s%s (%.1f MiB)", i ? ", " : "", f[i].path, f[i].size / 1048576.0);
+        if (w < 0) break;
+        k += (size_t)w;
+    }
+}
+
+/* The one file r names among the listing's; 0, or 1 after printing why. */
+static int choose(const pull_ref *r, const pull_known *f, int n, pull_known *out) {
+    char names[2048];
+    file_names(f, n, names, sizeof names);
+    if (!n) return fail("%s/%s has no GGUF file", r->org, r->repo);
+    if (!r->quant[0] && n == 1) return *out = f[0], 0;
+    const char *q = r->quant[0] ? r->quant : DEFAULT_QUANT;
+    int hits = 0, split = 0;
+    for (int i = 0; i < n; i++) {
+        if (!names_quant(f[i].path, q)) continue;
+        if (!hits++) *out = f[i];
+        split += strstr(f[i].path, "-of-") != NULL;
+    }
+    if (hits == 1) return 0;
+    if (hits && split == hits)
+        return fail("%s/%s:%s is split into %d files, which octo does not read: merge them into one (llama-gguf-split --merge)",
+                    r->org, r->repo, q, hits);
+    if (hits) return fail("%s/%s: %d files name %s; pull one by its path (hf://%s/%s/FILE): %s", r->org, r->repo, hits, q,
+                          r->org, r->repo, names);
+    if (r->quant[0]) return fail("%s/%s has no GGUF file named for %s; it has: %s", r->org, r->repo, q, names);
+    return fail("%s/%s has %d GGUF files and none is %s: name one (%s/%s:QUANT): %s", r->org, r->repo, n, q, r->org,
+                r->repo, names);
+}
+
+/* ORG/REPO[:QUANT]: the file the listing names, fetched, and the choice recorded. */
+static int pull_repo(const char *root, const pull_ref *r, const char *shown, char *out, size_t n) {
+    pull_known *files = NULL, pick;
+    int nf = 0;
+    if (hub_ggufs(r, &files, &nf)) return 1;
+    const int bad = choose(r, files, nf, &pick);
+    free(files);
+    if (bad) return 1;
+    pull_ref fr = *r;
+    fr.kind = PULL_HF_FILE;
+    snprintf(fr.path, sizeof fr.path, "%s", pick.path);
+    const int rc = pull_cache_fetch(root, &fr, shown, &pick, out, n);
+    return rc ? rc : pull_cache_alias(root, r, out);
+}
+
+/* One reference into the cache (or found there); its file in out; 0, 1, 2 (a bad reference) or 130. */
+static int pull_one(const char *root, const char *text, char *out, size_t n) {
+    pull_ref r;
+    char why[600];
+    if (pull_ref_parse(text, &r, why, sizeof why)) return usage_error("%s", why);
+    if (r.kind == PULL_HF_REPO) return pull_cache_alias_target(root, &r, out, n) ? 0 : pull_repo(root, &r, text, out, n);
+    return pull_cache_fetch(root, &r, text, NULL, out, n);
+}
+
+int cmd_pull(int argc, char **argv) {
+    char root[4096], why[256], path[4096];
+    if (!argc) return usage_error("pull needs a reference: hf://ORG/REPO/FILE.gguf, ORG/REPO:QUANT or a URL");
+    if (pull_cache_root(root, sizeof root, why, sizeof why)) return fail("%s", why);
+    for (int i = 0; i < argc; i++) {
+        if (argv[i][0] == '-') return usage_error("pull: unknown option '%s'", argv[i]);
+        const int rc = pull_one(root, argv[i], path, sizeof path);
+        if (rc) return rc;
+        puts(path); /* one line per reference, the file's path: for scripts */
+    }
+    return 0;
+}
+
+int cmd_list(int argc, char **argv) {
+    char root[4096], why[256];
+    if (argc) return usage_error("list takes no %s", argv[0][0] == '-' ? "option" : "word");
+    if (pull_cache_root(root, sizeof root, why, sizeof why)) return fail("%s", why);
+    if (!pull_cache_list(root)) fprintf(stderr, "octo: nothing pulled yet (the cache is %s)\n", root);
+    return 0;
+}
+
+int cmd_rm(int argc, char **argv) {
+    char root[4096], why[600], path[4096];
+    if (argc != 1 || argv[0][0] == '-') return usage_error("rm takes one reference ('octo list' shows them)");
+    if (pull_cache_root(root, sizeof root, why, sizeof why)) return fail("%s", why);
+    pull_ref r;
+    if (pull_ref_parse(argv[0], &r, why, sizeof why)) return usage_error("%s", why);
+    if (r.kind == PULL_HF_REPO ? !pull_cache_alias_target(root, &r, path, sizeof path)
+                               : pull_file_path(root, &r, path, sizeof path) != 0)
+        return fail("%s is not in the cache ('octo list' shows what is)", argv[0]);
+    return pull_cache_remove(root, path, argv[0]);
+}
+
+const char *pull_model_path(const char *model, char *buf, size_t n) {
+    char root[4096], why[256];
+    if (access(model, F_OK) == 0 || !pull_ref_like(model)) return model; /* a file, a folder, or the loader's error */
+    if (pull_cache_root(root, sizeof root, why, sizeof why)) return fail("%s", why), NULL;
+    return pull_one(root, model, buf, n) ? NULL : buf;
+}

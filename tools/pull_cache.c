@@ -1,0 +1,288 @@
+/*
+ * pull_cache — the cache's files (pull.h). A pull writes FILE.part beside
+ * FILE under an exclusive lock on FILE.lock (a second pull of the same file
+ * waits, then finds it there), checks the size and the SHA-256 the hub
+ * published, then fsyncs and renames FILE.part to FILE and writes
+ * FILE.pull.json: the reference, the URL, the size, the digest and where it
+ * came from. A failed write (a full disk) or a wrong digest removes the
+ * partial file; a dropped connection or Ctrl-C keeps it for the next pull.
+ */
+#define _XOPEN_SOURCE 700 /* nftw (with _DEFAULT_SOURCE from CMake: flock) */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "pull.h"
+#include "stats.h"
+#include "core/json.h"   /* internal: reading FILE.pull.json back */
+#include "core/sha256.h" /* internal: the digest of what arrived */
+
+#define META_SUFFIX ".pull.json"
+
+/* Every folder above path, made as needed; 0, or 1 after printing why. */
+static int make_parents(const char *path) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return fail("cannot make %s: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    return 0;
+}
+
+/* fsync of the folder holding path, so that a rename in it lasts a crash. */
+static void sync_parent(const char *path) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    const int fd = open(dirname(buf), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) fsync(fd), close(fd);
+}
+
+/* text written to path through a temporary name and a rename. */
+static int write_atomic(const char *path, const char *text) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return fail("cannot write %s: %s", tmp, strerror(errno));
+    const int bad = fputs(text, f) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0;
+    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+        const int e = errno;
+        remove(tmp);
+        return fail("cannot write %s: %s", path, strerror(e));
+    }
+    sync_parent(path);
+    return 0;
+}
+
+static int write_meta(const char *path, const char *shown, const char *url, uint64_t size, const char *sha,
+                      const char *from) {
+    char *text = NULL, mp[4200], when[32];
+    size_t len = 0;
+    const time_t t = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+    FILE *m = open_memstream(&text, &len);
+    if (!m) return fail("out of memory");
+    fputs("{\"ref\": ", m), stats_print_text(m, shown);
+    fputs(", \"url\": ", m), stats_print_text(m, url);
+    fprintf(m, ", \"size\": %llu, \"sha256\": \"%s\", \"sha256_from\": \"%s\", \"pulled\": \"%s\"}\n",
+            (unsigned long long)size, sha, from, when);
+    fclose(m);
+    snprintf(mp, sizeof mp, "%s" META_SUFFIX, path);
+    const int rc = text ? write_atomic(mp, text) : fail("out of memory");
+    free(text);
+    return rc;
+}
+
+/* An exclusive lock on path.lock (waiting, and saying so, while another pull holds it); the fd or -1. */
+static int lock_file(const char *path, const char *label) {
+    char lp[4200];
+    snprintf(lp, sizeof lp, "%s.lock", path);
+    const int fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) return fail("cannot open %s: %s", lp, strerror(errno)), -1;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+    fprintf(stderr, "octo: another octo is pulling %s: waiting for it\n", label);
+    if (flock(fd, LOCK_EX) == 0) return fd;
+    fail("cannot lock %s: %s", lp, strerror(errno));
+    close(fd);
+    return -1;
+}
+
+static bool is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Room for need more bytes in path's folder; 0, or 1 after printing why. */
+static int check_room(const char *path, uint64_t need) {
+    char buf[4096];
+    struct statvfs v;
+    snprintf(buf, sizeof buf, "%s", path);
+    if (!need || statvfs(dirname(buf), &v) != 0) return 0;
+    const uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
+    if (avail >= need) return 0;
+    snprintf(buf, sizeof buf, "%s", path);
+    return fail("%s needs %.1f MiB more and %s has %.1f MiB free", path, need / 1048576.0, dirname(buf), avail / 1048576.0);
+}
+
+/* The partial file's size and digest against what the server published: 0, or 1 after removing it and saying why. */
+static int check_part(const char *part, uint64_t size, const char *sha, char hex[65]) {
+    struct stat st;
+    err_t err = {0};
+    if (stat(part, &st) != 0) return fail("%s: %s", part, strerror(errno));
+    if (size && (uint64_t)st.st_size != size) {
+        remove(part);
+        return fail("%s: %llu bytes arrived where the server said %llu; removed", part, (unsigned long long)st.st_size,
+                    (unsigned long long)size);
+    }
+    if (sha256_file(part, hex, &err)) return fail("%s", err.msg);
+    if (sha[0] && strcmp(sha, hex)) {
+        remove(part);
+        return fail("%s: checksum mismatch: the hub published sha256 %s, the bytes that arrived hash to %s; removed",
+                    part, sha, hex);
+    }
+    return 0;
+}
+
+/* Download onto path.part and move it into place; 0, 1 or 130 (after printing why). */
+static int fetch(const pull_ref *r, const char *shown, const pull_known *k, const char *path) {
+    char url[4096], part[4200], why[1024], hex[65];
+    http_found f;
+    if (pull_file_url(r, url, sizeof url)) return fail("%s: the reference is too long", shown);
+    snprintf(part, sizeof part, "%s.part", path);
+    struct stat st;
+    const uint64_t have = stat(part, &st) == 0 ? (uint64_t)st.st_size : 0;
+    if (k && k->size > have && check_room(path, k->size - have)) return 1;
+    const char *label = strrchr(path, '/') + 1;
+    const http_job j = {.url = url, .part = part, .label = label, .size = k ? k->size : 0, .progress = isatty(STDERR_FILENO)};
+    const int rc = http_download(&j, &f, why, sizeof why);
+    if (rc == 1 && (f.write_errno || (stat(part, &st) == 0 && st.st_size == 0))) remove(part); /* a full disk; nothing came */
+    if (rc) {
+        fail("%s: %s%s", shown, why, rc == 1 && f.write_errno ? "; the partial file was removed" : "");
+        return rc;
+    }
+    const char *sha = k && k->sha256[0] ? k->sha256 : f.sha256;
+    if (check_part(part, k && k->size ? k->size : f.size, sha, hex)) return 1;
+    const int fd = open(part, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) fsync(fd), close(fd);
+    if (rename(part, path) != 0) return fail("cannot move %s into place: %s", part, strerror(errno));
+    sync_parent(path);
+    if (stat(path, &st) != 0) return fail("%s: %s", path, strerror(errno));
+    if (write_meta(path, shown, url, (uint64_t)st.st_size, hex, sha[0] ? "hub" : "computed")) return 1;
+    fprintf(stderr, "octo: pulled %s (%.1f MiB, sha256 %.16s...: %s%s)\n", shown, st.st_size / 1048576.0, hex,
+            sha[0] ? "as the hub published it" : "computed, the server published none", f.resumed_from ? "; resumed" : "");
+    return 0;
+}
+
+int pull_cache_fetch(const char *root, const pull_ref *r, const char *shown, const pull_known *k, char *out, size_t n) {
+    if (pull_file_path(root, r, out, n)) return fail("%s: the reference is too long for a path", shown);
+    char meta[4200];
+    snprintf(meta, sizeof meta, "%s" META_SUFFIX, out);
+    if (is_file(out) && is_file(meta)) return 0;
+    if (make_parents(out)) return 1;
+    const int lock = lock_file(out, shown);
+    if (lock < 0) return 1;
+    const int rc = is_file(out) && is_file(meta) ? 0 : fetch(r, shown, k, out); /* the pull waited on may have done it */
+    close(lock);
+    return rc;
+}
+
+int pull_cache_alias(const char *root, const pull_ref *r, const char *path) {
+    char ap[4096], text[4200];
+    if (pull_alias_path(root, r, ap, sizeof ap)) return fail("the reference is too long for a path");
+    snprintf(text, sizeof text, "%s\n", path + strlen(root) + 1); /* relative: the cache may move with OCTO_CACHE */
+    return make_parents(ap) || write_atomic(ap, text);
+}
+
+/* The file an alias file names (absolute, under root), into out; false when unreadable. */
+static bool alias_file(const char *root, const char *alias, char *out, size_t n) {
+    char line[4096] = "";
+    FILE *f = fopen(alias, "r");
+    if (!f) return false;
+    const bool got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    line[strcspn(line, "\n")] = '\0';
+    return got && line[0] && !strstr(line, "..") && snprintf(out, n, "%s/%s", root, line) < (int)n;
+}
+
+bool pull_cache_alias_target(const char *root, const pull_ref *r, char *out, size_t n) {
+    char ap[4096];
+    return !pull_alias_path(root, r, ap, sizeof ap) && alias_file(root, ap, out, n) && is_file(out);
+}
+
+/* ---------------------------------------------------------------- list and rm (nftw gives no user pointer) */
+
+static struct {
+    const char *root;
+    const char *target; /* rm: the file whose aliases go */
+    int count;
+} walk;
+
+/* An alias file's reference, from its place under root/refs: ORG/REPO[@REV][:QUANT]. */
+static void alias_name(const char *path, char *out, size_t n) {
+    char org[97] = "", repo[97] = "", rev[65] = "", quant[65] = "";
+    const char *rel = path + strlen(walk.root) + strlen("/refs/");
+    sscanf(rel, "%96[^/]/%96[^/]/%64[^/]/%64s", org, repo, rev, quant);
+    const bool main_rev = !strcmp(rev, "main"), def = !strcmp(quant, "_default");
+    snprintf(out, n, "%s/%s%s%s%s%s", org, repo, main_rev ? "" : "@", main_rev ? "" : rev, def ? "" : ":", def ? "" : quant);
+}
+
+static int list_alias(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+    (void)st, (void)ftw;
+    char name[300], target[4096];
+    if (type != FTW_F || !alias_file(walk.root, path, target, sizeof target)) return 0;
+    alias_name(path, name, sizeof name);
+    printf("%s -> %s%s\n", name, target, is_file(target) ? "" : " (gone)");
+    return 0;
+}
+
+static int list_file(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+    (void)st, (void)ftw;
+    const size_t len = strlen(path), sl = strlen(META_SUFFIX);
+    if (type != FTW_F || len <= sl || strcmp(path + len - sl, META_SUFFIX)) return 0;
+    char *text = NULL, file[4096];
+    size_t tl;
+    json_value *v = NULL;
+    err_t err = {0};
+    if (read_text_file(path, &text, &tl) || json_parse(text, tl, &v, &err) || !v) {
+        free(text);
+        return 0; /* (read_text_file said why) */
+    }
+    const json_value *size = json_get(v, "size");
+    const char *ref = json_get_str(v, "ref"), *sha = json_get_str(v, "sha256"), *from = json_get_str(v, "sha256_from");
+    snprintf(file, sizeof file, "%.*s", (int)(len - sl), path);
+    printf("%s  %.1f MiB  sha256 %.16s (%s)  %s\n", ref ? ref : "?", size ? size->number / 1048576.0 : 0.0,
+           sha ? sha : "?", from ? from : "?", file);
+    walk.count++;
+    json_free(v);
+    free(text);
+    return 0;
+}
+
+int pull_cache_list(const char *root) {
+    char dir[4096];
+    walk.root = root;
+    walk.count = 0;
+    snprintf(dir, sizeof dir, "%s/models", root);
+    if (access(dir, F_OK) == 0) nftw(dir, list_file, 16, FTW_PHYS);
+    snprintf(dir, sizeof dir, "%s/refs", root);
+    if (access(dir, F_OK) == 0) nftw(dir, list_alias, 16, FTW_PHYS);
+    return walk.count;
+}
+
+static int drop_alias(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+    (void)st, (void)ftw;
+    char target[4096];
+    if (type == FTW_F && alias_file(walk.root, path, target, sizeof target) && !strcmp(target, walk.target)) remove(path);
+    return 0;
+}
+
+int pull_cache_remove(const char *root, const char *path, const char *shown) {
+    struct stat st;
+    char side[4200], dir[4096];
+    const bool there = stat(path, &st) == 0;
+    if (!there) return fail("%s is not in the cache ('octo list' shows what is)", shown);
+    if (remove(path) != 0) return fail("cannot remove %s: %s", path, strerror(errno));
+    static const char *const beside[] = {META_SUFFIX, ".part", ".lock"};
+    for (size_t i = 0; i < sizeof beside / sizeof *beside; i++) {
+        snprintf(side, sizeof side, "%s%s", path, beside[i]);
+        remove(side);
+    }
+    walk.root = root;
+    walk.target = path;
+    snprintf(dir, sizeof dir, "%s/refs", root);
+    if (access(dir, F_OK) == 0) nftw(dir, drop_alias, 16, FTW_PHYS);
+    printf("removed %s: %s (%.1f MiB)\n", shown, path, st.st_size / 1048576.0);
+    return 0;
+}
