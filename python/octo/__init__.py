@@ -13,7 +13,8 @@ with every field of octo_stats / octo_model_info. Errors raise OctoError with oc
 status; a bad argument is one too (status 1, invalid argument), whether the library or the binding
 finds it: an integer outside its C type's range (ctypes would wrap it), a float that is not finite,
 a string with a NUL byte (C would end it there). An unknown name (kv_policy, spec) is a ValueError.
-The library is ctypes over libocto.so (OCTO_LIBRARY names it; else the loader's path), checked at
+The library is ctypes over libocto.so (OCTO_LIBRARY names it; else the copy the wheel carries; else
+the loader's path), checked at
 import against this package's version and struct layout.
 """
 import ctypes

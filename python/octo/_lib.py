@@ -180,11 +180,13 @@ class LibraryError(ImportError):
 
 
 def _candidates():
+    """$OCTO_LIBRARY; else the copy the wheel carries beside this file; else the loader's path."""
     env = os.environ.get("OCTO_LIBRARY")
     if env:
         return [env]
+    bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libocto.so.0")
     found = ctypes.util.find_library("octo")
-    return ["libocto.so.0"] + ([found] if found else [])
+    return ([bundled] if os.path.isfile(bundled) else []) + ["libocto.so.0"] + ([found] if found else [])
 
 
 def load():
