@@ -14,8 +14,7 @@ status; a bad argument is one too (status 1, invalid argument), whether the libr
 finds it: an integer outside its C type's range (ctypes would wrap it), a float that is not finite,
 a string with a NUL byte (C would end it there). An unknown name (kv_policy, spec) is a ValueError.
 The library is ctypes over libocto.so (OCTO_LIBRARY names it; else the copy the wheel carries; else
-the loader's path), checked at
-import against this package's version and struct layout.
+the loader's path), checked at import against this package's version and struct layout.
 """
 import ctypes
 import dataclasses
