@@ -3,7 +3,7 @@
 # the Hugging Face hub (its URLs, headers and redirects): each case asserts the bytes that
 # arrived and what the cache holds after. No test reaches the internet.
 # usage: pull.sh OCTO_BINARY SCRATCH_DIR
-octo=$1
+octo=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 tmp=$2/pull-$$
 src=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$tmp/hub" "$tmp/cache"
@@ -81,11 +81,23 @@ out=$("$octo" pull hf://test-org/tiny-GGUF/tiny-Q8_0.gguf 2>"$tmp/err")
 
 # 5. 404s: a file and a repository that are not there; nothing left in the cache
 "$octo" pull hf://test-org/tiny-GGUF/nope.gguf >/dev/null 2>"$tmp/err"
-[ $? -eq 1 ] && grep -q "resolve/main/nope.gguf: not found (HTTP 404)" "$tmp/err" && [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
+[ $? -eq 1 ] && grep -q "resolve/main/nope.gguf: HTTP 404: no such file in the repository" "$tmp/err" && [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
     [ ! -e "$C/models/hf/test-org/tiny-GGUF/main/nope.gguf" ] && [ ! -e "$C/models/hf/test-org/tiny-GGUF/main/nope.gguf.part" ] &&
     ok || bad "a 404: $(cat "$tmp/err")"
 "$octo" pull test-org/none-GGUF:Q8_0 >/dev/null 2>"$tmp/err"
-[ $? -eq 1 ] && grep -q "not found (HTTP 404)" "$tmp/err" && [ ! -e "$C/refs/test-org/none-GGUF" ] && ok || bad "no repository: $(cat "$tmp/err")"
+[ $? -eq 1 ] && grep -q "tree/main?recursive=true: HTTP 404: no such repository on the hub (or a private one: set HF_TOKEN)" "$tmp/err" &&
+    [ ! -e "$C/refs/test-org/none-GGUF" ] && ok || bad "no repository: $(cat "$tmp/err")"
+# a listing that names a path outside the repository: refused, nothing written anywhere
+faults '{"extra": {"test-org/tiny-GGUF": ["../../../../escape-Q2_K.gguf"]}}'
+"$octo" pull test-org/tiny-GGUF:Q2_K >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "the hub's listing names a bad path '../../../../escape-Q2_K.gguf'" "$tmp/err" &&
+    [ -z "$(find "$tmp" -name 'escape*')" ] && ok || bad "a hostile listing: $(cat "$tmp/err")"
+faults '{}'
+# a mistyped local path (its first part a folder here) is the loader's error, never a request
+n=$(wc -l <"$log")
+mkdir -p "$tmp/local"
+(cd "$tmp" && "$octo" run local/model -p hi >/dev/null 2>"$tmp/err")
+[ $? -eq 1 ] && grep -q "local/model: no such file" "$tmp/err" && [ "$(wc -l <"$log")" -eq "$n" ] && ok || bad "a mistyped path: $(cat "$tmp/err")"
 
 # 6. a URL: the digest computed (the server publishes none) and recorded
 url="$OCTO_HF_ENDPOINT/cdn/test-org/tiny-GGUF/tiny-F32.gguf"
@@ -120,6 +132,25 @@ faults '{}'
 "$octo" pull hf://test-org/big-GGUF/big2-Q4_0.gguf >/dev/null 2>"$tmp/err"
 cmp -s "$p2" "$hub/test-org/big-GGUF/big2-Q4_0.gguf" && grep -q "; resumed)" "$tmp/err" &&
     grep -q "^GET /cdn/test-org/big-GGUF/big2-Q4_0.gguf bytes=$kept-$" "$log" && ok || bad "resume after Ctrl-C: $(cat "$tmp/err")"
+
+# ... and a file changed on the server since the partial one began: If-Range gets it whole, from the start
+faults '{"slow": {"test-org/big-GGUF/big2-Q4_0.gguf": 2000000}}'
+"$octo" rm hf://test-org/big-GGUF/big2-Q4_0.gguf >/dev/null
+"$octo" pull hf://test-org/big-GGUF/big2-Q4_0.gguf >/dev/null 2>"$tmp/err2" &
+pid=$!
+for _ in $(seq 200); do [ "$(stat -c %s "$p2.part" 2>/dev/null || echo 0)" -gt 1048576 ] && break; sleep 0.05; done
+kill -INT $pid
+wait $pid
+faults '{}'
+head -c 8388608 /dev/urandom >"$hub/test-org/big-GGUF/big2-Q4_0.gguf" # a new upload
+"$octo" pull hf://test-org/big-GGUF/big2-Q4_0.gguf >/dev/null 2>"$tmp/err"
+cmp -s "$p2" "$hub/test-org/big-GGUF/big2-Q4_0.gguf" && grep -q "the server would not resume; again from the start" "$tmp/err" && ok ||
+    bad "a file changed since the partial one: $(cat "$tmp/err")"
+# ... and a partial file longer than the file (no size known for a URL): a 416, then from the start
+u2="$OCTO_HF_ENDPOINT/cdn/test-org/tiny-GGUF/tiny-F32.gguf"
+up=$("$octo" pull "$u2" 2>/dev/null)
+"$octo" rm "$u2" >/dev/null && head -c 2000000 /dev/urandom >"$up.part"
+"$octo" pull "$u2" >/dev/null 2>"$tmp/err" && cmp -s "$up" "$src/models/stories260K.gguf" && ok || bad "a partial file too long: $(cat "$tmp/err")"
 
 # 9. a wrong digest: an error, and nothing kept
 faults '{"bad_sha": ["test-org/big-GGUF/big3-Q4_0.gguf"]}'
@@ -167,9 +198,13 @@ fi
 "$octo" pull test-org/gated-GGUF:F32 >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "HTTP 401: the repository is gated or private (set HF_TOKEN" "$tmp/err" && ok || bad "gated: $(cat "$tmp/err")"
 HF_TOKEN=secret "$octo" pull test-org/gated-GGUF:F32 >/dev/null 2>"$tmp/err" && ok || bad "gated with a token: $(cat "$tmp/err")"
+grep -q "^GET /api/models/test-org/gated-GGUF/tree/main?recursive=true - auth$" "$log" && ok || bad "the token did not reach the hub"
+# the token goes to the hub's host only: not to another host (localhost is not the endpoint's 127.0.0.1)
+HF_TOKEN=secret OCTO_CACHE=$tmp/cache-other "$octo" pull "http://localhost:${OCTO_HF_ENDPOINT##*:}/cdn/test-org/gated-GGUF/g-F32.gguf" >/dev/null 2>"$tmp/err"
+grep "^GET /cdn/test-org/gated-GGUF/g-F32.gguf" "$log" | tail -1 | grep -q " auth$" && bad "the token went to another host" || ok
 
 # 13. rm: the file, what lies beside it and the references that chose it; list no longer shows it
-"$octo" rm test-org/tiny-GGUF:q8_0 >"$tmp/out" 2>&1 && [ ! -e "$f" ] && [ ! -e "$f.pull.json" ] && [ ! -e "$f.lock" ] &&
+"$octo" rm test-org/tiny-GGUF:q8_0 >"$tmp/out" 2>&1 && [ ! -e "$f" ] && [ ! -e "$f.pull.json" ] && [ ! -e "$f.part" ] &&
     [ ! -e "$C/refs/test-org/tiny-GGUF/main/q8_0" ] && ok || bad "rm: $(cat "$tmp/out")"
 "$octo" list 2>&1 | grep -q "tiny-Q8_0" && bad "list after rm" || ok
 "$octo" rm test-org/tiny-GGUF:q8_0 >/dev/null 2>"$tmp/err"

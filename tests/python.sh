@@ -29,9 +29,13 @@ PY
 tree() { (cd "$here/python" && find . | sort); }
 tree >"$tmp/tree.before"
 
+# the library the wheels bundle: the README's build as the backend finds it, or the build under test
+lib_env=""
+[ "$build" = "$here/build" ] || lib_env="OCTO_LIBRARY=$build/lib/libocto.so.0"
+
 # install and stream: $1 a venv's python, $2 its name in messages
 check() {
-    (cd "$tmp" && "$1" -m pip install -q --disable-pip-version-check "$here/python") >"$tmp/pip.log" 2>&1 ||
+    (cd "$tmp" && env $lib_env "$1" -m pip install -q --disable-pip-version-check "$here/python") >"$tmp/pip.log" 2>&1 ||
         { bad "$2: pip install ./python: $(tail -5 "$tmp/pip.log")"; return; }
     (cd "$tmp" && env -u OCTO_LIBRARY -u LD_LIBRARY_PATH "$1" "$tmp/stream.py" "$model") >"$tmp/got" 2>"$tmp/err" &&
         cmp -s "$tmp/got" "$tmp/want" && echo "python.sh: $2 ($("$1" -c 'import sys; print(sys.version.split()[0])')): the text of octo run" ||
@@ -51,7 +55,7 @@ cmp -s "$tmp/tree.before" "$tmp/tree.after" && echo "python.sh: the source tree 
 
 # the pytest suite, with Debian's pytest (system site packages), the library from the wheel
 $py -m venv --system-site-packages "$tmp/venv" || exit 1
-(cd "$tmp" && "$tmp/venv/bin/pip" install -q --disable-pip-version-check "$here/python") || exit 1
+(cd "$tmp" && env $lib_env "$tmp/venv/bin/pip" install -q --disable-pip-version-check "$here/python") || exit 1
 cd "$tmp" # import the installed package, not the source folder
 env -u OCTO_LIBRARY PYTHONDONTWRITEBYTECODE=1 OCTO_BIN="$build/octo" OCTO_TEST_DATA="$data" OCTO_HEADER="$here/include/octo.h" \
     "$tmp/venv/bin/python" -m pytest -q -p no:cacheprovider "$here/python/tests" || failed=$((failed + 1))

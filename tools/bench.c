@@ -365,12 +365,14 @@ static int constrain_bench(cli_args *a) {
         const spread u = summarize(r.tps[0], (int)a->reps), g = summarize(r.tps[1], (int)a->reps),
                      x = summarize(r.ratio, (int)a->reps);
         const char *what = a->schema_file ? "json-schema" : "grammar";
-        if (a->json)
-            printf("{\"model\": \"%s\", \"%s\": \"%s\", \"reps\": %ld, \"free_tokens_per_s\": %.2f, "
-                   "\"constrained_tokens_per_s\": %.2f, \"ratio\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}, "
-                   "\"mean_tokens\": [%.1f, %.1f]}\n", a->model, what, a->schema_file ? a->schema_file : a->grammar_file,
+        if (a->json) { /* the names as JSON strings: a grammar or schema may be given as its text */
+            fputs("{\"model\": ", stdout), stats_print_text(stdout, a->model);
+            printf(", \"%s\": ", what), stats_print_text(stdout, a->schema_file ? a->schema_file : a->grammar_file);
+            printf(", \"reps\": %ld, \"free_tokens_per_s\": %.2f, \"constrained_tokens_per_s\": %.2f, "
+                   "\"ratio\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}, \"mean_tokens\": [%.1f, %.1f]}\n",
                    a->reps, u.median, g.median, x.median, x.min, x.max, (double)r.tokens[0] / a->reps,
                    (double)r.tokens[1] / a->reps);
+        }
         else
             printf("model        %s, %ld alternated repetitions (median, min..max), wall-clock after the prompt\n"
                    "free text    %9.2f tokens/s  (%.2f..%.2f), %.1f tokens a run\n"

@@ -212,13 +212,10 @@ int tokenize_all(octo_model *m, const char *text, size_t len, int add_special, i
     return 0;
 }
 
-const char *(*cli_resolve_model)(const char *model, char *buf, size_t n);
+int (*cli_resolve_model)(const char *model, const char **path, char *buf, size_t n);
 
 octo_model *open_model(const model_request *r, octo_client **client) {
-    char resolved[4096];
-    const char *path = cli_resolve_model ? cli_resolve_model(r->path, resolved, sizeof resolved) : r->path;
-    *client = NULL;
-    if (!path) return NULL; /* (it said why) */
+    const char *path = r->path;
     octo_client_options co = octo_client_options_defaults();
     co.cache_dir = r->cache_dir;
     co.device = r->device;

@@ -57,10 +57,12 @@ typedef struct {
     octo_moe_options moe;
 } model_request;
 
-/* A model's name as given (-m) to the file to load: main.c sets it to
- * pull_model_path (pull.h: a hub reference or URL, from the cache or pulled);
- * NULL (tests that link this file alone) loads the name as it is. */
-extern const char *(*cli_resolve_model)(const char *model, char *buf, size_t n);
+/* A model's name as given (-m, --draft) to the file to load, in *path (buf
+ * holds it when it is not model itself); 0, or after printing why 1 (130:
+ * interrupted). main.c sets it to pull_model_path (pull.h: a hub reference or
+ * URL, from the cache or pulled); cli_parse calls it on what it read. NULL
+ * (tests that link the parser alone) keeps the names as they are. */
+extern int (*cli_resolve_model)(const char *model, const char **path, char *buf, size_t n);
 
 /* A client and the model r asks for, saying "loading" meanwhile when stderr
  * is a terminal; NULL after printing why (*client may then be set: free it). */

@@ -58,7 +58,7 @@ static void remove_temporaries_on_interrupt(void) {
 
 int main(int argc, char **argv) {
     remove_temporaries_on_interrupt();
-    cli_resolve_model = pull_model_path; /* -m takes a hub reference or a URL (pull.h) */
+    cli_resolve_model = pull_model_path; /* -m and --draft take a hub reference or a URL (pull.h) */
     if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))) {
         printf("octo %s\n", octo_version());
         return finish_stdout(0);

@@ -10,7 +10,7 @@
 
 #include "stats.h"
 
-#define NOTES_MAX 32
+#define NOTES_MAX 64 /* past it a note is still said, and may be said again */
 #define NOTE_BYTES 384
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;

@@ -581,6 +581,8 @@ static int set_value(const cli_option *o, const char *arg, const char *v, cli_ar
 /* quantize IN OUT TYPE [THREADS], as llama-quantize takes them. */
 static int quantize_word(const char *arg, cli_args *a) {
     long n;
+    const char **field = a->words == 0 ? &a->model : a->words == 1 ? &a->out : a->words == 2 ? &a->type : NULL;
+    if (field && *field) return usage_error("quantize: IN OUT TYPE or -m IN -o OUT --type TYPE, not both ('%s')", arg);
     switch (a->words++) {
     case 0: a->model = arg; return 0;
     case 1: a->out = arg; return 0;
@@ -619,6 +621,17 @@ static int take_option(cli_command cmd, const cli_option *o, int argc, char **ar
     return set_value(o, arg, argv[++*i], a);
 }
 
+/* The model and the draft as files (cli_resolve_model: a reference pulled,
+ * before serve blocks its signals or any command loads); 0, 1 or 130. */
+static int resolve_models(cli_args *a) {
+    static char model[4096], draft[4096];
+    int rc = 0;
+    if (!cli_resolve_model) return 0;
+    if (a->model) rc = cli_resolve_model(a->model, &a->model, model, sizeof model);
+    if (!rc && a->draft) rc = cli_resolve_model(a->draft, &a->draft, draft, sizeof draft);
+    return rc;
+}
+
 int cli_parse(cli_command cmd, int argc, char **argv, cli_args *a) {
     for (int i = 0; i < argc; i++) {
         const cli_option *o = cli_find(cmd, argv[i]);
@@ -627,5 +640,5 @@ int cli_parse(cli_command cmd, int argc, char **argv, cli_args *a) {
         else if ((rc = positional(cmd, argv[i], a)) < 0) rc = unknown_option(cmd, argv[i]);
         if (rc) return rc;
     }
-    return 0;
+    return resolve_models(a);
 }

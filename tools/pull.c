@@ -39,10 +39,17 @@ static int hub_ggufs(const pull_ref *r, pull_known **files, int *n) {
         const size_t pl = path ? strlen(path) : 0;
         if (!type || strcmp(type, "file") || pl < 6 || pl >= 1024 || strcasecmp(path + pl - 5, ".gguf") || strstr(path, "mmproj"))
             continue;
+        if (!pull_path_ok(path)) { /* a listing is the server's word, not a path to trust: never outside the cache */
+            fail("%s/%s: the hub's listing names a bad path '%.200s'", r->org, r->repo, path);
+            json_free(v);
+            free(*files);
+            return 1;
+        }
         pull_known *k = &(*files)[(*n)++];
         snprintf(k->path, sizeof k->path, "%s", path);
         k->size = size && size->kind == JSON_NUMBER && size->number > 0 ? (uint64_t)size->number : 0;
-        if (oid && strlen(oid) == 64) snprintf(k->sha256, sizeof k->sha256, "%s", oid);
+        if (oid && strlen(oid) == 64 && strspn(oid, "0123456789abcdefABCDEF") == 64)
+            for (int c = 0; c <= 64; c++) k->sha256[c] = (char)tolower((unsigned char)oid[c]);
     }
     json_free(v);
     return *files ? 0 : fail("out of memory");
@@ -54,7 +61,8 @@ static bool names_quant(const char *path, const char *quant) {
     const size_t q = strlen(quant);
     for (const char *p = base; *p; p++) {
         if (strncasecmp(p, quant, q)) continue;
-        const bool left = p == base || !isalnum((unsigned char)p[-1]), right = !isalnum((unsigned char)p[q]);
+        /* Q4_K is not Q4_K_M: '_' continues a type's name on the right */
+        const bool left = p == base || !isalnum((unsigned char)p[-1]), right = !isalnum((unsigned char)p[q]) && p[q] != '_';
         if (left && right) return true;
     }
     return false;
@@ -152,9 +160,20 @@ int cmd_rm(int argc, char **argv) {
     return pull_cache_remove(root, path, argv[0]);
 }
 
-const char *pull_model_path(const char *model, char *buf, size_t n) {
+/* A bare ORG/REPO (no scheme, no :QUANT) whose ORG is a folder here: a path mistyped, not a reference. */
+static bool local_path(const char *model) {
+    char org[128];
+    if (strstr(model, "://") || strchr(model, ':')) return false;
+    snprintf(org, sizeof org, "%.*s", (int)strcspn(model, "/"), model);
+    return access(org, F_OK) == 0;
+}
+
+int pull_model_path(const char *model, const char **path, char *buf, size_t n) {
     char root[4096], why[256];
-    if (access(model, F_OK) == 0 || !pull_ref_like(model)) return model; /* a file, a folder, or the loader's error */
-    if (pull_cache_root(root, sizeof root, why, sizeof why)) return fail("%s", why), NULL;
-    return pull_one(root, model, buf, n) ? NULL : buf;
+    *path = model;
+    if (access(model, F_OK) == 0 || !pull_ref_like(model) || local_path(model)) return 0; /* the loader says what is wrong */
+    if (pull_cache_root(root, sizeof root, why, sizeof why)) return fail("%s", why);
+    const int rc = pull_one(root, model, buf, n);
+    if (!rc) *path = buf;
+    return rc;
 }

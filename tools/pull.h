@@ -105,10 +105,15 @@ int pull_cache_list(const char *root);
  * name it; 0, or 1 after printing why. */
 int pull_cache_remove(const char *root, const char *path, const char *shown);
 
-/* For run and serve: model itself when it is a file, a folder or not a
- * reference; else the cached file of the reference, pulled first when it is
- * not there. NULL after printing why. */
-const char *pull_model_path(const char *model, char *buf, size_t n);
+/* For every command's -m and --draft (cli_resolve_model): *path = model
+ * itself when it is a file, a folder or not a reference (a bare ORG/REPO
+ * whose ORG is a local folder is a mistyped path, not a reference); else the
+ * cached file of the reference in buf, pulled first when it is not there.
+ * 0, or 1 / 130 after printing why. */
+int pull_model_path(const char *model, const char **path, char *buf, size_t n);
+
+/* A file's path in a repository: printable, relative, no empty, "." or ".." part. */
+bool pull_path_ok(const char *p);
 
 int cmd_pull(int argc, char **argv);
 int cmd_list(int argc, char **argv);

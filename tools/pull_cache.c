@@ -116,19 +116,27 @@ static int check_room(const char *path, uint64_t need) {
     return fail("%s needs %.1f MiB more and %s has %.1f MiB free", path, need / 1048576.0, dirname(buf), avail / 1048576.0);
 }
 
+/* The partial file and its validator (pull_http.c's If-Range) removed. */
+static void drop_part(const char *part) {
+    char v[4300];
+    snprintf(v, sizeof v, "%s.etag", part);
+    remove(part);
+    remove(v);
+}
+
 /* The partial file's size and digest against what the server published: 0, or 1 after removing it and saying why. */
 static int check_part(const char *part, uint64_t size, const char *sha, char hex[65]) {
     struct stat st;
     err_t err = {0};
     if (stat(part, &st) != 0) return fail("%s: %s", part, strerror(errno));
     if (size && (uint64_t)st.st_size != size) {
-        remove(part);
+        drop_part(part);
         return fail("%s: %llu bytes arrived where the server said %llu; removed", part, (unsigned long long)st.st_size,
                     (unsigned long long)size);
     }
     if (sha256_file(part, hex, &err)) return fail("%s", err.msg);
     if (sha[0] && strcmp(sha, hex)) {
-        remove(part);
+        drop_part(part);
         return fail("%s: checksum mismatch: the hub published sha256 %s, the bytes that arrived hash to %s; removed",
                     part, sha, hex);
     }
@@ -142,12 +150,13 @@ static int fetch(const pull_ref *r, const char *shown, const pull_known *k, cons
     if (pull_file_url(r, url, sizeof url)) return fail("%s: the reference is too long", shown);
     snprintf(part, sizeof part, "%s.part", path);
     struct stat st;
-    const uint64_t have = stat(part, &st) == 0 ? (uint64_t)st.st_size : 0;
+    uint64_t have = stat(part, &st) == 0 ? (uint64_t)st.st_size : 0;
+    if (k && k->size && have > k->size) drop_part(part), have = 0; /* more than the file: not a start of it */
     if (k && k->size > have && check_room(path, k->size - have)) return 1;
     const char *label = strrchr(path, '/') + 1;
     const http_job j = {.url = url, .part = part, .label = label, .size = k ? k->size : 0, .progress = isatty(STDERR_FILENO)};
     const int rc = http_download(&j, &f, why, sizeof why);
-    if (rc == 1 && (f.write_errno || (stat(part, &st) == 0 && st.st_size == 0))) remove(part); /* a full disk; nothing came */
+    if (rc == 1 && (f.write_errno || (stat(part, &st) == 0 && st.st_size == 0))) drop_part(part); /* a failed write; nothing came */
     if (rc) {
         fail("%s: %s%s", shown, why, rc == 1 && f.write_errno ? "; the partial file was removed" : "");
         return rc;
@@ -193,7 +202,7 @@ static bool alias_file(const char *root, const char *alias, char *out, size_t n)
     const bool got = fgets(line, sizeof line, f) != NULL;
     fclose(f);
     line[strcspn(line, "\n")] = '\0';
-    return got && line[0] && !strstr(line, "..") && snprintf(out, n, "%s/%s", root, line) < (int)n;
+    return got && pull_path_ok(line) && snprintf(out, n, "%s/%s", root, line) < (int)n;
 }
 
 bool pull_cache_alias_target(const char *root, const pull_ref *r, char *out, size_t n) {
@@ -273,12 +282,21 @@ int pull_cache_remove(const char *root, const char *path, const char *shown) {
     char side[4200], dir[4096];
     const bool there = stat(path, &st) == 0;
     if (!there) return fail("%s is not in the cache ('octo list' shows what is)", shown);
-    if (remove(path) != 0) return fail("cannot remove %s: %s", path, strerror(errno));
-    static const char *const beside[] = {META_SUFFIX, ".part", ".lock"};
-    for (size_t i = 0; i < sizeof beside / sizeof *beside; i++) {
-        snprintf(side, sizeof side, "%s%s", path, beside[i]);
-        remove(side);
+    snprintf(side, sizeof side, "%s.lock", path); /* kept: a pull waiting on it must lock what the next one locks */
+    const int lock = open(side, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) != 0) {
+        close(lock);
+        return fail("%s is being pulled now: remove it when that pull is done", shown);
     }
+    const int rc = remove(path) != 0 ? fail("cannot remove %s: %s", path, strerror(errno)) : 0;
+    if (!rc) {
+        snprintf(side, sizeof side, "%s" META_SUFFIX, path);
+        remove(side);
+        snprintf(side, sizeof side, "%s.part", path);
+        drop_part(side);
+    }
+    if (lock >= 0) close(lock);
+    if (rc) return rc;
     walk.root = root;
     walk.target = path;
     snprintf(dir, sizeof dir, "%s/refs", root);

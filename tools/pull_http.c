@@ -44,6 +44,9 @@ typedef struct {
     double last_draw, start;
     uint64_t start_bytes;
     uint64_t need, avail;  /* a published size with no room for it: the bytes missing and free */
+    uint64_t written;      /* the bytes this attempt wrote */
+    char validator[256];   /* the response's ETag (strong) or Last-Modified: a resume's If-Range */
+    char error_code[64];   /* the hub's X-Error-Code (RepoNotFound, EntryNotFound, GatedRepo, ...) */
 } transfer;
 
 static double now_s(void) {
@@ -64,6 +67,7 @@ static size_t on_data(char *p, size_t size, size_t nmemb, void *user) {
         }
         done += (size_t)w;
     }
+    t->written += n;
     return n;
 }
 
@@ -100,16 +104,28 @@ static bool room_for(transfer *t, uint64_t size) {
     return false;
 }
 
+/* A header's value without its line end, into out. */
+static void copy_value(const char *v, const char *end, char *out, size_t n) {
+    size_t len = (size_t)(end - v);
+    while (len && (v[len - 1] == '\r' || v[len - 1] == '\n' || v[len - 1] == ' ')) len--;
+    snprintf(out, n, "%.*s", (int)(len < n ? len : n - 1), v);
+}
+
 static size_t on_header(char *line, size_t size, size_t nmemb, void *user) {
     transfer *t = user;
     const size_t n = size * nmemb;
-    const char *v;
+    const char *v, *end = line + n;
+    if (n > 5 && !strncmp(line, "HTTP/", 5)) t->validator[0] = t->error_code[0] = '\0'; /* a response of the chain begins */
     if ((v = header_value(line, n, "x-linked-etag")) && !t->found->sha256[0]) take_sha(v, t->found->sha256);
-    else if ((v = header_value(line, n, "x-linked-size")) && !t->found->size && !room_for(t, strtoull(v, NULL, 10)))
-        return 0; /* refused before the first byte: libcurl stops */
-    else if (v && !t->found->size) t->found->size = strtoull(v, NULL, 10);
-    else if ((v = header_value(line, n, "content-range")) && (v = strchr(v, '/')) && v[1] != '*' && !t->found->size)
+    if ((v = header_value(line, n, "x-linked-size")) && !t->found->size) {
+        if (!room_for(t, strtoull(v, NULL, 10))) return 0; /* refused before the first byte: libcurl stops */
+        t->found->size = strtoull(v, NULL, 10);
+    }
+    if ((v = header_value(line, n, "content-range")) && (v = strchr(v, '/')) && v[1] != '*' && !t->found->size)
         t->found->size = strtoull(v + 1, NULL, 10);
+    if ((v = header_value(line, n, "etag")) && strncmp(v, "W/", 2)) copy_value(v, end, t->validator, sizeof t->validator);
+    if ((v = header_value(line, n, "last-modified")) && !t->validator[0]) copy_value(v, end, t->validator, sizeof t->validator);
+    if ((v = header_value(line, n, "x-error-code"))) copy_value(v, end, t->error_code, sizeof t->error_code);
     return n;
 }
 
@@ -133,6 +149,15 @@ static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_of
     return 0;
 }
 
+/* Whether $HF_TOKEN may go with url: to the hub's own host, over https
+ * (or plain http on this machine's loopback, a test's stand-in). */
+static bool token_for(const char *url) {
+    const char *e = pull_endpoint();
+    const size_t el = strlen(e);
+    const bool secure = !strncmp(e, "https://", 8) || !strncmp(e, "http://127.0.0.1", 16) || !strncmp(e, "http://localhost", 16);
+    return secure && !strncmp(url, e, el) && url[el] == '/';
+}
+
 /* A handle for url with what every request of octo's sets. */
 static CURL *handle_for(const char *url) {
     CURL *c = curl_easy_init();
@@ -147,7 +172,7 @@ static CURL *handle_for(const char *url) {
     curl_easy_setopt(c, CURLOPT_USERAGENT, "octo-pull");
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     const char *token = getenv("HF_TOKEN");
-    if (token && *token) { /* libcurl sends it to the first host only, never to a redirect's CDN */
+    if (token && *token && token_for(url)) { /* libcurl keeps it from a redirect's other host (the CDN) */
         curl_easy_setopt(c, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
         curl_easy_setopt(c, CURLOPT_XOAUTH2_BEARER, token);
     }
@@ -159,15 +184,37 @@ static bool transient(CURLcode rc) {
            rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_COULDNT_CONNECT || rc == CURLE_HTTP2_STREAM;
 }
 
-/* Why a request failed, in words a person acts on. */
-static void explain(CURL *c, CURLcode rc, const char *url, char *why, size_t n) {
+/* Why a request failed, in words a person acts on (the hub's X-Error-Code first). */
+static void explain(CURL *c, CURLcode rc, const char *url, const char *code, char *why, size_t n) {
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    if (rc == CURLE_HTTP_RETURNED_ERROR && status == 404) snprintf(why, n, "%s: not found (HTTP 404)", url);
+    if (rc == CURLE_HTTP_RETURNED_ERROR && !strcmp(code, "RepoNotFound"))
+        snprintf(why, n, "%s: HTTP %ld: no such repository on the hub (or a private one: set HF_TOKEN)", url, status);
+    else if (rc == CURLE_HTTP_RETURNED_ERROR && !strcmp(code, "RevisionNotFound"))
+        snprintf(why, n, "%s: HTTP %ld: no such revision of the repository", url, status);
+    else if (rc == CURLE_HTTP_RETURNED_ERROR && !strcmp(code, "EntryNotFound"))
+        snprintf(why, n, "%s: HTTP %ld: no such file in the repository", url, status);
+    else if (rc == CURLE_HTTP_RETURNED_ERROR && status == 404) snprintf(why, n, "%s: not found (HTTP 404)", url);
     else if (rc == CURLE_HTTP_RETURNED_ERROR && (status == 401 || status == 403))
         snprintf(why, n, "%s: HTTP %ld: the repository is gated or private (set HF_TOKEN to a token that may read it)", url, status);
     else if (rc == CURLE_HTTP_RETURNED_ERROR) snprintf(why, n, "%s: HTTP %ld", url, status);
     else snprintf(why, n, "%s: %s", url, curl_easy_strerror(rc));
+}
+
+/* "If-Range: V" from the validator file beside the partial one; false when there is none. */
+static bool read_validator(const char *vpath, char *out, size_t n) {
+    char v[256] = "";
+    FILE *f = fopen(vpath, "r");
+    if (!f) return false;
+    const bool got = fgets(v, sizeof v, f) != NULL;
+    fclose(f);
+    v[strcspn(v, "\r\n")] = '\0';
+    return got && v[0] && snprintf(out, n, "If-Range: %s", v) < (int)n;
+}
+
+static void write_validator(const char *vpath, const char *v) {
+    FILE *f = fopen(vpath, "w");
+    if (f) fprintf(f, "%s\n", v), fclose(f);
 }
 
 /* One attempt from the partial file's current size (t->offset); a failure
@@ -182,19 +229,26 @@ static CURLcode attempt(const http_job *j, transfer *t, char *why, size_t n) {
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, t);
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-    if (t->offset) curl_easy_setopt(c, CURLOPT_RESUME_FROM_LARGE, (curl_off_t)t->offset);
+    char if_range[300], vpath[4200];
+    struct curl_slist *hdr = NULL;
+    snprintf(vpath, sizeof vpath, "%s.etag", j->part);
+    if (t->offset) {
+        curl_easy_setopt(c, CURLOPT_RESUME_FROM_LARGE, (curl_off_t)t->offset);
+        if (read_validator(vpath, if_range, sizeof if_range)) /* changed since: the whole file (200), started over */
+            curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr = curl_slist_append(NULL, if_range));
+    }
     CURLcode rc = curl_easy_perform(c);
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    if (rc == CURLE_HTTP_RETURNED_ERROR && status == 416) rc = CURLE_RANGE_ERROR; /* the range is past the end */
-    if (t->need) {
+    if (status == 416) rc = CURLE_RANGE_ERROR; /* the range is past the end (libcurl may call it a success) */
+    if (!t->offset && t->validator[0]) write_validator(vpath, t->validator);
+    if (t->need)
         snprintf(why, n, "%s needs %.1f MiB more and its folder has %.1f MiB free", j->part, t->need / 1048576.0,
-                 t->avail / 1048576.0);
-        t->write_errno = ENOSPC;
-        rc = CURLE_WRITE_ERROR;
-    } else if (rc == CURLE_WRITE_ERROR && t->write_errno)
+                 t->avail / 1048576.0), rc = CURLE_WRITE_ERROR;
+    else if (rc == CURLE_WRITE_ERROR && t->write_errno)
         snprintf(why, n, "writing %s: %s", j->part, strerror(t->write_errno));
-    else if (rc != CURLE_OK) explain(c, rc, j->url, why, n);
+    else if (rc != CURLE_OK) explain(c, rc, j->url, t->error_code, why, n);
+    curl_slist_free_all(hdr);
     curl_easy_cleanup(c);
     return rc;
 }
@@ -215,13 +269,12 @@ static int open_part(const char *part, bool restart, uint64_t *size, char *why, 
 /* What to do after an attempt that returned rc: 0 done, 1 failed (why says), 2 again from where
  * the file is, 3 again from nothing, 130 interrupted. */
 static int next_step(CURLcode rc, const transfer *t, int tries) {
+    const uint64_t size = t->job->size ? t->job->size : t->found->size;
+    if (rc == CURLE_OK && size && t->offset + t->written < size && tries < PULL_RETRIES) return 2; /* ended early: resume */
     if (rc == CURLE_OK) return 0;
     if (rc == CURLE_ABORTED_BY_CALLBACK && interrupted) return 130;
     if (tries >= PULL_RETRIES) return 1;
-    if (rc == CURLE_RANGE_ERROR) {
-        const uint64_t size = t->job->size ? t->job->size : t->found->size;
-        return size && t->offset == size ? 0 : 3; /* complete already, or a range refused: start over */
-    }
+    if (rc == CURLE_RANGE_ERROR) return size && t->offset == size ? 0 : 3; /* complete already, or refused: start over */
     return transient(rc) ? 2 : 1;
 }
 
@@ -241,9 +294,13 @@ int http_download(const http_job *j, http_found *f, char *why, size_t n) {
     bool restart = false;
     int step = 1;
     for (int tries = 0;; tries++) {
-        if ((t.fd = open_part(j->part, restart, &t.offset, why, n)) < 0) break;
+        if ((t.fd = open_part(j->part, restart, &t.offset, why, n)) < 0) {
+            step = 1;
+            break;
+        }
         if (tries == 0) f->resumed_from = t.start_bytes = t.offset;
         t.write_errno = 0;
+        t.written = 0;
         const CURLcode rc = attempt(j, &t, why, n);
         close(t.fd);
         f->write_errno = t.write_errno;
@@ -258,6 +315,11 @@ int http_download(const http_job *j, http_found *f, char *why, size_t n) {
     }
     if (j->progress) fputs("\r\033[K", stderr);
     sigaction(SIGINT, &was, NULL);
+    if (step == 0) { /* the validator's work is done */
+        char vpath[4200];
+        snprintf(vpath, sizeof vpath, "%s.etag", j->part);
+        remove(vpath);
+    }
     if (step == 130) snprintf(why, n, "interrupted; the bytes so far are kept: the next pull of it resumes");
     return step;
 }
@@ -283,12 +345,22 @@ static size_t on_text(char *p, size_t size, size_t nmemb, void *user) {
     return n;
 }
 
+static size_t on_code_header(char *line, size_t size, size_t nmemb, void *user) {
+    const size_t n = size * nmemb;
+    const char *v = header_value(line, n, "x-error-code");
+    if (v) copy_value(v, line + n, user, 64);
+    return n;
+}
+
 int http_get_text(const char *url, char **body, size_t *len, char *why, size_t n) {
     CURL *c = handle_for(url);
     if (!c) return snprintf(why, n, "out of memory"), 1;
     text_sink s = {0};
+    char code[64] = "";
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_text);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_code_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, code);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
     CURLcode rc = CURLE_OK;
     for (int tries = 0; tries <= PULL_RETRIES; tries++) {
@@ -296,7 +368,7 @@ int http_get_text(const char *url, char **body, size_t *len, char *why, size_t n
         if ((rc = curl_easy_perform(c)) == CURLE_OK || !transient(rc)) break;
         sleep(1);
     }
-    if (rc != CURLE_OK) explain(c, rc, url, why, n);
+    if (rc != CURLE_OK) explain(c, rc, url, code, why, n);
     curl_easy_cleanup(c);
     if (rc != CURLE_OK || !s.buf) {
         if (rc == CURLE_OK) snprintf(why, n, "%s: an empty answer", url);

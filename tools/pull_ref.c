@@ -25,8 +25,7 @@ static bool name_ok(const char *s, size_t len, size_t max) {
     return true;
 }
 
-/* A file's path in a repository: printable, no leading '/', no empty, "." or ".." part. */
-static bool path_ok(const char *p) {
+bool pull_path_ok(const char *p) {
     if (!*p || strlen(p) >= 1024 || *p == '/') return false;
     for (const char *s = p; *s; s++)
         if ((unsigned char)*s < 0x20 || *s == 0x7f || *s == '\\') return false;
@@ -45,7 +44,7 @@ bool pull_ref_like(const char *s) {
     if (!strncmp(s, "hf://", 5) || !strncmp(s, "https://", 8) || !strncmp(s, "http://", 7)) return true;
     const char *slash = strchr(s, '/');
     if (!slash || strchr(slash + 1, '/') || slash == s) return false;
-    const size_t n = strcspn(slash + 1, ":");
+    const size_t n = strcspn(slash + 1, ":@");
     return name_ok(s, (size_t)(slash - s), 96) && name_ok(slash + 1, n, 96) && !ends_with_gguf(slash + 1, n);
 }
 
@@ -84,7 +83,7 @@ int pull_ref_parse(const char *s, pull_ref *r, char *why, size_t n) {
     const char *p = !strncmp(s, "hf://", 5) ? s + 5 : s, *rest;
     if (parse_repo(p, r, &rest, why, n)) return -1;
     if (*rest == '/') {
-        if (!path_ok(rest + 1)) return snprintf(why, n, "'%s': a bad file path in the repository", s), -1;
+        if (!pull_path_ok(rest + 1)) return snprintf(why, n, "'%s': a bad file path in the repository", s), -1;
         r->kind = PULL_HF_FILE;
         snprintf(r->path, sizeof r->path, "%s", rest + 1);
         return 0;
@@ -151,7 +150,7 @@ int pull_cache_root(char *out, size_t n, char *why, size_t wn) {
 
 int pull_file_path(const char *root, const pull_ref *r, char *out, size_t n) {
     int w = -1;
-    if (r->kind == PULL_HF_FILE) {
+    if (r->kind == PULL_HF_FILE && pull_path_ok(r->path)) {
         w = snprintf(out, n, "%s/models/hf/%s/%s/%s/%s", root, r->org, r->repo, r->rev, r->path);
     } else if (r->kind == PULL_URL) {
         const char *host = strstr(r->url, "://") + 3;

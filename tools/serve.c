@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "notes.h"
 #include "options.h"
 #include "serve.h"
 
@@ -216,10 +217,7 @@ static int open_slots(server *s, const cli_args *a, octo_client *c) {
     mo.n_ctx = (int)a->n_ctx;
     mo.moe = a->mo.moe;
     mo.max_sessions = (int)a->serve.parallel;
-    char resolved[4096];
-    const char *path = cli_resolve_model ? cli_resolve_model(a->model, resolved, sizeof resolved) : a->model;
-    if (!path) return 1; /* (it said why) */
-    if (!(s->m = octo_load_model(c, path, &mo))) return fail("%s", octo_last_error(c));
+    if (!(s->m = octo_load_model(c, a->model, &mo))) return fail("%s", octo_last_error(c));
     s->n = (int)a->serve.parallel;
     s->sessions = calloc((size_t)s->n, sizeof *s->sessions);
     s->busy = calloc((size_t)s->n, sizeof *s->busy);
@@ -294,7 +292,9 @@ int cmd_serve(int argc, char **argv) {
     signal(SIGTERM, SIG_DFL);
     pthread_sigmask(SIG_BLOCK, &stop, &old); /* before any thread starts: the model's pool, the daemon's */
     signal(SIGPIPE, SIG_IGN);                /* a client that hangs up is not the server's end */
-    octo_client *c = octo_client_new(NULL);
+    octo_client_options co = octo_client_options_defaults();
+    co.log = note_log; /* the library's warnings (a context past training, a template missing): once on stderr */
+    octo_client *c = octo_client_new(&co);
     rc = c ? open_slots(&s, &a, c) : fail("out of memory");
     struct MHD_Daemon *d = rc ? NULL : start_daemon(&s, &a);
     if (!rc && d) {

@@ -15,7 +15,9 @@ ROOT/.faults (JSON, read on each request) makes it misbehave:
   {"slow": {"ORG/REPO/PATH": BPS}}     the body at BPS bytes a second
   {"bad_sha": ["ORG/REPO/PATH"]}       a wrong SHA-256 in the listing and X-Linked-Etag
   {"no_length": ["ORG/REPO/PATH"]}     /cdn answers without Content-Length (the end is the close)
-Each request is a line of LOGFILE: METHOD PATH RANGE-or-"-".
+  {"extra": {"ORG/REPO": [PATH, ...]}} paths the listing names that are not there (a hostile listing)
+A resume's If-Range that is not the file's ETag gets the whole file (200), as HTTP says.
+Each request is a line of LOGFILE: METHOD PATH RANGE-or-"-" and "auth" when it carried Authorization.
 """
 import hashlib
 import json
@@ -86,7 +88,8 @@ class Hub(BaseHTTPRequestHandler):
 
     def do_GET(self):
         with lock, open(LOGFILE, "a") as log:
-            log.write("%s %s %s\n" % (self.command, self.path, self.headers.get("Range", "-")))
+            log.write("%s %s %s%s\n" % (self.command, self.path, self.headers.get("Range", "-"),
+                                        " auth" if self.headers.get("Authorization") else ""))
         parts = self.path.split("?")[0].strip("/").split("/")
         if parts[:2] == ["api", "models"] and len(parts) >= 6 and parts[4] == "tree":
             return self.listing("/".join(parts[2:4]))
@@ -113,6 +116,8 @@ class Hub(BaseHTTPRequestHandler):
                 if n.endswith(".gguf"):
                     e["lfs"] = {"oid": published_sha(org_repo + "/" + rel, p), "size": e["size"], "pointerSize": 134}
                 out.append(e)
+        for rel in faults().get("extra", {}).get(org_repo, []):
+            out.append({"type": "file", "oid": "0" * 40, "size": 10, "path": rel, "lfs": {"oid": "0" * 64, "size": 10}})
         self.send(200, json.dumps(out).encode(), [("Content-Type", "application/json")])
 
     def resolve(self, org_repo, rel):
@@ -132,6 +137,9 @@ class Hub(BaseHTTPRequestHandler):
         size = os.path.getsize(p)
         start, code = 0, 200
         rng = self.headers.get("Range")
+        if_range = self.headers.get("If-Range")
+        if if_range and if_range != '"%s"' % sha256(p):
+            rng = None  # changed since the validator: the whole file
         if rng and rng.startswith("bytes=") and rng.endswith("-"):
             start = int(rng[6:-1])
             if start >= size:
