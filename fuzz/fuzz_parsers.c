@@ -4,10 +4,12 @@
  * parsers, a deploy bundle's plan.json reader (flat JSON applied to a
  * load's options) and its manifest reader, the JSON reader, the GBNF
  * compiler (then the grammar is run over the text after the first NUL) and
- * the JSON-schema converter (whose grammar must then compile), on arbitrary
- * bytes.
+ * the JSON-schema converter (whose grammar must then compile), and octo
+ * pull's references (a path made of one must stay under the cache's root),
+ * on arbitrary bytes.
  *
- * First byte: which parser. Chat: the rest is a template to detect, then
+ * First byte: which parser (250 and above: a pull reference; below, its
+ * value modulo 10, as it always was, so the corpus keeps its meaning). Chat: the rest is a template to detect, then
  * NUL-separated role/content pairs to format with every family. The CLI
  * parsers get the rest as one NUL-terminated argument. Each must accept or
  * refuse it; never crash or read past it.
@@ -16,6 +18,7 @@
 #include <string.h>
 
 #include "../tools/cli.h"
+#include "../tools/pull.h"
 #include "core/flatjson.h"
 #include "core/json.h"
 #include "model/grammar.h"
@@ -100,6 +103,18 @@ static void schema(const char *p, size_t n) {
     free(text);
 }
 
+/* A reference parsed, then made into the cache's paths and a URL: every path under "/c/", no ".." part. */
+static void pull_reference(const char *s) {
+    pull_ref r;
+    char why[600], out[4096];
+    if (pull_ref_parse(s, &r, why, sizeof why)) return;
+    (void)pull_ref_like(s);
+    pull_ref_text(&r, out, sizeof out);
+    (void)pull_file_url(&r, out, sizeof out);
+    const int rc = r.kind == PULL_HF_REPO ? pull_alias_path("/c", &r, out, sizeof out) : pull_file_path("/c", &r, out, sizeof out);
+    if (!rc && (strncmp(out, "/c/", 3) || strstr(out, "/../") || strstr(out, "//"))) __builtin_trap();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     char *s = malloc(size); /* the rest, NUL-terminated (the chat parser reads its own NULs) */
@@ -110,6 +125,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     float f;
     int32_t *ids = NULL;
     int n, a, b, c;
+    if (data[0] >= 250) {
+        pull_reference(s);
+        free(s);
+        return 0;
+    }
     switch (data[0] % 10) {
     case 0: chat(s, size); break;
     case 1: (void)parse_long(s, -5, 1L << 40, &l); break;
