@@ -72,6 +72,7 @@ typedef struct {
     uint64_t resumed_from;  /* the bytes of the partial file kept at the start */
     int retries;            /* attempts after the first (a dropped connection, a range refused) */
     int write_errno;        /* a failed write's errno (ENOSPC: a full disk), else 0 */
+    char computed[65];      /* the SHA-256 of the whole partial file, hashed as it was written, "" when not */
 } http_found;
 
 /* Download j->url onto j->part; 0, 1 with why, 130 when interrupted (SIGINT:

@@ -5,6 +5,9 @@
  * the hub's X-Linked-Etag (the file's SHA-256) and X-Linked-Size captured
  * from whichever response of the redirect chain carries them, a progress
  * bar on a terminal, and Ctrl-C leaving the partial file for the next pull.
+ * The bytes are hashed (SHA-256) as they are written, so that checking them
+ * costs no second read of the file: a resumed file's kept bytes are read
+ * once, at the start.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -24,6 +27,7 @@
 
 #include "notes.h"
 #include "pull.h"
+#include "core/sha256.h" /* internal: the digest of the bytes as they arrive */
 
 #define PULL_RETRIES 5
 #define PULL_STALL_S 60 /* no byte for this long: the connection is taken as dropped */
@@ -47,6 +51,9 @@ typedef struct {
     uint64_t written;      /* the bytes this attempt wrote */
     char validator[256];   /* the response's ETag (strong) or Last-Modified: a resume's If-Range */
     char error_code[64];   /* the hub's X-Error-Code (RepoNotFound, EntryNotFound, GatedRepo, ...) */
+    sha256_ctx sha;        /* of the partial file's first hashed bytes */
+    uint64_t hashed;
+    bool hash_lost;        /* a read of the kept bytes failed: the caller hashes the file itself */
 } transfer;
 
 static double now_s(void) {
@@ -65,6 +72,8 @@ static size_t on_data(char *p, size_t size, size_t nmemb, void *user) {
             t->write_errno = w < 0 ? errno : EIO;
             return 0; /* libcurl stops with CURLE_WRITE_ERROR */
         }
+        sha256_update(&t->sha, p + done, (size_t)w);
+        t->hashed += (uint64_t)w;
         done += (size_t)w;
     }
     t->written += n;
@@ -266,6 +275,24 @@ static int open_part(const char *part, bool restart, uint64_t *size, char *why, 
     return fd;
 }
 
+/* The hash brought to the partial file's size (t->offset) before an attempt:
+ * started over when the file was emptied, the kept bytes read once. */
+static void catch_up(transfer *t, const char *part) {
+    if (t->offset < t->hashed) sha256_init(&t->sha), t->hashed = 0;
+    if (t->hash_lost || t->hashed == t->offset) return;
+    const int fd = open(part, O_RDONLY | O_CLOEXEC);
+    char *buf = malloc(1 << 20);
+    if (fd < 0 || !buf || lseek(fd, (off_t)t->hashed, SEEK_SET) < 0) t->hash_lost = true;
+    while (!t->hash_lost && t->hashed < t->offset) {
+        const uint64_t want = t->offset - t->hashed < (1u << 20) ? t->offset - t->hashed : (1u << 20);
+        const ssize_t r = read(fd, buf, (size_t)want);
+        if (r <= 0) t->hash_lost = true;
+        else sha256_update(&t->sha, buf, (size_t)r), t->hashed += (uint64_t)r;
+    }
+    free(buf);
+    if (fd >= 0) close(fd);
+}
+
 /* What to do after an attempt that returned rc: 0 done, 1 failed (why says), 2 again from where
  * the file is, 3 again from nothing, 130 interrupted. */
 static int next_step(CURLcode rc, const transfer *t, int tries) {
@@ -291,6 +318,7 @@ int http_download(const http_job *j, http_found *f, char *why, size_t n) {
     struct sigaction was;
     install_sigint(&was);
     transfer t = {.job = j, .found = f, .start = now_s()};
+    sha256_init(&t.sha);
     bool restart = false;
     int step = 1;
     for (int tries = 0;; tries++) {
@@ -299,6 +327,7 @@ int http_download(const http_job *j, http_found *f, char *why, size_t n) {
             break;
         }
         if (tries == 0) f->resumed_from = t.start_bytes = t.offset;
+        catch_up(&t, j->part);
         t.write_errno = 0;
         t.written = 0;
         const CURLcode rc = attempt(j, &t, why, n);
@@ -315,6 +344,9 @@ int http_download(const http_job *j, http_found *f, char *why, size_t n) {
     }
     if (j->progress) fputs("\r\033[K", stderr);
     sigaction(SIGINT, &was, NULL);
+    struct stat st;
+    if (step == 0 && !t.hash_lost && stat(j->part, &st) == 0 && (uint64_t)st.st_size == t.hashed)
+        sha256_hex(&t.sha, f->computed); /* every byte of the file, in order */
     if (step == 0) { /* the validator's work is done */
         char vpath[4200];
         snprintf(vpath, sizeof vpath, "%s.etag", j->part);

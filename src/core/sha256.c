@@ -23,20 +23,36 @@ static const uint32_t K[64] = {
 
 static uint32_t rotr(uint32_t x, int n) { return x >> n | x << (32 - n); }
 
+/* One round: the eight working variables are not moved, the names rotate
+ * instead (a round of index i takes them 8 - i mod 8 places along), so that
+ * eight rounds in a row are straight-line code. */
+#define S0(x) (rotr(x, 2) ^ rotr(x, 13) ^ rotr(x, 22))
+#define S1(x) (rotr(x, 6) ^ rotr(x, 11) ^ rotr(x, 25))
+#define ROUND(a, b, c, d, e, f, g, k, i)                                          \
+    do {                                                                          \
+        const uint32_t t1 = k + S1(e) + (g ^ (e & (f ^ g))) + K[i] + W(i);        \
+        d += t1;                                                                  \
+        k = t1 + S0(a) + ((a & b) | (c & (a | b)));                               \
+    } while (0)
+/* The message schedule in 16 words, each made when its round needs it. */
+#define s0(x) (rotr(x, 7) ^ rotr(x, 18) ^ (x) >> 3)
+#define s1(x) (rotr(x, 17) ^ rotr(x, 19) ^ (x) >> 10)
+#define W(i) ((i) < 16 ? w[(i) & 15] : (w[(i) & 15] += s1(w[((i) - 2) & 15]) + w[((i) - 7) & 15] + s0(w[((i) - 15) & 15])))
+
 static void compress(uint32_t h[8], const uint8_t *p) {
-    uint32_t w[64];
+    uint32_t w[16];
     for (int i = 0; i < 16; i++)
         w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-    for (int i = 16; i < 64; i++) {
-        const uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ w[i - 15] >> 3;
-        const uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ w[i - 2] >> 10;
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
     uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
-    for (int i = 0; i < 64; i++) {
-        const uint32_t t1 = k + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];
-        const uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-        k = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
+    for (int i = 0; i < 64; i += 8) {
+        ROUND(a, b, c, d, e, f, g, k, i);
+        ROUND(k, a, b, c, d, e, f, g, i + 1);
+        ROUND(g, k, a, b, c, d, e, f, i + 2);
+        ROUND(f, g, k, a, b, c, d, e, i + 3);
+        ROUND(e, f, g, k, a, b, c, d, i + 4);
+        ROUND(d, e, f, g, k, a, b, c, i + 5);
+        ROUND(c, d, e, f, g, k, a, b, i + 6);
+        ROUND(b, c, d, e, f, g, k, a, i + 7);
     }
     h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
 }
