@@ -1,0 +1,153 @@
+/*
+ * octo_jni — the JNI glue under the Java package dev.octo (bindings/jvm):
+ * each native method of dev.octo.Native is one call of include/octo.h.
+ *
+ * Text crosses as UTF-8 byte arrays, never through JNI's modified UTF-8
+ * (which writes a supplementary character as two surrogates and a NUL as two
+ * bytes). A failure throws dev.octo.OctoException with octo's status and
+ * message and returns 0/NULL; the Java side checks nothing twice. Handles
+ * are the C pointers as jlong, held only inside the Java objects' private
+ * state (dev.octo.Model.State, Stream.State), never handed to a caller.
+ */
+#include <jni.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "octo.h"
+
+static jclass octo_exception; /* global reference, made in JNI_OnLoad */
+static jmethodID octo_exception_init;
+
+JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved) {
+    (void)reserved;
+    JNIEnv *env;
+    if ((*vm)->GetEnv(vm, (void **)&env, JNI_VERSION_1_8) != JNI_OK) return JNI_ERR;
+    jclass c = (*env)->FindClass(env, "dev/octo/OctoException");
+    if (!c) return JNI_ERR;
+    octo_exception = (*env)->NewGlobalRef(env, c);
+    (*env)->DeleteLocalRef(env, c);
+    octo_exception_init = (*env)->GetMethodID(env, octo_exception, "<init>", "(ILjava/lang/String;)V");
+    return octo_exception && octo_exception_init ? JNI_VERSION_1_8 : JNI_ERR;
+}
+
+/* Throw OctoException(status, message); returns 0 for the caller's return. */
+static jlong throw_octo(JNIEnv *env, int status, const char *message) {
+    if ((*env)->ExceptionCheck(env)) return 0; /* one already pending: it stands */
+    jstring m = (*env)->NewStringUTF(env, message ? message : "");
+    if (!m) return 0; /* OutOfMemoryError pending */
+    jobject e = (*env)->NewObject(env, octo_exception, octo_exception_init, (jint)status, m);
+    if (e) (*env)->Throw(env, (jthrowable)e);
+    (*env)->DeleteLocalRef(env, m);
+    if (e) (*env)->DeleteLocalRef(env, e);
+    return 0;
+}
+
+/* A Java byte[] of UTF-8 as a NUL-terminated C string (malloc'd); NULL with an exception pending. */
+static char *c_string(JNIEnv *env, jbyteArray bytes) {
+    if (!bytes) return throw_octo(env, OCTO_ERR_INVALID_ARG, "a null string"), NULL;
+    const jsize n = (*env)->GetArrayLength(env, bytes);
+    char *s = malloc((size_t)n + 1);
+    if (!s) return throw_octo(env, OCTO_ERR_NOMEM, "out of memory"), NULL;
+    (*env)->GetByteArrayRegion(env, bytes, 0, n, (jbyte *)s);
+    s[n] = '\0';
+    if (memchr(s, '\0', (size_t)n)) {
+        free(s);
+        return throw_octo(env, OCTO_ERR_INVALID_ARG, "a string with a NUL character, where C would end it"), NULL;
+    }
+    return s;
+}
+
+typedef struct {
+    octo_client *client;
+    octo_model *model;
+} jni_model;
+
+JNIEXPORT jlong JNICALL Java_dev_octo_Native_load(JNIEnv *env, jclass cls, jbyteArray path, jint n_ctx, jint threads,
+                                                  jbyteArray draft, jint max_sessions, jbyteArray device) {
+    (void)cls;
+    char *p = c_string(env, path), *d = draft ? c_string(env, draft) : NULL, *dev = device ? c_string(env, device) : NULL;
+    jni_model *jm = calloc(1, sizeof *jm);
+    if (!p || (draft && !d) || (device && !dev) || !jm) {
+        if (!jm) throw_octo(env, OCTO_ERR_NOMEM, "out of memory");
+        free(p), free(d), free(dev), free(jm);
+        return 0;
+    }
+    octo_client_options co = octo_client_options_defaults();
+    co.n_threads = threads;
+    co.device = dev;
+    octo_model_options mo = octo_model_options_defaults();
+    mo.n_ctx = n_ctx;
+    mo.draft_model = d;
+    mo.max_sessions = max_sessions;
+    jm->client = octo_client_new(&co);
+    if (jm->client) jm->model = octo_load_model(jm->client, p, &mo);
+    if (!jm->model) {
+        throw_octo(env, jm->client ? (int)octo_last_status(jm->client) : OCTO_ERR_NOMEM,
+                   jm->client ? octo_last_error(jm->client) : "out of memory");
+        octo_client_free(jm->client);
+        free(jm);
+        jm = NULL;
+    }
+    free(p), free(d), free(dev);
+    return (jlong)(intptr_t)jm;
+}
+
+JNIEXPORT void JNICALL Java_dev_octo_Native_freeModel(JNIEnv *env, jclass cls, jlong handle) {
+    (void)env, (void)cls;
+    jni_model *jm = (jni_model *)(intptr_t)handle;
+    if (!jm) return;
+    octo_model_free(jm->model);
+    octo_client_free(jm->client);
+    free(jm);
+}
+
+JNIEXPORT jlong JNICALL Java_dev_octo_Native_generate(JNIEnv *env, jclass cls, jlong handle, jbyteArray prompt,
+                                                      jint max_tokens, jfloat temperature, jlong seed) {
+    (void)cls;
+    jni_model *jm = (jni_model *)(intptr_t)handle;
+    char *p = c_string(env, prompt);
+    if (!p) return 0;
+    octo_generate_params gp = octo_generate_params_defaults();
+    gp.max_tokens = max_tokens;
+    gp.temperature = temperature;
+    gp.seed = (uint64_t)seed;
+    octo_stream *st = octo_generate(jm->model, p, &gp);
+    free(p);
+    if (!st) return throw_octo(env, (int)octo_model_status(jm->model), octo_model_error(jm->model));
+    return (jlong)(intptr_t)st;
+}
+
+/* The next piece as UTF-8 bytes; NULL at the end (or with an exception pending on a failure). */
+JNIEXPORT jbyteArray JNICALL Java_dev_octo_Native_next(JNIEnv *env, jclass cls, jlong handle) {
+    (void)cls;
+    octo_stream *st = (octo_stream *)(intptr_t)handle;
+    const char *piece = octo_stream_next(st);
+    if (!piece) {
+        if (octo_stream_status(st) != OCTO_OK) throw_octo(env, (int)octo_stream_status(st), octo_stream_error(st));
+        return NULL;
+    }
+    const jsize n = (jsize)octo_stream_piece_size(st);
+    jbyteArray out = (*env)->NewByteArray(env, n);
+    if (out) (*env)->SetByteArrayRegion(env, out, 0, n, (const jbyte *)piece);
+    return out;
+}
+
+JNIEXPORT jint JNICALL Java_dev_octo_Native_stopReason(JNIEnv *env, jclass cls, jlong handle) {
+    (void)env, (void)cls;
+    return (jint)octo_stream_stop_reason((octo_stream *)(intptr_t)handle);
+}
+
+JNIEXPORT void JNICALL Java_dev_octo_Native_cancel(JNIEnv *env, jclass cls, jlong handle) {
+    (void)env, (void)cls;
+    octo_stream_cancel((octo_stream *)(intptr_t)handle); /* an atomic store: any thread */
+}
+
+JNIEXPORT void JNICALL Java_dev_octo_Native_freeStream(JNIEnv *env, jclass cls, jlong handle) {
+    (void)env, (void)cls;
+    octo_stream_free((octo_stream *)(intptr_t)handle);
+}
+
+JNIEXPORT jstring JNICALL Java_dev_octo_Native_version(JNIEnv *env, jclass cls) {
+    (void)cls;
+    return (*env)->NewStringUTF(env, octo_version());
+}

@@ -1,0 +1,118 @@
+package dev.octo;
+
+import java.lang.ref.Cleaner;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+
+/**
+ * A model loaded from a GGUF file or a deploy bundle's folder. Close it (try-with-resources);
+ * a Model that is never closed is freed by a Cleaner once unreachable. Its streams are closed
+ * with it. Calls after close() throw IllegalStateException.
+ */
+public final class Model implements AutoCloseable {
+    static final Cleaner CLEANER = Cleaner.create();
+
+    /** The native model and the streams open on it; what the Cleaner frees. */
+    static final class State implements Runnable {
+        final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
+        final List<Stream.State> streams = new ArrayList<>();
+        long handle;
+
+        State(long handle) {
+            this.handle = handle;
+        }
+
+        long handle() {
+            if (handle == 0) throw new IllegalStateException("the model is closed");
+            return handle;
+        }
+
+        @Override
+        public void run() {
+            List<Stream.State> open;
+            synchronized (streams) {
+                open = new ArrayList<>(streams);
+            }
+            for (Stream.State s : open) s.run(); /* cancelled, then freed: before the model */
+            lock.writeLock().lock();
+            try {
+                if (handle != 0) Native.freeModel(handle);
+                handle = 0;
+            } finally {
+                lock.writeLock().unlock();
+            }
+        }
+    }
+
+    /** Options of octo_model_options / octo_client_options; 0 and null mean automatic. */
+    public static final class Builder {
+        private final String path;
+        private int nCtx, threads, maxSessions;
+        private String draft, device;
+
+        Builder(String path) {
+            this.path = path;
+        }
+
+        public Builder contextLength(int n) { this.nCtx = n; return this; }
+
+        public Builder threads(int n) { this.threads = n; return this; }
+
+        public Builder maxSessions(int n) { this.maxSessions = n; return this; }
+
+        public Builder draftModel(String path) { this.draft = path; return this; }
+
+        public Builder device(String name) { this.device = name; return this; }
+
+        /** Loads the model; OctoException with octo's message when it cannot. */
+        public Model load() {
+            return new Model(Native.load(utf8(path), nCtx, threads, draft == null ? null : utf8(draft), maxSessions,
+                    device == null ? null : utf8(device)));
+        }
+    }
+
+    private final State state;
+    private final Cleaner.Cleanable cleanable;
+
+    private Model(long handle) {
+        state = new State(handle);
+        cleanable = CLEANER.register(this, state);
+    }
+
+    public static Builder builder(String path) {
+        return new Builder(path);
+    }
+
+    public static Model load(String path) {
+        return builder(path).load();
+    }
+
+    /** A continuation of prompt, greedy when temperature is 0; iterate it for the text's pieces. */
+    public Stream generate(String prompt, int maxTokens, float temperature, long seed) {
+        state.lock.readLock().lock();
+        try {
+            long h = Native.generate(state.handle(), utf8(prompt), maxTokens, temperature, seed);
+            return new Stream(this, state, h);
+        } finally {
+            state.lock.readLock().unlock();
+        }
+    }
+
+    /** octo's version, e.g. "0.1.0". */
+    public static String version() {
+        return Native.version();
+    }
+
+    /** Frees the model and its streams; a second call does nothing. */
+    @Override
+    public void close() {
+        cleanable.clean();
+    }
+
+    static byte[] utf8(String s) {
+        if (s == null) throw new NullPointerException("a null string");
+        return s.getBytes(StandardCharsets.UTF_8);
+    }
+}

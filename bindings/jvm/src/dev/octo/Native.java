@@ -1,0 +1,31 @@
+package dev.octo;
+
+/**
+ * The native methods (bindings/jvm/jni/octo_jni.c), one per call of octo.h. The library is
+ * liboctojni.so, found through the system property octo.jni (its path) or java.library.path.
+ */
+final class Native {
+    static {
+        String path = System.getProperty("octo.jni");
+        if (path != null) System.load(path);
+        else System.loadLibrary("octojni");
+    }
+
+    private Native() {}
+
+    static native long load(byte[] path, int nCtx, int threads, byte[] draft, int maxSessions, byte[] device);
+
+    static native void freeModel(long model);
+
+    static native long generate(long model, byte[] prompt, int maxTokens, float temperature, long seed);
+
+    static native byte[] next(long stream);
+
+    static native int stopReason(long stream);
+
+    static native void cancel(long stream);
+
+    static native void freeStream(long stream);
+
+    static native String version();
+}

@@ -1,0 +1,114 @@
+package dev.octo;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+import java.io.ByteArrayOutputStream;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import org.junit.jupiter.api.Test;
+
+/** The Java API against octo run's text, and what a caller may get wrong. */
+class ModelTest {
+    static final String MODEL = System.getProperty("octo.model");
+    static final String OCTO = System.getProperty("octo.bin");
+
+    /** What `octo run -m MODEL -p PROMPT -n N --temp 0` prints, without run's last newline. */
+    static String octoRun(String prompt, int n) throws Exception {
+        Process p = new ProcessBuilder(OCTO, "run", "-m", MODEL, "-p", prompt, "-n", String.valueOf(n), "--temp", "0")
+                .redirectError(ProcessBuilder.Redirect.DISCARD).start();
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        try (InputStream in = p.getInputStream()) {
+            in.transferTo(out);
+        }
+        assertEquals(0, p.waitFor());
+        String s = out.toString(StandardCharsets.UTF_8);
+        return s.endsWith("\n") ? s.substring(0, s.length() - 1) : s;
+    }
+
+    @Test
+    void greedyTextIsOctoRuns() throws Exception {
+        try (Model m = Model.load(MODEL)) {
+            List<String> pieces = new ArrayList<>();
+            try (Stream s = m.generate("Once upon a time", 48, 0f, 0)) {
+                for (String piece : s) pieces.add(piece);
+                assertEquals(2, s.stopReason()); /* max tokens */
+            }
+            assertTrue(pieces.size() > 10, "streamed piece by piece: " + pieces.size());
+            assertEquals(octoRun("Once upon a time", 48), String.join("", pieces));
+        }
+    }
+
+    @Test
+    void cancelFromAnotherThread() throws Exception {
+        try (Model m = Model.load(MODEL)) {
+            Stream s = m.generate("Once upon a time", 100000, 0.8f, 7);
+            CountDownLatch first = new CountDownLatch(1);
+            Thread t = new Thread(() -> {
+                try {
+                    first.await();
+                } catch (InterruptedException e) {
+                    return;
+                }
+                s.cancel();
+            });
+            t.start();
+            int n = 0;
+            for (String piece : s) {
+                n++;
+                first.countDown();
+            }
+            t.join();
+            assertEquals(3, s.stopReason()); /* cancelled */
+            assertTrue(n >= 1 && n < 100000, "pieces before the cancel: " + n);
+        }
+    }
+
+    @Test
+    void closeTwiceAndUseAfterClose() {
+        Model m = Model.load(MODEL);
+        Stream s = m.generate("Once", 8, 0f, 0);
+        m.close();
+        m.close();
+        assertThrows(IllegalStateException.class, () -> m.generate("Once", 8, 0f, 0));
+        assertThrows(IllegalStateException.class, s::hasNext); /* closed with its model */
+        s.close();
+    }
+
+    @Test
+    void badPathIsOctoException() {
+        OctoException e = assertThrows(OctoException.class, () -> Model.load("/nonexistent/model.gguf"));
+        assertTrue(e.getMessage().contains("no such file"), e.getMessage());
+        assertEquals(4, e.status()); /* OCTO_ERR_NOT_FOUND */
+        OctoException nul = assertThrows(OctoException.class, () -> Model.load("a\0b"));
+        assertTrue(nul.getMessage().contains("NUL"), nul.getMessage());
+    }
+
+    @Test
+    void callbackThatThrowsStopsTheGeneration() {
+        try (Model m = Model.load(MODEL)) {
+            Stream s = m.generate("Once upon a time", 1000, 0f, 0);
+            int[] seen = {0};
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> s.forEachPiece(p -> {
+                if (++seen[0] == 3) throw new IllegalArgumentException("enough");
+            }));
+            assertEquals("enough", e.getMessage());
+            assertEquals(3, seen[0]);
+            assertThrows(IllegalStateException.class, s::hasNext); /* closed by the failure */
+            /* the model is still usable */
+            try (Stream again = m.generate("Once upon a time", 8, 0f, 0)) {
+                assertFalse(again.text().isEmpty());
+            }
+        }
+    }
+
+    @Test
+    void textKeepsUtf8() throws Exception {
+        try (Model m = Model.load(MODEL)) {
+            String prompt = "Émile saw a 🐙";
+            assertEquals(octoRun(prompt, 16), m.generate(prompt, 16, 0f, 0).text());
+        }
+    }
+}
