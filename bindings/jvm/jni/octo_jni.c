@@ -101,20 +101,54 @@ JNIEXPORT void JNICALL Java_dev_octo_Native_freeModel(JNIEnv *env, jclass cls, j
     free(jm);
 }
 
-JNIEXPORT jlong JNICALL Java_dev_octo_Native_generate(JNIEnv *env, jclass cls, jlong handle, jbyteArray prompt,
-                                                      jint max_tokens, jfloat temperature, jlong seed) {
+/* A stream on the model's own conversation (session 0) or on a session; the options as
+ * GenerateOptions.java holds them. */
+JNIEXPORT jlong JNICALL Java_dev_octo_Native_generate(JNIEnv *env, jclass cls, jlong handle, jlong session,
+                                                      jbyteArray prompt, jint max_tokens, jfloat temperature,
+                                                      jint top_k, jfloat top_p, jfloat min_p, jfloat repeat_penalty,
+                                                      jlong seed, jbyteArray grammar, jbyteArray schema) {
     (void)cls;
     jni_model *jm = (jni_model *)(intptr_t)handle;
-    char *p = c_string(env, prompt);
-    if (!p) return 0;
-    octo_generate_params gp = octo_generate_params_defaults();
-    gp.max_tokens = max_tokens;
-    gp.temperature = temperature;
-    gp.seed = (uint64_t)seed;
-    octo_stream *st = octo_generate(jm->model, p, &gp);
-    free(p);
-    if (!st) return throw_octo(env, (int)octo_model_status(jm->model), octo_model_error(jm->model));
+    octo_session *ss = (octo_session *)(intptr_t)session;
+    char *p = c_string(env, prompt), *g = grammar ? c_string(env, grammar) : NULL, *js = schema ? c_string(env, schema) : NULL;
+    octo_stream *st = NULL;
+    if (p && (!grammar || g) && (!schema || js)) {
+        octo_generate_params gp = octo_generate_params_defaults();
+        gp.max_tokens = max_tokens, gp.temperature = temperature, gp.top_k = top_k, gp.top_p = top_p;
+        gp.min_p = min_p, gp.repeat_penalty = repeat_penalty, gp.seed = (uint64_t)seed;
+        gp.grammar = g, gp.json_schema = js;
+        st = ss ? octo_session_generate(ss, p, &gp) : octo_generate(jm->model, p, &gp);
+        if (!st && ss) throw_octo(env, (int)octo_model_status(jm->model), octo_session_error(ss));
+        else if (!st) throw_octo(env, (int)octo_model_status(jm->model), octo_model_error(jm->model));
+    }
+    free(p), free(g), free(js);
     return (jlong)(intptr_t)st;
+}
+
+JNIEXPORT jlong JNICALL Java_dev_octo_Native_sessionNew(JNIEnv *env, jclass cls, jlong handle) {
+    (void)cls;
+    jni_model *jm = (jni_model *)(intptr_t)handle;
+    octo_session *ss = octo_session_new(jm->model);
+    if (!ss) return throw_octo(env, (int)octo_model_status(jm->model), octo_model_error(jm->model));
+    return (jlong)(intptr_t)ss;
+}
+
+JNIEXPORT void JNICALL Java_dev_octo_Native_sessionFree(JNIEnv *env, jclass cls, jlong session) {
+    (void)env, (void)cls;
+    octo_session_free((octo_session *)(intptr_t)session);
+}
+
+JNIEXPORT void JNICALL Java_dev_octo_Native_sessionReset(JNIEnv *env, jclass cls, jlong session) {
+    (void)env, (void)cls;
+    octo_session_reset((octo_session *)(intptr_t)session);
+}
+
+JNIEXPORT jint JNICALL Java_dev_octo_Native_trim(JNIEnv *env, jclass cls, jlong handle, jint level) {
+    (void)cls;
+    jni_model *jm = (jni_model *)(intptr_t)handle;
+    const octo_status rc = octo_model_trim(jm->model, (octo_trim_level)level);
+    if (rc != OCTO_OK) throw_octo(env, (int)rc, octo_model_error(jm->model));
+    return (jint)rc;
 }
 
 /* The next piece as UTF-8 bytes; NULL at the end (or with an exception pending on a failure). */

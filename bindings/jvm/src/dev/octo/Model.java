@@ -18,6 +18,7 @@ public final class Model implements AutoCloseable {
     static final class State implements Runnable {
         final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
         final List<Stream.State> streams = new ArrayList<>();
+        final List<Session.State> sessions = new ArrayList<>();
         long handle;
 
         State(long handle) {
@@ -31,6 +32,11 @@ public final class Model implements AutoCloseable {
 
         @Override
         public void run() {
+            List<Session.State> ss;
+            synchronized (sessions) {
+                ss = new ArrayList<>(sessions);
+            }
+            for (Session.State s : ss) s.run(); /* each with its streams: before the model */
             List<Stream.State> open;
             synchronized (streams) {
                 open = new ArrayList<>(streams);
@@ -89,12 +95,56 @@ public final class Model implements AutoCloseable {
         return builder(path).load();
     }
 
-    /** A continuation of prompt, greedy when temperature is 0; iterate it for the text's pieces. */
-    public Stream generate(String prompt, int maxTokens, float temperature, long seed) {
+    /** A continuation of prompt on the model's own conversation; iterate it for the text's pieces. */
+    public Stream generate(String prompt, GenerateOptions o) {
         state.lock.readLock().lock();
         try {
-            long h = Native.generate(state.handle(), utf8(prompt), maxTokens, temperature, seed);
-            return new Stream(this, state, h);
+            return new Stream(this, state.streams, start(state.handle(), 0, prompt, o));
+        } finally {
+            state.lock.readLock().unlock();
+        }
+    }
+
+    /** generate with maxTokens, temperature (0: greedy) and seed, the rest the library's defaults. */
+    public Stream generate(String prompt, int maxTokens, float temperature, long seed) {
+        return generate(prompt, new GenerateOptions().maxTokens(maxTokens).temperature(temperature).seed(seed));
+    }
+
+    static long start(long model, long session, String prompt, GenerateOptions o) {
+        return Native.generate(model, session, utf8(prompt), o.maxTokens, o.temperature, o.topK, o.topP, o.minP,
+                o.repeatPenalty, o.seed, o.grammar == null ? null : utf8(o.grammar),
+                o.jsonSchema == null ? null : utf8(o.jsonSchema));
+    }
+
+    /** Another conversation on these weights, with its own KV cache (Builder.maxSessions bounds them). */
+    public Session newSession() {
+        state.lock.readLock().lock();
+        try {
+            return new Session(this, state, Native.sessionNew(state.handle()));
+        } finally {
+            state.lock.readLock().unlock();
+        }
+    }
+
+    /**
+     * The app's memory signal, as Android's ComponentCallbacks2.onTrimMemory gives it (a plain int):
+     * RUNNING_MODERATE (5), UI_HIDDEN (20) and BACKGROUND (40) give back the packed weights and a
+     * self-draft; RUNNING_LOW (10) and MODERATE (60) also halve the expert cache; RUNNING_CRITICAL
+     * (15) and COMPLETE (80) also cut every KV cache to its anchors and recent window; 0 takes
+     * back what was given. Safe from any thread, between two tokens of a running stream.
+     */
+    public void trim(int androidLevel) {
+        int level;
+        switch (androidLevel) {
+            case 0: level = 0; break;
+            case 5: case 20: case 40: level = 1; break;
+            case 10: case 60: level = 2; break;
+            case 15: case 80: level = 3; break;
+            default: throw new IllegalArgumentException("not a ComponentCallbacks2 trim level: " + androidLevel);
+        }
+        state.lock.readLock().lock();
+        try {
+            Native.trim(state.handle(), level);
         } finally {
             state.lock.readLock().unlock();
         }

@@ -17,7 +17,16 @@ final class Native {
 
     static native void freeModel(long model);
 
-    static native long generate(long model, byte[] prompt, int maxTokens, float temperature, long seed);
+    static native long generate(long model, long session, byte[] prompt, int maxTokens, float temperature, int topK,
+            float topP, float minP, float repeatPenalty, long seed, byte[] grammar, byte[] jsonSchema);
+
+    static native long sessionNew(long model);
+
+    static native void sessionFree(long session);
+
+    static native void sessionReset(long session);
+
+    static native int trim(long model, int level);
 
     static native byte[] next(long stream);
 

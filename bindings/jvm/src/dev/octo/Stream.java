@@ -3,6 +3,7 @@ package dev.octo;
 import java.lang.ref.Cleaner;
 import java.nio.charset.StandardCharsets;
 import java.util.Iterator;
+import java.util.List;
 import java.util.NoSuchElementException;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import java.util.function.Consumer;
@@ -17,11 +18,11 @@ public final class Stream implements Iterator<String>, Iterable<String>, AutoClo
     /** The native stream; next and cancel share its lock, freeing takes it alone. */
     static final class State implements Runnable {
         final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
-        final Model.State model;
+        final List<State> registry; /* the open streams of its model or session */
         long handle;
 
-        State(Model.State model, long handle) {
-            this.model = model;
+        State(List<State> registry, long handle) {
+            this.registry = registry;
             this.handle = handle;
         }
 
@@ -44,24 +45,24 @@ public final class Stream implements Iterator<String>, Iterable<String>, AutoClo
             } finally {
                 lock.writeLock().unlock();
             }
-            synchronized (model.streams) {
-                model.streams.remove(this);
+            synchronized (registry) {
+                registry.remove(this);
             }
         }
     }
 
-    private final Model owner; /* keeps the model reachable while the stream is */
+    private final Object owner; /* its Model or Session: reachable while the stream is */
     private final State state;
     private final Cleaner.Cleanable cleanable;
     private String ahead;
     private boolean done;
     private int stopReason = -1;
 
-    Stream(Model owner, Model.State model, long handle) {
+    Stream(Object owner, List<State> registry, long handle) {
         this.owner = owner;
-        this.state = new State(model, handle);
-        synchronized (model.streams) {
-            model.streams.add(state);
+        this.state = new State(registry, handle);
+        synchronized (registry) {
+            registry.add(state);
         }
         cleanable = Model.CLEANER.register(this, state);
     }
@@ -133,7 +134,4 @@ public final class Stream implements Iterator<String>, Iterable<String>, AutoClo
         cleanable.clean();
     }
 
-    Model model() {
-        return owner;
-    }
 }

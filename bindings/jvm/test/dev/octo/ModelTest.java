@@ -105,6 +105,40 @@ class ModelTest {
     }
 
     @Test
+    void fourSessionsOnFourThreads() throws Exception {
+        String want = octoRun("Once upon a time", 32);
+        try (Model m = Model.builder(MODEL).maxSessions(5).load()) {
+            String[] got = new String[4];
+            Thread[] t = new Thread[4];
+            for (int i = 0; i < 4; i++) {
+                final int k = i;
+                t[i] = new Thread(() -> {
+                    try (Session s = m.newSession()) {
+                        got[k] = s.generate("Once upon a time", new GenerateOptions().maxTokens(32).temperature(0)).text();
+                    }
+                });
+                t[i].start();
+            }
+            for (Thread x : t) x.join();
+            for (int i = 0; i < 4; i++) assertEquals(want, got[i], "session " + i);
+        }
+    }
+
+    @Test
+    void grammarAndTrim() {
+        try (Model m = Model.load(MODEL)) {
+            String text = m.generate("Once upon a time", new GenerateOptions().maxTokens(16).temperature(1f).seed(3)
+                    .grammar("root ::= \"The \" (\"cat\" | \"dog\") \".\"")).text();
+            assertTrue(text.equals("The cat.") || text.equals("The dog."), text);
+            m.trim(5); /* RUNNING_MODERATE */
+            m.trim(80); /* COMPLETE */
+            m.trim(0);
+            assertThrows(IllegalArgumentException.class, () -> m.trim(7));
+            assertFalse(m.generate("Once", 4, 0f, 0).text().isEmpty());
+        }
+    }
+
+    @Test
     void textKeepsUtf8() throws Exception {
         try (Model m = Model.load(MODEL)) {
             String prompt = "Émile saw a 🐙";
