@@ -15,8 +15,8 @@
 
 #include "octo.h"
 
-static jclass octo_exception; /* global reference, made in JNI_OnLoad */
-static jmethodID octo_exception_init;
+static jclass octo_exception, stats_class; /* global references, made in JNI_OnLoad */
+static jmethodID octo_exception_init, stats_of;
 
 JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved) {
     (void)reserved;
@@ -27,7 +27,12 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved) {
     octo_exception = (*env)->NewGlobalRef(env, c);
     (*env)->DeleteLocalRef(env, c);
     octo_exception_init = (*env)->GetMethodID(env, octo_exception, "<init>", "(ILjava/lang/String;)V");
-    return octo_exception && octo_exception_init ? JNI_VERSION_1_8 : JNI_ERR;
+    jclass sc = (*env)->FindClass(env, "dev/octo/Stats");
+    if (!sc) return JNI_ERR;
+    stats_class = (*env)->NewGlobalRef(env, sc);
+    (*env)->DeleteLocalRef(env, sc);
+    stats_of = (*env)->GetStaticMethodID(env, stats_class, "of", "([J[D[Ljava/lang/String;)Ldev/octo/Stats;");
+    return octo_exception && octo_exception_init && stats_class && stats_of ? JNI_VERSION_1_8 : JNI_ERR;
 }
 
 /* Throw OctoException(status, message); returns 0 for the caller's return. */
@@ -179,6 +184,50 @@ JNIEXPORT void JNICALL Java_dev_octo_Native_cancel(JNIEnv *env, jclass cls, jlon
 JNIEXPORT void JNICALL Java_dev_octo_Native_freeStream(JNIEnv *env, jclass cls, jlong handle) {
     (void)env, (void)cls;
     octo_stream_free((octo_stream *)(intptr_t)handle);
+}
+
+#define STATS_MAX 256 /* more than OCTO_STATS has, of each kind */
+
+/* octo_stats as dev.octo.Stats (made by gen_stats.c from the same list): whole numbers, the
+ * others and the texts, each in the list's order. */
+static jobject stats_object(JNIEnv *env, const octo_stats *s) {
+    jlong w[STATS_MAX];
+    jdouble r[STATS_MAX];
+    const char *t[STATS_MAX];
+    int nw = 0, nr = 0, nt = 0;
+#define NUM(group, type, name, ...)                                                          \
+    if (_Generic(s->name, double: 1, float: 1, default: 0)) r[nr++] = (jdouble)s->name; \
+    else w[nw++] = (jlong)s->name;
+#define TEXT(group, size, name, ...) t[nt++] = s->name;
+    OCTO_STATS(NUM, TEXT)
+#undef NUM
+#undef TEXT
+    jlongArray wa = (*env)->NewLongArray(env, nw);
+    jdoubleArray ra = (*env)->NewDoubleArray(env, nr);
+    jclass string = (*env)->FindClass(env, "java/lang/String");
+    jobjectArray ta = string ? (*env)->NewObjectArray(env, nt, string, NULL) : NULL;
+    jobject out = NULL;
+    if (wa && ra && ta) {
+        (*env)->SetLongArrayRegion(env, wa, 0, nw, w);
+        (*env)->SetDoubleArrayRegion(env, ra, 0, nr, r);
+        for (int i = 0; i < nt && !(*env)->ExceptionCheck(env); i++) {
+            jstring x = (*env)->NewStringUTF(env, t[i]);
+            if (x) (*env)->SetObjectArrayElement(env, ta, i, x), (*env)->DeleteLocalRef(env, x); /* one per loop */
+        }
+        if (!(*env)->ExceptionCheck(env)) out = (*env)->CallStaticObjectMethod(env, stats_class, stats_of, wa, ra, ta);
+    }
+    if (wa) (*env)->DeleteLocalRef(env, wa);
+    if (ra) (*env)->DeleteLocalRef(env, ra);
+    if (ta) (*env)->DeleteLocalRef(env, ta);
+    if (string) (*env)->DeleteLocalRef(env, string);
+    return out;
+}
+
+JNIEXPORT jobject JNICALL Java_dev_octo_Native_stats(JNIEnv *env, jclass cls, jlong handle, jlong session) {
+    (void)cls;
+    jni_model *jm = (jni_model *)(intptr_t)handle;
+    const octo_stats s = session ? octo_session_stats((octo_session *)(intptr_t)session) : octo_model_stats(jm->model);
+    return stats_object(env, &s);
 }
 
 JNIEXPORT jstring JNICALL Java_dev_octo_Native_version(JNIEnv *env, jclass cls) {

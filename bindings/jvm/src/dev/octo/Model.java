@@ -150,6 +150,16 @@ public final class Model implements AutoCloseable {
         }
     }
 
+    /** The statistics of the model's own conversation and of the model (octo_model_stats). */
+    public Stats stats() {
+        state.lock.readLock().lock();
+        try {
+            return Native.stats(state.handle(), 0);
+        } finally {
+            state.lock.readLock().unlock();
+        }
+    }
+
     /** octo's version, e.g. "0.1.0". */
     public static String version() {
         return Native.version();

@@ -36,5 +36,7 @@ final class Native {
 
     static native void freeStream(long stream);
 
+    static native Stats stats(long model, long session);
+
     static native String version();
 }

@@ -70,6 +70,16 @@ public final class Session implements AutoCloseable {
         }
     }
 
+    /** This session's statistics: its generation, its caches; the model's for the rest (octo_session_stats). */
+    public Stats stats() {
+        state.lock.readLock().lock();
+        try {
+            return Native.stats(state.model.handle(), state.handle());
+        } finally {
+            state.lock.readLock().unlock();
+        }
+    }
+
     /** Forgets the conversation (its cache emptied); not while it streams. */
     public void reset() {
         state.lock.readLock().lock();

@@ -139,6 +139,31 @@ class ModelTest {
     }
 
     @Test
+    void statsAreTheHeadersList() throws Exception {
+        /* every line of OCTO_STATS, in order, is a component of the record, its name in camelCase */
+        List<String> names = new ArrayList<>();
+        for (String line : java.nio.file.Files.readAllLines(java.nio.file.Path.of(System.getProperty("octo.header")))) {
+            java.util.regex.Matcher x = java.util.regex.Pattern.compile("^\\s+(?:NUM|TEXT)\\(\\w+, \\w+, (\\w+),").matcher(line);
+            if (x.find()) names.add(java.util.regex.Pattern.compile("_(\\w)").matcher(x.group(1)).replaceAll(r -> r.group(1).toUpperCase()));
+        }
+        java.lang.reflect.RecordComponent[] rc = Stats.class.getRecordComponents();
+        assertTrue(names.size() > 100, "OCTO_STATS read: " + names.size());
+        assertEquals(names.size(), rc.length);
+        for (int i = 0; i < rc.length; i++) assertEquals(names.get(i), rc[i].getName());
+        try (Model m = Model.builder(MODEL).maxSessions(2).load()) {
+            m.generate("Once upon a time", 24, 0f, 0).text();
+            Stats s = m.stats();
+            assertEquals(24, s.decodeTokens());
+            assertTrue(s.promptTokens() >= 4 && s.decodeTokensPerS() > 0 && s.rssBytes() > 0, s.toString());
+            assertEquals("plain", s.chatTemplate());
+            try (Session ss = m.newSession()) {
+                ss.generate("Once", new GenerateOptions().maxTokens(5).temperature(0)).text();
+                assertEquals(5, ss.stats().decodeTokens());
+            }
+        }
+    }
+
+    @Test
     void textKeepsUtf8() throws Exception {
         try (Model m = Model.load(MODEL)) {
             String prompt = "Émile saw a 🐙";
