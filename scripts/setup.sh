@@ -7,7 +7,8 @@
 #           chromium (the chat page's test, driven by playwright-core from npm)
 #   chat:   libedit-dev (line editing and history in run --chat on a terminal)
 #   pull:   libcurl4-openssl-dev (octo pull: models from the Hugging Face hub or a URL)
-#   jvm:    openjdk-17-jdk-headless, junit5 (bindings/jvm: the JNI library, dev.octo and its JUnit tests)
+#   jvm:    openjdk-17-jdk-headless, junit5, kotlin (bindings/jvm: the JNI library, dev.octo, its JUnit tests
+#           and the Kotlin example)
 #   python: python3-venv, python3-pytest (tests/python.sh: the binding in a fresh venv),
 #           python3-jsonschema (an independent validator of the structured-output tests)
 #   arm:    gcc-aarch64-linux-gnu, qemu-user (scripts/test-arm.sh: cross build + qemu)
@@ -25,6 +26,7 @@ pkg-config --exists libedit 2>/dev/null || need="$need libedit-dev"
 pkg-config --exists libcurl 2>/dev/null || need="$need libcurl4-openssl-dev"
 command -v javac >/dev/null 2>&1 || need="$need openjdk-17-jdk-headless"
 [ -f /usr/share/java/junit-platform-console-standalone.jar ] || need="$need junit5"
+command -v kotlinc >/dev/null 2>&1 || need="$need kotlin"
 command -v curl >/dev/null 2>&1 || need="$need curl"
 command -v node >/dev/null 2>&1 || need="$need nodejs"
 command -v npm >/dev/null 2>&1 || need="$need npm"
