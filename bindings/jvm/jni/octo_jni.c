@@ -130,6 +130,47 @@ JNIEXPORT jlong JNICALL Java_dev_octo_Native_generate(JNIEnv *env, jclass cls, j
     return (jlong)(intptr_t)st;
 }
 
+/* The callback form: each piece handed to Java on the calling thread (a thread the JVM
+ * knows: the one that called generateEach). A Java exception pending after a piece stops the
+ * generation; it is left pending, so Java sees it when the native method returns. */
+typedef struct {
+    JNIEnv *env;
+    jobject consumer;
+    jmethodID accept;
+} piece_sink;
+
+static int on_piece(void *user, const char *piece) {
+    piece_sink *k = user;
+    JNIEnv *env = k->env;
+    const jsize n = (jsize)strlen(piece);
+    jbyteArray b = (*env)->NewByteArray(env, n);
+    if (!b) return 1;
+    (*env)->SetByteArrayRegion(env, b, 0, n, (const jbyte *)piece);
+    (*env)->CallVoidMethod(env, k->consumer, k->accept, b);
+    (*env)->DeleteLocalRef(env, b); /* one per piece: never a pile of local references */
+    return (*env)->ExceptionCheck(env) ? 1 : 0;
+}
+
+JNIEXPORT jint JNICALL Java_dev_octo_Native_generateEach(JNIEnv *env, jclass cls, jlong handle, jbyteArray prompt,
+                                                         jint max_tokens, jfloat temperature, jlong seed,
+                                                         jobject consumer) {
+    (void)cls;
+    jni_model *jm = (jni_model *)(intptr_t)handle;
+    char *p = c_string(env, prompt);
+    if (!p) return -1;
+    jclass cc = (*env)->GetObjectClass(env, consumer);
+    piece_sink k = {env, consumer, cc ? (*env)->GetMethodID(env, cc, "accept", "([B)V") : NULL};
+    if (cc) (*env)->DeleteLocalRef(env, cc);
+    if (!k.accept) return free(p), -1; /* NoSuchMethodError pending */
+    octo_generate_params gp = octo_generate_params_defaults();
+    gp.max_tokens = max_tokens, gp.temperature = temperature, gp.seed = (uint64_t)seed;
+    const octo_status rc = octo_generate_cb(jm->model, p, &gp, on_piece, &k);
+    free(p);
+    if ((*env)->ExceptionCheck(env)) return -1; /* the callback's exception stands */
+    if (rc != OCTO_OK) throw_octo(env, (int)rc, octo_model_error(jm->model));
+    return (jint)rc;
+}
+
 JNIEXPORT jlong JNICALL Java_dev_octo_Native_sessionNew(JNIEnv *env, jclass cls, jlong handle) {
     (void)cls;
     jni_model *jm = (jni_model *)(intptr_t)handle;

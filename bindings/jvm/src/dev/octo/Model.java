@@ -105,6 +105,20 @@ public final class Model implements AutoCloseable {
         }
     }
 
+    /**
+     * The callback form: each piece to onPiece as it is made, on this thread. An exception onPiece
+     * throws stops the generation cleanly and is rethrown here.
+     */
+    public void generate(String prompt, int maxTokens, float temperature, long seed, java.util.function.Consumer<String> onPiece) {
+        state.lock.readLock().lock();
+        try {
+            Native.generateEach(state.handle(), utf8(prompt), maxTokens, temperature, seed,
+                    b -> onPiece.accept(new String(b, StandardCharsets.UTF_8)));
+        } finally {
+            state.lock.readLock().unlock();
+        }
+    }
+
     /** generate with maxTokens, temperature (0: greedy) and seed, the rest the library's defaults. */
     public Stream generate(String prompt, int maxTokens, float temperature, long seed) {
         return generate(prompt, new GenerateOptions().maxTokens(maxTokens).temperature(temperature).seed(seed));

@@ -20,6 +20,13 @@ final class Native {
     static native long generate(long model, long session, byte[] prompt, int maxTokens, float temperature, int topK,
             float topP, float minP, float repeatPenalty, long seed, byte[] grammar, byte[] jsonSchema);
 
+    /** Each piece's UTF-8 bytes to sink.accept on this thread; an exception it throws stops the generation. */
+    interface PieceSink {
+        void accept(byte[] piece);
+    }
+
+    static native int generateEach(long model, byte[] prompt, int maxTokens, float temperature, long seed, PieceSink sink);
+
     static native long sessionNew(long model);
 
     static native void sessionFree(long session);

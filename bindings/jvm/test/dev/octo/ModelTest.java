@@ -164,6 +164,25 @@ class ModelTest {
     }
 
     @Test
+    void nativeCallbackThatThrows() throws Exception {
+        try (Model m = Model.load(MODEL)) {
+            StringBuilder all = new StringBuilder();
+            m.generate("Once upon a time", 48, 0f, 0, all::append);
+            assertEquals(octoRun("Once upon a time", 48), all.toString());
+            int[] seen = {0};
+            IllegalStateException e = assertThrows(IllegalStateException.class, () -> m.generate("Once upon a time",
+                    1000, 0f, 0, p -> {
+                        if (++seen[0] == 2) throw new IllegalStateException("stop here");
+                    }));
+            assertEquals("stop here", e.getMessage());
+            assertEquals(2, seen[0]); /* no piece after the throw */
+            long made = m.stats().decodeTokens();
+            assertTrue(made >= 2 && made < 10, "tokens made before the stop: " + made); /* stopped, not run to 1000 */
+            assertFalse(m.generate("Once", 4, 0f, 0).text().isEmpty());
+        }
+    }
+
+    @Test
     void textKeepsUtf8() throws Exception {
         try (Model m = Model.load(MODEL)) {
             String prompt = "Émile saw a 🐙";
