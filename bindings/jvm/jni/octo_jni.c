@@ -47,6 +47,10 @@ static jlong throw_octo(JNIEnv *env, int status, const char *message) {
     return 0;
 }
 
+/* An optional string: NULL for a null array, else c_string's; *ok false when an exception is
+ * pending (then no further JNI call may be made). */
+static char *c_optional(JNIEnv *env, jbyteArray bytes, int *ok);
+
 /* A Java byte[] of UTF-8 as a NUL-terminated C string (malloc'd); NULL with an exception pending. */
 static char *c_string(JNIEnv *env, jbyteArray bytes) {
     if (!bytes) return throw_octo(env, OCTO_ERR_INVALID_ARG, "a null string"), NULL;
@@ -62,6 +66,13 @@ static char *c_string(JNIEnv *env, jbyteArray bytes) {
     return s;
 }
 
+static char *c_optional(JNIEnv *env, jbyteArray bytes, int *ok) {
+    if (!*ok || !bytes) return NULL;
+    char *s = c_string(env, bytes);
+    if (!s) *ok = 0;
+    return s;
+}
+
 typedef struct {
     octo_client *client;
     octo_model *model;
@@ -70,10 +81,12 @@ typedef struct {
 JNIEXPORT jlong JNICALL Java_dev_octo_Native_load(JNIEnv *env, jclass cls, jbyteArray path, jint n_ctx, jint threads,
                                                   jbyteArray draft, jint max_sessions, jbyteArray device) {
     (void)cls;
-    char *p = c_string(env, path), *d = draft ? c_string(env, draft) : NULL, *dev = device ? c_string(env, device) : NULL;
-    jni_model *jm = calloc(1, sizeof *jm);
-    if (!p || (draft && !d) || (device && !dev) || !jm) {
-        if (!jm) throw_octo(env, OCTO_ERR_NOMEM, "out of memory");
+    char *p = c_string(env, path);
+    int ok = p != NULL;
+    char *d = c_optional(env, draft, &ok), *dev = c_optional(env, device, &ok);
+    jni_model *jm = ok ? calloc(1, sizeof *jm) : NULL;
+    if (!ok || !jm) {
+        if (ok) throw_octo(env, OCTO_ERR_NOMEM, "out of memory");
         free(p), free(d), free(dev), free(jm);
         return 0;
     }
@@ -115,9 +128,11 @@ JNIEXPORT jlong JNICALL Java_dev_octo_Native_generate(JNIEnv *env, jclass cls, j
     (void)cls;
     jni_model *jm = (jni_model *)(intptr_t)handle;
     octo_session *ss = (octo_session *)(intptr_t)session;
-    char *p = c_string(env, prompt), *g = grammar ? c_string(env, grammar) : NULL, *js = schema ? c_string(env, schema) : NULL;
+    char *p = c_string(env, prompt);
+    int ok = p != NULL;
+    char *g = c_optional(env, grammar, &ok), *js = c_optional(env, schema, &ok);
     octo_stream *st = NULL;
-    if (p && (!grammar || g) && (!schema || js)) {
+    if (ok) {
         octo_generate_params gp = octo_generate_params_defaults();
         gp.max_tokens = max_tokens, gp.temperature = temperature, gp.top_k = top_k, gp.top_p = top_p;
         gp.min_p = min_p, gp.repeat_penalty = repeat_penalty, gp.seed = (uint64_t)seed;

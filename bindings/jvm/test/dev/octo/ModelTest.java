@@ -84,6 +84,18 @@ class ModelTest {
         assertEquals(4, e.status()); /* OCTO_ERR_NOT_FOUND */
         OctoException nul = assertThrows(OctoException.class, () -> Model.load("a\0b"));
         assertTrue(nul.getMessage().contains("NUL"), nul.getMessage());
+        /* a NUL in the first string, more strings after it: one exception, no JNI call with it pending */
+        OctoException nul2 = assertThrows(OctoException.class,
+                () -> Model.builder("a\0b").draftModel("d.gguf").device("host").load());
+        assertTrue(nul2.getMessage().contains("NUL"), nul2.getMessage());
+        try (Model m = Model.load(MODEL)) {
+            OctoException g = assertThrows(OctoException.class,
+                    () -> m.generate("x\0y", new GenerateOptions().grammar("root ::= \"a\"").jsonSchema("{}")));
+            assertTrue(g.getMessage().contains("NUL"), g.getMessage());
+            OctoException bad = assertThrows(OctoException.class,
+                    () -> m.generate("Once", new GenerateOptions().grammar("root ::= x")));
+            assertTrue(bad.getMessage().contains("never defined"), bad.getMessage());
+        }
     }
 
     @Test
