@@ -17,8 +17,10 @@ class ModelTest {
 
     /** What `octo run -m MODEL -p PROMPT -n N --temp 0` prints, without run's last newline. */
     static String octoRun(String prompt, int n) throws Exception {
-        Process p = new ProcessBuilder(OCTO, "run", "-m", MODEL, "-p", prompt, "-n", String.valueOf(n), "--temp", "0")
-                .redirectError(ProcessBuilder.Redirect.DISCARD).start();
+        ProcessBuilder b = new ProcessBuilder(OCTO, "run", "-m", MODEL, "-p", prompt, "-n", String.valueOf(n), "--temp", "0")
+                .redirectError(ProcessBuilder.Redirect.DISCARD);
+        b.environment().remove("LD_PRELOAD"); /* the sanitizer build preloads ASan into the JVM; octo links its own */
+        Process p = b.start();
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         try (InputStream in = p.getInputStream()) {
             in.transferTo(out);
