@@ -78,25 +78,33 @@ typedef struct {
     octo_model *model;
 } jni_model;
 
+/* The options as Model.Builder holds them (octo_model_options, octo_client_options). */
 JNIEXPORT jlong JNICALL Java_dev_octo_Native_load(JNIEnv *env, jclass cls, jbyteArray path, jint n_ctx, jint threads,
-                                                  jbyteArray draft, jint max_sessions, jbyteArray device) {
+                                                  jbyteArray draft, jint max_sessions, jbyteArray device,
+                                                  jint auto_draft, jint draft_threads, jbyteArray cache_dir,
+                                                  jint memory_watch, jlong moe_cache_bytes) {
     (void)cls;
     char *p = c_string(env, path);
     int ok = p != NULL;
-    char *d = c_optional(env, draft, &ok), *dev = c_optional(env, device, &ok);
+    char *d = c_optional(env, draft, &ok), *dev = c_optional(env, device, &ok), *cd = c_optional(env, cache_dir, &ok);
     jni_model *jm = ok ? calloc(1, sizeof *jm) : NULL;
     if (!ok || !jm) {
         if (ok) throw_octo(env, OCTO_ERR_NOMEM, "out of memory");
-        free(p), free(d), free(dev), free(jm);
+        free(p), free(d), free(dev), free(cd), free(jm);
         return 0;
     }
     octo_client_options co = octo_client_options_defaults();
     co.n_threads = threads;
     co.device = dev;
+    co.cache_dir = cd;
     octo_model_options mo = octo_model_options_defaults();
     mo.n_ctx = n_ctx;
     mo.draft_model = d;
     mo.max_sessions = max_sessions;
+    mo.auto_draft = auto_draft;
+    mo.draft_threads = draft_threads;
+    mo.memory_watch = memory_watch;
+    if (moe_cache_bytes > 0) mo.moe.cache_bytes = (uint64_t)moe_cache_bytes;
     jm->client = octo_client_new(&co);
     if (jm->client) jm->model = octo_load_model(jm->client, p, &mo);
     if (!jm->model) {
@@ -106,7 +114,7 @@ JNIEXPORT jlong JNICALL Java_dev_octo_Native_load(JNIEnv *env, jclass cls, jbyte
         free(jm);
         jm = NULL;
     }
-    free(p), free(d), free(dev);
+    free(p), free(d), free(dev), free(cd);
     return (jlong)(intptr_t)jm;
 }
 

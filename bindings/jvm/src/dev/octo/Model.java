@@ -52,11 +52,15 @@ public final class Model implements AutoCloseable {
         }
     }
 
-    /** Options of octo_model_options / octo_client_options; 0 and null mean automatic. */
+    /**
+     * Options of octo_model_options / octo_client_options; 0 and null mean automatic, as in C.
+     * octo checks them at load: a bad one is an OctoException with octo's message.
+     */
     public static final class Builder {
         private final String path;
-        private int nCtx, threads, maxSessions;
-        private String draft, device;
+        private int nCtx, threads, maxSessions, autoDraft, draftThreads, memoryWatch;
+        private long moeCacheBytes;
+        private String draft, device, cacheDir;
 
         Builder(String path) {
             this.path = path;
@@ -72,10 +76,26 @@ public final class Model implements AutoCloseable {
 
         public Builder device(String name) { this.device = name; return this; }
 
+        /** A draft found or made by itself: 0 automatic, -1 none, 1 a Q4_0 self-draft (octo_model_options.auto_draft). */
+        public Builder autoDraft(int mode) { this.autoDraft = mode; return this; }
+
+        /** Cores of the draft's own (0: automatic). */
+        public Builder draftThreads(int n) { this.draftThreads = n; return this; }
+
+        /** Where the KV cache may spill to flash (null: no spill). */
+        public Builder cacheDir(String dir) { this.cacheDir = dir; return this; }
+
+        /** The memory watcher: 0 automatic, -1 off (trim still works). */
+        public Builder memoryWatch(int mode) { this.memoryWatch = mode; return this; }
+
+        /** The expert cache of an MoE model, in bytes (0: sized from the device). */
+        public Builder moeCacheBytes(long bytes) { this.moeCacheBytes = bytes; return this; }
+
         /** Loads the model; OctoException with octo's message when it cannot. */
         public Model load() {
             return new Model(Native.load(utf8(path), nCtx, threads, draft == null ? null : utf8(draft), maxSessions,
-                    device == null ? null : utf8(device)));
+                    device == null ? null : utf8(device), autoDraft, draftThreads, cacheDir == null ? null : utf8(cacheDir),
+                    memoryWatch, moeCacheBytes));
         }
     }
 

@@ -13,7 +13,8 @@ final class Native {
 
     private Native() {}
 
-    static native long load(byte[] path, int nCtx, int threads, byte[] draft, int maxSessions, byte[] device);
+    static native long load(byte[] path, int nCtx, int threads, byte[] draft, int maxSessions, byte[] device,
+            int autoDraft, int draftThreads, byte[] cacheDir, int memoryWatch, long moeCacheBytes);
 
     static native void freeModel(long model);
 

@@ -84,6 +84,9 @@ class ModelTest {
         OctoException e = assertThrows(OctoException.class, () -> Model.load("/nonexistent/model.gguf"));
         assertTrue(e.getMessage().contains("no such file"), e.getMessage());
         assertEquals(4, e.status()); /* OCTO_ERR_NOT_FOUND */
+        OctoException opt = assertThrows(OctoException.class, () -> Model.builder(MODEL).contextLength(-5).load());
+        assertTrue(opt.getMessage().startsWith("bad model options (n_ctx -5 of 0.."), opt.getMessage());
+        assertEquals(1, opt.status()); /* OCTO_ERR_INVALID_ARG */
         OctoException nul = assertThrows(OctoException.class, () -> Model.load("a\0b"));
         assertTrue(nul.getMessage().contains("NUL"), nul.getMessage());
         /* a NUL in the first string, more strings after it: one exception, no JNI call with it pending */
