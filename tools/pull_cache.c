@@ -24,6 +24,7 @@
 #include "cli.h"
 #include "pull.h"
 #include "stats.h"
+#include "core/atomic_write.h" /* internal: the one way octo writes a file */
 #include "core/json.h"   /* internal: reading FILE.pull.json back */
 #include "core/sha256.h" /* internal: the digest of what arrived */
 
@@ -50,20 +51,16 @@ static void sync_parent(const char *path) {
     if (fd >= 0) fsync(fd), close(fd);
 }
 
-/* text written to path through a temporary name and a rename. */
+/* text written to path through core/atomic_write (a temporary file, synced, renamed). */
 static int write_atomic(const char *path, const char *text) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return fail("cannot write %s: %s", tmp, strerror(errno));
-    const int bad = fputs(text, f) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0;
-    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
-        const int e = errno;
-        remove(tmp);
-        return fail("cannot write %s: %s", path, strerror(e));
+    atomic_file af;
+    err_t err = {0};
+    if (atomic_file_open(&af, path, &err)) return fail("cannot write %s: %s", path, err.msg);
+    if (atomic_file_write(&af, text, strlen(text), &err)) {
+        atomic_file_abort(&af);
+        return fail("cannot write %s: %s", path, err.msg);
     }
-    sync_parent(path);
-    return 0;
+    return atomic_file_commit(&af, &err) ? fail("cannot write %s: %s", path, err.msg) : 0;
 }
 
 static int write_meta(const char *path, const char *shown, const char *url, uint64_t size, const char *sha,
