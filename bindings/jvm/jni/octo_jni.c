@@ -10,6 +10,9 @@
  * state (dev.octo.Model.State, Stream.State), never handed to a caller.
  */
 #include <jni.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,58 +76,223 @@ static char *c_optional(JNIEnv *env, jbyteArray bytes, int *ok) {
     return s;
 }
 
+/* A Java byte[] holding the n bytes at s; NULL with OutOfMemoryError pending. */
+static jbyteArray new_bytes(JNIEnv *env, const char *s, size_t n) {
+    jbyteArray b = (*env)->NewByteArray(env, (jsize)n);
+    if (b) (*env)->SetByteArrayRegion(env, b, 0, (jsize)n, (const jbyte *)s);
+    return b;
+}
+
 typedef struct {
     octo_client *client;
     octo_model *model;
+    JavaVM *vm;
+    jobject log_sink; /* a global reference to Builder.logSink (a Native.LogSink), or NULL */
+    jmethodID log_message;
 } jni_model;
 
-/* The options as Model.Builder holds them (octo_model_options, octo_client_options). */
-JNIEXPORT jlong JNICALL Java_dev_octo_Native_load(JNIEnv *env, jclass cls, jbyteArray path, jint n_ctx, jint threads,
-                                                  jbyteArray draft, jint max_sessions, jbyteArray device,
-                                                  jint auto_draft, jint draft_threads, jbyteArray cache_dir,
-                                                  jint memory_watch, jlong moe_cache_bytes) {
-    (void)cls;
-    char *p = c_string(env, path);
-    int ok = p != NULL;
-    char *d = c_optional(env, draft, &ok), *dev = c_optional(env, device, &ok), *cd = c_optional(env, cache_dir, &ok);
-    jni_model *jm = ok ? calloc(1, sizeof *jm) : NULL;
-    if (!ok || !jm) {
-        if (ok) throw_octo(env, OCTO_ERR_NOMEM, "out of memory");
-        free(p), free(d), free(dev), free(cd), free(jm);
-        return 0;
+/* octo_client_options.log: the message to the app's Model.Log. octo calls it on the thread that
+ * caused the message; one the JVM does not know is attached for the call, then detached. A Java
+ * exception pending on the thread stands (the message is dropped); one the sink throws is cleared:
+ * a log message cannot stop octo, and octo's next JNI call must not run with it pending. */
+static void on_log(void *user, octo_log_level level, const char *message) {
+    const jni_model *jm = user;
+    JNIEnv *env = NULL;
+    const jint got = (*jm->vm)->GetEnv(jm->vm, (void **)&env, JNI_VERSION_1_8);
+    if (got == JNI_EDETACHED ? (*jm->vm)->AttachCurrentThreadAsDaemon(jm->vm, (void **)&env, NULL) != JNI_OK
+                             : got != JNI_OK)
+        return;
+    if (!(*env)->ExceptionCheck(env)) {
+        jbyteArray b = new_bytes(env, message, strlen(message));
+        if (b) (*env)->CallVoidMethod(env, jm->log_sink, jm->log_message, (jint)level, b);
+        if (b) (*env)->DeleteLocalRef(env, b);
+        if ((*env)->ExceptionCheck(env)) (*env)->ExceptionClear(env);
     }
-    octo_client_options co = octo_client_options_defaults();
-    co.n_threads = threads;
-    co.device = dev;
-    co.cache_dir = cd;
-    octo_model_options mo = octo_model_options_defaults();
-    mo.n_ctx = n_ctx;
-    mo.draft_model = d;
-    mo.max_sessions = max_sessions;
-    mo.auto_draft = auto_draft;
-    mo.draft_threads = draft_threads;
-    mo.memory_watch = memory_watch;
-    if (moe_cache_bytes > 0) mo.moe.cache_bytes = (uint64_t)moe_cache_bytes;
-    jm->client = octo_client_new(&co);
-    if (jm->client) jm->model = octo_load_model(jm->client, p, &mo);
-    if (!jm->model) {
-        throw_octo(env, jm->client ? (int)octo_last_status(jm->client) : OCTO_ERR_NOMEM,
-                   jm->client ? octo_last_error(jm->client) : "out of memory");
-        octo_client_free(jm->client);
-        free(jm);
-        jm = NULL;
-    }
-    free(p), free(d), free(dev), free(cd);
-    return (jlong)(intptr_t)jm;
+    if (got == JNI_EDETACHED) (*jm->vm)->DetachCurrentThread(jm->vm);
 }
 
-JNIEXPORT void JNICALL Java_dev_octo_Native_freeModel(JNIEnv *env, jclass cls, jlong handle) {
-    (void)env, (void)cls;
-    jni_model *jm = (jni_model *)(intptr_t)handle;
+/* jm's log sink from b's field logSink (none when null); 0 with an exception pending. */
+static int take_log_sink(JNIEnv *env, jobject b, jclass bc, jni_model *jm) {
+    jfieldID f = (*env)->GetFieldID(env, bc, "logSink", "Ldev/octo/Native$LogSink;");
+    jobject sink = f ? (*env)->GetObjectField(env, b, f) : NULL;
+    if (!sink) return !(*env)->ExceptionCheck(env);
+    jclass sc = (*env)->GetObjectClass(env, sink);
+    jm->log_message = sc ? (*env)->GetMethodID(env, sc, "message", "(I[B)V") : NULL;
+    if (sc) (*env)->DeleteLocalRef(env, sc);
+    if (jm->log_message && (*env)->GetJavaVM(env, &jm->vm) == JNI_OK) jm->log_sink = (*env)->NewGlobalRef(env, sink);
+    (*env)->DeleteLocalRef(env, sink);
+    return jm->log_sink != NULL;
+}
+
+/* Frees what load_with made (NULL is ignored): the model, then its client, then the log sink
+ * neither can call any more. */
+static void free_model(JNIEnv *env, jni_model *jm) {
     if (!jm) return;
     octo_model_free(jm->model);
     octo_client_free(jm->client);
+    if (jm->log_sink) (*env)->DeleteGlobalRef(env, jm->log_sink);
     free(jm);
+}
+
+/* Model.Builder's fields and where each goes in octo_model_options: a number the app set
+ * replaces octo's default; one it did not set holds Builder.UNSET (Integer/Long.MIN_VALUE, NaN),
+ * so every default stays octo's own (octo_model_options_defaults). */
+static const struct {
+    const char *field;
+    char type; /* 'I' int, 'J' uint64_t, 'D' double */
+    size_t offset;
+} model_fields[] = {
+#define F(field, type, member) {field, type, offsetof(octo_model_options, member)}
+    F("nCtx", 'I', n_ctx),
+    F("maxSessions", 'I', max_sessions),
+    F("autoDraft", 'I', auto_draft),
+    F("draftThreads", 'I', draft_threads),
+    F("memoryWatch", 'I', memory_watch),
+    F("planOnly", 'I', plan_only),
+    F("kvCompress", 'I', kv.compress),
+    F("kvHotTokens", 'I', kv.hot_tokens),
+    F("kvWarmTokens", 'I', kv.warm_tokens),
+    F("kvAnchorTokens", 'I', kv.anchor_tokens),
+    F("kvRecentTokens", 'I', kv.recent_tokens),
+    F("kvColdBits", 'I', kv.cold_bits),
+    F("kvColdSymmetric", 'I', kv.cold_symmetric),
+    F("kvPerTokenKeys", 'I', kv.per_token_keys),
+    F("kvSpill", 'I', kv.spill),
+    F("kvBudgetTokens", 'I', kv.budget_tokens),
+    F("kvBudgetBytes", 'J', kv.budget_bytes),
+    F("kvSpillMaxBytes", 'J', kv.spill_max_bytes),
+    F("moeCacheBytes", 'J', moe.cache_bytes),
+    F("moeCacheShare", 'D', moe.cache_share),
+    F("moePredictMargin", 'D', moe.predict_margin),
+#undef F
+};
+
+/* The number fields into mo; 0 with an exception pending (a field renamed on one side only). */
+static int read_numbers(JNIEnv *env, jobject b, jclass bc, octo_model_options *mo) {
+    for (size_t i = 0; i < sizeof model_fields / sizeof model_fields[0]; i++) {
+        const char sig[2] = {model_fields[i].type, '\0'};
+        jfieldID f = (*env)->GetFieldID(env, bc, model_fields[i].field, sig);
+        if (!f) return 0;
+        char *at = (char *)mo + model_fields[i].offset;
+        if (sig[0] == 'I') {
+            const jint v = (*env)->GetIntField(env, b, f);
+            if (v != INT32_MIN) *(int *)at = v;
+        } else if (sig[0] == 'J') {
+            const jlong v = (*env)->GetLongField(env, b, f);
+            if (v != INT64_MIN) *(uint64_t *)at = (uint64_t)v;
+        } else {
+            const jdouble v = (*env)->GetDoubleField(env, b, f);
+            if (v == v) *(double *)at = v;
+        }
+    }
+    return 1;
+}
+
+/* An int field of b; INT32_MIN (unset) when there is none (NoSuchFieldError pending) or an
+ * exception is pending already. */
+static jint int_field(JNIEnv *env, jobject b, jclass bc, const char *name) {
+    if ((*env)->ExceptionCheck(env)) return INT32_MIN;
+    jfieldID f = (*env)->GetFieldID(env, bc, name, "I");
+    return f ? (*env)->GetIntField(env, b, f) : INT32_MIN;
+}
+
+/* The enumerations, which Builder holds as octo.h's numbers (its enums' ordinals) or names. */
+static int read_choices(JNIEnv *env, jobject b, jclass bc, octo_model_options *mo, const char *kv_policy,
+                        const char *moe_policy) {
+    const jint kv_type = int_field(env, b, bc, "kvType");
+    const jint prefetch = int_field(env, b, bc, "moePrefetch"), int2 = int_field(env, b, bc, "moeInt2");
+    if ((*env)->ExceptionCheck(env)) return 0;
+    if (kv_type != INT32_MIN) mo->kv_type = (octo_kv_type)kv_type;
+    if (prefetch != INT32_MIN) mo->moe.prefetch = (octo_moe_prefetch)prefetch;
+    if (int2 != INT32_MIN) mo->moe.int2 = (octo_moe_int2)int2;
+    char why[256];
+    if (kv_policy && octo_kv_policy_from_name(kv_policy) < 0) {
+        int n = snprintf(why, sizeof why, "unknown KV policy '%.60s' (default", kv_policy);
+        for (int p = OCTO_KV_POLICY_NONE; octo_kv_policy_name((octo_kv_policy)p) && n < (int)sizeof why - 24; p++)
+            n += snprintf(why + n, sizeof why - (size_t)n, ", %s", octo_kv_policy_name((octo_kv_policy)p));
+        snprintf(why + n, sizeof why - (size_t)n, ")");
+    } else if (moe_policy && octo_moe_policy_from_name(moe_policy) < 0)
+        snprintf(why, sizeof why, "unknown expert cache policy '%.60s' (default, lhu, lru, lfu)", moe_policy);
+    else {
+        if (kv_policy) mo->kv.policy = (octo_kv_policy)octo_kv_policy_from_name(kv_policy);
+        if (moe_policy) mo->moe.policy = (octo_moe_policy)octo_moe_policy_from_name(moe_policy);
+        return 1;
+    }
+    throw_octo(env, OCTO_ERR_INVALID_ARG, why);
+    return 0;
+}
+
+/* A byte[] field of b as an optional C string (c_optional's rules). */
+static char *text_field(JNIEnv *env, jobject b, jclass bc, const char *name, int *ok) {
+    if (!*ok) return NULL;
+    jfieldID f = (*env)->GetFieldID(env, bc, name, "[B");
+    if (!f) return *ok = 0, NULL;
+    jbyteArray a = (jbyteArray)(*env)->GetObjectField(env, b, f);
+    char *s = c_optional(env, a, ok);
+    if (a) (*env)->DeleteLocalRef(env, a);
+    return s;
+}
+
+enum { T_DRAFT, T_DEVICE, T_CACHE_DIR, T_KV_POLICY, T_MOE_POLICY, T_MOE_TRACE, T_COUNT };
+static const char *const text_fields[T_COUNT] = {"draft", "device", "cacheDir", "kvPolicy", "moePolicy", "moeTrace"};
+
+/* The client and model a Model.Builder describes; NULL with OctoException pending when octo
+ * refuses them (its message) or a field cannot be read. */
+static jni_model *load_with(JNIEnv *env, const char *path, jobject b, jclass bc, char *const t[T_COUNT]) {
+    octo_client_options co = octo_client_options_defaults();
+    octo_model_options mo = octo_model_options_defaults();
+    const jint threads = int_field(env, b, bc, "threads");
+    if ((*env)->ExceptionCheck(env) || !read_numbers(env, b, bc, &mo) ||
+        !read_choices(env, b, bc, &mo, t[T_KV_POLICY], t[T_MOE_POLICY]))
+        return NULL;
+    if (threads != INT32_MIN) co.n_threads = threads;
+    co.device = t[T_DEVICE], co.cache_dir = t[T_CACHE_DIR];
+    mo.draft_model = t[T_DRAFT], mo.moe.trace = t[T_MOE_TRACE];
+    jni_model *jm = calloc(1, sizeof *jm);
+    if (!jm) return throw_octo(env, OCTO_ERR_NOMEM, "out of memory"), NULL;
+    if (!take_log_sink(env, b, bc, jm)) return free_model(env, jm), NULL;
+    if (jm->log_sink) co.log = on_log, co.log_user = jm;
+    jm->client = octo_client_new(&co);
+    if (jm->client) jm->model = octo_load_model(jm->client, path, &mo);
+    if (jm->model) return jm;
+    throw_octo(env, jm->client ? (int)octo_last_status(jm->client) : OCTO_ERR_NOMEM,
+               jm->client ? octo_last_error(jm->client) : "out of memory");
+    free_model(env, jm);
+    return NULL;
+}
+
+JNIEXPORT jlong JNICALL Java_dev_octo_Native_load(JNIEnv *env, jclass cls, jbyteArray path, jobject builder) {
+    (void)cls;
+    char *p = c_string(env, path), *t[T_COUNT] = {0};
+    jclass bc = p ? (*env)->GetObjectClass(env, builder) : NULL;
+    int ok = bc != NULL;
+    for (int i = 0; i < T_COUNT; i++) t[i] = text_field(env, builder, bc, text_fields[i], &ok);
+    jni_model *jm = ok ? load_with(env, p, builder, bc, t) : NULL;
+    if (bc) (*env)->DeleteLocalRef(env, bc);
+    free(p);
+    for (int i = 0; i < T_COUNT; i++) free(t[i]);
+    return (jlong)(intptr_t)jm;
+}
+
+/* octo_model_plan_json: the plan as UTF-8 JSON. */
+JNIEXPORT jbyteArray JNICALL Java_dev_octo_Native_planJson(JNIEnv *env, jclass cls, jlong handle) {
+    (void)cls;
+    const jni_model *jm = (const jni_model *)(intptr_t)handle;
+    const int n = octo_model_plan_json(jm->model, NULL, 0);
+    char *buf = n > 0 ? malloc((size_t)n + 1) : NULL;
+    if (!buf) {
+        throw_octo(env, n > 0 ? OCTO_ERR_NOMEM : OCTO_ERR_INVALID_ARG, n > 0 ? "out of memory" : "no plan");
+        return NULL;
+    }
+    octo_model_plan_json(jm->model, buf, n + 1);
+    jbyteArray out = new_bytes(env, buf, strlen(buf));
+    free(buf);
+    return out;
+}
+
+JNIEXPORT void JNICALL Java_dev_octo_Native_freeModel(JNIEnv *env, jclass cls, jlong handle) {
+    (void)cls;
+    free_model(env, (jni_model *)(intptr_t)handle);
 }
 
 /* A stream on the model's own conversation (session 0) or on a session; the options as
@@ -165,10 +333,8 @@ typedef struct {
 static int on_piece(void *user, const char *piece) {
     piece_sink *k = user;
     JNIEnv *env = k->env;
-    const jsize n = (jsize)strlen(piece);
-    jbyteArray b = (*env)->NewByteArray(env, n);
+    jbyteArray b = new_bytes(env, piece, strlen(piece));
     if (!b) return 1;
-    (*env)->SetByteArrayRegion(env, b, 0, n, (const jbyte *)piece);
     (*env)->CallVoidMethod(env, k->consumer, k->accept, b);
     (*env)->DeleteLocalRef(env, b); /* one per piece: never a pile of local references */
     return (*env)->ExceptionCheck(env) ? 1 : 0;
@@ -229,10 +395,7 @@ JNIEXPORT jbyteArray JNICALL Java_dev_octo_Native_next(JNIEnv *env, jclass cls, 
         if (octo_stream_status(st) != OCTO_OK) throw_octo(env, (int)octo_stream_status(st), octo_stream_error(st));
         return NULL;
     }
-    const jsize n = (jsize)octo_stream_piece_size(st);
-    jbyteArray out = (*env)->NewByteArray(env, n);
-    if (out) (*env)->SetByteArrayRegion(env, out, 0, n, (const jbyte *)piece);
-    return out;
+    return new_bytes(env, piece, octo_stream_piece_size(st));
 }
 
 JNIEXPORT jint JNICALL Java_dev_octo_Native_stopReason(JNIEnv *env, jclass cls, jlong handle) {

@@ -19,10 +19,13 @@ public final class Model implements AutoCloseable {
         final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
         final List<Stream.State> streams = new ArrayList<>();
         final List<Session.State> sessions = new ArrayList<>();
+        /** Native models not yet freed, in this JVM (the tests watch the Cleaner with it). */
+        static final java.util.concurrent.atomic.AtomicInteger LIVE = new java.util.concurrent.atomic.AtomicInteger();
         long handle;
 
         State(long handle) {
             this.handle = handle;
+            LIVE.incrementAndGet();
         }
 
         long handle() {
@@ -44,7 +47,10 @@ public final class Model implements AutoCloseable {
             for (Stream.State s : open) s.run(); /* cancelled, then freed: before the model */
             lock.writeLock().lock();
             try {
-                if (handle != 0) Native.freeModel(handle);
+                if (handle != 0) {
+                    Native.freeModel(handle);
+                    LIVE.decrementAndGet();
+                }
                 handle = 0;
             } finally {
                 lock.writeLock().unlock();
@@ -52,50 +58,153 @@ public final class Model implements AutoCloseable {
         }
     }
 
+    /** The type of new KV cache entries (octo_kv_type, in octo.h's order). */
+    public enum KvType { F32, F16 }
+
+    /** When an MoE model's I/O thread reads experts ahead (octo_moe_prefetch, in octo.h's order). */
+    public enum Prefetch { AUTO, ON, OFF }
+
+    /** The 2-bit copies of an MoE model's experts (octo_moe_int2, in octo.h's order). */
+    public enum Int2 { AUTO, ON, OFF, ALL }
+
     /**
-     * Options of octo_model_options / octo_client_options; 0 and null mean automatic, as in C.
-     * octo checks them at load: a bad one is an OctoException with octo's message.
+     * What octo would otherwise keep to itself (octo_client_options.log): warnings such as a
+     * context past the model's trained length or a chat template it does not know. level is
+     * octo_log_level: 0 debug, 1 info, 2 warning, 3 error. Called on the thread that caused the
+     * message (today always the one calling octo), possibly while octo holds a lock: it must not
+     * call back into the model. An exception it throws is dropped.
+     */
+    @FunctionalInterface
+    public interface Log {
+        void message(int level, String text);
+    }
+
+    /**
+     * octo_model_options and octo_client_options, field by field (octo.h says what each does). An
+     * option never set keeps octo's own default (the JNI side starts from
+     * octo_model_options_defaults and copies only what was set); octo checks them at load, and a
+     * bad one is an OctoException with octo's message. Integer.MIN_VALUE and Long.MIN_VALUE are
+     * not values of any option: they mean "not set".
      */
     public static final class Builder {
+        static final int UNSET = Integer.MIN_VALUE;
+        static final long UNSET_LONG = Long.MIN_VALUE;
+
         private final String path;
-        private int nCtx, threads, maxSessions, autoDraft, draftThreads, memoryWatch;
-        private long moeCacheBytes;
-        private String draft, device, cacheDir;
+        /* Read by name from octo_jni.c (model_fields, text_fields): rename on both sides. */
+        int nCtx = UNSET, threads = UNSET, maxSessions = UNSET, autoDraft = UNSET, draftThreads = UNSET,
+                memoryWatch = UNSET, planOnly = UNSET;
+        int kvType = UNSET, kvCompress = UNSET, kvHotTokens = UNSET, kvWarmTokens = UNSET, kvAnchorTokens = UNSET,
+                kvRecentTokens = UNSET, kvColdBits = UNSET, kvColdSymmetric = UNSET, kvPerTokenKeys = UNSET,
+                kvSpill = UNSET, kvBudgetTokens = UNSET;
+        long kvBudgetBytes = UNSET_LONG, kvSpillMaxBytes = UNSET_LONG, moeCacheBytes = UNSET_LONG;
+        double moeCacheShare = Double.NaN, moePredictMargin = Double.NaN;
+        int moePrefetch = UNSET, moeInt2 = UNSET;
+        byte[] draft, device, cacheDir, kvPolicy, moePolicy, moeTrace;
+        Native.LogSink logSink;
 
         Builder(String path) {
             this.path = path;
         }
 
-        public Builder contextLength(int n) { this.nCtx = n; return this; }
+        private static byte[] text(String s) {
+            return s == null ? null : utf8(s);
+        }
 
-        public Builder threads(int n) { this.threads = n; return this; }
+        /** Context in tokens; 0: the model's trained context. */
+        public Builder contextLength(int n) { nCtx = n; return this; }
 
-        public Builder maxSessions(int n) { this.maxSessions = n; return this; }
+        /** Compute threads; 0: the performance cores this process may use. */
+        public Builder threads(int n) { threads = n; return this; }
 
-        public Builder draftModel(String path) { this.draft = path; return this; }
+        /** Conversations at once, this model's own included (newSession). */
+        public Builder maxSessions(int n) { maxSessions = n; return this; }
 
-        public Builder device(String name) { this.device = name; return this; }
+        /** A smaller model with the same vocabulary, for speculative decoding (null: NAME.draft.gguf if there). */
+        public Builder draftModel(String path) { draft = text(path); return this; }
+
+        /** A device profile ("pixel-8", "android-4gb-emmc", ...) planned for instead of this host. */
+        public Builder device(String name) { device = text(name); return this; }
 
         /** A draft found or made by itself: 0 automatic, -1 none, 1 a Q4_0 self-draft (octo_model_options.auto_draft). */
-        public Builder autoDraft(int mode) { this.autoDraft = mode; return this; }
+        public Builder autoDraft(int mode) { autoDraft = mode; return this; }
 
         /** Cores of the draft's own (0: automatic). */
-        public Builder draftThreads(int n) { this.draftThreads = n; return this; }
+        public Builder draftThreads(int n) { draftThreads = n; return this; }
 
-        /** Where the KV cache may spill to flash (null: no spill). */
-        public Builder cacheDir(String dir) { this.cacheDir = dir; return this; }
+        /** Where the KV cache may spill to flash (null: no spill); Context.getCacheDir() on Android. */
+        public Builder cacheDir(String dir) { cacheDir = text(dir); return this; }
 
         /** The memory watcher: 0 automatic, -1 off (trim still works). */
-        public Builder memoryWatch(int mode) { this.memoryWatch = mode; return this; }
+        public Builder memoryWatch(int mode) { memoryWatch = mode; return this; }
+
+        /** Plan only (Model.planJson): decide what a load decides and make nothing; generation fails. */
+        public Builder planOnly(boolean on) { planOnly = on ? 1 : 0; return this; }
+
+        /** The type of new KV entries (F16 by default). */
+        public Builder kvType(KvType t) { kvType = t.ordinal(); return this; }
+
+        /** false: every KV entry kept at kvType, no tiers and no eviction. */
+        public Builder kvCompress(boolean on) { kvCompress = on ? 1 : 0; return this; }
+
+        /** The KV caches' budget in bytes (0: from free memory). */
+        public Builder kvBudgetBytes(long bytes) { kvBudgetBytes = bytes; return this; }
+
+        /** Entries each layer's cache keeps at most (0: no limit). */
+        public Builder kvBudgetTokens(int n) { kvBudgetTokens = n; return this; }
+
+        /** The eviction policy by octo's name: "morphkv", "snapkv", "h2o", "window", "speckv", "none". */
+        public Builder kvPolicy(String name) { kvPolicy = text(name); return this; }
+
+        /** The KV tiers' windows in tokens: newest at F16, younger than warm at INT8 (hot <= warm). */
+        public Builder kvWindows(int hotTokens, int warmTokens) { kvHotTokens = hotTokens; kvWarmTokens = warmTokens; return this; }
+
+        /** Entries never evicted: the first anchorTokens and the newest recentTokens. */
+        public Builder kvKeep(int anchorTokens, int recentTokens) { kvAnchorTokens = anchorTokens; kvRecentTokens = recentTokens; return this; }
+
+        /** The cold tier's bits: 4, 8 (no INT4 tier) or 16 (no quantization). */
+        public Builder kvColdBits(int bits) { kvColdBits = bits; return this; }
+
+        /** INT4 groups without a minimum (symmetric). */
+        public Builder kvColdSymmetric(boolean on) { kvColdSymmetric = on ? 1 : 0; return this; }
+
+        /** Quantized keys by token instead of by channel. */
+        public Builder kvPerTokenKeys(boolean on) { kvPerTokenKeys = on ? 1 : 0; return this; }
+
+        /** Spill to cacheDir: 0 where storage is fast, 1 always, -1 never. */
+        public Builder kvSpill(int mode) { kvSpill = mode; return this; }
+
+        /** The spill file's limit in bytes (0: what the disk holds). */
+        public Builder kvSpillMaxBytes(long bytes) { kvSpillMaxBytes = bytes; return this; }
 
         /** The expert cache of an MoE model, in bytes (0: sized from the device). */
-        public Builder moeCacheBytes(long bytes) { this.moeCacheBytes = bytes; return this; }
+        public Builder moeCacheBytes(long bytes) { moeCacheBytes = bytes; return this; }
+
+        /** The expert cache as a share (0, 1] of the model's expert bytes. */
+        public Builder moeCacheShare(double share) { moeCacheShare = share; return this; }
+
+        /** The expert cache's eviction by octo's name: "lhu", "lru", "lfu". */
+        public Builder moePolicy(String name) { moePolicy = text(name); return this; }
+
+        public Builder moePrefetch(Prefetch p) { moePrefetch = p.ordinal(); return this; }
+
+        /** Read-ahead margin in standard deviations (0: default, < 0: top k only). */
+        public Builder moePredictMargin(double sd) { moePredictMargin = sd; return this; }
+
+        public Builder moeInt2(Int2 mode) { moeInt2 = mode.ordinal(); return this; }
+
+        /** A file to write each token's experts to, per MoE layer (HIT, MISS, INT2). */
+        public Builder moeTrace(String file) { moeTrace = text(file); return this; }
+
+        /** Where octo's warnings go (Log.d/Log.w on Android); none by default. */
+        public Builder log(Log log) {
+            logSink = log == null ? null : (level, text) -> log.message(level, new String(text, StandardCharsets.UTF_8));
+            return this;
+        }
 
         /** Loads the model; OctoException with octo's message when it cannot. */
         public Model load() {
-            return new Model(Native.load(utf8(path), nCtx, threads, draft == null ? null : utf8(draft), maxSessions,
-                    device == null ? null : utf8(device), autoDraft, draftThreads, cacheDir == null ? null : utf8(cacheDir),
-                    memoryWatch, moeCacheBytes));
+            return new Model(Native.load(utf8(path), this));
         }
     }
 
@@ -179,6 +288,16 @@ public final class Model implements AutoCloseable {
         state.lock.readLock().lock();
         try {
             Native.trim(state.handle(), level);
+        } finally {
+            state.lock.readLock().unlock();
+        }
+    }
+
+    /** What octo decided at load for this model on this device (octo_model_plan_json; `octo plan --json`). */
+    public String planJson() {
+        state.lock.readLock().lock();
+        try {
+            return new String(Native.planJson(state.handle()), StandardCharsets.UTF_8);
         } finally {
             state.lock.readLock().unlock();
         }

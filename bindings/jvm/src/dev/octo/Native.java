@@ -13,8 +13,10 @@ final class Native {
 
     private Native() {}
 
-    static native long load(byte[] path, int nCtx, int threads, byte[] draft, int maxSessions, byte[] device,
-            int autoDraft, int draftThreads, byte[] cacheDir, int memoryWatch, long moeCacheBytes);
+    /** The options are read from b's fields by name (octo_jni.c's model_fields). */
+    static native long load(byte[] path, Model.Builder b);
+
+    static native byte[] planJson(long model);
 
     static native void freeModel(long model);
 
@@ -27,6 +29,11 @@ final class Native {
     }
 
     static native int generateEach(long model, byte[] prompt, int maxTokens, float temperature, long seed, PieceSink sink);
+
+    /** A log message's level (octo_log_level) and UTF-8 text, to Model.Log. */
+    interface LogSink {
+        void message(int level, byte[] text);
+    }
 
     static native long sessionNew(long model);
 

@@ -70,6 +70,11 @@ public final class Session implements AutoCloseable {
         }
     }
 
+    /** generate with maxTokens, temperature (0: greedy) and seed, the rest the library's defaults. */
+    public Stream generate(String prompt, int maxTokens, float temperature, long seed) {
+        return generate(prompt, new GenerateOptions().maxTokens(maxTokens).temperature(temperature).seed(seed));
+    }
+
     /** This session's statistics: its generation, its caches; the model's for the rest (octo_session_stats). */
     public Stats stats() {
         state.lock.readLock().lock();

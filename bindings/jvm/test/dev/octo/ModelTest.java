@@ -103,6 +103,88 @@ class ModelTest {
         }
     }
 
+    /** Collects garbage until Model.State.LIVE is want (the Cleaner has run), for at most 20 s. */
+    static void awaitLive(int want) throws InterruptedException {
+        for (int i = 0; i < 400 && Model.State.LIVE.get() != want; i++) {
+            System.gc();
+            Thread.sleep(50);
+        }
+        assertEquals(want, Model.State.LIVE.get(), "native models left to the Cleaner");
+    }
+
+    @Test
+    void streamOutlivesTheModelTheAppDropped() throws Exception {
+        awaitLive(0); /* what other tests left is freed first */
+        Stream s = Model.load(MODEL).generate("Once upon a time", 48, 0f, 0); /* the Model dropped at once */
+        for (int i = 0; i < 5; i++) {
+            System.gc();
+            Thread.sleep(20);
+        }
+        assertEquals(1, Model.State.LIVE.get(), "the stream keeps its model");
+        assertEquals(octoRun("Once upon a time", 48), s.text());
+        s = null;
+        awaitLive(0); /* the stream unreachable: its model's Cleaner frees it */
+
+        /* both dropped mid-generation, never closed: the Cleaners free stream and model, in any order */
+        Stream half = Model.load(MODEL).generate("Once upon a time", 1000, 0f, 0);
+        for (int i = 0; i < 3; i++) half.next();
+        half = null;
+        awaitLive(0);
+        /* a session and its stream dropped with the model */
+        Model m = Model.builder(MODEL).maxSessions(2).load();
+        Stream t = m.newSession().generate("Once upon a time", 1000, 0f, 0);
+        t.next();
+        m = null;
+        t = null;
+        awaitLive(0);
+    }
+
+    @Test
+    void builderOptionsReachOcto() {
+        try (Model m = Model.builder(MODEL).planOnly(true).contextLength(256).kvBudgetBytes(100000).kvPolicy("snapkv")
+                .kvType(Model.KvType.F32).load()) {
+            String plan = m.planJson();
+            assertTrue(plan.contains("\"n_ctx\": 256,"), plan);
+            assertTrue(plan.contains("\"kv_budget_bytes\": 100000,"), plan);
+            assertTrue(plan.contains("\"kv_policy\": \"snapkv\","), plan);
+            assertTrue(plan.contains("\"kv_full_bytes\": 327680,"), plan); /* F32: 256 tokens, twice F16's 512 */
+            OctoException gen = assertThrows(OctoException.class, () -> m.generate("Once", 4, 0f, 0));
+            assertEquals(1, gen.status()); /* plan only: generation is OCTO_ERR_INVALID_ARG */
+        }
+        try (Model m = Model.builder(MODEL).planOnly(true).kvCompress(false).load()) {
+            String plan = m.planJson();
+            assertTrue(plan.contains("\"kv_compress\": false,"), plan);
+            assertTrue(plan.contains("\"kv_full_bytes\": 327680,"), plan); /* unset: F16 and the trained 512 */
+        }
+        OctoException kv = assertThrows(OctoException.class, () -> Model.builder(MODEL).kvPolicy("nope").load());
+        assertTrue(kv.getMessage().startsWith("unknown KV policy 'nope' (default, none, window, h2o, snapkv, morphkv, speckv"), kv.getMessage());
+        assertEquals(1, kv.status());
+        OctoException moe = assertThrows(OctoException.class, () -> Model.builder(MODEL).moePolicy("lru2").load());
+        assertTrue(moe.getMessage().startsWith("unknown expert cache policy 'lru2'"), moe.getMessage());
+        OctoException bits = assertThrows(OctoException.class, () -> Model.builder(MODEL).kvColdBits(5).load());
+        assertTrue(bits.getMessage().equals("KV cold_bits must be 4, 8 or 16, not 5"), bits.getMessage());
+        OctoException share = assertThrows(OctoException.class, () -> Model.builder(MODEL).moeCacheShare(1.5).load());
+        assertTrue(share.getMessage().equals("moe.cache_share 1.5 is not a share between 0 and 1"), share.getMessage());
+        OctoException nul = assertThrows(OctoException.class, () -> Model.builder(MODEL).draftModel("d\0.gguf").device("host").load());
+        assertTrue(nul.getMessage().contains("NUL"), nul.getMessage());
+    }
+
+    @Test
+    void warningsReachTheLog() throws Exception {
+        List<String> seen = new ArrayList<>();
+        try (Model m = Model.builder(MODEL).contextLength(2048).log((level, text) -> seen.add(level + " " + text)).load()) {
+            assertEquals(1, seen.size(), seen.toString());
+            assertTrue(seen.get(0).startsWith("2 context 2048 tokens is past the model's trained 512"), seen.get(0));
+            assertEquals(octoRun("Once upon a time", 8), m.generate("Once upon a time", 8, 0f, 0).text());
+        }
+        /* a sink that throws: the exception is dropped, the load goes on */
+        try (Model m = Model.builder(MODEL).contextLength(2048).log((level, text) -> {
+            throw new IllegalStateException("the app's bug");
+        }).load()) {
+            assertEquals(octoRun("Once upon a time", 8), m.generate("Once upon a time", 8, 0f, 0).text());
+        }
+    }
+
     @Test
     void callbackThatThrowsStopsTheGeneration() {
         try (Model m = Model.load(MODEL)) {
