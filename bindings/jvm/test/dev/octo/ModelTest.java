@@ -170,6 +170,27 @@ class ModelTest {
     }
 
     @Test
+    void loadsADeployBundle() throws Exception {
+        java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("octo-bundle");
+        ProcessBuilder b = new ProcessBuilder(OCTO, "deploy", "-m", MODEL, "--device", "host,pixel-8", "-o",
+                dir.toString(), "--quiet").redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD);
+        b.environment().remove("LD_PRELOAD");
+        assertEquals(0, b.start().waitFor());
+        try (Model m = Model.load(dir.toString())) { /* the host's folder */
+            assertTrue(m.planJson().contains("\"device\": \"host\","));
+            assertEquals(octoRun("Once upon a time", 32), m.generate("Once upon a time", 32, 0f, 0).text());
+        }
+        try (Model m = Model.builder(dir.toString()).device("pixel-8").load()) {
+            assertTrue(m.planJson().contains("\"device\": \"pixel-8\","), m.planJson());
+        }
+        OctoException none = assertThrows(OctoException.class, () -> Model.builder(dir.toString()).device("galaxy-s24").load());
+        assertTrue(none.getMessage().contains("galaxy-s24"), none.getMessage());
+        try (java.util.stream.Stream<java.nio.file.Path> all = java.nio.file.Files.walk(dir)) {
+            all.sorted(java.util.Comparator.reverseOrder()).forEach(x -> x.toFile().delete());
+        }
+    }
+
+    @Test
     void warningsReachTheLog() throws Exception {
         List<String> seen = new ArrayList<>();
         try (Model m = Model.builder(MODEL).contextLength(2048).log((level, text) -> seen.add(level + " " + text)).load()) {
