@@ -132,7 +132,8 @@ typedef struct {
 } octo_client_options;
 
 OCTO_API octo_client_options octo_client_options_defaults(void);
-/* opts NULL = defaults. Returns NULL only when out of memory. */
+/* opts NULL = defaults. Returns NULL only when out of memory. The client keeps
+ * copies of opts' strings: the caller's may change or go after the call. */
 OCTO_API octo_client *octo_client_new(const octo_client_options *opts);
 /* Releases the caller's hold: the client itself lives on while models loaded
  * from it do (their log callback keeps working). */
@@ -620,6 +621,8 @@ OCTO_API octo_session *octo_session_new(octo_model *model);
 OCTO_API void octo_session_free(octo_session *session);
 /* The message of the session's last failure ("" if none). */
 OCTO_API const char *octo_session_error(const octo_session *session);
+/* Its status (OCTO_OK if none): a session's failures are its own, never the model's. */
+OCTO_API octo_status octo_session_status(const octo_session *session);
 /* As octo_generate and octo_chat, in this session (one stream at a time per session). */
 OCTO_API octo_stream *octo_session_generate(octo_session *session, const char *prompt,
                                             const octo_generate_params *params);

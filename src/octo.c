@@ -53,7 +53,8 @@ _Static_assert((int)OCTO_DRAFT_NONE == (int)BUNDLE_DRAFT_NONE && (int)OCTO_DRAFT
 /* A client lives while its caller holds it or a model loaded from it exists
  * (refs). Its errors are per thread: see client_err. */
 struct octo_client {
-    octo_client_options opts;
+    octo_client_options opts; /* its device and cache_dir are the copies below */
+    char *device, *cache_dir;
     atomic_int refs;
     uint64_t id; /* never reused, unlike the address */
 };
@@ -73,7 +74,10 @@ static err_t *client_err(const octo_client *c) {
 }
 
 static void client_release(octo_client *c) {
-    if (c && atomic_fetch_sub(&c->refs, 1) == 1) free(c);
+    if (!c || atomic_fetch_sub(&c->refs, 1) != 1) return;
+    free(c->device);
+    free(c->cache_dir);
+    free(c);
 }
 
 /* One conversation: its KV caches (the model's and its draft's), its stream. A model's
@@ -147,6 +151,16 @@ octo_client *octo_client_new(const octo_client_options *opts) {
     octo_client *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->opts = opts ? *opts : octo_client_options_defaults();
+    /* kept for every later load and session (a spill file opens with each session's cache) */
+    c->device = c->opts.device ? strdup(c->opts.device) : NULL;
+    c->cache_dir = c->opts.cache_dir ? strdup(c->opts.cache_dir) : NULL;
+    if ((c->opts.device && !c->device) || (c->opts.cache_dir && !c->cache_dir)) {
+        free(c->device);
+        free(c->cache_dir);
+        free(c);
+        return NULL;
+    }
+    c->opts.device = c->device, c->opts.cache_dir = c->cache_dir;
     atomic_init(&c->refs, 1);
     c->id = atomic_fetch_add(&next_id, 1);
     return c;
@@ -921,6 +935,8 @@ void octo_session_free(octo_session *ss) {
 }
 
 const char *octo_session_error(const octo_session *ss) { return ss ? ss->own_err.msg : "no session"; }
+
+octo_status octo_session_status(const octo_session *ss) { return ss ? (octo_status)ss->own_err.code : OCTO_ERR_INVALID_ARG; }
 
 octo_stream *octo_session_generate(octo_session *ss, const char *prompt, const octo_generate_params *params) {
     if (!ss || !ss->om) return NULL;

@@ -206,7 +206,41 @@ static void test_lazy_residency(void) {
     remove(path);
 }
 
+/* The client keeps copies of its strings: the caller's buffers may change and go once
+ * octo_client_new returns, and a load and a session after that still see what was given. */
+static void test_client_copies_strings(void) {
+    char path[256], dir[256];
+    tu_tmp_path(path, sizeof path, "copies.gguf");
+    const char *scratch = getenv("OCTO_TMP");
+    snprintf(dir, sizeof dir, "%s", scratch && *scratch ? scratch : "/tmp");
+    synth_opts o = synth_defaults();
+    err_t err = {0};
+    T_EQ_INT(synth_write(&o, path, &err), ERR_OK);
+    char *device = strdup("pixel-8"), *cache = strdup(dir);
+    octo_client_options co = octo_client_options_defaults();
+    co.device = device, co.cache_dir = cache;
+    octo_client *c = octo_client_new(&co);
+    memset(device, 'x', strlen(device)), memset(cache, 'x', strlen(cache));
+    free(device), free(cache);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.kv.spill = 1, mo.kv.budget_bytes = 1 << 20, mo.max_sessions = 2;
+    octo_model *m = octo_load_model(c, path, &mo);
+    T_CHECKF(m != NULL, "load: %s", octo_last_error(c));
+    char plan[8192];
+    T_CHECK(m && octo_model_plan_json(m, plan, sizeof plan) < (int)sizeof plan);
+    T_CHECKF(m && strstr(plan, "\"device\": \"pixel-8\",") != NULL, "%s", plan);
+    T_CHECKF(m && strstr(plan, "\"kv_spill\": true,") != NULL, "%s", plan);
+    octo_session *ss = m ? octo_session_new(m) : NULL; /* its cache opens a spill file in the copy of dir */
+    T_CHECKF(ss != NULL, "session: %s", m ? octo_model_error(m) : "");
+    T_EQ_INT(ss ? octo_session_stats(ss).kv_spill_on : 0, 1);
+    octo_session_free(ss);
+    octo_model_free(m);
+    octo_client_free(c);
+    remove(path);
+}
+
 int main(void) {
+    test_client_copies_strings();
     test_bad_inputs();
     test_lazy_residency();
     T_DONE();

@@ -604,6 +604,7 @@ static void test_sessions(void) {
              (unsigned long long)s1.kv_budget_bytes);
     octo_stream *busy = octo_session_generate(ss[0], "x", NULL);
     T_CHECK(busy && !octo_session_generate(ss[0], "y", NULL) && strstr(octo_session_error(ss[0]), "already serving"));
+    T_EQ_INT(octo_session_status(ss[0]), OCTO_ERR_BUSY);
     octo_session *other = ss[1];
     octo_stream *free_one = octo_session_generate(other, "z", NULL); /* another session is not busy */
     T_CHECK(free_one != NULL);

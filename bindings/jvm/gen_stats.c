@@ -43,15 +43,19 @@ int main(int argc, char **argv) {
 #undef TEXT
     fputs(") {\n", f);
     /* the factory the JNI side calls: the numbers and the texts, each in the list's order */
-    fputs("    static Stats of(long[] w, double[] r, String[] t) {\n        return new Stats(", f);
+    fputs("    static Stats of(long[] w, double[] r, byte[][] t) {\n        return new Stats(", f);
     int nw = 0, nr = 0, nt = 0, k = 0;
 #define NUM(group, type, name, ...) \
     fprintf(f, "%s%s", k++ ? ", " : "", _Generic(s.name, double: "r", float: "r", default: "w")), \
     fprintf(f, "[%d]", _Generic(s.name, double: nr++, float: nr++, default: nw++));
-#define TEXT(group, size, name, ...) fprintf(f, "%st[%d]", k++ ? ", " : "", nt++);
+#define TEXT(group, size, name, ...) fprintf(f, "%stext(t[%d])", k++ ? ", " : "", nt++);
     OCTO_STATS(NUM, TEXT)
 #undef NUM
 #undef TEXT
-    fputs(");\n    }\n}\n", f);
+    fputs(");\n    }\n\n"
+          "    /* texts cross as UTF-8 bytes, never as JNI's modified UTF-8 */\n"
+          "    private static String text(byte[] b) {\n"
+          "        return new String(b, java.nio.charset.StandardCharsets.UTF_8);\n    }\n}\n",
+          f);
     return fclose(f) == 0 ? 0 : 1;
 }

@@ -191,14 +191,14 @@ def _messages(messages):
 
 class _Conversation:
     """generate and chat, for a Model's own conversation and a Session's. A subclass gives
-    _check, _error (the last failure's text), _gen(prompt, params), _chat(messages, n, params) and
+    _check, _error (the last failure's text), _status (its octo_status), _gen(prompt, params), _chat(messages, n, params) and
     _fit(messages, n, reserve_tokens)."""
 
     _stream = None
 
     def _start(self, handle):
         if not handle:
-            raise OctoError(self._error(), 1)
+            raise OctoError(self._error(), self._status())
         self._stream = Stream(self, handle)
         return self._stream
 
@@ -297,6 +297,9 @@ class Model(_Conversation):
     def _error(self):
         return _L.octo_model_error(self._model).decode("utf-8", "replace")
 
+    def _status(self):
+        return _L.octo_model_status(self._model)
+
     def _gen(self, prompt, params):
         return _L.octo_generate(self._model, prompt, params)
 
@@ -392,6 +395,9 @@ class Session(_Conversation):
 
     def _error(self):
         return _L.octo_session_error(self._h).decode("utf-8", "replace")
+
+    def _status(self):
+        return _L.octo_session_status(self._h)
 
     def _gen(self, prompt, params):
         return _L.octo_session_generate(self._h, prompt, params)

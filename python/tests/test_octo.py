@@ -139,11 +139,13 @@ def test_errors(model):
     with pytest.raises(octo.OctoError, match="draft_threads -1 of 0"):
         octo.Model("/nonexistent/model.gguf", draft_threads=-1)
     s = model.generate(PROMPT, max_tokens=8)
-    with pytest.raises(octo.OctoError, match="already serving"):
+    with pytest.raises(octo.OctoError, match="already serving") as busy:
         model.generate(PROMPT, max_tokens=8)
+    assert busy.value.status == 21  # OCTO_ERR_BUSY, octo's own status
     s.close()
-    with pytest.raises(octo.OctoError, match="empty"):
+    with pytest.raises(octo.OctoError, match="empty") as empty:
         model.generate("")
+    assert empty.value.status == 1
     with pytest.raises(octo.OctoError, match="needs a draft model"):  # SpecPC without a draft
         model.generate(PROMPT, max_tokens=8, prompt_compress=0.5)
     assert model.tokenize("Once upon")[0] == 1  # BOS

@@ -10,6 +10,7 @@
  * state (dev.octo.Model.State, Stream.State), never handed to a caller.
  */
 #include <jni.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,30 +19,47 @@
 
 #include "octo.h"
 
-static jclass octo_exception, stats_class; /* global references, made in JNI_OnLoad */
+/* JNI 1.6: the newest version Android's runtime (ART) accepts, and all this file needs. */
+#define OCTO_JNI_VERSION JNI_VERSION_1_6
+
+static jclass octo_exception, stats_class, byte_array; /* global references, made in JNI_OnLoad */
 static jmethodID octo_exception_init, stats_of;
+
+/* A global reference to the class called name; NULL with an exception pending. */
+static jclass global_class(JNIEnv *env, const char *name) {
+    jclass c = (*env)->FindClass(env, name);
+    if (!c) return NULL;
+    jclass g = (*env)->NewGlobalRef(env, c);
+    (*env)->DeleteLocalRef(env, c);
+    return g;
+}
 
 JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved) {
     (void)reserved;
     JNIEnv *env;
-    if ((*vm)->GetEnv(vm, (void **)&env, JNI_VERSION_1_8) != JNI_OK) return JNI_ERR;
-    jclass c = (*env)->FindClass(env, "dev/octo/OctoException");
-    if (!c) return JNI_ERR;
-    octo_exception = (*env)->NewGlobalRef(env, c);
-    (*env)->DeleteLocalRef(env, c);
-    octo_exception_init = (*env)->GetMethodID(env, octo_exception, "<init>", "(ILjava/lang/String;)V");
-    jclass sc = (*env)->FindClass(env, "dev/octo/Stats");
-    if (!sc) return JNI_ERR;
-    stats_class = (*env)->NewGlobalRef(env, sc);
-    (*env)->DeleteLocalRef(env, sc);
-    stats_of = (*env)->GetStaticMethodID(env, stats_class, "of", "([J[D[Ljava/lang/String;)Ldev/octo/Stats;");
-    return octo_exception && octo_exception_init && stats_class && stats_of ? JNI_VERSION_1_8 : JNI_ERR;
+    if ((*vm)->GetEnv(vm, (void **)&env, OCTO_JNI_VERSION) != JNI_OK) return JNI_ERR;
+    if (!(octo_exception = global_class(env, "dev/octo/OctoException")) ||
+        !(octo_exception_init = (*env)->GetMethodID(env, octo_exception, "<init>", "(I[B)V")) ||
+        !(stats_class = global_class(env, "dev/octo/Stats")) ||
+        !(stats_of = (*env)->GetStaticMethodID(env, stats_class, "of", "([J[D[[B)Ldev/octo/Stats;")) ||
+        !(byte_array = global_class(env, "[B")))
+        return JNI_ERR;
+    return OCTO_JNI_VERSION;
 }
 
-/* Throw OctoException(status, message); returns 0 for the caller's return. */
+/* A Java byte[] holding the n bytes at s; NULL with OutOfMemoryError pending. */
+static jbyteArray new_bytes(JNIEnv *env, const char *s, size_t n) {
+    jbyteArray b = (*env)->NewByteArray(env, (jsize)n);
+    if (b) (*env)->SetByteArrayRegion(env, b, 0, (jsize)n, (const jbyte *)s);
+    return b;
+}
+
+/* Throw OctoException(status, message), the message as UTF-8 bytes (octo's messages quote paths
+ * and names, which JNI's modified UTF-8 would garble); returns 0 for the caller's return. */
 static jlong throw_octo(JNIEnv *env, int status, const char *message) {
     if ((*env)->ExceptionCheck(env)) return 0; /* one already pending: it stands */
-    jstring m = (*env)->NewStringUTF(env, message ? message : "");
+    message = message ? message : "";
+    jbyteArray m = new_bytes(env, message, strlen(message));
     if (!m) return 0; /* OutOfMemoryError pending */
     jobject e = (*env)->NewObject(env, octo_exception, octo_exception_init, (jint)status, m);
     if (e) (*env)->Throw(env, (jthrowable)e);
@@ -76,12 +94,8 @@ static char *c_optional(JNIEnv *env, jbyteArray bytes, int *ok) {
     return s;
 }
 
-/* A Java byte[] holding the n bytes at s; NULL with OutOfMemoryError pending. */
-static jbyteArray new_bytes(JNIEnv *env, const char *s, size_t n) {
-    jbyteArray b = (*env)->NewByteArray(env, (jsize)n);
-    if (b) (*env)->SetByteArrayRegion(env, b, 0, (jsize)n, (const jbyte *)s);
-    return b;
-}
+/* The Builder's strings, in this order (text_fields). */
+enum { T_DRAFT, T_DEVICE, T_CACHE_DIR, T_KV_POLICY, T_MOE_POLICY, T_MOE_TRACE, T_COUNT };
 
 typedef struct {
     octo_client *client;
@@ -89,6 +103,8 @@ typedef struct {
     JavaVM *vm;
     jobject log_sink; /* a global reference to Builder.logSink (a Native.LogSink), or NULL */
     jmethodID log_message;
+    char *texts[T_COUNT]; /* the Builder's strings, kept as long as octo may read them */
+    atomic_int closing;   /* set by stopEach: a callback generation stops before its next piece */
 } jni_model;
 
 /* octo_client_options.log: the message to the app's Model.Log. octo calls it on the thread that
@@ -98,7 +114,7 @@ typedef struct {
 static void on_log(void *user, octo_log_level level, const char *message) {
     const jni_model *jm = user;
     JNIEnv *env = NULL;
-    const jint got = (*jm->vm)->GetEnv(jm->vm, (void **)&env, JNI_VERSION_1_8);
+    const jint got = (*jm->vm)->GetEnv(jm->vm, (void **)&env, OCTO_JNI_VERSION);
     if (got == JNI_EDETACHED ? (*jm->vm)->AttachCurrentThreadAsDaemon(jm->vm, (void **)&env, NULL) != JNI_OK
                              : got != JNI_OK)
         return;
@@ -121,6 +137,7 @@ static int take_log_sink(JNIEnv *env, jobject b, jclass bc, jni_model *jm) {
     if (sc) (*env)->DeleteLocalRef(env, sc);
     if (jm->log_message && (*env)->GetJavaVM(env, &jm->vm) == JNI_OK) jm->log_sink = (*env)->NewGlobalRef(env, sink);
     (*env)->DeleteLocalRef(env, sink);
+    if (!jm->log_sink && !(*env)->ExceptionCheck(env)) throw_octo(env, OCTO_ERR_NOMEM, "out of memory");
     return jm->log_sink != NULL;
 }
 
@@ -131,6 +148,7 @@ static void free_model(JNIEnv *env, jni_model *jm) {
     octo_model_free(jm->model);
     octo_client_free(jm->client);
     if (jm->log_sink) (*env)->DeleteGlobalRef(env, jm->log_sink);
+    for (int i = 0; i < T_COUNT; i++) free(jm->texts[i]);
     free(jm);
 }
 
@@ -142,13 +160,20 @@ static const struct {
     char type; /* 'I' int, 'J' uint64_t, 'D' double */
     size_t offset;
 } model_fields[] = {
-#define F(field, type, member) {field, type, offsetof(octo_model_options, member)}
+/* each entry's size checked at compile time: a member of another size (a renamed or retyped field)
+ * is an array of size -1 */
+#define SIZE_OF(type) ((type) == 'I' ? sizeof(int) : (type) == 'J' ? sizeof(uint64_t) : sizeof(double))
+#define F(field, type, member)                                                                  \
+    {field, type,                                                                               \
+     offsetof(octo_model_options, member) +                                                     \
+         0 * sizeof(char[sizeof(((octo_model_options *)0)->member) == SIZE_OF(type) ? 1 : -1])}
     F("nCtx", 'I', n_ctx),
     F("maxSessions", 'I', max_sessions),
     F("autoDraft", 'I', auto_draft),
     F("draftThreads", 'I', draft_threads),
     F("memoryWatch", 'I', memory_watch),
     F("planOnly", 'I', plan_only),
+    F("vocabOnly", 'I', vocab_only),
     F("kvCompress", 'I', kv.compress),
     F("kvHotTokens", 'I', kv.hot_tokens),
     F("kvWarmTokens", 'I', kv.warm_tokens),
@@ -165,6 +190,7 @@ static const struct {
     F("moeCacheShare", 'D', moe.cache_share),
     F("moePredictMargin", 'D', moe.predict_margin),
 #undef F
+#undef SIZE_OF
 };
 
 /* The number fields into mo; 0 with an exception pending (a field renamed on one side only). */
@@ -196,6 +222,13 @@ static jint int_field(JNIEnv *env, jobject b, jclass bc, const char *name) {
     return f ? (*env)->GetIntField(env, b, f) : INT32_MIN;
 }
 
+/* "default, none, window, ...": every KV policy's name, for a message. */
+static void kv_policy_names(char *out, size_t cap) {
+    size_t n = (size_t)snprintf(out, cap, "default");
+    for (int p = OCTO_KV_POLICY_NONE; n < cap && octo_kv_policy_name((octo_kv_policy)p); p++)
+        n += (size_t)snprintf(out + n, cap - n, ", %s", octo_kv_policy_name((octo_kv_policy)p));
+}
+
 /* The enumerations, which Builder holds as octo.h's numbers (its enums' ordinals) or names. */
 static int read_choices(JNIEnv *env, jobject b, jclass bc, octo_model_options *mo, const char *kv_policy,
                         const char *moe_policy) {
@@ -205,12 +238,10 @@ static int read_choices(JNIEnv *env, jobject b, jclass bc, octo_model_options *m
     if (kv_type != INT32_MIN) mo->kv_type = (octo_kv_type)kv_type;
     if (prefetch != INT32_MIN) mo->moe.prefetch = (octo_moe_prefetch)prefetch;
     if (int2 != INT32_MIN) mo->moe.int2 = (octo_moe_int2)int2;
-    char why[256];
+    char why[256], names[160];
     if (kv_policy && octo_kv_policy_from_name(kv_policy) < 0) {
-        int n = snprintf(why, sizeof why, "unknown KV policy '%.60s' (default", kv_policy);
-        for (int p = OCTO_KV_POLICY_NONE; octo_kv_policy_name((octo_kv_policy)p) && n < (int)sizeof why - 24; p++)
-            n += snprintf(why + n, sizeof why - (size_t)n, ", %s", octo_kv_policy_name((octo_kv_policy)p));
-        snprintf(why + n, sizeof why - (size_t)n, ")");
+        kv_policy_names(names, sizeof names);
+        snprintf(why, sizeof why, "unknown KV policy '%.60s' (%s)", kv_policy, names);
     } else if (moe_policy && octo_moe_policy_from_name(moe_policy) < 0)
         snprintf(why, sizeof why, "unknown expert cache policy '%.60s' (default, lhu, lru, lfu)", moe_policy);
     else {
@@ -233,44 +264,42 @@ static char *text_field(JNIEnv *env, jobject b, jclass bc, const char *name, int
     return s;
 }
 
-enum { T_DRAFT, T_DEVICE, T_CACHE_DIR, T_KV_POLICY, T_MOE_POLICY, T_MOE_TRACE, T_COUNT };
 static const char *const text_fields[T_COUNT] = {"draft", "device", "cacheDir", "kvPolicy", "moePolicy", "moeTrace"};
 
-/* The client and model a Model.Builder describes; NULL with OctoException pending when octo
- * refuses them (its message) or a field cannot be read. */
-static jni_model *load_with(JNIEnv *env, const char *path, jobject b, jclass bc, char *const t[T_COUNT]) {
+/* Loads jm's client and model as the Builder b describes them, its strings already in
+ * jm->texts; 0 with OctoException pending when octo refuses them (its message) or a field
+ * cannot be read. */
+static int load_with(JNIEnv *env, const char *path, jobject b, jclass bc, jni_model *jm) {
+    char *const *t = jm->texts;
     octo_client_options co = octo_client_options_defaults();
     octo_model_options mo = octo_model_options_defaults();
     const jint threads = int_field(env, b, bc, "threads");
     if ((*env)->ExceptionCheck(env) || !read_numbers(env, b, bc, &mo) ||
-        !read_choices(env, b, bc, &mo, t[T_KV_POLICY], t[T_MOE_POLICY]))
-        return NULL;
+        !read_choices(env, b, bc, &mo, t[T_KV_POLICY], t[T_MOE_POLICY]) || !take_log_sink(env, b, bc, jm))
+        return 0;
     if (threads != INT32_MIN) co.n_threads = threads;
     co.device = t[T_DEVICE], co.cache_dir = t[T_CACHE_DIR];
     mo.draft_model = t[T_DRAFT], mo.moe.trace = t[T_MOE_TRACE];
-    jni_model *jm = calloc(1, sizeof *jm);
-    if (!jm) return throw_octo(env, OCTO_ERR_NOMEM, "out of memory"), NULL;
-    if (!take_log_sink(env, b, bc, jm)) return free_model(env, jm), NULL;
     if (jm->log_sink) co.log = on_log, co.log_user = jm;
     jm->client = octo_client_new(&co);
     if (jm->client) jm->model = octo_load_model(jm->client, path, &mo);
-    if (jm->model) return jm;
+    if (jm->model) return 1;
     throw_octo(env, jm->client ? (int)octo_last_status(jm->client) : OCTO_ERR_NOMEM,
                jm->client ? octo_last_error(jm->client) : "out of memory");
-    free_model(env, jm);
-    return NULL;
+    return 0;
 }
 
 JNIEXPORT jlong JNICALL Java_dev_octo_Native_load(JNIEnv *env, jclass cls, jbyteArray path, jobject builder) {
     (void)cls;
-    char *p = c_string(env, path), *t[T_COUNT] = {0};
+    char *p = c_string(env, path);
     jclass bc = p ? (*env)->GetObjectClass(env, builder) : NULL;
-    int ok = bc != NULL;
-    for (int i = 0; i < T_COUNT; i++) t[i] = text_field(env, builder, bc, text_fields[i], &ok);
-    jni_model *jm = ok ? load_with(env, p, builder, bc, t) : NULL;
+    jni_model *jm = bc ? calloc(1, sizeof *jm) : NULL;
+    if (bc && !jm) throw_octo(env, OCTO_ERR_NOMEM, "out of memory");
+    int ok = jm != NULL;
+    for (int i = 0; jm && i < T_COUNT; i++) jm->texts[i] = text_field(env, builder, bc, text_fields[i], &ok);
+    if (jm && !(ok && load_with(env, p, builder, bc, jm))) free_model(env, jm), jm = NULL;
     if (bc) (*env)->DeleteLocalRef(env, bc);
     free(p);
-    for (int i = 0; i < T_COUNT; i++) free(t[i]);
     return (jlong)(intptr_t)jm;
 }
 
@@ -314,7 +343,7 @@ JNIEXPORT jlong JNICALL Java_dev_octo_Native_generate(JNIEnv *env, jclass cls, j
         gp.min_p = min_p, gp.repeat_penalty = repeat_penalty, gp.seed = (uint64_t)seed;
         gp.grammar = g, gp.json_schema = js;
         st = ss ? octo_session_generate(ss, p, &gp) : octo_generate(jm->model, p, &gp);
-        if (!st && ss) throw_octo(env, (int)octo_model_status(jm->model), octo_session_error(ss));
+        if (!st && ss) throw_octo(env, (int)octo_session_status(ss), octo_session_error(ss));
         else if (!st) throw_octo(env, (int)octo_model_status(jm->model), octo_model_error(jm->model));
     }
     free(p), free(g), free(js);
@@ -328,11 +357,15 @@ typedef struct {
     JNIEnv *env;
     jobject consumer;
     jmethodID accept;
+    jni_model *jm;
 } piece_sink;
 
+/* Each piece to the consumer, until it throws or the model is closing: octo may still hand over
+ * a piece after the cancel (the bytes of a character the cancel cut), which is not passed on. */
 static int on_piece(void *user, const char *piece) {
     piece_sink *k = user;
     JNIEnv *env = k->env;
+    if ((*env)->ExceptionCheck(env) || atomic_load(&k->jm->closing)) return 1;
     jbyteArray b = new_bytes(env, piece, strlen(piece));
     if (!b) return 1;
     (*env)->CallVoidMethod(env, k->consumer, k->accept, b);
@@ -348,7 +381,7 @@ JNIEXPORT jint JNICALL Java_dev_octo_Native_generateEach(JNIEnv *env, jclass cls
     char *p = c_string(env, prompt);
     if (!p) return -1;
     jclass cc = (*env)->GetObjectClass(env, consumer);
-    piece_sink k = {env, consumer, cc ? (*env)->GetMethodID(env, cc, "accept", "([B)V") : NULL};
+    piece_sink k = {env, consumer, cc ? (*env)->GetMethodID(env, cc, "accept", "([B)V") : NULL, jm};
     if (cc) (*env)->DeleteLocalRef(env, cc);
     if (!k.accept) return free(p), -1; /* NoSuchMethodError pending */
     octo_generate_params gp = octo_generate_params_defaults();
@@ -358,6 +391,52 @@ JNIEXPORT jint JNICALL Java_dev_octo_Native_generateEach(JNIEnv *env, jclass cls
     if ((*env)->ExceptionCheck(env)) return -1; /* the callback's exception stands */
     if (rc != OCTO_OK) throw_octo(env, (int)rc, octo_model_error(jm->model));
     return (jint)rc;
+}
+
+/* octo_tokenize with BOS/EOS as the vocabulary says, special-token text left as text. */
+JNIEXPORT jintArray JNICALL Java_dev_octo_Native_tokenize(JNIEnv *env, jclass cls, jlong handle, jbyteArray text) {
+    (void)cls;
+    const jni_model *jm = (const jni_model *)(intptr_t)handle;
+    char *t = c_string(env, text);
+    if (!t) return NULL;
+    const int len = (int)strlen(t);
+    int32_t small[256], *ids = small;
+    int n = octo_tokenize(jm->model, t, len, 1, 0, ids, 256);
+    if (n > 256 && (ids = malloc((size_t)n * sizeof *ids)) != NULL) n = octo_tokenize(jm->model, t, len, 1, 0, ids, n);
+    jintArray out = NULL;
+    if (!ids) throw_octo(env, OCTO_ERR_NOMEM, "out of memory");
+    else if (n < 0) throw_octo(env, -n, octo_model_error(jm->model));
+    else if ((out = (*env)->NewIntArray(env, n)) != NULL) (*env)->SetIntArrayRegion(env, out, 0, n, (const jint *)ids);
+    if (ids != small) free(ids);
+    free(t);
+    return out;
+}
+
+/* octo_detokenize: the ids' text as UTF-8 bytes. */
+JNIEXPORT jbyteArray JNICALL Java_dev_octo_Native_detokenize(JNIEnv *env, jclass cls, jlong handle, jintArray ids) {
+    (void)cls;
+    const jni_model *jm = (const jni_model *)(intptr_t)handle;
+    if (!ids) return throw_octo(env, OCTO_ERR_INVALID_ARG, "null ids"), NULL;
+    const jsize n = (*env)->GetArrayLength(env, ids);
+    int32_t *in = malloc((size_t)n * sizeof *in + 1);
+    char small[1024], *text = small;
+    if (in) (*env)->GetIntArrayRegion(env, ids, 0, n, (jint *)in);
+    int len = in ? octo_detokenize(jm->model, in, n, text, (int)sizeof small) : 0;
+    if (len > (int)sizeof small && (text = malloc((size_t)len)) != NULL) len = octo_detokenize(jm->model, in, n, text, len);
+    jbyteArray out = NULL;
+    if (!in || !text) throw_octo(env, OCTO_ERR_NOMEM, "out of memory");
+    else if (len < 0) throw_octo(env, -len, octo_model_error(jm->model));
+    else out = new_bytes(env, text, (size_t)len);
+    if (text != small) free(text);
+    free(in);
+    return out;
+}
+
+/* Model.close from another thread: a callback generation running on the model stops before its
+ * next piece (the model is freed once it has returned). */
+JNIEXPORT void JNICALL Java_dev_octo_Native_stopEach(JNIEnv *env, jclass cls, jlong handle) {
+    (void)env, (void)cls;
+    atomic_store(&((jni_model *)(intptr_t)handle)->closing, 1);
 }
 
 JNIEXPORT jlong JNICALL Java_dev_octo_Native_sessionNew(JNIEnv *env, jclass cls, jlong handle) {
@@ -430,15 +509,14 @@ static jobject stats_object(JNIEnv *env, const octo_stats *s) {
 #undef NUM
 #undef TEXT
     jlongArray wa = (*env)->NewLongArray(env, nw);
-    jdoubleArray ra = (*env)->NewDoubleArray(env, nr);
-    jclass string = (*env)->FindClass(env, "java/lang/String");
-    jobjectArray ta = string ? (*env)->NewObjectArray(env, nt, string, NULL) : NULL;
+    jdoubleArray ra = wa ? (*env)->NewDoubleArray(env, nr) : NULL;
+    jobjectArray ta = ra ? (*env)->NewObjectArray(env, nt, byte_array, NULL) : NULL;
     jobject out = NULL;
     if (wa && ra && ta) {
         (*env)->SetLongArrayRegion(env, wa, 0, nw, w);
         (*env)->SetDoubleArrayRegion(env, ra, 0, nr, r);
         for (int i = 0; i < nt && !(*env)->ExceptionCheck(env); i++) {
-            jstring x = (*env)->NewStringUTF(env, t[i]);
+            jbyteArray x = new_bytes(env, t[i], strlen(t[i])); /* UTF-8, not modified UTF-8 */
             if (x) (*env)->SetObjectArrayElement(env, ta, i, x), (*env)->DeleteLocalRef(env, x); /* one per loop */
         }
         if (!(*env)->ExceptionCheck(env)) out = (*env)->CallStaticObjectMethod(env, stats_class, stats_of, wa, ra, ta);
@@ -446,7 +524,6 @@ static jobject stats_object(JNIEnv *env, const octo_stats *s) {
     if (wa) (*env)->DeleteLocalRef(env, wa);
     if (ra) (*env)->DeleteLocalRef(env, ra);
     if (ta) (*env)->DeleteLocalRef(env, ta);
-    if (string) (*env)->DeleteLocalRef(env, string);
     return out;
 }
 

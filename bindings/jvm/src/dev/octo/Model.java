@@ -1,10 +1,12 @@
 package dev.octo;
 
 import java.lang.ref.Cleaner;
+import java.lang.ref.Reference;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
+import java.util.function.LongFunction;
 
 /**
  * A model loaded from a GGUF file or a deploy bundle's folder. Close it (try-with-resources);
@@ -33,25 +35,43 @@ public final class Model implements AutoCloseable {
             return handle;
         }
 
+        /** f of the native model under the read lock: close() waits for it to return. */
+        <T> T read(LongFunction<T> f) {
+            lock.readLock().lock();
+            try {
+                return f.apply(handle());
+            } finally {
+                lock.readLock().unlock();
+            }
+        }
+
+        /**
+         * Closes: a callback generation is told to stop, then the write lock waits for the calls in
+         * progress; with the handle 0 nothing new starts or registers, the sessions and streams
+         * are freed (each waits for a next() running on another thread, which the cancel ends), then
+         * the model.
+         */
         @Override
         public void run() {
-            List<Session.State> ss;
-            synchronized (sessions) {
-                ss = new ArrayList<>(sessions);
-            }
-            for (Session.State s : ss) s.run(); /* each with its streams: before the model */
-            List<Stream.State> open;
-            synchronized (streams) {
-                open = new ArrayList<>(streams);
-            }
-            for (Stream.State s : open) s.run(); /* cancelled, then freed: before the model */
+            if (handle != 0) Native.stopEach(handle); /* only run() writes handle, and it runs once */
             lock.writeLock().lock();
             try {
-                if (handle != 0) {
-                    Native.freeModel(handle);
+                final long h = handle;
+                handle = 0;
+                List<Session.State> ss;
+                synchronized (sessions) {
+                    ss = new ArrayList<>(sessions);
+                }
+                for (Session.State s : ss) s.run(); /* each with its streams: before the model */
+                List<Stream.State> open;
+                synchronized (streams) {
+                    open = new ArrayList<>(streams);
+                }
+                for (Stream.State s : open) s.run(); /* cancelled, then freed: before the model */
+                if (h != 0) {
+                    Native.freeModel(h);
                     LIVE.decrementAndGet();
                 }
-                handle = 0;
             } finally {
                 lock.writeLock().unlock();
             }
@@ -83,8 +103,8 @@ public final class Model implements AutoCloseable {
      * octo_model_options and octo_client_options, field by field (octo.h says what each does). An
      * option never set keeps octo's own default (the JNI side starts from
      * octo_model_options_defaults and copies only what was set); octo checks them at load, and a
-     * bad one is an OctoException with octo's message. Integer.MIN_VALUE and Long.MIN_VALUE are
-     * not values of any option: they mean "not set".
+     * bad one is an OctoException with octo's message. Integer.MIN_VALUE, Long.MIN_VALUE and NaN
+     * are not values of any option: they mean "not set".
      */
     public static final class Builder {
         static final int UNSET = Integer.MIN_VALUE;
@@ -93,7 +113,7 @@ public final class Model implements AutoCloseable {
         private final String path;
         /* Read by name from octo_jni.c (model_fields, text_fields): rename on both sides. */
         int nCtx = UNSET, threads = UNSET, maxSessions = UNSET, autoDraft = UNSET, draftThreads = UNSET,
-                memoryWatch = UNSET, planOnly = UNSET;
+                memoryWatch = UNSET, planOnly = UNSET, vocabOnly = UNSET;
         int kvType = UNSET, kvCompress = UNSET, kvHotTokens = UNSET, kvWarmTokens = UNSET, kvAnchorTokens = UNSET,
                 kvRecentTokens = UNSET, kvColdBits = UNSET, kvColdSymmetric = UNSET, kvPerTokenKeys = UNSET,
                 kvSpill = UNSET, kvBudgetTokens = UNSET;
@@ -140,6 +160,9 @@ public final class Model implements AutoCloseable {
 
         /** Plan only (Model.planJson): decide what a load decides and make nothing; generation fails. */
         public Builder planOnly(boolean on) { planOnly = on ? 1 : 0; return this; }
+
+        /** The vocabulary only: tokenize and detokenize work on a file of any architecture; generation fails. */
+        public Builder vocabOnly(boolean on) { vocabOnly = on ? 1 : 0; return this; }
 
         /** The type of new KV entries (F16 by default). */
         public Builder kvType(KvType t) { kvType = t.ordinal(); return this; }
@@ -224,28 +247,28 @@ public final class Model implements AutoCloseable {
         return builder(path).load();
     }
 
+    /** f of the native model under its read lock, this Model reachable until f returns (no Cleaner meanwhile). */
+    private <T> T read(LongFunction<T> f) {
+        try {
+            return state.read(f);
+        } finally {
+            Reference.reachabilityFence(this);
+        }
+    }
+
     /** A continuation of prompt on the model's own conversation; iterate it for the text's pieces. */
     public Stream generate(String prompt, GenerateOptions o) {
-        state.lock.readLock().lock();
-        try {
-            return new Stream(this, state.streams, start(state.handle(), 0, prompt, o));
-        } finally {
-            state.lock.readLock().unlock();
-        }
+        return read(h -> new Stream(this, state.streams, start(h, 0, prompt, o)));
     }
 
     /**
      * The callback form: each piece to onPiece as it is made, on this thread. An exception onPiece
-     * throws stops the generation cleanly and is rethrown here.
+     * throws stops the generation cleanly and is rethrown here; close() from another thread stops
+     * it before its next piece.
      */
     public void generate(String prompt, int maxTokens, float temperature, long seed, java.util.function.Consumer<String> onPiece) {
-        state.lock.readLock().lock();
-        try {
-            Native.generateEach(state.handle(), utf8(prompt), maxTokens, temperature, seed,
-                    b -> onPiece.accept(new String(b, StandardCharsets.UTF_8)));
-        } finally {
-            state.lock.readLock().unlock();
-        }
+        read(h -> Native.generateEach(h, utf8(prompt), maxTokens, temperature, seed,
+                b -> onPiece.accept(new String(b, StandardCharsets.UTF_8))));
     }
 
     /** generate with maxTokens, temperature (0: greedy) and seed, the rest the library's defaults. */
@@ -261,12 +284,7 @@ public final class Model implements AutoCloseable {
 
     /** Another conversation on these weights, with its own KV cache (Builder.maxSessions bounds them). */
     public Session newSession() {
-        state.lock.readLock().lock();
-        try {
-            return new Session(this, state, Native.sessionNew(state.handle()));
-        } finally {
-            state.lock.readLock().unlock();
-        }
+        return read(h -> new Session(this, state, Native.sessionNew(h)));
     }
 
     /**
@@ -285,32 +303,27 @@ public final class Model implements AutoCloseable {
             case 15: case 80: level = 3; break;
             default: throw new IllegalArgumentException("not a ComponentCallbacks2 trim level: " + androidLevel);
         }
-        state.lock.readLock().lock();
-        try {
-            Native.trim(state.handle(), level);
-        } finally {
-            state.lock.readLock().unlock();
-        }
+        read(h -> Native.trim(h, level));
     }
 
     /** What octo decided at load for this model on this device (octo_model_plan_json; `octo plan --json`). */
     public String planJson() {
-        state.lock.readLock().lock();
-        try {
-            return new String(Native.planJson(state.handle()), StandardCharsets.UTF_8);
-        } finally {
-            state.lock.readLock().unlock();
-        }
+        return read(h -> new String(Native.planJson(h), StandardCharsets.UTF_8));
     }
 
     /** The statistics of the model's own conversation and of the model (octo_model_stats). */
     public Stats stats() {
-        state.lock.readLock().lock();
-        try {
-            return Native.stats(state.handle(), 0);
-        } finally {
-            state.lock.readLock().unlock();
-        }
+        return read(h -> Native.stats(h, 0));
+    }
+
+    /** The token ids of text, with BOS/EOS as the vocabulary says (octo_tokenize); special-token text stays text. */
+    public int[] tokenize(String text) {
+        return read(h -> Native.tokenize(h, utf8(text)));
+    }
+
+    /** The text of token ids (octo_detokenize): detokenize(tokenize(text)) is text. */
+    public String detokenize(int[] ids) {
+        return read(h -> new String(Native.detokenize(h, ids), StandardCharsets.UTF_8));
     }
 
     /** octo's version, e.g. "0.1.0". */
@@ -318,9 +331,15 @@ public final class Model implements AutoCloseable {
         return Native.version();
     }
 
-    /** Frees the model and its streams; a second call does nothing. */
+    /**
+     * Frees the model, its sessions and its streams (a stream running on another thread is
+     * cancelled, and its next call is an IllegalStateException); a second call does nothing. Not from inside this model's own
+     * callback (generate's onPiece, the log while it generates): that is an IllegalStateException.
+     */
     @Override
     public void close() {
+        if (state.lock.getReadHoldCount() > 0)
+            throw new IllegalStateException("close() from inside this model's own callback: return from it first");
         cleanable.clean();
     }
 

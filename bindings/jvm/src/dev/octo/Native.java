@@ -18,6 +18,13 @@ final class Native {
 
     static native byte[] planJson(long model);
 
+    static native int[] tokenize(long model, byte[] text);
+
+    static native byte[] detokenize(long model, int[] ids);
+
+    /** Tells a generateEach running on the model to stop before its next piece (Model.close). */
+    static native void stopEach(long model);
+
     static native void freeModel(long model);
 
     static native long generate(long model, long session, byte[] prompt, int maxTokens, float temperature, int topK,

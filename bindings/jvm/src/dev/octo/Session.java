@@ -1,6 +1,7 @@
 package dev.octo;
 
 import java.lang.ref.Cleaner;
+import java.lang.ref.Reference;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
@@ -27,17 +28,21 @@ public final class Session implements AutoCloseable {
             return handle;
         }
 
+        /** Closes (from close(), its Cleaner or its model's close; a second time does nothing): the
+         * write lock waits for calls in progress, the handle 0 lets nothing new start, its streams
+         * are freed (a next() on another thread is cancelled and waited for), then the session. */
         @Override
         public void run() {
-            List<Stream.State> open;
-            synchronized (streams) {
-                open = new ArrayList<>(streams);
-            }
-            for (Stream.State s : open) s.run();
             lock.writeLock().lock();
             try {
-                if (handle != 0) Native.sessionFree(handle);
+                final long h = handle;
                 handle = 0;
+                List<Stream.State> open;
+                synchronized (streams) {
+                    open = new ArrayList<>(streams);
+                }
+                for (Stream.State s : open) s.run();
+                if (h != 0) Native.sessionFree(h);
             } finally {
                 lock.writeLock().unlock();
             }
@@ -60,14 +65,33 @@ public final class Session implements AutoCloseable {
         cleanable = Model.CLEANER.register(this, state);
     }
 
+    /** A native session's call. */
+    private interface Call<T> {
+        T apply(long model, long session);
+    }
+
+    /**
+     * f of the native model and session under the model's read lock, then the session's (the order
+     * Model.close takes them in), this Session reachable until f returns.
+     */
+    private <T> T read(Call<T> f) {
+        try {
+            return state.model.read(m -> {
+                state.lock.readLock().lock();
+                try {
+                    return f.apply(m, state.handle());
+                } finally {
+                    state.lock.readLock().unlock();
+                }
+            });
+        } finally {
+            Reference.reachabilityFence(this);
+        }
+    }
+
     /** A continuation of prompt in this conversation. */
     public Stream generate(String prompt, GenerateOptions o) {
-        state.lock.readLock().lock();
-        try {
-            return new Stream(this, state.streams, Model.start(state.model.handle(), state.handle(), prompt, o));
-        } finally {
-            state.lock.readLock().unlock();
-        }
+        return read((m, s) -> new Stream(this, state.streams, Model.start(m, s, prompt, o)));
     }
 
     /** generate with maxTokens, temperature (0: greedy) and seed, the rest the library's defaults. */
@@ -77,22 +101,15 @@ public final class Session implements AutoCloseable {
 
     /** This session's statistics: its generation, its caches; the model's for the rest (octo_session_stats). */
     public Stats stats() {
-        state.lock.readLock().lock();
-        try {
-            return Native.stats(state.model.handle(), state.handle());
-        } finally {
-            state.lock.readLock().unlock();
-        }
+        return read(Native::stats);
     }
 
     /** Forgets the conversation (its cache emptied); not while it streams. */
     public void reset() {
-        state.lock.readLock().lock();
-        try {
-            Native.sessionReset(state.handle());
-        } finally {
-            state.lock.readLock().unlock();
-        }
+        read((m, s) -> {
+            Native.sessionReset(s);
+            return null;
+        });
     }
 
     @Override

@@ -1,6 +1,7 @@
 package dev.octo;
 
 import java.lang.ref.Cleaner;
+import java.lang.ref.Reference;
 import java.nio.charset.StandardCharsets;
 import java.util.Iterator;
 import java.util.List;
@@ -56,7 +57,7 @@ public final class Stream implements Iterator<String>, Iterable<String>, AutoClo
     private final Cleaner.Cleanable cleanable;
     private String ahead;
     private boolean done;
-    private int stopReason = -1;
+    private volatile int stopReason = -1;
 
     Stream(Object owner, List<State> registry, long handle) {
         this.owner = owner;
@@ -79,6 +80,7 @@ public final class Stream implements Iterator<String>, Iterable<String>, AutoClo
             if (piece == null) stopReason = Native.stopReason(state.handle);
         } finally {
             state.lock.readLock().unlock();
+            Reference.reachabilityFence(this); /* no Cleaner cancels it while next() runs */
         }
         if (piece == null) {
             done = true;
@@ -125,7 +127,7 @@ public final class Stream implements Iterator<String>, Iterable<String>, AutoClo
     }
 
     /** Why it ended (octo_stop_reason: 1 end of text, 2 max tokens, 3 cancelled, 4 context full); -1 while it runs. */
-    public synchronized int stopReason() {
+    public int stopReason() {
         return stopReason;
     }
 

@@ -190,6 +190,63 @@ class ModelTest {
         }
     }
 
+    /** The ids `octo tokenize` prints for text. */
+    static int[] octoTokenize(String text) throws Exception {
+        ProcessBuilder b = new ProcessBuilder(OCTO, "tokenize", "-m", MODEL, "--text", text)
+                .redirectError(ProcessBuilder.Redirect.DISCARD);
+        b.environment().remove("LD_PRELOAD");
+        Process p = b.start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim();
+        assertEquals(0, p.waitFor());
+        return java.util.Arrays.stream(out.split(" ")).mapToInt(Integer::parseInt).toArray();
+    }
+
+    @Test
+    void tokenizeWithTheVocabularyOnly() throws Exception {
+        String text = "Once upon a time, a cat saw the sun.";
+        try (Model v = Model.builder(MODEL).vocabOnly(true).load(); Model m = Model.load(MODEL)) {
+            int[] ids = v.tokenize(text);
+            assertArrayEquals(octoTokenize(text), ids);
+            assertArrayEquals(ids, m.tokenize(text));
+            assertEquals(text, v.detokenize(ids));
+            assertEquals("", v.detokenize(new int[0]));
+            OctoException bad = assertThrows(OctoException.class, () -> v.detokenize(new int[] {1, 99999}));
+            assertEquals(1, bad.status(), bad.getMessage());
+            assertThrows(OctoException.class, () -> v.generate("Once", 4, 0f, 0)); /* no weights */
+        }
+    }
+
+    @Test
+    void closeStopsACallbackGeneration() throws Exception {
+        Model m = Model.load(MODEL);
+        CountDownLatch first = new CountDownLatch(1);
+        int[] pieces = {0};
+        Thread t = new Thread(() -> m.generate("Once upon a time", 100000, 0.8f, 7, p -> {
+            pieces[0]++;
+            first.countDown();
+        }));
+        t.start();
+        first.await();
+        m.close(); /* from another thread: the generation stops before its next piece, then the model goes */
+        t.join(20000);
+        assertFalse(t.isAlive());
+        assertTrue(pieces[0] >= 1 && pieces[0] < 100000, "pieces: " + pieces[0]);
+        assertThrows(IllegalStateException.class, () -> m.generate("Once", 4, 0f, 0));
+
+        try (Model n = Model.load(MODEL)) { /* close() inside its own callback: an error, not a deadlock */
+            IllegalStateException e = assertThrows(IllegalStateException.class,
+                    () -> n.generate("Once upon a time", 50, 0f, 0, p -> n.close()));
+            assertTrue(e.getMessage().contains("inside this model's own callback"), e.getMessage());
+            assertEquals(octoRun("Once upon a time", 8), n.generate("Once upon a time", 8, 0f, 0).text()); /* still open */
+        }
+    }
+
+    @Test
+    void nonAsciiInOctosMessages() {
+        OctoException e = assertThrows(OctoException.class, () -> Model.load("/nonexistent/caf\u00e9-\ud83d\ude00.gguf"));
+        assertTrue(e.getMessage().contains("caf\u00e9-\ud83d\ude00.gguf"), e.getMessage()); /* UTF-8, not modified UTF-8 */
+    }
+
     @Test
     void warningsReachTheLog() throws Exception {
         List<String> seen = new ArrayList<>();
