@@ -389,6 +389,11 @@ JNIEXPORT jint JNICALL Java_dev_octo_Native_generateEach(JNIEnv *env, jclass cls
     const octo_status rc = octo_generate_cb(jm->model, p, &gp, on_piece, &k);
     free(p);
     if ((*env)->ExceptionCheck(env)) return -1; /* the callback's exception stands */
+    if (atomic_load(&jm->closing)) { /* stopped by Model.close on another thread: the text is cut, not done */
+        jclass ise = (*env)->FindClass(env, "java/lang/IllegalStateException");
+        if (ise) (*env)->ThrowNew(env, ise, "the model was closed during the generation");
+        return -1;
+    }
     if (rc != OCTO_OK) throw_octo(env, (int)rc, octo_model_error(jm->model));
     return (jint)rc;
 }
@@ -397,9 +402,11 @@ JNIEXPORT jint JNICALL Java_dev_octo_Native_generateEach(JNIEnv *env, jclass cls
 JNIEXPORT jintArray JNICALL Java_dev_octo_Native_tokenize(JNIEnv *env, jclass cls, jlong handle, jbyteArray text) {
     (void)cls;
     const jni_model *jm = (const jni_model *)(intptr_t)handle;
-    char *t = c_string(env, text);
-    if (!t) return NULL;
-    const int len = (int)strlen(t);
+    if (!text) return throw_octo(env, OCTO_ERR_INVALID_ARG, "a null string"), NULL;
+    const int len = (int)(*env)->GetArrayLength(env, text); /* octo_tokenize takes a length: a NUL is text too */
+    char *t = malloc((size_t)len + 1);
+    if (!t) return throw_octo(env, OCTO_ERR_NOMEM, "out of memory"), NULL;
+    (*env)->GetByteArrayRegion(env, text, 0, len, (jbyte *)t);
     int32_t small[256], *ids = small;
     int n = octo_tokenize(jm->model, t, len, 1, 0, ids, 256);
     if (n > 256 && (ids = malloc((size_t)n * sizeof *ids)) != NULL) n = octo_tokenize(jm->model, t, len, 1, 0, ids, n);
@@ -493,6 +500,9 @@ JNIEXPORT void JNICALL Java_dev_octo_Native_freeStream(JNIEnv *env, jclass cls, 
 }
 
 #define STATS_MAX 256 /* more than OCTO_STATS has, of each kind */
+#define STATS_ONE(...) +1
+_Static_assert(0 OCTO_STATS(STATS_ONE, STATS_ONE) <= STATS_MAX, "OCTO_STATS outgrew stats_object's arrays");
+#undef STATS_ONE
 
 /* octo_stats as dev.octo.Stats (made by gen_stats.c from the same list): whole numbers, the
  * others and the texts, each in the list's order. */

@@ -35,8 +35,16 @@ public final class Model implements AutoCloseable {
             return handle;
         }
 
-        /** f of the native model under the read lock: close() waits for it to return. */
+        /** Set when close() begins: a call then fails at once instead of queueing behind it. */
+        volatile boolean closing;
+
+        /**
+         * f of the native model under the read lock: close() waits for it to return. Once close()
+         * has begun, a call from a thread not already inside one is an IllegalStateException at
+         * once: queued behind close(), it could wait on a callback that waits on it.
+         */
         <T> T read(LongFunction<T> f) {
+            if (closing && lock.getReadHoldCount() == 0) throw new IllegalStateException("the model is closing");
             lock.readLock().lock();
             try {
                 return f.apply(handle());
@@ -53,6 +61,7 @@ public final class Model implements AutoCloseable {
          */
         @Override
         public void run() {
+            closing = true;
             if (handle != 0) Native.stopEach(handle); /* only run() writes handle, and it runs once */
             lock.writeLock().lock();
             try {
@@ -264,7 +273,7 @@ public final class Model implements AutoCloseable {
     /**
      * The callback form: each piece to onPiece as it is made, on this thread. An exception onPiece
      * throws stops the generation cleanly and is rethrown here; close() from another thread stops
-     * it before its next piece.
+     * it before its next piece, and it ends with an IllegalStateException (the text is cut).
      */
     public void generate(String prompt, int maxTokens, float temperature, long seed, java.util.function.Consumer<String> onPiece) {
         read(h -> Native.generateEach(h, utf8(prompt), maxTokens, temperature, seed,

@@ -208,6 +208,7 @@ class ModelTest {
             int[] ids = v.tokenize(text);
             assertArrayEquals(octoTokenize(text), ids);
             assertArrayEquals(ids, m.tokenize(text));
+            assertEquals("a\0b", v.detokenize(v.tokenize("a\0b"))); /* a NUL is text to octo_tokenize, which takes a length */
             assertEquals(text, v.detokenize(ids));
             assertEquals("", v.detokenize(new int[0]));
             OctoException bad = assertThrows(OctoException.class, () -> v.detokenize(new int[] {1, 99999}));
@@ -221,16 +222,25 @@ class ModelTest {
         Model m = Model.load(MODEL);
         CountDownLatch first = new CountDownLatch(1);
         int[] pieces = {0};
-        Thread t = new Thread(() -> m.generate("Once upon a time", 100000, 0.8f, 7, p -> {
-            pieces[0]++;
-            first.countDown();
-        }));
+        Throwable[] ended = {null};
+        Thread t = new Thread(() -> {
+            try {
+                m.generate("Once upon a time", 100000, 0.8f, 7, p -> {
+                    pieces[0]++;
+                    first.countDown();
+                });
+            } catch (Throwable e) {
+                ended[0] = e;
+            }
+        });
         t.start();
         first.await();
         m.close(); /* from another thread: the generation stops before its next piece, then the model goes */
         t.join(20000);
         assertFalse(t.isAlive());
         assertTrue(pieces[0] >= 1 && pieces[0] < 100000, "pieces: " + pieces[0]);
+        assertTrue(ended[0] instanceof IllegalStateException, String.valueOf(ended[0])); /* cut, not finished */
+        assertEquals("the model was closed during the generation", ended[0].getMessage());
         assertThrows(IllegalStateException.class, () -> m.generate("Once", 4, 0f, 0));
 
         try (Model n = Model.load(MODEL)) { /* close() inside its own callback: an error, not a deadlock */
