@@ -92,6 +92,18 @@ faults '{"extra": {"test-org/tiny-GGUF": ["../../../../escape-Q2_K.gguf"]}}'
 "$octo" pull test-org/tiny-GGUF:Q2_K >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "the hub's listing names a bad path '../../../../escape-Q2_K.gguf'" "$tmp/err" &&
     [ -z "$(find "$tmp" -name 'escape*')" ] && ok || bad "a hostile listing: $(cat "$tmp/err")"
+# a listing in pages (the hub's Link: <...&cursor=...>; rel="next"): every page is read, in order
+faults '{"pages": {"test-org/tiny-GGUF": 2}}'
+n=$(wc -l <"$log")
+"$octo" pull test-org/tiny-GGUF:Q5_K_M >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "it has: tiny-F32.gguf (1.1 MiB), tiny-Q8_0.gguf (0.4 MiB), sub/other-IQ4_XS.gguf" "$tmp/err" &&
+    [ "$(tail -n +$((n + 1)) "$log" | grep -c "^GET /api/models/test-org/tiny-GGUF/tree/main?recursive=true")" -eq 3 ] &&
+    tail -n +$((n + 1)) "$log" | grep -q "tree/main?recursive=true&cursor=4 " && ok || bad "a listing in pages: $(cat "$tmp/err"; tail -n +$((n + 1)) "$log")"
+# ... whose next page is on another host: refused, never asked for
+faults '{"pages": {"test-org/tiny-GGUF": 2}, "pages_elsewhere": ["test-org/tiny-GGUF"]}'
+"$octo" pull test-org/tiny-GGUF:Q5_K_M >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "the hub's listing goes on at 'http://elsewhere.invalid/api/models/test-org/tiny-GGUF/tree/main?recursive=true&cursor=2', not on $OCTO_HF_ENDPOINT" "$tmp/err" &&
+    ok || bad "a listing going elsewhere: $(cat "$tmp/err")"
 faults '{}'
 # a mistyped local path (its first part a folder here) is the loader's error, never a request
 n=$(wc -l <"$log")

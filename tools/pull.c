@@ -20,39 +20,76 @@
 
 #define DEFAULT_QUANT "Q4_K_M" /* llama.cpp's -hf default too */
 
-/* The listing's GGUF files (not projectors) into *files; 0, or 1 after printing why. */
-static int hub_ggufs(const pull_ref *r, pull_known **files, int *n) {
-    char url[1024], why[1200], *body = NULL;
-    size_t len = 0;
-    snprintf(url, sizeof url, "%s/api/models/%s/%s/tree/%s?recursive=true", pull_endpoint(), r->org, r->repo, r->rev);
-    if (http_get_text(url, &body, &len, why, sizeof why)) return fail("%s/%s: %s", r->org, r->repo, why);
-    json_value *v = NULL;
-    err_t err = {0};
-    const int bad = json_parse(body, len, &v, &err) || v->kind != JSON_ARRAY;
-    free(body);
-    if (bad) return json_free(v), fail("%s/%s: the hub's listing is not a JSON array (%s)", r->org, r->repo, err.msg);
-    *files = calloc((size_t)v->n + 1, sizeof **files);
-    *n = 0;
-    for (int i = 0; *files && i < v->n; i++) {
+#define HUB_PAGES 100 /* a listing's pages at most (the hub's are about 1000 files each) */
+
+/* The GGUF files (not projectors) of one page of the listing, appended to *files (*n of *cap);
+ * 0, or 1 after printing why. */
+static int hub_page(const pull_ref *r, const json_value *v, pull_known **files, int *n, int *cap) {
+    for (int i = 0; i < v->n; i++) {
         const json_value *e = &v->items[i], *lfs = json_get(e, "lfs"), *size = json_get(lfs ? lfs : e, "size");
         const char *type = json_get_str(e, "type"), *path = json_get_str(e, "path"), *oid = lfs ? json_get_str(lfs, "oid") : NULL;
         const size_t pl = path ? strlen(path) : 0;
         if (!type || strcmp(type, "file") || pl < 6 || pl >= 1024 || strcasecmp(path + pl - 5, ".gguf") || strstr(path, "mmproj"))
             continue;
-        if (!pull_path_ok(path)) { /* a listing is the server's word, not a path to trust: never outside the cache */
-            fail("%s/%s: the hub's listing names a bad path '%.200s'", r->org, r->repo, path);
-            json_free(v);
-            free(*files);
-            return 1;
+        if (!pull_path_ok(path)) /* a listing is the server's word, not a path to trust: never outside the cache */
+            return fail("%s/%s: the hub's listing names a bad path '%.200s'", r->org, r->repo, path);
+        if (*n == *cap) {
+            pull_known *more = realloc(*files, (size_t)(*cap = *cap * 2 + 16) * sizeof **files);
+            if (!more) return fail("out of memory");
+            *files = more;
         }
-        pull_known *k = &(*files)[(*n)++];
+        pull_known *k = memset(&(*files)[(*n)++], 0, sizeof **files);
         snprintf(k->path, sizeof k->path, "%s", path);
         k->size = size && size->kind == JSON_NUMBER && size->number > 0 ? (uint64_t)size->number : 0;
         if (oid && strlen(oid) == 64 && strspn(oid, "0123456789abcdefABCDEF") == 64)
             for (int c = 0; c <= 64; c++) k->sha256[c] = (char)tolower((unsigned char)oid[c]);
     }
-    json_free(v);
-    return *files ? 0 : fail("out of memory");
+    return 0;
+}
+
+/* The listing's next page, as the Link header named it, into url: on the endpoint (a path
+ * alone is taken on it), never elsewhere; 0, or 1 after printing why. */
+static int hub_next(const pull_ref *r, const char *next, char *url, size_t n) {
+    const char *base = pull_endpoint();
+    const size_t bl = strlen(base);
+    int w = -1;
+    if (next[0] == '/') w = snprintf(url, n, "%s%s", base, next);
+    else if (!strncmp(next, base, bl) && next[bl] == '/') w = snprintf(url, n, "%s", next);
+    if (w < 0 || (size_t)w >= n)
+        return fail("%s/%s: the hub's listing goes on at '%.300s', not on %s", r->org, r->repo, next, base);
+    return 0;
+}
+
+/* The listing's GGUF files (not projectors), every page of it, into *files; 0, or 1 after printing why. */
+static int hub_ggufs(const pull_ref *r, pull_known **files, int *n) {
+    char url[2048], next[2048], why[2400];
+    int cap = 0, rc = 0;
+    *files = NULL, *n = 0;
+    snprintf(url, sizeof url, "%s/api/models/%s/%s/tree/%s?recursive=true", pull_endpoint(), r->org, r->repo, r->rev);
+    for (int page = 0; !rc; page++) {
+        char *body = NULL;
+        size_t len = 0;
+        if (page == HUB_PAGES) {
+            rc = fail("%s/%s: the hub's listing goes on past %d pages", r->org, r->repo, HUB_PAGES);
+            break;
+        }
+        if (http_get_text(url, &body, &len, next, sizeof next, why, sizeof why)) {
+            rc = fail("%s/%s: %s", r->org, r->repo, why);
+            break;
+        }
+        json_value *v = NULL;
+        err_t err = {0};
+        const int bad = json_parse(body, len, &v, &err) || v->kind != JSON_ARRAY;
+        free(body);
+        if (bad) rc = fail("%s/%s: the hub's listing is not a JSON array (%s)", r->org, r->repo, err.msg);
+        else rc = hub_page(r, v, files, n, &cap);
+        json_free(v);
+        if (!rc && !next[0]) return 0;
+        if (!rc) rc = hub_next(r, next, url, sizeof url);
+    }
+    free(*files);
+    *files = NULL;
+    return rc;
 }
 
 /* Whether the file's name (after its last '/') carries quant as a word: Q4_K_M in model-Q4_K_M.gguf, not in model-IQ4_K_M. */

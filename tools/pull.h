@@ -78,9 +78,10 @@ typedef struct {
 /* Download j->url onto j->part; 0, 1 with why, 130 when interrupted (SIGINT:
  * the partial file stays for a resume). A server's error (404) removes nothing. */
 int http_download(const http_job *j, http_found *f, char *why, size_t n);
-/* A small text (the hub's listing) into *body (malloc'd); 0, or 1 with why
- * (an HTTP error names its status). */
-int http_get_text(const char *url, char **body, size_t *len, char *why, size_t n);
+/* A small text (the hub's listing) into *body (malloc'd), and in next the URL
+ * its Link header names rel="next" (the listing's next page; "" on the last).
+ * 0, or 1 with why (an HTTP error names its status). */
+int http_get_text(const char *url, char **body, size_t *len, char *next, size_t next_n, char *why, size_t n);
 
 /* ---- the cache (pull_cache.c) */
 

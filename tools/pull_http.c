@@ -377,22 +377,60 @@ static size_t on_text(char *p, size_t size, size_t nmemb, void *user) {
     return n;
 }
 
-static size_t on_code_header(char *line, size_t size, size_t nmemb, void *user) {
+/* Whether a link's parameters (after its <URL>, up to end) say rel="next" (or rel=next). */
+static bool rel_next(const char *p, const char *end) {
+    for (; p + 8 <= end; p++) {
+        if (strncasecmp(p, "rel=", 4)) continue;
+        const char *v = p + 4 + (p[4] == '"');
+        if (v + 4 <= end && !strncasecmp(v, "next", 4) && (v + 4 == end || strchr("\"; \t\r\n", v[4]))) return true;
+    }
+    return false;
+}
+
+/* The URL of the rel="next" link in a Link header's value (RFC 8288: "<URL>; rel=\"next\"",
+ * several separated by commas) into out; "" when there is none, or it does not fit. */
+static void link_next(const char *v, const char *end, char *out, size_t n) {
+    out[0] = '\0';
+    for (const char *lt; v < end && (lt = memchr(v, '<', (size_t)(end - v))) != NULL;) {
+        const char *gt = memchr(lt, '>', (size_t)(end - lt));
+        if (!gt) return;
+        const char *stop = memchr(gt, ',', (size_t)(end - gt));
+        if (!stop) stop = end;
+        if (rel_next(gt + 1, stop)) {
+            if ((size_t)(gt - lt - 1) < n) snprintf(out, n, "%.*s", (int)(gt - lt - 1), lt + 1);
+            return;
+        }
+        v = stop + 1;
+    }
+}
+
+typedef struct {
+    char code[64];  /* X-Error-Code */
+    char *next;     /* Link's rel="next" */
+    size_t next_n;
+} text_headers;
+
+static size_t on_text_header(char *line, size_t size, size_t nmemb, void *user) {
+    text_headers *h = user;
     const size_t n = size * nmemb;
-    const char *v = header_value(line, n, "x-error-code");
-    if (v) copy_value(v, line + n, user, 64);
+    const char *v;
+    if (n > 5 && !strncmp(line, "HTTP/", 5)) h->code[0] = h->next[0] = '\0'; /* a response of the chain begins */
+    if ((v = header_value(line, n, "x-error-code"))) copy_value(v, line + n, h->code, sizeof h->code);
+    if ((v = header_value(line, n, "link"))) link_next(v, line + n, h->next, h->next_n);
     return n;
 }
 
-int http_get_text(const char *url, char **body, size_t *len, char *why, size_t n) {
+int http_get_text(const char *url, char **body, size_t *len, char *next, size_t next_n, char *why, size_t n) {
     CURL *c = handle_for(url);
     if (!c) return snprintf(why, n, "out of memory"), 1;
     text_sink s = {0};
-    char code[64] = "";
+    next[0] = '\0';
+    text_headers h = {.next = next, .next_n = next_n};
+    char *code = h.code;
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_text);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_code_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, code);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_text_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &h);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
     CURLcode rc = CURLE_OK;
     for (int tries = 0; tries <= PULL_RETRIES; tries++) {

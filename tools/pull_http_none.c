@@ -16,8 +16,8 @@ int http_download(const http_job *j, http_found *f, char *why, size_t n) {
     return 1;
 }
 
-int http_get_text(const char *url, char **body, size_t *len, char *why, size_t n) {
-    (void)url, (void)body, (void)len;
+int http_get_text(const char *url, char **body, size_t *len, char *next, size_t next_n, char *why, size_t n) {
+    (void)url, (void)body, (void)len, (void)next, (void)next_n;
     snprintf(why, n, "%s", WITHOUT);
     return 1;
 }

@@ -16,6 +16,9 @@ ROOT/.faults (JSON, read on each request) makes it misbehave:
   {"bad_sha": ["ORG/REPO/PATH"]}       a wrong SHA-256 in the listing and X-Linked-Etag
   {"no_length": ["ORG/REPO/PATH"]}     /cdn answers without Content-Length (the end is the close)
   {"extra": {"ORG/REPO": [PATH, ...]}} paths the listing names that are not there (a hostile listing)
+  {"pages": {"ORG/REPO": N}}            the listing in pages of N entries, each with a Link header
+                                        (rel="next", the hub's &cursor=) to the next
+  {"pages_elsewhere": ["ORG/REPO"]}     ... whose Link names another host
 A resume's If-Range that is not the file's ETag gets the whole file (200), as HTTP says.
 Each request is a line of LOGFILE: METHOD PATH RANGE-or-"-" and "auth" when it carried Authorization.
 """
@@ -118,7 +121,22 @@ class Hub(BaseHTTPRequestHandler):
                 out.append(e)
         for rel in faults().get("extra", {}).get(org_repo, []):
             out.append({"type": "file", "oid": "0" * 40, "size": 10, "path": rel, "lfs": {"oid": "0" * 64, "size": 10}})
-        self.send(200, json.dumps(out).encode(), [("Content-Type", "application/json")])
+        self.send(200, *self.page(org_repo, out))
+
+    def page(self, org_repo, out):
+        """The body and headers of the page the request's cursor asks for (the whole listing unpaged)."""
+        size = faults().get("pages", {}).get(org_repo)
+        headers = [("Content-Type", "application/json")]
+        if not size:
+            return json.dumps(out).encode(), headers
+        query = dict(q.split("=", 1) for q in self.path.partition("?")[2].split("&") if "=" in q)
+        at = int(query.get("cursor", "0"))
+        if at + size < len(out):
+            host = "http://elsewhere.invalid" if org_repo in faults().get("pages_elsewhere", []) else \
+                "http://127.0.0.1:%d" % self.server.server_address[1]
+            nxt = "%s%s&cursor=%d" % (host, self.path.partition("?")[0] + "?recursive=true", at + size)
+            headers.append(("Link", '<%s>; rel="next"' % nxt))
+        return json.dumps(out[at:at + size]).encode(), headers
 
     def resolve(self, org_repo, rel):
         p = os.path.join(ROOT, org_repo, rel)
