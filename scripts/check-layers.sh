@@ -2,7 +2,8 @@
 # check-layers.sh — every #include "..." in src/ and tools/ goes to its own
 # layer or one below it (docs/architecture.md has the table), and only the
 # platform room names the kernel's files (below). Run from the repository
-# root; exits 1 and names each offending line when one does not.
+# root; exits 1 and names each offending line when one does not. The bindings
+# and examples (bindings/, examples/) may include octo.h alone.
 #
 #   rank  layer        folder
 #   0     platform     src/platform/    (what octo asks the OS; includes only core/err.h of octo's)
@@ -110,6 +111,18 @@ if [ -s "$out" ]; then
     bad=1
 else
     echo "check-layers: no C file outside src/platform/ names /proc or /sys"
+fi
+# The bindings and the examples are programs of the public API, as an app is: a C file of
+# bindings/ or examples/ includes no header of octo's but octo.h (python/ is ctypes: no C).
+find bindings examples -name '*.[ch]' | sort | while IFS= read -r f; do
+    grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" | grep -v '"octo.h"' | sed "s|^|$f:|"
+done >"$out"
+if [ -s "$out" ]; then
+    cat "$out"
+    echo "check-layers: $(wc -l <"$out") include(s) in bindings/ or examples/ reach past include/octo.h"
+    bad=1
+else
+    echo "check-layers: bindings/ and examples/ include only octo.h of octo's"
 fi
 rm -f "$out"
 exit $bad
