@@ -15,10 +15,11 @@ class ModelTest {
     static final String MODEL = System.getProperty("octo.model");
     static final String OCTO = System.getProperty("octo.bin");
 
-    /** What `octo run -m MODEL -p PROMPT -n N --temp 0` prints, without run's last newline. */
-    static String octoRun(String prompt, int n) throws Exception {
-        ProcessBuilder b = new ProcessBuilder(OCTO, "run", "-m", MODEL, "-p", prompt, "-n", String.valueOf(n), "--temp", "0")
-                .redirectError(ProcessBuilder.Redirect.DISCARD);
+    /** What the octo command prints on stdout with args (stderr dropped); it must exit 0. */
+    static String octo(String... args) throws Exception {
+        List<String> cmd = new ArrayList<>(List.of(OCTO));
+        cmd.addAll(List.of(args));
+        ProcessBuilder b = new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.DISCARD);
         b.environment().remove("LD_PRELOAD"); /* the sanitizer build preloads ASan into the JVM; octo links its own */
         Process p = b.start();
         ByteArrayOutputStream out = new ByteArrayOutputStream();
@@ -26,7 +27,12 @@ class ModelTest {
             in.transferTo(out);
         }
         assertEquals(0, p.waitFor());
-        String s = out.toString(StandardCharsets.UTF_8);
+        return out.toString(StandardCharsets.UTF_8);
+    }
+
+    /** What `octo run -m MODEL -p PROMPT -n N --temp 0` prints, without run's last newline. */
+    static String octoRun(String prompt, int n) throws Exception {
+        String s = octo("run", "-m", MODEL, "-p", prompt, "-n", String.valueOf(n), "--temp", "0");
         return s.endsWith("\n") ? s.substring(0, s.length() - 1) : s;
     }
 
@@ -172,10 +178,7 @@ class ModelTest {
     @Test
     void loadsADeployBundle() throws Exception {
         java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("octo-bundle");
-        ProcessBuilder b = new ProcessBuilder(OCTO, "deploy", "-m", MODEL, "--device", "host,pixel-8", "-o",
-                dir.toString(), "--quiet").redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD);
-        b.environment().remove("LD_PRELOAD");
-        assertEquals(0, b.start().waitFor());
+        octo("deploy", "-m", MODEL, "--device", "host,pixel-8", "-o", dir.toString(), "--quiet");
         try (Model m = Model.load(dir.toString())) { /* the host's folder */
             assertTrue(m.planJson().contains("\"device\": \"host\","));
             assertEquals(octoRun("Once upon a time", 32), m.generate("Once upon a time", 32, 0f, 0).text());
@@ -192,12 +195,7 @@ class ModelTest {
 
     /** The ids `octo tokenize` prints for text. */
     static int[] octoTokenize(String text) throws Exception {
-        ProcessBuilder b = new ProcessBuilder(OCTO, "tokenize", "-m", MODEL, "--text", text)
-                .redirectError(ProcessBuilder.Redirect.DISCARD);
-        b.environment().remove("LD_PRELOAD");
-        Process p = b.start();
-        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim();
-        assertEquals(0, p.waitFor());
+        String out = octo("tokenize", "-m", MODEL, "--text", text).trim();
         return java.util.Arrays.stream(out.split(" ")).mapToInt(Integer::parseInt).toArray();
     }
 
