@@ -791,6 +791,7 @@ OCTO_API octo_status octo_generate_cb(octo_model *model, const char *prompt, con
     NUM(cpu, int, cpu_paced, "tokens", (60), (32), (0), (0), "tokens that waited so that a CPU quota's budget is spent evenly, not in a burst then a gap") \
     TEXT(cpu, 400, cpu_note, "text", (61), (0), (0), (0), "the thread count in force and why") \
     TEXT(cpu, 160, cpu_hint, "text", (62), (0), (0), (0), "the performance hint of the last generation: its target a token and state, or why there is none") \
+    TEXT(cpu, 96, cpu_kernels, "text", (63), (33), (0), (0), "the kernels in use: the path, and which kernels read the packed layout, e.g. \"avx2; packed q4_0 q8_0 q4_K: avx2\"") \
     /* continuous batching (runtime/batch.h): sessions that step together in \
      * one forward pass; the last generation's share, then the model's */ \
     NUM(batch, int, batch_steps, "count", (0), (0), (0), (21), "passes the last generation shared with other sessions") \

@@ -4,6 +4,8 @@
 #
 #   QEMU_CPU=max         has the dot-product extension: the NEON path uses SDOT
 #                        (test_kernels then also checks the plain NEON kernels)
+#   QEMU_CPU=cortex-a76  ARMv8.2 with the dot product (SDOT) and without i8mm: the
+#                        packed kernels on SDOT, as on most phones since 2019
 #   QEMU_CPU=cortex-a53  ARMv8.0, no dot product: the NEON path uses SMULL/SADALP;
 #                        qemu raises SIGILL on an SDOT, so this proves the plain
 #                        variant never executes one
@@ -32,7 +34,7 @@ export OCTO_TEST_QUICK=1
 QEMU="qemu-aarch64 -L /usr/aarch64-linux-gnu"
 echo "== configure and build ($B)"
 cmake -S . -B "$B" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release -DOCTO_TEST_TIMEOUT=2400 >/dev/null
-cmake --build "$B" -j 2 --target octo test_kernels test_matmul test_quant test_golden test_forward_ref test_attn test_kv test_spec test_archs test_deploy
+cmake --build "$B" -j 2 --target octo test_kernels test_matmul test_quant test_golden test_forward_ref test_attn test_kv test_spec test_archs test_deploy test_packed
 mkdir -p "$B/testtmp"
 probe="$B/testtmp/probe.gguf"
 $QEMU "$B/octo" synth -o "$probe" >/dev/null
@@ -76,8 +78,9 @@ run() {
     esac
 }
 
-run max neon yes '^(test_kernels|test_matmul|test_quant|test_golden|test_forward_ref|test_attn|test_kv|test_spec|test_archs|test_deploy)$'
-run cortex-a53 neon no '^(test_kernels|test_matmul|test_golden|test_forward_ref)$'
+run max neon yes '^(test_kernels|test_matmul|test_quant|test_golden|test_forward_ref|test_attn|test_kv|test_spec|test_archs|test_deploy|test_packed)$'
+run cortex-a76 neon yes '^(test_kernels|test_packed|test_golden)$'
+run cortex-a53 neon no '^(test_kernels|test_matmul|test_golden|test_forward_ref|test_packed|test_attn)$'
 run max scalar yes '^(test_kernels|test_matmul|test_golden|test_forward_ref)$'
 
 echo "== test-arm: $(($(date +%s) - start)) s"

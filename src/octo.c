@@ -18,6 +18,7 @@
 
 #include "core/err.h"
 #include "core/kernels/kernels.h"
+#include "core/kernels/packed.h"
 #include "core/membw.h"
 #include "core/quant.h"
 #include "platform/cpuquota.h"
@@ -1341,6 +1342,7 @@ static octo_stats stats_snapshot(const octo_model *om, const octo_session *ss) {
     st.batch_model_verify = bs->verify_passes;
     snprintf(st.cpu_note, sizeof st.cpu_note, "%s", om->cpu.note);
     snprintf(st.cpu_hint, sizeof st.cpu_hint, "%s", om->cpu.hint_note);
+    packed_describe(st.cpu_kernels, sizeof st.cpu_kernels);
     return st;
 }
 

@@ -334,7 +334,9 @@ expect 0 0 "$octo" deploy -q -m "$tmp/q.gguf" --device host,pixel-8 -o "$tmp/dep
 "$octo" run -m "$tmp/dep" -p "hello" -n 8 --temp 0 --spec none >"$tmp/b.txt" 2>&1
 cmp -s "$tmp/a.txt" "$tmp/b.txt" && [ -s "$tmp/a.txt" ] && ok || bad "bundle output: $(cat "$tmp/a.txt") / $(cat "$tmp/b.txt")"
 expect 0 0 "$octo" inspect -m "$tmp/dep" --device pixel-8
-grep -q "^weights: .*pixel-8's NEON kernels" "$tmp/out" && ok || bad "inspect bundle: $(grep weights "$tmp/out")"
+# the phone's folder is in the packed layout NEON reads when this host packs (one layout for every path)
+if grep -q '"weights_packed": true' "$tmp/dep/host/plan.json"; then want="packed in the file"; else want="read-only"; fi
+grep -q "^weights: .*$want" "$tmp/out" && ok || bad "inspect bundle: $(grep weights "$tmp/out") (want $want)"
 expect 1 1 "$octo" deploy -m "$tmp/q.gguf" --device host,moto-g -o "$tmp/dep2"
 expect 1 1 "$octo" deploy -m "$tmp/q.gguf" --device host --type q9_9 -o "$tmp/dep2"
 expect 1 1 "$octo" deploy -m "$tmp/q.gguf" --device host -o "$tmp/no-such-dir/sub"
@@ -342,8 +344,15 @@ expect 1 1 "$octo" deploy -m "$tmp/q.gguf" --device host -o /sys/octo-bundle   #
 grep -q "cannot create /sys/octo-bundle" "$tmp/err" && ok || bad "deploy to a read-only place: $(cat "$tmp/err")"
 [ ! -e "$tmp/dep2" ] && [ ! -e "$tmp/no-such-dir" ] && ok || bad "deploy left something behind"
 if grep -q '"weights_packed": true' "$tmp/dep/host/plan.json"; then
-    OCTO_CPU=avx2 expect 1 1 "$octo" run -m "$tmp/dep" -p "hello" -n 2
-    grep -q "deploy for this device" "$tmp/err" && ok || bad "packed bundle on another path: $(cat "$tmp/err")"
+    # a path without packed kernels refuses the bundle; every path with them reads it, to the same text
+    OCTO_CPU=scalar expect 1 1 "$octo" run -m "$tmp/dep" -p "hello" -n 2
+    grep -q "deploy for this device" "$tmp/err" && ok || bad "packed bundle on the scalar path: $(cat "$tmp/err")"
+    if grep -q avx2 /proc/cpuinfo 2>/dev/null; then
+        OCTO_CPU=avx2 "$octo" run -m "$tmp/dep" -p "hello" -n 8 --temp 0 --spec none >"$tmp/c.txt" 2>&1
+        OCTO_CPU=avx2 "$octo" run -m "$tmp/q.gguf" -p "hello" -n 8 --temp 0 --spec none >"$tmp/d.txt" 2>&1
+        cmp -s "$tmp/c.txt" "$tmp/d.txt" && [ -s "$tmp/c.txt" ] && ok ||
+            bad "the bundle on the avx2 path: $(cat "$tmp/c.txt") / $(cat "$tmp/d.txt")"
+    fi
 fi
 printf 'x' | dd of="$tmp/dep/host/weights.octo" bs=1 seek=5000 conv=notrunc 2>/dev/null
 expect 1 1 "$octo" run -m "$tmp/dep" -p "hello" -n 2
@@ -427,9 +436,9 @@ assert d["cpu_threads"] >= 1 and " threads" in d["cpu_note"]' && ok ||
 # its keys, their order and each number's format: the run column of the list (OCTO_STATS, octo.h);
 # the numbers in keys (decode_latency_p50_ms) stay
 shape=$(tail -1 "$tmp/err" | python3 -c 'import re, sys
-t = re.sub(r"\"(mem_watch|mem_note|cpu_note|cpu_hint)\": \"(?:[^\"\\]|\\.)*\"", "\"\\1\": \"%s\"", sys.stdin.read().strip())
+t = re.sub(r"\"(mem_watch|mem_note|cpu_note|cpu_hint|cpu_kernels)\": \"(?:[^\"\\]|\\.)*\"", "\"\\1\": \"%s\"", sys.stdin.read().strip())
 print(re.sub(r"(?<![a-z_0-9])-?\d+(\.(\d+))?", lambda m: "%%.%df" % len(m.group(2)) if m.group(2) else "%d", t))')
-[ "$shape" = '{"prompt_tokens": %d, "prefill_tokens": %d, "prefill_ms": %.3f, "prefill_tokens_per_s": %.3f, "decode_tokens": %d, "decode_ms": %.3f, "decode_tokens_per_s": %.3f, "time_to_first_token_ms": %.3f, "context_tokens": %d, "context_size": %d, "kv_bytes": %d, "kv_budget_bytes": %d, "kv_tokens_evicted": %d, "kv_policy": "morphkv", "spec_proposer": "ngram", "spec_proposed": %d, "spec_accepted": %d, "spec_steps": %d, "spec_k": %d, "spec_tree_passes": %d, "spec_off_line": %d, "spec_ahead_used": %d, "spec_ahead_dropped": %d, "spec_draft_ms": %.3f, "spec_ms": %.3f, "speculative_acceptance_rate": %.4f, "expert_cache_hit_rate": %.4f, "expert_bytes_read": %d, "rss_bytes": %d, "peak_rss_bytes": %d, "chat_template": "plain", "prefill_speckv": %d, "prefill_lookahead_tokens": %d, "prefill_draft_ms": %.3f, "prompt_tokens_dropped": %d, "mem_level": %d, "mem_trims": %d, "mem_regrows": %d, "mem_pressure_events": %d, "mem_released_weights_bytes": %d, "mem_released_draft_bytes": %d, "mem_released_experts_bytes": %d, "mem_released_kv_bytes": %d, "weights_packed_bytes": %d, "mem_room_bytes": %d, "mem_watch": "%s", "mem_note": "%s", "decode_latency_tokens": %d, "decode_latency_p50_ms": %.3f, "decode_latency_p90_ms": %.3f, "decode_latency_p95_ms": %.3f, "decode_latency_p99_ms": %.3f, "decode_latency_max_ms": %.3f, "decode_latency_cv": %.4f, "cpu_threads": %d, "cpu_effective": %.2f, "cpu_changes": %d, "cpu_probes": %d, "cpu_spin": %d, "cpu_paced": %d, "cpu_note": "%s", "cpu_hint": "%s", "notes": []}' ] &&
+[ "$shape" = '{"prompt_tokens": %d, "prefill_tokens": %d, "prefill_ms": %.3f, "prefill_tokens_per_s": %.3f, "decode_tokens": %d, "decode_ms": %.3f, "decode_tokens_per_s": %.3f, "time_to_first_token_ms": %.3f, "context_tokens": %d, "context_size": %d, "kv_bytes": %d, "kv_budget_bytes": %d, "kv_tokens_evicted": %d, "kv_policy": "morphkv", "spec_proposer": "ngram", "spec_proposed": %d, "spec_accepted": %d, "spec_steps": %d, "spec_k": %d, "spec_tree_passes": %d, "spec_off_line": %d, "spec_ahead_used": %d, "spec_ahead_dropped": %d, "spec_draft_ms": %.3f, "spec_ms": %.3f, "speculative_acceptance_rate": %.4f, "expert_cache_hit_rate": %.4f, "expert_bytes_read": %d, "rss_bytes": %d, "peak_rss_bytes": %d, "chat_template": "plain", "prefill_speckv": %d, "prefill_lookahead_tokens": %d, "prefill_draft_ms": %.3f, "prompt_tokens_dropped": %d, "mem_level": %d, "mem_trims": %d, "mem_regrows": %d, "mem_pressure_events": %d, "mem_released_weights_bytes": %d, "mem_released_draft_bytes": %d, "mem_released_experts_bytes": %d, "mem_released_kv_bytes": %d, "weights_packed_bytes": %d, "mem_room_bytes": %d, "mem_watch": "%s", "mem_note": "%s", "decode_latency_tokens": %d, "decode_latency_p50_ms": %.3f, "decode_latency_p90_ms": %.3f, "decode_latency_p95_ms": %.3f, "decode_latency_p99_ms": %.3f, "decode_latency_max_ms": %.3f, "decode_latency_cv": %.4f, "cpu_threads": %d, "cpu_effective": %.2f, "cpu_changes": %d, "cpu_probes": %d, "cpu_spin": %d, "cpu_paced": %d, "cpu_note": "%s", "cpu_hint": "%s", "cpu_kernels": "%s", "notes": []}' ] &&
     ok || bad "run --stats --json's keys and formats: $shape"
 expect 0 0 "$octo" inspect -m "$tmp/q.gguf" --json
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["arch"] == "llama" and d["n_vocab"] == 300' "$tmp/out" &&

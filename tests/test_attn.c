@@ -184,10 +184,10 @@ static void tree_batch(attn_fn fn, const char *name) {
 }
 
 int main(void) {
-    attn_fn impl[3] = {attn_portable}, simd[2] = {attn_avx512(), attn_avx2()};
-    const char *names[3] = {"portable"}, *simd_names[2] = {"avx512", "avx2"};
+    attn_fn impl[4] = {attn_portable}, simd[3] = {attn_avx512(), attn_avx2(), attn_neon()};
+    const char *names[4] = {"portable"}, *simd_names[3] = {"avx512", "avx2", "neon"};
     int n_impl = 1;
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 3; k++)
         if (simd[k]) impl[n_impl] = simd[k], names[n_impl++] = simd_names[k];
     printf("kernels compared with the float64 reference:");
     for (int f = 0; f < n_impl; f++) printf(" %s", names[f]);
@@ -197,7 +197,7 @@ int main(void) {
         uint32_t type;
     } cases[] = {{8, 8, 37, QT_F32}, {64, 64, 200, QT_F32}, {64, 64, 200, QT_F16}, {80, 80, 50, QT_F16},
                  {128, 128, 90, QT_F32}, {64, 48, 33, QT_F32}, {16, 16, 1, QT_F16}};
-    double worst[3] = {0, 0, 0};
+    double worst[4] = {0, 0, 0, 0};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         const int hd = cases[c].hd, hdv = cases[c].hdv, n = cases[c].n;
         keyset ks;

@@ -3,7 +3,8 @@
  * batch invariance of the whole forward pass.
  *
  *   - pack then unpack gives the GGUF bytes back, for many shapes;
- *   - every implementation this machine runs (reference, AVX-512, VNNI, AMX)
+ *   - every implementation this machine runs (reference, AVX2, AVX-512, VNNI,
+ *     AMX; NEON with and without SDOT)
  *     quantizes activations to the same bytes and computes bit-identical
  *     outputs, for 1..40 tokens and row lengths 32 .. 5632 + 32;
  *   - the reference equals a double-precision dot product of the dequantized
@@ -118,8 +119,8 @@ static double worst_vs_exact(const packed_entry *e, const uint8_t *gguf_w, int64
 }
 
 static void test_gemm(void) {
-    const packed_entry *impl[4];
-    const int n_impl = packed_all(TYPE, impl, 4);
+    const packed_entry *impl[8];
+    const int n_impl = packed_all(TYPE, impl, 8);
     printf("packed implementations on this machine:");
     for (int i = 0; i < n_impl; i++) printf(" %s", impl[i]->name);
     printf("\n");

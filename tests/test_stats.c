@@ -72,7 +72,8 @@ static void test_print(void) {
         "\"mem_released_experts_bytes\": 0, \"mem_released_kv_bytes\": 0, \"weights_packed_bytes\": 0, "
         "\"decode_latency_tokens\": 7, \"decode_latency_p50_ms\": 18.250, \"decode_latency_p90_ms\": 0.000, "
         "\"decode_latency_p95_ms\": 0.000, \"decode_latency_p99_ms\": 0.000, \"decode_latency_max_ms\": 0.000, "
-        "\"decode_latency_cv\": -1.0000, \"cpu_threads\": 0, \"cpu_effective\": 0.00, \"cpu_changes\": 0, \"cpu_probes\": 0, \"cpu_spin\": 0, \"cpu_paced\": 0|"
+        "\"decode_latency_cv\": -1.0000, \"cpu_threads\": 0, \"cpu_effective\": 0.00, \"cpu_changes\": 0, \"cpu_probes\": 0, \"cpu_spin\": 0, \"cpu_paced\": 0, "
+        "\"cpu_kernels\": \"\"|"
         "\"prefill_ms\": 0.000, \"speckv\": 1, \"lookahead_tokens\": 0, \"draft_ms\": 0.000, \"kept_by_score\": -2, "
         "\"prompt_dropped\": 0, \"prefill_ms_saved\": 0.000|"
         "\"kv_policy\": \"\", \"spec_proposer\": \"ngram\", \"spec_proposed\": 0";

@@ -138,6 +138,7 @@ void print_stats(const octo_stats *s) {
     print_pressure(s);
     fprintf(stderr, "cpu          %s; %d changes while running, %d probes, idle workers spin %d rounds, %d tokens paced\n",
             s->cpu_note, s->cpu_changes, s->cpu_probes, s->cpu_spin, s->cpu_paced);
+    fprintf(stderr, "kernels      %s\n", s->cpu_kernels);
     if (s->warning[0]) fprintf(stderr, "warning      %s\n", s->warning);
 }
 

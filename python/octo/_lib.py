@@ -115,7 +115,7 @@ class Stats(ctypes.Structure):
                 ("decode_latency_p95_ms", c_double), ("decode_latency_p99_ms", c_double),
                 ("decode_latency_max_ms", c_double), ("decode_latency_cv", c_double), ("cpu_threads", c_int),
                 ("cpu_effective", c_double), ("cpu_changes", c_int), ("cpu_probes", c_int), ("cpu_spin", c_int), ("cpu_paced", c_int), ("cpu_note", chars(400)),
-                ("cpu_hint", chars(160)), ("batch_steps", c_int), ("batch_mean", c_double),
+                ("cpu_hint", chars(160)), ("cpu_kernels", chars(96)), ("batch_steps", c_int), ("batch_mean", c_double),
                 ("batch_model_steps", c_i64), ("batch_model_mean", c_double), ("batch_model_max", c_int),
                 ("batch_model_last", c_int), ("batch_model_prompt_rows", c_i64), ("batch_model_verify", c_i64),
                 ("batch_model_retried", c_i64)]

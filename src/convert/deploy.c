@@ -41,9 +41,16 @@ static const char *base_name(const char *p) {
     return s ? s + 1 : p;
 }
 
-/* Does this device's kernels read the packed layout? Only an x86 host with
- * the AVX-512 packed kernels; every profile is an AArch64 phone. */
-static bool packed_for(const char *device) { return !strcmp(device, "host") && packed_get(QT_Q4_0) != NULL; }
+/* Is the device's bundle written in the packed layout? The layout is one for
+ * every path that packs (AVX2, AVX-512, NEON with or without SDOT: packed.h),
+ * and so are the types packed, so the host writes it for itself and for every
+ * profile (each an AArch64 phone) when its own path packs; a host that does
+ * not (OCTO_CPU=scalar, OCTO_PACK=0) writes the GGUF layout, which every path
+ * also reads. */
+static bool packed_for(const char *device) {
+    (void)device;
+    return packed_get(QT_Q4_0) != NULL;
+}
 
 /* ---- a model file in a device's layout ---- */
 

@@ -359,7 +359,7 @@ static err_code check_layout(model *m, err_t *err) {
         const uint32_t t = (uint32_t)gguf_arr_i64(types, i);
         if (t >= QT_COUNT || !packed_get(t))
             return err_set(err, ERR_UNSUPPORTED,
-                           "the weights are laid out for the packed %s kernels (AVX-512), which this CPU's %s path "
+                           "the weights are laid out for packed %s kernels, which this CPU's %s path "
                            "does not have: deploy for this device, or load the GGUF model",
                            t < QT_COUNT ? quant_traits_of(t)->name : "?", cpu_path_name(kernels_path()));
     }

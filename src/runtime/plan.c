@@ -181,10 +181,6 @@ bool plan_pack_weights(const model *m, const plan_device *dev, uint64_t kv_least
         snprintf(why, n, "packed in the file (%.0f MiB), mapped read-only", (double)m->packed_bytes * mib);
         return false;
     }
-    if (dev->device) {
-        snprintf(why, n, "mapped read-only in the file's layout, which %s's NEON kernels read as it is", dev->device);
-        return false;
-    }
     if (!model_packable_bytes(m)) {
         snprintf(why, n, "mapped read-only: no matrix in a type this CPU's kernels pack");
         return false;
@@ -198,8 +194,9 @@ bool plan_pack_weights(const model *m, const plan_device *dev, uint64_t kv_least
                  (double)dev->mem_available * mib);
         return false;
     }
-    snprintf(why, n, "%.0f MiB packed at load for this CPU's kernels (%.0f MiB of weights fit in %.0f MiB free)",
-             (double)model_packable_bytes(m) * mib, (double)w * mib, (double)dev->mem_available * mib);
+    snprintf(why, n, "%.0f MiB packed at load for %s%s kernels (%.0f MiB of weights fit in %.0f MiB free)",
+             (double)model_packable_bytes(m) * mib, dev->device ? dev->device : "this CPU", dev->device ? "'s NEON" : "'s",
+             (double)w * mib, (double)dev->mem_available * mib);
     return true;
 }
 

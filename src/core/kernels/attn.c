@@ -169,6 +169,6 @@ void attn_portable(const attn_queries *q, const attn_keys *runs, int n_runs) {
 
 attn_fn attn_get(void) {
     const cpu_path p = kernels_path();
-    attn_fn f = p == CPU_AVX512 ? attn_avx512() : p == CPU_AVX2 ? attn_avx2() : NULL;
+    attn_fn f = p == CPU_AVX512 ? attn_avx512() : p == CPU_AVX2 ? attn_avx2() : p == CPU_NEON ? attn_neon() : NULL;
     return f ? f : attn_portable;
 }

@@ -124,10 +124,11 @@ typedef void (*attn_fn)(const attn_queries *q, const attn_keys *runs, int n_runs
 
 /* The active kernel path's implementation. */
 attn_fn attn_get(void);
-/* The portable one (the reference), and the AVX-512 and AVX2 ones (NULL
- * when not compiled in or when this CPU cannot run them). */
+/* The portable one (the reference), and the AVX-512, AVX2 and NEON ones
+ * (NULL when not compiled in or when this CPU cannot run them). */
 void attn_portable(const attn_queries *q, const attn_keys *runs, int n_runs);
 attn_fn attn_avx512(void);
 attn_fn attn_avx2(void);
+attn_fn attn_neon(void);
 
 #endif

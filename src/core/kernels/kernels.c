@@ -99,6 +99,11 @@ bool cpu_has_int8_dot(void) {
     return K.cpu.avx512vnni || K.cpu.dotprod;
 }
 
+bool cpu_prefers_hw_prefetch(void) {
+    kernels_path();
+    return K.cpu.amd;
+}
+
 static void init(void) {
     K.cpu = detect();
     kernels_fill_scalar(K.table[CPU_SCALAR], QT_COUNT);

@@ -36,25 +36,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "simd_neon.h"
 #include "core/quant.h"
 
-/* Target attribute for the dotprod instantiations. GCC's arm_neon.h defines
- * vdotq_s32 under arch=armv8.2-a+dotprod, so the caller must name that arch;
- * when the whole file is already built with dotprod no attribute is needed
- * (and naming a lower arch would then break inlining). Clang before 16 only
- * declares vdotq_s32 when the file targets dotprod, so it gets inline asm. */
-#if defined(__ARM_FEATURE_DOTPROD)
-#define NEON_DOTPROD
-#elif defined(__clang__)
-#define NEON_DOTPROD __attribute__((target("dotprod")))
-#if __clang_major__ < 16
-#define NEON_SDOT_ASM 1
-#endif
-#else
-#define NEON_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
-#endif
-
-#define NEON_INLINE static inline __attribute__((always_inline))
+/* NEON_DOTPROD, NEON_SDOT_ASM and NEON_INLINE: simd_neon.h */
 
 /* ---------------------------------------------------------------------------
  * Small helpers

@@ -5,6 +5,7 @@
 #include "packed.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -204,11 +205,16 @@ const packed_entry *packed_ref(uint32_t type) {
 const packed_entry *packed_get(uint32_t type) {
     /* OCTO_PACK=0 keeps the GGUF layout (to measure what packing buys) */
     const char *env = getenv("OCTO_PACK");
-    if (kernels_path() != CPU_AVX512 || (env && !strcmp(env, "0"))) return NULL;
-    /* AMX where it is offered (OCTO_AMX=0 declines it), else AVX-512 */
+    if (env && !strcmp(env, "0")) return NULL;
+    if (kernels_path() == CPU_AVX2) return packed_avx2(type, !cpu_prefers_hw_prefetch());
+    if (kernels_path() == CPU_NEON) return packed_neon(type, cpu_has_int8_dot());
+    if (kernels_path() != CPU_AVX512) return NULL;
+    /* AMX where it is offered (OCTO_AMX=0 declines it), else AVX-512, else
+     * (Q8_0 without VNNI) AVX2's kernel for the same layout */
     const char *amx = getenv("OCTO_AMX");
     const packed_entry *e = cpu_has_int8_dot() && !(amx && !strcmp(amx, "0")) ? packed_amx(type) : NULL;
-    return e ? e : packed_avx512(type, cpu_has_int8_dot());
+    if (!e) e = packed_avx512(type, cpu_has_int8_dot());
+    return e ? e : packed_avx2(type, !cpu_prefers_hw_prefetch());
 }
 
 const packed_entry *packed_get_batch(uint32_t type, int n_tok) {
@@ -224,6 +230,14 @@ const packed_entry *packed_get_batch(uint32_t type, int n_tok) {
 int packed_all(uint32_t type, const packed_entry **out, int max) {
     int n = 0;
     if (n < max && packed_ref(type)) out[n++] = packed_ref(type);
+    for (int pf = 0; pf < 2; pf++)
+        if (cpu_path_compiled(CPU_AVX2) && cpu_path_supported(CPU_AVX2) && packed_avx2(type, pf) && n < max)
+            out[n++] = packed_avx2(type, pf);
+    if (cpu_path_compiled(CPU_NEON) && cpu_path_supported(CPU_NEON)) {
+        const packed_entry *e = packed_neon(type, false);
+        if (e && n < max) out[n++] = e;
+        if (cpu_has_int8_dot() && (e = packed_neon(type, true)) && n < max) out[n++] = e;
+    }
     if (cpu_path_compiled(CPU_AVX512) && cpu_path_supported(CPU_AVX512)) {
         const packed_entry *e = packed_avx512(type, false);
         if (e && n < max) out[n++] = e;
@@ -231,4 +245,26 @@ int packed_all(uint32_t type, const packed_entry **out, int max) {
         if (cpu_has_int8_dot() && (e = packed_amx(type)) && n < max) out[n++] = e;
     }
     return n;
+}
+
+void packed_describe(char *buf, size_t n) {
+    static const uint32_t types[] = {QT_Q4_0, QT_Q8_0, QT_Q4_K};
+    enum { N_TYPES = sizeof types / sizeof *types };
+    size_t len = (size_t)snprintf(buf, n, "%s", cpu_path_name(kernels_path()));
+    bool said[N_TYPES] = {false};
+    for (int i = 0; i < N_TYPES && len < n; i++) {
+        const packed_entry *e = packed_get(types[i]);
+        if (!e || said[i]) continue;
+        len += (size_t)snprintf(buf + len, n - len, "; packed");
+        for (int j = i; j < N_TYPES && len < n; j++) {
+            const packed_entry *f = packed_get(types[j]);
+            if (f && !said[j] && !strcmp(f->name, e->name)) {
+                said[j] = true;
+                len += (size_t)snprintf(buf + len, n - len, " %s", quant_traits_of(types[j])->name);
+            }
+        }
+        if (len < n) len += (size_t)snprintf(buf + len, n - len, ": %s", e->name);
+    }
+    if (len < n && !packed_get(types[0]) && !packed_get(types[1]) && !packed_get(types[2]))
+        snprintf(buf + len, n - len, "; GGUF layout");
 }

@@ -130,7 +130,7 @@ void packed_pack(uint32_t type, void *w, int64_t rows, int64_t n, void *tmp);
 void packed_unpack(uint32_t type, void *w, int64_t rows, int64_t n, void *tmp);
 
 /* The active path's packed kernels for a type; NULL when the path computes
- * from the GGUF layout (scalar, AVX2, NEON today). */
+ * from the GGUF layout (the scalar path, or OCTO_PACK=0). */
 const packed_entry *packed_get(uint32_t type);
 /* The reference implementation (any machine). */
 const packed_entry *packed_ref(uint32_t type);
@@ -140,6 +140,11 @@ const packed_entry *packed_get_batch(uint32_t type, int n_tok);
 /* All bit-identical implementations this machine runs for a type (tests
  * compare them); the bf16 prefill kernel is packed_amx_bf16's. */
 int packed_all(uint32_t type, const packed_entry **out, int max);
+
+/* What the active path computes with, for people: "avx2; packed q4_0 q8_0
+ * q4_k: avx2" (the packed kernel of each type, types of one kernel together),
+ * or "scalar; GGUF layout". */
+void packed_describe(char *buf, size_t n);
 
 /* Bytes of one activation row of n values for an entry's gemm. */
 size_t packed_act_row_bytes(const packed_entry *e, int64_t n);
@@ -151,8 +156,11 @@ void packed_q8p_from(const kernel_entry *k, const float *x, void *dst, int64_t n
 void packed_q8kp_from(const kernel_entry *k, const float *x, void *dst, int64_t n);
 
 
-/* Filled by packed_avx512.c / packed_amx.c: NULL when not compiled in or
+/* Filled by packed_avx2.c / packed_neon.c / packed_avx512.c / packed_amx.c: NULL when not compiled in or
  * (AMX) when the CPU or the OS does not offer it. */
+/* prefetch: decode asks for weights ahead in software (not on AMD: cpu_prefers_hw_prefetch) */
+const packed_entry *packed_avx2(uint32_t type, bool prefetch);
+const packed_entry *packed_neon(uint32_t type, bool dotprod);
 const packed_entry *packed_avx512(uint32_t type, bool vnni);
 const packed_entry *packed_amx(uint32_t type);
 const packed_entry *packed_amx_bf16(uint32_t type);
