@@ -173,42 +173,47 @@ ALWAYS_INLINE void q4k_chunk(const uint8_t *g, int h, int c, const q4k_scales *k
         isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(s0[t], sc0), _mm256_madd_epi16(s1[t], sc1)));
 }
 
-ALWAYS_INLINE void tile_q4k(const uint8_t *w, int64_t nsb, const uint8_t *act, size_t as, float *y, size_t ys, int h,
-                            const int NT, const bool pf) {
-    __m256 acc[MAX_TILE], accm[MAX_TILE];
+/* NT tokens against halves h0..h0+NH-1 of one Q4_K group */
+ALWAYS_INLINE void tile_q4k(const uint8_t *w, int64_t nsb, const uint8_t *act, size_t as, float *y, size_t ys, int h0,
+                            const int NH, const int NT, const bool pf) {
+    __m256 acc[2][MAX_TILE], accm[2][MAX_TILE];
     const block_q8kp *a[MAX_TILE];
     for (int t = 0; t < NT; t++) {
-        acc[t] = accm[t] = _mm256_setzero_ps();
         a[t] = (const block_q8kp *)(act + (size_t)t * as);
+        for (int h = 0; h < NH; h++) acc[h][t] = accm[h][t] = _mm256_setzero_ps();
     }
     for (int64_t i = 0; i < nsb; i++) {
         const uint8_t *g = w + (size_t)i * GROUP_SB_BYTES_Q4K;
-        prefetch_group(g, GROUP_SB_BYTES_Q4K, h, NT, pf);
-        const q4k_scales k = q4k_unpack(g, h);
-        const __m256 dw = half_scales(g, h), dmin = half_scales(g + 32, h);
-        __m256i isum[MAX_TILE];
-        const int8_t *q[MAX_TILE];
-        for (int t = 0; t < NT; t++) {
-            const block_q8kp *ab = a[t] + i;
-            __m256i ms = _mm256_setzero_si256();
-            for (int m = 0; m < 4; m++) ms = _mm256_add_epi32(ms, _mm256_madd_epi16(k.M[m], _mm256_set1_epi32(ab->msum[m])));
-            accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(dmin, _mm256_set1_ps(ab->d)), accm[t]);
-            isum[t] = _mm256_setzero_si256();
-            q[t] = ab->qs;
+        prefetch_group(g, GROUP_SB_BYTES_Q4K, h0, NT, pf);
+        for (int h = h0; h < h0 + NH; h++) {
+            const q4k_scales k = q4k_unpack(g, h);
+            const __m256 dw = half_scales(g, h), dmin = half_scales(g + 32, h);
+            __m256i isum[MAX_TILE];
+            const int8_t *q[MAX_TILE];
+            for (int t = 0; t < NT; t++) {
+                const block_q8kp *ab = a[t] + i;
+                __m256i ms = _mm256_setzero_si256();
+                for (int m = 0; m < 4; m++) ms = _mm256_add_epi32(ms, _mm256_madd_epi16(k.M[m], _mm256_set1_epi32(ab->msum[m])));
+                accm[h - h0][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(dmin, _mm256_set1_ps(ab->d)), accm[h - h0][t]);
+                isum[t] = _mm256_setzero_si256();
+                q[t] = ab->qs;
+            }
+            for (int c = 0; c < 4; c++) q4k_chunk(g, h, c, &k, q, isum, NT);
+            for (int t = 0; t < NT; t++)
+                acc[h - h0][t] =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dw, _mm256_set1_ps(a[t][i].d)), acc[h - h0][t]);
         }
-        for (int c = 0; c < 4; c++) q4k_chunk(g, h, c, &k, q, isum, NT);
-        for (int t = 0; t < NT; t++)
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dw, _mm256_set1_ps(a[t][i].d)), acc[t]);
     }
-    for (int t = 0; t < NT; t++) _mm256_storeu_ps(y + (size_t)t * ys + 8 * h, _mm256_sub_ps(acc[t], accm[t]));
+    for (int t = 0; t < NT; t++)
+        for (int h = 0; h < NH; h++)
+            _mm256_storeu_ps(y + (size_t)t * ys + 8 * (h0 + h), _mm256_sub_ps(acc[h][t], accm[h][t]));
 }
 
 /* kind: 0 Q4_0, 1 Q8_0, 2 Q4_K; NH and NT compile-time constants in each case */
 ALWAYS_INLINE void tile_any(const void *w, int64_t n, const uint8_t *a, size_t as, float *y, size_t ys, int h0,
                             const int NH, const int NT, const int kind, const bool pf) {
-    if (kind == 2) {
-        for (int h = h0; h < h0 + NH; h++) tile_q4k(w, n / QK_K, a, as, y, ys, h, NT, pf);
-    } else tile(w, n / 32, a, as, y, ys, h0, NH, NT, kind == 1, pf);
+    if (kind == 2) tile_q4k(w, n / QK_K, a, as, y, ys, h0, NH, NT, pf);
+    else tile(w, n / 32, a, as, y, ys, h0, NH, NT, kind == 1, pf);
 }
 
 /* one token: both halves in one pass over the group (decode streams it once);
