@@ -76,6 +76,8 @@ int plat_pin_self_get(plat_cpuset *out);
 /* AArch64's dot-product extension (SDOT/UDOT, ARMv8.2), as the system
  * reports it (Linux: HWCAP_ASIMDDP); false on other CPUs and when unknown. */
 bool plat_cpu_arm_dotprod(void);
+/* Does the AArch64 CPU have the int8 matrix multiply (SMMLA, ARMv8.6 "i8mm")? */
+bool plat_cpu_arm_i8mm(void);
 /* Ask the system for AMX's tile state, which x86-64 Linux grants a process
  * only on request (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)
  * before its first tile instruction; true when granted (asking again is

@@ -28,7 +28,7 @@
 #endif
 
 typedef struct {
-    bool avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16, neon, dotprod, amd;
+    bool avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16, neon, dotprod, i8mm, amd;
 } cpu_features;
 
 static struct {
@@ -70,6 +70,7 @@ static cpu_features detect(void) {
 #elif OCTO_ARM64
     f.neon = true;
     f.dotprod = plat_cpu_arm_dotprod(); /* the system's to tell (platform/cpu.h) */
+    f.i8mm = f.dotprod && plat_cpu_arm_i8mm();
 #endif
     return f;
 }
@@ -97,6 +98,11 @@ bool cpu_has_bf16_dot(void) {
 bool cpu_has_int8_dot(void) {
     kernels_path();
     return K.cpu.avx512vnni || K.cpu.dotprod;
+}
+
+bool cpu_has_int8_matmul(void) {
+    kernels_path();
+    return K.cpu.i8mm;
 }
 
 bool cpu_prefers_hw_prefetch(void) {

@@ -76,6 +76,8 @@ bool cpu_path_supported(cpu_path p);
 bool cpu_path_compiled(cpu_path p);
 /* Does the CPU have the int8 dot-product extension the path can use (VNNI, ARM dotprod)? */
 bool cpu_has_int8_dot(void);
+/* Does the CPU have ARM's int8 matrix multiply (SMMLA, "i8mm"; with dotprod)? */
+bool cpu_has_int8_matmul(void);
 /* Is the CPU's hardware prefetcher better left alone on weight streams (AMD)? */
 bool cpu_prefers_hw_prefetch(void);
 /* AVX512-BF16 (vdpbf16ps): core/kernels/gemm_bf16.h */

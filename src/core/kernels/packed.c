@@ -207,7 +207,10 @@ const packed_entry *packed_get(uint32_t type) {
     const char *env = getenv("OCTO_PACK");
     if (env && !strcmp(env, "0")) return NULL;
     if (kernels_path() == CPU_AVX2) return packed_avx2(type, !cpu_prefers_hw_prefetch());
-    if (kernels_path() == CPU_NEON) return packed_neon(type, cpu_has_int8_dot());
+    if (kernels_path() == CPU_NEON) {
+        const packed_entry *e = cpu_has_int8_matmul() ? packed_neon_i8mm(type) : NULL;
+        return e ? e : packed_neon(type, cpu_has_int8_dot());
+    }
     if (kernels_path() != CPU_AVX512) return NULL;
     /* AMX where it is offered (OCTO_AMX=0 declines it), else AVX-512, else
      * (Q8_0 without VNNI) AVX2's kernel for the same layout */
@@ -237,6 +240,7 @@ int packed_all(uint32_t type, const packed_entry **out, int max) {
         const packed_entry *e = packed_neon(type, false);
         if (e && n < max) out[n++] = e;
         if (cpu_has_int8_dot() && (e = packed_neon(type, true)) && n < max) out[n++] = e;
+        if (cpu_has_int8_matmul() && (e = packed_neon_i8mm(type)) && n < max) out[n++] = e;
     }
     if (cpu_path_compiled(CPU_AVX512) && cpu_path_supported(CPU_AVX512)) {
         const packed_entry *e = packed_avx512(type, false);

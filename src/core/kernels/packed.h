@@ -161,6 +161,7 @@ void packed_q8kp_from(const kernel_entry *k, const float *x, void *dst, int64_t 
 /* prefetch: decode asks for weights ahead in software (not on AMD: cpu_prefers_hw_prefetch) */
 const packed_entry *packed_avx2(uint32_t type, bool prefetch);
 const packed_entry *packed_neon(uint32_t type, bool dotprod);
+const packed_entry *packed_neon_i8mm(uint32_t type); /* Q4_0, Q8_0 on SMMLA (i8mm) */
 const packed_entry *packed_avx512(uint32_t type, bool vnni);
 const packed_entry *packed_amx(uint32_t type);
 const packed_entry *packed_amx_bf16(uint32_t type);

@@ -21,7 +21,8 @@
  * A token alone (decode) walks the four quarters inside its pass over the
  * group; a batch walks one quarter at a time, four tokens at a time, so its
  * accumulators, the unpacked weights and the activations fit the 32
- * registers.
+ * registers. Where the CPU has i8mm, batches of Q4_0 and Q8_0 take SMMLA
+ * (below), two rows by two tokens an instruction.
  */
 #include "packed.h"
 
@@ -284,6 +285,113 @@ PACKED_NEON_PAIR(gemm_q4_0, 0)
 PACKED_NEON_PAIR(gemm_q8_0, 1)
 PACKED_NEON_PAIR(gemm_q4_k, 2)
 
+/* ---- SMMLA (i8mm): two rows by two tokens an instruction.
+ *
+ * SMMLA multiplies a 2x8 byte matrix by the transpose of another and adds the
+ * 2x2 int32 result: with rows r, r+1 of a quarter (their bytes of vectors j and
+ * j+1 side by side: one zip of the two quarter registers) against tokens t,
+ * t+1 (their activation bytes 4j..4j+7), one instruction makes 32 of the
+ * multiply-adds SDOT makes 16 of. The sums stay in (row, token) order, [r t,
+ * r t+1, r+1 t, r+1 t+1], through the fma with the matching products of
+ * scales, and are unzipped into the tokens' rows at the end: the same
+ * integers and the same float operations as every other kernel. Token pairs
+ * only; a lone token (decode, an odd batch's last) takes the SDOT kernel,
+ * which gives the same bits. Q4_K keeps SDOT. */
+
+NEON_I8MM static inline int32x4_t mmla_i8(int32x4_t acc, int8x16_t w, int8x16_t a) { return vmmlaq_s32(acc, w, a); }
+
+/* rows 0-1 (lo) and 2-3 (hi) of two quarter registers, each row's 4 bytes of u then of v */
+NEON_INLINE void zip_rows(int8x16_t u, int8x16_t v, int8x16_t *lo, int8x16_t *hi) {
+    const int32x4_t a = vreinterpretq_s32_s8(u), b = vreinterpretq_s32_s8(v);
+    *lo = vreinterpretq_s8_s32(vzip1q_s32(a, b));
+    *hi = vreinterpretq_s8_s32(vzip2q_s32(a, b));
+}
+
+NEON_INLINE int8x16_t pair8(const int8_t *p0, const int8_t *p1) { return vcombine_s8(vld1_s8(p0), vld1_s8(p1)); }
+
+/* quarter k of block g against tokens a0, a1: s[0] = rows 0-1, s[1] = rows 2-3, (row, token) order */
+NEON_INLINE void mm_sums(const uint8_t *g, int k, const block_q8p *a0, const block_q8p *a1, int32x4_t s[2],
+                         const bool q8) {
+    s[0] = s[1] = vdupq_n_s32(0);
+    int8x16_t lo, hi;
+    if (q8) {
+        for (int j = 0; j < 8; j += 2) {
+            zip_rows(quarter(g + 32 + 64 * j, k), quarter(g + 32 + 64 * (j + 1), k), &lo, &hi);
+            const int8x16_t a = pair8(a0->qs + 4 * j, a1->qs + 4 * j);
+            s[0] = mmla_i8(s[0], lo, a);
+            s[1] = mmla_i8(s[1], hi, a);
+        }
+        return;
+    }
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    for (int j = 0; j < 4; j += 2) {
+        const uint8x16_t p = vreinterpretq_u8_s8(quarter(g + 32 + 64 * j, k));
+        const uint8x16_t q = vreinterpretq_u8_s8(quarter(g + 32 + 64 * (j + 1), k));
+        const int8x16_t al = pair8(a0->qs + 4 * j, a1->qs + 4 * j), ah = pair8(a0->qs + 16 + 4 * j, a1->qs + 16 + 4 * j);
+        zip_rows(vreinterpretq_s8_u8(vandq_u8(p, m4)), vreinterpretq_s8_u8(vandq_u8(q, m4)), &lo, &hi);
+        s[0] = mmla_i8(s[0], lo, al);
+        s[1] = mmla_i8(s[1], hi, al);
+        zip_rows(vreinterpretq_s8_u8(vshrq_n_u8(p, 4)), vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), &lo, &hi);
+        s[0] = mmla_i8(s[0], lo, ah);
+        s[1] = mmla_i8(s[1], hi, ah);
+    }
+    const int32x2_t off = {a0->off, a1->off};
+    s[0] = vaddq_s32(s[0], vcombine_s32(off, off));
+    s[1] = vaddq_s32(s[1], vcombine_s32(off, off));
+}
+
+/* NP token pairs against quarter k of one Q4_0 or Q8_0 group */
+NEON_INLINE void tile_mm(const uint8_t *w, int64_t nb, const uint8_t *act, size_t as, float *y, size_t ys, int k,
+                         const int NP, const bool q8) {
+    const size_t gbb = q8 ? GROUP_BLOCK_BYTES_Q8 : GROUP_BLOCK_BYTES_Q4;
+    float32x4_t acc[2][2];
+    for (int p = 0; p < NP; p++) acc[p][0] = acc[p][1] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *g = w + (size_t)b * gbb;
+        const float32x4_t dw = quarter_scales(g, k);
+        const float32x4_t d01 = vzip1q_f32(dw, dw), d23 = vzip2q_f32(dw, dw); /* each row's scale twice */
+        for (int p = 0; p < NP; p++) {
+            const block_q8p *a0 = (const block_q8p *)(act + (size_t)(2 * p) * as) + b;
+            const block_q8p *a1 = (const block_q8p *)(act + (size_t)(2 * p + 1) * as) + b;
+            int32x4_t s[2];
+            mm_sums(g, k, a0, a1, s, q8);
+            const float32x2_t d = {a0->d, a1->d};
+            const float32x4_t dd = vcombine_f32(d, d);
+            acc[p][0] = vfmaq_f32(acc[p][0], vcvtq_f32_s32(s[0]), vmulq_f32(d01, dd));
+            acc[p][1] = vfmaq_f32(acc[p][1], vcvtq_f32_s32(s[1]), vmulq_f32(d23, dd));
+        }
+    }
+    for (int p = 0; p < NP; p++) {
+        vst1q_f32(y + (size_t)(2 * p) * ys + 4 * k, vuzp1q_f32(acc[p][0], acc[p][1]));
+        vst1q_f32(y + (size_t)(2 * p + 1) * ys + 4 * k, vuzp2q_f32(acc[p][0], acc[p][1]));
+    }
+}
+
+/* pairs of tokens on SMMLA, two pairs a pass over a quarter; a lone token on SDOT */
+NEON_INLINE void gemm_mm(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys,
+                         const bool q8) {
+    const int pairs = n_tok / 2;
+    for (int p0 = 0; p0 < pairs; p0 += 2) {
+        const uint8_t *a = (const uint8_t *)act + (size_t)(2 * p0) * as;
+        float *yt = y + (size_t)(2 * p0) * ys;
+        for (int k = 0; k < 4; k++) {
+            if (pairs - p0 >= 2) tile_mm(w, n / 32, a, as, yt, ys, k, 2, q8);
+            else tile_mm(w, n / 32, a, as, yt, ys, k, 1, q8);
+        }
+    }
+    if (n_tok & 1)
+        gemm(true, w, n, (const uint8_t *)act + (size_t)(n_tok - 1) * as, as, 1, y + (size_t)(n_tok - 1) * ys, ys, q8);
+}
+
+NEON_I8MM static void gemm_q4_0_mm(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y,
+                                   size_t ys) {
+    gemm_mm(w, n, act, as, n_tok, y, ys, false);
+}
+NEON_I8MM static void gemm_q8_0_mm(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y,
+                                   size_t ys) {
+    gemm_mm(w, n, act, as, n_tok, y, ys, true);
+}
+
 /* the activations with this path's own quantizers (ggml's rounding) */
 static void quantize_q8p(const float *x, void *dst, int64_t n) {
     packed_q8p_from(kernel_get_path(CPU_NEON, QT_Q8_0), x, dst, n);
@@ -300,6 +408,12 @@ static const packed_entry NEON_Q4_K = {QT_Q4_K, quantize_q8kp, gemm_q4_k, Q8KP, 
 static const packed_entry DOT_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_q4_0_dp, Q8P, "neon-dotprod", NULL, 0};
 static const packed_entry DOT_Q8_0 = {QT_Q8_0, quantize_q8p, gemm_q8_0_dp, Q8P, "neon-dotprod", NULL, 0};
 static const packed_entry DOT_Q4_K = {QT_Q4_K, quantize_q8kp, gemm_q4_k_dp, Q8KP, "neon-dotprod", NULL, 0};
+static const packed_entry MM_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_q4_0_mm, Q8P, "neon-i8mm", NULL, 0};
+static const packed_entry MM_Q8_0 = {QT_Q8_0, quantize_q8p, gemm_q8_0_mm, Q8P, "neon-i8mm", NULL, 0};
+
+const packed_entry *packed_neon_i8mm(uint32_t type) {
+    return type == QT_Q4_0 ? &MM_Q4_0 : type == QT_Q8_0 ? &MM_Q8_0 : NULL;
+}
 
 const packed_entry *packed_neon(uint32_t type, bool dotprod) {
     switch (type) {
@@ -315,6 +429,11 @@ const packed_entry *packed_neon(uint32_t type, bool dotprod) {
 const packed_entry *packed_neon(uint32_t type, bool dotprod) {
     (void)type;
     (void)dotprod;
+    return NULL;
+}
+
+const packed_entry *packed_neon_i8mm(uint32_t type) {
+    (void)type;
     return NULL;
 }
 

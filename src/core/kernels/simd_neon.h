@@ -26,6 +26,16 @@
 #define NEON_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
 #endif
 
+/* The int8 matrix multiply (SMMLA, ARMv8.6 "i8mm"), on CPUs that also have
+ * SDOT: the functions that use it are compiled for both. */
+#if defined(__ARM_FEATURE_MATMUL_INT8) && defined(__ARM_FEATURE_DOTPROD)
+#define NEON_I8MM
+#elif defined(__clang__)
+#define NEON_I8MM __attribute__((target("dotprod,i8mm")))
+#else
+#define NEON_I8MM __attribute__((target("arch=armv8.2-a+dotprod+i8mm")))
+#endif
+
 #define NEON_INLINE static inline __attribute__((always_inline))
 
 #endif

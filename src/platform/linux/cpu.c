@@ -67,6 +67,14 @@ int plat_pin_self_get(plat_cpuset *out) {
     return rc;
 }
 
+bool plat_cpu_arm_i8mm(void) {
+#if defined(__aarch64__) && defined(HWCAP2_I8MM)
+    return (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0;
+#else
+    return false;
+#endif
+}
+
 bool plat_cpu_arm_dotprod(void) {
 #if defined(__aarch64__)
     return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
