@@ -50,6 +50,15 @@ grep -q "^tensors: *21 (F32=5 Q8_0=16)$" "$tmp/out" && ok || bad "tensor line: $
 # kv: 100 tokens * 2 layers * 2 kv heads * (16 + 16 dims of K and V) * 4 bytes = 51200
 grep -q "^kv cache: *51200 bytes" "$tmp/out" && ok || bad "kv line: $(grep 'kv cache' "$tmp/out")"
 grep -q "^resident:" "$tmp/out" && ok || bad "resident line"
+# the kernels line: the path, and which kernel reads each packed type (none on the scalar path)
+path=$(sed -n 's/^compute: *\([a-z0-9]*\) kernels.*/\1/p' "$tmp/out")
+case $path in
+    scalar) want="scalar; GGUF layout" ;;
+    *) want="$path; packed q4_0 q8_0 q4_K: " ;;
+esac
+grep -q "^kernels: *$want" "$tmp/out" && ok || bad "kernels line: $(grep '^kernels' "$tmp/out") (want $want)"
+OCTO_CPU=scalar "$octo" inspect -m "$tmp/m.gguf" 2>/dev/null | grep -qx "kernels: *scalar; GGUF layout" && ok ||
+    bad "kernels line on the scalar path"
 
 # logits: n_tokens x n_vocab float32
 expect 0 0 "$octo" logits -m "$tmp/m.gguf" --tokens "1 2 3 299" --out "$tmp/l.f32"

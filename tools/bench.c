@@ -503,7 +503,7 @@ static void print_bench_json(const cli_args *a, const octo_model_info *in, const
 static void print_bench_text(const cli_args *a, const octo_model_info *in, const bench_summary *s) {
     const double bw = s->bw.median;
     printf("model       %s (%s, %s, %.2f M parameters)\n", a->model, in->arch, in->tensor_types, in->n_params / 1e6);
-    printf("threads     %d, kernels %s, %ld repetitions (median, min..max)\n", in->n_threads, in->cpu_path, a->reps);
+    printf("threads     %d, kernels %s, %ld repetitions (median, min..max)\n", in->n_threads, s->st.cpu_kernels, a->reps);
     if (a->prompt_tokens > 0) printf("prompt      %5ld tokens   %9.1f tokens/s  (%.1f..%.1f)\n", a->prompt_tokens, s->pp.median, s->pp.min, s->pp.max);
     if (a->gen_tokens > 0) {
         printf("generation  %5ld tokens   %9.2f tokens/s  (%.2f..%.2f)\n", a->gen_tokens, s->tg.median, s->tg.min, s->tg.max);

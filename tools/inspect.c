@@ -73,8 +73,8 @@ static int explain_unrunnable(octo_client *c, const char *path, int json) {
 
 /* inspect's table: what the model is, then what it costs (kv_tokens: the KV
  * cache's size in tokens; rss: the process's resident bytes before and after the load). */
-static void print_info_text(const char *path, const octo_model_info *in, long kv_tokens, octo_memory before,
-                            octo_memory after) {
+static void print_info_text(const char *path, const octo_model_info *in, const char *kernels, long kv_tokens,
+                            octo_memory before, octo_memory after) {
     printf("model:          %s\n", path);
     printf("architecture:   %s%s\n", in->arch, in->n_expert ? " (mixture of experts)" : "");
     printf("vocabulary:     %d tokens\n", in->n_vocab);
@@ -107,6 +107,7 @@ static void print_info_text(const char *path, const octo_model_info *in, long kv
            mib(in->kv_bytes_per_token * (uint64_t)kv_tokens), kv_tokens,
            mib(in->kv_bytes_per_token * (uint64_t)kv_tokens / 2));
     printf("compute:        %s kernels, %d threads\n", in->cpu_path, in->n_threads);
+    printf("kernels:        %s\n", kernels);
     printf("cores:          %s\n", in->cores);
     printf("speculation:    %s\n", in->speculation);
     printf("resident:       %.2f MiB after load (+%.2f MiB for this model; weights are paged in when used)\n",
@@ -138,7 +139,8 @@ int cmd_inspect(int argc, char **argv) {
     const octo_memory after = octo_memory_usage();
     const octo_model_info in = octo_model_info_get(m);
     if (a.json) print_info_json(path, &in, after.rss_bytes > before.rss_bytes ? after.rss_bytes - before.rss_bytes : 0);
-    else print_info_text(path, &in, a.kv_tokens < 0 ? in.n_ctx_train : a.kv_tokens, before, after);
+    else print_info_text(path, &in, octo_model_stats(m).cpu_kernels, a.kv_tokens < 0 ? in.n_ctx_train : a.kv_tokens,
+                         before, after);
     octo_model_free(m);
     octo_client_free(c);
     return 0;

@@ -41,16 +41,13 @@ static const char *base_name(const char *p) {
     return s ? s + 1 : p;
 }
 
-/* Is the device's bundle written in the packed layout? The layout is one for
- * every path that packs (AVX2, AVX-512, NEON with or without SDOT: packed.h),
- * and so are the types packed, so the host writes it for itself and for every
- * profile (each an AArch64 phone) when its own path packs; a host that does
- * not (OCTO_CPU=scalar, OCTO_PACK=0) writes the GGUF layout, which every path
+/* Are bundles written in the packed layout? The layout is one for every path
+ * that packs (AVX2, AVX-512, NEON with or without SDOT: packed.h), and so are
+ * the types packed, so the host writes it for itself and for every profile
+ * (each an AArch64 phone) alike when its own path packs; a host that does not
+ * (OCTO_CPU=scalar, OCTO_PACK=0) writes the GGUF layout, which every path
  * also reads. */
-static bool packed_for(const char *device) {
-    (void)device;
-    return packed_get(QT_Q4_0) != NULL;
-}
+static bool writes_packed(void) { return packed_get(QT_Q4_0) != NULL; }
 
 /* ---- a model file in a device's layout ---- */
 
@@ -226,7 +223,7 @@ static err_code choose_draft(deploy_ctx *c, const char *device, const char **dra
 
 /* The folder's files under tmp, the manifest last. */
 static err_code fill_folder(deploy_ctx *c, const char *device, const char *tmp, err_t *err) {
-    const bool packed = packed_for(device);
+    const bool packed = writes_packed();
     char path[2 * PATH_CAP], draft_path[2 * PATH_CAP], *json = NULL, kind[16];
     bundle_manifest man = {.n_files = 0, .source_size = c->source_size, .source_hash = c->source_hash};
     snprintf(man.device, sizeof man.device, "%s", device);

@@ -222,7 +222,8 @@ const packed_entry *packed_get(uint32_t type) {
 
 const packed_entry *packed_get_batch(uint32_t type, int n_tok) {
     const packed_entry *e = packed_get(type);
-    if (!e || n_tok < PACKED_BF16_MIN_TOKENS) return e;
+    /* AMX is AVX-512's: a path forced lower (OCTO_CPU=avx2) keeps its own kernel */
+    if (!e || n_tok < PACKED_BF16_MIN_TOKENS || kernels_path() != CPU_AVX512) return e;
     /* OCTO_AMX=0 declines both AMX kernels, OCTO_AMX=int8 only this one */
     const char *amx = getenv("OCTO_AMX");
     if (amx && (!strcmp(amx, "0") || !strcmp(amx, "int8"))) return e;
@@ -255,10 +256,11 @@ void packed_describe(char *buf, size_t n) {
     static const uint32_t types[] = {QT_Q4_0, QT_Q8_0, QT_Q4_K};
     enum { N_TYPES = sizeof types / sizeof *types };
     size_t len = (size_t)snprintf(buf, n, "%s", cpu_path_name(kernels_path()));
-    bool said[N_TYPES] = {false};
+    bool said[N_TYPES] = {false}, any = false;
     for (int i = 0; i < N_TYPES && len < n; i++) {
         const packed_entry *e = packed_get(types[i]);
         if (!e || said[i]) continue;
+        any = true;
         len += (size_t)snprintf(buf + len, n - len, "; packed");
         for (int j = i; j < N_TYPES && len < n; j++) {
             const packed_entry *f = packed_get(types[j]);
@@ -269,6 +271,5 @@ void packed_describe(char *buf, size_t n) {
         }
         if (len < n) len += (size_t)snprintf(buf + len, n - len, ": %s", e->name);
     }
-    if (len < n && !packed_get(types[0]) && !packed_get(types[1]) && !packed_get(types[2]))
-        snprintf(buf + len, n - len, "; GGUF layout");
+    if (!any && len < n) snprintf(buf + len, n - len, "; GGUF layout");
 }

@@ -142,7 +142,7 @@ const packed_entry *packed_get_batch(uint32_t type, int n_tok);
 int packed_all(uint32_t type, const packed_entry **out, int max);
 
 /* What the active path computes with, for people: "avx2; packed q4_0 q8_0
- * q4_k: avx2" (the packed kernel of each type, types of one kernel together),
+ * q4_K: avx2" (the packed kernel of each type, types of one kernel together),
  * or "scalar; GGUF layout". */
 void packed_describe(char *buf, size_t n);
 
@@ -156,9 +156,10 @@ void packed_q8p_from(const kernel_entry *k, const float *x, void *dst, int64_t n
 void packed_q8kp_from(const kernel_entry *k, const float *x, void *dst, int64_t n);
 
 
-/* Filled by packed_avx2.c / packed_neon.c / packed_avx512.c / packed_amx.c: NULL when not compiled in or
- * (AMX) when the CPU or the OS does not offer it. */
-/* prefetch: decode asks for weights ahead in software (not on AMD: cpu_prefers_hw_prefetch) */
+/* Filled by packed_avx2.c, packed_neon.c, packed_avx512.c and packed_amx.c:
+ * NULL when not compiled in or (AMX) when the CPU or the OS does not offer it.
+ * packed_avx2's prefetch: decode asks for weights ahead in software (not on
+ * AMD: cpu_prefers_hw_prefetch). */
 const packed_entry *packed_avx2(uint32_t type, bool prefetch);
 const packed_entry *packed_neon(uint32_t type, bool dotprod);
 const packed_entry *packed_neon_i8mm(uint32_t type); /* Q4_0, Q8_0 on SMMLA (i8mm) */

@@ -4,8 +4,9 @@
  * other).
  *
  * A 64-byte quant vector of a 16-row group is two 256-bit halves, rows 0..7
- * and 8..15, four bytes per row in each 32-bit lane. The kernels walk a group
- * one half at a time: for each half and each tile of up to 4 tokens, the
+ * and 8..15, four bytes per row in each 32-bit lane. A batch walks a group
+ * one half at a time (a token alone both halves in one pass, so decode
+ * streams the group once): for each half and each tile of up to 4 tokens, the
  * weights of every block are unpacked once and meet each token's four
  * activation bytes (broadcast to the 8 lanes) in vpmaddubsw, unsigned weight
  * bytes times signed activation bytes, summed in pairs to int16. Then
