@@ -301,7 +301,57 @@ static long n_dot4_checks[QT_COUNT], n_dot4_exact[QT_COUNT];
  * equals dot on each row, on every path that has one, with the rows
  * contiguous and at a larger stride (the buffer ends right after the last
  * row, so ASan sees any read past it). */
-static long n_dot2xn_checks[QT_COUNT], n_dot2xn_exact[QT_COUNT];
+
+/* A tile's outputs (tile_rows weight rows: w, w2, w, ... at an odd stride, x 1..tokens of the 4 activation rows
+ * in buf): dot's to the bit (exact) or within DOT4_REL_TOL of it, and never depending on the call's width. */
+static long n_tile_checks[QT_COUNT], n_tile_exact[QT_COUNT], n_prefill_checks[QT_COUNT];
+
+static void check_tile(const kernel_tile *tl, bool exact, const kernel_entry *e, uint32_t type, const void *w,
+                       const void *w2, const uint8_t *buf, size_t stride, int64_t n, const char *path) {
+    if (!tl->fn) return;
+    /* mag[q][r]: sum |w_q a_r| of weight row q (w, w2) and activation row r, the tolerance's scale */
+    double mag[2][4];
+    float *wd = malloc((size_t)n * sizeof(float)), *ad = malloc((size_t)n * sizeof(float));
+    for (int q = 0; q < 2; q++) {
+        quant_dequantize_row(type, q ? w2 : w, wd, n);
+        for (int r = 0; r < 4; r++) {
+            act_dequantize(e->act_type, buf + r * stride, ad, n);
+            mag[q][r] = 0.0;
+            for (int64_t i = 0; i < n; i++) mag[q][r] += fabs((double)wd[i] * ad[i]);
+        }
+    }
+    free(wd);
+    free(ad);
+    const size_t wb = quant_row_bytes(type, n), wst = wb + 6;
+    const int R = tl->rows;
+    uint8_t *wbuf = malloc(wst * (size_t)(R - 1) + wb);
+    memset(wbuf, 0x5A, wst * (size_t)(R - 1) + wb);
+    for (int q = 0; q < R; q++) memcpy(wbuf + q * wst, q % 2 ? w2 : w, wb);
+    float first[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];
+    for (int na = 1; na <= tl->tokens; na++) {
+        float o[KERNEL_TILE_MAX_ROWS * KERNEL_TILE_MAX_TOKENS];
+        tl->fn(wbuf, wst, buf, stride, n, na, o);
+        for (int wr = 0; wr < R; wr++)
+            for (int r = 0; r < na; r++) {
+                const float got = o[wr * na + r], d = e->dot(wbuf + wr * wst, buf + r * stride, n);
+                if (r == na - 1) first[wr][r] = got;
+                if (exact) {
+                    n_tile_checks[type]++;
+                    n_tile_exact[type] += got == d;
+                    T_CHECKF(got == d, "%s %s n=%lld stride %zu na %d weight row %d row %d: tile %.9g vs dot %.9g",
+                             path, quant_traits_of(type)->name, (long long)n, stride, na, wr, r, got, d);
+                } else {
+                    n_prefill_checks[type]++;
+                    T_CHECKF(fabs((double)got - d) <= DOT4_REL_TOL * mag[wr % 2][r] + 1e-30 && got == first[wr][r],
+                             "%s %s n=%lld stride %zu na %d weight row %d row %d: prefill tile %.9g vs dot %.9g, "
+                             "vs itself in a call of %d: %.9g",
+                             path, quant_traits_of(type)->name, (long long)n, stride, na, wr, r, got, d, r + 1,
+                             first[wr][r]);
+                }
+            }
+    }
+    free(wbuf);
+}
 
 static void check_dot4(uint32_t type, const void *w, const void *w2, const float *wd, const void *a0, int64_t n,
                        int mode, const tested_path *paths, int n_paths, uint64_t *s) {
@@ -348,27 +398,8 @@ static void check_dot4(uint32_t type, const void *w, const void *w2, const float
                          paths[p].name, quant_traits_of(type)->name, (long long)n, mode, stride, r,
                          out[r], d, mag[r]);
             }
-            if (!e->dot2xn) continue;
-            /* two weight rows (w, then w2 at an odd stride) x 1..4 of the rows: each output is dot's, to the bit */
-            const size_t wb = quant_row_bytes(type, n), wst = wb + 6;
-            uint8_t *wbuf = malloc(wst + wb);
-            memcpy(wbuf, w, wb);
-            memset(wbuf + wb, 0x5A, wst - wb);
-            memcpy(wbuf + wst, w2, wb);
-            for (int na = 1; na <= 4; na++) {
-                float o8[8];
-                e->dot2xn(wbuf, wst, buf, stride, n, na, o8);
-                for (int wr = 0; wr < 2; wr++)
-                    for (int r = 0; r < na; r++) {
-                        const float d = e->dot(wbuf + wr * wst, buf + r * stride, n);
-                        n_dot2xn_checks[type]++;
-                        n_dot2xn_exact[type] += o8[wr * na + r] == d;
-                        T_CHECKF(o8[wr * na + r] == d, "%s %s n=%lld stride %zu na %d weight row %d row %d: dot2xn %.9g vs dot %.9g",
-                                 paths[p].name, quant_traits_of(type)->name, (long long)n, stride, na, wr, r,
-                                 o8[wr * na + r], d);
-                    }
-            }
-            free(wbuf);
+            check_tile(&e->tile, true, e, type, w, w2, buf, stride, n, paths[p].name);
+            check_tile(&e->prefill, false, e, type, w, w2, buf, stride, n, paths[p].name);
         }
         free(buf);
     }
@@ -590,16 +621,25 @@ int main(void) {
             printf(" %s %.1e %ld/%ld", quant_traits_of(types[t])->name, worst_rel4[types[t]],
                    n_dot4_exact[types[t]], n_dot4_checks[types[t]]);
     printf("\n");
-    long n2xn = 0;
-    printf("dot2xn (paths with one) equal to dot, exact/checked:");
+    long n_tiles = 0;
+    printf("tiles (paths with one) equal to dot, exact/checked:");
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
-        if (n_dot2xn_checks[types[t]]) {
-            printf(" %s %ld/%ld", quant_traits_of(types[t])->name, n_dot2xn_exact[types[t]], n_dot2xn_checks[types[t]]);
-            n2xn += n_dot2xn_checks[types[t]];
+        if (n_tile_checks[types[t]]) {
+            printf(" %s %ld/%ld", quant_traits_of(types[t])->name, n_tile_exact[types[t]], n_tile_checks[types[t]]);
+            n_tiles += n_tile_checks[types[t]];
+        }
+    printf("\n");
+    long n_prefill = 0;
+    printf("prefill tiles (paths with one) within %.0e of dot, checked:", DOT4_REL_TOL);
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        if (n_prefill_checks[types[t]]) {
+            printf(" %s %ld", quant_traits_of(types[t])->name, n_prefill_checks[types[t]]);
+            n_prefill += n_prefill_checks[types[t]];
         }
     printf("\n");
 #if defined(__x86_64__)
-    if (cpu_path_supported(CPU_AVX512)) T_CHECKF(n2xn > 0, "the AVX-512 path's dot2xn was never checked");
+    if (cpu_path_supported(CPU_AVX2)) T_CHECKF(n_tiles > 0, "the x86 paths' tiles were never checked");
+    if (cpu_path_supported(CPU_AVX2)) T_CHECKF(n_prefill > 0, "the AVX2 path's prefill tiles were never checked");
 #endif
     T_DONE();
 }

@@ -4,10 +4,13 @@
  * and token, bit for bit, whatever the batch size and the number of threads;
  * packed matrices give the same outputs one token at a time as in a batch,
  * and in a set as alone; a type with no kernel is an error, not a crash.
+ * Prefill batches on a tile with an order of its own (AVX2's F16 and BF16):
+ * near the dot's, the same on 1 and 2 threads.
  * F16 and BF16 prefill batches on AVX512-BF16 (core/kernels/gemm_bf16.h): each
  * output equals the bf16 reference bit for bit, whatever the batch, the
  * token's place in it and the threads, and is near the F32 product.
  */
+#include <math.h>
 #include <string.h>
 
 #include "core/kernels/gemm_bf16.h"
@@ -61,6 +64,30 @@ static void reference(const matmul_weight *w, int T, float *y) {
 static const int batches[] = {1, 2, 3, 4, 5, 7, 33, T_MAX};
 #define N_BATCHES (int)(sizeof batches / sizeof batches[0])
 
+/* A prefill batch on a tile with its own order (kernels.h: kernel_entry.prefill): each output within 1e-6 of
+ * sum |w x| of the dot's, and the same bits on 1 and 2 threads (the first call's kept in y_first). */
+static float y_first[T_MAX * N_OUT];
+static int n_prefill_checked;
+
+static void check_prefill(const matmul_weight *w, int T, const float *y, const float *ref, int call) {
+    float *wd = malloc(sizeof(float) * N_IN);
+    int far = 0;
+    for (int r = 0; r < N_OUT; r++) {
+        quant_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes, wd, N_IN);
+        for (int t = 0; t < T; t++) {
+            double mag = 0.0;
+            for (int i = 0; i < N_IN; i++) mag += fabs((double)wd[i] * xs[(size_t)t * N_IN + i]);
+            far += fabs((double)y[(size_t)t * N_OUT + r] - ref[(size_t)t * N_OUT + r]) > 1e-6 * mag;
+        }
+    }
+    free(wd);
+    T_CHECKF(far == 0, "%s, %d tokens: %d prefill outputs off the dot's", quant_traits_of(w->type)->name, T, far);
+    if (call == 0) memcpy(y_first, y, sizeof(float) * (size_t)T * N_OUT);
+    else T_CHECKF(!memcmp(y, y_first, sizeof(float) * (size_t)T * N_OUT), "%s, %d tokens: prefill differs on 2 threads",
+                  quant_traits_of(w->type)->name, T);
+    n_prefill_checked++;
+}
+
 static void test_type(matmul_ctx *const ctx[2], uint32_t type) {
     matmul_weight w = make_weight(type);
     float *ref = malloc(sizeof(float) * T_MAX * N_OUT), *y = malloc(sizeof(float) * T_MAX * N_OUT);
@@ -71,6 +98,10 @@ static void test_type(matmul_ctx *const ctx[2], uint32_t type) {
             err_t err = {0};
             memset(y, 0, sizeof(float) * T_MAX * N_OUT);
             T_EQ_INT(matmul(ctx[c], &w, xs, batches[b], y, &err), ERR_OK);
+            if (batches[b] >= PACKED_BF16_MIN_TOKENS && !matmul_batch_invariant(&w)) {
+                check_prefill(&w, batches[b], y, ref, c);
+                continue;
+            }
             T_CHECKF(!memcmp(y, ref, sizeof(float) * (size_t)batches[b] * N_OUT), "%s, %d tokens, %d threads",
                      quant_traits_of(type)->name, batches[b], c + 1);
         }
@@ -227,6 +258,8 @@ int main(void) {
         test_type(ctx, t);
         test_packed(ctx, t);
     }
+    printf("prefill batches on their own tiles, checked: %d\n", n_prefill_checked);
+    if (kernels_path() == CPU_AVX2) T_CHECKF(n_prefill_checked == 4, "AVX2's F16 and BF16 prefill tiles: %d checks", n_prefill_checked);
     test_mixed_set(ctx[1]);
     test_errors(ctx[1]);
     test_bf16(ctx);

@@ -88,8 +88,9 @@ err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *ex
  * matrix product together, so the weights are read once for all of them;
  * each sequence attends to its own cache only. A sequence's logits and
  * cache entries equal forward() of it alone bit for bit, whatever else is in
- * the batch (a tree sequence's, forward_tree's of it alone), with two exceptions: F16/BF16 weights take the bf16 kernel when
- * the batch has PACKED_BF16_MIN_TOKENS rows or more (core/kernels/packed.h),
+ * the batch (a tree sequence's, forward_tree's of it alone), with two exceptions: F16/BF16 weights take a prefill kernel of their
+ * own (bf16 on AVX-512, a tile on AVX2) when the batch has PACKED_BF16_MIN_TOKENS rows or more
+ * (core/kernels/matmul.h),
  * and the experts an experts_iface hands out may depend on the batch
  * (moe/int2.h). A failure leaves each cache with this pass's entries
  * appended or not: the caller rolls every sequence back.
@@ -108,7 +109,7 @@ err_code forward_batch(fwd_state *st, const experts_iface *experts, const fwd_se
 /* Can this model's passes hold more than one sequence? (Not latent attention.) */
 bool forward_batches(const model *m);
 /* Is every row of a pass computed as it would be in a pass of any other
- * size? False where the weights take a bf16 kernel at PACKED_BF16_MIN_TOKENS
+ * size? False where the weights take a prefill kernel at PACKED_BF16_MIN_TOKENS
  * rows (core/kernels/matmul.h: matmul_batch_invariant). */
 bool forward_batch_invariant(const model *m);
 

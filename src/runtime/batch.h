@@ -26,8 +26,8 @@
  *   next step: decode steps and its chunks take turns, so a long prompt
  *   does not stall the others, nor they it. With no decode rows, prompts
  *   go in chunks of up to 256;
- * - weights whose kernel changes at PACKED_BF16_MIN_TOKENS rows (bf16
- *   prefill: core/kernels/matmul.h, matmul_batch_invariant) keep a step
+ * - weights whose kernel changes at PACKED_BF16_MIN_TOKENS rows (a
+ *   prefill kernel: core/kernels/matmul.h, matmul_batch_invariant) keep a step
  *   with decode or verify rows under that many rows, and a prompt's chunk
  *   in a pass of its own, so every row is computed as it would be alone;
  * - latent attention (one sequence per pass) is not batched;

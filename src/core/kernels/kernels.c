@@ -205,7 +205,7 @@ void kernels_set(kernel_entry table[], int n_types, const kernel_quantizers *q, 
         const uint32_t at = tr->act_type;
         const act_quantize_fn fn = at == QT_Q8_0 ? q->q8_0 : at == QT_Q8_1 ? q->q8_1 : at == QT_Q8_K ? q->q8_K : NULL;
         if (!fn && at != QT_F32) continue;
-        table[rows[r].type] = (kernel_entry){at, fn, rows[r].dot, rows[r].dot4, rows[r].dot2xn};
+        table[rows[r].type] = (kernel_entry){at, fn, rows[r].dot, rows[r].dot4, rows[r].tile, rows[r].prefill};
     }
 }
 

@@ -37,18 +37,28 @@ typedef float (*vec_dot_fn)(const void *w, const void *act, int64_t n);
  * row's blocks are unpacked once for four tokens. */
 typedef void (*vec_dot4_fn)(const void *w, const void *act, size_t act_stride, int64_t n, float out[4]);
 
-/* Two weight rows (w, w + w_stride) against na (1..4) activation rows:
- * out[r * na + i] = dot(w_r, act_i). The batch kernel where a path has one:
- * each activation chunk is loaded once for both rows. */
-typedef void (*vec_dot2xn_fn)(const void *w, size_t w_stride, const void *act, size_t act_stride, int64_t n, int na,
-                              float *out);
+/* A tile kernel: rows weight rows (w, w + w_stride, ...) against na
+ * (1..tokens) activation rows: out[r * na + i] = W_r . act_i. */
+typedef void (*vec_tile_fn)(const void *w, size_t w_stride, const void *act, size_t act_stride, int64_t n, int na,
+                            float *out);
+#define KERNEL_TILE_MAX_ROWS 3
+#define KERNEL_TILE_MAX_TOKENS 4
+typedef struct {
+    vec_tile_fn fn; /* NULL: none */
+    int rows;       /* 2..KERNEL_TILE_MAX_ROWS */
+    int tokens;     /* 1..KERNEL_TILE_MAX_TOKENS */
+} kernel_tile;
+#define NO_TILE {NULL, 0, 0}
+#define NO_TILES NO_TILE, NO_TILE
 
 typedef struct {
     uint32_t act_type;        /* QT_Q8_0, QT_Q8_1, QT_Q8_K or QT_F32: the type's quant_traits.act_type */
     act_quantize_fn quantize; /* NULL when act_type is QT_F32 */
     vec_dot_fn dot;
     vec_dot4_fn dot4;         /* optional: NULL = four calls of dot */
-    vec_dot2xn_fn dot2xn;     /* optional; its outputs equal dot's bit for bit, as dot4's do */
+    kernel_tile tile;         /* optional, batches: its outputs equal dot's bit for bit, as dot4's do */
+    kernel_tile prefill;      /* optional, batches of PACKED_BF16_MIN_TOKENS or more (prefill): F32 sums as
+                                 dot's, in its own order, so its outputs may differ from dot's in the last bits */
 } kernel_entry;
 
 /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + e^-g[i]) * u[i], the gated FFN's
@@ -96,7 +106,8 @@ typedef struct {
     uint32_t type;
     vec_dot_fn dot;
     vec_dot4_fn dot4;     /* optional */
-    vec_dot2xn_fn dot2xn; /* optional */
+    kernel_tile tile;     /* optional */
+    kernel_tile prefill;  /* optional */
 } kernel_dots;
 
 /* A path's activation quantizers, one per format. */

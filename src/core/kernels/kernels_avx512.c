@@ -649,7 +649,7 @@ ALWAYS_INLINE void dot_q2_K_n(KERNEL_ARGS) {
  * and NA activation rows (1 or 4). Each (row, activation) pair sums in two
  * accumulators, the 16-value chunks of every 32 taking turns, so a chunk's
  * arithmetic is the same whatever else the call computes: dot, dot4 and
- * dot2xn agree bit for bit. dot2xn is the batch kernel: a weight chunk is
+ * the tile (dot2xn) agree bit for bit. The tile is the batch kernel: a weight chunk is
  * converted once for up to 4 activation rows and an activation chunk loaded
  * once for 2 weight rows, 12 loads for 16 FMAs where one row against 4 takes
  * 20 (the loads, not the FMAs, bound a verify batch's float matmul); with 2
@@ -781,19 +781,19 @@ void kernels_fill_avx512(kernel_entry table[], int n_types, bool int8_dot, bool 
 #define K(fn) (int8_dot ? fn##_vnni : fn##_novnni)
 #define K4(fn) (int8_dot ? fn##4_vnni : fn##4_novnni)
     const kernel_dots rows[] = {
-        {QT_F32, dot_f32, dot_f324, dot_f322xn},
-        {QT_F16, dot_f16, dot_f164, dot_f162xn},
-        {QT_BF16, dot_bf16, dot_bf164, dot_bf162xn},
-        {QT_Q4_0, K(dot_q4_0), K4(dot_q4_0), NULL},
-        {QT_Q5_0, K(dot_q5_0), K4(dot_q5_0), NULL},
-        {QT_Q8_0, K(dot_q8_0), K4(dot_q8_0), NULL},
-        {QT_Q4_1, K(dot_q4_1), K4(dot_q4_1), NULL},
-        {QT_Q5_1, K(dot_q5_1), K4(dot_q5_1), NULL},
-        {QT_Q4_K, K(dot_q4_K), K4(dot_q4_K), NULL},
-        {QT_Q5_K, K(dot_q5_K), K4(dot_q5_K), NULL},
-        {QT_Q6_K, K(dot_q6_K), K4(dot_q6_K), NULL},
-        {QT_Q2_K, K(dot_q2_K), K4(dot_q2_K), NULL},
-        {QT_Q3_K, K(dot_q3_K), K4(dot_q3_K), NULL},
+        {QT_F32, dot_f32, dot_f324, {dot_f322xn, 2, 4}, NO_TILE},
+        {QT_F16, dot_f16, dot_f164, {dot_f162xn, 2, 4}, NO_TILE},
+        {QT_BF16, dot_bf16, dot_bf164, {dot_bf162xn, 2, 4}, NO_TILE},
+        {QT_Q4_0, K(dot_q4_0), K4(dot_q4_0), NO_TILES},
+        {QT_Q5_0, K(dot_q5_0), K4(dot_q5_0), NO_TILES},
+        {QT_Q8_0, K(dot_q8_0), K4(dot_q8_0), NO_TILES},
+        {QT_Q4_1, K(dot_q4_1), K4(dot_q4_1), NO_TILES},
+        {QT_Q5_1, K(dot_q5_1), K4(dot_q5_1), NO_TILES},
+        {QT_Q4_K, K(dot_q4_K), K4(dot_q4_K), NO_TILES},
+        {QT_Q5_K, K(dot_q5_K), K4(dot_q5_K), NO_TILES},
+        {QT_Q6_K, K(dot_q6_K), K4(dot_q6_K), NO_TILES},
+        {QT_Q2_K, K(dot_q2_K), K4(dot_q2_K), NO_TILES},
+        {QT_Q3_K, K(dot_q3_K), K4(dot_q3_K), NO_TILES},
     };
 #undef K
 #undef K4

@@ -545,19 +545,19 @@ void kernels_fill_neon(kernel_entry table[], int n_types, bool int8_dot) {
     const kernel_quantizers quantizers = {act_quantize_q8_0, act_quantize_q8_1, act_quantize_q8_K};
 #define INT8_DOT(name) (int8_dot ? name##_dot_dp : name##_dot)
     const kernel_dots rows[] = {
-        {QT_F32, f32_dot, NULL, NULL},
-        {QT_F16, f16_dot, NULL, NULL},
-        {QT_BF16, bf16_dot, NULL, NULL},
-        {QT_Q4_0, INT8_DOT(q4_0), NULL, NULL},
-        {QT_Q5_0, INT8_DOT(q5_0), NULL, NULL},
-        {QT_Q8_0, INT8_DOT(q8_0), NULL, NULL},
-        {QT_Q4_1, INT8_DOT(q4_1), NULL, NULL},
-        {QT_Q5_1, INT8_DOT(q5_1), NULL, NULL},
-        {QT_Q2_K, INT8_DOT(q2_K), NULL, NULL},
-        {QT_Q3_K, INT8_DOT(q3_K), NULL, NULL},
-        {QT_Q4_K, INT8_DOT(q4_K), NULL, NULL},
-        {QT_Q5_K, INT8_DOT(q5_K), NULL, NULL},
-        {QT_Q6_K, INT8_DOT(q6_K), NULL, NULL},
+        {QT_F32, f32_dot, NULL, NO_TILES},
+        {QT_F16, f16_dot, NULL, NO_TILES},
+        {QT_BF16, bf16_dot, NULL, NO_TILES},
+        {QT_Q4_0, INT8_DOT(q4_0), NULL, NO_TILES},
+        {QT_Q5_0, INT8_DOT(q5_0), NULL, NO_TILES},
+        {QT_Q8_0, INT8_DOT(q8_0), NULL, NO_TILES},
+        {QT_Q4_1, INT8_DOT(q4_1), NULL, NO_TILES},
+        {QT_Q5_1, INT8_DOT(q5_1), NULL, NO_TILES},
+        {QT_Q2_K, INT8_DOT(q2_K), NULL, NO_TILES},
+        {QT_Q3_K, INT8_DOT(q3_K), NULL, NO_TILES},
+        {QT_Q4_K, INT8_DOT(q4_K), NULL, NO_TILES},
+        {QT_Q5_K, INT8_DOT(q5_K), NULL, NO_TILES},
+        {QT_Q6_K, INT8_DOT(q6_K), NULL, NO_TILES},
     };
 #undef INT8_DOT
     kernels_set(table, n_types, &quantizers, rows, sizeof rows / sizeof rows[0]);

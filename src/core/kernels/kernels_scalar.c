@@ -364,19 +364,19 @@ static float dot_bf16(const void *vw, const void *va, int64_t n) {
 void kernels_fill_scalar(kernel_entry table[], int n_types) {
     const kernel_quantizers quantizers = {act_quantize_q8_0, act_quantize_q8_1, act_quantize_q8_K};
     const kernel_dots rows[] = {
-        {QT_F32, dot_f32, NULL, NULL},
-        {QT_F16, dot_f16, NULL, NULL},
-        {QT_BF16, dot_bf16, NULL, NULL},
-        {QT_Q4_0, dot_q4_0, NULL, NULL},
-        {QT_Q5_0, dot_q5_0, NULL, NULL},
-        {QT_Q8_0, dot_q8_0, NULL, NULL},
-        {QT_Q4_1, dot_q4_1, NULL, NULL},
-        {QT_Q5_1, dot_q5_1, NULL, NULL},
-        {QT_Q2_K, dot_q2_K, NULL, NULL},
-        {QT_Q3_K, dot_q3_K, NULL, NULL},
-        {QT_Q4_K, dot_q4_K, NULL, NULL},
-        {QT_Q5_K, dot_q5_K, NULL, NULL},
-        {QT_Q6_K, dot_q6_K, NULL, NULL},
+        {QT_F32, dot_f32, NULL, NO_TILES},
+        {QT_F16, dot_f16, NULL, NO_TILES},
+        {QT_BF16, dot_bf16, NULL, NO_TILES},
+        {QT_Q4_0, dot_q4_0, NULL, NO_TILES},
+        {QT_Q5_0, dot_q5_0, NULL, NO_TILES},
+        {QT_Q8_0, dot_q8_0, NULL, NO_TILES},
+        {QT_Q4_1, dot_q4_1, NULL, NO_TILES},
+        {QT_Q5_1, dot_q5_1, NULL, NO_TILES},
+        {QT_Q2_K, dot_q2_K, NULL, NO_TILES},
+        {QT_Q3_K, dot_q3_K, NULL, NO_TILES},
+        {QT_Q4_K, dot_q4_K, NULL, NO_TILES},
+        {QT_Q5_K, dot_q5_K, NULL, NO_TILES},
+        {QT_Q6_K, dot_q6_K, NULL, NO_TILES},
     };
     kernels_set(table, n_types, &quantizers, rows, sizeof rows / sizeof rows[0]);
 }

@@ -5,7 +5,7 @@
  * GGUF-layout matrices: the activation rows are converted once (by the
  * pool's threads), then each thread streams its own contiguous slice of the
  * output rows, in chunks of MM_ROW_CHUNK rows over tiles of MM_TOKEN_TILE
- * tokens, with the widest kernel the type has (dot2xn, dot4, dot). Packed
+ * tokens, with the widest kernel the type has (a tile, dot4, dot). Packed
  * matrices: units of 128 rows, see pm_work.
  */
 #include "matmul.h"
@@ -18,7 +18,7 @@
 #include "packed.h"
 #include "core/quant.h"
 
-#define MM_ROW_CHUNK 16   /* output rows walked together over a tile of tokens */
+#define MM_ROW_CHUNK 24   /* output rows walked together over a tile of tokens: whole tiles of 2 or 3 */
 #define MM_TOKEN_TILE 32  /* tokens per pass over a chunk of weight rows */
 
 struct matmul_ctx {
@@ -46,6 +46,7 @@ void matmul_ctx_free(matmul_ctx *c) {
 
 typedef struct {
     const kernel_entry *k;
+    const kernel_tile *tile; /* the batch's tile kernel, or NULL */
     const uint8_t *w;     /* the matrix's first row */
     size_t row_bytes;
     int64_t n_in, n_out;
@@ -55,24 +56,32 @@ typedef struct {
     float *y;             /* (T, n_out) */
 } mm_job;
 
-/* Rows [r, r1) by pairs against the tokens [t0, t1), up to 4 tokens a call,
- * cut in even calls (5 = 3 + 2, not 4 + 1: a call of one token waits on its
- * FMA chains, and costs as much as one of two). Returns the first row left. */
-static int mm_pairs(const mm_job *j, int r, int r1, int t0, int t1) {
-    for (; r + 2 <= r1; r += 2) {
+/* Rows [r, r1) by tiles of the kernel's tile_rows against the tokens
+ * [t0, t1), up to tile_tokens a call, cut in even calls (5 = 3 + 2, not
+ * 4 + 1: a call of one token waits on its FMA chains, and costs as much as
+ * one of two). Returns the first row left. */
+static int mm_tiles(const mm_job *j, int r, int r1, int t0, int t1) {
+    const int R = j->tile->rows, N = j->tile->tokens;
+    for (; r + R <= r1; r += R) {
         const uint8_t *row = j->w + (size_t)r * j->row_bytes;
         for (int t = t0, na; t < t1; t += na) {
-            const int left = t1 - t, calls = (left + 3) / 4;
+            const int left = t1 - t, calls = (left + N - 1) / N;
             na = (left + calls - 1) / calls;
-            float o[8];
-            j->k->dot2xn(row, j->row_bytes, j->act + (size_t)t * j->act_row_bytes, j->act_row_bytes, j->n_in, na, o);
-            for (int i = 0; i < na; i++) {
-                j->y[(size_t)(t + i) * j->n_out + r] = o[i];
-                j->y[(size_t)(t + i) * j->n_out + r + 1] = o[na + i];
-            }
+            float o[KERNEL_TILE_MAX_ROWS * KERNEL_TILE_MAX_TOKENS];
+            j->tile->fn(row, j->row_bytes, j->act + (size_t)t * j->act_row_bytes, j->act_row_bytes, j->n_in, na, o);
+            for (int q = 0; q < R; q++)
+                for (int i = 0; i < na; i++) j->y[(size_t)(t + i) * j->n_out + r + q] = o[q * na + i];
         }
     }
     return r;
+}
+
+/* The first row of thread i's slice of n_out, cut at a multiple of
+ * MM_ROW_CHUNK, so which rows a tile covers never depends on the threads. */
+static int mm_split(int64_t n_out, int i, int nth) {
+    if (i >= nth) return (int)n_out;
+    const int64_t r = n_out * i / nth;
+    return (int)(r - r % MM_ROW_CHUNK);
 }
 
 /* Each thread streams its own contiguous slice of the rows: interleaving
@@ -80,13 +89,13 @@ static int mm_pairs(const mm_job *j, int r, int r1, int t0, int t1) {
  * prefetcher follows one long stream per core better than many short ones). */
 static void mm_work(void *ctx, int ith, int nth) {
     mm_job *j = ctx;
-    const int lo = (int)(j->n_out * ith / nth), hi = (int)(j->n_out * (ith + 1) / nth);
+    const int lo = mm_split(j->n_out, ith, nth), hi = mm_split(j->n_out, ith + 1, nth);
     for (int r0 = lo; r0 < hi; r0 += MM_ROW_CHUNK) {
         int r1 = r0 + MM_ROW_CHUNK < hi ? r0 + MM_ROW_CHUNK : hi;
         for (int t0 = 0; t0 < j->T; t0 += MM_TOKEN_TILE) {
             int t1 = t0 + MM_TOKEN_TILE < j->T ? t0 + MM_TOKEN_TILE : j->T;
             int r = r0;
-            if (j->k->dot2xn && t1 - t0 >= 2) r = mm_pairs(j, r, r1, t0, t1);
+            if (j->tile && t1 - t0 >= 2) r = mm_tiles(j, r, r1, t0, t1);
             for (; r < r1; r++) {
                 const void *row = j->w + (size_t)r * j->row_bytes;
                 int t = t0;
@@ -273,7 +282,14 @@ static err_code matmul_bf16(matmul_ctx *c, const matmul_weight *w, const float *
 
 bool matmul_batch_invariant(const matmul_weight *w) {
     if (w->packed) return packed_get_batch(w->type, PACKED_BF16_MIN_TOKENS) == packed_get(w->type);
-    return !gemm_bf16_supported(w->type);
+    const kernel_entry *k = kernel_get(w->type);
+    return !gemm_bf16_supported(w->type) && !(k && k->prefill.fn);
+}
+
+/* The tile a batch of T tokens takes: prefill's from PACKED_BF16_MIN_TOKENS on. */
+static const kernel_tile *mm_tile(const kernel_entry *k, int T) {
+    if (T >= PACKED_BF16_MIN_TOKENS && k->prefill.fn) return &k->prefill;
+    return k->tile.fn ? &k->tile : NULL;
 }
 
 err_code matmul(matmul_ctx *c, const matmul_weight *w, const float *x, int T, float *y, err_t *err) {
@@ -282,7 +298,7 @@ err_code matmul(matmul_ctx *c, const matmul_weight *w, const float *x, int T, fl
     const kernel_entry *k = kernel_get(w->type);
     if (!k) return err_set(err, ERR_UNSUPPORTED, "no kernel for tensor type %u", w->type);
     mm_job j = {
-        .k = k, .w = w->data, .row_bytes = w->row_bytes, .n_in = w->n_in, .n_out = w->n_out, .T = T, .y = y,
+        .k = k, .tile = mm_tile(k, T), .w = w->data, .row_bytes = w->row_bytes, .n_in = w->n_in, .n_out = w->n_out, .T = T, .y = y,
     };
     if (k->act_type == QT_F32) {
         j.act = (const uint8_t *)x;

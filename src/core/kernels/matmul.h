@@ -41,8 +41,8 @@ typedef struct {
 } matmul_weight;
 
 /* Does a row's product with w never depend on how many rows share the call?
- * False where a batch of PACKED_BF16_MIN_TOKENS or more takes a bf16 kernel
- * (F16/BF16 on AVX512-BF16, packed weights on AMX). */
+ * False where a batch of PACKED_BF16_MIN_TOKENS or more takes a kernel of its
+ * own (F16/BF16 on AVX512-BF16 and AVX2's prefill tile, packed weights on AMX). */
 bool matmul_batch_invariant(const matmul_weight *w);
 
 /* The pool and the buffer of converted activation rows (grows with use). */
