@@ -297,23 +297,30 @@ static long n_dot4_checks[QT_COUNT], n_dot4_exact[QT_COUNT];
 
 #define DOT4_REL_TOL 1e-6
 
-/* Layer 4: dot4 on 4 activation rows (a0 and three more of the same mode)
- * equals dot on each row, on every path that has one, with the rows
- * contiguous and at a larger stride (the buffer ends right after the last
- * row, so ASan sees any read past it). */
-
-/* A tile's outputs (tile_rows weight rows: w, w2, w, ... at an odd stride, x 1..tokens of the 4 activation rows
+/* A tile's outputs (tile_rows distinct weight rows at an odd stride: w, w2, then w turned by a block or more,
+ * x 1..tokens of the 4 activation rows
  * in buf): dot's to the bit (exact) or within DOT4_REL_TOL of it, and never depending on the call's width. */
 static long n_tile_checks[QT_COUNT], n_tile_exact[QT_COUNT], n_prefill_checks[QT_COUNT];
 
 static void check_tile(const kernel_tile *tl, bool exact, const kernel_entry *e, uint32_t type, const void *w,
                        const void *w2, const uint8_t *buf, size_t stride, int64_t n, const char *path) {
     if (!tl->fn) return;
-    /* mag[q][r]: sum |w_q a_r| of weight row q (w, w2) and activation row r, the tolerance's scale */
-    double mag[2][4];
+    const size_t wb = quant_row_bytes(type, n), wst = wb + 6;
+    const int R = tl->rows;
+    uint8_t *wbuf = malloc(wst * (size_t)(R - 1) + wb);
+    memset(wbuf, 0x5A, wst * (size_t)(R - 1) + wb);
+    const size_t blk = quant_row_bytes(type, quant_traits_of(type)->block_size), nblk = wb / blk;
+    for (int q = 0; q < R; q++) {
+        const size_t turn = q < 2 ? 0 : (size_t)(q - 1) % nblk * blk; /* row q >= 2: w, starting q - 1 blocks in */
+        const uint8_t *src = q == 1 ? w2 : w;
+        memcpy(wbuf + q * wst, src + turn, wb - turn);
+        memcpy(wbuf + q * wst + wb - turn, src, turn);
+    }
+    /* mag[q][r]: sum |w_q a_r| of weight row q and activation row r, the tolerance's scale */
+    double mag[KERNEL_TILE_MAX_ROWS][4];
     float *wd = malloc((size_t)n * sizeof(float)), *ad = malloc((size_t)n * sizeof(float));
-    for (int q = 0; q < 2; q++) {
-        quant_dequantize_row(type, q ? w2 : w, wd, n);
+    for (int q = 0; q < R; q++) {
+        quant_dequantize_row(type, wbuf + q * wst, wd, n);
         for (int r = 0; r < 4; r++) {
             act_dequantize(e->act_type, buf + r * stride, ad, n);
             mag[q][r] = 0.0;
@@ -322,11 +329,6 @@ static void check_tile(const kernel_tile *tl, bool exact, const kernel_entry *e,
     }
     free(wd);
     free(ad);
-    const size_t wb = quant_row_bytes(type, n), wst = wb + 6;
-    const int R = tl->rows;
-    uint8_t *wbuf = malloc(wst * (size_t)(R - 1) + wb);
-    memset(wbuf, 0x5A, wst * (size_t)(R - 1) + wb);
-    for (int q = 0; q < R; q++) memcpy(wbuf + q * wst, q % 2 ? w2 : w, wb);
     float first[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];
     for (int na = 1; na <= tl->tokens; na++) {
         float o[KERNEL_TILE_MAX_ROWS * KERNEL_TILE_MAX_TOKENS];
@@ -342,7 +344,7 @@ static void check_tile(const kernel_tile *tl, bool exact, const kernel_entry *e,
                              path, quant_traits_of(type)->name, (long long)n, stride, na, wr, r, got, d);
                 } else {
                     n_prefill_checks[type]++;
-                    T_CHECKF(fabs((double)got - d) <= DOT4_REL_TOL * mag[wr % 2][r] + 1e-30 && got == first[wr][r],
+                    T_CHECKF(fabs((double)got - d) <= DOT4_REL_TOL * mag[wr][r] + 1e-30 && got == first[wr][r],
                              "%s %s n=%lld stride %zu na %d weight row %d row %d: prefill tile %.9g vs dot %.9g, "
                              "vs itself in a call of %d: %.9g",
                              path, quant_traits_of(type)->name, (long long)n, stride, na, wr, r, got, d, r + 1,
@@ -352,6 +354,11 @@ static void check_tile(const kernel_tile *tl, bool exact, const kernel_entry *e,
     }
     free(wbuf);
 }
+
+/* Layer 4: dot4 on 4 activation rows (a0 and three more of the same mode)
+ * equals dot on each row, on every path that has one, with the rows
+ * contiguous and at a larger stride (the buffer ends right after the last
+ * row, so ASan sees any read past it). */
 
 static void check_dot4(uint32_t type, const void *w, const void *w2, const float *wd, const void *a0, int64_t n,
                        int mode, const tested_path *paths, int n_paths, uint64_t *s) {
@@ -383,6 +390,8 @@ static void check_dot4(uint32_t type, const void *w, const void *w2, const float
         for (int r = 0; r < 4; r++) memcpy(buf + r * stride, (const uint8_t *)rows + r * abytes, abytes);
         for (int p = 0; p < n_paths; p++) {
             const kernel_entry *e = &paths[p].table[type];
+            check_tile(&e->tile, true, e, type, w, w2, buf, stride, n, paths[p].name);
+            check_tile(&e->prefill, false, e, type, w, w2, buf, stride, n, paths[p].name);
             if (!e->dot4) continue;
             float out[4] = {-1.0f, -1.0f, -1.0f, -1.0f};
             e->dot4(w, buf, stride, n, out);
@@ -398,8 +407,6 @@ static void check_dot4(uint32_t type, const void *w, const void *w2, const float
                          paths[p].name, quant_traits_of(type)->name, (long long)n, mode, stride, r,
                          out[r], d, mag[r]);
             }
-            check_tile(&e->tile, true, e, type, w, w2, buf, stride, n, paths[p].name);
-            check_tile(&e->prefill, false, e, type, w, w2, buf, stride, n, paths[p].name);
         }
         free(buf);
     }
@@ -640,6 +647,9 @@ int main(void) {
 #if defined(__x86_64__)
     if (cpu_path_supported(CPU_AVX2)) T_CHECKF(n_tiles > 0, "the x86 paths' tiles were never checked");
     if (cpu_path_supported(CPU_AVX2)) T_CHECKF(n_prefill > 0, "the AVX2 path's prefill tiles were never checked");
+#elif defined(__aarch64__)
+    T_CHECKF(n_tiles > 0 && n_prefill > 0, "the NEON path's tiles (%ld checks) and prefill tiles (%ld) were not checked",
+             n_tiles, n_prefill);
 #endif
     T_DONE();
 }

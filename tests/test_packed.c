@@ -120,12 +120,20 @@ static double worst_vs_exact(const packed_entry *e, const uint8_t *gguf_w, int64
 }
 
 static void test_gemm(void) {
-    const packed_entry *impl[8];
-    const int n_impl = packed_all(TYPE, impl, 8);
+    const packed_entry *impl[12];
+    const int n_impl = packed_all(TYPE, impl, 12);
     printf("packed implementations on this machine:");
     for (int i = 0; i < n_impl; i++) printf(" %s", impl[i]->name);
     printf("\n");
     T_CHECK(n_impl >= 1 && !strcmp(impl[0]->name, "reference"));
+#if defined(__x86_64__)
+    /* where AVX-512 has VNNI, AVX2's vpdpbusd kernels run here in the instruction's EVEX form */
+    if (TYPE != QT_Q4_K && cpu_path_supported(CPU_AVX512) && cpu_has_int8_dot()) {
+        bool twin = false;
+        for (int i = 0; i < n_impl; i++) twin = twin || !strcmp(impl[i]->name, "avx2-vnni-evex");
+        T_CHECKF(twin, "AVX2's vpdpbusd kernel is not among those tested");
+    }
+#endif
     const int64_t ns[] = {32, 64, 96, 160, 2048, 5632 + 32}, ns_k[] = {256, 512, 768, 2048, 5632};
     const bool k = TYPE == QT_Q4_K;
     const int64_t rows = 32;

@@ -122,8 +122,8 @@ err_code session_eval(session *s, const int32_t *tokens, int n, bool all_rows, f
      * prompt of a 1B model would take ~370 MiB), and each chunk's entries
      * are committed, so the cache stays within its budget during a long
      * prompt. Logits do not depend on the chunking (batch invariance), except
-     * that chunks of PACKED_BF16_MIN_TOKENS or more may take the bf16 prefill
-     * kernel (core/kernels/packed.h). */
+     * that chunks of PACKED_BF16_MIN_TOKENS or more may take a prefill kernel
+     * of their own (core/kernels/matmul.h: matmul_batch_invariant). */
     err_code rc = ERR_OK;
     for (int t0 = 0; t0 < n && !rc; t0 += SESSION_CHUNK) {
         const int nc = n - t0 < SESSION_CHUNK ? n - t0 : SESSION_CHUNK;

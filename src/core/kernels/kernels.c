@@ -28,7 +28,7 @@
 #endif
 
 typedef struct {
-    bool avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16, neon, dotprod, i8mm, amd;
+    bool avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16, avxvnni, neon, dotprod, i8mm, amd;
 } cpu_features;
 
 static struct {
@@ -66,7 +66,10 @@ static cpu_features detect(void) {
         f.avx512vl = zmm && (b & (1u << 31));
         f.avx512vnni = zmm && (c & (1u << 11));
     }
-    if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512bf16 = zmm && (a & (1u << 5));
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+        f.avxvnni = ymm && (a & (1u << 4));
+        f.avx512bf16 = zmm && (a & (1u << 5));
+    }
 #elif OCTO_ARM64
     f.neon = true;
     f.dotprod = plat_cpu_arm_dotprod(); /* the system's to tell (platform/cpu.h) */
@@ -98,6 +101,11 @@ bool cpu_has_bf16_dot(void) {
 bool cpu_has_int8_dot(void) {
     kernels_path();
     return K.cpu.avx512vnni || K.cpu.dotprod;
+}
+
+bool cpu_has_avx_vnni(void) {
+    kernels_path();
+    return K.cpu.avxvnni;
 }
 
 bool cpu_has_int8_matmul(void) {

@@ -41,7 +41,7 @@ typedef void (*vec_dot4_fn)(const void *w, const void *act, size_t act_stride, i
  * (1..tokens) activation rows: out[r * na + i] = W_r . act_i. */
 typedef void (*vec_tile_fn)(const void *w, size_t w_stride, const void *act, size_t act_stride, int64_t n, int na,
                             float *out);
-#define KERNEL_TILE_MAX_ROWS 3
+#define KERNEL_TILE_MAX_ROWS 4
 #define KERNEL_TILE_MAX_TOKENS 4
 typedef struct {
     vec_tile_fn fn; /* NULL: none */
@@ -86,6 +86,8 @@ bool cpu_path_supported(cpu_path p);
 bool cpu_path_compiled(cpu_path p);
 /* Does the CPU have the int8 dot-product extension the path can use (VNNI, ARM dotprod)? */
 bool cpu_has_int8_dot(void);
+/* AVX-VNNI: vpdpbusd on ymm in the VEX form (Intel from Alder Lake, AMD Zen 5)? */
+bool cpu_has_avx_vnni(void);
 /* Does the CPU have ARM's int8 matrix multiply (SMMLA, "i8mm"; with dotprod)? */
 bool cpu_has_int8_matmul(void);
 /* Is the CPU's hardware prefetcher better left alone on weight streams (AMD)? */

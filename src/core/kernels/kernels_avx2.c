@@ -566,7 +566,7 @@ static inline __m256 load_bf16x8(const bf16_t *p) {
         }                                                                                         \
         UNROLL for (int r = 0; r < NR; r++) UNROLL for (int t = 0; t < NA; t++) {                 \
             float sum = hsum256_ps(_mm256_add_ps(s0[r][t], s1[r][t]));                            \
-            for (int64_t k = i; k < n; k++) sum += scalar(w[r][k]) * x[t][k];                     \
+            for (int64_t k = i; k < n; k++) sum += scalar(w[r] + k) * x[t][k];                      \
             out[r * NA + t] = sum;                                                                \
         }                                                                                         \
     }
@@ -588,20 +588,35 @@ static inline __m256 load_bf16x8(const bf16_t *p) {
             UNROLL for (int c = 0; c < 32; c += 8) FLOAT_CHUNK(load8, i + c, s);                   \
         }                                                                                         \
         for (; i + 8 <= n; i += 8) FLOAT_CHUNK(load8, i, s);                                      \
-        UNROLL for (int r = 0; r < NR; r++) for (int t = 0; t < na; t++) {                        \
+        UNROLL for (int r = 0; r < NR; r++) UNROLL for (int t = 0; t < NA; t++) {                 \
+            if (t >= na) continue; /* t constant: the sums stay in registers */                   \
             float sum = hsum256_ps(s[r][t]);                                                      \
-            for (int64_t k = i; k < n; k++) sum += scalar(w[r][k]) * x[t][k];                     \
+            for (int64_t k = i; k < n; k++) sum += scalar(w[r] + k) * x[t][k];                      \
             out[r * na + t] = sum;                                                                \
         }                                                                                         \
     }
 
-#define F32_ID(v) (v)
-FLOAT_PREFILL(dot_f16, fp16_t, load_f16x8, h2f)
-FLOAT_PREFILL(dot_bf16, bf16_t, load_bf16x8, bf16_to_fp32)
-FLOAT_TILE(dot_f32, float, _mm256_loadu_ps, F32_ID)
-FLOAT_TILE(dot_f16, fp16_t, load_f16x8, h2f)
-FLOAT_TILE(dot_bf16, bf16_t, load_bf16x8, bf16_to_fp32)
-#undef F32_ID
+/* one value at p, for the tails (a row may start at any byte) */
+static inline float f32_at(const float *p) {
+    float v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline float f16_at(const fp16_t *p) {
+    fp16_t v;
+    memcpy(&v, p, sizeof v);
+    return h2f(v);
+}
+static inline float bf16_at(const bf16_t *p) {
+    bf16_t v;
+    memcpy(&v, p, sizeof v);
+    return bf16_to_fp32(v);
+}
+FLOAT_PREFILL(dot_f16, fp16_t, load_f16x8, f16_at)
+FLOAT_PREFILL(dot_bf16, bf16_t, load_bf16x8, bf16_at)
+FLOAT_TILE(dot_f32, float, _mm256_loadu_ps, f32_at)
+FLOAT_TILE(dot_f16, fp16_t, load_f16x8, f16_at)
+FLOAT_TILE(dot_bf16, bf16_t, load_bf16x8, bf16_at)
 #undef FLOAT_TILE
 #undef FLOAT_PREFILL
 #undef FLOAT_CHUNK

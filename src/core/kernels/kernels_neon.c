@@ -538,6 +538,94 @@ static float bf16_dot(const void *vw, const void *va, int64_t n) {
 }
 
 /* ---------------------------------------------------------------------------
+ * F16 and BF16 batches. The batch tile, 2 rows x up to 3 tokens, sums each
+ * (row, token) pair exactly as f16_dot / bf16_dot do (four chains over each
+ * 16 values, a last 4-value chunk into the first, (a0 + a1) + (a2 + a3), the
+ * tail one by one): the same bits as dot, with each weight chunk converted
+ * once for the tokens and each activation chunk loaded once for the rows
+ * (24 sums in the 32 registers). Prefill batches (PACKED_BF16_MIN_TOKENS
+ * tokens or more) take a 4 x 4 tile with one sum a pair, 4-value chunks in
+ * order: 8 loads and 4 conversions for 16 FMAs, F32 sums as dot's in another
+ * order (kernels.h: kernel_entry.prefill), as AVX2's.
+ * ------------------------------------------------------------------------- */
+
+#define NEON_UNROLL _Pragma("GCC unroll 4")
+
+#define NEON_FLOAT_TILES(name, wtype, cvt4, scalar)                                              \
+    static inline __attribute__((always_inline)) void name##_tile_n(                             \
+        const void *vw, size_t w_stride, const void *va, size_t stride, int64_t n, float *out, const int NR, \
+        const int NA) {                                                                           \
+        const wtype *w[2];                                                                        \
+        const float *x[3];                                                                        \
+        NEON_UNROLL for (int r = 0; r < NR; r++) w[r] = (const wtype *)((const uint8_t *)vw + (size_t)r * w_stride); \
+        NEON_UNROLL for (int t = 0; t < NA; t++) x[t] = (const float *)((const uint8_t *)va + (size_t)t * stride); \
+        float32x4_t acc[2][3][4];                                                                 \
+        NEON_UNROLL for (int r = 0; r < NR; r++) NEON_UNROLL for (int t = 0; t < NA; t++)         \
+            NEON_UNROLL for (int c = 0; c < 4; c++) acc[r][t][c] = vdupq_n_f32(0.0f);             \
+        int64_t i = 0;                                                                            \
+        for (; i + 16 <= n; i += 16)                                                              \
+            NEON_UNROLL for (int c = 0; c < 4; c++) {                                             \
+                float32x4_t wv[2];                                                                \
+                NEON_UNROLL for (int r = 0; r < NR; r++) wv[r] = cvt4(vld1_u16(w[r] + i + 4 * c)); \
+                NEON_UNROLL for (int t = 0; t < NA; t++) {                                        \
+                    const float32x4_t xv = vld1q_f32(x[t] + i + 4 * c);                           \
+                    NEON_UNROLL for (int r = 0; r < NR; r++) acc[r][t][c] = vfmaq_f32(acc[r][t][c], wv[r], xv); \
+                }                                                                                 \
+            }                                                                                     \
+        for (; i + 4 <= n; i += 4) {                                                              \
+            float32x4_t wv[2];                                                                    \
+            NEON_UNROLL for (int r = 0; r < NR; r++) wv[r] = cvt4(vld1_u16(w[r] + i));            \
+            NEON_UNROLL for (int t = 0; t < NA; t++) {                                            \
+                const float32x4_t xv = vld1q_f32(x[t] + i);                                       \
+                NEON_UNROLL for (int r = 0; r < NR; r++) acc[r][t][0] = vfmaq_f32(acc[r][t][0], wv[r], xv); \
+            }                                                                                     \
+        }                                                                                         \
+        NEON_UNROLL for (int r = 0; r < NR; r++) NEON_UNROLL for (int t = 0; t < NA; t++) {       \
+            const float32x4_t *a4 = acc[r][t];                                                    \
+            float sum = vaddvq_f32(vaddq_f32(vaddq_f32(a4[0], a4[1]), vaddq_f32(a4[2], a4[3])));  \
+            for (int64_t k = i; k < n; k++) sum += scalar(w[r][k]) * x[t][k];                     \
+            out[r * NA + t] = sum;                                                                \
+        }                                                                                         \
+    }                                                                                             \
+    static void name##_2xn(const void *w, size_t ws, const void *a, size_t s, int64_t n, int na, float *out) { \
+        switch (na) {                                                                             \
+        case 1: name##_tile_n(w, ws, a, s, n, out, 2, 1); break;                                  \
+        case 2: name##_tile_n(w, ws, a, s, n, out, 2, 2); break;                                  \
+        default: name##_tile_n(w, ws, a, s, n, out, 2, 3); break;                                 \
+        }                                                                                         \
+    }                                                                                             \
+    static void name##_4x4(const void *vw, size_t w_stride, const void *va, size_t stride, int64_t n, int na, \
+                           float *out) {                                                          \
+        enum { NR = 4, NA = 4 };                                                                  \
+        const wtype *w[NR];                                                                       \
+        const float *x[NA];                                                                       \
+        NEON_UNROLL for (int r = 0; r < NR; r++) w[r] = (const wtype *)((const uint8_t *)vw + (size_t)r * w_stride); \
+        /* a short call repeats its first token */                                               \
+        NEON_UNROLL for (int t = 0; t < NA; t++) x[t] = (const float *)((const uint8_t *)va + (size_t)(t < na ? t : 0) * stride); \
+        float32x4_t acc[NR][NA];                                                                  \
+        NEON_UNROLL for (int r = 0; r < NR; r++) NEON_UNROLL for (int t = 0; t < NA; t++) acc[r][t] = vdupq_n_f32(0.0f); \
+        int64_t i = 0;                                                                            \
+        for (; i + 4 <= n; i += 4) {                                                              \
+            float32x4_t wv[NR];                                                                   \
+            NEON_UNROLL for (int r = 0; r < NR; r++) wv[r] = cvt4(vld1_u16(w[r] + i));            \
+            NEON_UNROLL for (int t = 0; t < NA; t++) {                                            \
+                const float32x4_t xv = vld1q_f32(x[t] + i);                                       \
+                NEON_UNROLL for (int r = 0; r < NR; r++) acc[r][t] = vfmaq_f32(acc[r][t], wv[r], xv); \
+            }                                                                                     \
+        }                                                                                         \
+        NEON_UNROLL for (int r = 0; r < NR; r++) NEON_UNROLL for (int t = 0; t < NA; t++) {       \
+            if (t >= na) continue; /* t constant: the sums stay in registers */                   \
+            float sum = vaddvq_f32(acc[r][t]);                                                    \
+            for (int64_t k = i; k < n; k++) sum += scalar(w[r][k]) * x[t][k];                     \
+            out[r * na + t] = sum;                                                                \
+        }                                                                                         \
+    }
+
+NEON_FLOAT_TILES(f16, fp16_t, f16x4_to_f32, h2f_neon)
+NEON_FLOAT_TILES(bf16, bf16_t, bf16x4_to_f32, bf16_to_fp32)
+#undef NEON_FLOAT_TILES
+
+/* ---------------------------------------------------------------------------
  * Table
  * ------------------------------------------------------------------------- */
 
@@ -546,8 +634,8 @@ void kernels_fill_neon(kernel_entry table[], int n_types, bool int8_dot) {
 #define INT8_DOT(name) (int8_dot ? name##_dot_dp : name##_dot)
     const kernel_dots rows[] = {
         {QT_F32, f32_dot, NULL, NO_TILES},
-        {QT_F16, f16_dot, NULL, NO_TILES},
-        {QT_BF16, bf16_dot, NULL, NO_TILES},
+        {QT_F16, f16_dot, NULL, {f16_2xn, 2, 3}, {f16_4x4, 4, 4}},
+        {QT_BF16, bf16_dot, NULL, {bf16_2xn, 2, 3}, {bf16_4x4, 4, 4}},
         {QT_Q4_0, INT8_DOT(q4_0), NULL, NO_TILES},
         {QT_Q5_0, INT8_DOT(q5_0), NULL, NO_TILES},
         {QT_Q8_0, INT8_DOT(q8_0), NULL, NO_TILES},

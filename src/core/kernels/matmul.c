@@ -18,7 +18,7 @@
 #include "packed.h"
 #include "core/quant.h"
 
-#define MM_ROW_CHUNK 24   /* output rows walked together over a tile of tokens: whole tiles of 2 or 3 */
+#define MM_ROW_CHUNK 24   /* output rows walked together over a tile of tokens: whole tiles of 2, 3 or 4 */
 #define MM_TOKEN_TILE 32  /* tokens per pass over a chunk of weight rows */
 
 struct matmul_ctx {
@@ -76,12 +76,14 @@ static int mm_tiles(const mm_job *j, int r, int r1, int t0, int t1) {
     return r;
 }
 
-/* The first row of thread i's slice of n_out, cut at a multiple of
- * MM_ROW_CHUNK, so which rows a tile covers never depends on the threads. */
-static int mm_split(int64_t n_out, int i, int nth) {
+/* The first row of thread i's slice of n_out, cut at a multiple of align:
+ * a prefill tile's rows (a row left out of its tiles takes dot, whose sum
+ * has another order, so which rows those are must not depend on the
+ * threads); 1 otherwise (any cut gives the same bits). */
+static int mm_split(int64_t n_out, int i, int nth, int align) {
     if (i >= nth) return (int)n_out;
     const int64_t r = n_out * i / nth;
-    return (int)(r - r % MM_ROW_CHUNK);
+    return (int)(r - r % align);
 }
 
 /* Each thread streams its own contiguous slice of the rows: interleaving
@@ -89,7 +91,8 @@ static int mm_split(int64_t n_out, int i, int nth) {
  * prefetcher follows one long stream per core better than many short ones). */
 static void mm_work(void *ctx, int ith, int nth) {
     mm_job *j = ctx;
-    const int lo = mm_split(j->n_out, ith, nth), hi = mm_split(j->n_out, ith + 1, nth);
+    const int align = j->tile == &j->k->prefill ? j->tile->rows : 1;
+    const int lo = mm_split(j->n_out, ith, nth, align), hi = mm_split(j->n_out, ith + 1, nth, align);
     for (int r0 = lo; r0 < hi; r0 += MM_ROW_CHUNK) {
         int r1 = r0 + MM_ROW_CHUNK < hi ? r0 + MM_ROW_CHUNK : hi;
         for (int t0 = 0; t0 < j->T; t0 += MM_TOKEN_TILE) {

@@ -202,11 +202,18 @@ const packed_entry *packed_ref(uint32_t type) {
     return type == QT_Q4_0 ? &REF_Q4_0 : type == QT_Q8_0 ? &REF_Q8_0 : type == QT_Q4_K ? &REF_Q4_K : NULL;
 }
 
+/* The AVX2 kernel for type: on AVX-VNNI's vpdpbusd where the CPU has it */
+static const packed_entry *avx2_kernel(uint32_t type) {
+    const bool pf = !cpu_prefers_hw_prefetch();
+    const packed_entry *e = cpu_has_avx_vnni() ? packed_avx2(type, pf, 1) : NULL;
+    return e ? e : packed_avx2(type, pf, 0);
+}
+
 const packed_entry *packed_get(uint32_t type) {
     /* OCTO_PACK=0 keeps the GGUF layout (to measure what packing buys) */
     const char *env = getenv("OCTO_PACK");
     if (env && !strcmp(env, "0")) return NULL;
-    if (kernels_path() == CPU_AVX2) return packed_avx2(type, !cpu_prefers_hw_prefetch());
+    if (kernels_path() == CPU_AVX2) return avx2_kernel(type);
     if (kernels_path() == CPU_NEON) {
         const packed_entry *e = cpu_has_int8_matmul() ? packed_neon_i8mm(type) : NULL;
         return e ? e : packed_neon(type, cpu_has_int8_dot());
@@ -217,7 +224,7 @@ const packed_entry *packed_get(uint32_t type) {
     const char *amx = getenv("OCTO_AMX");
     const packed_entry *e = cpu_has_int8_dot() && !(amx && !strcmp(amx, "0")) ? packed_amx(type) : NULL;
     if (!e) e = packed_avx512(type, cpu_has_int8_dot());
-    return e ? e : packed_avx2(type, !cpu_prefers_hw_prefetch());
+    return e ? e : avx2_kernel(type);
 }
 
 const packed_entry *packed_get_batch(uint32_t type, int n_tok) {
@@ -234,9 +241,12 @@ const packed_entry *packed_get_batch(uint32_t type, int n_tok) {
 int packed_all(uint32_t type, const packed_entry **out, int max) {
     int n = 0;
     if (n < max && packed_ref(type)) out[n++] = packed_ref(type);
-    for (int pf = 0; pf < 2; pf++)
-        if (cpu_path_compiled(CPU_AVX2) && cpu_path_supported(CPU_AVX2) && packed_avx2(type, pf) && n < max)
-            out[n++] = packed_avx2(type, pf);
+    /* AVX2's on vpmaddubsw, on AVX-VNNI, and on AVX512-VNNI's form of the same instruction */
+    const bool avx2 = cpu_path_compiled(CPU_AVX2) && cpu_path_supported(CPU_AVX2);
+    const bool dp_runs[3] = {avx2, avx2 && cpu_has_avx_vnni(), avx2 && cpu_path_supported(CPU_AVX512) && cpu_has_int8_dot()};
+    for (int dp = 0; dp < 3; dp++)
+        for (int pf = 0; pf < 2; pf++)
+            if (dp_runs[dp] && packed_avx2(type, pf, dp) && n < max) out[n++] = packed_avx2(type, pf, dp);
     if (cpu_path_compiled(CPU_NEON) && cpu_path_supported(CPU_NEON)) {
         const packed_entry *e = packed_neon(type, false);
         if (e && n < max) out[n++] = e;

@@ -159,8 +159,9 @@ void packed_q8kp_from(const kernel_entry *k, const float *x, void *dst, int64_t 
 /* Filled by packed_avx2.c, packed_neon.c, packed_avx512.c and packed_amx.c:
  * NULL when not compiled in or (AMX) when the CPU or the OS does not offer it.
  * packed_avx2's prefetch: decode asks for weights ahead in software (not on
- * AMD: cpu_prefers_hw_prefetch). */
-const packed_entry *packed_avx2(uint32_t type, bool prefetch);
+ * AMD: cpu_prefers_hw_prefetch); dp: 0 vpmaddubsw, 1 AVX-VNNI's vpdpbusd,
+ * 2 the same on AVX512-VNNI's EVEX form (Q4_0 and Q8_0: NULL for Q4_K). */
+const packed_entry *packed_avx2(uint32_t type, bool prefetch, int dp);
 const packed_entry *packed_neon(uint32_t type, bool dotprod);
 const packed_entry *packed_neon_i8mm(uint32_t type); /* Q4_0, Q8_0 on SMMLA (i8mm) */
 const packed_entry *packed_avx512(uint32_t type, bool vnni);

@@ -22,6 +22,16 @@
  * at most 3840 and eight of them, added in int16, 30720 < 32767. Q8_0's
  * weights are signed: vpmaddubsw takes |w| and the activation with w's sign
  * (vpsignb), a pair at most 2 * 128 * 127 = 32512, widened at once.
+ *
+ * With AVX-VNNI (Alder Lake and later Intel cores, Zen 5) the Q4_0 and Q8_0
+ * kernels take vpdpbusd on ymm: the four products of a lane summed into its
+ * int32 in one instruction, where vpmaddubsw, vpmaddwd and an add take
+ * three. The integer sums are the same, so are the outputs, bit for bit.
+ * This CPU family's VEX form cannot run here (nor under qemu 7.2), so the
+ * same kernels are also built on AVX512-VNNI's EVEX form of the instruction
+ * on ymm (dp 2), which the tests run where AVX-512 has VNNI: one source, two
+ * encodings of one operation. (Q4_K keeps vpmaddubsw: its sub-block scales
+ * multiply the int16 sums.)
  */
 #include "packed.h"
 
@@ -62,8 +72,37 @@ ALWAYS_INLINE void prefetch_group(const uint8_t *g, size_t bytes, int h, const i
     else if (pf) prefetch_l1(g, PREFETCH, bytes);
 }
 
+/* acc + each lane's four u8 x s8 products: vpdpbusd, dp 1 in AVX-VNNI's VEX
+ * form, dp 2 in AVX512-VNNI's EVEX form (inline assembly: no target options,
+ * the caller picks by the CPU) */
+ALWAYS_INLINE __m256i dpbusd(__m256i acc, __m256i u, __m256i s, const int dp) {
+    if (dp == 1) __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+    else __asm__("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+    return acc;
+}
+
+/* Q4_0 on vpdpbusd: the same integer sums in int32 from the start */
+ALWAYS_INLINE void sums_q4_0_dp(const uint8_t *g, int h, const block_q8p *const *ab, __m256i *s, const int NT,
+                                const int dp) {
+    const __m256i lo = _mm256_set1_epi8(0x0F);
+    for (int t = 0; t < NT; t++) s[t] = _mm256_set1_epi32(ab[t]->off);
+    for (int j = 0; j < 4; j++) {
+        const __m256i p = half_load(g + 32 + 64 * j, h);
+        const __m256i wl = _mm256_and_si256(p, lo), wh = _mm256_and_si256(_mm256_srli_epi16(p, 4), lo);
+        for (int t = 0; t < NT; t++) {
+            s[t] = dpbusd(s[t], wl, bcast4(ab[t]->qs + 4 * j), dp);
+            s[t] = dpbusd(s[t], wh, bcast4(ab[t]->qs + 16 + 4 * j), dp);
+        }
+    }
+}
+
 /* Q4_0: the exact integer sums of block g with NT tokens' activation blocks */
-ALWAYS_INLINE void sums_q4_0(const uint8_t *g, int h, const block_q8p *const *ab, __m256i *s, const int NT) {
+ALWAYS_INLINE void sums_q4_0(const uint8_t *g, int h, const block_q8p *const *ab, __m256i *s, const int NT,
+                             const int dp) {
+    if (dp) {
+        sums_q4_0_dp(g, h, ab, s, NT, dp);
+        return;
+    }
     const __m256i lo = _mm256_set1_epi8(0x0F);
     __m256i s16[MAX_TILE];
     for (int t = 0; t < NT; t++) s16[t] = _mm256_setzero_si256();
@@ -80,8 +119,25 @@ ALWAYS_INLINE void sums_q4_0(const uint8_t *g, int h, const block_q8p *const *ab
     for (int t = 0; t < NT; t++) s[t] = _mm256_add_epi32(_mm256_madd_epi16(s16[t], ones), _mm256_set1_epi32(ab[t]->off));
 }
 
+/* Q8_0 on vpdpbusd: the weights made unsigned (w + 128, one xor for all the
+ * tokens), the sum started at -128 * sum(a) = 16 * off: the same integers */
+ALWAYS_INLINE void sums_q8_0_dp(const uint8_t *g, int h, const block_q8p *const *ab, __m256i *s, const int NT,
+                                const int dp) {
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    for (int t = 0; t < NT; t++) s[t] = _mm256_set1_epi32(16 * ab[t]->off);
+    for (int j = 0; j < 8; j++) {
+        const __m256i wu = _mm256_xor_si256(half_load(g + 32 + 64 * j, h), flip);
+        for (int t = 0; t < NT; t++) s[t] = dpbusd(s[t], wu, bcast4(ab[t]->qs + 4 * j), dp);
+    }
+}
+
 /* Q8_0: the same with signed weights */
-ALWAYS_INLINE void sums_q8_0(const uint8_t *g, int h, const block_q8p *const *ab, __m256i *s, const int NT) {
+ALWAYS_INLINE void sums_q8_0(const uint8_t *g, int h, const block_q8p *const *ab, __m256i *s, const int NT,
+                             const int dp) {
+    if (dp) {
+        sums_q8_0_dp(g, h, ab, s, NT, dp);
+        return;
+    }
     const __m256i ones = _mm256_set1_epi16(1);
     for (int t = 0; t < NT; t++) s[t] = _mm256_setzero_si256();
     for (int j = 0; j < 8; j++) {
@@ -95,7 +151,7 @@ ALWAYS_INLINE void sums_q8_0(const uint8_t *g, int h, const block_q8p *const *ab
 
 /* NT tokens against halves h0..h0+NH-1 of one Q4_0 or Q8_0 group (rows 8h..8h+7 each) */
 ALWAYS_INLINE void tile(const uint8_t *w, int64_t nb, const uint8_t *act, size_t as, float *y, size_t ys, int h0,
-                        const int NH, const int NT, const bool q8, const bool pf) {
+                        const int NH, const int NT, const bool q8, const bool pf, const int dp) {
     const size_t gbb = q8 ? GROUP_BLOCK_BYTES_Q8 : GROUP_BLOCK_BYTES_Q4;
     __m256 acc[2][MAX_TILE];
     const block_q8p *a[MAX_TILE], *ab[MAX_TILE];
@@ -109,8 +165,8 @@ ALWAYS_INLINE void tile(const uint8_t *w, int64_t nb, const uint8_t *act, size_t
         for (int t = 0; t < NT; t++) ab[t] = a[t] + b;
         for (int h = h0; h < h0 + NH; h++) {
             __m256i s[MAX_TILE];
-            if (q8) sums_q8_0(g, h, ab, s, NT);
-            else sums_q4_0(g, h, ab, s, NT);
+            if (q8) sums_q8_0(g, h, ab, s, NT, dp);
+            else sums_q4_0(g, h, ab, s, NT, dp);
             const __m256 dw = half_scales(g, h);
             for (int t = 0; t < NT; t++)
                 acc[h - h0][t] =
@@ -210,19 +266,20 @@ ALWAYS_INLINE void tile_q4k(const uint8_t *w, int64_t nsb, const uint8_t *act, s
             _mm256_storeu_ps(y + (size_t)t * ys + 8 * (h0 + h), _mm256_sub_ps(acc[h][t], accm[h][t]));
 }
 
-/* kind: 0 Q4_0, 1 Q8_0, 2 Q4_K; NH and NT compile-time constants in each case */
+/* kind: 0 Q4_0, 1 Q8_0, 2 Q4_K; NH, NT and dp (0: vpmaddubsw, else dpbusd's)
+ * compile-time constants in each case */
 ALWAYS_INLINE void tile_any(const void *w, int64_t n, const uint8_t *a, size_t as, float *y, size_t ys, int h0,
-                            const int NH, const int NT, const int kind, const bool pf) {
+                            const int NH, const int NT, const int kind, const bool pf, const int dp) {
     if (kind == 2) tile_q4k(w, n / QK_K, a, as, y, ys, h0, NH, NT, pf);
-    else tile(w, n / 32, a, as, y, ys, h0, NH, NT, kind == 1, pf);
+    else tile(w, n / 32, a, as, y, ys, h0, NH, NT, kind == 1, pf, dp);
 }
 
 /* one token: both halves in one pass over the group (decode streams it once);
  * a batch: a half at a time, in tiles of up to 4 tokens */
 ALWAYS_INLINE void gemm(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys,
-                        const int kind, const bool pf) {
+                        const int kind, const bool pf, const int dp) {
     if (n_tok == 1) {
-        tile_any(w, n, act, as, y, ys, 0, 2, 1, kind, pf);
+        tile_any(w, n, act, as, y, ys, 0, 2, 1, kind, pf, dp);
         return;
     }
     for (int t0 = 0; t0 < n_tok; t0 += MAX_TILE) {
@@ -230,26 +287,31 @@ ALWAYS_INLINE void gemm(const void *w, int64_t n, const void *act, size_t as, in
         float *yt = y + (size_t)t0 * ys;
         const int nt = n_tok - t0 < MAX_TILE ? n_tok - t0 : MAX_TILE;
         for (int h = 0; h < 2; h++) switch (nt) {
-            case 1: tile_any(w, n, a, as, yt, ys, h, 1, 1, kind, pf); break;
-            case 2: tile_any(w, n, a, as, yt, ys, h, 1, 2, kind, pf); break;
-            case 3: tile_any(w, n, a, as, yt, ys, h, 1, 3, kind, pf); break;
-            default: tile_any(w, n, a, as, yt, ys, h, 1, 4, kind, pf); break;
+            case 1: tile_any(w, n, a, as, yt, ys, h, 1, 1, kind, pf, dp); break;
+            case 2: tile_any(w, n, a, as, yt, ys, h, 1, 2, kind, pf, dp); break;
+            case 3: tile_any(w, n, a, as, yt, ys, h, 1, 3, kind, pf, dp); break;
+            default: tile_any(w, n, a, as, yt, ys, h, 1, 4, kind, pf, dp); break;
             }
     }
 }
 
-/* each kernel twice: decode with and without the software prefetch */
-#define PACKED_AVX2_PAIR(name, kind)                                                                                  \
+/* each kernel with and without decode's software prefetch, and Q4_0 and Q8_0
+ * on each form of vpdpbusd (dpbusd above) */
+#define PACKED_AVX2_FN(name, kind, pf, dp)                                                                           \
     static void name(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys) {         \
-        gemm(w, n, act, as, n_tok, y, ys, kind, true);                                                                \
-    }                                                                                                                 \
-    static void name##_hw(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys) {    \
-        gemm(w, n, act, as, n_tok, y, ys, kind, false);                                                               \
+        gemm(w, n, act, as, n_tok, y, ys, kind, pf, dp);                                                              \
     }
+#define PACKED_AVX2_SET(name, kind, dp)                                                                              \
+    PACKED_AVX2_FN(name, kind, true, dp)                                                                              \
+    PACKED_AVX2_FN(name##_hw, kind, false, dp)
 
-PACKED_AVX2_PAIR(gemm_q4_0, 0)
-PACKED_AVX2_PAIR(gemm_q8_0, 1)
-PACKED_AVX2_PAIR(gemm_q4_k, 2)
+PACKED_AVX2_SET(gemm_q4_0, 0, 0)
+PACKED_AVX2_SET(gemm_q8_0, 1, 0)
+PACKED_AVX2_SET(gemm_q4_k, 2, 0)
+PACKED_AVX2_SET(gemm_q4_0_vex, 0, 1)
+PACKED_AVX2_SET(gemm_q8_0_vex, 1, 1)
+PACKED_AVX2_SET(gemm_q4_0_evex, 0, 2)
+PACKED_AVX2_SET(gemm_q8_0_evex, 1, 2)
 
 /* the activations with this path's own quantizers (ggml's rounding) */
 static void quantize_q8p(const float *x, void *dst, int64_t n) {
@@ -261,25 +323,32 @@ static void quantize_q8kp(const float *x, void *dst, int64_t n) {
 
 #define Q8P 32, sizeof(block_q8p)
 #define Q8KP 256, sizeof(block_q8kp)
-static const packed_entry AVX2[2][3] = {
-    {{QT_Q4_0, quantize_q8p, gemm_q4_0_hw, Q8P, "avx2", NULL, 0},
-     {QT_Q8_0, quantize_q8p, gemm_q8_0_hw, Q8P, "avx2", NULL, 0},
-     {QT_Q4_K, quantize_q8kp, gemm_q4_k_hw, Q8KP, "avx2", NULL, 0}},
-    {{QT_Q4_0, quantize_q8p, gemm_q4_0, Q8P, "avx2-prefetch", NULL, 0},
-     {QT_Q8_0, quantize_q8p, gemm_q8_0, Q8P, "avx2-prefetch", NULL, 0},
-     {QT_Q4_K, quantize_q8kp, gemm_q4_k, Q8KP, "avx2-prefetch", NULL, 0}},
+#define ENTRIES(sfx, pfx, label)                                                                                     \
+    {{QT_Q4_0, quantize_q8p, gemm_q4_0##sfx, Q8P, label, NULL, 0},                                                    \
+     {QT_Q8_0, quantize_q8p, gemm_q8_0##sfx, Q8P, label, NULL, 0},                                                    \
+     {QT_Q4_K, quantize_q8kp, gemm_q4_k##pfx, Q8KP, label, NULL, 0}}
+/* [dp][prefetch][Q4_0, Q8_0, Q4_K]; a form of vpdpbusd has no Q4_K kernel of
+ * its own (packed_avx2 never hands out those rows' Q4_K entries) */
+static const packed_entry AVX2[3][2][3] = {
+    {ENTRIES(_hw, _hw, "avx2"), ENTRIES(, , "avx2-prefetch")},
+    {ENTRIES(_vex_hw, _hw, "avx2-vnni"), ENTRIES(_vex, , "avx2-vnni-prefetch")},
+    {ENTRIES(_evex_hw, _hw, "avx2-vnni-evex"), ENTRIES(_evex, , "avx2-vnni-evex-prefetch")},
 };
+#undef ENTRIES
 
-const packed_entry *packed_avx2(uint32_t type, bool prefetch) {
+const packed_entry *packed_avx2(uint32_t type, bool prefetch, int dp) {
     const int i = type == QT_Q4_0 ? 0 : type == QT_Q8_0 ? 1 : type == QT_Q4_K ? 2 : -1;
-    return i < 0 ? NULL : &AVX2[prefetch][i];
+    if (i < 0 || dp < 0 || dp > 2) return NULL;
+    if (i == 2 && dp) return NULL; /* Q4_K: the dp 0 kernel */
+    return &AVX2[dp][prefetch][i];
 }
 
 #else
 
-const packed_entry *packed_avx2(uint32_t type, bool prefetch) {
+const packed_entry *packed_avx2(uint32_t type, bool prefetch, int dp) {
     (void)type;
     (void)prefetch;
+    (void)dp;
     return NULL;
 }
 
