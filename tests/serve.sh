@@ -20,9 +20,10 @@ shared=${3:-}
 part=${4:-core}
 failed=0
 bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
-model=$tmp/m.gguf
-if [ -n "$shared" ] && [ -f "$shared/models/stories260K.gguf" ]; then model=$shared/models/stories260K.gguf
-else "$octo" synth -o "$model" --vocab 300 --embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 96 >/dev/null || exit 1; fi
+# stories260K: ../shared's, else the copy the repository carries (a fresh clone has no ../shared)
+model=$shared/models/stories260K.gguf
+[ -n "$shared" ] && [ -f "$model" ] || model=$here/../models/stories260K.gguf
+[ -f "$model" ] || { echo "FAIL: no models/stories260K.gguf in the repository" >&2; exit 1; }
 "$octo" serve -m "$model" --port 0 --parallel 1 --api-key sekret --max-body 1000000 >"$tmp/log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
@@ -101,6 +102,26 @@ else
     code "$url3/v1/completions" -d '{"prompt":"ab","max_tokens":4,"stream":true}' >/dev/null
     grep -q '"error".*non-finite' "$tmp/body" && ok=1 || bad "a failed stream: $(cat "$tmp/body")"
     kill $pid3; wait $pid3
+
+    # a model whose greedy text is not UTF-8 (the synthetic vocabulary's byte tokens): the JSON stays strictly
+    # valid UTF-8, whole and streamed, each byte that starts no character sent as U+FFFD
+    "$octo" synth -o "$tmp/bytes.gguf" --vocab 300 --embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 96 >/dev/null
+    "$octo" run -m "$tmp/bytes.gguf" -p "Once upon a time" -n 48 --temp 0 >"$tmp/raw" 2>/dev/null
+    python3 -c 'import sys; open(sys.argv[1], "rb").read().decode("utf-8")' "$tmp/raw" 2>/dev/null &&
+        bad "the synthetic model's text is valid UTF-8: this check would prove nothing"
+    "$octo" serve -m "$tmp/bytes.gguf" --port 0 >"$tmp/log4" 2>&1 &
+    pid4=$!
+    for i in $(seq 50); do grep -q "on http://" "$tmp/log4" && break; sleep 0.1; done
+    url4=$(sed -n 's/.* on \(http:\/\/[0-9.:]*\) .*/\1/p' "$tmp/log4")
+    for stream in false true; do
+        [ "$(code "$url4/v1/completions" -d "{\"prompt\":\"Once upon a time\",\"max_tokens\":48,\"temperature\":0,\"stream\":$stream}")" = 200 ] &&
+            python3 -c 'import json, sys
+body = open(sys.argv[1], "rb").read().decode("utf-8")  # strict: raises on any invalid byte
+docs = [l[6:] for l in body.splitlines() if l.startswith("data: ") and l != "data: [DONE]"] if sys.argv[2] == "true" else [body]
+text = "".join(json.loads(d)["choices"][0]["text"] for d in docs)
+assert "\ufffd" in text, text' "$tmp/body" "$stream" || bad "the synthetic model's text as JSON, stream $stream: $(head -c 300 "$tmp/body")"
+    done
+    kill $pid4; wait $pid4
 fi
 kill -0 $pid 2>/dev/null || bad "the server died"
 [ "$failed" -eq 0 ] && echo "serve: all passed" || echo "serve: $failed failed"

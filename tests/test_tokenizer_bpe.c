@@ -128,6 +128,74 @@ static void test_utf8(void) {
     T_EQ_INT(bad, 0);
 }
 
+/* The strict decoder of the test, by code point: the shortest form, no surrogate, <= U+10FFFF. */
+static size_t strict_len(const uint8_t *u, size_t n) {
+    if (!n) return 0;
+    const size_t len = u[0] < 0x80 ? 1 : u[0] >> 5 == 6 ? 2 : u[0] >> 4 == 14 ? 3 : u[0] >> 3 == 30 ? 4 : 0;
+    if (!len || len > n) return 0;
+    uint32_t cp = len == 1 ? u[0] : u[0] & (0x7Fu >> len);
+    for (size_t i = 1; i < len; i++) {
+        if (u[i] >> 6 != 2) return 0;
+        cp = cp << 6 | (u[i] & 0x3Fu);
+    }
+    const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < least[len] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return 0;
+    return len;
+}
+
+/* unicode_sanitize: valid text unchanged; any bytes become strictly valid UTF-8, each byte that starts no
+ * character one U+FFFD, every character kept (a property test over random bytes), and some exact cases. */
+static void test_sanitize(void) {
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"a\xc3\xa9z", "a\xc3\xa9z"},
+        {"a\xc3", "a\xef\xbf\xbd"},
+        {"\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},     /* a surrogate */
+        {"\xc0\xaf", "\xef\xbf\xbd\xef\xbf\xbd"},                     /* overlong '/' */
+        {"\xf4\x90\x80\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* past U+10FFFF */
+        {"\xf0\x9f\x90\x99!", "\xf0\x9f\x90\x99!"},
+        {"\xc5T\x17", "\xef\xbf\xbdT\x17"}, /* the synthetic model's text the server once sent raw */
+    };
+    char out[64];
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const size_t n = unicode_sanitize(cases[c].in, strlen(cases[c].in), out);
+        T_CHECKF(n == strlen(cases[c].out) && !strcmp(out, cases[c].out), "case %zu", c);
+    }
+    uint32_t r = 7;
+    const uint8_t pool[] = {'a', 0x7F, 0x80, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE1, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xFF};
+    int bad = 0, changed_valid = 0;
+    long replaced = 0;
+    for (int it = 0; it < 20000; it++) {
+        uint8_t in[24];
+        char o[3 * 24 + 1];
+        r = r * 1103515245u + 12345u;
+        const size_t n = (r >> 16) % 25;
+        for (size_t i = 0; i < n; i++) {
+            r = r * 1103515245u + 12345u;
+            in[i] = (r >> 20) & 1 ? pool[(r >> 8) % sizeof pool] : (uint8_t)(r >> 8);
+        }
+        const size_t m = unicode_sanitize((const char *)in, n, o);
+        /* the output: valid everywhere; walking input and output together, each valid input character is
+         * copied and each other byte is one U+FFFD */
+        size_t i = 0, j = 0;
+        bool ok = strlen(o) <= m && o[m] == '\0';
+        for (size_t k; ok && j < m; j += k) ok = (k = strict_len((const uint8_t *)o + j, m - j)) > 0;
+        for (j = 0; ok && i < n;) {
+            const size_t k = strict_len(in + i, n - i);
+            if (k) ok = !memcmp(o + j, in + i, k), i += k, j += k;
+            else ok = !memcmp(o + j, "\xef\xbf\xbd", 3), i++, j += 3, replaced++;
+        }
+        bad += !ok || j != m;
+        bool valid = true;
+        for (size_t a = 0, k; valid && a < n; a += k) valid = (k = strict_len(in + a, n - a)) > 0;
+        changed_valid += valid && (m != n || memcmp(o, in, n));
+    }
+    printf("unicode_sanitize: 20000 random byte strings, %ld bytes replaced, %d outputs invalid or off\n", replaced, bad);
+    T_CHECKF(bad == 0 && changed_valid == 0 && replaced > 1000, "%d bad outputs, %d valid inputs changed", bad,
+             changed_valid);
+}
+
 static void test_byte_map(void) {
     int seen[324] = {0};
     int bad = 0;
@@ -535,6 +603,7 @@ static void test_long(const char *dir, const char *name) {
 int main(void) {
     test_categories();
     test_utf8();
+    test_sanitize();
     test_byte_map();
     test_pre_tokenizers();
     test_loading();

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/unicode.h" /* internal: generated text as strictly valid UTF-8 */
 #include "serve.h"
 #include "stats.h"
 
@@ -93,13 +94,23 @@ static cJSON *envelope(server *s, bool chat, bool chunk, long id) {
     return o;
 }
 
+/* text[0..n) as a C string of valid UTF-8 (malloc'd, NULL without memory).
+ * The stream holds back a character still arriving, so a piece ends at a
+ * character's end; a byte that starts no character (a byte-fallback token
+ * can make one) becomes U+FFFD, as strict JSON readers require. */
+static char *utf8_text(const char *text, size_t n) {
+    char *t = malloc(3 * n + 1);
+    if (t) unicode_sanitize(text ? text : "", text ? n : 0, t);
+    return t;
+}
+
 /* One choice: text (a delta when chunk) and the finish reason (NULL: still running). */
 static cJSON *add_choice(cJSON *o, bool chat, bool chunk, int index, const char *text, size_t n, const char *finish) {
     cJSON *choices = cJSON_GetObjectItemCaseSensitive(o, "choices"), *c = cJSON_CreateObject();
     if (!choices) choices = cJSON_AddArrayToObject(o, "choices");
     cJSON_AddItemToArray(choices, c);
     cJSON_AddNumberToObject(c, "index", index);
-    char *t = strndup(text ? text : "", n);
+    char *t = utf8_text(text, n);
     if (chat) {
         cJSON *m = cJSON_AddObjectToObject(c, chunk ? "delta" : "message");
         if (!chunk) cJSON_AddStringToObject(m, "role", "assistant");
@@ -114,26 +125,12 @@ static cJSON *add_choice(cJSON *o, bool chat, bool chunk, int index, const char 
     return c;
 }
 
-/* bytes[0..n) as text: a byte that is not part of a valid UTF-8 character
- * (a token may hold part of one) becomes U+FFFD, so the JSON stays UTF-8. */
-static void valid_utf8(const unsigned char *b, int n, char *out) {
-    for (int i = 0; i < n;) {
-        const int k = b[i] < 0x80 ? 1 : (b[i] & 0xE0) == 0xC0 && b[i] >= 0xC2 ? 2 : (b[i] & 0xF0) == 0xE0 ? 3
-                    : (b[i] & 0xF8) == 0xF0 && b[i] <= 0xF4 ? 4 : 0;
-        int j = 1;
-        while (k && j < k && i + j < n && (b[i + j] & 0xC0) == 0x80) j++;
-        if (k && j == k) memcpy(out, b + i, (size_t)k), out += k, i += k;
-        else memcpy(out, "\xEF\xBF\xBD", 3), out += 3, i++;
-    }
-    *out = '\0';
-}
-
 /* A token's text and its bytes, as OpenAI's logprobs give them. */
 static void add_token(cJSON *o, octo_model *m, int32_t id, float logprob) {
     char buf[256], text[3 * 256 + 1];
     int n = octo_token_piece(m, id, buf, (int)sizeof buf);
     n = n < 0 ? 0 : n > (int)sizeof buf ? (int)sizeof buf : n;
-    valid_utf8((const unsigned char *)buf, n, text);
+    unicode_sanitize(buf, (size_t)n, text);
     cJSON_AddStringToObject(o, "token", text);
     cJSON_AddNumberToObject(o, "logprob", logprob);
     cJSON *bytes = cJSON_AddArrayToObject(o, "bytes");
@@ -159,8 +156,10 @@ static void add_logprobs(cJSON *choice, server *s, octo_stream *st, int from, in
 
 /* A whole chat reply that is a tool call: message.tool_calls instead of content. */
 static bool as_tool_call(cJSON *choice, bool chunk, const char *text, size_t n, long id, int index) {
-    char *name, *args;
-    if (!serve_tool_call(text, n, &name, &args)) return false;
+    char *name, *args, *t = utf8_text(text, n);
+    const bool is_call = t && serve_tool_call(t, strlen(t), &name, &args);
+    free(t);
+    if (!is_call) return false;
     cJSON *m = cJSON_GetObjectItemCaseSensitive(choice, chunk ? "delta" : "message");
     cJSON_DeleteItemFromObjectCaseSensitive(m, "content");
     cJSON_AddNullToObject(m, "content");

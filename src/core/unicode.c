@@ -7,6 +7,8 @@
  */
 #include "unicode.h"
 
+#include <string.h>
+
 /* ---------------------------------------------------------------- categories */
 
 unicode_gc unicode_category(uint32_t cp) {
@@ -146,4 +148,38 @@ int unicode_cp_to_byte(uint32_t cp) {
     if (k <= 32) return (int)k;
     if (k <= 66) return (int)(0x7F + k - 33);
     return 0xAD;
+}
+
+size_t unicode_valid_len(const char *s, size_t n) {
+    const uint8_t *u = (const uint8_t *)s;
+    if (n == 0) return 0;
+    const uint8_t b = u[0];
+    if (b < 0x80) return 1;
+    /* the lead byte's length and the range of its first continuation byte */
+    size_t len;
+    uint8_t lo = 0x80, hi = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF) len = 2;
+    else if (b >= 0xE0 && b <= 0xEF) len = 3, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
+    else if (b >= 0xF0 && b <= 0xF4) len = 4, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
+    else return 0; /* a continuation byte, C0/C1 (overlong), F5..FF */
+    if (n < len || u[1] < lo || u[1] > hi) return 0;
+    for (size_t i = 2; i < len; i++)
+        if ((u[i] & 0xC0) != 0x80) return 0;
+    return len;
+}
+
+size_t unicode_sanitize(const char *in, size_t n, char *out) {
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        const size_t k = unicode_valid_len(in + i, n - i);
+        if (k) {
+            memcpy(out + o, in + i, k);
+            o += k, i += k;
+        } else {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3, i++;
+        }
+    }
+    out[o] = '\0';
+    return o;
 }

@@ -71,6 +71,19 @@ size_t unicode_decode(const char *s, size_t n, uint32_t *cp);
 /* UTF-8 of cp (<= U+10FFFF) into out; returns 1..4, or 0 for cp beyond U+10FFFF. */
 int unicode_encode(uint32_t cp, char out[4]);
 
+/*
+ * Length of the valid UTF-8 character at s[0..n) by RFC 3629 (what a strict
+ * decoder, JSON's included, accepts: no overlong form, no surrogate, nothing
+ * past U+10FFFF), or 0 when s does not start one.
+ */
+size_t unicode_valid_len(const char *s, size_t n);
+/*
+ * in[0..n) as strictly valid UTF-8 into out (3n + 1 bytes): each valid
+ * character copied, each byte that does not start one replaced by U+FFFD.
+ * NUL-terminated; returns the bytes written before the NUL.
+ */
+size_t unicode_sanitize(const char *in, size_t n, char *out);
+
 /* GPT-2 byte-to-unicode: bytes 0x21..0x7E, 0xA1..0xAC and 0xAE..0xFF stand
  * for themselves, the other 68 bytes for U+0100.. in byte order. */
 uint32_t unicode_byte_to_cp(uint8_t byte);

@@ -43,7 +43,7 @@ for (let seed = 0; seed < 20; seed++) {
   });
   const doc = JSON.parse(r.choices[0].message.content);
   const keys = Object.keys(doc).sort().join(",");
-  if (keys !== "age,name,pet" || typeof doc.name !== "string" || doc.name.length > 16 || !Number.isInteger(doc.age) ||
+  if (keys !== "age,name,pet" || typeof doc.name !== "string" || [...doc.name].length > 16 /* maxLength counts code points, not UTF-16 units */ || !Number.isInteger(doc.age) ||
       doc.age < 1 || doc.age > 99 || !["cat", "dog"].includes(doc.pet))
     throw new Error(`seed ${seed}: ${r.choices[0].message.content} does not hold the schema`);
 }
