@@ -457,7 +457,7 @@ NEON_INLINE float q6_K_body(const void *vw, const void *va, int64_t n, bool dp) 
 
 /* Each integer kernel: a plain instantiation and a dotprod one. */
 #define NEON_DOT_PAIR(name)                                                        \
-    static float name##_dot(const void *w, const void *a, int64_t n) {             \
+    static float name##_dot(const void *w, const void *a, int64_t n) {          \
         return name##_body(w, a, n, false);                                        \
     }                                                                              \
     NEON_DOTPROD static float name##_dot_dp(const void *w, const void *a, int64_t n) { \
@@ -496,52 +496,16 @@ static inline float32x4_t f16x4_to_f32(uint16x4_t h) {
     return vcvt_f32_f16(vreinterpret_f16_u16(h));
 }
 
-static float f16_dot(const void *vw, const void *va, int64_t n) {
-    const fp16_t *w = vw;
-    const float *x = va;
-    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const uint16x8_t h0 = vld1q_u16(w + i), h1 = vld1q_u16(w + i + 8);
-        acc[0] = vfmaq_f32(acc[0], f16x4_to_f32(vget_low_u16(h0)), vld1q_f32(x + i));
-        acc[1] = vfmaq_f32(acc[1], f16x4_to_f32(vget_high_u16(h0)), vld1q_f32(x + i + 4));
-        acc[2] = vfmaq_f32(acc[2], f16x4_to_f32(vget_low_u16(h1)), vld1q_f32(x + i + 8));
-        acc[3] = vfmaq_f32(acc[3], f16x4_to_f32(vget_high_u16(h1)), vld1q_f32(x + i + 12));
-    }
-    for (; i + 4 <= n; i += 4) acc[0] = vfmaq_f32(acc[0], f16x4_to_f32(vld1_u16(w + i)), vld1q_f32(x + i));
-    float sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
-    for (; i < n; i++) sum += h2f_neon(w[i]) * x[i];
-    return sum;
-}
-
 /* bf16 is the top half of an f32: widen by shifting left 16. */
 static inline float32x4_t bf16x4_to_f32(uint16x4_t h) {
     return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
 }
 
-static float bf16_dot(const void *vw, const void *va, int64_t n) {
-    const bf16_t *w = vw;
-    const float *x = va;
-    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const uint16x8_t h0 = vld1q_u16(w + i), h1 = vld1q_u16(w + i + 8);
-        acc[0] = vfmaq_f32(acc[0], bf16x4_to_f32(vget_low_u16(h0)), vld1q_f32(x + i));
-        acc[1] = vfmaq_f32(acc[1], bf16x4_to_f32(vget_high_u16(h0)), vld1q_f32(x + i + 4));
-        acc[2] = vfmaq_f32(acc[2], bf16x4_to_f32(vget_low_u16(h1)), vld1q_f32(x + i + 8));
-        acc[3] = vfmaq_f32(acc[3], bf16x4_to_f32(vget_high_u16(h1)), vld1q_f32(x + i + 12));
-    }
-    for (; i + 4 <= n; i += 4) acc[0] = vfmaq_f32(acc[0], bf16x4_to_f32(vld1_u16(w + i)), vld1q_f32(x + i));
-    float sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
-    for (; i < n; i++) sum += bf16_to_fp32(w[i]) * x[i];
-    return sum;
-}
-
 /* ---------------------------------------------------------------------------
- * F16 and BF16 batches. The batch tile, 2 rows x up to 3 tokens, sums each
- * (row, token) pair exactly as f16_dot / bf16_dot do (four chains over each
- * 16 values, a last 4-value chunk into the first, (a0 + a1) + (a2 + a3), the
- * tail one by one): the same bits as dot, with each weight chunk converted
+ * F16 and BF16: dot (f16_dot, bf16_dot) and the batch tile, 2 rows x up to 3
+ * tokens, are one function: each (row, token) pair sums in four chains over
+ * each 16 values, a last 4-value chunk into the first, (a0 + a1) + (a2 + a3),
+ * the tail one by one. So the tile gives dot's bits, with each weight chunk converted
  * once for the tokens and each activation chunk loaded once for the rows
  * (24 sums in the 32 registers). Prefill batches (PACKED_BF16_MIN_TOKENS
  * tokens or more) take a 4 x 4 tile with one sum a pair, 4-value chunks in
@@ -586,6 +550,11 @@ static float bf16_dot(const void *vw, const void *va, int64_t n) {
             for (int64_t k = i; k < n; k++) sum += scalar(w[r][k]) * x[t][k];                     \
             out[r * NA + t] = sum;                                                                \
         }                                                                                         \
+    }                                                                                             \
+    static float name##_dot(const void *w, const void *a, int64_t n) {                         \
+        float o[1];                                                                               \
+        name##_tile_n(w, 0, a, 0, n, o, 1, 1);                                                    \
+        return o[0];                                                                              \
     }                                                                                             \
     static void name##_2xn(const void *w, size_t ws, const void *a, size_t s, int64_t n, int na, float *out) { \
         switch (na) {                                                                             \
