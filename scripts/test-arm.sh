@@ -6,7 +6,8 @@
 #                        (test_kernels then also checks the plain NEON kernels)
 #   QEMU_CPU=cortex-a76  ARMv8.2 with the dot product (SDOT) and without i8mm: the
 #                        packed kernels on SDOT, as on most phones since 2019 (max adds
-#                        i8mm: SMMLA for Q4_0 and Q8_0 batches)
+#                        i8mm: SMMLA for Q4_0 and Q8_0 batches, and BF16: BFMMLA for
+#                        F16 and BF16 prefill)
 #   QEMU_CPU=cortex-a53  ARMv8.0, no dot product: the NEON path uses SMULL/SADALP;
 #                        qemu raises SIGILL on an SDOT, so this proves the plain
 #                        variant never executes one
@@ -80,6 +81,9 @@ run() {
 }
 
 run max neon yes '^(test_kernels|test_matmul|test_quant|test_golden|test_forward_ref|test_attn|test_kv|test_spec|test_archs|test_deploy|test_packed)$'
+# -cpu max has BF16: F16 and BF16 prefill batches must have run on BFMMLA (test_matmul says which kernel)
+grep -q '^bf16 prefill kernel: neon-bfmmla' "$B/Testing/Temporary/LastTest.log" ||
+    { echo "test-arm: QEMU_CPU=max: the BFMMLA prefill kernel did not run" >&2; failed="$failed [max: bfmmla]"; }
 run cortex-a76 neon yes '^(test_kernels|test_packed)$'
 run cortex-a53 neon no '^(test_kernels|test_matmul|test_golden|test_forward_ref|test_packed|test_attn)$'
 run max scalar yes '^(test_kernels|test_matmul|test_golden|test_forward_ref)$'

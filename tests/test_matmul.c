@@ -6,8 +6,8 @@
  * and in a set as alone; a type with no kernel is an error, not a crash.
  * Prefill batches on a tile with an order of its own (AVX2's and NEON's F16 and BF16):
  * near the dot's, the same on 1 and 2 threads.
- * F16 and BF16 prefill batches on AVX512-BF16 (core/kernels/gemm_bf16.h): each
- * output equals the bf16 reference bit for bit, whatever the batch, the
+ * F16 and BF16 prefill batches on a bf16 instruction (AVX512-BF16's vdpbf16ps, ARM's
+ * BFMMLA: core/kernels/gemm_bf16.h): each output equals that instruction's bf16 reference bit for bit, whatever the batch, the
  * token's place in it and the threads, and is near the F32 product.
  */
 #include <math.h>
@@ -243,19 +243,59 @@ static void test_bf16_shape(matmul_ctx *const ctx[2], uint32_t type, int rows, i
     free(wb), free(xb), free(ref), free(y), free((void *)w.data);
 }
 
+/* Values where the instructions' rounding shows: sums that overflow, products and sums below F32's normal
+ * range (flushed to zero by BFMMLA, kept by vdpbf16ps), cancellation, and values with one significant bit. */
+static void test_bf16_edges(matmul_ctx *ctx) {
+    enum { ROWS = 9, N = 12, T = 64 };
+    /* rows and tokens of three kinds: ordinary values; tiny ones (sums near and below F32's least normal,
+     * 1.18e-38, where cancellation lands); huge ones (sums that overflow) */
+    static const float wk[3][4] = {{0.5f, 1.0f, 3.0f, 255.0f}, {1.5e-38f, 1.25e-38f, 2e-38f, 2.5e-38f}, {1.0f, 2e38f, 1e19f, 7e-3f}};
+    static const float xk[3][4] = {{0.5f, 1.0f, 3.0f, 255.0f}, {1.0f, 0.5f, 0.625f, 0.75f}, {1.0f, 2e38f, 1e19f, 7e-3f}};
+    float w[ROWS * N], x[T * N], y[T * ROWS];
+    uint16_t wb[ROWS * N], xb[T * N];
+    for (int i = 0; i < ROWS * N; i++) w[i] = wk[(i / N) % 3][rand() % 4] * (rand() & 1 ? -1.0f : 1.0f);
+    for (int i = 0; i < T * N; i++)
+        x[i] = xk[(i / N) % 3][rand() % 4] * (rand() & 1 ? -1.0f : 1.0f) * (1.0f + (float)(rand() % 8) / 8);
+    for (int i = 0; i < ROWS * N; i++) wb[i] = gemm_bf16_round(w[i]);
+    for (int i = 0; i < T * N; i++) xb[i] = gemm_bf16_round(x[i]);
+    const matmul_weight mw = {.data = wb, .type = QT_BF16, .n_in = N, .n_out = ROWS, .row_bytes = N * 2};
+    err_t err = {0};
+    T_EQ_INT(matmul(ctx, &mw, x, T, y, &err), ERR_OK);
+    int same = 0, inf = 0, tiny = 0, shown = 0;
+    for (int t = 0; t < T; t++)
+        for (int r = 0; r < ROWS; r++) {
+            const float ref = gemm_bf16_ref_dot(wb + r * N, xb + t * N, N / 2), got = y[t * ROWS + r];
+            const bool eq = isnan(ref) ? isnan(got) : !memcmp(&ref, &got, 4);
+            if (!eq && shown++ < 3) {
+                printf("t %d r %d: got %a, reference %a:", t, r, got, ref);
+                for (int i = 0; i < N; i++) printf(" %04x*%04x", wb[r * N + i], xb[t * N + i]);
+                printf("\n");
+            }
+            same += eq;
+            inf += isinf(ref) || isnan(ref);
+            tiny += ref == 0.0f || fabsf(ref) < 1e-30f;
+        }
+    printf("bf16 edge values: %d of %d outputs equal the reference (%d infinite or NaN, %d zero or below 1e-30)\n",
+           same, T * ROWS, inf, tiny);
+    T_CHECKF(same == T * ROWS && inf > 20 && tiny > 20, "bf16 edge values: %d of %d equal (%d infinite, %d tiny)", same,
+             T * ROWS, inf, tiny);
+}
+
 static void test_bf16(matmul_ctx *const ctx[2]) {
     if (!gemm_bf16_supported(QT_F16)) {
-        printf("note: no AVX512-BF16 here; the bf16 prefill kernel was not run\n");
+        printf("note: no bf16 instruction here (AVX512-BF16, ARM BF16); the bf16 prefill kernel was not run\n");
         return;
     }
+    printf("bf16 prefill kernel: %s\n", gemm_bf16_name());
     float *x = malloc(sizeof(float) * BF_T * 1024);
     for (int i = 0; i < BF_T * 1024; i++) x[i] = frand() * 3.0f;
     const uint32_t types[] = {QT_F16, QT_BF16};
     for (int i = 0; i < 2; i++) {
         test_bf16_shape(ctx, types[i], 48, 512, x); /* a chunk of 32 rows and one of 16 */
-        test_bf16_shape(ctx, types[i], 33, 75, x);  /* odd: a row past a chunk, a value past the pairs */
+        test_bf16_shape(ctx, types[i], 33, 73, x);  /* odd: a row past a chunk, a value past the pairs, half a group of 4 */
         test_bf16_shape(ctx, types[i], 64, 1024, x);
     }
+    test_bf16_edges(ctx[1]);
     free(x);
 }
 
@@ -277,8 +317,9 @@ int main(void) {
         test_packed(ctx, t);
     }
     printf("prefill batches on their own tiles, checked: %d\n", n_prefill_checked);
-    if (kernels_path() == CPU_AVX2 || kernels_path() == CPU_NEON)
-        T_CHECKF(n_prefill_checked == 4, "the F16 and BF16 prefill tiles: %d checks", n_prefill_checked);
+    if (kernels_path() == CPU_AVX2 || kernels_path() == CPU_NEON) /* NEON's tiles yield to BFMMLA where it runs */
+        T_CHECKF(n_prefill_checked == (gemm_bf16_supported(QT_F16) ? 0 : 4), "the F16 and BF16 prefill tiles: %d checks",
+                 n_prefill_checked);
     test_mixed_set(ctx[1]);
     test_errors(ctx[1]);
     test_bf16(ctx);

@@ -78,6 +78,8 @@ int plat_pin_self_get(plat_cpuset *out);
 bool plat_cpu_arm_dotprod(void);
 /* Does the AArch64 CPU have the int8 matrix multiply (SMMLA, ARMv8.6 "i8mm")? */
 bool plat_cpu_arm_i8mm(void);
+/* The BFloat16 extension (BFDOT, BFMMLA; ARMv8.6 "bf16"; Linux: HWCAP2_BF16)? */
+bool plat_cpu_arm_bf16(void);
 /* Ask the system for AMX's tile state, which x86-64 Linux grants a process
  * only on request (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)
  * before its first tile instruction; true when granted (asking again is

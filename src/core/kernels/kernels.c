@@ -28,7 +28,7 @@
 #endif
 
 typedef struct {
-    bool avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16, avxvnni, neon, dotprod, i8mm, amd;
+    bool avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16, avxvnni, neon, dotprod, i8mm, arm_bf16, amd;
 } cpu_features;
 
 static struct {
@@ -74,6 +74,7 @@ static cpu_features detect(void) {
     f.neon = true;
     f.dotprod = plat_cpu_arm_dotprod(); /* the system's to tell (platform/cpu.h) */
     f.i8mm = f.dotprod && plat_cpu_arm_i8mm();
+    f.arm_bf16 = plat_cpu_arm_bf16();
 #endif
     return f;
 }
@@ -95,7 +96,7 @@ bool cpu_path_supported(cpu_path p) {
 
 bool cpu_has_bf16_dot(void) {
     kernels_path();
-    return K.cpu.avx512bf16;
+    return K.cpu.avx512bf16 || K.cpu.arm_bf16;
 }
 
 bool cpu_has_int8_dot(void) {

@@ -92,7 +92,7 @@ bool cpu_has_avx_vnni(void);
 bool cpu_has_int8_matmul(void);
 /* Is the CPU's hardware prefetcher better left alone on weight streams (AMD)? */
 bool cpu_prefers_hw_prefetch(void);
-/* AVX512-BF16 (vdpbf16ps): core/kernels/gemm_bf16.h */
+/* A bf16 dot product: AVX512-BF16 (vdpbf16ps) or ARM's BF16 (BFMMLA): core/kernels/gemm_bf16.h */
 bool cpu_has_bf16_dot(void);
 
 /* Kernels for a weight type on the active path; NULL for types with none. */

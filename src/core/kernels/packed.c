@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/quant.h"
+#include "gemm_bf16.h"
 
 /* The layout rule of packed.h: per GGUF block of bb bytes (QK values), H bytes
  * of fp16 fields, then 4-byte words. */
@@ -281,5 +282,6 @@ void packed_describe(char *buf, size_t n) {
         }
         if (len < n) len += (size_t)snprintf(buf + len, n - len, ": %s", e->name);
     }
-    if (!any && len < n) snprintf(buf + len, n - len, "; GGUF layout");
+    if (!any && len < n) len += (size_t)snprintf(buf + len, n - len, "; GGUF layout");
+    if (gemm_bf16_name() && len < n) snprintf(buf + len, n - len, "; f16 bf16 prefill: %s", gemm_bf16_name());
 }

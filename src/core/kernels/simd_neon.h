@@ -36,6 +36,15 @@
 #define NEON_I8MM __attribute__((target("arch=armv8.2-a+dotprod+i8mm")))
 #endif
 
+/* The BFloat16 extension (BFMMLA, BFDOT; ARMv8.6 "bf16"). */
+#if defined(__ARM_FEATURE_BF16_VECTOR_ARITHMETIC)
+#define NEON_BF16
+#elif defined(__clang__)
+#define NEON_BF16 __attribute__((target("bf16")))
+#else
+#define NEON_BF16 __attribute__((target("arch=armv8.2-a+bf16")))
+#endif
+
 #define NEON_INLINE static inline __attribute__((always_inline))
 
 #endif

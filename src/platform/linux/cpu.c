@@ -19,6 +19,9 @@
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1 << 20)
 #endif
+#ifndef HWCAP2_BF16
+#define HWCAP2_BF16 (1 << 14)
+#endif
 #endif
 
 _Static_assert(sizeof(cpu_set_t) == sizeof(plat_cpuset), "plat_cpuset has a cpu_set_t's layout");
@@ -70,6 +73,14 @@ int plat_pin_self_get(plat_cpuset *out) {
 bool plat_cpu_arm_i8mm(void) {
 #if defined(__aarch64__) && defined(HWCAP2_I8MM)
     return (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0;
+#else
+    return false;
+#endif
+}
+
+bool plat_cpu_arm_bf16(void) {
+#if defined(__aarch64__) && defined(HWCAP2_BF16)
+    return (getauxval(AT_HWCAP2) & HWCAP2_BF16) != 0;
 #else
     return false;
 #endif

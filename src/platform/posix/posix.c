@@ -105,6 +105,7 @@ int plat_pin_self(const plat_cpuset *s) { return (void)s, ENOSYS; }
 int plat_pin_self_get(plat_cpuset *out) { return (void)out, ENOSYS; }
 bool plat_cpu_arm_dotprod(void) { return false; }
 bool plat_cpu_arm_i8mm(void) { return false; }
+bool plat_cpu_arm_bf16(void) { return false; }
 bool plat_cpu_amx_permit(void) { return false; }
 
 /* ---- performance hint: none; the session says so and does nothing */
