@@ -24,6 +24,14 @@ static inline const char *tu_data_dir(void) {
     return stat(d, &st) == 0 && S_ISDIR(st.st_mode) ? d : NULL;
 }
 
+/* The model every clone carries (models/stories260K.gguf, the same file as ../shared's), under
+ * $OCTO_SOURCE_DIR (set by ctest) or the working folder: its path in buf. */
+static inline const char *tu_repo_model(char *buf, size_t n) {
+    const char *src = getenv("OCTO_SOURCE_DIR");
+    snprintf(buf, n, "%s/models/stories260K.gguf", src && *src ? src : ".");
+    return buf;
+}
+
 /* OCTO_TEST_QUICK=1 (set by .ci/run for the sanitizer and qemu runs, where
  * code runs 10-30x slower): the slow tests cover fewer prompts and tokens.
  * The README's test command runs them whole, natively. */
