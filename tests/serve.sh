@@ -83,6 +83,13 @@ else
         [ "$(code -H "Authorization: Bearer sekret" "$url2/v1/models")" = 401 ] || bad "a wrong key with the key from the $how"
         kill $pid2; wait $pid2
     done
+    # every address without a key: said on stderr (the loopback default and a keyed server say nothing)
+    "$octo" serve -m "$model" --port 0 --host 0.0.0.0 >"$tmp/log5" 2>&1 &
+    pid5=$!
+    for i in $(seq 50); do grep -q "on http://" "$tmp/log5" && break; sleep 0.1; done
+    grep -q "^octo: note: serve: listening on 0.0.0.0 without an API key" "$tmp/log5" || bad "no warning for 0.0.0.0: $(cat "$tmp/log5")"
+    kill $pid5; wait $pid5
+    grep -q "without an API key" "$tmp/log" "$tmp/log2" && bad "a warning on loopback or with a key"
     timeout 10 "$octo" serve -m "$model" --port 0 --api-key a --api-key-file "$tmp/key" 2>/dev/null; [ $? = 2 ] || bad "--api-key with --api-key-file"
     printf '\n' >"$tmp/key"
     timeout 10 "$octo" serve -m "$model" --port 0 --api-key-file "$tmp/key" 2>/dev/null; [ $? = 2 ] || bad "an empty key file"
@@ -122,6 +129,28 @@ text = "".join(json.loads(d)["choices"][0]["text"] for d in docs)
 assert "\ufffd" in text, text' "$tmp/body" "$stream" || bad "the synthetic model's text as JSON, stream $stream: $(head -c 300 "$tmp/body")"
     done
     kill $pid4; wait $pid4
+
+    # SIGINT while a long stream runs: the stream ends as any other (a final chunk, then [DONE]), then
+    # the server exits 0
+    "$octo" serve -m "$model" --port 0 -c 16384 >"$tmp/log6" 2>&1 &
+    pid6=$!
+    for i in $(seq 50); do grep -q "on http://" "$tmp/log6" && break; sleep 0.1; done
+    url6=$(sed -n 's/.* on \(http:\/\/[0-9.:]*\) .*/\1/p' "$tmp/log6")
+    python3 - "$url6" "$pid6" <<'PY' || bad "a stream cut by SIGINT: $(cat "$tmp/log6")"
+import json, os, signal, sys, urllib.request
+req = urllib.request.Request(sys.argv[1] + "/v1/completions", headers={"Content-Type": "application/json"},
+                             data=json.dumps({"prompt": "Once", "max_tokens": 16000, "stream": True}).encode())
+lines = []
+with urllib.request.urlopen(req, timeout=60) as r:
+    for raw in r:
+        if raw.strip():
+            lines.append(raw.decode().strip())
+        if len(lines) == 3:
+            os.kill(int(sys.argv[2]), signal.SIGINT)
+assert lines[-1] == "data: [DONE]" and len(lines) < 16000, lines[-3:]
+json.loads(lines[-2][6:])  # the final chunk, whole
+PY
+    wait $pid6 || bad "serve after SIGINT exited $?"
 fi
 kill -0 $pid 2>/dev/null || bad "the server died"
 [ "$failed" -eq 0 ] && echo "serve: all passed" || echo "serve: $failed failed"

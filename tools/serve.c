@@ -1,7 +1,8 @@
 /*
  * octo serve — see serve.h. The daemon and its connection limits, the
  * slots and their bounded queue, the options, and shutdown: SIGINT or
- * SIGTERM cancels every generation in flight, so the daemon stops at once.
+ * SIGTERM cancels every generation in flight, lets each reply end (a
+ * stream's final chunk and [DONE]), then stops the daemon.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -178,7 +180,7 @@ static int parse_args(int argc, char **argv, cli_args *a) {
     const int rc = cli_parse(CMD_SERVE, argc, argv, a);
     if (rc) return rc;
     if (a->serve.api_key && a->serve.api_key_file) return usage_error("serve takes --api-key or --api-key-file, not both");
-    return a->model ? 0 : usage_error("serve needs a model: octo serve -m MODEL");
+    return a->model || !cli_default_model(&a->model, "serve") ? 0 : 2;
 }
 
 /* A key is printable ASCII without spaces: what a client can send in a header whole. */
@@ -266,13 +268,31 @@ static void init_server(server *s, const cli_args *a) {
     pthread_cond_init(&s->freed, NULL);
 }
 
+/* The generations serve_stop cancelled end as any other does, a stream with its final chunk and
+ * [DONE], before the daemon closes their connections: until every slot is released (a response is
+ * released once it is written), at most SERVE_DRAIN_S seconds for a client that stopped reading. */
+#define SERVE_DRAIN_S 3
+static void drain_slots(server *s) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += SERVE_DRAIN_S;
+    pthread_mutex_lock(&s->mu);
+    for (bool busy = true; busy;) {
+        busy = false;
+        for (int i = 0; i < s->n; i++) busy = busy || s->busy[i];
+        if (busy && pthread_cond_timedwait(&s->freed, &s->mu, &until) == ETIMEDOUT) break;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* Serve until SIGINT or SIGTERM, which every other thread blocks (they inherit
- * the mask), then cancel what runs and stop the daemon. */
+ * the mask), then cancel what runs, let it end, and stop the daemon. */
 static void serve_until_signal(server *s, struct MHD_Daemon *d, const sigset_t *stop) {
     int sig = 0;
     sigwait(stop, &sig);
     fprintf(stderr, "octo serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     serve_stop(s);
+    drain_slots(s);
     MHD_stop_daemon(d);
 }
 
@@ -284,6 +304,10 @@ int cmd_serve(int argc, char **argv) {
     init_server(&s, &a);
     char *key = NULL;
     if ((rc = load_api_key(&a, &s.lim, &key))) return free(key), rc;
+    const char *host = a.serve.host;
+    if (!s.lim.api_key && strcmp(host, "127.0.0.1") && strcmp(host, "localhost") && strcmp(host, "::1"))
+        note("serve: listening on %s without an API key: anyone who can reach this machine can use the model "
+             "(--api-key-file FILE sets one)", host);
     sigset_t stop, old;
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);

@@ -45,13 +45,16 @@ static bool known(const cJSON *body, const char *const *names, const char **unkn
 
 /* The first field of body no endpoint of this kind knows: a message naming it, or NULL. */
 static const char *unknown_field(const cJSON *body, serve_route route, request *r) {
-    static const char *const chat[] = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature",
-                                       "top_p", "seed", "n", "stop", "stream", "stream_options", "response_format",
-                                       "tools", "tool_choice", "parallel_tool_calls", "logprobs", "top_logprobs",
-                                       "frequency_penalty", "presence_penalty", "user", "prompt_compress", NULL};
-    static const char *const completion[] = {"model", "prompt", "max_tokens", "temperature", "top_p", "seed", "n",
-                                             "stop", "stream", "stream_options", "frequency_penalty",
-                                             "presence_penalty", "user", "prompt_compress", NULL};
+    /* OpenAI's fields, llama-server's sampling fields (top_k, min_p, repeat_penalty, grammar), and
+     * fields that change nothing here (store, metadata, service_tier, reasoning_effort, user) */
+#define SAMPLING_FIELDS                                                                                               \
+    "model", "max_tokens", "temperature", "top_p", "seed", "n", "stop", "stream", "stream_options",                  \
+        "frequency_penalty", "presence_penalty", "user", "prompt_compress", "top_k", "min_p", "repeat_penalty",       \
+        "grammar", "logit_bias", "store", "metadata", "service_tier", "reasoning_effort", "logprobs"
+    static const char *const chat[] = {SAMPLING_FIELDS, "messages", "max_completion_tokens", "response_format",
+                                       "tools", "tool_choice", "parallel_tool_calls", "top_logprobs", NULL};
+    static const char *const completion[] = {SAMPLING_FIELDS, "prompt", NULL};
+#undef SAMPLING_FIELDS
     static const char *const embeddings[] = {"model", "input", "encoding_format", "user", NULL};
     const char *bad = NULL;
     if (known(body, route == SERVE_CHAT ? chat : route == SERVE_EMBEDDINGS ? embeddings : completion, &bad)) return NULL;
@@ -156,7 +159,8 @@ static const char *one_message(const cJSON *e, request *r, octo_message *m) {
         *m = (octo_message){"user", text};
         return why;
     }
-    *m = (octo_message){role->valuestring, text};
+    /* OpenAI's "developer" messages are what the chat templates call "system" */
+    *m = (octo_message){strcmp(role->valuestring, "developer") ? role->valuestring : "system", text};
     return why;
 }
 
@@ -213,7 +217,13 @@ static const char *parse_sampling(const cJSON *body, request *r) {
     gp->temperature = (float)v;
     if (num_field(body, "top_p", 1e-6, 1, false, 1.0, &v)) return "'top_p' must be within (0, 1]";
     gp->top_p = (float)v;
-    gp->top_k = 0, gp->min_p = 0; /* OpenAI's sampling: temperature and top_p only */
+    /* OpenAI's sampling is temperature and top_p only; llama-server's fields add the rest */
+    if (num_field(body, "top_k", -1, 1 << 24, true, 0, &v)) return "'top_k' must be an integer >= 0 (0 or -1: off)";
+    gp->top_k = v > 0 ? (int)v : 0;
+    if (num_field(body, "min_p", 0, 1, false, 0, &v)) return "'min_p' must be within [0, 1]";
+    gp->min_p = (float)v;
+    if (num_field(body, "repeat_penalty", 1e-6, 10, false, 1.0, &v)) return "'repeat_penalty' must be within (0, 10] (1: off)";
+    gp->repeat_penalty = (float)v;
     if (num_field(body, "seed", 0, 9007199254740991.0, true, -1, &v)) return "'seed' must be a non-negative integer";
     gp->seed = v >= 0 ? (uint64_t)v : new_seed(); /* none given: a new one each request */
     if (num_field(body, "n", 1, SERVE_MAX_N, true, 1, &v)) return "'n' must be within 1..8";
@@ -222,6 +232,15 @@ static const char *parse_sampling(const cJSON *body, request *r) {
     if (num_field(body, "prompt_compress", 0, 1, false, 0, &v)) return "'prompt_compress' must be within [0, 1] (0: off)";
     gp->prompt_compress = (float)v;
     return parse_penalties(body, gp);
+}
+
+/* /v1/completions' logprobs: how many likeliest tokens to give beside each token's own (null: none) */
+static const char *parse_logprobs_legacy(const cJSON *body, octo_generate_params *gp) {
+    double v;
+    if (num_field(body, "logprobs", 0, OCTO_MAX_TOP_LOGPROBS, true, -1, &v)) return "'logprobs' must be within 0..20";
+    gp->logprobs = v >= 0;
+    gp->top_logprobs = v > 0 ? (int)v : 0;
+    return NULL;
 }
 
 static const char *parse_logprobs(const cJSON *body, octo_generate_params *gp) {
@@ -256,6 +275,35 @@ static const char *parse_response_format(const cJSON *body, request *r) {
     return NULL;
 }
 
+/* llama-server's GBNF 'grammar', alone: a response_format or tools constrain the output their own way. */
+static const char *parse_grammar(const cJSON *body, request *r) {
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(body, "grammar");
+    if (!g || cJSON_IsNull(g) || (cJSON_IsString(g) && !g->valuestring[0])) return NULL;
+    if (!cJSON_IsString(g)) return "'grammar' must be a string of GBNF (docs/structured-output.md)";
+    if (r->gp.grammar || r->gp.json_schema) return "'grammar' cannot be combined with 'response_format' or 'tools'";
+    if (!(r->gp.grammar = request_own(r, strdup(g->valuestring)))) return "out of memory";
+    return NULL;
+}
+
+/* Fields that change nothing on a local server, checked for their type: store (nothing is stored),
+ * metadata, service_tier, reasoning_effort (no reasoning mode); logit_bias only when empty. */
+static const char *parse_ignored(const cJSON *body) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, "logit_bias");
+    if (v && !cJSON_IsNull(v) && (!cJSON_IsObject(v) || v->child))
+        return "'logit_bias' with entries is not supported by octo serve (an empty object is accepted)";
+    v = cJSON_GetObjectItemCaseSensitive(body, "store");
+    if (v && !cJSON_IsNull(v) && !cJSON_IsBool(v)) return "'store' must be true or false";
+    v = cJSON_GetObjectItemCaseSensitive(body, "metadata");
+    if (v && !cJSON_IsNull(v) && !cJSON_IsObject(v)) return "'metadata' must be an object";
+    static const char *const strings[] = {"service_tier", "reasoning_effort"};
+    for (int i = 0; i < 2; i++) {
+        v = cJSON_GetObjectItemCaseSensitive(body, strings[i]);
+        if (v && !cJSON_IsNull(v) && !cJSON_IsString(v)) return strings[i][0] == 's' ? "'service_tier' must be a string"
+                                                                                  : "'reasoning_effort' must be a string";
+    }
+    return NULL;
+}
+
 /* The fields of a JSON object's members into r. */
 static const char *parse_completion(const serve_limits *l, const cJSON *json, bool chat, request *r) {
     size_t bytes = 0;
@@ -263,9 +311,11 @@ static const char *parse_completion(const serve_limits *l, const cJSON *json, bo
     if (!why && bytes > l->max_prompt) why = "the prompt is longer than this server takes (--max-prompt)";
     if (!why) why = parse_sampling(json, r);
     if (!why) why = parse_stop(json, r);
-    if (!why && chat) why = parse_logprobs(json, &r->gp);
+    if (!why) why = chat ? parse_logprobs(json, &r->gp) : parse_logprobs_legacy(json, &r->gp);
     if (!why && chat) why = parse_response_format(json, r);
     if (!why && chat) why = serve_parse_tools(json, r);
+    if (!why) why = parse_grammar(json, r);
+    if (!why) why = parse_ignored(json);
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(json, "stream");
     if (!why && st && !cJSON_IsBool(st) && !cJSON_IsNull(st)) why = "'stream' must be true or false";
     r->stream = cJSON_IsTrue(st);

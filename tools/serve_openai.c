@@ -125,20 +125,57 @@ static cJSON *add_choice(cJSON *o, bool chat, bool chunk, int index, const char 
     return c;
 }
 
+/* A token's piece: its raw bytes into buf (returns how many), as valid UTF-8 into text. */
+static int token_text(octo_model *m, int32_t id, char buf[256], char text[3 * 256 + 1]) {
+    int n = octo_token_piece(m, id, buf, 256);
+    n = n < 0 ? 0 : n > 256 ? 256 : n;
+    unicode_sanitize(buf, (size_t)n, text);
+    return n;
+}
+
 /* A token's text and its bytes, as OpenAI's logprobs give them. */
 static void add_token(cJSON *o, octo_model *m, int32_t id, float logprob) {
     char buf[256], text[3 * 256 + 1];
-    int n = octo_token_piece(m, id, buf, (int)sizeof buf);
-    n = n < 0 ? 0 : n > (int)sizeof buf ? (int)sizeof buf : n;
-    unicode_sanitize(buf, (size_t)n, text);
+    const int n = token_text(m, id, buf, text);
     cJSON_AddStringToObject(o, "token", text);
     cJSON_AddNumberToObject(o, "logprob", logprob);
     cJSON *bytes = cJSON_AddArrayToObject(o, "bytes");
     for (int i = 0; i < n; i++) cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)buf[i]));
 }
 
-/* choice.logprobs.content for the stream's tokens [from, to). */
-static void add_logprobs(cJSON *choice, server *s, octo_stream *st, int from, int to) {
+/* /v1/completions' choice.logprobs for the stream's tokens [from, to): tokens, token_logprobs,
+ * top_logprobs (an object of text: logprob a token) and text_offset (bytes into the completion). */
+static void add_logprobs_legacy(cJSON *choice, server *s, octo_stream *st, int from, int to) {
+    cJSON_DeleteItemFromObjectCaseSensitive(choice, "logprobs");
+    cJSON *o = cJSON_AddObjectToObject(choice, "logprobs");
+    cJSON *tokens = cJSON_AddArrayToObject(o, "tokens"), *lps = cJSON_AddArrayToObject(o, "token_logprobs");
+    cJSON *tops = cJSON_AddArrayToObject(o, "top_logprobs"), *offsets = cJSON_AddArrayToObject(o, "text_offset");
+    char buf[256], text[3 * 256 + 1];
+    octo_token_logprob lp;
+    int offset = 0;
+    for (int i = 0; i < to && octo_stream_logprob(st, i, &lp) == OCTO_OK; i++) {
+        const int n = token_text(s->m, lp.token, buf, text);
+        if (i >= from) {
+            cJSON_AddItemToArray(tokens, cJSON_CreateString(text));
+            cJSON_AddItemToArray(lps, cJSON_CreateNumber(lp.logprob));
+            cJSON_AddItemToArray(offsets, cJSON_CreateNumber(offset));
+            cJSON *top = cJSON_CreateObject();
+            for (int k = 0; k < lp.n_top; k++) {
+                token_text(s->m, lp.top_token[k], buf, text);
+                if (!cJSON_GetObjectItemCaseSensitive(top, text)) cJSON_AddNumberToObject(top, text, lp.top_logprob[k]);
+            }
+            cJSON_AddItemToArray(tops, top);
+        }
+        offset += n;
+    }
+}
+
+/* choice.logprobs for the stream's tokens [from, to): chat's content list, or the completions' arrays. */
+static void add_logprobs(cJSON *choice, bool chat, server *s, octo_stream *st, int from, int to) {
+    if (!chat) {
+        add_logprobs_legacy(choice, s, st, from, to);
+        return;
+    }
     cJSON *content = cJSON_AddArrayToObject(cJSON_AddObjectToObject(choice, "logprobs"), "content");
     octo_token_logprob lp;
     for (int i = from; i < to && octo_stream_logprob(st, i, &lp) == OCTO_OK; i++) {
@@ -231,7 +268,16 @@ typedef struct {
     size_t out_len, out_pos;
     int lp_sent; /* tokens whose log-probabilities were sent */
     int state; /* 0: generating, 1: final chunk sent, 2: [DONE] sent */
+    bool role_sent; /* a chat stream's first delta names the role, as OpenAI's does */
 } sse;
+
+/* The role in the delta of a chat stream's first chunk (whichever chunk that is). */
+static void first_role(sse *e, cJSON *choice) {
+    cJSON *delta = cJSON_GetObjectItemCaseSensitive(choice, "delta");
+    if (!e->chat || e->role_sent || !delta) return;
+    cJSON_AddStringToObject(delta, "role", "assistant");
+    e->role_sent = true;
+}
 
 static void sse_put(sse *e, cJSON *o) {
     char *json = cJSON_PrintUnformatted(o);
@@ -264,8 +310,9 @@ static void sse_final(sse *e) {
     size_t n;
     const char *rest = sse_rest(e, &n);
     cJSON *choice = add_choice(o, e->chat, true, 0, rest, n, finish_reason(e->st, &e->f));
+    first_role(e, choice);
     if (e->r.tools != TOOLS_OFF) as_tool_call(choice, true, rest, n, e->id, 0);
-    if (e->r.gp.logprobs) add_logprobs(choice, e->s, e->st, e->lp_sent, octo_stream_tokens(e->st, NULL));
+    if (e->r.gp.logprobs) add_logprobs(choice, e->chat, e->s, e->st, e->lp_sent, octo_stream_tokens(e->st, NULL));
     const octo_stats st = serve_stats(e->s, e->slot);
     add_usage(e->s, o, &st, e->r.dropped);
     serve_record(e->s, &st, octo_stream_status(e->st) == OCTO_OK ? SERVE_DONE : SERVE_FAILED);
@@ -293,9 +340,10 @@ static bool sse_next(sse *e) {
         }
         cJSON *o = envelope(e->s, e->chat, true, e->id);
         cJSON *choice = add_choice(o, e->chat, true, 0, emit, n, NULL);
+        first_role(e, choice);
         if (e->r.gp.logprobs) {
             const int now = octo_stream_tokens(e->st, NULL);
-            add_logprobs(choice, e->s, e->st, e->lp_sent, now);
+            add_logprobs(choice, e->chat, e->s, e->st, e->lp_sent, now);
             e->lp_sent = now;
         }
         sse_put(e, o);
@@ -374,7 +422,7 @@ static bool one_choice(server *s, bool chat, long id, octo_stream *st, request *
     const size_t len = f.hit ? f.emitted : f.len;
     cJSON *choice = ok ? add_choice(o, chat, false, index, f.text ? f.text : "", len, finish_reason(st, &f)) : NULL;
     if (choice && r->tools != TOOLS_OFF) as_tool_call(choice, false, f.text ? f.text : "", len, id, index);
-    if (choice && r->gp.logprobs) add_logprobs(choice, s, st, 0, octo_stream_tokens(st, NULL));
+    if (choice && r->gp.logprobs) add_logprobs(choice, chat, s, st, 0, octo_stream_tokens(st, NULL));
     free(f.text);
     return ok;
 }

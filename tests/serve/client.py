@@ -102,7 +102,17 @@ def strict():
              ("POST", "/v1/completions", good[:-1] + b',"user":' + b"[" * 64 + b"]" * 64 + b"}", None, 400),
              ("POST", "/v1/completions", good[:-1] + b',"user":' + b"[" * 63 + b"]" * 63 + b"}", None, 200),
              # a field octo does not support is named, never ignored
-             ("POST", "/v1/completions", dict(ok, logit_bias={}), None, 400),
+             ("POST", "/v1/completions", dict(ok, logit_bias={"5": 3}), None, 400),
+             ("POST", "/v1/completions", dict(ok, functions=[]), None, 400),
+             ("POST", "/v1/completions", dict(ok, top_k=1.5), None, 400),
+             ("POST", "/v1/completions", dict(ok, min_p=2), None, 400),
+             ("POST", "/v1/completions", dict(ok, repeat_penalty=0), None, 400),
+             ("POST", "/v1/completions", dict(ok, grammar=5), None, 400),
+             ("POST", "/v1/completions", dict(ok, grammar='root ::= ("a"'), None, 400),
+             ("POST", "/v1/completions", dict(ok, logprobs=21), None, 400),
+             ("POST", "/v1/completions", dict(ok, store="yes"), None, 400),
+             ("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "grammar": 'root ::= "a"',
+                                               "response_format": {"type": "json_object"}}, None, 400),
              ("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "image_url"}]}]},
               None, 400)]
     for method, path, body, auth, status in cases:
@@ -136,6 +146,62 @@ def tools_with_refs():
                  {"role": "tool", "tool_call_id": f"c{i}", "content": [{"type": "text", "text": "ok"}]}]
     with post("/v1/chat/completions", {"messages": msgs + [{"role": "user", "content": "Go on"}], "max_tokens": 4}) as r:
         assert json.load(r)["choices"][0]["finish_reason"] in ("stop", "length")
+
+
+def drop_in():
+    """What llama-server's and OpenAI's clients also send: honoured where octo can, accepted where it
+    changes nothing, refused (in strict()) where octo cannot honour it."""
+    base = {"prompt": "Once upon a time", "max_tokens": 24}
+    # top_k 1 and min_p 1 keep only the likeliest token: at temperature 1, any seed, the greedy text
+    for extra in ({"top_k": 1, "seed": 1}, {"top_k": 1, "seed": 2}, {"min_p": 1, "seed": 3}):
+        with post("/v1/completions", dict(base, temperature=1, **extra)) as r:
+            t = json.load(r)["choices"][0]["text"]
+        assert t == EXPECTED, (extra, t)
+    with post("/v1/completions", dict(base, temperature=0, repeat_penalty=1.0)) as r:
+        assert json.load(r)["choices"][0]["text"] == EXPECTED
+    # a GBNF grammar shapes sampled text
+    for seed in (4, 5, 6):
+        with post("/v1/completions", dict(base, temperature=1.5, seed=seed,
+                                          grammar='root ::= ("yes" | "no") " " ("cat" | "dog")')) as r:
+            t = json.load(r)["choices"][0]["text"]
+        assert re.fullmatch(r"(yes|no) (cat|dog)", t), t
+    # everything a llama-server or OpenAI client may add, on a chat with a developer message
+    body = {"messages": [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+            "max_tokens": 8, "temperature": 0, "top_k": 40, "min_p": 0.05, "repeat_penalty": 1.1, "logit_bias": {},
+            "store": False, "metadata": {"app": "test"}, "service_tier": "auto", "reasoning_effort": "low", "user": "u"}
+    with post("/v1/chat/completions", body) as r:
+        d = json.load(r)
+    assert d["choices"][0]["message"]["role"] == "assistant" and d["usage"]["prompt_tokens"] > 0, d
+    # logprobs on /v1/completions: the completions API's arrays, whole and streamed
+    with post("/v1/completions", dict(base, temperature=0, logprobs=2)) as r:
+        d = json.load(r)
+    lp, n = d["choices"][0]["logprobs"], d["usage"]["completion_tokens"]
+    assert n == 24 and all(len(lp[k]) == n for k in ("tokens", "token_logprobs", "top_logprobs", "text_offset")), lp
+    assert "".join(lp["tokens"]) == d["choices"][0]["text"] == EXPECTED, lp["tokens"]
+    for i in range(n):
+        top = lp["top_logprobs"][i]
+        assert 1 <= len(top) <= 2 and lp["token_logprobs"][i] <= 0, top
+        assert abs(lp["token_logprobs"][i] - max(top.values())) < 1e-6, (i, lp["token_logprobs"][i], top)  # greedy
+        assert lp["text_offset"][i] == len("".join(lp["tokens"][:i]).encode()), lp["text_offset"]
+    streamed = []
+    with post("/v1/completions", dict(base, temperature=0, logprobs=0, stream=True)) as r:
+        for line in r:
+            line = line.decode().strip()
+            if line.startswith("data: {"):
+                c = json.loads(line[6:])["choices"][0]
+                if c.get("logprobs"):
+                    streamed += c["logprobs"]["tokens"]
+                    assert all(t == {} for t in c["logprobs"]["top_logprobs"])
+    assert streamed == lp["tokens"], (streamed, lp["tokens"])
+    # a chat stream's first chunk names the role, as OpenAI's does; no later one repeats it
+    roles = []
+    with post("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 6,
+                                        "temperature": 0, "stream": True}) as r:
+        for line in r:
+            line = line.decode().strip()
+            if line.startswith("data: {"):
+                roles.append(json.loads(line[6:])["choices"][0]["delta"].get("role"))
+    assert len(roles) >= 2 and roles[0] == "assistant" and not any(roles[1:]), roles
 
 
 def main():
@@ -195,6 +261,7 @@ def main():
     seeds()
     strict()
     tools_with_refs()
+    drop_in()
     print("client.py: all passed")
 
 

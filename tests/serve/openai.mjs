@@ -3,8 +3,9 @@
 // Streams a completion and a chat completion; the completion's text must equal EXPECTED.
 // Structured output: response_format json_schema (20 sampled replies, each valid), tools
 // (a call whose arguments follow the tool's schema, then the result sent back), content-part
-// arrays, logprobs, n, embeddings.create (the client's default base64 and float agree), and
-// a field octo does not support refused with a 400 that names it.
+// arrays, logprobs, n, embeddings.create (the client's default base64 and float agree), the
+// fields OpenAI's and llama-server's clients also send, and a field octo does not support refused
+// with a 400 that names it.
 import OpenAI from "openai";
 import { readFileSync } from "node:fs";
 
@@ -87,6 +88,22 @@ if (emb.data.length !== 2 || a.length !== f.length || a.length < 8) throw new Er
 let norm = 0, diff = 0;
 for (let i = 0; i < a.length; i++) norm += a[i] * a[i], diff = Math.max(diff, Math.abs(a[i] - f[i]));
 if (Math.abs(norm - 1) > 1e-4 || diff > 1e-6) throw new Error(`embeddings: norm ${norm}, base64 vs float ${diff}`);
+
+// what the client may also send (docs/server.md's table): a developer message and the fields that
+// change nothing here are accepted; the completions API's logprobs; llama-server's top_k, passed as is
+const dev = await client.chat.completions.create({ model: "any", max_tokens: 6, temperature: 0,
+  messages: [{ role: "developer", content: "Be brief." }, { role: "user", content: "Hi" }],
+  store: false, metadata: { app: "test" }, service_tier: "auto", reasoning_effort: "low", logit_bias: {}, user: "u" });
+if (dev.choices[0].message.role !== "assistant") throw new Error(`developer message: ${JSON.stringify(dev)}`);
+const legacy = await client.completions.create({ model: "any", prompt: "Once upon a time", max_tokens: 24,
+                                                 temperature: 0, logprobs: 2 });
+const ll = legacy.choices[0].logprobs;
+if (legacy.choices[0].text !== expected || ll.tokens.join("") !== expected || ll.token_logprobs.length !== 24 ||
+    ll.top_logprobs.some((t) => Object.keys(t).length < 1 || Object.keys(t).length > 2))
+  throw new Error(`completions logprobs: ${JSON.stringify(ll)}`);
+const k1 = await client.completions.create({ model: "any", prompt: "Once upon a time", max_tokens: 24,
+                                             temperature: 1, seed: 5, top_k: 1 });
+if (k1.choices[0].text !== expected) throw new Error(`top_k 1 is not greedy: ${k1.choices[0].text}`);
 
 // a field octo does not support: a 400 that names it
 try {
