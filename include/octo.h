@@ -455,7 +455,7 @@ OCTO_API const char *octo_spec_mode_name(int mode);
 OCTO_API int octo_spec_mode_from_name(const char *name);
 
 typedef struct {
-    int max_tokens;         /* > 0; default 256 */
+    int max_tokens;         /* >= 0 (0: the prompt is read, nothing generated); default 256 */
     float temperature;      /* >= 0; 0 = greedy; default 0.8 */
     int top_k;              /* >= 0; 0 = off; default 40 */
     float top_p;            /* (0, 1]; 1 = off; default 0.95 */

@@ -793,8 +793,8 @@ static octo_stream *start_stream(octo_session *ss, const char *text, bool parse_
     gp.on_step = on_step;
     gp.step_user = om;
     if (sampler_check(&gp.sampling, err)) return NULL;
-    if (p.max_tokens <= 0) {
-        err_set(err, ERR_INVALID_ARG, "max_tokens must be positive, not %d", p.max_tokens);
+    if (p.max_tokens < 0) {
+        err_set(err, ERR_INVALID_ARG, "max_tokens must be 0 or more, not %d", p.max_tokens);
         return NULL;
     }
     if (!om->b->tok || om->b->plan_only) { /* the model's reason, in this session's error */

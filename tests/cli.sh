@@ -86,7 +86,7 @@ expect 2 1 "$octo" upcycle -m "$tmp/m.gguf" -o "$tmp/u.gguf" --experts 4 --exper
 expect 1 1 "$octo" upcycle -m "$tmp/m.gguf" -o "$tmp/u.gguf" --experts 4 --experts-used 5
 expect 1 1 "$octo" upcycle -m "$tmp/m.gguf" -o "$tmp/u.gguf" --experts 97 --experts-used 2
 expect 1 1 "$octo" upcycle -m "$tmp/m.gguf" -o "$tmp/u.gguf" --experts 4 --experts-used 2
-grep -q "no text" "$tmp/err" && ok || bad "upcycle without a text: $(cat "$tmp/err")"
+grep -q "the cluster split learns from a calibration text and none was given.*(-f TEXT gives one" "$tmp/err" && ok || bad "upcycle without a text: $(cat "$tmp/err")"
 printf 'too short' >"$tmp/short.txt"
 expect 1 1 "$octo" upcycle -m "$tmp/m.gguf" -o "$tmp/u.gguf" --experts 4 --experts-used 2 -f "$tmp/short.txt"
 grep -q "too short" "$tmp/err" && ok || bad "upcycle with a short text: $(cat "$tmp/err")"
@@ -147,10 +147,17 @@ expect 0 0 "$octo" run -m "$tmp/m.gguf" -p "ab" -n 6 --ids --temp 0
 "$octo" run -m "$tmp/m.gguf" -p "ab" -n 1 --stats 2>&1 >/dev/null | grep -q "^latency      unknown (fewer than 2 tokens)$" && ok || bad "--stats table: latency of one token"
 expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "" -n 3
 grep -q "empty" "$tmp/err" && ok || bad "empty prompt message"
-expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --temp -1
-grep -q "temperature" "$tmp/err" && ok || bad "temperature message"
+# llama.cpp's habits: --temp -1 is greedy (the same ids as --temp 0); -n 0 reads the prompt only
+"$octo" run -m "$tmp/m.gguf" -p "ab" -n 6 --temp -1 --ids >"$tmp/t1" 2>/dev/null &&
+    "$octo" run -m "$tmp/m.gguf" -p "ab" -n 6 --temp 0 --ids >"$tmp/t0" 2>/dev/null && cmp -s "$tmp/t0" "$tmp/t1" &&
+    [ "$(wc -w <"$tmp/t0")" -eq 6 ] && ok || bad "--temp -1 is not greedy: $(cat "$tmp/t1") / $(cat "$tmp/t0")"
 expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "ab" --top-p 1.5
-expect 2 1 "$octo" run -m "$tmp/m.gguf" -p "ab" -n 0
+expect 0 0 "$octo" run -m "$tmp/m.gguf" -p "ab" -n 0 --ids
+[ -z "$(tr -d ' \n' <"$tmp/out")" ] && ok || bad "-n 0 generated: $(cat "$tmp/out")"
+"$octo" run -m "$tmp/m.gguf" -p "ab" -n 0 --stats --json 2>&1 >/dev/null | tail -1 |
+    python3 -c 'import json,sys; s=json.load(sys.stdin); assert s["prompt_tokens"] > 0 and s["decode_tokens"] == 0, s' &&
+    ok || bad "-n 0's stats"
+expect 2 1 "$octo" run -m "$tmp/m.gguf" -p "ab" -n -2
 expect 1 1 "$octo" run -m "$tmp/m.gguf" -p "a long prompt for a tiny context" --ctx 4
 grep -q "context" "$tmp/err" && ok || bad "context message"
 # a generation that never started has no stats table: the error line only
@@ -587,8 +594,12 @@ EOF2
 expect 0 3 "$octo" run -m "$emb" -p hi -n 4 -ngl 99 --n-gpu-layers 5 --mlock
 grep -q "^octo: note: octo runs on the CPU: -ngl is ignored$" "$tmp/err" && grep -q "^octo: note: --mlock is ignored" "$tmp/err" &&
     ok || bad "-ngl's note: $(cat "$tmp/err")"
-expect 2 1 "$octo" run -m "$emb" -p hi -fa on
-grep -q "octo's attention always runs as one fused pass" "$tmp/err" && ok || bad "-fa: $(cat "$tmp/err")"
+# -fa, -fa on, --flash-attn auto: a note (octo's attention is always fused), never the end of a pasted script
+for fa in "-fa" "-fa on" "--flash-attn auto" "-fa off"; do
+    expect 0 1 "$octo" run -m "$emb" -p hi -n 2 $fa
+    grep -q "^octo: note: ${fa%% *} is ignored: octo's attention always runs as one fused pass" "$tmp/err" && ok ||
+        bad "$fa: $(cat "$tmp/err")"
+done
 expect 2 1 "$octo" run -m "$emb" -p hi -c 99999999
 grep -q "(1 to 16777216)" "$tmp/err" && ok || bad "the context's limit is not named: $(cat "$tmp/err")"
 expect 2 1 "$octo" run -m "$emb" -p hi -x 1
@@ -616,6 +627,34 @@ grep -q "^octo: note: --spec-k has no effect with --spec none" "$tmp/err" && ok 
     cmp -s "$tmp/qa.gguf" "$tmp/qb.gguf" && ok || bad "quantize IN OUT TYPE differs from -m -o --type"
 expect 2 1 "$octo" quantize "$emb" "$tmp/qa.gguf" Q8_0 2 extra
 # run without a model: the embedded one, said once
+# a first word with a space that names no file is the prompt: the embedded model reads it
+expect 0 1 "$octo" run "Once upon a time" -n 3 --temp 0
+grep -q "^octo: no model given (-m): running the embedded stories260K" "$tmp/err" && [ -s "$tmp/out" ] && ok ||
+    bad "run PROMPT: $(cat "$tmp/err")"
+"$octo" run -m "$emb" -p "Once upon a time" -n 3 --temp 0 2>/dev/null | cmp -s - "$tmp/out" && ok || bad "run PROMPT's text"
+# the model as the first word, in every command that reads one; the embedded one where bench and serve get none
+"$octo" inspect "$emb" 2>&1 | grep -v "^resident:" >"$tmp/i1" && "$octo" inspect -m "$emb" 2>&1 | grep -v "^resident:" >"$tmp/i2" &&
+    cmp -s "$tmp/i1" "$tmp/i2" && grep -q "^parameters: " "$tmp/i1" && ok || bad "inspect MODEL: $(diff "$tmp/i1" "$tmp/i2")"
+"$octo" tokenize "$emb" --text "Once upon" >"$tmp/k1" 2>&1 && "$octo" tokenize -m "$emb" --text "Once upon" >"$tmp/k2" 2>&1 &&
+    cmp -s "$tmp/k1" "$tmp/k2" && [ -s "$tmp/k1" ] && ok || bad "tokenize MODEL: $(cat "$tmp/k1")"
+"$octo" plan "$emb" >/dev/null 2>"$tmp/err" && ok || bad "plan MODEL: $(cat "$tmp/err")"
+# a phone profile's plan counts the phone's cores, not this host's (device.c: makers' specifications)
+for dev in pixel-8:5 android-4gb-emmc:2 iphone-15-pro:2; do
+    "$octo" plan "$emb" --device "${dev%%:*}" --json | python3 -c 'import json, sys
+d = json.load(sys.stdin); assert d["threads"] == int(sys.argv[1]) and "performance cores" in d["cores_reason"], d' "${dev##*:}" &&
+        ok || bad "plan --device ${dev%%:*}: its threads"
+done
+expect 0 1 "$octo" bench -p 8 -n 4 -r 1
+grep -q "^octo: no model given (-m): using the embedded stories260K" "$tmp/err" && grep -q "stories260K" "$tmp/out" && ok ||
+    bad "bench without a model: $(cat "$tmp/err")"
+expect 2 1 "$octo" inspect "$emb" "$emb"
+# a misspelt command: the nearest one named
+expect 2 1 "$octo" rn -p hi
+grep -q "^octo: unknown command 'rn' (did you mean run?)" "$tmp/err" && ok || bad "octo rn: $(cat "$tmp/err")"
+expect 2 1 "$octo" inpsect "$emb"
+grep -q "did you mean inspect?" "$tmp/err" && ok || bad "octo inpsect: $(cat "$tmp/err")"
+expect 2 1 "$octo" xyzzy
+grep -q "did you mean" "$tmp/err" && bad "a suggestion for nonsense: $(cat "$tmp/err")" || ok
 expect 0 1 "$octo" run -p hi -n 3
 grep -q "^octo: no model given (-m): running the embedded stories260K" "$tmp/err" && [ -s "$tmp/out" ] && ok ||
     bad "run without -m: $(cat "$tmp/err")"

@@ -379,7 +379,7 @@ static void test_bad_input(octo_client *c) {
     for (int i = 0; i < 6; i++) bad[i].p = gp;
     bad[0].what = "temperature"; bad[0].p.temperature = -1.0f;
     bad[1].what = "top_p"; bad[1].p.top_p = 1.5f;
-    bad[2].what = "max_tokens"; bad[2].p.max_tokens = 0;
+    bad[2].what = "max_tokens"; bad[2].p.max_tokens = -1;
     bad[3].what = "top_k"; bad[3].p.top_k = -2;
     bad[4].what = "min_p"; bad[4].p.min_p = 2.0f;
     bad[5].what = "repeat_penalty"; bad[5].p.repeat_penalty = 0.0f;
@@ -388,8 +388,20 @@ static void test_bad_input(octo_client *c) {
         T_CHECKF(strstr(octo_model_error(m), bad[i].what) != NULL, "'%s' should name %s", octo_model_error(m),
                  bad[i].what);
     }
+    /* max_tokens 0: the prompt is read, nothing is generated (llama.cpp's -n 0) */
+    octo_generate_params zero = gp;
+    zero.max_tokens = 0;
+    octo_stream *st = octo_generate(m, "x", &zero);
+    T_CHECK(st != NULL);
+    if (st) {
+        T_CHECK(octo_stream_next(st) == NULL);
+        T_EQ_INT(octo_stream_stop_reason(st), OCTO_STOP_MAX_TOKENS);
+        const octo_stats zs = octo_model_stats(m);
+        T_CHECK(zs.prompt_tokens > 0 && zs.decode_tokens == 0);
+        octo_stream_free(st);
+    }
     /* one stream at a time per model */
-    octo_stream *st = octo_generate(m, "x", &gp);
+    st = octo_generate(m, "x", &gp);
     T_CHECK(st != NULL);
     T_CHECK(octo_generate(m, "y", &gp) == NULL && strstr(octo_model_error(m), "already"));
     float logits[300];

@@ -45,7 +45,7 @@ static void test_rows(void) {
         case OPT_FLOAT: T_CHECKF(o->lo <= o->hi && o->size == sizeof(float) && o->bad, "%s", o->name); break;
         case OPT_CHOICE: T_CHECKF(o->choices && o->choices[0].word && o->size == sizeof(int) && o->bad, "%s", o->name); break;
         case OPT_CALL: T_CHECKF(o->set != NULL, "%s", o->name); break;
-        case OPT_IGNORE: T_CHECKF((o->min == 0 || o->min == 1) && o->bad, "%s", o->name); break;
+        case OPT_IGNORE: T_CHECKF(o->min >= 0 && o->min <= 2 && o->bad, "%s", o->name); break;
         case OPT_REFUSE: T_CHECKF(o->bad != NULL, "%s", o->name); break;
         }
         for (int c = 0; c < CMD_COUNT; c++)
@@ -148,7 +148,7 @@ static void test_run(void) {
     T_EQ_INT(parse(CMD_RUN, &a, "m.gguf - --spec-tree off --lookahead 5,3,4"), 0);
     T_CHECK(a.file && !strcmp(a.file, "-") && !a.prompt && a.spec == -1);
     T_CHECK(a.gp.spec_tree == -1 && a.gp.lookahead_w == 5 && a.gp.lookahead_n == 3 && a.gp.lookahead_g == 4);
-    const char *bad[] = {"m hello extra", "m hello -n", "m hello -n 0", "m hello --temp nan", "m hello --top-k -1",
+    const char *bad[] = {"m hello extra", "m hello -n", "m hello -n -3", "m hello --temp nan", "m hello --top-k -1",
                          "m hello --spec sideways", "m hello --prompt-compress 0", "m hello --prompt-compress 1.5",
                          "m hello --batch 4", "m hello --temprature 1", "m hello --moe-trace", "m hello -t 1025"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -174,8 +174,23 @@ static void test_llama_spellings(void) {
     a = cli_defaults();
     T_EQ_INT(parse(CMD_RUN, &a, "m hi -n -1"), 0);
     T_EQ_INT(a.gp.max_tokens, -1);
-    const char *bad[] = {"m hi -n -2", "m hi -n 0", "m hi -fa on", "m hi -sys you", "m hi -c 99999999", "m hi -x",
-                         "m hi --repeat-last-n -2", "m hi -ngl"};
+    /* llama.cpp's -n 0 (the prompt only), --temp below 0 (greedy), -fa as a flag or a switch */
+    a = cli_defaults();
+    T_EQ_INT(parse(CMD_RUN, &a, "m hi -n 0 --temp -1 -fa on"), 0);
+    T_CHECK(a.gp.max_tokens == 0 && a.gp.temperature == 0.0f && !strcmp(a.prompt, "hi"));
+    a = cli_defaults();
+    T_EQ_INT(parse(CMD_RUN, &a, "m -fa hi"), 0); /* "hi" is no switch's value: the prompt */
+    T_CHECK(a.prompt && !strcmp(a.prompt, "hi"));
+    /* the model as the first word of any command that reads one; a spaced first word of run is its prompt */
+    a = cli_defaults();
+    T_EQ_INT(parse(CMD_INSPECT, &a, "m.gguf"), 0);
+    T_CHECK(a.model && !strcmp(a.model, "m.gguf"));
+    a = cli_defaults();
+    T_EQ_INT(parse(CMD_INSPECT, &a, "m.gguf other.gguf"), 2);
+    a = cli_defaults();
+    T_EQ_INT(parse(CMD_SYNTH, &a, "m.gguf"), 2); /* synth reads no model */
+    const char *bad[] = {"m hi -n -2", "m hi -sys you", "m hi -c 99999999", "m hi -x", "m hi --repeat-last-n -2",
+                         "m hi -ngl"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         a = cli_defaults();
         T_CHECKF(parse(CMD_RUN, &a, bad[i]) == 2, "run %s", bad[i]);

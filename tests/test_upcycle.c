@@ -289,7 +289,7 @@ static void test_bad_input(void) {
     o = exact_opts(dense, moe, 4);
     o.split = UPCYCLE_SPLIT_CLUSTER; /* no text */
     T_EQ_INT(upcycle_run(&o, &rep, &err), ERR_INVALID_ARG);
-    T_CHECKF(strstr(err.msg, "no text") != NULL, "%s", err.msg);
+    T_CHECKF(strstr(err.msg, "the cluster split learns from a calibration text and none was given") != NULL, "%s", err.msg);
     o.text = "a short story.";
     o.text_len = strlen(o.text);
     T_EQ_INT(upcycle_run(&o, &rep, &err), ERR_INVALID_ARG);

@@ -592,7 +592,7 @@ int cmd_bench(int argc, char **argv) {
     const int bad = cli_parse(CMD_BENCH, argc, argv, &a);
     if (bad) return bad;
     if (a.roofline_only) return run_roofline((int)a.threads, a.json);
-    if (!a.model) return usage_error("bench needs -m MODEL (or --roofline)");
+    if (!a.model && cli_default_model(&a.model, "bench")) return 2;
     const int constrained = a.grammar_file || a.schema_file;
     if ((a.prompt_file || a.draft || (a.prompt && !constrained)) && a.spec < 0)
         return usage_error("--prompt, --prompt-file and --draft go with --spec (--prompt also with --json-schema)");

@@ -243,3 +243,38 @@ octo_model *open_model(const model_request *r, octo_client **client) {
     if (!m) fail("%s", octo_last_error(*client));
     return m;
 }
+
+#ifndef OCTO_DEFAULT_MODEL_FROM_BIN
+#define OCTO_DEFAULT_MODEL_FROM_BIN NULL
+#endif
+#ifndef OCTO_DEFAULT_MODEL_INSTALLED
+#define OCTO_DEFAULT_MODEL_INSTALLED NULL
+#endif
+#ifndef OCTO_DEFAULT_MODEL_SOURCE
+#define OCTO_DEFAULT_MODEL_SOURCE NULL
+#endif
+
+/* The embedded model: the copy installed beside this binary (wherever the prefix was moved or
+ * installed to), else at the configured prefix, else the source tree's this binary was built
+ * from; NULL when none is there. */
+static const char *embedded_model(void) {
+    static char beside[4096 + 256];
+    char exe[4096];
+    const char *rel = OCTO_DEFAULT_MODEL_FROM_BIN;
+    const ssize_t n = rel ? readlink("/proc/self/exe", exe, sizeof exe - 1) : -1;
+    char *slash = n > 0 ? (exe[n] = '\0', strrchr(exe, '/')) : NULL;
+    if (slash) *slash = '\0', snprintf(beside, sizeof beside, "%.4095s/%.200s", exe, rel);
+    const char *const where[] = {slash ? beside : NULL, OCTO_DEFAULT_MODEL_INSTALLED, OCTO_DEFAULT_MODEL_SOURCE};
+    for (size_t i = 0; i < sizeof where / sizeof *where; i++)
+        if (where[i] && access(where[i], R_OK) == 0) return where[i];
+    return NULL;
+}
+
+int cli_default_model(const char **model, const char *cmd) {
+    if (!(*model = embedded_model()))
+        return usage_error("%s needs a model: octo %s MODEL%s (or -m MODEL; octo pull gets one)", cmd, cmd,
+                           strcmp(cmd, "run") ? "" : " \"PROMPT\"");
+    fprintf(stderr, "octo: no model given (-m): %s the embedded stories260K, a 260K-parameter TinyStories model (%s); "
+                    "'octo pull' gets a real one\n", !strcmp(cmd, "run") ? "running" : "using", *model);
+    return 0;
+}

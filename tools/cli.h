@@ -67,6 +67,9 @@ extern int (*cli_resolve_model)(const char *model, const char **path, char *buf,
 /* A client and the model r asks for, saying "loading" meanwhile when stderr
  * is a terminal; NULL after printing why (*client may then be set: free it). */
 octo_model *open_model(const model_request *r, octo_client **client);
+/* The embedded model (models/README.md) for a command given none: *model set to it, and a note on
+ * stderr naming it; 0, or a usage error that says how to name one (cmd: the command's name). */
+int cli_default_model(const char **model, const char *cmd);
 /* The ids of text into a malloc'd array; 0, or 1 after printing why. */
 int tokenize_all(octo_model *m, const char *text, size_t len, int add_special, int parse_special, int32_t **out,
                  int *n_out);

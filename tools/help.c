@@ -252,3 +252,14 @@ int unknown_option(cli_command cmd, const char *arg) {
         return usage_error("%s: unknown option '%s' (did you mean %s?)", c, arg, n.best);
     return usage_error("%s: unknown option '%s'", c, arg);
 }
+
+int unknown_command(const char *name) {
+    int best = -1, dist = 3; /* at most two edits: rn, rnu, sever, inpsect */
+    for (int c = 0; c < CMD_COUNT; c++) {
+        const int d = edit_distance(name, cli_command_name((cli_command)c));
+        if (d < dist) dist = d, best = c;
+    }
+    if (best >= 0 && 2 * dist < (int)strlen(cli_command_name((cli_command)best)))
+        return usage_error("unknown command '%s' (did you mean %s?)", name, cli_command_name((cli_command)best));
+    return usage_error("unknown command '%s'", name);
+}

@@ -19,5 +19,7 @@ int help_for(cli_command cmd);
 /* "CMD: unknown option 'ARG' (did you mean --flag?)", the nearest of the
  * options cmd takes (options.c); a usage error, 2. */
 int unknown_option(cli_command cmd, const char *arg);
+/* The usage error for a command octo does not have, naming the nearest one when it is near. */
+int unknown_command(const char *name);
 
 #endif

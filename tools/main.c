@@ -79,5 +79,5 @@ int main(int argc, char **argv) {
             if (!strcmp(argv[k], "-h") || !strcmp(argv[k], "--help")) return help_for((cli_command)c);
         return finish_stdout(run[c](argc - 2, argv + 2));
     }
-    return usage_error("unknown command '%s'", argv[1]);
+    return unknown_command(argv[1]);
 }

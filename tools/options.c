@@ -5,12 +5,14 @@
 #include "options.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "help.h"
@@ -65,8 +67,17 @@ static int set_seed(const cli_option *o, const char *arg, const char *v, cli_arg
 /* run -n: a count, or -1 (llama.cpp's): until the context is full or the model ends the text. */
 static int set_n_predict(const cli_option *o, const char *arg, const char *v, cli_args *a) {
     long n;
-    if (!parse_long(v, -1, 1L << 24, &n) || n == 0) return bad_value(o, arg, v);
-    a->gp.max_tokens = (int)n;
+    if (!parse_long(v, -1, 1L << 24, &n)) return bad_value(o, arg, v);
+    a->gp.max_tokens = (int)n; /* 0: read the prompt, generate nothing (as llama.cpp) */
+    return 0;
+}
+
+/* --temp: a number; below 0 is greedy, as llama.cpp reads it (0 here). */
+static int set_temp(const cli_option *o, const char *arg, const char *v, cli_args *a) {
+    char *end;
+    const float t = strtof(v, &end);
+    if (end == v || *end || !isfinite(t)) return bad_value(o, arg, v);
+    a->gp.temperature = t < 0.0f ? 0.0f : t;
     return 0;
 }
 
@@ -338,8 +349,8 @@ const cli_option cli_options[] = {
 
     /* run: generation and sampling */
     {"-n", "--n-predict", RUN, CALL(set_n_predict, gp.max_tokens),
-     .bad = "{arg} takes a count of tokens from 1 to 16777216, or -1 (until the context is full or the text ends)"},
-    {"--temp", NULL, RUN | BENCH, FLT(gp.temperature, -INFINITY, INFINITY), .bad = "--temp takes a number"},
+     .bad = "{arg} takes a count of tokens from 0 to 16777216, or -1 (until the context is full or the text ends)"},
+    {"--temp", NULL, RUN | BENCH, CALL(set_temp, gp.temperature), .bad = "--temp takes a number (0 or below: greedy)"},
     {"--top-k", NULL, RUN, NUM(gp.top_k, 0, 1L << 24), .bad = "--top-k takes a count >= 0"},
     {"--top-p", NULL, RUN, FLT(gp.top_p, -INFINITY, INFINITY), .bad = "--top-p takes a number"},
     {"--min-p", NULL, RUN, FLT(gp.min_p, -INFINITY, INFINITY), .bad = "--min-p takes a number"},
@@ -388,8 +399,8 @@ const cli_option cli_options[] = {
     {"-ctk", "--cache-type-k -ctv --cache-type-v", RUN | SERVE, .kind = OPT_IGNORE, .min = 1,
      .bad = "{arg} is ignored: octo chooses the KV cache's types and tiers by itself (docs/kv-cache.md)"},
     {"-no-cnv", "--no-conversation", RUN, .kind = OPT_IGNORE, .min = 0, .bad = "{arg} is ignored: octo run converses only with --chat"},
-    {"-fa", "--flash-attn", RUN | BENCH | SERVE, .kind = OPT_REFUSE,
-     .bad = "{arg}: octo's attention always runs as one fused pass on the CPU; drop {arg}"},
+    {"-fa", "--flash-attn", RUN | BENCH | SERVE, .kind = OPT_IGNORE, .min = 2,
+     .bad = "{arg} is ignored: octo's attention always runs as one fused pass on the CPU"},
     {"-i", "--interactive -sys --system-prompt", RUN, .kind = OPT_REFUSE,
      .bad = "{arg}: a conversation is octo run --chat, with -p as its system prompt"},
 
@@ -595,16 +606,39 @@ static int quantize_word(const char *arg, cli_args *a) {
     }
 }
 
-/* Words that are not options: run's MODEL and PROMPT ("-": stdin), serve's
- * MODEL. -1 when cmd takes no such word (an unknown option). */
+/* A first word of run that is the prompt, not the model: no such file, and a space in it
+ * (octo run "Once upon a time" runs the embedded model). */
+static bool prompt_not_model(const char *arg) {
+    if (access(arg, F_OK) == 0) return false;
+    for (const char *p = arg; *p; p++)
+        if (isspace((unsigned char)*p)) return true;
+    return false;
+}
+
+/* Words that are not options: run's MODEL and PROMPT ("-": stdin), quantize's
+ * IN OUT TYPE [THREADS], and the MODEL of every other command that reads one
+ * (octo inspect MODEL, as -m MODEL). -1 when cmd takes no such word (an unknown option). */
 static int positional(cli_command cmd, const char *arg, cli_args *a) {
-    if (cmd == CMD_SERVE && arg[0] != '-' && !a->model) return a->model = arg, 0;
     if (cmd == CMD_QUANTIZE && arg[0] != '-') return quantize_word(arg, a);
-    if (cmd != CMD_RUN || (arg[0] == '-' && arg[1])) return -1;
-    if (!a->model) a->model = arg;
+    if (cmd != CMD_RUN) {
+        if (arg[0] == '-' || !cli_find(cmd, "-m")) return -1;
+        if (a->model) return usage_error("%s takes one model, not also '%s'", cli_command_name(cmd), arg);
+        return a->model = arg, 0;
+    }
+    if (arg[0] == '-' && arg[1]) return -1;
+    if (!a->model && !a->prompt && !a->file && prompt_not_model(arg)) a->prompt = arg;
+    else if (!a->model) a->model = arg;
     else if (!a->prompt && !a->file) *(strcmp(arg, "-") ? &a->prompt : &a->file) = arg;
     else return usage_error("run: one model and one prompt, not also '%s'", arg);
     return 0;
+}
+
+/* A switch's value after an option that may be a flag: on, off, auto (llama.cpp's -fa). */
+static bool switch_word(const char *w) {
+    static const char *const words[] = {"on", "off", "auto", "1", "0", "true", "false"};
+    for (size_t k = 0; k < sizeof words / sizeof *words; k++)
+        if (!strcmp(w, words[k])) return true;
+    return false;
 }
 
 /* One option (row o, given as argv[*i]), its value argv[*i + 1] if it takes
@@ -617,6 +651,10 @@ static int take_option(cli_command cmd, const cli_option *o, int argc, char **ar
     if (o->kind == OPT_REFUSE) return bad_value(o, arg, "");
     if (o->kind == OPT_FLAG) return store_int(field(a, o), o->size, o->min), 0;
     if (o->kind == OPT_IGNORE && o->min == 0) return note_option(o, arg), 0;
+    if (o->kind == OPT_IGNORE && o->min == 2) { /* a flag or a switch: -fa, -fa on (llama.cpp has had both) */
+        if (*i + 1 < argc && switch_word(argv[*i + 1])) ++*i;
+        return note_option(o, arg), 0;
+    }
     if (*i + 1 == argc) return usage_error("%s: %s needs a value", cli_command_name(cmd), arg);
     return set_value(o, arg, argv[++*i], a);
 }

@@ -116,7 +116,8 @@ typedef enum {
     OPT_FLOAT,  /* a finite number in lo..hi (a float field) */
     OPT_CHOICE, /* one of the words of choices, its value stored (an int or enum field) */
     OPT_CALL,   /* set() reads it */
-    OPT_IGNORE, /* llama.cpp's, with no meaning here: min values (0 or 1) skipped, bad said once as a note */
+    OPT_IGNORE, /* llama.cpp's, with no meaning here: min values (0 or 1; 2: one if it is on/off/auto...)
+                 * skipped, bad said once as a note */
     OPT_REFUSE, /* llama.cpp's, meaning something octo does otherwise: bad is the usage error */
 } cli_kind;
 

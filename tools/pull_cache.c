@@ -13,6 +13,7 @@
 #include <ftw.h>
 #include <libgen.h>
 #include <stdio.h>
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -122,6 +123,22 @@ static void drop_part(const char *part) {
 }
 
 /* The partial file's size and digest against what the server published: 0, or 1 after removing it and saying why. */
+/* What arrived is a GGUF file (its magic), not an error page or another format: only models enter
+ * the cache, so a bad file is said at pull, not at the first run. */
+static int gguf_magic(const char *part) {
+    char magic[4] = {0};
+    FILE *f = fopen(part, "rb");
+    const size_t got = f ? fread(magic, 1, 4, f) : 0;
+    if (f) fclose(f);
+    if (got == 4 && !memcmp(magic, "GGUF", 4)) return 0;
+    char shown[20] = "", *at = shown; /* its first bytes, printable ones as they are */
+    for (size_t i = 0; i < got; i++, at += strlen(at))
+        snprintf(at, 5, isprint((unsigned char)magic[i]) ? "%c" : "\\x%02x", (unsigned char)magic[i]);
+    drop_part(part);
+    return fail("%s: what arrived is not a GGUF file (it starts '%s', not 'GGUF'); removed: octo runs GGUF models",
+                part, shown);
+}
+
 static int check_part(const char *part, uint64_t size, const char *sha, const char *computed, char hex[65]) {
     struct stat st;
     err_t err = {0};
@@ -138,7 +155,7 @@ static int check_part(const char *part, uint64_t size, const char *sha, const ch
         return fail("%s: checksum mismatch: the hub published sha256 %s, the bytes that arrived hash to %s; removed",
                     part, sha, hex);
     }
-    return 0;
+    return gguf_magic(part);
 }
 
 /* Download onto path.part and move it into place; 0, 1 or 130 (after printing why). */
@@ -214,7 +231,25 @@ static struct {
     const char *root;
     const char *target; /* rm: the file whose aliases go */
     int count;
+    char **listed; /* list: "REF\nFILE" of each file's line, so an alias saying the same is not said twice */
+    int n_listed;
 } walk;
+
+static void remember_listed(const char *ref, const char *file) {
+    char **more = realloc(walk.listed, sizeof *more * (size_t)(walk.n_listed + 1));
+    if (!more) return; /* then the alias line comes too: a repeat, nothing lost */
+    walk.listed = more;
+    const size_t n = strlen(ref) + strlen(file) + 2;
+    if ((walk.listed[walk.n_listed] = malloc(n))) snprintf(walk.listed[walk.n_listed++], n, "%s\n%s", ref, file);
+}
+
+static bool was_listed(const char *ref, const char *file) {
+    const size_t lr = strlen(ref);
+    for (int i = 0; i < walk.n_listed; i++)
+        if (!strncmp(walk.listed[i], ref, lr) && walk.listed[i][lr] == '\n' && !strcmp(walk.listed[i] + lr + 1, file))
+            return true;
+    return false;
+}
 
 /* An alias file's reference, from its place under root/refs: ORG/REPO[@REV][:QUANT]. */
 static void alias_name(const char *path, char *out, size_t n) {
@@ -230,6 +265,7 @@ static int list_alias(const char *path, const struct stat *st, int type, struct 
     char name[300], target[4096];
     if (type != FTW_F || !alias_file(walk.root, path, target, sizeof target)) return 0;
     alias_name(path, name, sizeof name);
+    if (was_listed(name, target)) return 0; /* the file's own line says it */
     printf("%s -> %s%s\n", name, target, is_file(target) ? "" : " (gone)");
     return 0;
 }
@@ -251,6 +287,7 @@ static int list_file(const char *path, const struct stat *st, int type, struct F
     snprintf(file, sizeof file, "%.*s", (int)(len - sl), path);
     printf("%s  %.1f MiB  sha256 %.16s (%s)  %s\n", ref ? ref : "?", size ? size->number / 1048576.0 : 0.0,
            sha ? sha : "?", from ? from : "?", file);
+    if (ref) remember_listed(ref, file);
     walk.count++;
     json_free(v);
     free(text);
@@ -265,6 +302,9 @@ int pull_cache_list(const char *root) {
     if (access(dir, F_OK) == 0) nftw(dir, list_file, 16, FTW_PHYS);
     snprintf(dir, sizeof dir, "%s/refs", root);
     if (access(dir, F_OK) == 0) nftw(dir, list_alias, 16, FTW_PHYS);
+    for (int i = 0; i < walk.n_listed; i++) free(walk.listed[i]);
+    free(walk.listed);
+    walk.listed = NULL, walk.n_listed = 0;
     return walk.count;
 }
 

@@ -202,33 +202,12 @@ static char *read_prompt(const char *file) {
     return text;
 }
 
-#ifndef OCTO_DEFAULT_MODEL_INSTALLED
-#define OCTO_DEFAULT_MODEL_INSTALLED NULL
-#endif
-#ifndef OCTO_DEFAULT_MODEL_SOURCE
-#define OCTO_DEFAULT_MODEL_SOURCE NULL
-#endif
-
-/* The embedded model (models/README.md): the installed copy, else the source
- * tree's this binary was built from; NULL when neither is there. */
-static const char *default_model(void) {
-    const char *const where[] = {OCTO_DEFAULT_MODEL_INSTALLED, OCTO_DEFAULT_MODEL_SOURCE};
-    for (size_t i = 0; i < sizeof where / sizeof *where; i++)
-        if (where[i] && access(where[i], R_OK) == 0) return where[i];
-    return NULL;
-}
-
 /* run's options (the table's rows for it): a model (the embedded one when
  * none is given, said on stderr), and a prompt unless --chat. */
 static int parse_run(int argc, char **argv, cli_args *a) {
     const int rc = cli_parse(CMD_RUN, argc, argv, a);
     if (rc) return rc;
-    if (!a->model) {
-        if (!(a->model = default_model()))
-            return usage_error("run needs a model: octo run MODEL \"PROMPT\" (or -m MODEL -p PROMPT; octo pull gets one)");
-        fprintf(stderr, "octo: no model given (-m): running the embedded stories260K, a 260K-parameter TinyStories "
-                        "model (%s); 'octo pull' gets a real one\n", a->model);
-    }
+    if (!a->model && cli_default_model(&a->model, "run")) return 2;
     if (a->prompt && a->file) return usage_error("run: a prompt (-p) or a prompt file (-f), not both");
     if (!a->chat && !a->prompt && !a->file) return usage_error("run needs a prompt: -p PROMPT, -f FILE, - (stdin) or --chat");
     return 0;

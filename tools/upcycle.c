@@ -86,7 +86,8 @@ int cmd_upcycle(int argc, char **argv) {
     upcycle_report *r = calloc(1, sizeof *r);
     err_t err = {0};
     if (!r) rc = fail("out of memory");
-    else if (upcycle_run(&o, r, &err)) rc = fail("upcycle: %s", err.msg);
+    else if (upcycle_run(&o, r, &err))
+        rc = fail("upcycle: %s%s", err.msg, text_path ? "" : " (-f TEXT gives one; --split, --router choose)");
     else print_report(&o, r);
     free(r);
     free(text);

@@ -117,15 +117,19 @@ static err_code read_text(const model *m, const upcycle_opts *o, text_tokens *tt
     tt->n_held = l.n / 5 < held ? l.n / 5 : held;
     const int calib = o->calib_tokens ? o->calib_tokens : DEFAULT_CALIB, room = l.n - tt->n_held;
     tt->n_calib = room < calib ? room : calib;
+    const char *what = o->split == UPCYCLE_SPLIT_CLUSTER ? "the cluster split"
+                       : o->n_shared                     ? "the shared expert's choice"
+                                                         : "the fitted router";
+    if (needs_text(o) && !o->text)
+        return err_set(err, ERR_INVALID_ARG,
+                       "%s learns from a calibration text and none was given (at least %d tokens after a fifth "
+                       "is held out); a random or contiguous split with a uniform router needs none",
+                       what, MIN_CALIB);
     if (needs_text(o) && tt->n_calib < MIN_CALIB)
         return err_set(err, ERR_INVALID_ARG,
-                       "%s: the calibration text gives %d tokens; the %s need at least %d (a fifth of the text, "
+                       "too short: the calibration text gives %d tokens; %s needs at least %d (a fifth of the text, "
                        "up to %d tokens, is held out to measure on)",
-                       o->text ? "too short" : "no text", tt->n_calib,
-                       o->split == UPCYCLE_SPLIT_CLUSTER ? "cluster split"
-                       : o->n_shared                     ? "shared expert's choice"
-                                                         : "fitted router",
-                       MIN_CALIB, held);
+                       tt->n_calib, what, MIN_CALIB, held);
     if (tt->n_held < MIN_HELDOUT) tt->n_held = 0;
     return ERR_OK;
 }

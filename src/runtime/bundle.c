@@ -84,6 +84,12 @@ static err_code load_weights(bundle *b, const char *path, const bundle_options *
  * nothing else is placed either. */
 static err_code place_threads(bundle *b, const bundle_options *o, cpu_classes *cc, bool *unplaced, err_t *err) {
     cpu_classes_read(NULL, cc);
+    if (o->plan_only && o->dev.n_perf) { /* a profile's plan: its cores, never this host's (no pool is pinned) */
+        *cc = (cpu_classes){.n_perf = o->dev.n_perf, .n_eff = o->dev.n_eff, .n_allowed = o->dev.n_perf + o->dev.n_eff};
+        b->cores = plan_place(cc, o->n_threads, false);
+        *unplaced = false;
+        return tpool_new(1, &b->pool, err);
+    }
     b->cores = plan_place(cc, o->n_threads, false);
     *unplaced = false;
     if (b->cores.on_perf) {

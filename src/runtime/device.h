@@ -25,6 +25,7 @@ typedef struct {
     uint64_t ram_bytes;
     uint64_t os_reserve_bytes; /* what the OS and other apps keep (an assumption per platform) */
     storage_kind storage;
+    int n_perf, n_eff; /* its cores: performance (prime and big) and efficiency, as cpu_classes splits them */
 } device_profile;
 
 /* A known profile by name ("pixel-8", ...), NULL when unknown. */

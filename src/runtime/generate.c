@@ -189,7 +189,7 @@ err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int 
                    generation **out, err_t *err) {
     *out = NULL;
     if (n_prompt <= 0) return err_set(err, ERR_INVALID_ARG, "the prompt is empty");
-    if (p->max_tokens <= 0) return err_set(err, ERR_INVALID_ARG, "max_tokens must be positive, not %d", p->max_tokens);
+    if (p->max_tokens < 0) return err_set(err, ERR_INVALID_ARG, "max_tokens must be 0 or more, not %d", p->max_tokens);
     if (n_prompt >= s->n_ctx)
         return err_set(err, ERR_CONTEXT_FULL, "the prompt has %d tokens; the context holds %d (one is needed to reply)",
                        n_prompt, s->n_ctx);
@@ -211,6 +211,7 @@ err_code gen_start(session *s, const tokenizer *tok, const int32_t *prompt, int 
     g->prompt = malloc(sizeof(int32_t) * (size_t)n_prompt);
     g->logits = malloc(sizeof(float) * (size_t)n_vocab);
     int max_out = p->max_tokens < s->n_ctx ? p->max_tokens : s->n_ctx;
+    if (max_out < 1) max_out = 1; /* max_tokens 0: the prompt is read, nothing generated */
     g->out_ids = malloc(sizeof(int32_t) * (size_t)max_out);
     lat_init(&g->lat, max_out); /* grows as tokens come; without memory its figures are unknown */
     g->pending_cap = PENDING_MAX; /* grown for a longer piece (grow_pending) */
@@ -744,6 +745,10 @@ static const char *next_piece(generation *g) {
             continue;
         }
         if (!g->prefilled && !prefill(g)) continue;
+        if (g->p.max_tokens == 0) { /* the prompt only (llama.cpp's -n 0) */
+            g->stop = GEN_STOP_MAX_TOKENS;
+            continue;
+        }
         if (g->need_decode) {
             if (g->s->n_past >= g->s->n_ctx) {
                 g->stop = GEN_STOP_CONTEXT_FULL;

@@ -28,6 +28,7 @@ err_code plan_device_of(const char *name, const char *cache_dir, plan_spill spil
         out->device = d->name;
         out->mem_available = d->ram_bytes - d->os_reserve_bytes;
         out->storage = d->storage;
+        out->n_perf = d->n_perf, out->n_eff = d->n_eff;
         return ERR_OK;
     }
     out->mem_available = plat_mem_available();
@@ -282,10 +283,12 @@ plan_cores plan_place(const cpu_classes *cc, int threads_asked, bool has_draft) 
     }
     c.on_perf = true;
     c.draft_threads = has_draft ? cc->n_eff : 0;
-    const size_t len = (size_t)snprintf(c.reason, sizeof c.reason, "%d threads on the %d performance cores (capacity %d+)",
-                                        c.threads, cc->n_perf, cc->perf_capacity);
+    char perf[32] = "", eff[32] = ""; /* a profile's classes come without the kernel's capacities */
+    if (cc->perf_capacity) snprintf(perf, sizeof perf, " (capacity %d+)", cc->perf_capacity);
+    if (cc->eff_capacity) snprintf(eff, sizeof eff, " (capacity %d+)", cc->eff_capacity);
+    const size_t len = (size_t)snprintf(c.reason, sizeof c.reason, "%d threads on the %d performance cores%s", c.threads,
+                                        cc->n_perf, perf);
     if (has_draft && len < sizeof c.reason)
-        snprintf(c.reason + len, sizeof c.reason - len, "; the draft on the %d efficiency cores (capacity %d+)", cc->n_eff,
-                 cc->eff_capacity);
+        snprintf(c.reason + len, sizeof c.reason - len, "; the draft on the %d efficiency cores%s", cc->n_eff, eff);
     return c;
 }

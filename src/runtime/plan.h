@@ -96,6 +96,7 @@ typedef struct {
     storage_kind storage;    /* of cache_dir */
     const char *cache_dir;   /* NULL = none */
     const char *device;      /* the profile's name, NULL for this host */
+    int n_perf, n_eff;       /* the profile's cores (0: this host's, as cpu_classes reads them) */
     plan_spill spill;
 } plan_device;
 
