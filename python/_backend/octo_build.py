@@ -26,6 +26,7 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # python/
 REPO = os.path.dirname(HERE)
 NAME = "octo"
 LIBRARY = "libocto.so.0"
+MODEL_FILES = ("stories260K.gguf", "LICENSE", "README.md")  # the embedded model and its licence
 STAMP = (2026, 1, 1, 0, 0, 0)  # every entry's date: the same sources make the same wheel
 
 
@@ -100,6 +101,14 @@ def _dist_info(files):
     return dist
 
 
+def _models_dir():
+    """models/ of the repository (a checkout), else of the sdist; None when neither has the model."""
+    for d in (os.path.join(REPO, "models"), os.path.join(HERE, "models")):
+        if os.path.isfile(os.path.join(d, MODEL_FILES[0])):
+            return d
+    return None
+
+
 def _forget_bytecode():
     shutil.rmtree(os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__"), ignore_errors=True)
 
@@ -134,6 +143,10 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     with tempfile.TemporaryDirectory(prefix="octo-build-") as tmp:
         with open(_library(tmp), "rb") as f:
             files["%s/%s" % (NAME, LIBRARY)] = f.read()
+    models = _models_dir()
+    for n in MODEL_FILES if models else ():  # octo.Model() without a path loads it (octo.EMBEDDED_MODEL)
+        with open(os.path.join(models, n), "rb") as f:
+            files["%s/models/%s" % (NAME, n)] = f.read()
     dist = _dist_info(files)
     record = [_record_line(arc, data) for arc, data in files.items()] + [dist + "/RECORD,,"]
     files[dist + "/RECORD"] = ("\n".join(record) + "\n").encode()
@@ -156,6 +169,9 @@ def build_sdist(sdist_directory, config_settings=None):
         for rel in ("pyproject.toml", "README.md", "_backend/octo_build.py") + tuple(
                 "%s/%s" % (NAME, n) for n in sorted(os.listdir(os.path.join(HERE, NAME))) if n.endswith(".py")):
             t.add(os.path.join(HERE, rel), arcname="%s/%s" % (base, rel))
+        models = _models_dir()
+        for n in MODEL_FILES if models else ():
+            t.add(os.path.join(models, n), arcname="%s/models/%s" % (base, n))
         info = tarfile.TarInfo(base + "/PKG-INFO")
         data = _metadata().encode()
         info.size = len(data)

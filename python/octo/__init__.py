@@ -6,7 +6,7 @@
         print(piece, end="", flush=True)
     print(model.stats().decode_tokens_per_s)
 
-Model(path, **options) loads a model (options below). generate(prompt, ...) and chat(messages, ...)
+Model(path, **options) loads a model (Model() the embedded stories260K) (options below). generate(prompt, ...) and chat(messages, ...)
 return a Stream: iterate it for text pieces (str; a piece never splits a character), call cancel()
 from any thread to stop it, read stop_reason after it ends. stats() and info() return dataclasses
 with every field of octo_stats / octo_model_info. Errors raise OctoError with octo's message and
@@ -27,7 +27,23 @@ import threading
 from . import _lib
 from ._version import __version__
 
-__all__ = ["Model", "Session", "Stream", "OctoError", "LibraryError", "Stats", "Info", "version", "__version__"]
+__all__ = ["Model", "Session", "Stream", "OctoError", "LibraryError", "Stats", "Info", "version", "__version__",
+           "EMBEDDED_MODEL"]
+
+
+def _embedded_model():
+    """The model the package carries (the wheel's octo/models/), else the source tree's models/ (a
+    checkout imported in place); None when neither is there."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for p in (os.path.join(here, "models", "stories260K.gguf"),
+              os.path.join(os.path.dirname(os.path.dirname(here)), "models", "stories260K.gguf")):
+        if os.path.isfile(p):
+            return p
+    return None
+
+
+#: stories260K, a 260K-parameter TinyStories model (llama2.c, MIT): what Model() loads without a path
+EMBEDDED_MODEL = _embedded_model()
 
 LibraryError = _lib.LibraryError
 _L = _lib.load()
@@ -250,7 +266,8 @@ class _Conversation:
 
 
 class Model(_Conversation):
-    """A loaded model. Options (all optional):
+    """A loaded model: a GGUF file or a deploy bundle's folder, or without a path the embedded
+    stories260K (EMBEDDED_MODEL). Options (all optional):
 
     n_ctx, n_threads, device ("pixel-8", ..., or "host"), cache_dir, draft_model,
     auto_draft ("auto", "self", "none"), draft_threads (cores of the draft's own: it then drafts
@@ -258,12 +275,19 @@ class Model(_Conversation):
     kv_compress (bool), max_sessions (conversations at once: this model's own plus model.session()s).
     """
 
-    def __init__(self, path, *, n_ctx=0, n_threads=0, device=None, cache_dir=None, draft_model=None,
+    # what close() reads, there even when __init__ never ran (a misspelt keyword is a TypeError first)
+    _client = _model = _stream = None
+    _sessions = ()
+
+    def __init__(self, path=None, *, n_ctx=0, n_threads=0, device=None, cache_dir=None, draft_model=None,
                  auto_draft="auto", draft_threads=0, kv_budget_bytes=0, kv_policy=None, kv_compress=True,
                  max_sessions=1):
-        self._client = self._model = None
-        self._stream = None
         self._sessions = []
+        if path is None:
+            if EMBEDDED_MODEL is None:
+                raise OctoError("no model given, and this package carries no embedded stories260K: "
+                                "octo.Model(PATH) with a GGUF file or a deploy bundle's folder", 4)  # OCTO_ERR_NOT_FOUND
+            path = EMBEDDED_MODEL
         # checked before anything is made: alive while the C side holds them
         self._keep = [_enc("device", device), _enc("cache_dir", cache_dir), _enc("draft_model", draft_model)]
         c_path = _enc("path", path)

@@ -1,7 +1,9 @@
 """The Python binding against the library built beside it (tests/python.sh runs this with
 OCTO_LIBRARY, OCTO_BIN, OCTO_TEST_DATA and OCTO_HEADER set)."""
 import ctypes
+import gc
 import os
+import sys
 import re
 import subprocess
 import threading
@@ -30,6 +32,29 @@ def model(model_path):
     m = octo.Model(model_path)
     yield m
     m.close()
+
+
+def test_model_without_a_path_is_the_embedded_one(model_path):
+    """The wheel carries stories260K (octo/models/): octo.Model() loads it from any folder."""
+    assert octo.EMBEDDED_MODEL and octo.EMBEDDED_MODEL.endswith(os.path.join("octo", "models", "stories260K.gguf")), \
+        octo.EMBEDDED_MODEL
+    with octo.Model() as m, octo.Model(octo.EMBEDDED_MODEL) as n:
+        a = "".join(m.generate(PROMPT, max_tokens=16, temperature=0))
+        b = "".join(n.generate(PROMPT, max_tokens=16, temperature=0))
+    assert a == b and len(a) > 16, (a, b)
+
+
+def test_misspelt_keyword_is_one_typeerror(model_path):
+    """A keyword Model does not take: the TypeError alone, no 'Exception ignored in __del__' after it."""
+    seen, hook = [], sys.unraisablehook
+    sys.unraisablehook = seen.append
+    try:
+        with pytest.raises(TypeError):
+            octo.Model(model_path, n_ctxx=64)
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert not seen, seen[0].exc_value
 
 
 def test_version_and_layout():

@@ -66,16 +66,20 @@ SCHEMAS = [
 
 
 @pytest.fixture(scope="module")
-def data_dir():
+def model_file():
+    """stories260K: the data folder's, else the one the package carries (the same file)."""
     data = os.environ.get("OCTO_TEST_DATA", "")
-    if not data or not os.path.exists(os.path.join(data, "models", "stories260K.gguf")):
-        pytest.skip("no data folder: the trained model")
-    return data
+    path = os.path.join(data, "models", "stories260K.gguf")
+    if data and os.path.exists(path):
+        return path
+    if not octo.EMBEDDED_MODEL:
+        pytest.skip("no trained model: no data folder, and the package carries none")
+    return octo.EMBEDDED_MODEL
 
 
 @pytest.fixture(scope="module")
-def model(data_dir):
-    m = octo.Model(os.path.join(data_dir, "models", "stories260K.gguf"))
+def model(model_file):
+    m = octo.Model(model_file)
     yield m
     m.close()
 
