@@ -60,6 +60,21 @@ n=$(wc -l <"$log")
 "$octo" run -hf test-org/tiny-GGUF:q8_0 -p "Once upon a time" -n 16 --temp 0 >"$tmp/c" 2>/dev/null && cmp -s "$tmp/a" "$tmp/c" &&
     ok || bad "run -hf REF"
 [ "$(wc -l <"$log")" -eq "$n" ] && ok || bad "a cached reference asked the hub: $(tail -n +$((n + 1)) "$log")"
+# ... and so does the Python binding (octo.Model), from the same cache; one not pulled says how to pull it
+lib=$(dirname "$octo")/lib/libocto.so.0
+if [ -f "$lib" ]; then
+    OCTO_LIBRARY=$lib PYTHONPATH=$src/python python3 -c 'import sys, octo
+for ref in sys.argv[1:3]:
+    with octo.Model(ref) as m:
+        assert "".join(m.generate("Once upon a time", max_tokens=16, temperature=0)) + "\n" == open(sys.argv[3]).read(), ref
+try:
+    octo.Model("test-org/none-GGUF:Q8_0")
+    raise SystemExit("a reference not pulled loaded")
+except octo.OctoError as e:
+    assert "octo pull test-org/none-GGUF:Q8_0" in str(e), e' test-org/tiny-GGUF:q8_0 hf://test-org/tiny-GGUF/tiny-Q8_0.gguf "$tmp/a" &&
+        ok || bad "the Python binding with a pulled reference"
+    [ "$(wc -l <"$log")" -eq "$n" ] && ok || bad "the Python binding asked the hub"
+fi
 
 # 3. the same file by hf:// is the same cache entry: nothing downloaded again
 out=$("$octo" pull hf://test-org/tiny-GGUF/tiny-Q8_0.gguf 2>"$tmp/err")

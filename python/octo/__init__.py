@@ -22,6 +22,7 @@ import json
 import math
 import operator
 import os
+import re
 import threading
 
 from . import _lib
@@ -44,6 +45,48 @@ def _embedded_model():
 
 #: stories260K, a 260K-parameter TinyStories model (llama2.c, MIT): what Model() loads without a path
 EMBEDDED_MODEL = _embedded_model()
+
+# A hub reference as `octo pull` takes it (tools/pull_ref.c): ORG/REPO[@REV][:QUANT], hf://ORG/REPO[@REV]/PATH
+_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+_REPO_REF = re.compile(r"^(?:hf://)?(%s)/(%s)(?:@(%s))?(?::(%s))?$" % (_NAME, _NAME, _NAME, _NAME))
+_FILE_REF = re.compile(r"^hf://(%s)/(%s)(?:@(%s))?/(.+)$" % (_NAME, _NAME, _NAME))
+
+
+def _cache_root():
+    """octo's download cache, as `octo pull` finds it: $OCTO_CACHE, $XDG_CACHE_HOME/octo, ~/.cache/octo."""
+    o, x, h = os.environ.get("OCTO_CACHE"), os.environ.get("XDG_CACHE_HOME"), os.environ.get("HOME")
+    return o if o else os.path.join(x, "octo") if x and x.startswith("/") else \
+        os.path.join(h, ".cache", "octo") if h else None
+
+
+def _pulled(ref):
+    """The cached file of a hub reference `octo pull` took; None when ref is not one (a path, then).
+    The binding does not download: a reference not pulled yet is an OctoError saying how to pull it."""
+    local = os.path.exists(ref) or ref.endswith(".gguf") or os.path.isdir(ref.split("/")[0])
+    f = _FILE_REF.match(ref)
+    r = None if f or local else _REPO_REF.match(ref)
+    if not (f or r):
+        return None
+    root = _cache_root()
+    path = None
+    if root and f:
+        org, repo, rev, rel = f.groups()
+        if ".." not in rel.split("/"):
+            path = os.path.join(root, "models", "hf", org, repo, rev or "main", rel)
+    elif root:
+        org, repo, rev, quant = r.groups()
+        alias = os.path.join(root, "refs", org, repo, rev or "main", quant.lower() if quant else "_default")
+        try:
+            with open(alias) as fh:
+                rel = fh.readline().strip()
+            if rel and not rel.startswith("/") and ".." not in rel.split("/"):
+                path = os.path.join(root, rel)
+        except OSError:
+            pass
+    if path and os.path.isfile(path):
+        return path
+    raise OctoError(f"{ref} is not in octo's cache ({root or 'no cache folder: set OCTO_CACHE or HOME'}): "
+                    f"`octo pull {ref}` downloads it", 4)  # OCTO_ERR_NOT_FOUND
 
 LibraryError = _lib.LibraryError
 _L = _lib.load()
@@ -266,7 +309,8 @@ class _Conversation:
 
 
 class Model(_Conversation):
-    """A loaded model: a GGUF file or a deploy bundle's folder, or without a path the embedded
+    """A loaded model: a GGUF file or a deploy bundle's folder, a hub reference `octo pull` took
+    (ORG/REPO[:QUANT], hf://ORG/REPO/PATH: its cached file), or without a path the embedded
     stories260K (EMBEDDED_MODEL). Options (all optional):
 
     n_ctx, n_threads, device ("pixel-8", ..., or "host"), cache_dir, draft_model,
@@ -288,6 +332,8 @@ class Model(_Conversation):
                 raise OctoError("no model given, and this package carries no embedded stories260K: "
                                 "octo.Model(PATH) with a GGUF file or a deploy bundle's folder", 4)  # OCTO_ERR_NOT_FOUND
             path = EMBEDDED_MODEL
+        elif isinstance(path, str):
+            path = _pulled(path) or path
         # checked before anything is made: alive while the C side holds them
         self._keep = [_enc("device", device), _enc("cache_dir", cache_dir), _enc("draft_model", draft_model)]
         c_path = _enc("path", path)
