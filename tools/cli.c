@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 
 #include "octo.h"
 #include "notes.h"
+#include "platform/file.h" /* internal: where this binary is (its embedded model is installed beside it) */
 
 int usage_error(const char *fmt, ...) {
     va_list ap;
@@ -259,12 +261,11 @@ octo_model *open_model(const model_request *r, octo_client **client) {
  * from; NULL when none is there. */
 static const char *embedded_model(void) {
     static char beside[4096 + 256];
-    char exe[4096];
+    char bin[4096];
     const char *rel = OCTO_DEFAULT_MODEL_FROM_BIN;
-    const ssize_t n = rel ? readlink("/proc/self/exe", exe, sizeof exe - 1) : -1;
-    char *slash = n > 0 ? (exe[n] = '\0', strrchr(exe, '/')) : NULL;
-    if (slash) *slash = '\0', snprintf(beside, sizeof beside, "%.4095s/%.200s", exe, rel);
-    const char *const where[] = {slash ? beside : NULL, OCTO_DEFAULT_MODEL_INSTALLED, OCTO_DEFAULT_MODEL_SOURCE};
+    const bool found = rel && plat_exe_dir(bin, sizeof bin) == 0;
+    if (found) snprintf(beside, sizeof beside, "%.4095s/%.200s", bin, rel);
+    const char *const where[] = {found ? beside : NULL, OCTO_DEFAULT_MODEL_INSTALLED, OCTO_DEFAULT_MODEL_SOURCE};
     for (size_t i = 0; i < sizeof where / sizeof *where; i++)
         if (where[i] && access(where[i], R_OK) == 0) return where[i];
     return NULL;

@@ -39,6 +39,10 @@ void plat_advise_mem(void *addr, size_t len, plat_advice a);
  * fallback, where posix_madvise's DONTNEED may leave them as they are. */
 int plat_mem_revert(void *addr, size_t len);
 
+/* The folder holding the running executable (its real path) into buf: 0, or an errno value
+ * (ENOSYS where the system does not say; the POSIX fallback). */
+int plat_exe_dir(char *buf, size_t n);
+
 /* A new unnamed file in directory dir, open for writing (mode 0600,
  * close-on-exec), that plat_link_unnamed can give a name; -1 (errno set)
  * where the system or the file system cannot make one. */

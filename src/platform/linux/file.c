@@ -38,6 +38,18 @@ void plat_advise_mem(void *addr, size_t len, plat_advice a) {
 
 int plat_mem_revert(void *addr, size_t len) { return madvise(addr, len, MADV_DONTNEED) ? errno : 0; }
 
+int plat_exe_dir(char *buf, size_t n) {
+    if (n < 2) return ENAMETOOLONG;
+    const ssize_t k = readlink("/proc/self/exe", buf, n - 1);
+    if (k <= 0) return k < 0 ? errno : ENOENT;
+    if ((size_t)k == n - 1) return ENAMETOOLONG; /* perhaps cut */
+    buf[k] = '\0';
+    char *slash = strrchr(buf, '/');
+    if (!slash) return ENOENT;
+    *slash = '\0';
+    return 0;
+}
+
 static void fd_path(int fd, char *out, size_t n) { snprintf(out, n, "/proc/self/fd/%d", fd); }
 
 int plat_open_unnamed(const char *dir) {

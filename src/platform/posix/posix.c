@@ -149,6 +149,7 @@ void plat_advise_mem(void *addr, size_t len, plat_advice a) {
 }
 
 int plat_mem_revert(void *addr, size_t len) { return (void)addr, (void)len, ENOSYS; }
+int plat_exe_dir(char *buf, size_t n) { return (void)buf, (void)n, ENOSYS; }
 
 int plat_open_unnamed(const char *dir) { return (void)dir, errno = ENOTSUP, -1; }
 int plat_link_unnamed(int fd, const char *path) { return (void)fd, (void)path, errno = ENOTSUP, -1; }
