@@ -35,9 +35,13 @@ auth="Authorization: Bearer sekret"
 "$octo" run -m "$model" -p "Once upon a time" -n 24 --temp 0 >"$tmp/expected" 2>/dev/null
 
 code() { curl -s -o "$tmp/body" -w "%{http_code}" "$@"; }
+# npm from its cache where it has the package, else the registry; offline, it gives up in seconds, not
+# after its default retries (a fresh clone's test command without a network: CI runs one)
+npm_get() { (cd "$tmp" && timeout 180 npm install --silent --no-audit --no-fund --prefer-offline --fetch-retries=1 \
+    --fetch-retry-mintimeout=1000 --fetch-retry-maxtimeout=3000 --fetch-timeout=20000 "$1" >/dev/null 2>&1); }
 if [ "$part" = npm ]; then
     if ! command -v node >/dev/null || ! command -v npm >/dev/null ||
-       ! (cd "$tmp" && timeout 180 npm install --silent --no-audit --no-fund openai >/dev/null 2>&1); then
+       ! npm_get openai; then
         echo "skipped: npm could not install the openai package"
         exit 77
     fi
@@ -45,7 +49,7 @@ if [ "$part" = npm ]; then
 elif [ "$part" = page ]; then
     chrome=$(command -v chromium || command -v chromium-browser || true)
     if [ -z "$chrome" ] || ! command -v npm >/dev/null ||
-       ! (cd "$tmp" && timeout 180 npm install --silent --no-audit --no-fund playwright-core >/dev/null 2>&1); then
+       ! npm_get playwright-core; then
         echo "skipped: no chromium (scripts/setup.sh) or npm could not install playwright-core"
         exit 77
     fi

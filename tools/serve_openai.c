@@ -232,7 +232,9 @@ static struct MHD_Response *json_reply(cJSON *o) {
 
 struct MHD_Response *serve_error_response(const char *type, const char *code, const char *msg) {
     cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
-    cJSON_AddStringToObject(e, "message", msg);
+    char *text = utf8_text(msg, strlen(msg)); /* a message may quote the request, or cut it mid-character */
+    cJSON_AddStringToObject(e, "message", text ? text : "");
+    free(text);
     cJSON_AddStringToObject(e, "type", type);
     if (code) cJSON_AddStringToObject(e, "code", code);
     else cJSON_AddNullToObject(e, "code");
@@ -304,7 +306,10 @@ static void sse_final(sse *e) {
     cJSON *o = envelope(e->s, e->chat, true, e->id);
     if (octo_stream_status(e->st) != OCTO_OK) {
         cJSON *err = cJSON_AddObjectToObject(o, "error");
-        cJSON_AddStringToObject(err, "message", octo_stream_error(e->st));
+        const char *why = octo_stream_error(e->st);
+        char *text = utf8_text(why, strlen(why));
+        cJSON_AddStringToObject(err, "message", text ? text : "");
+        free(text);
         cJSON_AddStringToObject(err, "type", "server_error");
     }
     size_t n;

@@ -104,6 +104,8 @@ def strict():
              # a field octo does not support is named, never ignored
              ("POST", "/v1/completions", dict(ok, logit_bias={"5": 3}), None, 400),
              ("POST", "/v1/completions", dict(ok, functions=[]), None, 400),
+             # the message names the field cut at 60 bytes, here inside a character: still strict UTF-8
+             ("POST", "/v1/completions", dict(ok, **{"a" + "\u00e9" * 40: 1}), None, 400),
              ("POST", "/v1/completions", dict(ok, top_k=1.5), None, 400),
              ("POST", "/v1/completions", dict(ok, min_p=2), None, 400),
              ("POST", "/v1/completions", dict(ok, repeat_penalty=0), None, 400),
