@@ -29,6 +29,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,10 @@ typedef struct {
     unsigned used;         /* the primitives used (PRIM_*) */
     const json_value *mixed; /* a schema with a list of types: each type ignores the others' keywords */
     int depth;
+    long steps;               /* schema nodes converted (a node met again costs a lookup, not a step) */
+    const json_value **seen;  /* open addressing, by address: a node converted, and its rule (done[i]) */
+    const char **done;
+    size_t cap_seen, n_seen;
     err_t *err;
     err_code rc;
 } conv;
@@ -789,8 +794,59 @@ static const char *visit_combinator(conv *c, const json_value *s, const char *hi
     return NULL;
 }
 
+/* ---------------------------------------------------------------- one conversion per node */
+
+/* A node's rule depends on the node alone (the document is fixed), so a node
+ * met again (a $def reached through several refs, an allOf member shared by
+ * objects) reuses it: a chain of objects whose members each refer to the next
+ * converts in steps linear in its size, not doubling per level. */
+static size_t seen_slot(const conv *c, const json_value *s) {
+    size_t h = ((uintptr_t)s >> 4) * 0x9E3779B97F4A7C15ull;
+    for (h &= c->cap_seen - 1; c->seen[h] && c->seen[h] != s; h = (h + 1) & (c->cap_seen - 1)) {}
+    return h;
+}
+
+static const char *seen_rule(const conv *c, const json_value *s) {
+    if (!c->cap_seen) return NULL;
+    const size_t h = seen_slot(c, s);
+    return c->seen[h] ? c->done[h] : NULL;
+}
+
+static void remember(conv *c, const json_value *s, const char *rule_name) {
+    if (2 * (c->n_seen + 1) > c->cap_seen) { /* keep it at most half full */
+        const size_t cap = c->cap_seen ? 2 * c->cap_seen : 256;
+        const json_value **ks = calloc(cap, sizeof *ks);
+        const char **vs = calloc(cap, sizeof *vs);
+        if (!ks || !vs) return free(ks), free(vs); /* not remembered: converted again if met again */
+        const conv grown = {.seen = ks, .done = vs, .cap_seen = cap};
+        for (size_t i = 0; i < c->cap_seen; i++)
+            if (c->seen[i]) {
+                const size_t h = seen_slot(&grown, c->seen[i]);
+                ks[h] = c->seen[i], vs[h] = c->done[i];
+            }
+        free(c->seen), free(c->done);
+        c->seen = ks, c->done = vs, c->cap_seen = cap;
+    }
+    const size_t h = seen_slot(c, s);
+    if (!c->seen[h]) c->seen[h] = s, c->done[h] = rule_name, c->n_seen++;
+}
+
+static const char *visit_node(conv *c, const json_value *s, const char *hint);
+
 static const char *visit(conv *c, const json_value *s, const char *hint) {
     if (c->rc != ERR_OK) return NULL;
+    const bool shared = !c->mixed && s->kind == JSON_OBJECT; /* a list of types reads its node in parts */
+    const char *r = shared ? seen_rule(c, s) : NULL;
+    if (r) return r;
+    if (++c->steps > JSON_SCHEMA_MAX_STEPS)
+        return fail(c, ERR_UNSUPPORTED, "the schema takes more than %d steps to convert (at %s)", JSON_SCHEMA_MAX_STEPS,
+                    hint);
+    r = visit_node(c, s, hint);
+    if (r && shared) remember(c, s, r);
+    return r;
+}
+
+static const char *visit_node(conv *c, const json_value *s, const char *hint) {
     if (s->kind == JSON_BOOL) return s->boolean ? prim(c, P_VALUE) : fail(c, ERR_UNSUPPORTED, "the schema false");
     if (s->kind != JSON_OBJECT) return fail(c, ERR_BAD_VALUE, "a schema must be an object or a boolean");
     if (++c->depth > MAX_SCHEMA_DEPTH) return fail(c, ERR_UNSUPPORTED, "schemas nested deeper than %d", MAX_SCHEMA_DEPTH);
@@ -816,6 +872,8 @@ static void conv_free(conv *c) {
     for (int i = 0; i < c->n_refs; i++) free(c->refs[i].ref);
     free(c->rules);
     free(c->refs);
+    free(c->seen);
+    free(c->done);
 }
 
 err_code json_schema_to_gbnf(const char *schema, size_t len, char **gbnf, err_t *err) {

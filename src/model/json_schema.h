@@ -22,6 +22,11 @@
  *
  * Whitespace between tokens is bounded (a newline and 20 indents at most),
  * and numbers have at most 16 integer digits: so a document always ends.
+ *
+ * The work is bounded, not only the output: each schema node is converted
+ * once however many $refs or allOfs reach it, and a conversion takes at most
+ * JSON_SCHEMA_MAX_STEPS node conversions, else ERR_UNSUPPORTED names where
+ * it stopped (docs/structured-output.md, docs/limits.md).
  */
 #ifndef OCTO_MODEL_JSON_SCHEMA_H
 #define OCTO_MODEL_JSON_SCHEMA_H
@@ -29,6 +34,8 @@
 #include <stddef.h>
 
 #include "core/err.h"
+
+#define JSON_SCHEMA_MAX_STEPS 50000 /* node conversions in one schema (each node once) */
 
 /* *gbnf: malloc'd grammar text (root rule "root"); the caller frees it. */
 err_code json_schema_to_gbnf(const char *schema, size_t len, char **gbnf, err_t *err);
