@@ -295,12 +295,10 @@ static const char *parse_ignored(const cJSON *body) {
     if (v && !cJSON_IsNull(v) && !cJSON_IsBool(v)) return "'store' must be true or false";
     v = cJSON_GetObjectItemCaseSensitive(body, "metadata");
     if (v && !cJSON_IsNull(v) && !cJSON_IsObject(v)) return "'metadata' must be an object";
-    static const char *const strings[] = {"service_tier", "reasoning_effort"};
-    for (int i = 0; i < 2; i++) {
-        v = cJSON_GetObjectItemCaseSensitive(body, strings[i]);
-        if (v && !cJSON_IsNull(v) && !cJSON_IsString(v)) return strings[i][0] == 's' ? "'service_tier' must be a string"
-                                                                                  : "'reasoning_effort' must be a string";
-    }
+    v = cJSON_GetObjectItemCaseSensitive(body, "service_tier");
+    if (v && !cJSON_IsNull(v) && !cJSON_IsString(v)) return "'service_tier' must be a string";
+    v = cJSON_GetObjectItemCaseSensitive(body, "reasoning_effort");
+    if (v && !cJSON_IsNull(v) && !cJSON_IsString(v)) return "'reasoning_effort' must be a string";
     return NULL;
 }
 
