@@ -20,9 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GRAMMAR_MAX_ELEMS (1 << 22) /* a bound on what repetitions may expand to */
-#define GRAMMAR_MAX_REPEAT 10000
-#define GRAMMAR_MAX_DEPTH 64 /* groups inside groups */
+#include "core/strmap.h"
 
 typedef struct {
     gelem *v;
@@ -30,9 +28,10 @@ typedef struct {
 } elist;
 
 typedef struct {
-    char *name;
+    char *name;    /* NULL: a group or a repetition's rule (shown_name) */
     elist body;
     int line;      /* where it was defined, 0: only referenced so far */
+    int32_t owner; /* the named rule whose definition made it (itself when named) */
     int ref_line;  /* where it was first referenced */
 } prule;
 
@@ -42,6 +41,8 @@ typedef struct {
     int line;
     prule *rules;
     int32_t n_rules, cap_rules;
+    strmap names;  /* a named rule's index */
+    int32_t cur_rule; /* the named rule being defined */
     grange *ranges;
     int32_t n_ranges, cap_ranges;
     gcharset *sets;
@@ -68,7 +69,12 @@ static bool grow(parser *p, void **v, int32_t *cap, int32_t need, size_t size) {
 }
 
 static bool push(parser *p, elist *l, uint8_t kind, int32_t arg) {
-    if (++p->n_elems > GRAMMAR_MAX_ELEMS) return fail(p, ERR_UNSUPPORTED, "the grammar expands to too many elements");
+    if (++p->n_elems > GRAMMAR_MAX_ELEMS) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the grammar expands to more than %d elements (a repetition X{m,n} copies X n "
+                 "times)", GRAMMAR_MAX_ELEMS);
+        return fail(p, ERR_UNSUPPORTED, msg);
+    }
     if (!grow(p, (void **)&l->v, &l->cap, l->n + 1, sizeof *l->v)) return false;
     l->v[l->n++] = (gelem){kind, arg};
     return true;
@@ -94,36 +100,46 @@ static bool is_word(char c) {
 
 /* ---------------------------------------------------------------- rules */
 
+/* Room for one more rule, within GRAMMAR_MAX_RULES. */
+static bool rule_room(parser *p) {
+    if (p->n_rules >= GRAMMAR_MAX_RULES) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the grammar makes more than %d rules (each group is one, and each optional copy "
+                 "of a repetition X{m,n} another)", GRAMMAR_MAX_RULES);
+        return fail(p, ERR_UNSUPPORTED, msg);
+    }
+    return grow(p, (void **)&p->rules, &p->cap_rules, p->n_rules + 1, sizeof *p->rules);
+}
+
 /* The rule named s[0..n), added (undefined) when new; -1 on failure. */
 static int32_t rule_named(parser *p, const char *s, size_t n) {
-    for (int32_t i = 0; i < p->n_rules; i++)
-        if (strlen(p->rules[i].name) == n && memcmp(p->rules[i].name, s, n) == 0) return i;
-    if (!grow(p, (void **)&p->rules, &p->cap_rules, p->n_rules + 1, sizeof *p->rules)) return -1;
+    const int32_t known = strmap_get(&p->names, s, n);
+    if (known >= 0) return known;
+    if (!rule_room(p)) return -1;
     prule *r = &p->rules[p->n_rules];
     memset(r, 0, sizeof *r);
-    if (!(r->name = malloc(n + 1))) return fail(p, ERR_NOMEM, "out of memory"), -1;
+    if (!(r->name = malloc(n + 1)) || !strmap_put(&p->names, s, n, p->n_rules)) {
+        free(r->name);
+        return fail(p, ERR_NOMEM, "out of memory"), -1;
+    }
     memcpy(r->name, s, n);
     r->name[n] = '\0';
     r->ref_line = p->line;
+    r->owner = p->n_rules;
     return p->n_rules++;
 }
 
-/* A new rule holding body (taken over), for a group or a repetition: its
- * name ("~N", which GBNF cannot write) is new by construction, so no lookup
- * (a repetition {0,10000} makes 10000 of them). -1 on failure, body freed. */
+/* A new rule holding body (taken over), for a group or a repetition: it has
+ * no name and so needs no lookup (a repetition {0,10000} makes 10000 of
+ * them). -1 on failure, body freed. */
 static int32_t rule_made(parser *p, elist *body) {
-    char name[32];
-    const int n = snprintf(name, sizeof name, "~%d", p->n_rules);
-    if (!grow(p, (void **)&p->rules, &p->cap_rules, p->n_rules + 1, sizeof *p->rules) ||
-        !(p->rules[p->n_rules].name = malloc((size_t)n + 1))) {
+    if (!rule_room(p)) {
         free(body->v);
         *body = (elist){0};
-        return fail(p, ERR_NOMEM, "out of memory"), -1;
+        return -1;
     }
     prule *r = &p->rules[p->n_rules];
-    memcpy(r->name, name, (size_t)n + 1);
-    r->body = *body;
-    r->line = r->ref_line = p->line;
+    *r = (prule){.body = *body, .line = p->line, .ref_line = p->line, .owner = p->cur_rule};
     *body = (elist){0};
     return p->n_rules++;
 }
@@ -391,16 +407,16 @@ static bool read_rule(parser *p) {
     p->pos += 3;
     skip_space(p, true);
     const int line = p->line;
-    elist body = {0};
-    if (!read_alternates(p, &body, false)) return free(body.v), false;
     const int32_t r = rule_named(p, p->s + start, name_len);
-    if (r < 0) return free(body.v), false;
+    if (r < 0) return false;
     if (p->rules[r].line) {
-        free(body.v);
         char msg[160];
         snprintf(msg, sizeof msg, "rule '%s' is defined twice (first on line %d)", p->rules[r].name, p->rules[r].line);
         return fail(p, ERR_BAD_VALUE, msg);
     }
+    p->cur_rule = r;
+    elist body = {0};
+    if (!read_alternates(p, &body, false)) return free(body.v), false;
     p->rules[r].body = body;
     p->rules[r].line = line;
     if (!at_end(p) && cur(p) != '\n' && cur(p) != '\r') return fail(p, ERR_BAD_VALUE, "unexpected character");
@@ -413,70 +429,98 @@ static bool nullable_el(const grammar *g, const bool *nullable, int32_t pos) {
     return g->el[pos].kind == GE_REF && nullable[g->el[pos].arg];
 }
 
-/* nullable[r]: rule r can match the empty text (a fixed point). */
-static void find_nullable(const grammar *g, bool *nullable) {
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (int32_t r = 0; r < g->n_rules; r++) {
-            if (nullable[r]) continue;
-            bool alt_ok = true;
-            for (int32_t pos = g->rule_start[r];; pos++) {
-                if (grammar_ends_seq(g, pos)) {
-                    if (alt_ok) nullable[r] = changed = true;
-                    if (g->el[pos].kind == GE_END || nullable[r]) break;
-                    alt_ok = true;
-                } else if (!nullable_el(g, nullable, pos)) {
-                    alt_ok = false;
-                }
-            }
-        }
+/* nullable[r]: rule r can match the empty text. A worklist, linear in the
+ * elements: each alternative counts the references it still waits on
+ * (a character set: never nullable), and a rule found nullable releases the
+ * alternatives that refer to it. (Passes until nothing changes would be
+ * quadratic in a chain of rules each defined before the one it refers to.) */
+static bool find_nullable(const grammar *g, bool *nullable) {
+    const int32_t n_el = g->n_el, n_r = g->n_rules;
+    int32_t *need = malloc(sizeof *need * (size_t)(n_el + 1));     /* per alternative, at its closing element */
+    int32_t *alt_of = malloc(sizeof *alt_of * (size_t)(n_el + 1)); /* an element's closing element */
+    int32_t *first = calloc((size_t)n_r + 1, sizeof *first);       /* rule -> its references, by csr */
+    int32_t *refs = malloc(sizeof *refs * (size_t)(n_el + 1));     /* the closing element of each reference */
+    int32_t *queue = malloc(sizeof *queue * (size_t)(n_r + 1));
+    const bool ok = need && alt_of && first && refs && queue;
+    int32_t qn = 0;
+    for (int32_t pos = ok ? n_el - 1 : -1, close = -1; pos >= 0; pos--) { /* backwards: each element's close */
+        if (grammar_ends_seq(g, pos)) close = pos, need[pos] = 0;
+        alt_of[pos] = close;
+        if (g->el[pos].kind == GE_SET) need[close] = n_el + 1;
+        if (g->el[pos].kind == GE_REF) need[close]++, first[g->el[pos].arg + 1]++;
     }
+    for (int32_t r = 0; ok && r < n_r; r++) first[r + 1] += first[r];
+    for (int32_t pos = 0; ok && pos < n_el; pos++)
+        if (g->el[pos].kind == GE_REF) refs[first[g->el[pos].arg]++] = alt_of[pos];
+    for (int32_t r = n_r; ok && r > 0; r--) first[r] = first[r - 1]; /* the fill moved each start on */
+    if (ok) first[0] = 0;
+    for (int32_t r = 0; ok && r < n_r; r++)
+        for (int32_t pos = g->rule_start[r]; !nullable[r]; pos++) {
+            if (grammar_ends_seq(g, pos) && need[pos] == 0) nullable[r] = true, queue[qn++] = r;
+            if (g->el[pos].kind == GE_END) break;
+        }
+    for (int32_t qi = 0; qi < qn; qi++)
+        for (int32_t i = first[queue[qi]]; i < first[queue[qi] + 1]; i++) {
+            const int32_t close = refs[i];
+            if (--need[close] != 0) continue;
+            const int32_t r = grammar_rule_of(g, close);
+            if (!nullable[r]) nullable[r] = true, queue[qn++] = r;
+        }
+    free(need), free(alt_of), free(first), free(refs), free(queue);
+    return ok;
 }
 
-/* Depth-first over "r can start with s": 1 on the path, 2 done. A rule met
- * on the path is left-recursive; its id, or -1. */
-static int32_t left_cycle(const grammar *g, const bool *nullable, uint8_t *color, int32_t r) {
+/* Depth-first over "r can start with s" from rule r, with an explicit stack
+ * (st: room for every rule) so that a long chain cannot exhaust the thread's
+ * own: color 1 on the path, 2 done. A rule met on the path is left-recursive;
+ * its id, or -1. */
+typedef struct {
+    int32_t r, pos;
+    bool open; /* still in the alternative's nullable prefix */
+} lc_frame;
+
+static int32_t left_cycle(const grammar *g, const bool *nullable, uint8_t *color, int32_t r, lc_frame *st) {
+    int32_t top = 0;
+    st[0] = (lc_frame){r, g->rule_start[r], true};
     color[r] = 1;
-    bool open = true; /* still in the alternative's nullable prefix */
-    for (int32_t pos = g->rule_start[r];; pos++) {
-        const gelem e = g->el[pos];
-        if (e.kind == GE_END) break;
-        if (e.kind == GE_ALT) { open = true; continue; }
-        if (!open) continue;
-        if (e.kind == GE_REF) {
-            if (color[e.arg] == 1) return e.arg;
-            if (color[e.arg] == 0) {
-                const int32_t c = left_cycle(g, nullable, color, e.arg);
-                if (c >= 0) return c;
+    while (top >= 0) {
+        lc_frame *f = &st[top];
+        const gelem e = g->el[f->pos++];
+        if (e.kind == GE_END) {
+            color[f->r] = 2;
+            top--;
+        } else if (e.kind == GE_ALT) {
+            f->open = true;
+        } else if (f->open) {
+            f->open = nullable_el(g, nullable, f->pos - 1);
+            if (e.kind == GE_REF && color[e.arg] == 1) return e.arg;
+            if (e.kind == GE_REF && color[e.arg] == 0) {
+                color[e.arg] = 1;
+                st[++top] = (lc_frame){e.arg, g->rule_start[e.arg], true};
             }
         }
-        open = nullable_el(g, nullable, pos);
     }
-    color[r] = 2;
     return -1;
 }
 
-static const char *shown_name(const parser *p, int32_t r) {
-    return p->rules[r].name[0] == '~' ? "(a group or repetition)" : p->rules[r].name;
-}
 
 static bool check_left_recursion(parser *p, const grammar *g) {
     bool *nullable = calloc((size_t)g->n_rules, sizeof *nullable);
     uint8_t *color = calloc((size_t)g->n_rules, 1);
+    lc_frame *st = malloc(sizeof *st * (size_t)g->n_rules);
     int32_t bad = -1;
-    if (nullable && color) {
-        find_nullable(g, nullable);
-        for (int32_t r = 0; r < g->n_rules && bad < 0; r++)
-            if (color[r] == 0) bad = left_cycle(g, nullable, color, r);
-    }
+    const bool ok = nullable && color && st && find_nullable(g, nullable);
+    for (int32_t r = 0; ok && r < g->n_rules && bad < 0; r++)
+        if (color[r] == 0) bad = left_cycle(g, nullable, color, r, st);
     free(nullable);
     free(color);
-    if (!nullable || !color) return fail(p, ERR_NOMEM, "out of memory");
+    free(st);
+    if (!ok) return fail(p, ERR_NOMEM, "out of memory");
     if (bad < 0) return true;
     p->line = p->rules[bad].line;
-    char msg[160];
-    snprintf(msg, sizeof msg, "rule '%s' is left-recursive (it can reach itself before matching a character)",
-             shown_name(p, bad));
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s '%s' is left-recursive (it can reach itself before matching a character)",
+             g->names[bad] ? "rule" : "a group or repetition in rule", grammar_rule_name(g, bad));
     return fail(p, ERR_BAD_VALUE, msg);
 }
 
@@ -485,7 +529,7 @@ static bool check_left_recursion(parser *p, const grammar *g) {
 static bool link_rules(parser *p, grammar *g) {
     int64_t n = 0;
     for (int32_t r = 0; r < p->n_rules; r++) {
-        if (!p->rules[r].line) {
+        if (!p->rules[r].line) { /* only a named rule can be referenced before it is defined */
             char msg[160];
             p->line = p->rules[r].ref_line;
             snprintf(msg, sizeof msg, "rule '%s' is used but never defined", p->rules[r].name);
@@ -497,16 +541,19 @@ static bool link_rules(parser *p, grammar *g) {
     g->n_el = (int32_t)n;
     g->el = malloc(sizeof *g->el * (size_t)(n > 0 ? n : 1));
     g->rule_start = malloc(sizeof *g->rule_start * (size_t)(g->n_rules > 0 ? g->n_rules : 1));
-    if (!g->el || !g->rule_start) return fail(p, ERR_NOMEM, "out of memory");
+    g->owner = malloc(sizeof *g->owner * (size_t)(g->n_rules > 0 ? g->n_rules : 1));
+    g->names = calloc((size_t)(g->n_rules > 0 ? g->n_rules : 1), sizeof *g->names);
+    if (!g->el || !g->rule_start || !g->owner || !g->names) return fail(p, ERR_NOMEM, "out of memory");
     int32_t at = 0;
     for (int32_t r = 0; r < p->n_rules; r++) {
+        g->owner[r] = p->rules[r].owner;
+        g->names[r] = p->rules[r].name; /* taken over */
+        p->rules[r].name = NULL;
         g->rule_start[r] = at;
         if (p->rules[r].body.n > 0) memcpy(g->el + at, p->rules[r].body.v, sizeof *g->el * (size_t)p->rules[r].body.n);
         at += p->rules[r].body.n;
     }
-    g->root = -1;
-    for (int32_t r = 0; r < p->n_rules; r++)
-        if (strcmp(p->rules[r].name, "root") == 0) g->root = r;
+    g->root = strmap_get(&p->names, "root", 4);
     if (g->root < 0) return p->line = 1, fail(p, ERR_BAD_VALUE, "no rule named 'root'");
     return true;
 }
@@ -517,6 +564,7 @@ static void parser_free(parser *p) {
         free(p->rules[r].body.v);
     }
     free(p->rules);
+    strmap_free(&p->names);
     free(p->ranges);
     free(p->sets);
 }
@@ -545,12 +593,27 @@ err_code grammar_parse(const char *text, size_t len, grammar **out, err_t *err) 
 
 void grammar_free(grammar *g) {
     if (!g) return;
+    for (int32_t r = 0; g->names && r < g->n_rules; r++) free(g->names[r]);
+    free(g->names);
+    free(g->owner);
     free(g->el);
     free(g->rule_start);
     free(g->ranges);
     free(g->sets);
     free(g);
 }
+
+int32_t grammar_rule_of(const grammar *g, int32_t pos) {
+    int32_t r = 0; /* the last rule starting at or before pos (each rule has an element: they increase) */
+    for (int32_t lo = 0, hi = g->n_rules - 1; lo <= hi;) {
+        const int32_t mid = lo + (hi - lo) / 2;
+        if (g->rule_start[mid] <= pos) r = mid, lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return r;
+}
+
+const char *grammar_rule_name(const grammar *g, int32_t r) { return g->names[g->owner[r]]; }
 
 bool grammar_set_meets(const grammar *g, int32_t s, uint32_t lo, uint32_t hi) {
     const gcharset *cs = &g->sets[s];

@@ -41,6 +41,21 @@
 
 typedef struct grammar grammar;
 
+/* The bounds on the work a client's grammar can ask for (docs/limits.md,
+ * docs/structured-output.md). Past any of them the compiler or the matcher
+ * stops with ERR_UNSUPPORTED and a message naming the bound: compiling
+ * costs time linear in the elements, so any grammar is compiled or refused
+ * in well under a second, and the matcher's cost per token is bounded by
+ * GRAMMAR_MAX_WORK whatever the grammar's ambiguity. */
+#define GRAMMAR_MAX_ELEMS (1 << 20) /* compiled elements: a repetition X{m,n} holds n copies of X */
+#define GRAMMAR_MAX_RULES (1 << 16) /* rules: named, groups, and one per optional copy of X{m,n} */
+#define GRAMMAR_MAX_REPEAT 10000    /* n in X{m,n} */
+#define GRAMMAR_MAX_DEPTH 64        /* groups inside groups */
+#define GRAMMAR_MAX_FRAMES (1 << 20) /* the matcher's distinct parse-stack frames */
+#define GRAMMAR_MAX_SET 4096         /* parse stacks alive at once (the grammar's ambiguity) */
+#define GRAMMAR_MAX_WORK (1 << 23)   /* frames visited for one token: its mask, or taking it */
+#define GRAMMAR_MAX_BYTES (64 << 20) /* the matcher's memory for frames and what they expand to */
+
 /* Compile GBNF text; ERR_BAD_VALUE with the line and what is wrong. */
 err_code grammar_parse(const char *text, size_t len, grammar **out, err_t *err);
 void grammar_free(grammar *g);
@@ -70,6 +85,9 @@ void grammar_match_rewind(grammar_match *m, int n);
 bool grammar_match_text(grammar_match *m, const char *text, size_t len);
 /* The text so far is a whole sentence of the grammar. */
 bool grammar_match_complete(const grammar_match *m);
+/* The matcher's memory in bytes: its frames, what they expand to, its
+ * states and kept masks (bounded: GRAMMAR_MAX_BYTES for the frames). */
+size_t grammar_match_memory(const grammar_match *m);
 /* ERR_OK, or why the matcher stopped (the grammar's parse states outgrew
  * their bound, or memory ran out): it then allows only end-of-generation. */
 err_code grammar_match_error(const grammar_match *m, err_t *err);

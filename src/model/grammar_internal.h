@@ -35,6 +35,8 @@ struct grammar {
     gelem *el;
     int32_t n_el;
     int32_t *rule_start; /* (n_rules) a rule's first alternative in el */
+    char **names;        /* (n_rules) a named rule's name; NULL for a group or a repetition's rule */
+    int32_t *owner;      /* (n_rules) the named rule whose definition made it (itself when named) */
     int32_t n_rules, root;
     grange *ranges;
     int32_t n_ranges;
@@ -45,6 +47,11 @@ struct grammar {
 static inline bool grammar_ends_seq(const grammar *g, int32_t pos) {
     return g->el[pos].kind == GE_END || g->el[pos].kind == GE_ALT;
 }
+
+/* The rule element pos belongs to. */
+int32_t grammar_rule_of(const grammar *g, int32_t pos);
+/* Rule r's name, or for a group or a repetition the name of the rule it is in. */
+const char *grammar_rule_name(const grammar *g, int32_t r);
 
 /* Does set s hold a character in [lo, hi]? */
 bool grammar_set_meets(const grammar *g, int32_t s, uint32_t lo, uint32_t hi);

@@ -17,8 +17,16 @@
  * frame, ever; after the first few tokens a step is a few set lookups.
  *
  * Frames live in an arena that grows with the grammar's reachable stacks
- * (its nesting, not the text's length, for the grammars of JSON); it is
- * bounded by GRAMMAR_MAX_FRAMES, past which the matcher reports an error.
+ * (its nesting, not the text's length, for the grammars of JSON).
+ *
+ * Bounds (grammar.h): a client's grammar may be ambiguous in ways that make
+ * states of N stacks with N successors each (`c? c? c? ... "!"`), or
+ * that grow with the text (`.{0,9}.{0,9}`). The matcher counts its work
+ * (frames visited and successors scanned) for each token's mask or step
+ * against GRAMMAR_MAX_WORK, and its memory against GRAMMAR_MAX_BYTES; past
+ * either it stops with an error naming the rule, and only end-of-generation
+ * is allowed. Expansion keeps its own stack on the heap (a chain of 2000
+ * optional items is 2000 levels: too deep for a 128 KiB thread stack).
  *
  * UTF-8: the text and the tokens are bytes; the grammar is code points. A
  * state carries the bytes of a character not complete yet (a token may end
@@ -32,9 +40,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GRAMMAR_MAX_FRAMES (1 << 20)
-#define GRAMMAR_MAX_SET 4096 /* frames in one state: an ambiguity beyond any practical grammar */
-#define GRAMMAR_MAX_EXPAND 2000 /* expand's recursion: nested empty continuations ((x{0,N}){0,N}) */
 
 typedef struct frame frame;
 struct frame {
@@ -43,7 +48,7 @@ struct frame {
     frame **exp, **succ;
     int32_t n_exp, n_succ;
     uint64_t mark;     /* the step that last took it into a state (64 bits: never wraps) */
-    uint8_t has_exp, has_succ;
+    uint8_t has_exp, has_succ, busy; /* busy: being expanded (on the expansion stack) */
 };
 
 /* A partial UTF-8 character: its bits so far and the bytes still to come. */
@@ -103,7 +108,12 @@ struct grammar_match {
     size_t block_used, block_size;
     frame accept;        /* ACCEPT: the grammar may end here */
     uint64_t epoch;
-    int expand_depth;    /* expand's recursion, bounded (GRAMMAR_MAX_EXPAND) */
+    int64_t work;        /* frames visited for the current token (GRAMMAR_MAX_WORK) */
+    size_t bytes;        /* the arena's size (GRAMMAR_MAX_BYTES) */
+    struct xjob *xs;     /* expand's stack */
+    frame **dd_key;      /* dedup's hash set: a slot is taken when its stamp is dd_now */
+    uint32_t *dd_stamp, dd_cap, dd_now;
+    int32_t n_xs, cap_xs;
     gstate hist[GRAMMAR_REWIND_MAX + 1]; /* the state, then the ones it came from */
     int32_t hist_head, hist_len;
     gstate *level;       /* (max_depth + 1) the mask's walk: the state at each trie depth */
@@ -114,7 +124,7 @@ struct grammar_match {
     frame **key;         /* a state's frames, sorted: the cache's key */
     int32_t key_cap;
     err_code rc;
-    char why[160];
+    char why[256];
 };
 
 static bool mfail(grammar_match *m, err_code rc, const char *why) {
@@ -125,20 +135,38 @@ static bool mfail(grammar_match *m, err_code rc, const char *why) {
     return false;
 }
 
+/* n more units of work for the current token, done at element pos; false
+ * (and the matcher stopped, naming pos's rule) past GRAMMAR_MAX_WORK. */
+static bool spend(grammar_match *m, int64_t n, int32_t pos) {
+    if ((m->work += n) <= GRAMMAR_MAX_WORK) return true;
+    char why[200];
+    snprintf(why, sizeof why, "the grammar is too ambiguous near rule '%.60s': one token visited more than %d parse "
+             "states", grammar_rule_name(m->g, grammar_rule_of(m->g, pos)), GRAMMAR_MAX_WORK);
+    return mfail(m, ERR_UNSUPPORTED, why);
+}
+
 /* ---------------------------------------------------------------- arena */
 
+/* NULL on failure, m->rc set. */
 static void *arena_alloc(grammar_match *m, size_t size) {
     size = (size + 15) & ~(size_t)15;
     if (m->n_blocks == 0 || m->block_used + size > m->block_size) {
         const size_t bs = size > (size_t)1 << 16 ? size : (size_t)1 << 16;
+        if (m->bytes + bs > GRAMMAR_MAX_BYTES) {
+            char why[120];
+            snprintf(why, sizeof why, "the grammar's parse states need more than %d MiB (too ambiguous?)",
+                     GRAMMAR_MAX_BYTES >> 20);
+            return mfail(m, ERR_UNSUPPORTED, why), NULL;
+        }
         if (m->n_blocks == m->cap_blocks) {
             const int32_t cap = m->cap_blocks ? 2 * m->cap_blocks : 16;
             char **b = realloc(m->blocks, sizeof *b * (size_t)cap);
-            if (!b) return NULL;
+            if (!b) return mfail(m, ERR_NOMEM, "out of memory"), NULL;
             m->blocks = b;
             m->cap_blocks = cap;
         }
-        if (!(m->blocks[m->n_blocks] = malloc(bs))) return NULL;
+        if (!(m->blocks[m->n_blocks] = malloc(bs))) return mfail(m, ERR_NOMEM, "out of memory"), NULL;
+        m->bytes += bs;
         m->n_blocks++;
         m->block_used = 0;
         m->block_size = bs;
@@ -150,9 +178,13 @@ static void *arena_alloc(grammar_match *m, size_t size) {
 
 /* ---------------------------------------------------------------- frames */
 
+/* Every bit of both mixed into the low ones the table uses (the arena's
+ * pointers share their low bits: a plain product left them alike). */
 static uint32_t frame_hash(int32_t pos, const frame *up) {
-    uint64_t h = (uint64_t)(uint32_t)pos * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)up * 0xC2B2AE3D27D4EB4Full;
-    return (uint32_t)(h ^ h >> 29);
+    uint64_t h = (uint64_t)(uint32_t)pos * 0x9E3779B97F4A7C15ull + (uint64_t)(uintptr_t)up;
+    h = (h ^ h >> 33) * 0xFF51AFD7ED558CCDull;
+    h = (h ^ h >> 33) * 0xC4CEB9FE1A85EC53ull;
+    return (uint32_t)(h ^ h >> 33);
 }
 
 static bool grow_table(grammar_match *m) {
@@ -177,10 +209,14 @@ static frame *intern(grammar_match *m, int32_t pos, frame *up) {
     const uint32_t h = frame_hash(pos, up);
     for (frame *f = m->table[h & m->table_mask]; f; f = f->hnext)
         if (f->pos == pos && f->up == up) return f;
-    if (m->n_frames >= GRAMMAR_MAX_FRAMES)
-        return mfail(m, ERR_UNSUPPORTED, "the grammar's parse states outgrew their bound (an ambiguous grammar?)"), NULL;
+    if (m->n_frames >= GRAMMAR_MAX_FRAMES) {
+        char why[160];
+        snprintf(why, sizeof why, "the grammar's parse states outgrew their bound of %d frames (an ambiguous grammar?)",
+                 GRAMMAR_MAX_FRAMES);
+        return mfail(m, ERR_UNSUPPORTED, why), NULL;
+    }
     frame *f = arena_alloc(m, sizeof *f);
-    if (!f) return mfail(m, ERR_NOMEM, "out of memory"), NULL;
+    if (!f) return NULL;
     memset(f, 0, sizeof *f);
     f->pos = pos;
     f->up = up;
@@ -222,21 +258,116 @@ static bool fvec_add(grammar_match *m, fvec *o, frame *const *v, int32_t n) {
     return true;
 }
 
-/* o, sorted, deduplicated, copied into the arena. */
-static bool fvec_keep(grammar_match *m, fvec *o, frame ***out, int32_t *n_out) {
-    if (o->n > 1) qsort(o->v, (size_t)o->n, sizeof *o->v, cmp_ptr);
+static bool too_many_stacks(grammar_match *m) {
+    char why[120];
+    snprintf(why, sizeof why, "the grammar is too ambiguous: more than %d parse stacks at once", GRAMMAR_MAX_SET);
+    return mfail(m, ERR_UNSUPPORTED, why);
+}
+
+/* o deduplicated in place (first occurrences, in order): a hash set whose
+ * slots are stamped per call, so it is never cleared. */
+static bool dedup(grammar_match *m, fvec *o) {
+    uint32_t need = 16;
+    while (need < 2 * (uint32_t)o->n) need *= 2;
+    if (need > m->dd_cap) {
+        frame **k = malloc(sizeof *k * need);
+        uint32_t *st = calloc(need, sizeof *st);
+        if (!k || !st) return free(k), free(st), mfail(m, ERR_NOMEM, "out of memory");
+        free(m->dd_key), free(m->dd_stamp);
+        m->dd_key = k, m->dd_stamp = st, m->dd_cap = need, m->dd_now = 0;
+    }
+    if (++m->dd_now == 0) memset(m->dd_stamp, 0, sizeof *m->dd_stamp * m->dd_cap), m->dd_now = 1;
+    const uint32_t mask = need - 1;
     int32_t n = 0;
-    for (int32_t i = 0; i < o->n; i++)
-        if (n == 0 || o->v[n - 1] != o->v[i]) o->v[n++] = o->v[i];
-    if (n > GRAMMAR_MAX_SET) return mfail(m, ERR_UNSUPPORTED, "the grammar is too ambiguous (too many parse stacks)");
+    for (int32_t i = 0; i < o->n; i++) {
+        frame *x = o->v[i];
+        uint32_t h = frame_hash(0, x) & mask;
+        while (m->dd_stamp[h] == m->dd_now && m->dd_key[h] != x) h = (h + 1) & mask;
+        if (m->dd_stamp[h] == m->dd_now) continue;
+        m->dd_stamp[h] = m->dd_now, m->dd_key[h] = x;
+        o->v[n++] = x;
+    }
+    o->n = n;
+    return true;
+}
+
+/* o, deduplicated, copied into the arena. */
+static bool fvec_keep(grammar_match *m, fvec *o, frame ***out, int32_t *n_out) {
+    if (o->n > 0 && !spend(m, o->n, o->v[0] == &m->accept ? 0 : o->v[0]->pos)) return false;
+    if (o->n > 1 && !dedup(m, o)) return false;
+    const int32_t n = o->n;
+    if (n > GRAMMAR_MAX_SET) return too_many_stacks(m);
     *out = arena_alloc(m, sizeof **out * (size_t)(n > 0 ? n : 1));
-    if (!*out) return mfail(m, ERR_NOMEM, "out of memory");
+    if (!*out) return false;
     if (n > 0) memcpy(*out, o->v, sizeof **out * (size_t)n);
     *n_out = n;
     return true;
 }
 
-static bool expand(grammar_match *m, frame *f);
+/* A reference frame being expanded: its rule's alternatives in turn, each
+ * with cont (what follows the reference) below it, their expansions
+ * gathered in o. */
+typedef struct xjob {
+    frame *f, *cont;
+    int32_t pos; /* the alternative being taken */
+    fvec o;
+} xjob;
+
+/* f's expansion begun: a character-set frame (or ACCEPT) is its own; a
+ * reference goes on the stack. */
+static bool xpush(grammar_match *m, frame *f) {
+    if (f == &m->accept || m->g->el[f->pos].kind == GE_SET) {
+        fvec o = {0};
+        const bool ok = fvec_add(m, &o, &f, 1) && fvec_keep(m, &o, &f->exp, &f->n_exp);
+        free(o.v);
+        return ok && (f->has_exp = 1);
+    }
+    if (f->busy) return mfail(m, ERR_UNSUPPORTED, "the grammar is left-recursive"); /* refused when compiled */
+    frame *cont = f->up;
+    if (!grammar_ends_seq(m->g, f->pos + 1) && !(cont = intern(m, f->pos + 1, f->up))) return false;
+    if (m->n_xs == m->cap_xs) {
+        const int32_t cap = m->cap_xs ? 2 * m->cap_xs : 64;
+        xjob *v = realloc(m->xs, sizeof *v * (size_t)cap);
+        if (!v) return mfail(m, ERR_NOMEM, "out of memory");
+        m->xs = v;
+        m->cap_xs = cap;
+    }
+    m->xs[m->n_xs++] = (xjob){f, cont, m->g->rule_start[m->g->el[f->pos].arg], {0}};
+    f->busy = 1;
+    return true;
+}
+
+/* The top job's next step: its current alternative's expansion gathered (or
+ * that alternative's first frame pushed, to be expanded first). */
+static bool xstep(grammar_match *m) {
+    const grammar *g = m->g;
+    xjob *j = &m->xs[m->n_xs - 1];
+    frame *a = frame_at(m, j->pos, j->cont);
+    if (!a) return false;
+    if (!a->has_exp) return xpush(m, a); /* j may move: taken up again once a is done */
+    if (!spend(m, a->n_exp, j->f->pos) || !fvec_add(m, &j->o, a->exp, a->n_exp)) return false;
+    while (!grammar_ends_seq(g, j->pos)) j->pos++;
+    if (g->el[j->pos++].kind == GE_ALT) return true;
+    const bool ok = fvec_keep(m, &j->o, &j->f->exp, &j->f->n_exp);
+    free(j->o.v);
+    j->f->busy = 0;
+    j->f->has_exp = ok;
+    m->n_xs--;
+    return ok;
+}
+
+/* f->exp: the character-set frames (and ACCEPT) f stands for. It ends: the
+ * grammar has no left recursion. */
+static bool expand(grammar_match *m, frame *f) {
+    if (f->has_exp) return true;
+    bool ok = xpush(m, f);
+    while (ok && m->n_xs > 0) ok = xstep(m);
+    for (; m->n_xs > 0; m->n_xs--) { /* a failure: the stack given up */
+        free(m->xs[m->n_xs - 1].o.v);
+        m->xs[m->n_xs - 1].f->busy = 0;
+    }
+    return ok;
+}
 
 /* The expansion of rule r's alternatives, each with cont below it, into o. */
 static bool expand_rule(grammar_match *m, int32_t r, frame *cont, fvec *o) {
@@ -247,33 +378,6 @@ static bool expand_rule(grammar_match *m, int32_t r, frame *cont, fvec *o) {
         while (!grammar_ends_seq(g, pos)) pos++;
         if (g->el[pos].kind == GE_END) return true;
     }
-}
-
-/* The expansion of a reference frame: the rule, with what follows the
- * reference below it. */
-static bool expand_ref(grammar_match *m, frame *f, fvec *o) {
-    const grammar *g = m->g;
-    frame *cont = f->up;
-    if (!grammar_ends_seq(g, f->pos + 1) && !(cont = intern(m, f->pos + 1, f->up))) return false;
-    return expand_rule(m, g->el[f->pos].arg, cont, o);
-}
-
-/* f->exp: the character-set frames (and ACCEPT) f stands for. No cycle can
- * recurse here forever: the grammar has no left recursion. */
-static bool expand(grammar_match *m, frame *f) {
-    if (f->has_exp) return true;
-    if (m->expand_depth >= GRAMMAR_MAX_EXPAND)
-        return mfail(m, ERR_UNSUPPORTED, "the grammar nests empty repetitions too deeply to expand");
-    fvec o = {0};
-    bool ok;
-    m->expand_depth++;
-    if (f == &m->accept || m->g->el[f->pos].kind == GE_SET) ok = fvec_add(m, &o, &f, 1);
-    else ok = expand_ref(m, f, &o);
-    m->expand_depth--;
-    ok = ok && fvec_keep(m, &o, &f->exp, &f->n_exp);
-    free(o.v);
-    if (ok) f->has_exp = 1;
-    return ok;
 }
 
 /* f->succ: where a character-set frame goes once its character is taken. */
@@ -316,10 +420,12 @@ static bool step_char(grammar_match *m, const gstate *src, uint32_t c, gstate *d
     dst->n = 0;
     dst->part = (utf8_part){0};
     m->epoch++;
+    if (src->n > 0 && !spend(m, src->n, src->v[0]->pos)) return false;
     for (int32_t i = 0; i < src->n; i++) {
         frame *f = src->v[i];
         if (!frame_takes(m, f, c, c)) continue;
-        if (!successors(m, f) || !state_reserve(m, dst, dst->n + f->n_succ)) return false;
+        if (!successors(m, f) || !spend(m, f->n_succ, f->pos) || !state_reserve(m, dst, dst->n + f->n_succ))
+            return false;
         for (int32_t j = 0; j < f->n_succ; j++) {
             frame *x = f->succ[j];
             if (x->mark == m->epoch) continue;
@@ -327,7 +433,7 @@ static bool step_char(grammar_match *m, const gstate *src, uint32_t c, gstate *d
             dst->v[dst->n++] = x;
         }
     }
-    return true;
+    return dst->n <= GRAMMAR_MAX_SET || too_many_stacks(m);
 }
 
 /* The characters a partial sequence can still become: [lo, hi]; false when
@@ -369,7 +475,7 @@ static bool step_byte(grammar_match *m, const gstate *src, uint8_t b, gstate *ds
     }
     uint32_t lo, hi;
     if (!part_range(&p, &lo, &hi)) return true;
-    if (!state_reserve(m, dst, src->n)) return false;
+    if (!state_reserve(m, dst, src->n) || (src->n > 0 && !spend(m, src->n, src->v[0]->pos))) return false;
     for (int32_t i = 0; i < src->n; i++)
         if (frame_takes(m, src->v[i], lo, hi)) dst->v[dst->n++] = src->v[i];
     dst->part = p;
@@ -448,7 +554,22 @@ void grammar_match_free(grammar_match *m) {
     free(m->key);
     free(m->tmp[0].v);
     free(m->tmp[1].v);
+    free(m->xs);
+    free(m->dd_key);
+    free(m->dd_stamp);
     free(m);
+}
+
+size_t grammar_match_memory(const grammar_match *m) {
+    size_t n = m->bytes + sizeof *m + sizeof *m->table * ((size_t)m->table_mask + 1) +
+               sizeof *m->xs * (size_t)m->cap_xs + (sizeof *m->dd_key + sizeof *m->dd_stamp) * m->dd_cap + sizeof *m->key * (size_t)m->key_cap;
+    for (int i = 0; i <= GRAMMAR_REWIND_MAX; i++) n += sizeof *m->hist[i].v * (size_t)m->hist[i].cap;
+    for (int i = 0; i < 2; i++) n += sizeof *m->tmp[i].v * (size_t)m->tmp[i].cap;
+    for (int32_t i = 0; m->level && i <= m->v->max_depth; i++) n += sizeof *m->level[i].v * (size_t)m->level[i].cap;
+    for (int i = 0; i < MASK_CACHE; i++)
+        if (m->cache[i].bits) n += sizeof *m->cache[i].key * (size_t)m->cache[i].n_key + ((size_t)m->v->n_vocab + 63) / 8;
+    if (m->allowed) n += (size_t)m->v->n_vocab;
+    return n;
 }
 
 err_code grammar_match_error(const grammar_match *m, err_t *err) {
@@ -473,7 +594,11 @@ static void commit(grammar_match *m, const gstate *s) {
 }
 
 bool grammar_match_text(grammar_match *m, const char *text, size_t len) {
-    const gstate *s = len ? walk_bytes(m, current(m), text, (int64_t)len) : current(m);
+    const gstate *s = current(m);
+    for (size_t i = 0; i < len && s; i++) { /* the work bound is per byte here: text has no tokens */
+        m->work = 0;
+        s = walk_bytes(m, s, text + i, 1);
+    }
     if (len) commit(m, s);
     return s && s->n > 0;
 }
@@ -503,6 +628,7 @@ bool grammar_match_allows(grammar_match *m, int32_t t) {
     const char *bytes;
     int64_t n;
     if (m->rc != ERR_OK || !piece_of(m->v, t, &bytes, &n)) return false;
+    m->work = 0;
     return walk_bytes(m, s, bytes, n) != NULL;
 }
 
@@ -513,6 +639,7 @@ void grammar_match_accept(grammar_match *m, int32_t t) {
         commit(m, NULL);
         return;
     }
+    m->work = 0;
     commit(m, walk_bytes(m, current(m), bytes, n));
 }
 
@@ -549,6 +676,7 @@ static void compute_allowed(grammar_match *m, const gstate *s) {
     const grammar_vocab *v = m->v;
     uint8_t *allowed = m->allowed;
     memset(allowed, 0, (size_t)v->n_vocab);
+    m->work = 0;
     if (!only_eog(m, s)) walk_trie(m, allowed);
     if (m->rc != ERR_OK) memset(allowed, 0, (size_t)v->n_vocab); /* broken mid-walk: end the generation */
     bool eog_ok = m->rc != ERR_OK || has_accept(m, s) || only_eog(m, s);

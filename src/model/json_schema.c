@@ -35,11 +35,12 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/strmap.h"
 #include "model/json_schema_internal.h"
 
 #define MAX_DIGITS 16          /* an integer's digits at most (as llama.cpp's converter) */
 #define MAX_SCHEMA_DEPTH 64
-#define MAX_RULES 4096 /* naming and reuse look at every rule so far: bounded, so is the time */
+#define MAX_RULES 4096 /* a bound on the grammar's size (naming and reuse are lookups by hash) */
 
 /* bytes as a GBNF literal "..." */
 static void sb_literal(sbuf *b, const char *s, size_t n) {
@@ -99,6 +100,9 @@ typedef struct {
     const json_value *doc;
     rule *rules;
     int n_rules, cap_rules;
+    strmap names;  /* a rule's index by its name */
+    strmap bodies; /* a rule's index by its body */
+    strmap bases;  /* a name's base -> the next suffix to try (NAME, NAME1, NAME2...) */
     ref_rule *refs;
     int n_refs, cap_refs;
     unsigned used;         /* the primitives used (PRIM_*) */
@@ -154,12 +158,12 @@ static char *new_name(conv *c, const char *hint) {
     base[n] = '\0';
     char *name = malloc(n + 16);
     if (!name) return (char *)fail(c, ERR_NOMEM, "out of memory");
-    strcpy(name, base);
-    for (int k = 1;; k++) {
-        bool taken = reserved(name);
-        for (int i = 0; i < c->n_rules && !taken; i++) taken = strcmp(c->rules[i].name, name) == 0;
-        if (!taken) return name;
-        snprintf(name, n + 16, "%s%d", base, k);
+    for (int k = strmap_get(&c->bases, base, n) > 0 ? strmap_get(&c->bases, base, n) : 0;; k++) {
+        if (k == 0) strcpy(name, base);
+        else snprintf(name, n + 16, "%s%d", base, k);
+        if (reserved(name) || strmap_get(&c->names, name, strlen(name)) >= 0) continue;
+        if (!strmap_put(&c->bases, base, n, k + 1)) return free(name), (char *)fail(c, ERR_NOMEM, "out of memory");
+        return name;
     }
 }
 
@@ -168,6 +172,8 @@ static int reserve(conv *c, const char *hint) {
     if (c->n_rules >= MAX_RULES) return fail(c, ERR_UNSUPPORTED, "the schema makes more than %d rules", MAX_RULES), -1;
     char *name = new_name(c, hint);
     if (!name || !grow(c, (void **)&c->rules, &c->cap_rules, c->n_rules + 1, sizeof *c->rules)) return free(name), -1;
+    if (!strmap_put(&c->names, name, strlen(name), c->n_rules))
+        return free(name), fail(c, ERR_NOMEM, "out of memory"), -1;
     c->rules[c->n_rules] = (rule){name, NULL};
     return c->n_rules++;
 }
@@ -181,15 +187,15 @@ static const char *add_rule(conv *c, const char *hint, sbuf *b) {
     }
     if (!b->p || !*b->p) sb_str(b, "\"\""); /* an empty body: GBNF reads on to the next line */
     if (b->oom) return add_rule(c, hint, b);
-    const char *body = b->p;
-    for (int i = 0; i < c->n_rules; i++)
-        if (c->rules[i].body && strcmp(c->rules[i].body, body) == 0) {
-            free(b->p);
-            *b = (sbuf){0};
-            return c->rules[i].name;
-        }
+    const int same = strmap_get(&c->bodies, b->p, strlen(b->p));
+    if (same >= 0) {
+        free(b->p);
+        *b = (sbuf){0};
+        return c->rules[same].name;
+    }
     const int r = reserve(c, hint);
-    if (r < 0) {
+    if (r >= 0 && !strmap_put(&c->bodies, b->p, strlen(b->p), r)) fail(c, ERR_NOMEM, "out of memory");
+    if (r < 0 || c->rc != ERR_OK) {
         free(b->p);
         *b = (sbuf){0};
         return NULL;
@@ -871,6 +877,9 @@ static void conv_free(conv *c) {
     for (int i = 0; i < c->n_rules; i++) free(c->rules[i].name), free(c->rules[i].body);
     for (int i = 0; i < c->n_refs; i++) free(c->refs[i].ref);
     free(c->rules);
+    strmap_free(&c->names);
+    strmap_free(&c->bodies);
+    strmap_free(&c->bases);
     free(c->refs);
     free(c->seen);
     free(c->done);
