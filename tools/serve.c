@@ -150,6 +150,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!u) { /* the headers: make room for the body */
         if (!(u = calloc(1, sizeof *u))) return MHD_NO;
         *con_cls = u;
+        serve_conns_busy(s->conns, c, true);
         return MHD_YES;
     }
     if (*data_size) {
@@ -161,7 +162,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 }
 
 static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode why) {
-    (void)cls, (void)c, (void)why;
+    (void)why;
+    server *s = cls;
+    serve_conns_busy(s->conns, c, false);
     serve_upload *u = *con_cls;
     if (u) serve_upload_free(u);
     free(u);
@@ -239,8 +242,9 @@ static void close_slots(server *s) {
 }
 
 /* A thread per connection (poll, so descriptors past 1024 work), at most
- * --max-connections of them and --max-connections-per-ip from one address,
- * each closed after --idle-timeout seconds without traffic. */
+ * --max-connections of them and --max-connections-per-ip from one address
+ * (serve_conns.c: past it, the address's oldest idle one makes room), each
+ * closed after --idle-timeout seconds without traffic. */
 static struct MHD_Daemon *start_daemon(server *s, const cli_args *a) {
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)a->serve.port)};
     if (inet_pton(AF_INET, a->serve.host, &addr.sin_addr) != 1) {
@@ -248,10 +252,11 @@ static struct MHD_Daemon *start_daemon(server *s, const cli_args *a) {
         return NULL;
     }
     struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL, on_request, s,
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, serve_conns_accept, s->conns,
+        on_request, s,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_done, s,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)a->serve.idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)a->serve.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)a->serve.max_per_ip, MHD_OPTION_END);
+        (unsigned)a->serve.max_connections, MHD_OPTION_NOTIFY_CONNECTION, serve_conns_notify, s->conns, MHD_OPTION_END);
     if (!d) fail("serve: cannot listen on %s:%ld (in use, or not allowed)", a->serve.host, a->serve.port);
     return d;
 }
@@ -320,6 +325,7 @@ int cmd_serve(int argc, char **argv) {
     co.log = note_log; /* the library's warnings (a context past training, a template missing): once on stderr */
     octo_client *c = octo_client_new(&co);
     rc = c ? open_slots(&s, &a, c) : fail("out of memory");
+    if (!rc && !(s.conns = serve_conns_new((unsigned)a.serve.max_per_ip))) rc = fail("out of memory");
     struct MHD_Daemon *d = rc ? NULL : start_daemon(&s, &a);
     if (!rc && d) {
         const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
@@ -328,6 +334,7 @@ int cmd_serve(int argc, char **argv) {
         serve_until_signal(&s, d, &stop);
     } else if (!rc) rc = 1;
     close_slots(&s);
+    serve_conns_free(s.conns);
     octo_client_free(c);
     free(key);
     pthread_sigmask(SIG_SETMASK, &old, NULL);

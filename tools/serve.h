@@ -26,6 +26,7 @@
 #include <stddef.h>
 
 #include "octo.h"
+#include "serve_conns.h"
 
 /* What a request may be; checked by serve_parse before anything is generated. */
 typedef struct {
@@ -66,6 +67,7 @@ typedef struct {
     serve_limits lim;
     const char *model_name;  /* what /v1/models lists */
     unsigned idle_timeout_s; /* a connection idle this long is closed */
+    serve_conns *conns;      /* the connections per address (serve_conns.h) */
 } server;
 
 /* ---- the slots (serve.c) ---- */

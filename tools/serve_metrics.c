@@ -91,6 +91,9 @@ static void requests(text *t, server *s) {
     metric(t, "requests_failed_total", "counter", "Completions that ended with an error.", (double)c.failed);
     metric(t, "requests_cancelled_total", "counter", "Completions whose client hung up before the end.",
            (double)c.cancelled);
+    metric(t, "connections_evicted_total", "counter",
+           "Idle connections closed to make room for a new one from the same address.",
+           (double)serve_conns_evicted(s->conns));
     metric(t, "prompt_tokens_total", "counter", "Prompt tokens of the completions answered.", (double)c.prompt_tokens);
     metric(t, "completion_tokens_total", "counter", "Tokens generated for the completions answered.",
            (double)c.completion_tokens);

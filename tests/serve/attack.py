@@ -261,6 +261,42 @@ def attack9_idle(port):
           % len(pending))
 
 
+def open_state(socks):
+    """For each socket: 'open' (nothing to read yet) or 'closed' (the server closed it)."""
+    out = []
+    for s in socks:
+        s.settimeout(0.05)
+        try:
+            out.append("closed" if s.recv(1) == b"" else "open")
+        except socket.timeout:
+            out.append("open")
+        except OSError:
+            out.append("closed")
+    return out
+
+
+def attack9_own_address(model):
+    """An address at its connection limit with idle connections (a leaking client) is not locked out: its
+    new request is answered, its oldest idle connection closed to make room; another address's untouched."""
+    srv = Server(model, "--max-connections-per-ip", "4", "--idle-timeout", "10")
+    mine = [socket.create_connection(("127.0.0.1", srv.port), timeout=5, source_address=("127.0.0.4", 0))
+            for _ in range(4)]
+    theirs = [socket.create_connection(("127.0.0.1", srv.port), timeout=5, source_address=("127.0.0.5", 0))
+              for _ in range(4)]
+    time.sleep(0.7)  # all eight accepted, and idle for longer than the half second before one may be closed
+    status, _, data = request(srv.port, "POST", "/v1/completions",
+                              json.dumps({"prompt": "Once", "max_tokens": 4, "temperature": 0}), source="127.0.0.4")
+    check(status == 200, "attack 9b: a request from an address with 4 idle connections (its limit): %s" % status)
+    time.sleep(0.2)
+    m, t = open_state(mine), open_state(theirs)
+    check(m == ["closed", "open", "open", "open"] and t == ["open"] * 4,
+          "attack 9b: its connections %s (the oldest closed), the other address's %s" % (m, t))
+    check(metrics(srv.port).get("octo_connections_evicted_total") == 1.0, "attack 9b: /metrics counts one eviction")
+    for s_ in mine + theirs:
+        s_.close()
+    srv.stop()
+
+
 def queue_full(port):
     """--parallel 1 --max-queue 3: one generating, three waiting, the next is a 503 with Retry-After."""
     running = send_raw(port, LONG, "127.0.0.5")
@@ -357,6 +393,7 @@ def main():
         check(srv.p.poll() is None, "the server is still running")
         shutdown(srv)
         attack10_memory(model)
+        attack9_own_address(model)
         batching(model)
         attack7_long_chat(model)
     finally:
