@@ -127,6 +127,38 @@ faults '{"pages": {"test-org/tiny-GGUF": 2}, "pages_elsewhere": ["test-org/tiny-
 "$octo" pull test-org/tiny-GGUF:Q5_K_M >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "the hub's listing goes on at 'http://elsewhere.invalid/api/models/test-org/tiny-GGUF/tree/main?recursive=true&cursor=2', not on $OCTO_HF_ENDPOINT" "$tmp/err" &&
     ok || bad "a listing going elsewhere: $(cat "$tmp/err")"
+# issue 58: a hostile hub. An endless body for a file the listing publishes at 3000 bytes: stopped
+# there, the partial file never past it (it grew without bound before, 1 GB in 12 s)
+h="$hub/test-org/hostile-GGUF"
+mkdir -p "$h"
+{ printf GGUF; head -c 2996 /dev/urandom; } >"$h/endless-Q4_0.gguf"
+{ printf GGUF; head -c 2996 /dev/urandom; } >"$h/etag-Q4_0.gguf"
+faults '{"endless": ["test-org/hostile-GGUF/endless-Q4_0.gguf"]}'
+timeout 20 "$octo" pull test-org/hostile-GGUF:Q4_0 >/dev/null 2>"$tmp/err" # two files match: pull names them
+timeout 20 "$octo" pull hf://test-org/hostile-GGUF/endless-Q4_0.gguf >/dev/null 2>"$tmp/err"
+rc=$?
+part="$C/models/hf/test-org/hostile-GGUF/main/endless-Q4_0.gguf.part"
+[ $rc -eq 1 ] && grep -q "the server sent more than the 3000 bytes it published for the file; stopped there" "$tmp/err" &&
+    [ "$(wc -c <"$part" 2>/dev/null || echo 0)" -le 3000 ] && ok || bad "an endless body: rc $rc, $(cat "$tmp/err"; ls -la "$part")"
+# a link planted where the resume validator (FILE.part.etag) goes: the file it points to is untouched
+mkdir -p "$C/models/hf/test-org/hostile-GGUF/main"
+printf 'precious\n' >"$tmp/outside"
+ln -sf "$tmp/outside" "$C/models/hf/test-org/hostile-GGUF/main/etag-Q4_0.gguf.part.etag"
+faults '{"cut_once": {"test-org/hostile-GGUF/etag-Q4_0.gguf": 1000}}'
+"$octo" pull hf://test-org/hostile-GGUF/etag-Q4_0.gguf >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && [ "$(cat "$tmp/outside")" = precious ] && cmp -s "$h/etag-Q4_0.gguf" "$C/models/hf/test-org/hostile-GGUF/main/etag-Q4_0.gguf" &&
+    ok || bad "a planted validator link: rc $rc, outside now '$(cat "$tmp/outside")', $(cat "$tmp/err")"
+# a listing whose size is 1e300 (undefined behaviour converted, then 'unknown'): refused by name
+printf '[{"type":"file","path":"x-Q4_0.gguf","size":1e300,"lfs":{"oid":"%s","size":1e300}}]' "$(printf '0%.0s' $(seq 64))" >"$tmp/l1"
+faults "{\"listing_file\": {\"test-org/hostile-GGUF\": \"$tmp/l1\"}}"
+"$octo" pull test-org/hostile-GGUF:Q4_0 >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "the hub's listing gives 'x-Q4_0.gguf' the size 1e300, not a size" "$tmp/err" && ok || bad "a size of 1e300: $(cat "$tmp/err")"
+# a page of 1 MiB of zeros (each value ~80 bytes parsed: 16 MiB cost 600 MiB): refused at its value bound
+python3 -c 'import sys; open(sys.argv[1], "w").write("[" + "0," * 524288 + "0]")' "$tmp/l2"
+faults "{\"listing_file\": {\"test-org/hostile-GGUF\": \"$tmp/l2\"}}"
+"$octo" pull test-org/hostile-GGUF:Q4_0 >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "the hub's listing is not a JSON array (JSON: more than 262144 values" "$tmp/err" && ok || bad "a page of zeros: $(cat "$tmp/err")"
 faults '{}'
 # a mistyped local path (its first part a folder here) is the loader's error, never a request
 n=$(wc -l <"$log")

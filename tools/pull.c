@@ -40,7 +40,11 @@ static int hub_page(const pull_ref *r, const json_value *v, pull_known **files, 
         }
         pull_known *k = memset(&(*files)[(*n)++], 0, sizeof **files);
         snprintf(k->path, sizeof k->path, "%s", path);
-        k->size = size && size->kind == JSON_NUMBER && size->number > 0 ? (uint64_t)size->number : 0;
+        if (size && (size->kind != JSON_NUMBER || !(size->number >= 0 && size->number <= 9007199254740992.0) ||
+                     size->number != (double)(uint64_t)size->number)) /* 2^53: whole, and exact in a double */
+            return fail("%s/%s: the hub's listing gives '%.200s' the size %.*s, not a size", r->org, r->repo, path,
+                        (int)(size->src_len < 40 ? size->src_len : 40), size->src);
+        k->size = size ? (uint64_t)size->number : 0;
         if (oid && strlen(oid) == 64 && strspn(oid, "0123456789abcdefABCDEF") == 64)
             for (int c = 0; c <= 64; c++) k->sha256[c] = (char)tolower((unsigned char)oid[c]);
     }
@@ -79,7 +83,7 @@ static int hub_ggufs(const pull_ref *r, pull_known **files, int *n) {
         }
         json_value *v = NULL;
         err_t err = {0};
-        const int bad = json_parse(body, len, &v, &err) || v->kind != JSON_ARRAY;
+        const int bad = json_parse_max(body, len, PULL_MAX_PAGE_VALUES, &v, &err) || v->kind != JSON_ARRAY;
         free(body);
         if (bad) rc = fail("%s/%s: the hub's listing is not a JSON array (%s)", r->org, r->repo, err.msg);
         else rc = hub_page(r, v, files, n, &cap);

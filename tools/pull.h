@@ -78,6 +78,12 @@ typedef struct {
 /* Download j->url onto j->part; 0, 1 with why, 130 when interrupted (SIGINT:
  * the partial file stays for a resume). A server's error (404) removes nothing. */
 int http_download(const http_job *j, http_found *f, char *why, size_t n);
+/* A listing's page: at most PULL_MAX_PAGE bytes (the hub's 1,000 files are about 300 KB), parsed
+ * into at most PULL_MAX_PAGE_VALUES JSON values (about 15,000 for 1,000 files; each value costs
+ * ~80 bytes parsed, so a page of zeros would cost 2.3 GB at 60 MiB): a hostile page is refused
+ * in bounded memory. */
+#define PULL_MAX_PAGE (16u << 20)
+#define PULL_MAX_PAGE_VALUES (1L << 18)
 /* A small text (the hub's listing) into *body (malloc'd), and in next the URL
  * its Link header names rel="next" (the listing's next page; "" on the last).
  * 0, or 1 with why (an HTTP error names its status). */

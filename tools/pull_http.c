@@ -49,6 +49,7 @@ typedef struct {
     uint64_t start_bytes;
     uint64_t need, avail;  /* a published size with no room for it: the bytes missing and free */
     uint64_t written;      /* the bytes this attempt wrote */
+    uint64_t overrun;      /* the body went past this published size: stopped there */
     char validator[256];   /* the response's ETag (strong) or Last-Modified: a resume's If-Range */
     char error_code[64];   /* the hub's X-Error-Code (RepoNotFound, EntryNotFound, GatedRepo, ...) */
     sha256_ctx sha;        /* of the partial file's first hashed bytes */
@@ -65,6 +66,11 @@ static double now_s(void) {
 static size_t on_data(char *p, size_t size, size_t nmemb, void *user) {
     transfer *t = user;
     const size_t n = size * nmemb;
+    const uint64_t published = t->job->size ? t->job->size : t->found->size;
+    if (published && t->offset + t->written + n > published) { /* more than the hub said: an endless body */
+        t->overrun = published;
+        return 0;
+    }
     for (size_t done = 0; done < n;) {
         const ssize_t w = write(t->fd, p + done, n - done);
         if (w < 0 && errno == EINTR) continue;
@@ -210,20 +216,30 @@ static void explain(CURL *c, CURLcode rc, const char *url, const char *code, cha
     else snprintf(why, n, "%s: %s", url, curl_easy_strerror(rc));
 }
 
-/* "If-Range: V" from the validator file beside the partial one; false when there is none. */
+/* "If-Range: V" from the validator file beside the partial one; false when there is none. Like
+ * the partial file, never through a link someone planted in the cache. */
 static bool read_validator(const char *vpath, char *out, size_t n) {
     char v[256] = "";
-    FILE *f = fopen(vpath, "r");
-    if (!f) return false;
+    const int fd = open(vpath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return false;
+    }
     const bool got = fgets(v, sizeof v, f) != NULL;
     fclose(f);
     v[strcspn(v, "\r\n")] = '\0';
     return got && v[0] && snprintf(out, n, "If-Range: %s", v) < (int)n;
 }
 
+/* A new file each time (whatever was at vpath, a link included, is removed first, and O_EXCL
+ * with O_NOFOLLOW refuses one planted between): the server's text never lands outside the cache. */
 static void write_validator(const char *vpath, const char *v) {
-    FILE *f = fopen(vpath, "w");
+    unlink(vpath);
+    const int fd = open(vpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (f) fprintf(f, "%s\n", v), fclose(f);
+    else if (fd >= 0) close(fd);
 }
 
 /* One attempt from the partial file's current size (t->offset); a failure
@@ -251,7 +267,10 @@ static CURLcode attempt(const http_job *j, transfer *t, char *why, size_t n) {
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     if (status == 416) rc = CURLE_RANGE_ERROR; /* the range is past the end (libcurl may call it a success) */
     if (!t->offset && t->validator[0]) write_validator(vpath, t->validator);
-    if (t->need)
+    if (t->overrun)
+        snprintf(why, n, "%s: the server sent more than the %llu bytes it published for the file; stopped there",
+                 j->url, (unsigned long long)t->overrun), rc = CURLE_WRITE_ERROR;
+    else if (t->need)
         snprintf(why, n, "%s needs %.1f MiB more and its folder has %.1f MiB free", j->part, t->need / 1048576.0,
                  t->avail / 1048576.0), rc = CURLE_WRITE_ERROR;
     else if (rc == CURLE_WRITE_ERROR && t->write_errno)
@@ -364,7 +383,7 @@ typedef struct {
 static size_t on_text(char *p, size_t size, size_t nmemb, void *user) {
     text_sink *s = user;
     const size_t n = size * nmemb;
-    if (s->len + n + 1 > (64u << 20)) return 0; /* a listing is never this big */
+    if (s->len + n + 1 > PULL_MAX_PAGE) return 0; /* a listing's page is never this big */
     if (s->len + n + 1 > s->cap) {
         const size_t cap = (s->len + n + 1) * 2;
         char *more = realloc(s->buf, cap);

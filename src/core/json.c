@@ -14,6 +14,7 @@ typedef struct {
     size_t len, pos;
     err_t *err;
     err_code rc;
+    long values, max_values; /* read so far, and the bound (0: none) */
 } reader;
 
 static bool fail(reader *r, const char *what) {
@@ -193,6 +194,11 @@ static bool read_list(reader *r, json_value *v, int depth, bool object) {
 
 static bool read_value(reader *r, json_value *v, int depth) {
     if (depth > JSON_MAX_DEPTH) return fail(r, "nested too deep");
+    if (r->max_values && ++r->values > r->max_values) {
+        if (r->rc == ERR_OK)
+            r->rc = err_set(r->err, ERR_UNSUPPORTED, "JSON: more than %ld values (at byte %zu)", r->max_values, r->pos);
+        return false;
+    }
     skip_ws(r);
     if (r->pos >= r->len) return fail(r, "expected a value");
     const size_t start = r->pos;
@@ -222,12 +228,16 @@ static void free_children(json_value *v) {
 }
 
 err_code json_parse(const char *text, size_t len, json_value **out, err_t *err) {
+    return json_parse_max(text, len, 0, out, err);
+}
+
+err_code json_parse_max(const char *text, size_t len, long max_values, json_value **out, err_t *err) {
     if (!out) return err_set(err, ERR_INVALID_ARG, "JSON: no output pointer");
     *out = NULL;
     if (!text) return err_set(err, ERR_INVALID_ARG, "JSON: no text");
     json_value *v = calloc(1, sizeof *v);
     if (!v) return err_set(err, ERR_NOMEM, "JSON: out of memory");
-    reader r = {text, len, 0, err, ERR_OK};
+    reader r = {text, len, 0, err, ERR_OK, 0, max_values};
     if (read_value(&r, v, 0)) {
         skip_ws(&r);
         if (r.pos < r.len) fail(&r, "text after the value");

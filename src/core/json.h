@@ -39,6 +39,9 @@ struct json_value {
 
 /* The tree of text[0..len); *out is NULL on error. */
 err_code json_parse(const char *text, size_t len, json_value **out, err_t *err);
+/* The same, refused (ERR_UNSUPPORTED) past max_values values: the tree's memory (about 80 bytes a
+ * value) bounded by what the caller expects, not by the text's length. 0: no bound. */
+err_code json_parse_max(const char *text, size_t len, long max_values, json_value **out, err_t *err);
 void json_free(json_value *v);
 
 /* An object's member named key (the last one, as most readers do), or NULL. */

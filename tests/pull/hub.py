@@ -19,6 +19,8 @@ ROOT/.faults (JSON, read on each request) makes it misbehave:
   {"pages": {"ORG/REPO": N}}            the listing in pages of N entries, each with a Link header
                                         (rel="next", the hub's &cursor=) to the next
   {"pages_elsewhere": ["ORG/REPO"]}     ... whose Link names another host
+  {"endless": ["ORG/REPO/PATH"]}       /cdn answers without Content-Length, the file then zeros without end
+  {"listing_file": {"ORG/REPO": FILE}} the listing's body is FILE's bytes (a hostile listing)
 A resume's If-Range that is not the file's ETag gets the whole file (200), as HTTP says.
 Each request is a line of LOGFILE: METHOD PATH RANGE-or-"-" and "auth" when it carried Authorization.
 """
@@ -110,6 +112,10 @@ class Hub(BaseHTTPRequestHandler):
             return self.send(404, b'{"error":"Repository not found"}', [("X-Error-Code", "RepoNotFound")])
         if not self.allowed(org_repo):
             return
+        raw = faults().get("listing_file", {}).get(org_repo)
+        if raw:
+            with open(raw, "rb") as f:
+                return self.send(200, f.read(), [("Content-Type", "application/json")])
         out = []
         for d, _, names in os.walk(top):
             for n in sorted(names):
@@ -169,7 +175,8 @@ class Hub(BaseHTTPRequestHandler):
         self.send_header("ETag", '"%s"' % sha256(p))
         if code == 206:
             self.send_header("Content-Range", "bytes %d-%d/%d" % (start, size - 1, size))
-        if key not in fl.get("no_length", []):
+        endless = key in fl.get("endless", [])
+        if key not in fl.get("no_length", []) and not endless:
             self.send_header("Content-Length", str(size - start))
         self.end_headers()
         cut, bps = take_cut(key), fl.get("slow", {}).get(key)
@@ -192,6 +199,11 @@ class Hub(BaseHTTPRequestHandler):
                 sent += len(b)
                 if bps:
                     time.sleep(len(b) / bps)
+        while endless:  # the client must stop at the size the hub published
+            try:
+                self.wfile.write(bytes(65536))
+            except OSError:
+                return
 
 
 srv = ThreadingHTTPServer(("127.0.0.1", 0), Hub)
