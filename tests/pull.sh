@@ -149,6 +149,12 @@ faults '{"cut_once": {"test-org/hostile-GGUF/etag-Q4_0.gguf": 1000}}'
 rc=$?
 [ $rc -eq 0 ] && [ "$(cat "$tmp/outside")" = precious ] && cmp -s "$h/etag-Q4_0.gguf" "$C/models/hf/test-org/hostile-GGUF/main/etag-Q4_0.gguf" &&
     ok || bad "a planted validator link: rc $rc, outside now '$(cat "$tmp/outside")', $(cat "$tmp/err")"
+# a redirect to another scheme (ftp://, which libcurl speaks and followed): refused, never fetched
+cp "$h/etag-Q4_0.gguf" "$h/redir-Q4_0.gguf"
+faults '{"redirect": {"test-org/hostile-GGUF/redir-Q4_0.gguf": "ftp://127.0.0.1:9/redir-Q4_0.gguf"}}'
+"$octo" pull hf://test-org/hostile-GGUF/redir-Q4_0.gguf >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "redirected to ftp://127.0.0.1:9/redir-Q4_0.gguf: only http and https are followed" "$tmp/err" &&
+    [ ! -e "$C/models/hf/test-org/hostile-GGUF/main/redir-Q4_0.gguf" ] && ok || bad "a redirect to ftp://: $(cat "$tmp/err")"
 # a listing whose size is 1e300 (undefined behaviour converted, then 'unknown'): refused by name
 printf '[{"type":"file","path":"x-Q4_0.gguf","size":1e300,"lfs":{"oid":"%s","size":1e300}}]' "$(printf '0%.0s' $(seq 64))" >"$tmp/l1"
 faults "{\"listing_file\": {\"test-org/hostile-GGUF\": \"$tmp/l1\"}}"

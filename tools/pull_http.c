@@ -180,6 +180,15 @@ static CURL *handle_for(const char *url) {
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
+    /* HTTP(S) only, redirects included: a hub that redirects to ftp:// (or any other scheme libcurl
+     * speaks) is refused, not followed */
+#if LIBCURL_VERSION_NUM >= 0x075500
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
     curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L); /* an error's body is never written as the model */
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
@@ -213,7 +222,11 @@ static void explain(CURL *c, CURLcode rc, const char *url, const char *code, cha
     else if (rc == CURLE_HTTP_RETURNED_ERROR && (status == 401 || status == 403))
         snprintf(why, n, "%s: HTTP %ld: the repository is gated or private (set HF_TOKEN to a token that may read it)", url, status);
     else if (rc == CURLE_HTTP_RETURNED_ERROR) snprintf(why, n, "%s: HTTP %ld", url, status);
-    else snprintf(why, n, "%s: %s", url, curl_easy_strerror(rc));
+    else if (rc == CURLE_UNSUPPORTED_PROTOCOL) {
+        char *to = NULL; /* where it was sent: the last redirect's target */
+        curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &to);
+        snprintf(why, n, "%s: redirected to %.300s: only http and https are followed", url, to ? to : "another scheme");
+    } else snprintf(why, n, "%s: %s", url, curl_easy_strerror(rc));
 }
 
 /* "If-Range: V" from the validator file beside the partial one; false when there is none. Like

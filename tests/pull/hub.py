@@ -21,6 +21,7 @@ ROOT/.faults (JSON, read on each request) makes it misbehave:
   {"pages_elsewhere": ["ORG/REPO"]}     ... whose Link names another host
   {"endless": ["ORG/REPO/PATH"]}       /cdn answers without Content-Length, the file then zeros without end
   {"listing_file": {"ORG/REPO": FILE}} the listing's body is FILE's bytes (a hostile listing)
+  {"redirect": {"ORG/REPO/PATH": URL}} resolve redirects there instead of to /cdn
 A resume's If-Range that is not the file's ETag gets the whole file (200), as HTTP says.
 Each request is a line of LOGFILE: METHOD PATH RANGE-or-"-" and "auth" when it carried Authorization.
 """
@@ -150,7 +151,8 @@ class Hub(BaseHTTPRequestHandler):
             return
         if not os.path.isfile(p):
             return self.send(404, b"Entry not found", [("X-Error-Code", "EntryNotFound")])
-        self.send(302, b"", [("Location", "/cdn/%s/%s" % (org_repo, rel)), ("X-Repo-Commit", "0123abcd" * 5),
+        where = faults().get("redirect", {}).get(org_repo + "/" + rel, "/cdn/%s/%s" % (org_repo, rel))
+        self.send(302, b"", [("Location", where), ("X-Repo-Commit", "0123abcd" * 5),
                              ("X-Linked-Etag", '"%s"' % published_sha(org_repo + "/" + rel, p)),
                              ("X-Linked-Size", str(os.path.getsize(p))), ("ETag", '"%s"' % hashlib.sha1(rel.encode()).hexdigest())])
 
