@@ -10,10 +10,13 @@ apart. Each attack asserts the legitimate request is answered, 200, within LEGIT
   7  one chat of ~25,000 short messages (~1 MiB), far past the context, on --parallel 1;
   8  non-streamed requests for 60,000 tokens whose clients hang up: the slot frees at once;
   9  1,100 idle connections: the per-address limit refuses most, the idle timeout closes the rest;
+  9b an address at its limit with idle connections of its own: its new request closes the oldest;
   10 40 bodies of 1 MiB of [0,0,...] at once on --parallel 1: the server's peak RSS (VmHWM)
      stays within 64 MiB of its idle RSS (VmRSS).
 
-And: on --parallel 4, four completions at once each equal the completion alone, three long
+And: chaos on --parallel 4 (rounds of 48 random clients: hang-ups mid-prefill and mid-stream, n = 8
+with tools and 20 top logprobs, embeddings answered or abandoned; slots free and memory flat after);
+on --parallel 4, four completions at once each equal the completion alone, three long
 generations hung up beside a fourth client that is answered in time, and /metrics (Prometheus
 text) counts it all; a non-streamed generation longer than --idle-timeout is answered whole; with every slot
 busy and --max-queue requests waiting, one more is a 503 with Retry-After; SIGTERM during a
@@ -185,6 +188,91 @@ def batching(model):
                                                                m.get("octo_requests_cancelled_total"),
                                                                m.get("octo_completion_tokens_total")))
     check(srv.p.poll() is None, "the batching server is still running")
+    srv.stop()
+
+
+TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {
+    "type": "object", "properties": {"z": {"type": "string", "maxLength": 6}}, "required": ["z"]}}}]
+
+
+def chaos_one(port, rng, source):
+    """One random client of chaos(): what it asked and whether the answer was right (None: it hung up)."""
+    kind = rng.randrange(4)
+    if kind == 0:  # a stream, hung up after 0..5 chunks (0: during the prompt's prefill)
+        body = json.dumps({"prompt": "Once upon a time " * rng.randrange(1, 60), "max_tokens": 300, "stream": True})
+        s = send_raw(port, body.encode(), source)
+        want = rng.randrange(6)
+        try:
+            got = 0
+            while got < want and s.recv(4096):
+                got += 1
+        except OSError:
+            pass
+        s.close()
+        return "stream", None
+    if kind == 1:  # n = 8 with tools and top_logprobs at their maximum
+        body = {"messages": [{"role": "user", "content": "Where?"}], "max_tokens": 8, "n": 8, "logprobs": True,
+                "top_logprobs": 20, "tools": TOOLS}
+        status, _, data = request(port, "POST", "/v1/chat/completions", json.dumps(body), source=source, timeout=30)
+        ch = parse(data).get("choices", []) if status == 200 else []
+        ok = len(ch) == 8 and all(len(c["logprobs"]["content"][0]["top_logprobs"]) == 20 for c in ch
+                                  if c.get("logprobs") and c["logprobs"].get("content"))
+        return "n=8", ok
+    if kind == 2:  # embeddings of many inputs, answered or hung up at once
+        body = {"input": ["a story %d about a cat" % i for i in range(48)]}
+        if rng.randrange(2):
+            send_raw(port, json.dumps(body).encode(), source, "/v1/embeddings").close()
+            return "embeddings", None
+        status, _, data = request(port, "POST", "/v1/embeddings", json.dumps(body), source=source, timeout=30)
+        return "embeddings", status == 200 and len(parse(data).get("data", [])) == 48
+    send_raw(port, json.dumps({"prompt": "Once", "max_tokens": 500}).encode(), source).close()  # gone mid-prefill
+    return "hung up", None
+
+
+def chaos(model):
+    """--parallel 4: rounds of 48 random clients at once from 8 addresses (streams hung up mid-prefill
+    and mid-stream, n = 8 with tools and 20 top logprobs, embeddings of 48 inputs answered or abandoned),
+    the legitimate client answered in time during each; after each round every slot is free and the
+    server's memory stays flat from the first round to the last."""
+    import random
+    srv = Server(model, "--parallel", "4", "--ctx", "4096", "--max-queue", "64")
+    rng = random.Random(54)
+    rss, wrong, counts = [], [], {}
+    for rnd in range(4):
+        results = [None] * 48
+        seeds = [rng.randrange(1 << 30) for _ in range(48)]
+
+        def client(i):
+            results[i] = chaos_one(srv.port, random.Random(seeds[i]), "127.0.0.%d" % (20 + i % 8))
+
+        ts = [threading.Thread(target=client, args=(i,)) for i in range(48)]
+        for t in ts:
+            t.start()
+        time.sleep(0.2)
+        legit(srv.port, "chaos round %d (48 clients: hang-ups, n = 8 with tools, embeddings)" % (rnd + 1))
+        for t in ts:
+            t.join()
+        for r in results:
+            counts[r[0]] = counts.get(r[0], 0) + 1
+            if r[1] is False:
+                wrong.append(r[0])
+        m = {}
+        for _ in range(50):  # the abandoned requests end at their next token
+            m = metrics(srv.port)
+            if m.get("octo_slots_busy") == 0 and m.get("octo_queue_length") == 0:
+                break
+            time.sleep(0.1)
+        check(m.get("octo_slots_busy") == 0 and m.get("octo_queue_length") == 0,
+              "chaos round %d: every slot free after it" % (rnd + 1))
+        rss.append(srv.rss_kib("VmRSS"))
+    check(not wrong, "chaos: every answered request right (%s); wrong: %s" % (counts, wrong))
+    shown = [round(r / 1024, 1) for r in rss]
+    if os.environ.get("OCTO_TEST_QUICK", "0") != "0":  # sanitizers: ASan's quarantine keeps what is freed
+        print("ok: chaos: RSS after rounds 1..4: %s MiB (not bounded under sanitizers)" % shown)
+    else:
+        check(rss[-1] - rss[1] <= 8 * 1024, "chaos: RSS after rounds 1..4: %s MiB (flat after the first, within 8 MiB)"
+              % shown)
+    check(srv.p.poll() is None, "chaos: the server is still running")
     srv.stop()
 
 
@@ -394,6 +482,7 @@ def main():
         shutdown(srv)
         attack10_memory(model)
         attack9_own_address(model)
+        chaos(model)
         batching(model)
         attack7_long_chat(model)
     finally:
