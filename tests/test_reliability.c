@@ -225,6 +225,87 @@ static void test_stats_during_stream(void) {
     octo_client_free(c);
 }
 
+typedef struct {
+    octo_model *m;
+    atomic_int stop, trims;
+    int top; /* the highest level it cycles through */
+    int bad; /* calls that failed */
+} trimmer;
+
+static void *trim_loop(void *arg) {
+    trimmer *t = arg;
+    for (int i = 0; !atomic_load(&t->stop); i++) {
+        t->bad += octo_model_trim(t->m, (octo_trim_level)(i % (t->top + 1))) != OCTO_OK;
+        const octo_memory mu = octo_memory_usage();
+        (void)mu;
+        atomic_fetch_add(&t->trims, 1);
+    }
+    t->bad += octo_model_trim(t->m, OCTO_TRIM_NONE) != OCTO_OK;
+    return NULL;
+}
+
+/* 200 greedy tokens while another thread calls octo_model_trim (cycling its levels) and octo_memory_usage
+ * as fast as it can. LOW and MODERATE change no output: the text is the text without trims. CRITICAL
+ * may (it evicts): the stream still ends whole. Under TSan: no race (issue 54's red team). */
+static char *trimmed_text(octo_model *m, int top, int *trims, int *bad) {
+    trimmer t = {.m = m, .top = top};
+    pthread_t th;
+    if (top >= 0) pthread_create(&th, NULL, trim_loop, &t);
+    octo_generate_params gp = octo_generate_params_defaults();
+    gp.max_tokens = 200;
+    gp.temperature = 0;
+    octo_stream *st = octo_generate(m, "ab", &gp);
+    size_t n = 0;
+    char *text = calloc(1, 1 << 16);
+    int during = 0; /* trims that completed between two tokens of the stream */
+    for (const char *piece; st && text && (piece = octo_stream_next(st)) != NULL;) {
+        const size_t k = strlen(piece);
+        if (n + k < (1 << 16) - 1) memcpy(text + n, piece, k), n += k;
+        const int seen = atomic_load(&t.trims); /* let the trimmer in before the next token */
+        for (int spin = 0; top >= 0 && spin < 100000 && atomic_load(&t.trims) == seen; spin++) sched_yield();
+        during = atomic_load(&t.trims);
+    }
+    T_EQ_INT(st ? octo_stream_token_count(st) : -1, 200);
+    octo_stream_free(st);
+    if (top >= 0) {
+        atomic_store(&t.stop, 1);
+        pthread_join(th, NULL);
+    }
+    *trims = during, *bad = t.bad;
+    return text;
+}
+
+/* On the plain model, and on a MoE whose experts sit behind a cache of half their bytes (what
+ * MODERATE halves again, with its I/O thread reading ahead). */
+static void test_trim_during_stream(bool moe) {
+    char path[512];
+    tu_tmp_path(path, sizeof path, "reliability-moe.gguf");
+    synth_opts o = synth_defaults();
+    o.n_ctx = 256, o.n_expert = 8, o.n_expert_used = 2;
+    if (moe && !write_model(path, o)) return;
+    octo_client *c = octo_client_new(NULL);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.auto_draft = OCTO_DRAFT_NONE;
+    mo.moe.cache_share = moe ? 0.5 : 0.0;
+    octo_model *m = octo_load_model(c, moe ? path : g_model, &mo);
+    T_CHECK(m != NULL);
+    if (!m) return octo_client_free(c), (void)(moe && remove(path));
+    int trims, bad;
+    char *alone = trimmed_text(m, -1, &trims, &bad);
+    T_CHECK(moe == (octo_model_stats(m).expert_cache_bytes > 0));
+    char *lossless = trimmed_text(m, OCTO_TRIM_MODERATE, &trims, &bad);
+    T_CHECKF(alone && lossless && !strcmp(alone, lossless), "LOW/MODERATE trims during the stream changed its text");
+    T_CHECKF(trims > 50 && bad == 0, "%d trims during the stream, %d failed", trims, bad);
+    char *lossy = trimmed_text(m, OCTO_TRIM_CRITICAL, &trims, &bad);
+    T_CHECKF(trims > 50 && bad == 0, "%d trims to CRITICAL and back during the stream, %d failed", trims, bad);
+    printf("trims during a 200-token stream (%s): the text unchanged by LOW/MODERATE; %d trims through CRITICAL\n",
+           moe ? "MoE, an expert cache of half its experts" : "dense", trims);
+    free(alone), free(lossless), free(lossy);
+    octo_model_free(m);
+    octo_client_free(c);
+    if (moe) remove(path);
+}
+
 /* Byte offset of tensor name's data offset field in the header, or 0. */
 static size_t offset_field(const unsigned char *file, size_t size, const char *name) {
     const size_t n = strlen(name);
@@ -762,6 +843,8 @@ int main(void) {
     test_client_lifetime();
     test_shared_client();
     test_stats_during_stream();
+    test_trim_during_stream(false);
+    test_trim_during_stream(true);
     test_shared_tensor_bytes();
     test_non_finite();
     test_nan_scales();
