@@ -367,6 +367,56 @@ class ModelTest {
         }
     }
 
+    /** Issue 54's red team: null arguments and ids out of the vocabulary are exceptions, never a crash of the JVM. */
+    @Test
+    void nullsAndBadIdsAreExceptions() throws Exception {
+        assertThrows(NullPointerException.class, () -> Model.load(null));
+        try (Model m = Model.load(MODEL)) {
+            assertThrows(NullPointerException.class, () -> m.generate(null, 4, 0f, 0));
+            assertThrows(NullPointerException.class, () -> m.generate("Once", (GenerateOptions) null));
+            assertThrows(NullPointerException.class, () -> m.generate("Once", 4, 0f, 0, null));
+            assertThrows(NullPointerException.class, () -> m.tokenize(null));
+            assertThrows(OctoException.class, () -> m.detokenize(null));
+            assertThrows(OctoException.class, () -> m.detokenize(new int[] {-1, 1 << 30}));
+            assertThrows(IllegalArgumentException.class, () -> m.trim(7));
+            assertEquals(octoRun("Once", 8), m.generate("Once", 8, 0f, 0).text()); /* and the model still works */
+        }
+    }
+
+    /** Eight threads at one model at once: one stream runs at a time, the others are told BUSY (an
+     *  OctoException, status 21: OCTO_ERR_BUSY), and every text that runs is octo run's. */
+    @Test
+    void eightThreadsAtOneModel() throws Exception {
+        String want = octoRun("Once", 6);
+        try (Model m = Model.load(MODEL)) {
+            java.util.concurrent.atomic.AtomicInteger ran = new java.util.concurrent.atomic.AtomicInteger(), busy =
+                    new java.util.concurrent.atomic.AtomicInteger();
+            List<String> wrong = java.util.Collections.synchronizedList(new ArrayList<>());
+            List<Thread> ts = new ArrayList<>();
+            for (int i = 0; i < 8; i++) {
+                Thread t = new Thread(() -> {
+                    for (int k = 0; k < 20; k++) {
+                        try {
+                            String got = m.generate("Once", 6, 0f, 0).text();
+                            if (!got.equals(want)) wrong.add(got);
+                            ran.incrementAndGet();
+                        } catch (OctoException e) {
+                            if (e.status() != 21) wrong.add(e.getMessage());
+                            busy.incrementAndGet();
+                        }
+                        assertTrue(m.tokenize("Once upon a time").length > 0);
+                    }
+                });
+                ts.add(t);
+                t.start();
+            }
+            for (Thread t : ts) t.join();
+            assertEquals(List.of(), wrong);
+            assertEquals(160, ran.get() + busy.get());
+            assertTrue(ran.get() > 0, "no stream ran");
+        }
+    }
+
     @Test
     void textKeepsUtf8() throws Exception {
         try (Model m = Model.load(MODEL)) {
