@@ -32,7 +32,7 @@ done
 
 B=build-arm
 # emulated code runs ~15x slower: the slow tests cover fewer prompts (tests/util.h)
-export OCTO_TEST_QUICK=1
+export OCTO_TEST_QUICK=1 OCTO_TEST_EMULATED=1
 QEMU="qemu-aarch64 -L /usr/aarch64-linux-gnu"
 echo "== configure and build ($B)"
 cmake -S . -B "$B" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release -DOCTO_TEST_TIMEOUT=2400 >/dev/null

@@ -40,6 +40,13 @@ static inline int tu_quick(void) {
     return q && *q && strcmp(q, "0") != 0;
 }
 
+/* Running under an emulator (scripts/test-arm.sh sets OCTO_TEST_EMULATED): the statistical tests,
+ * whose arithmetic is the same on every kernel path, are left to the native runs. */
+static inline int tu_emulated(void) {
+    const char *q = getenv("OCTO_TEST_EMULATED");
+    return q && *q && strcmp(q, "0") != 0;
+}
+
 /* A unique path in the scratch folder ($OCTO_TMP or /tmp). */
 static inline void tu_tmp_path(char *buf, size_t n, const char *name) {
     const char *d = getenv("OCTO_TMP");
