@@ -392,6 +392,19 @@ static void qk_norm(const model_mat *w, float *v, int n_heads, int hd, float eps
     for (int i = 0; i < parts; i++) fwd_rmsnorm(v + (size_t)i * per, v + (size_t)i * per, w->data, per, eps);
 }
 
+static bool any_non_finite(const float *x, size_t n);
+
+/* Non-finite queries or keys (NaN or Inf scales in attn_q, attn_k or their norms) make NaN scores,
+ * which the softmax's exponent drops as if masked: the layer's output stays finite and the text
+ * changes with success. Checked as they are made (before the cache keeps a key), on the bits. */
+static err_code check_qk(const float *q, size_t nq, const float *k, size_t nk, int layer, int32_t pos0, err_t *err) {
+    if (!any_non_finite(q, nq) && !any_non_finite(k, nk)) return ERR_OK;
+    return err_set(err, ERR_BAD_VALUE,
+                   "layer %d computed non-finite attention queries or keys (NaN or Inf) at positions from %d: "
+                   "attn_q, attn_k or their norms hold values that are not finite numbers",
+                   layer, (int)pos0);
+}
+
 /* Multi-head (grouped-query) attention of st->xn into st->ffn_out: q/k/v
  * projections (biases, q/k norms), RoPE, each part's cache, the kernel,
  * attn_output. The projections take every row of the batch at once. */
@@ -415,6 +428,7 @@ static err_code attn_heads(fwd_state *st, const fwd_rows *r, int l, err_t *err) 
         fwd_rope_apply(q, hp->n_head, hp->head_dim, hp->n_rot, hp->rope_neox, cs);
         fwd_rope_apply(k, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_neox, cs);
     }
+    if ((rc = check_qk(st->q, (size_t)n * q_dim, st->k, (size_t)n * k_dim, l, r->pos[0], err))) return rc;
     for (int i = 0; i < r->n_parts; i++) {
         const fwd_part *p = &r->part[i];
         const size_t at = (size_t)p->row0;
