@@ -24,6 +24,7 @@ import operator
 import os
 import re
 import threading
+import weakref
 
 from . import _lib
 from ._version import __version__
@@ -163,25 +164,39 @@ def _enc(name, s):
 
 
 class Stream:
-    """The pieces of one generation. Iterate it; cancel() is safe from any thread."""
+    """The pieces of one generation. Iterate it (one thread at a time); cancel() and close() are safe
+    from any thread: close() while another thread is inside the iteration cancels the generation,
+    waits for that step to return, then frees it."""
 
     def __init__(self, model, handle):
-        self._model = model  # the Model or Session that started it
+        self._model = model  # the Model or Session that started it (it holds this stream only weakly)
         self._h = handle
-        self._lock = threading.Lock()  # free vs cancel from another thread
+        self._lock = threading.Lock()  # _h and _stepping
+        self._idle = threading.Condition(self._lock)  # notified when a step returns
+        self._stepping = False  # a thread is inside octo_stream_next
         self.stop_reason = "running"
 
     def __iter__(self):
         return self
 
     def __next__(self):
-        if self._h is None:
-            raise StopIteration
-        p = _L.octo_stream_next(self._h)
-        if not p:
+        with self._lock:
+            if self._h is None:
+                raise StopIteration
+            if self._stepping:
+                raise RuntimeError("a stream is iterated by one thread at a time")
+            self._stepping, h = True, self._h
+        try:
+            p = _L.octo_stream_next(h)
+            piece = ctypes.string_at(p, _L.octo_stream_piece_size(h)).decode("utf-8", "replace") if p else None
+        finally:
+            with self._lock:
+                self._stepping = False
+                self._idle.notify_all()
+        if piece is None:
             self._finish()
             raise StopIteration
-        return ctypes.string_at(p, _L.octo_stream_piece_size(self._h)).decode("utf-8", "replace")
+        return piece
 
     def text(self):
         """The rest of the generation as one string."""
@@ -199,9 +214,12 @@ class Stream:
             return _L.octo_stream_token_count(self._h) if self._h is not None else 0
 
     def _finish(self):
-        status = _L.octo_stream_status(self._h)
-        err = (_L.octo_stream_error(self._h) or b"").decode("utf-8", "replace")
-        self.stop_reason = STOP_REASONS.get(_L.octo_stream_stop_reason(self._h), "error")
+        with self._lock:
+            if self._h is None:  # closed by another thread meanwhile
+                return
+            status = _L.octo_stream_status(self._h)
+            err = (_L.octo_stream_error(self._h) or b"").decode("utf-8", "replace")
+            self.stop_reason = STOP_REASONS.get(_L.octo_stream_stop_reason(self._h), "error")
         self.close()
         if status:
             raise OctoError(err, status)
@@ -210,15 +228,20 @@ class Stream:
         """Free the stream (the model can then start another); iteration ends. A stream closed
         before its end stops as one cancelled (stop_reason "cancelled", as octo reports it)."""
         with self._lock:
+            if self._h is not None and self._stepping:
+                _L.octo_stream_cancel(self._h)  # the step in another thread returns at its next token
+                while self._stepping:
+                    self._idle.wait()
             if self._h is not None:
                 _L.octo_stream_free(self._h)
                 self._h = None
-                self._model._stream = None
+                self._model._stream_ref = None
                 if self.stop_reason == "running":
                     self.stop_reason = STOP_REASONS[3]
 
     def __del__(self):
-        self.close()
+        if getattr(self, "_lock", None) is not None:
+            self.close()
 
 
 def _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec, prompt_compress=0.0, grammar=None,
@@ -253,13 +276,18 @@ class _Conversation:
     _check, _error (the last failure's text), _status (its octo_status), _gen(prompt, params), _chat(messages, n, params) and
     _fit(messages, n, reserve_tokens)."""
 
-    _stream = None
+    _stream_ref = None  # the running stream, weakly: a stream the caller dropped is freed, not kept busy
+
+    @property
+    def _stream(self):
+        return self._stream_ref() if self._stream_ref is not None else None
 
     def _start(self, handle):
         if not handle:
             raise OctoError(self._error(), self._status())
-        self._stream = Stream(self, handle)
-        return self._stream
+        s = Stream(self, handle)
+        self._stream_ref = weakref.ref(s)
+        return s
 
     def generate(self, prompt, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
                  spec=None, prompt_compress=0.0, grammar=None, json_schema=None):
@@ -320,7 +348,7 @@ class Model(_Conversation):
     """
 
     # what close() reads, there even when __init__ never ran (a misspelt keyword is a TypeError first)
-    _client = _model = _stream = None
+    _client = _model = None
     _sessions = ()
 
     def __init__(self, path=None, *, n_ctx=0, n_threads=0, device=None, cache_dir=None, draft_model=None,
@@ -434,8 +462,9 @@ class Model(_Conversation):
             raise OctoError("the model is closed", 1)
 
     def close(self):
-        if self._stream is not None:
-            self._stream.close()
+        s = self._stream
+        if s is not None:
+            s.close()
         for s in self._sessions:
             s.close()
         self._sessions = []
@@ -494,8 +523,9 @@ class Session(_Conversation):
             raise OctoError("the session is closed", 1)
 
     def close(self):
-        if self._stream is not None:
-            self._stream.close()
+        s = self._stream
+        if s is not None:
+            s.close()
         if self._h is not None:
             _L.octo_session_free(self._h)
             self._h = None

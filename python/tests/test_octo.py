@@ -284,3 +284,50 @@ def test_chat_fit(model, model_path):
         model.chat_fit(msgs, reserve_tokens=2**32)
     with octo.Model(model_path, max_sessions=2) as m:
         assert m.session().chat_fit(msgs) == n
+
+
+def test_a_dropped_stream_is_freed(model, model_path):
+    """Issue 58: the model kept its latest stream, so one the caller dropped was never freed and every
+    later generate() raised "already serving a stream" until close()."""
+    for piece in model.generate(PROMPT, max_tokens=200, temperature=0):
+        break
+    assert model.generate(PROMPT, max_tokens=4, temperature=0).text()
+    s = model.generate(PROMPT, max_tokens=200, temperature=0)
+    next(s)
+    del s
+    gc.collect()
+    assert model.generate(PROMPT, max_tokens=4, temperature=0).text()
+    m2 = octo.Model(model_path, max_sessions=2)
+    session = m2.session()
+    for piece in session.generate(PROMPT, max_tokens=200, temperature=0):
+        break
+    assert session.generate(PROMPT, max_tokens=4, temperature=0).text()
+    m2.close()
+
+
+def test_close_while_another_thread_iterates(model):
+    """Issue 58: close() freed the C stream under a thread inside its next step (a use after free; a
+    segfault 5 runs in 5). Now close() cancels, waits for that step, then frees; the iterating thread
+    ends cleanly."""
+    for round_ in range(20):
+        # a grammar that never completes: end-of-generation is never allowed, so only close() ends it
+        s = model.generate(PROMPT, max_tokens=100000, temperature=0.8, seed=round_, grammar='root ::= [a-z] root')
+        got, errors = [], []
+        started = threading.Event()
+
+        def iterate():
+            try:
+                for piece in s:
+                    got.append(piece)
+                    started.set()
+            except Exception as e:  # noqa: BLE001 - any exception is the failure reported below
+                errors.append(e)
+            started.set()
+
+        t = threading.Thread(target=iterate)
+        t.start()
+        started.wait(10)
+        s.close()
+        t.join(10)
+        assert not t.is_alive() and not errors and got and s.stop_reason == "cancelled", (round_, errors)
+    assert model.generate(PROMPT, max_tokens=4, temperature=0).text()
