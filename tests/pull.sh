@@ -165,6 +165,15 @@ python3 -c 'import sys; open(sys.argv[1], "w").write("[" + "0," * 524288 + "0]")
 faults "{\"listing_file\": {\"test-org/hostile-GGUF\": \"$tmp/l2\"}}"
 "$octo" pull test-org/hostile-GGUF:Q4_0 >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "the hub's listing is not a JSON array (JSON: more than 262144 values" "$tmp/err" && ok || bad "a page of zeros: $(cat "$tmp/err")"
+# a listing of thousands of pages (one entry each, for 150 files): refused at the 100th, asked for 100 times
+mkdir -p "$hub/test-org/many-GGUF"
+for i in $(seq 150); do echo "$i" >"$hub/test-org/many-GGUF/note$i.txt"; done
+faults '{"pages": {"test-org/many-GGUF": 1}}'
+n=$(wc -l <"$log")
+"$octo" pull test-org/many-GGUF:Q4_0 >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "test-org/many-GGUF: the hub's listing goes on past 100 pages" "$tmp/err" &&
+    [ "$(tail -n +$((n + 1)) "$log" | grep -c "^GET /api/models/test-org/many-GGUF/tree")" -eq 100 ] && ok ||
+    bad "a listing of many pages: $(cat "$tmp/err")"
 faults '{}'
 # a mistyped local path (its first part a folder here) is the loader's error, never a request
 n=$(wc -l <"$log")

@@ -58,6 +58,13 @@ void serve_track(server *s, int slot, octo_stream *st) {
     pthread_mutex_unlock(&s->mu);
 }
 
+bool serve_stopping(server *s) {
+    pthread_mutex_lock(&s->mu);
+    const bool stopping = s->stopping;
+    pthread_mutex_unlock(&s->mu);
+    return stopping;
+}
+
 void serve_stop(server *s) {
     pthread_mutex_lock(&s->mu);
     s->stopping = true;
@@ -129,7 +136,7 @@ static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *ur
     if (v.route == SERVE_METRICS) return queue(c, status, serve_metrics(s));
     if (v.route == SERVE_PAGE) return queue(c, status, serve_page());
     if (v.route == SERVE_EMBEDDINGS) {
-        struct MHD_Response *resp = serve_embeddings(s, &r, &status);
+        struct MHD_Response *resp = serve_embeddings(s, &r, c, &status);
         return queue(c, status, resp);
     }
     if (v.route == SERVE_MODELS) {

@@ -92,6 +92,8 @@ octo_stats serve_stats(server *s, int slot);
 struct MHD_Connection;
 /* True when the client of c hung up (a non-streamed request notices it between tokens). */
 bool serve_client_gone(struct MHD_Connection *c);
+/* Shutdown began (SIGINT or SIGTERM). */
+bool serve_stopping(server *s);
 
 /* ---- reading a request (serve_request.c) ---- */
 
@@ -189,8 +191,9 @@ struct MHD_Response *serve_json_response(const char *json);
 struct MHD_Response *serve_completion(server *s, request *r, bool chat, struct MHD_Connection *c, unsigned *status);
 /* GET /v1/models */
 struct MHD_Response *serve_models(server *s, unsigned *status);
-/* POST /v1/embeddings: r (taken over) in (serve_embed.c). */
-struct MHD_Response *serve_embeddings(server *s, request *r, unsigned *status);
+/* POST /v1/embeddings: r (taken over) in (serve_embed.c); between two inputs it stops for a
+ * client that hung up (c) or a server shutting down. */
+struct MHD_Response *serve_embeddings(server *s, request *r, struct MHD_Connection *c, unsigned *status);
 /* GET /: the chat page (serve_page.c). */
 struct MHD_Response *serve_page(void);
 /* octo_embed in a slot. */

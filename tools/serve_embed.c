@@ -40,13 +40,20 @@ static void add_vector(cJSON *item, const float *v, int n, bool b64) {
     for (int i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(v[i]));
 }
 
-/* Each input's vector into data; the first error's message, or NULL. */
-static const char *embed_all(server *s, int slot, const request *r, cJSON *data, long *tokens) {
+/* Each input's vector into data; the first error's message, or NULL. Between two inputs, a client
+ * that hung up or a shutdown ends it (16 long inputs held the slot ~20 s for nobody, and SIGINT
+ * waited for them). */
+static const char *embed_all(server *s, int slot, const request *r, struct MHD_Connection *c, cJSON *data,
+                             long *tokens, unsigned *status) {
     const int dim = serve_embed(s, slot, r->inputs[0], NULL, 0);
     if (dim <= 0) return serve_error(s, slot);
     float *v = malloc(sizeof *v * (size_t)dim);
     if (!v) return "out of memory";
     for (int i = 0; i < r->n_inputs; i++) {
+        if (i > 0 && (serve_client_gone(c) || serve_stopping(s))) {
+            *status = MHD_HTTP_SERVICE_UNAVAILABLE; /* no one reads it, or the server is going */
+            return free(v), "the embeddings were stopped: the client hung up or the server is shutting down";
+        }
         if (serve_embed(s, slot, r->inputs[i], v, dim) != dim) return free(v), serve_error(s, slot);
         cJSON *item = cJSON_CreateObject();
         cJSON_AddStringToObject(item, "object", "embedding");
@@ -61,7 +68,7 @@ static const char *embed_all(server *s, int slot, const request *r, cJSON *data,
     return NULL;
 }
 
-struct MHD_Response *serve_embeddings(server *s, request *r, unsigned *status) {
+struct MHD_Response *serve_embeddings(server *s, request *r, struct MHD_Connection *c, unsigned *status) {
     const int slot = serve_acquire(s);
     if (slot < 0) {
         request_free(r);
@@ -74,14 +81,16 @@ struct MHD_Response *serve_embeddings(server *s, request *r, unsigned *status) {
     data = cJSON_AddArrayToObject(o, "data");
     long tokens = 0;
     char why[600] = "";
-    const char *err = embed_all(s, slot, r, data, &tokens);
+    unsigned err_status = MHD_HTTP_BAD_REQUEST;
+    const char *err = embed_all(s, slot, r, c, data, &tokens, &err_status);
     if (err) snprintf(why, sizeof why, "%s", err);
     serve_release(s, slot);
     request_free(r);
     if (why[0]) {
         cJSON_Delete(o);
-        *status = MHD_HTTP_BAD_REQUEST;
-        return serve_error_response("invalid_request_error", NULL, why);
+        *status = err_status;
+        return err_status == MHD_HTTP_BAD_REQUEST ? serve_error_response("invalid_request_error", NULL, why)
+                                                  : serve_error_response("server_error", "cancelled", why);
     }
     cJSON_AddStringToObject(o, "model", s->model_name);
     cJSON *u = cJSON_AddObjectToObject(o, "usage");

@@ -276,6 +276,68 @@ def chaos(model):
     srv.stop()
 
 
+def doubling_chain(levels):
+    """Issue 54's schema: each object's two members are allOf [$ref next] (24 levels took over 60 s, 40 levels
+    ran for 17 minutes holding a slot)."""
+    defs = {"l%d" % i: {"type": "object", "properties": {
+        "a": {"allOf": [{"$ref": "#/$defs/l%d" % (i + 1)}]}, "b": {"allOf": [{"$ref": "#/$defs/l%d" % (i + 1)}]}},
+        "required": ["a", "b"]} for i in range(levels - 1)}
+    defs["l%d" % (levels - 1)] = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    return {"$ref": "#/$defs/l0", "$defs": defs}
+
+
+def hostile_grammars(model):
+    """Each hostile schema or grammar through the server: answered (200, or 400 naming the bound) within a
+    second, the slot free after, the legitimate client served."""
+    srv = Server(model, "--parallel", "2")
+    cases = [("a 24-level doubling chain", "/v1/chat/completions",
+              {"response_format": {"type": "json_schema", "json_schema": {"name": "c", "schema": doubling_chain(24)}}}),
+             ("a 40-level doubling chain", "/v1/chat/completions",
+              {"response_format": {"type": "json_schema", "json_schema": {"name": "c", "schema": doubling_chain(40)}}}),
+             ("a tool whose parameters are the 40-level chain", "/v1/chat/completions",
+              {"tools": [{"type": "function", "function": {"name": "f", "parameters": doubling_chain(40)}}]}),
+             ("90 x \"a\"{0,10000}", "/v1/completions", {"grammar": "root ::= " + "\"a\"{0,10000} " * 90}),
+             ("1,990 optional items", "/v1/completions", {"grammar": "root ::= " + "c? " * 1990 + "\"!\"\nc ::= \"c\""}),
+             ("a pattern .{0,10000} x3", "/v1/chat/completions",
+              {"response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": {
+                  "type": "string", "pattern": "^.{0,10000}.{0,10000}.{0,10000}$"}}}})]
+    for what, path, extra in cases:
+        body = {"max_tokens": 16, "temperature": 1.0, "seed": 1}
+        body.update({"messages": [{"role": "user", "content": "Go"}]} if "chat" in path else {"prompt": "Once"})
+        body.update(extra)
+        t0 = time.monotonic()
+        status, _, data = request(srv.port, "POST", path, json.dumps(body), source="127.0.0.7", timeout=10)
+        dt = time.monotonic() - t0
+        said = data.decode("utf-8", "replace")[:160].replace("\n", " ")
+        check(status in (200, 400) and dt <= 1.0, "%s through the server: %s in %.2f s (limit 1.0 s): %s" %
+              (what, status, dt, said))
+    legit(srv.port, "after the hostile grammars")
+    check(metrics(srv.port).get("octo_slots_busy") == 0, "hostile grammars: every slot free after")
+    srv.stop()
+
+
+def embeddings_hangup(model):
+    """Issue 58: /v1/embeddings never looked at its client or at shutdown: 64 long inputs posted by a client that
+    hung up at once held the slot until all were computed, and SIGTERM waited for them too."""
+    srv = Server(model, "--parallel", "1", "--ctx", "8192", "--max-prompt", "1048576")
+    body = {"input": ["Once upon a time " * 500] * 64}
+    t0 = time.monotonic()
+    status, _, _ = request(srv.port, "POST", "/v1/embeddings", json.dumps({"input": body["input"][:1]}), timeout=60)
+    check(status == 200, "one long embedding input answered: %s in %.2f s (64 take 64 times as long)" %
+          (status, time.monotonic() - t0))
+    s = send_raw(srv.port, json.dumps(body).encode(), "127.0.0.8", "/v1/embeddings")
+    time.sleep(0.3)  # its first input is being computed
+    s.close()
+    legit(srv.port, "64 long embedding inputs whose client hung up")
+    s = send_raw(srv.port, json.dumps(body).encode(), "127.0.0.8", "/v1/embeddings")
+    time.sleep(0.3)
+    dt = srv.stop()
+    check(dt is not None and dt <= SHUTDOWN_S and srv.p.returncode == 0,
+          "SIGTERM during 64 long embedding inputs: exited %s in %s s (limit %.1f s)" %
+          (srv.p.returncode, "%.2f" % dt if dt is not None else "over 5", SHUTDOWN_S))
+    s.close()
+
+
 def legit(port, what):
     """The legitimate client's 4-token completion: answered 200 within LEGIT_S seconds."""
     t0 = time.monotonic()
@@ -483,6 +545,8 @@ def main():
         attack10_memory(model)
         attack9_own_address(model)
         chaos(model)
+        hostile_grammars(model)
+        embeddings_hangup(model)
         batching(model)
         attack7_long_chat(model)
     finally:
