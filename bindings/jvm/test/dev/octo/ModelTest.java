@@ -396,15 +396,16 @@ class ModelTest {
             for (int i = 0; i < 8; i++) {
                 Thread t = new Thread(() -> {
                     for (int k = 0; k < 20; k++) {
-                        try {
-                            String got = m.generate("Once", 6, 0f, 0).text();
+                        try (Stream st = m.generate("Once", 6, 0f, 0)) {
+                            String got = st.text();
                             if (!got.equals(want)) wrong.add(got);
                             ran.incrementAndGet();
                         } catch (OctoException e) {
                             if (e.status() != 21) wrong.add(e.getMessage());
                             busy.incrementAndGet();
+                        } catch (Throwable e) {
+                            wrong.add(e.toString());
                         }
-                        assertTrue(m.tokenize("Once upon a time").length > 0);
                     }
                 });
                 ts.add(t);
