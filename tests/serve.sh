@@ -144,13 +144,14 @@ assert "\ufffd" in text, text' "$tmp/body" "$stream" || bad "the synthetic model
 import json, os, signal, sys, urllib.request
 req = urllib.request.Request(sys.argv[1] + "/v1/completions", headers={"Content-Type": "application/json"},
                              data=json.dumps({"prompt": "Once", "max_tokens": 16000, "stream": True}).encode())
-lines = []
+lines, sent = [], False
 with urllib.request.urlopen(req, timeout=60) as r:
     for raw in r:
         if raw.strip():
             lines.append(raw.decode().strip())
-        if len(lines) == 3:
+        if len(lines) == 3 and not sent:  # once: the blank line after an event must not send a second
             os.kill(int(sys.argv[2]), signal.SIGINT)
+            sent = True
 assert lines[-1] == "data: [DONE]" and len(lines) < 16000, lines[-3:]
 json.loads(lines[-2][6:])  # the final chunk, whole
 PY
