@@ -84,10 +84,10 @@ static int hub_ggufs(const pull_ref *r, pull_known **files, int *n) {
         json_value *v = NULL;
         err_t err = {0};
         const int bad = json_parse_max(body, len, PULL_MAX_PAGE_VALUES, &v, &err) || v->kind != JSON_ARRAY;
-        free(body);
         if (bad) rc = fail("%s/%s: the hub's listing is not a JSON array (%s)", r->org, r->repo, err.msg);
-        else rc = hub_page(r, v, files, n, &cap);
+        else rc = hub_page(r, v, files, n, &cap); /* its messages quote the text: body freed after */
         json_free(v);
+        free(body);
         if (!rc && !next[0]) return 0;
         if (!rc) rc = hub_next(r, next, url, sizeof url);
     }

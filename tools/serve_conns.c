@@ -74,7 +74,9 @@ enum MHD_Result serve_conns_accept(void *cls, const struct sockaddr *addr, sockl
         if (!c->busy && (!oldest || c->idle_since < oldest->idle_since)) oldest = c;
     }
     bool take = n < sc->max_per_ip;
-    if (!take && oldest && mono_s() - oldest->idle_since >= SERVE_EVICT_IDLE_S) { /* its thread sees the end of its socket and closes the connection */
+    char byte; /* bytes waiting on it: a request arriving (a proxy's pool reuses its longest-idle connection) */
+    const bool arriving = oldest && recv(oldest->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+    if (!take && oldest && !arriving && mono_s() - oldest->idle_since >= SERVE_EVICT_IDLE_S) { /* its thread sees the end of its socket and closes the connection */
         shutdown(oldest->fd, SHUT_RDWR);
         oldest->closing = true;
         sc->evicted++;
