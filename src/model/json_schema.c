@@ -103,6 +103,7 @@ typedef struct {
     strmap names;  /* a rule's index by its name */
     strmap bodies; /* a rule's index by its body */
     strmap bases;  /* a name's base -> the next suffix to try (NAME, NAME1, NAME2...) */
+    strmap ref_of; /* a $ref's text -> its index in refs */
     ref_rule *refs;
     int n_refs, cap_refs;
     unsigned used;         /* the primitives used (PRIM_*) */
@@ -339,19 +340,21 @@ static const json_value *resolve(conv *c, const char *ref) {
 }
 
 static const char *visit_ref(conv *c, const char *ref) {
-    for (int i = 0; i < c->n_refs; i++)
-        if (strcmp(c->refs[i].ref, ref) == 0) return c->refs[i].name;
+    const int known = strmap_get(&c->ref_of, ref, strlen(ref));
+    if (known >= 0) return c->refs[known].name;
     const json_value *target = resolve(c, ref);
     if (!target) return NULL;
     const char *last = strrchr(ref, '/');
     const int r = reserve(c, last && last[1] ? last + 1 : "root");
     if (r < 0 || !grow(c, (void **)&c->refs, &c->cap_refs, c->n_refs + 1, sizeof *c->refs)) return NULL;
     c->refs[c->n_refs++] = (ref_rule){strdup(ref), c->rules[r].name};
-    if (!c->refs[c->n_refs - 1].ref) return fail(c, ERR_NOMEM, "out of memory");
+    if (!c->refs[c->n_refs - 1].ref || !strmap_put(&c->ref_of, ref, strlen(ref), c->n_refs - 1))
+        return fail(c, ERR_NOMEM, "out of memory");
     const char *body = visit(c, target, c->rules[r].name);
     if (!body) return NULL;
-    c->rules[r].body = strdup(body); /* the ref's rule stands for the target's */
-    return c->rules[r].body ? c->rules[r].name : fail(c, ERR_NOMEM, "out of memory");
+    c->rules[r].body = strdup(body); /* the ref's rule stands for the target's, and is reused as any other */
+    if (!c->rules[r].body || !strmap_put(&c->bodies, body, strlen(body), r)) return fail(c, ERR_NOMEM, "out of memory");
+    return c->rules[r].name;
 }
 
 /* ---------------------------------------------------------------- numbers */
@@ -880,6 +883,7 @@ static void conv_free(conv *c) {
     strmap_free(&c->names);
     strmap_free(&c->bodies);
     strmap_free(&c->bases);
+    strmap_free(&c->ref_of);
     free(c->refs);
     free(c->seen);
     free(c->done);

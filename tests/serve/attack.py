@@ -334,10 +334,7 @@ def embeddings_hangup(model):
     legit(srv.port, "64 long embedding inputs whose client hung up")
     s = send_raw(srv.port, json.dumps(body).encode(), "127.0.0.8", "/v1/embeddings")
     time.sleep(0.3)
-    dt = srv.stop()
-    check(dt is not None and dt <= SHUTDOWN_S and srv.p.returncode == 0,
-          "SIGTERM during 64 long embedding inputs: exited %s in %s s (limit %.1f s)" %
-          (srv.p.returncode, "%.2f" % dt if dt is not None else "over 5", SHUTDOWN_S))
+    stopped_in_time(srv, "64 long embedding inputs")
     s.close()
 
 
@@ -471,14 +468,19 @@ def queue_full(port):
     check(out == [200, 200, 200], "the three waiting requests after the running one hung up: %s" % out)
 
 
+def stopped_in_time(srv, during):
+    """SIGTERM during what runs: the server exits 0 within SHUTDOWN_S seconds."""
+    dt = srv.stop()
+    check(dt is not None and dt <= SHUTDOWN_S and srv.p.returncode == 0,
+          "SIGTERM during %s: exited %s in %s s (limit %.1f s)" %
+          (during, srv.p.returncode, "%.2f" % dt if dt is not None else "over 5", SHUTDOWN_S))
+
+
 def shutdown(srv):
     running = send_raw(srv.port, LONG, "127.0.0.5")
     waiting = send_raw(srv.port, LONG, "127.0.0.5")
     time.sleep(0.5)
-    dt = srv.stop()
-    check(dt is not None and dt <= SHUTDOWN_S and srv.p.returncode == 0,
-          "SIGTERM during a 60,000-token generation (one more waiting): exited %s in %s s (limit %.1f s)" %
-          (srv.p.returncode, "%.2f" % dt if dt is not None else "> 5", SHUTDOWN_S))
+    stopped_in_time(srv, "a 60,000-token generation (one more waiting)")
     running.close()
     waiting.close()
 
