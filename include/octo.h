@@ -637,6 +637,41 @@ OCTO_API void octo_session_reset(octo_session *session);
 /* octo_embed in a session (its cache is used and left empty). */
 OCTO_API int octo_session_embed(octo_session *session, const char *text, float *out, int cap);
 
+/* ---- LoRA adapters: one base, many small adapters, per conversation ----
+ *
+ * An adapter is llama.cpp's LoRA adapter GGUF (general.type "adapter",
+ * adapter.type "lora", tensors NAME.lora_a / NAME.lora_b for matrices of the
+ * base, experts included; F32, F16, BF16 or Q8_0). Loaded once against a
+ * model, checked against it (architecture, every tensor's name and shape,
+ * finite values), it is applied beside the base's products (W·x + s·B·(A·x),
+ * s = scale × alpha / rank) without touching the base: sessions of one model
+ * may run different adapters at once, batched together. docs/adapters.md. */
+#define OCTO_MAX_ADAPTERS 8 /* adapters one conversation runs at once */
+typedef struct octo_adapter octo_adapter;
+
+/* NULL on error: octo_model_error says why. */
+OCTO_API octo_adapter *octo_adapter_load(octo_model *model, const char *path);
+/* The caller's handle is given up; a conversation using it keeps it until
+ * it sets others (or is freed). After its model is freed, only frees. */
+OCTO_API void octo_adapter_free(octo_adapter *adapter);
+typedef struct {
+    int n_matrices;     /* base matrices it changes (an expert stack counts once) */
+    int rank_min, rank_max;
+    float alpha;        /* adapter.lora.alpha (0: the scale alone) */
+    uint64_t bytes;     /* its memory (its tensors read to F32) */
+} octo_adapter_info;
+OCTO_API octo_adapter_info octo_adapter_info_get(const octo_adapter *adapter);
+/* The adapters of the model's own conversation (octo_generate, octo_chat,
+ * octo_eval ...) or of a session, from its next token on: n of them (0:
+ * none, the base alone), each with its scale (scales NULL: 1 each; 0 leaves
+ * the base's output bit for bit). A different set empties the
+ * conversation's cache (what it holds was computed with the old one).
+ * OCTO_ERR_BUSY while it streams; OCTO_ERR_INVALID_ARG for an adapter of
+ * another model or freed, more than OCTO_MAX_ADAPTERS, a scale that is not finite. */
+OCTO_API octo_status octo_set_adapters(octo_model *model, octo_adapter *const *adapters, const float *scales, int n);
+OCTO_API octo_status octo_session_set_adapters(octo_session *session, octo_adapter *const *adapters,
+                                               const float *scales, int n);
+
 /* The callback variant: on_piece is called for each piece; returning
  * non-zero stops the generation (OCTO_STOP_CANCELLED). Returns the final status. */
 OCTO_API octo_status octo_generate_cb(octo_model *model, const char *prompt, const octo_generate_params *params,

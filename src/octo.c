@@ -27,6 +27,7 @@
 #include "model/chat_template.h"
 #include "model/grammar.h"
 #include "model/json_schema.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "moe/policy.h"
@@ -89,6 +90,8 @@ struct octo_session {
     atomic_bool busy;        /* a stream is alive */
     octo_stream *stream;     /* that stream */
     gen_stats last;          /* of the last finished stream */
+    octo_adapter *adapters[OCTO_MAX_ADAPTERS]; /* its adapters (s->lora the same), under the model's lock */
+    int n_adapters;
     err_t *err;              /* the model's error for `main`, else own_err */
     err_t own_err;
 };
@@ -112,6 +115,15 @@ struct octo_model {
     bool stepping;           /* a shared step is being gathered or run, under lock */
     pthread_cond_t step_cv;  /* a step ended, or a stream took its piece */
     grammar_vocab *gvocab;   /* the vocabulary's trie for grammars, made by the first one, under lock */
+    octo_adapter *adapters;  /* loaded against it, a list, under lock */
+};
+
+struct octo_adapter {
+    octo_model *om;          /* NULL once its model was freed */
+    lora_adapter *lora;      /* NULL once its model was freed */
+    int users;               /* conversations whose set holds it, under the model's lock */
+    bool released;           /* octo_adapter_free was called: gone when users reach 0 */
+    octo_adapter *next;
 };
 
 struct octo_stream {
@@ -138,7 +150,7 @@ int octo_struct_size(const char *name) {
     } structs[] = {OCTO_STRUCT(octo_client_options), OCTO_STRUCT(octo_kv_options),   OCTO_STRUCT(octo_moe_options),
                    OCTO_STRUCT(octo_model_options),  OCTO_STRUCT(octo_model_info),   OCTO_STRUCT(octo_generate_params),
                    OCTO_STRUCT(octo_message),        OCTO_STRUCT(octo_stats),        OCTO_STRUCT(octo_memory),
-                   OCTO_STRUCT(octo_token_logprob)};
+                   OCTO_STRUCT(octo_token_logprob), OCTO_STRUCT(octo_adapter_info)};
 #undef OCTO_STRUCT
     for (size_t i = 0; name && i < sizeof structs / sizeof *structs; i++)
         if (!strcmp(name, structs[i].name)) return structs[i].size;
@@ -328,7 +340,10 @@ static void watch_memory(octo_model *om);
 static void warn_client(void *client, const char *msg) { client_log(client, OCTO_LOG_WARN, msg); }
 
 /* A session's caches freed (its model is going); a stream left on it only reports an error. */
+static void adapters_release(octo_model *om, octo_session *ss);
+
 static void session_detach(octo_session *ss) {
+    if (ss->om) adapters_release(ss->om, ss);
     if (ss->stream) ss->stream->om = NULL;
     session_free(ss->draft_s);
     session_free(ss->s);
@@ -376,6 +391,13 @@ void octo_model_free(octo_model *om) {
     for (int i = 0; om->extra && i < om->opts.max_sessions - 1; i++)
         if (om->extra[i]) session_detach(om->extra[i]); /* sessions left open: their caches go with the model */
     free(om->extra);
+    for (octo_adapter *a = om->adapters, *next; a; a = next) { /* the handles still held only free */
+        next = a->next;
+        lora_free(a->lora);
+        a->lora = NULL;
+        a->om = NULL;
+        if (a->released) free(a);
+    }
     grammar_vocab_free(om->gvocab);
     bundle_free(om->b);
     pthread_mutex_destroy(&om->lock);
@@ -997,6 +1019,146 @@ void octo_session_reset(octo_session *ss) {
     pthread_mutex_lock(&ss->om->lock); /* as octo_reset */
     session_reset(ss->s);
     pthread_mutex_unlock(&ss->om->lock);
+}
+
+/* ---- LoRA adapters ---- */
+
+/* a's entry leaves the model's list and memory (lock held). */
+static void adapter_drop(octo_model *om, octo_adapter *a) {
+    for (octo_adapter **p = &om->adapters; *p; p = &(*p)->next)
+        if (*p == a) {
+            *p = a->next;
+            break;
+        }
+    lora_free(a->lora);
+    free(a);
+}
+
+/* The conversation's adapters given up (lock held). */
+static void adapters_unuse(octo_model *om, octo_session *ss) {
+    for (int i = 0; i < ss->n_adapters; i++) {
+        octo_adapter *a = ss->adapters[i];
+        if (--a->users == 0 && a->released) adapter_drop(om, a);
+    }
+    ss->n_adapters = 0;
+}
+
+static void adapters_release(octo_model *om, octo_session *ss) {
+    pthread_mutex_lock(&om->lock);
+    adapters_unuse(om, ss);
+    pthread_mutex_unlock(&om->lock);
+}
+
+octo_adapter *octo_adapter_load(octo_model *om, const char *path) {
+    if (!om) return NULL;
+    err_clear(&om->err);
+    if (!path) {
+        err_set(&om->err, ERR_INVALID_ARG, "no adapter path given");
+        return NULL;
+    }
+    if (!om->b->m || om->b->plan_only || !om->main.s) {
+        err_set(&om->err, ERR_INVALID_ARG, "the model was loaded without weights to compute with");
+        return NULL;
+    }
+    octo_adapter *a = calloc(1, sizeof *a);
+    if (!a) {
+        err_set(&om->err, ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    err_t e = {0};
+    if (lora_open(om->b->m, path, &a->lora, &e)) {
+        err_set(&om->err, e.code, "adapter %s: %s", path, e.msg);
+        free(a);
+        return NULL;
+    }
+    a->om = om;
+    pthread_mutex_lock(&om->lock);
+    a->next = om->adapters;
+    om->adapters = a;
+    pthread_mutex_unlock(&om->lock);
+    return a;
+}
+
+void octo_adapter_free(octo_adapter *a) {
+    if (!a) return;
+    octo_model *om = a->om;
+    if (!om) {
+        free(a);
+        return;
+    }
+    pthread_mutex_lock(&om->lock);
+    a->released = true;
+    if (a->users == 0) adapter_drop(om, a);
+    pthread_mutex_unlock(&om->lock);
+}
+
+octo_adapter_info octo_adapter_info_get(const octo_adapter *a) {
+    octo_adapter_info info = {0};
+    if (!a || !a->lora) return info;
+    info.n_matrices = lora_n_matrices(a->lora);
+    lora_ranks(a->lora, &info.rank_min, &info.rank_max);
+    info.alpha = lora_alpha(a->lora);
+    info.bytes = lora_bytes(a->lora);
+    return info;
+}
+
+/* The request's set, each adapter the model's own and held. */
+static err_code adapters_check(octo_model *om, octo_adapter *const *as, const float *scales, int n, lora_set *set,
+                               err_t *err) {
+    if (n < 0 || n > OCTO_MAX_ADAPTERS)
+        return err_set(err, ERR_INVALID_ARG, "%d adapters at once (%d at most)", n, OCTO_MAX_ADAPTERS);
+    if (n > 0 && !as) return err_set(err, ERR_INVALID_ARG, "no adapters given for %d", n);
+    set->n = n;
+    for (int i = 0; i < n; i++) {
+        if (!as[i] || as[i]->om != om || as[i]->released)
+            return err_set(err, ERR_INVALID_ARG, "adapter %d is %s", i,
+                           !as[i] ? "NULL" : as[i]->om != om ? "another model's" : "freed");
+        set->a[i] = as[i]->lora;
+        set->scale[i] = scales ? scales[i] : 1.0f;
+        if (!isfinite(set->scale[i]))
+            return err_set(err, ERR_INVALID_ARG, "adapter %d's scale is not a finite number", i);
+    }
+    return ERR_OK;
+}
+
+static bool same_set(const lora_set *a, const lora_set *b) {
+    if (a->n != b->n) return false;
+    for (int i = 0; i < a->n; i++)
+        if (a->a[i] != b->a[i] || a->scale[i] != b->scale[i]) return false;
+    return true;
+}
+
+static octo_status set_adapters_in(octo_session *ss, octo_adapter *const *as, const float *scales, int n) {
+    octo_model *om = ss->om;
+    err_t *err = ss->err;
+    err_clear(err);
+    if (!ss->s) return (octo_status)err_set(err, ERR_INVALID_ARG, "the model was loaded without weights to compute with");
+    lora_set set = {0};
+    bool expected = false;
+    pthread_mutex_lock(&om->lock);
+    err_code rc = adapters_check(om, as, scales, n, &set, err);
+    if (!rc && !atomic_compare_exchange_strong(&ss->busy, &expected, true))
+        rc = err_set(err, ERR_BUSY, "the conversation is serving a stream");
+    if (!rc) {
+        if (!same_set(&set, &ss->s->lora)) session_reset(ss->s); /* its cache was computed with the old set */
+        session_set_lora(ss->s, &set, err);
+        if (ss->draft_s && om->b->draft_self) session_set_lora(ss->draft_s, &set, err); /* the copy drafts as it */
+        for (int i = 0; i < n; i++) as[i]->users++;
+        adapters_unuse(om, ss);
+        for (int i = 0; i < n; i++) ss->adapters[i] = as[i];
+        ss->n_adapters = n;
+        atomic_store(&ss->busy, false);
+    }
+    pthread_mutex_unlock(&om->lock);
+    return (octo_status)rc;
+}
+
+octo_status octo_set_adapters(octo_model *om, octo_adapter *const *as, const float *scales, int n) {
+    return om ? set_adapters_in(&om->main, as, scales, n) : OCTO_ERR_INVALID_ARG;
+}
+
+octo_status octo_session_set_adapters(octo_session *ss, octo_adapter *const *as, const float *scales, int n) {
+    return ss && ss->om ? set_adapters_in(ss, as, scales, n) : OCTO_ERR_INVALID_ARG;
 }
 
 octo_stream *octo_generate(octo_model *om, const char *prompt, const octo_generate_params *params) {

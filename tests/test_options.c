@@ -45,6 +45,7 @@ static void test_rows(void) {
         case OPT_FLOAT: T_CHECKF(o->lo <= o->hi && o->size == sizeof(float) && o->bad, "%s", o->name); break;
         case OPT_CHOICE: T_CHECKF(o->choices && o->choices[0].word && o->size == sizeof(int) && o->bad, "%s", o->name); break;
         case OPT_CALL: T_CHECKF(o->set != NULL, "%s", o->name); break;
+        case OPT_PAIR: T_CHECKF(o->set_pair != NULL, "%s", o->name); break;
         case OPT_IGNORE: T_CHECKF(o->min >= 0 && o->min <= 2 && o->bad, "%s", o->name); break;
         case OPT_REFUSE: T_CHECKF(o->bad != NULL, "%s", o->name); break;
         }
@@ -148,7 +149,13 @@ static void test_run(void) {
     T_EQ_INT(parse(CMD_RUN, &a, "m.gguf - --spec-tree off --lookahead 5,3,4"), 0);
     T_CHECK(a.file && !strcmp(a.file, "-") && !a.prompt && a.spec == -1);
     T_CHECK(a.gp.spec_tree == -1 && a.gp.lookahead_w == 5 && a.gp.lookahead_n == 3 && a.gp.lookahead_g == 4);
-    const char *bad[] = {"m hello extra", "m hello -n", "m hello -n -3", "m hello --temp nan", "m hello --top-k -1",
+    a = cli_defaults();
+    T_EQ_INT(parse(CMD_RUN, &a, "m.gguf hi --lora a.gguf --lora-scaled b.gguf -0.5 -n 3"), 0);
+    T_CHECK(a.lora.n == 2 && !strcmp(a.lora.path[0], "a.gguf") && !strcmp(a.lora.path[1], "b.gguf"));
+    T_CHECK(a.lora.scale[0] == 1.0f && a.lora.scale[1] == -0.5f && a.gp.max_tokens == 3 && !strcmp(a.prompt, "hi"));
+    const char *bad[] = {"m hello --lora-scaled a.gguf", "m hello --lora-scaled a.gguf x", "m hello --lora",
+                         "m hello --lora a --lora a --lora a --lora a --lora a --lora a --lora a --lora a --lora a",
+                         "m hello extra", "m hello -n", "m hello -n -3", "m hello --temp nan", "m hello --top-k -1",
                          "m hello --spec sideways", "m hello --prompt-compress 0", "m hello --prompt-compress 1.5",
                          "m hello --batch 4", "m hello --temprature 1", "m hello --moe-trace", "m hello -t 1025"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {

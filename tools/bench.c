@@ -281,7 +281,9 @@ static int run_spec_bench(const cli_args *ba, const char *prompt) {
                                                                              : OCTO_DRAFT_AUTO;
     octo_model *m = c ? octo_load_model(c, ba->model, &mo) : NULL;
     spec_runs r = {0};
-    int rc = m ? spec_measure(m, ba, prompt, &r) : fail("%s", c ? octo_last_error(c) : "out of memory");
+    int rc = m ? cli_apply_adapters(m, ba->lora.path, ba->lora.scale, ba->lora.n)
+               : fail("%s", c ? octo_last_error(c) : "out of memory");
+    if (!rc) rc = spec_measure(m, ba, prompt, &r);
     if (!rc) {
         const spec_figures f = spec_summary(&r, ba->reps);
         if (ba->json) print_spec_json(ba, &r, &f);
@@ -552,8 +554,9 @@ static int plain_bench(const cli_args *a) {
     if (a->kv_plain) mo.kv.compress = 0; /* every entry kept at F16: the baseline for the tiered cache */
     mo.auto_draft = OCTO_DRAFT_NONE; /* bench does not speculate */
     octo_model *m = c ? octo_load_model(c, a->model, &mo) : NULL;
-    if (!m) {
-        int rc = fail("%s", c ? octo_last_error(c) : "out of memory");
+    if (!m || cli_apply_adapters(m, a->lora.path, a->lora.scale, a->lora.n)) {
+        int rc = m ? 1 : fail("%s", c ? octo_last_error(c) : "out of memory");
+        octo_model_free(m);
         octo_client_free(c);
         return rc;
     }

@@ -246,6 +246,17 @@ octo_model *open_model(const model_request *r, octo_client **client) {
     return m;
 }
 
+int cli_apply_adapters(octo_model *m, const char *const *paths, const float *scales, int n) {
+    octo_adapter *h[OCTO_MAX_ADAPTERS] = {0};
+    int rc = 0, k = 0;
+    if (n > OCTO_MAX_ADAPTERS) return fail("at most %d adapters", OCTO_MAX_ADAPTERS);
+    for (; k < n && !rc; k++)
+        if (!(h[k] = octo_adapter_load(m, paths[k]))) rc = fail("%s", octo_model_error(m));
+    if (!rc && n && octo_set_adapters(m, h, scales, n)) rc = fail("%s", octo_model_error(m));
+    for (int i = 0; i < k; i++) octo_adapter_free(h[i]);
+    return rc;
+}
+
 #ifndef OCTO_DEFAULT_MODEL_FROM_BIN
 #define OCTO_DEFAULT_MODEL_FROM_BIN NULL
 #endif

@@ -67,6 +67,10 @@ extern int (*cli_resolve_model)(const char *model, const char **path, char *buf,
 /* A client and the model r asks for, saying "loading" meanwhile when stderr
  * is a terminal; NULL after printing why (*client may then be set: free it). */
 octo_model *open_model(const model_request *r, octo_client **client);
+/* --lora / --lora-scaled: each adapter loaded against m and the set given
+ * to m's own conversation (which keeps them: the handles are not needed
+ * after). 0, or 1 after printing why. */
+int cli_apply_adapters(octo_model *m, const char *const *paths, const float *scales, int n);
 /* The embedded model (models/README.md) for a command given none: *model set to it, and a note on
  * stderr naming it; 0, or a usage error that says how to name one (cmd: the command's name). */
 int cli_default_model(const char **model, const char *cmd);
@@ -85,6 +89,7 @@ int cmd_eval(int argc, char **argv);
 int cmd_upcycle(int argc, char **argv);
 int cmd_moe_prep(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_deploy(int argc, char **argv);
 int cmd_serve(int argc, char **argv);

@@ -215,9 +215,10 @@ static int run_reference(octo_client *c, const cli_args *e, char *text, size_t l
     ro.n_ctx = (int)e->n_ctx;
     ro.auto_draft = OCTO_DRAFT_NONE;
     octo_model *m = c ? octo_load_model(c, e->ref ? e->ref : e->model, &ro) : NULL;
-    if (!m) {
+    if (!m || cli_apply_adapters(m, e->lora.path, e->lora.scale, e->lora.n)) { /* the reference runs them too */
         free(text);
-        return fail("%s", c ? octo_last_error(c) : "out of memory");
+        octo_model_free(m);
+        return m ? 1 : fail("%s", c ? octo_last_error(c) : "out of memory");
     }
     int rc = tokenize_text(m, e->file, text, len, ref);
     free(text);
@@ -320,6 +321,7 @@ static int run_under_test(octo_client *c, const cli_args *e, const eval_referenc
     mo.auto_draft = OCTO_DRAFT_NONE;
     octo_model *m = octo_load_model(c, e->model, &mo);
     if (!m) return fail("%s", octo_last_error(c));
+    if (cli_apply_adapters(m, e->lora.path, e->lora.scale, e->lora.n)) return octo_model_free(m), 1;
     if (octo_model_info_get(m).n_vocab != ref->V) {
         const int v = octo_model_info_get(m).n_vocab;
         octo_model_free(m);
@@ -380,6 +382,7 @@ int eval_int2_kld(const char *path, const char *file, long n_ctx, double *kld, i
         e.mo.moe.int2 = OCTO_MOE_INT2_ALL;
         e.mo.kv.compress = 0; /* as the reference: the copies' cost alone */
         if (!(m = octo_load_model(c, path, &e.mo))) rc = fail("%s", octo_last_error(c));
+        else rc = cli_apply_adapters(m, e.lora.path, e.lora.scale, e.lora.n);
     }
     eval_result rt;
     const eval_feed feed = feed_of(&e, 0.0f);

@@ -37,6 +37,9 @@ void help(FILE *f) {
           f);
     fputs(spec_mode_names(), f);
     fputs("\n"
+          "  LoRA adapters: run, bench, eval, logits and serve take --lora FILE and\n"
+          "      --lora-scaled FILE SCALE (llama.cpp's adapter GGUF; several stack, each\n"
+          "      scaled by SCALE x alpha / rank), applied beside the base's weights (docs/adapters.md)\n"
           "  Mixture-of-Experts models: run, bench, eval, logits, inspect and serve take\n"
           "      --moe-cache BYTES|PCT% (the expert cache: bytes with K/M/G, or a share of the\n"
           "      experts' bytes; default all of them), --moe-policy lhu|lru|lfu,\n"
@@ -112,6 +115,9 @@ static void help_tools(FILE *f) {
           "      qwen2, qwen2moe, olmoe, granitemoe, phi3, gemma2, deepseek2 (the MoE ones need\n"
           "      --experts); --window: gemma2's sliding window; T is one of\n"
           "      f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k\n"
+          "  synth --lora-for MODEL -o FILE [--rank R] [--alpha A] [--type f32|f16|bf16|q8_0] [--seed S] [--std X]\n"
+          "      a LoRA adapter with seeded random factors on MODEL's q, k, v, o, gate, up and down\n"
+          "      (alpha: the rank unless given), in llama.cpp's adapter format\n"
           "  upcycle -m DENSE -o MOE --experts E --experts-used K [-f TEXT] [--tokens N]\n"
           "        [--heldout N] [--split cluster|random|contiguous] [--router fit|uniform]\n"
           "        [--shared N] [--combine sum|weighted] [--seed S] [--threads N]\n"
@@ -126,6 +132,9 @@ static void help_tools(FILE *f) {
           "      -f: an importance matrix from TEXT (first N tokens, default 8192) weights the\n"
           "      rounding; --types-from: each tensor in the type REF has for it;\n"
           "      a tensor per line on stderr (docs/quantize.md)\n"
+          "  merge -m BASE.gguf --lora A.gguf [--lora-scaled B.gguf S ...] -o OUT.gguf\n"
+          "      LoRA adapters folded into a copy of their base (as llama-export-lora): each adapted\n"
+          "      matrix becomes W + scale x B.A, written F32 when it was F32, else F16 (docs/adapters.md)\n"
           "  plan -m MODEL [--device NAME|all] [--json] [--ctx N] [--draft MODEL] [--cache-dir DIR]\n"
           "      what octo switches on for the model on each device (host, or a profile):\n"
           "      weights packed or mapped, KV compression and budget, spill, draft, lookahead,\n"
@@ -180,12 +189,14 @@ char *help_entry(cli_command cmd) {
     const char *name = cli_command_name(cmd);
     const size_t cl = strlen(name);
     const bool moe = cli_find(cmd, "--moe-cache") != NULL; /* the expert cache's entry is its too */
+    const bool lora = cli_find(cmd, "--lora") != NULL && cmd != CMD_MERGE; /* and the adapters' */
     bool in = false;
     for (const char *l = all; e && l && *l;) { /* an entry: from a line indented by two to the next such */
         const char *end = strchr(l, '\n');
         const size_t n = end ? (size_t)(end - l) : strlen(l);
         if (n > 2 && l[0] == ' ' && l[1] == ' ' && l[2] != ' ')
-            in = (n > cl + 2 && !strncmp(l + 2, name, cl) && l[2 + cl] == ' ') || (moe && !strncmp(l + 2, "Mixture", 7));
+            in = (n > cl + 2 && !strncmp(l + 2, name, cl) && l[2 + cl] == ' ') || (moe && !strncmp(l + 2, "Mixture", 7)) ||
+                 (lora && !strncmp(l + 2, "LoRA", 4));
         if (in) fprintf(e, "%.*s\n", (int)n, l);
         l = end ? end + 1 : NULL;
     }

@@ -37,6 +37,7 @@ int cmd_logits(int argc, char **argv) {
     int rc = 0;
     float *logits = NULL;
     if (!m) rc = fail("%s", c ? octo_last_error(c) : "out of memory");
+    if (!rc) rc = cli_apply_adapters(m, a.lora.path, a.lora.scale, a.lora.n);
     err_t check = {0};
     if (!rc && atomic_file_check(out_path, &check)) rc = fail("%s", check.msg); /* before the work */
     if (!rc && prompt && tokenize_all(m, prompt, strlen(prompt), 1, 0, &tokens, &n)) rc = 1;

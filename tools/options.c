@@ -21,13 +21,14 @@
 
 static const char *const command_names[CMD_COUNT] = {
     "run", "tokenize", "detokenize", "inspect", "bench", "eval", "logits",
-    "synth", "upcycle", "moe-prep", "quantize", "plan", "deploy", "serve", "pull", "list", "rm",
+    "synth", "upcycle", "moe-prep", "quantize", "merge", "plan", "deploy", "serve", "pull", "list", "rm",
 };
 
 const char *cli_command_name(cli_command cmd) { return (unsigned)cmd < CMD_COUNT ? command_names[cmd] : NULL; }
 
 cli_args cli_defaults(void) {
-    return (cli_args){.gp = octo_generate_params_defaults(), .mo = octo_model_options_defaults(), .spec = -1};
+    return (cli_args){.gp = octo_generate_params_defaults(), .mo = octo_model_options_defaults(), .spec = -1,
+                      .lora_rank = 16, .lora_alpha = -1.0f};
 }
 
 /* ---------------------------------------------------------------- setters: the values a kind cannot read */
@@ -275,6 +276,21 @@ static int set_devices(const cli_option *o, const char *arg, const char *v, cli_
     return a->n_devices ? 0 : usage_error("--device needs a name");
 }
 
+/* --lora FILE (scale 1) and --lora-scaled FILE SCALE: one more adapter. */
+static int add_lora(const char *arg, const char *path, const char *scale, cli_args *a) {
+    float x = 1.0f;
+    if (a->lora.n == OCTO_MAX_ADAPTERS) return usage_error("%s: at most %d adapters", arg, OCTO_MAX_ADAPTERS);
+    if (scale && !parse_float(scale, &x)) return usage_error("%s FILE SCALE: the scale must be a number, not '%s'", arg, scale);
+    a->lora.path[a->lora.n] = path;
+    a->lora.scale[a->lora.n++] = x;
+    return 0;
+}
+
+static int set_lora(const cli_option *o, const char *arg, const char *v, cli_args *a) {
+    (void)o;
+    return add_lora(arg, v, NULL, a);
+}
+
 /* ---------------------------------------------------------------- the table */
 
 #define RUN (1u << CMD_RUN)
@@ -288,6 +304,7 @@ static int set_devices(const cli_option *o, const char *arg, const char *v, cli_
 #define UPCYCLE (1u << CMD_UPCYCLE)
 #define MOE_PREP (1u << CMD_MOE_PREP)
 #define QUANTIZE (1u << CMD_QUANTIZE)
+#define MERGE (1u << CMD_MERGE)
 #define PLAN (1u << CMD_PLAN)
 #define DEPLOY (1u << CMD_DEPLOY)
 #define SERVE (1u << CMD_SERVE)
@@ -315,7 +332,7 @@ const cli_option cli_options[] = {
     {"-m", "--model -hf --hf-repo", ALL & ~(SYNTH | PULL | LIST | RM), STR(model)},
     {"-p", "--prompt", RUN, STR(prompt)},
     {"-f", "--file", RUN | TOKENIZE | EVAL | UPCYCLE | QUANTIZE | MOE_PREP, STR(file)},
-    {"-o", NULL, SYNTH | UPCYCLE | QUANTIZE | DEPLOY, STR(out)},
+    {"-o", NULL, SYNTH | UPCYCLE | QUANTIZE | DEPLOY | MERGE, STR(out)},
     {"--out", NULL, LOGITS, STR(out)},
     {"--prompt", NULL, BENCH | LOGITS, STR(prompt)},
     {"--prompt-file", NULL, BENCH, STR(prompt_file)},
@@ -329,6 +346,12 @@ const cli_option cli_options[] = {
     {"--device", NULL, RUN | EVAL | INSPECT | PLAN, STR(device)},
     {"--device", NULL, DEPLOY, CALL(set_devices, devices)},
     {"--cache-dir", NULL, RUN | EVAL | PLAN, STR(cache_dir)},
+    {"--lora", NULL, RUN | BENCH | EVAL | LOGITS | SERVE | MERGE, CALL(set_lora, lora)},
+    {"--lora-scaled", NULL, RUN | BENCH | EVAL | LOGITS | SERVE | MERGE, .kind = OPT_PAIR, FIELD(lora),
+     .set_pair = add_lora},
+    {"--lora-for", NULL, SYNTH, STR(lora_for)},
+    {"--rank", NULL, SYNTH, NUM(lora_rank, 1, 65536), .bad = SYNTH_COUNT},
+    {"--alpha", NULL, SYNTH, FLT(lora_alpha, 0.0f, INFINITY), .bad = "--alpha takes a number >= 0"},
     {"--type", NULL, QUANTIZE | DEPLOY, STR(type)},
     {"--types-from", NULL, QUANTIZE, STR(types_from)},
     {"--json", NULL, RUN | BENCH | EVAL | INSPECT | PLAN, FLAG(json)},
@@ -583,6 +606,7 @@ static int set_value(const cli_option *o, const char *arg, const char *v, cli_ar
     case OPT_CALL: return o->set(o, arg, v, a);
     case OPT_IGNORE: note_option(o, arg); return 0;
     case OPT_FLAG:
+    case OPT_PAIR:
     case OPT_REFUSE: break;
     }
     assert(!"a flag takes no value");
@@ -656,6 +680,11 @@ static int take_option(cli_command cmd, const cli_option *o, int argc, char **ar
         return note_option(o, arg), 0;
     }
     if (*i + 1 == argc) return usage_error("%s: %s needs a value", cli_command_name(cmd), arg);
+    if (o->kind == OPT_PAIR) {
+        if (*i + 2 == argc) return usage_error("%s: %s needs two values", cli_command_name(cmd), arg);
+        *i += 2;
+        return o->set_pair(arg, argv[*i - 1], argv[*i], a);
+    }
     return set_value(o, arg, argv[++*i], a);
 }
 

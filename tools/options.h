@@ -35,6 +35,7 @@ typedef enum {
     CMD_UPCYCLE,
     CMD_MOE_PREP,
     CMD_QUANTIZE,
+    CMD_MERGE,
     CMD_PLAN,
     CMD_DEPLOY,
     CMD_SERVE,
@@ -50,6 +51,13 @@ const char *cli_command_name(cli_command cmd);
 #define BENCH_MAX_REPS 64    /* bench -r */
 #define BENCH_MAX_BATCHES 16 /* bench --batch */
 #define BENCH_VERSUS_SERIAL 100 /* bench --versus-serial: the third arm drafts only between passes */
+
+/* --lora FILE / --lora-scaled FILE SCALE, in the order given (llama.cpp's spellings). */
+typedef struct {
+    const char *path[OCTO_MAX_ADAPTERS];
+    float scale[OCTO_MAX_ADAPTERS];
+    int n;
+} cli_lora;
 
 /* Everything the command line said, for any command: each command reads the
  * fields of the options it takes (the table says which); the rest keep the
@@ -101,6 +109,10 @@ typedef struct {
     octo_model_options mo;    /* .moe: every command that runs a model; .kv: eval */
     synth_opts synth;
     upcycle_opts upcycle;
+    cli_lora lora;            /* --lora, --lora-scaled (run, bench, eval, logits, serve, merge) */
+    const char *lora_for;     /* synth --lora-for MODEL: an adapter for it */
+    long lora_rank;           /* synth --rank */
+    float lora_alpha;         /* synth --alpha (-1: the rank) */
     struct {
         const char *host, *api_key, *api_key_file;
         long port, parallel, max_body, max_prompt, max_queue, max_json_nodes, max_json_depth;
@@ -116,6 +128,7 @@ typedef enum {
     OPT_FLOAT,  /* a finite number in lo..hi (a float field) */
     OPT_CHOICE, /* one of the words of choices, its value stored (an int or enum field) */
     OPT_CALL,   /* set() reads it */
+    OPT_PAIR,   /* set_pair() reads two values (--lora-scaled FILE SCALE) */
     OPT_IGNORE, /* llama.cpp's, with no meaning here: min values (0 or 1; 2: one if it is on/off/auto...)
                  * skipped, bad said once as a note */
     OPT_REFUSE, /* llama.cpp's, meaning something octo does otherwise: bad is the usage error */
@@ -139,6 +152,7 @@ struct cli_option {
     const cli_choice *choices; /* OPT_CHOICE: the words, ending with {NULL} */
     /* OPT_CALL: arg the option as given; 0, or after printing a usage error 2 */
     int (*set)(const cli_option *o, const char *arg, const char *value, cli_args *a);
+    int (*set_pair)(const char *arg, const char *v1, const char *v2, cli_args *a); /* OPT_PAIR */
     const char *bad;      /* the usage error for a bad value: {arg} is the option as given,
                              {value} the value, {min} and {max} the range */
 };

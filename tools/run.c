@@ -258,7 +258,8 @@ int cmd_run(int argc, char **argv) {
         .threads = (int)r.threads, .draft_threads = (int)r.draft_threads, .moe = r.mo.moe};
     octo_client *c = NULL;
     octo_model *m = open_model(&req, &c);
-    if (!m) {
+    if (!m || cli_apply_adapters(m, r.lora.path, r.lora.scale, r.lora.n)) {
+        octo_model_free(m);
         free(file_prompt);
         free(constraint);
         octo_client_free(c);

@@ -237,10 +237,20 @@ static int open_slots(server *s, const cli_args *a, octo_client *c) {
     if (!s->sessions || !s->busy || !s->live) return fail("out of memory");
     for (int i = 1; i < s->n; i++)
         if (!(s->sessions[i] = octo_session_new(s->m))) return fail("%s", octo_model_error(s->m));
+    for (int i = 0; i < a->lora.n; i++) {
+        if (!(s->lora[i] = octo_adapter_load(s->m, a->lora.path[i]))) return fail("%s", octo_model_error(s->m));
+        s->lora_scale[s->n_lora++] = a->lora.scale[i];
+    }
+    if (s->n_lora && octo_set_adapters(s->m, s->lora, s->lora_scale, s->n_lora))
+        return fail("%s", octo_model_error(s->m));
+    for (int i = 1; s->n_lora && i < s->n; i++)
+        if (octo_session_set_adapters(s->sessions[i], s->lora, s->lora_scale, s->n_lora))
+            return fail("%s", octo_session_error(s->sessions[i]));
     return 0;
 }
 
 static void close_slots(server *s) {
+    for (int i = 0; i < s->n_lora; i++) octo_adapter_free(s->lora[i]);
     for (int i = 1; s->sessions && i < s->n; i++) octo_session_free(s->sessions[i]);
     octo_model_free(s->m);
     free(s->sessions);

@@ -55,6 +55,9 @@ typedef struct {
 typedef struct {
     octo_model *m;
     octo_session **sessions; /* [n]: NULL for slot 0 (the model's own) */
+    octo_adapter *lora[OCTO_MAX_ADAPTERS]; /* --lora, --lora-scaled: every slot runs them */
+    float lora_scale[OCTO_MAX_ADAPTERS];
+    int n_lora;
     bool *busy;              /* [n] */
     octo_stream **live;      /* [n]: the generation running in each slot, for shutdown to cancel */
     int n;

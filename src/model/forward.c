@@ -58,8 +58,14 @@ void fwd_state_free(fwd_state *st) {
     free(st->route);
     free(st->route_next);
     free(st->members);
+    free(st->row_lora);
+    free(st->lora_rows);
+    free(st->lora_u);
+    free(st->lora_y);
     free(st);
 }
+
+void fwd_set_lora(fwd_state *st, const lora_set *set) { st->lora = set; }
 
 void fwd_set_observer(fwd_state *st, fwd_observer fn, void *ctx) {
     st->observer = fn;
@@ -113,7 +119,11 @@ static err_code reserve(fwd_state *st, int n, err_t *err) {
     if (mb) st->members = mb;
     int32_t *ps = xrealloc(st->pos, sizeof(int32_t) * T);
     if (ps) st->pos = ps;
-    if (!r || !mb || !ps) return err_set(err, ERR_NOMEM, "out of memory for a batch of %d tokens", n);
+    int32_t *lr = xrealloc(st->lora_rows, sizeof(int32_t) * T);
+    if (lr) st->lora_rows = lr;
+    const lora_set **rl = xrealloc(st->row_lora, sizeof(*rl) * T);
+    if (rl) st->row_lora = rl;
+    if (!r || !mb || !ps || !lr || !rl) return err_set(err, ERR_NOMEM, "out of memory for a batch of %d tokens", n);
     st->cap = n;
     return ERR_OK;
 }
@@ -416,7 +426,10 @@ static err_code attn_heads(fwd_state *st, const fwd_rows *r, int l, err_t *err) 
     const size_t v_dim = (size_t)hp->n_head_kv * hp->head_dim_v;
     err_code rc = fwd_mat_mul_set(st, (const model_mat *[]){&L->wq, &L->wk, &L->wv}, 3, st->xn, n,
                                   (float *[]){st->q, st->k, st->v}, err);
-    if (rc) return rc;
+    if (rc || (rc = fwd_lora(st, l, LORA_Q, 0, st->xn, n, NULL, st->q, err)) ||
+        (rc = fwd_lora(st, l, LORA_K, 0, st->xn, n, NULL, st->k, err)) ||
+        (rc = fwd_lora(st, l, LORA_V, 0, st->xn, n, NULL, st->v, err)))
+        return rc;
     add_bias(st->q, &L->bq, n);
     add_bias(st->k, &L->bk, n);
     add_bias(st->v, &L->bv, n);
@@ -439,8 +452,9 @@ static err_code attn_heads(fwd_state *st, const fwd_rows *r, int l, err_t *err) 
     const fwd_attn_shape sh = {.n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .hd = hp->head_dim,
                                .hdv = hp->head_dim_v, .q = st->q, .out = st->att, .scale = hp->attn_scale,
                                .softcap = hp->attn_softcap, .window = model_layer_swa(hp, l) ? hp->swa_window : 0};
-    if ((rc = fwd_attend(st, r, l, &sh, err))) return rc;
-    return fwd_mat_mul(st, &L->wo, st->att, n, st->ffn_out, err);
+    if ((rc = fwd_attend(st, r, l, &sh, err)) || (rc = fwd_mat_mul(st, &L->wo, st->att, n, st->ffn_out, err)))
+        return rc;
+    return fwd_lora(st, l, LORA_O, 0, st->att, n, NULL, st->ffn_out, err);
 }
 
 /* x += residual_scale * (post_norm ? rmsnorm(out, post_norm) : out) */
@@ -560,13 +574,18 @@ static err_code lay_out(fwd_state *st, const fwd_seq *seqs, int n_seqs, fwd_rows
         st->parts_cap = n_seqs;
     }
     int row = 0;
+    st->lora_on = false;
     for (int i = 0; i < n_seqs; i++) {
         fwd_part *p = &st->parts[i];
         *p = (fwd_part){.kv = seqs[i].kv, .row0 = row, .n = seqs[i].n, .pos0 = seqs[i].pos0, .anc = seqs[i].anc,
                         .trunk = seqs[i].n};
         err_code rc = p->anc ? check_tree(p->anc, p->n, &p->trunk, err) : ERR_OK;
         if (rc) return rc;
-        for (int t = 0; t < seqs[i].n; t++) st->pos[row + t] = seqs[i].pos0 + t;
+        for (int t = 0; t < seqs[i].n; t++) {
+            st->pos[row + t] = seqs[i].pos0 + t;
+            st->row_lora[row + t] = lora_set_active(seqs[i].lora) ? seqs[i].lora : NULL;
+        }
+        st->lora_on |= lora_set_active(seqs[i].lora);
         row += seqs[i].n;
     }
     r->part = st->parts;
@@ -606,6 +625,7 @@ static err_code output(fwd_state *st, const fwd_seq *seqs, const fwd_rows *r, er
         for (int k = 0; k < seqs[i].n_out; k++, n_out++) {
             const fwd_seq *q = &seqs[i];
             const int t = q->out_rows ? q->out_rows[k] : (q->n_out == q->n ? k : q->n - q->n_out + k);
+            st->lora_rows[n_out] = r->part[i].row0 + t;
             fwd_rmsnorm(st->xn + (size_t)n_out * E, st->x + (size_t)(r->part[i].row0 + t) * E, m->output_norm.data, E,
                         hp->rms_eps);
         }
@@ -614,7 +634,9 @@ static err_code output(fwd_state *st, const fwd_seq *seqs, const fwd_rows *r, er
     float *logits = seqs[0].logits;
     err_code rc = r->n_parts > 1 ? grow(&st->out, &st->out_cap, total, err) : ERR_OK;
     if (r->n_parts > 1) logits = st->out;
-    if (rc || (rc = fwd_mat_mul(st, &m->output, st->xn, n_out, logits, err))) return rc;
+    if (rc || (rc = fwd_mat_mul(st, &m->output, st->xn, n_out, logits, err)) ||
+        (rc = fwd_lora(st, -1, LORA_OUTPUT, 0, st->xn, n_out, st->lora_rows, logits, err)))
+        return rc;
     if (hp->logit_scale != 1.0f)
         for (size_t i = 0; i < total; i++) logits[i] *= hp->logit_scale;
     if (hp->final_softcap > 0.0f)
@@ -672,6 +694,6 @@ err_code forward_tree(fwd_state *st, const kv_iface *kv, const experts_iface *ex
                       int32_t pos0, const uint64_t *anc, const int32_t *out_rows, int n_out, float *logits,
                       err_t *err) {
     const fwd_seq q = {.kv = kv, .tokens = tokens, .n = n, .pos0 = pos0, .anc = anc, .out_rows = out_rows,
-                       .n_out = n_out, .logits = logits};
+                       .n_out = n_out, .logits = logits, .lora = st->lora};
     return run(st, experts, &q, 1, err);
 }

@@ -17,6 +17,7 @@
 #include "core/threadpool.h"
 #include "model/experts_iface.h"
 #include "model/kv_iface.h"
+#include "model/lora.h"
 #include "model/model.h"
 
 typedef struct fwd_state fwd_state;
@@ -53,6 +54,12 @@ void fwd_state_free(fwd_state *st);
 void fwd_rmsnorm(float *out, const float *x, const float *weight, int n, float eps);
 void fwd_top_k(const float *p, int n, int k, int32_t *idx);
 void fwd_route(float *scores, int n, int k, int32_t *chosen, float *w);
+
+/* The adapters forward() and forward_tree() run with (NULL: none, the
+ * default); set must outlive the passes. forward_batch takes each
+ * sequence's own (fwd_seq.lora): rows of different adapters share the
+ * base's products, each row's low-rank terms its own. */
+void fwd_set_lora(fwd_state *st, const lora_set *set);
 
 /* fn NULL: no observer (the default). */
 void fwd_set_observer(fwd_state *st, fwd_observer fn, void *ctx);
@@ -104,6 +111,7 @@ typedef struct {
     const int32_t *out_rows; /* as forward(): [n_out] rows, or NULL */
     int n_out;
     float *logits;           /* [n_out][n_vocab] */
+    const lora_set *lora;    /* its adapters (model/lora.h), or NULL: none */
 } fwd_seq;
 err_code forward_batch(fwd_state *st, const experts_iface *experts, const fwd_seq *seqs, int n_seqs, err_t *err);
 /* Can this model's passes hold more than one sequence? (Not latent attention.) */

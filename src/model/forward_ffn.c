@@ -32,12 +32,29 @@ static void gated_act(fwd_state *st, float *g, const float *u, size_t n) {
     else tpool_run(st->pool, act_work, &j);
 }
 
-static err_code ffn_dense(fwd_state *st, const model_layer *L, int T, err_t *err) {
-    err_code rc = fwd_mat_mul_set(st, (const model_mat *[]){&L->w_gate, &L->w_up}, 2, st->xn, T,
-                                  (float *[]){st->hg, st->hu}, err);
+/* gate and up of T rows of x (rows: their batch rows, NULL: 0..T-1) into hg and hu, adapters
+ * added; k0: LORA_GATE or LORA_GATE_SH (up and down follow it). */
+static err_code gate_up(fwd_state *st, const model_mat *w, int layer, lora_kind k0, int e, const float *x, int T,
+                        const int32_t *rows, err_t *err) {
+    err_code rc = fwd_mat_mul_set(st, (const model_mat *[]){&w[0], &w[1]}, 2, x, T, (float *[]){st->hg, st->hu}, err);
+    if (!rc) rc = fwd_lora(st, layer, k0, e, x, T, rows, st->hg, err);
+    if (!rc) rc = fwd_lora(st, layer, k0 + 1, e, x, T, rows, st->hu, err);
+    return rc;
+}
+
+/* down of the T rows of hg into y, adapters added */
+static err_code down(fwd_state *st, const model_mat *w, int layer, lora_kind k, int e, int T, const int32_t *rows,
+                     float *y, err_t *err) {
+    err_code rc = fwd_mat_mul(st, w, st->hg, T, y, err);
+    return rc ? rc : fwd_lora(st, layer, k, e, st->hg, T, rows, y, err);
+}
+
+static err_code ffn_dense(fwd_state *st, int layer, int T, err_t *err) {
+    const model_layer *L = &st->m->layers[layer];
+    err_code rc = gate_up(st, (const model_mat[]){L->w_gate, L->w_up}, layer, LORA_GATE, 0, st->xn, T, NULL, err);
     if (rc) return rc;
     gated_act(st, st->hg, st->hu, (size_t)T * (size_t)L->w_gate.n_out);
-    return fwd_mat_mul(st, &L->w_down, st->hg, T, st->ffn_out, err);
+    return down(st, &L->w_down, layer, LORA_DOWN, 0, T, NULL, st->ffn_out, err);
 }
 
 void model_expert_mats(const model *m, int layer, int expert, model_mat mats[3]) {
@@ -89,13 +106,14 @@ err_code fwd_predict_next(fwd_state *st, const experts_iface *ex, int layer, int
 
 /* The shared expert, added to ffn_out for every token; with gate_inp_sh
  * (qwen2moe) scaled per token by sigmoid(gate_inp_sh . h). */
-static err_code ffn_shared(fwd_state *st, const model_layer *L, int T, err_t *err) {
+static err_code ffn_shared(fwd_state *st, int layer, int T, err_t *err) {
+    const model_layer *L = &st->m->layers[layer];
     const int E = st->m->hp.n_embd;
-    err_code rc = fwd_mat_mul_set(st, (const model_mat *[]){&L->w_gate_sh, &L->w_up_sh}, 2, st->xn, T,
-                                  (float *[]){st->hg, st->hu}, err);
+    err_code rc = gate_up(st, (const model_mat[]){L->w_gate_sh, L->w_up_sh}, layer, LORA_GATE_SH, 0, st->xn, T, NULL,
+                          err);
     if (rc) return rc;
     gated_act(st, st->hg, st->hu, (size_t)T * st->m->hp.n_ff_shexp);
-    if ((rc = fwd_mat_mul(st, &L->w_down_sh, st->hg, T, st->eo, err))) return rc;
+    if ((rc = down(st, &L->w_down_sh, layer, LORA_DOWN_SH, 0, T, NULL, st->eo, err))) return rc;
     const float *gw = L->gate_inp_sh.data;
     for (int t = 0; t < T; t++) {
         float g = 1.0f;
@@ -121,7 +139,9 @@ static err_code ffn_moe(fwd_state *st, const experts_iface *ex, int layer, int T
     for (int t = 0; t < T && !rc; t++) {
         int32_t *chosen = st->route + (size_t)t * k;
         float *w = st->route_w + (size_t)t * k;
+        const int32_t row = t;
         rc = fwd_mat_mul(st, &L->gate_inp, st->xn + (size_t)t * E, 1, st->router, err);
+        if (!rc) rc = fwd_lora(st, layer, LORA_ROUTER, 0, st->xn + (size_t)t * E, 1, &row, st->router, err);
         gating_route(&hp->gating, st->router, hp->n_expert, k, L->expert_bias.data, chosen, w);
         if (ex && ex->hint) ex->hint(ex->self, layer, chosen, k);
     }
@@ -143,21 +163,20 @@ static err_code ffn_moe(fwd_state *st, const experts_iface *ex, int layer, int T
         else model_expert_mats(m, layer, e, w);
         if (rc) break;
         for (int i = 0; i < n; i++) memcpy(st->xe + (size_t)i * E, st->xn + (size_t)st->members[i] * E, sizeof(float) * E);
-        rc = fwd_mat_mul_set(st, (const model_mat *[]){&w[0], &w[1]}, 2, st->xe, n, (float *[]){st->hg, st->hu}, err);
-        if (rc) break;
+        if ((rc = gate_up(st, w, layer, LORA_GATE, e, st->xe, n, st->members, err))) break;
         gated_act(st, st->hg, st->hu, (size_t)n * hp->n_ff);
-        if ((rc = fwd_mat_mul(st, &w[2], st->hg, n, st->eo, err))) break;
+        if ((rc = down(st, &w[2], layer, LORA_DOWN, e, n, st->members, st->eo, err))) break;
         for (int i = 0; i < n; i++) {
             float *out = st->ffn_out + (size_t)st->members[i] * E;
             const float *eo = st->eo + (size_t)i * E;
             for (int d = 0; d < E; d++) out[d] += st->member_w[i] * eo[d];
         }
     }
-    if (!rc && L->w_gate_sh.data) rc = ffn_shared(st, L, T, err);
+    if (!rc && L->w_gate_sh.data) rc = ffn_shared(st, layer, T, err);
     return rc;
 }
 
 err_code fwd_ffn(fwd_state *st, const experts_iface *ex, int layer, int T, err_t *err) {
     const model_layer *L = &st->m->layers[layer];
-    return L->gate_inp.data ? ffn_moe(st, ex, layer, T, err) : ffn_dense(st, L, T, err);
+    return L->gate_inp.data ? ffn_moe(st, ex, layer, T, err) : ffn_dense(st, layer, T, err);
 }

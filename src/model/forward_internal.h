@@ -10,6 +10,7 @@
 #include "core/kernels/attn.h"
 #include "core/kernels/matmul.h"
 #include "model/forward.h"
+#include "model/lora.h"
 
 /* Below this many multiply-adds a job runs on the calling thread, as matmul's do. */
 #define MIN_PARALLEL_MACS MATMUL_MIN_PARALLEL_MACS
@@ -53,6 +54,13 @@ struct fwd_state {
     int32_t *pos;     /* (cap) each row's cache position */
     float *out;       /* (out_cap) a batch's logits before they go to their sequences */
     size_t out_cap;
+    /* LoRA adapters (forward_lora.c): each row's set, for the pass */
+    const lora_set *lora;        /* forward() and forward_tree()'s (fwd_set_lora); NULL: none */
+    const lora_set **row_lora;   /* (cap) each row's set */
+    bool lora_on;                /* some row's set changes something */
+    int32_t *lora_rows;          /* (cap) the output rows' batch rows */
+    float *lora_u, *lora_y;      /* a product's A·x rows and B·(A·x) rows */
+    size_t lora_u_cap, lora_y_cap;
     fwd_observer observer; /* NULL: none */
     void *observer_ctx;
 };
@@ -63,6 +71,11 @@ err_code fwd_mat_mul(fwd_state *st, const model_mat *w, const float *x, int T, f
 /* ys[i] = W_i · x[t] for n (at most MATMUL_MAX_SET) matrices of the same input */
 err_code fwd_mat_mul_set(fwd_state *st, const model_mat *const *ws, int n, const float *x, int T, float *const *ys,
                          err_t *err);
+/* y[t] += s · B·(A·x[t]) for each adapter of row t's set that adapts the
+ * matrix (layer, kind; expert e of a stack) whose product y is: input row t
+ * is the batch's row rows[t] (rows NULL: row t). A no-op for a pass without adapters. */
+err_code fwd_lora(fwd_state *st, int layer, lora_kind kind, int expert, const float *x, int T, const int32_t *rows,
+                  float *y, err_t *err);
 /* RMSNorm of T rows of n, over the pool when there are enough (out may be x) */
 void fwd_norm_rows(fwd_state *st, float *out, const float *x, const float *weight, int n, int T, float eps);
 /* Rotate the first n_rot dims of each of n_heads heads of one token (heads head_dim apart). */

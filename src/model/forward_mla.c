@@ -54,18 +54,25 @@ static void absorb_work(void *ctx, int ith, int nth) {
 
 /* q (per head [q_nope | q_pe]) into st->q; the cache rows into st->k (the
  * values, their first r elements, also into st->v for a cache that stores them apart). */
-static err_code project(fwd_state *st, const model_layer *L, int T, err_t *err) {
+static err_code project(fwd_state *st, int layer, int T, err_t *err) {
+    const model_layer *L = &st->m->layers[layer];
     const model_hparams *hp = &st->m->hp;
     const int r = hp->kv_lora_rank, row = r + hp->n_rot;
     err_code rc;
     if (hp->q_lora_rank > 0) {
-        if ((rc = fwd_mat_mul(st, &L->wq_a, st->xn, T, st->low, err))) return rc;
+        if ((rc = fwd_mat_mul(st, &L->wq_a, st->xn, T, st->low, err)) ||
+            (rc = fwd_lora(st, layer, LORA_Q_A, 0, st->xn, T, NULL, st->low, err)))
+            return rc;
         fwd_norm_rows(st, st->low, st->low, L->q_a_norm.data, hp->q_lora_rank, T, hp->rms_eps);
         rc = fwd_mat_mul(st, &L->wq, st->low, T, st->q, err);
+        if (!rc) rc = fwd_lora(st, layer, LORA_Q, 0, st->low, T, NULL, st->q, err);
     } else {
         rc = fwd_mat_mul(st, &L->wq, st->xn, T, st->q, err);
+        if (!rc) rc = fwd_lora(st, layer, LORA_Q, 0, st->xn, T, NULL, st->q, err);
     }
-    if (rc || (rc = fwd_mat_mul(st, &L->wkv_a, st->xn, T, st->k, err))) return rc;
+    if (rc || (rc = fwd_mat_mul(st, &L->wkv_a, st->xn, T, st->k, err)) ||
+        (rc = fwd_lora(st, layer, LORA_KV_A, 0, st->xn, T, NULL, st->k, err)))
+        return rc;
     for (int t = 0; t < T; t++) {
         float *c = st->k + (size_t)t * row;
         fwd_rmsnorm(c, c, L->kv_a_norm.data, r, hp->rms_eps);
@@ -102,7 +109,7 @@ err_code fwd_attn_mla(fwd_state *st, const fwd_rows *rows, int layer, err_t *err
     const int T = rows->n;
     const model_layer *L = &st->m->layers[layer];
     const int r = hp->kv_lora_rank;
-    err_code rc = project(st, L, T, err);
+    err_code rc = project(st, layer, T, err);
     if (rc || (rc = kv->append(kv->self, layer, T, rows->pos, st->k, st->v, err))) return rc;
     absorb_job j = {st, &L->wkv_b, T};
     const int64_t macs = (int64_t)T * hp->n_head * (hp->head_dim - hp->n_rot) * r;
@@ -113,6 +120,6 @@ err_code fwd_attn_mla(fwd_state *st, const fwd_rows *rows, int layer, err_t *err
                                .out = st->lat, .scale = hp->attn_scale, .softcap = hp->attn_softcap,
                                .window = model_layer_swa(hp, layer) ? hp->swa_window : 0};
     if ((rc = fwd_attend(st, rows, layer, &sh, err))) return rc;
-    if ((rc = values_out(st, L, T, err))) return rc;
-    return fwd_mat_mul(st, &L->wo, st->att, T, st->ffn_out, err);
+    if ((rc = values_out(st, L, T, err)) || (rc = fwd_mat_mul(st, &L->wo, st->att, T, st->ffn_out, err))) return rc;
+    return fwd_lora(st, layer, LORA_O, 0, st->att, T, NULL, st->ffn_out, err);
 }

@@ -3,6 +3,7 @@
  */
 #include "session.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,7 @@ static err_code create(const model *m, int n_ctx, const kv_config *kv, tpool *po
         session_free(s);
         return rc;
     }
+    fwd_set_lora(s->fwd, &s->lora);
     *out = s;
     return ERR_OK;
 }
@@ -53,6 +55,18 @@ err_code session_new(const model *m, int n_ctx, uint32_t kv_type, int n_threads,
 err_code session_new_shared(const model *m, int n_ctx, const kv_config *kv, tpool *pool, session **out, err_t *err) {
     if (!pool) return err_set(err, ERR_INVALID_ARG, "no thread pool to share");
     return create(m, n_ctx, kv, pool, 0, out, err);
+}
+
+err_code session_set_lora(session *s, const lora_set *set, err_t *err) {
+    const int n = set ? set->n : 0;
+    if (n < 0 || n > LORA_MAX_STACK)
+        return err_set(err, ERR_INVALID_ARG, "%d adapters at once (%d at most)", n, LORA_MAX_STACK);
+    for (int i = 0; i < n; i++)
+        if (!set->a[i] || !isfinite(set->scale[i]))
+            return err_set(err, ERR_INVALID_ARG, "adapter %d: %s", i, set->a[i] ? "its scale is not a finite number" : "none given");
+    if (set) s->lora = *set;
+    else s->lora.n = 0;
+    return ERR_OK;
 }
 
 void session_free(session *s) {
@@ -176,7 +190,8 @@ err_code session_eval_batch(const session_part *parts, int n, err_t *err) {
         seqs[i] = (fwd_seq){.kv = &kv[i], .tokens = p->tokens, .n = p->n, .pos0 = s->n_past,
                             .anc = p->tentative ? p->anc : NULL,
                             .out_rows = p->tentative ? p->out_rows : NULL,
-                            .n_out = p->tentative ? p->n_out : p->logits ? 1 : 0, .logits = p->logits};
+                            .n_out = p->tentative ? p->n_out : p->logits ? 1 : 0, .logits = p->logits,
+                            .lora = &s->lora};
     }
     if (!rc) rc = forward_batch(parts[0].s->fwd, parts[0].s->experts, seqs, n, err);
     for (int i = 0; i < n && !rc; i++)

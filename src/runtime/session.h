@@ -17,6 +17,7 @@
 #include "kv/kv_cache.h"
 #include "model/experts_iface.h"
 #include "model/forward.h"
+#include "model/lora.h"
 #include "model/model.h"
 
 typedef struct {
@@ -41,6 +42,7 @@ typedef struct {
      * KV cache's growth demotes experts. */
     uint64_t kv_planned, kv_cap, experts_least;
     bool readahead_paused;
+    lora_set lora;    /* the adapters its passes run with (model/lora.h); n 0: none */
 } session;
 
 /* n_ctx 0 = the model's trained context; kv_type QT_F32 or QT_F16 (a plain
@@ -54,6 +56,10 @@ err_code session_new_kv(const model *m, int n_ctx, const kv_config *kv, int n_th
  * would only spin against the target's. */
 err_code session_new_shared(const model *m, int n_ctx, const kv_config *kv, tpool *pool, session **out, err_t *err);
 void session_free(session *s);
+
+/* The adapters (and scales) of the next passes; the adapters must outlive
+ * them. ERR_INVALID_ARG for more than LORA_MAX_STACK or a scale that is not finite. */
+err_code session_set_lora(session *s, const lora_set *set, err_t *err);
 
 /* The live budget applied now, room kept for n more entries: the KV cache
  * to its budget (see kv_planned above), the experts to what it leaves. */
