@@ -579,7 +579,37 @@ static void check_glu(const char *name, swiglu_fn (*on_path)(cpu_path), double (
     }
 }
 
+/* The low-rank kernel of every path the CPU runs: the scalar one's results bit for bit (a fused
+ * multiply-add per k and element, in k's order), for any length and any split. */
+static void check_lowrank(void) {
+    enum { R = 33, S = 301 };
+    static float u[R], bt[R * S], want[S], got[S];
+    uint64_t r = 0x10AA;
+    for (int i = 0; i < R; i++) u[i] = (rng_unit(&r) - 0.5f) * 4.0f;
+    for (int i = 0; i < R * S; i++) bt[i] = rng_unit(&r) - 0.5f;
+    for (int p = 0; p < CPU_PATH_COUNT; p++) {
+        const lowrank_fn f = kernel_lowrank_path((cpu_path)p);
+        if (!f || !cpu_path_supported((cpu_path)p)) continue;
+        int same = 1;
+        for (int rank = 1; rank <= R; rank += 8)
+            for (int n = 1; n <= S; n += n < 70 ? 1 : 37) {
+                lowrank_scalar(u, rank, bt, S, (size_t)n, want);
+                f(u, rank, bt, S, (size_t)n, got);
+                same &= !memcmp(want, got, sizeof(float) * (size_t)n);
+                const int cut = n / 3; /* two calls, the second at an odd offset */
+                f(u, rank, bt, S, (size_t)cut, got);
+                f(u, rank, bt + cut, S, (size_t)(n - cut), got + cut);
+                same &= !memcmp(want, got, sizeof(float) * (size_t)n);
+            }
+        T_CHECKF(same, "lowrank %s differs from the scalar kernel", cpu_path_name((cpu_path)p));
+    }
+    float one = 0.0f;
+    lowrank_scalar((const float[]){3.0f, -1.0f}, 2, (const float[]){2.0f, 5.0f}, 1, 1, &one);
+    T_CHECK(one == 1.0f); /* 3*2 + (-1)*5 */
+}
+
 int main(void) {
+    check_lowrank();
     for (double x = -5.0; x <= 5.0; x += 0.25) { /* GeGLU's identity, where tanh does not cancel */
         const double z = 0.7978845608028654 * (x + 0.044715 * x * x * x);
         T_CHECK(fabs(0.5 * x * (1.0 + tanh(z)) - x / (1.0 + exp(-2.0 * z))) < 1e-12);

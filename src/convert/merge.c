@@ -23,13 +23,14 @@ typedef struct {
     lora_kind *kind;  /* [n_tensors] the first part's */
 } merge_ctx;
 
-/* row += s · B_row · A, for rows r of expert e of one adapted tensor. */
+/* row += s · B_row · A, for row r of expert e of one adapted tensor (r counts the rows of a
+ * fused tensor's later parts too: its first part's B^T holds them all). */
 static void add_delta(const lora_tensor *t, float s, int64_t e, int64_t r, float *row) {
     const float *a = t->a + (size_t)e * (size_t)t->rank * (size_t)t->n_in;
-    const float *b = t->b + (size_t)e * t->b_stride + (size_t)r * (size_t)t->rank;
+    const float *bt = t->bt + (size_t)e * (size_t)t->rank * t->bt_stride + (size_t)r;
     for (int64_t j = 0; j < t->n_in; j++) {
         float d = 0.0f;
-        for (int k = 0; k < t->rank; k++) d += b[k] * a[(size_t)k * (size_t)t->n_in + (size_t)j];
+        for (int k = 0; k < t->rank; k++) d += bt[(size_t)k * t->bt_stride] * a[(size_t)k * (size_t)t->n_in + (size_t)j];
         row[j] += s * d;
     }
 }

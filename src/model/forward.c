@@ -61,7 +61,6 @@ void fwd_state_free(fwd_state *st) {
     free(st->row_lora);
     free(st->lora_rows);
     free(st->lora_u);
-    free(st->lora_y);
     free(st);
 }
 

@@ -59,8 +59,8 @@ struct fwd_state {
     const lora_set **row_lora;   /* (cap) each row's set */
     bool lora_on;                /* some row's set changes something */
     int32_t *lora_rows;          /* (cap) the output rows' batch rows */
-    float *lora_u, *lora_y;      /* a product's A·x rows and B·(A·x) rows */
-    size_t lora_u_cap, lora_y_cap;
+    float *lora_u;               /* a product's A·x rows */
+    size_t lora_u_cap;
     fwd_observer observer; /* NULL: none */
     void *observer_ctx;
 };

@@ -242,33 +242,49 @@ static err_code read_f32(const gguf_tensor *t, float *dst, err_t *err) {
     return ERR_OK;
 }
 
-/* Each pair read into the adapter's block, its parts laid in their slots. */
+/* B [e][rows][r] (read into tmp) as B^T [e][r][rows] into bt. */
+static void transpose_b(const float *tmp, int64_t rows, int r, int64_t mats, float *bt) {
+    for (int64_t e = 0; e < mats; e++)
+        for (int64_t i = 0; i < rows; i++)
+            for (int k = 0; k < r; k++)
+                bt[((size_t)e * (size_t)r + (size_t)k) * (size_t)rows + (size_t)i] =
+                    tmp[((size_t)e * (size_t)rows + (size_t)i) * (size_t)r + (size_t)k];
+}
+
+/* Each pair read into the adapter's block (B transposed), its parts laid in their slots. */
 static err_code read_pairs(lora_adapter *ad, const lora_pair *pairs, int n_pairs, const model *m, err_t *err) {
-    uint64_t floats = 0;
-    for (int i = 0; i < n_pairs; i++) floats += pairs[i].a->n_elements + pairs[i].b->n_elements;
-    if (floats > SIZE_MAX / sizeof(float) || !(ad->mem = malloc((size_t)floats * sizeof(float))))
+    uint64_t floats = 0, widest_b = 1;
+    for (int i = 0; i < n_pairs; i++) {
+        floats += pairs[i].a->n_elements + pairs[i].b->n_elements;
+        if (pairs[i].b->n_elements > widest_b) widest_b = pairs[i].b->n_elements;
+    }
+    float *tmp = NULL;
+    if (floats > SIZE_MAX / sizeof(float) || !(ad->mem = malloc((size_t)floats * sizeof(float))) ||
+        !(tmp = malloc((size_t)widest_b * sizeof(float))))
         return err_set(err, ERR_NOMEM, "out of memory for the adapter's %llu values", (unsigned long long)floats);
     ad->bytes = floats * sizeof(float);
     float *at = ad->mem;
-    for (int i = 0; i < n_pairs; i++) {
+    err_code rc = ERR_OK;
+    for (int i = 0; i < n_pairs && !rc; i++) {
         const lora_pair *p = &pairs[i];
-        float *a = at, *b = at + p->a->n_elements;
-        at = b + p->b->n_elements;
-        err_code rc = read_f32(p->a, a, err);
-        if (rc || (rc = read_f32(p->b, b, err))) return rc;
+        float *a = at, *bt = at + p->a->n_elements;
+        at = bt + p->b->n_elements;
+        if ((rc = read_f32(p->a, a, err)) || (rc = read_f32(p->b, tmp, err))) break;
         const int r = (int)p->a->ne[1];
-        const size_t stride = (size_t)p->b->ne[1] * (size_t)r;
+        const int64_t rows = p->b->ne[1];
+        transpose_b(tmp, rows, r, p->b->ne[2], bt);
         int64_t row0 = 0;
         for (int k = 0; k < p->n_kind; k++) {
             const model_mat *w = mat_of(m, p->layer, p->kind[k]);
             ad->t[slot(ad->n_layer, p->layer, p->kind[k])] = (lora_tensor){
-                .a = a, .b = b + (size_t)row0 * r, .rank = r, .n_in = w->n_in, .n_out = w->n_out, .n_mat = w->n_mat,
-                .b_stride = stride};
+                .a = a, .bt = bt + row0, .rank = r, .n_in = w->n_in, .n_out = w->n_out, .n_mat = w->n_mat,
+                .bt_stride = (size_t)rows};
             row0 += w->n_out;
             ad->n_matrices++;
         }
     }
-    return ERR_OK;
+    free(tmp);
+    return rc;
 }
 
 err_code lora_from_gguf(const model *m, gguf_ctx *g, lora_adapter **out, err_t *err) {

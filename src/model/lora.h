@@ -43,13 +43,15 @@ typedef enum {
 } lora_kind;
 
 /* One adapted matrix: per expert e (n_mat of them, 1 for a plain matrix),
- * A_e = a + e * rank * n_in ([rank][n_in]) and B_e = b + e * b_stride
- * ([n_out][rank], this matrix's rows of a fused B). */
+ * A_e = a + e * rank * n_in ([rank][n_in]), and B_e transposed: row k of
+ * B_e^T at bt + (e * rank + k) * bt_stride, its element i this matrix's
+ * row i of B (bt_stride: the rows of the whole, fused, B). B·u is then a
+ * sum of rank rows of B^T (core/kernels/kernels.h: kernel_lowrank). */
 typedef struct {
-    const float *a, *b;
+    const float *a, *bt;
     int rank;
     int64_t n_in, n_out, n_mat;
-    size_t b_stride;
+    size_t bt_stride;
 } lora_tensor;
 
 typedef struct lora_adapter lora_adapter;

@@ -206,6 +206,23 @@ swiglu_fn kernel_geglu_path(cpu_path p) { return act_path(p, geglu_avx512, geglu
 
 swiglu_fn kernel_geglu(void) { return kernel_geglu_path(kernels_path()); }
 
+void lowrank_scalar(const float *u, int r, const float *bt, size_t stride, size_t n, float *acc) {
+    for (size_t i = 0; i < n; i++) {
+        float a = 0.0f;
+        for (int k = 0; k < r; k++) a = fmaf(u[k], bt[(size_t)k * stride + i], a);
+        acc[i] = a;
+    }
+}
+
+lowrank_fn kernel_lowrank_path(cpu_path p) {
+    kernels_path();
+    if ((unsigned)p >= CPU_PATH_COUNT || !K.compiled[p]) return NULL;
+    const lowrank_fn f = p == CPU_AVX512 ? lowrank_avx512() : p == CPU_AVX2 ? lowrank_avx2() : NULL;
+    return f ? f : lowrank_scalar;
+}
+
+lowrank_fn kernel_lowrank(void) { return kernel_lowrank_path(kernels_path()); }
+
 void kernels_set(kernel_entry table[], int n_types, const kernel_quantizers *q, const kernel_dots *rows,
                  size_t n_rows) {
     for (size_t r = 0; r < n_rows; r++) {

@@ -77,6 +77,18 @@ swiglu_fn geglu_avx512(void); /* NULL without the AVX-512 build */
 swiglu_fn swiglu_avx2(void);  /* NULL without the AVX2 build */
 swiglu_fn geglu_avx2(void);
 
+/* acc[i] = sum over k < r, in order, of u[k] * bt[k * stride + i], for i < n:
+ * a low-rank product B·u from B's transpose (LoRA adapters, model/lora.h),
+ * one fused multiply-add per k and element, so each element is the same for
+ * any n and any split of the rows (the AVX-512 and AVX2 kernels, the scalar
+ * one with fmaf). */
+typedef void (*lowrank_fn)(const float *u, int r, const float *bt, size_t stride, size_t n, float *acc);
+lowrank_fn kernel_lowrank(void);
+lowrank_fn kernel_lowrank_path(cpu_path p); /* NULL when p is not compiled in */
+void lowrank_scalar(const float *u, int r, const float *bt, size_t stride, size_t n, float *acc);
+lowrank_fn lowrank_avx512(void); /* NULL without the AVX-512 build */
+lowrank_fn lowrank_avx2(void);   /* NULL without the AVX2 build */
+
 /* The active path (decided on first use: OCTO_CPU, else the best the CPU runs). */
 cpu_path kernels_path(void);
 const char *cpu_path_name(cpu_path p);

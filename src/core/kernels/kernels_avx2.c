@@ -696,6 +696,33 @@ static void geglu_256(float *g, const float *u, size_t n) {
 swiglu_fn swiglu_avx2(void) { return swiglu_256; }
 swiglu_fn geglu_avx2(void) { return geglu_256; }
 
+/* kernels.h: lowrank_fn, 32 outputs a step in four independent chains; the tail through masks */
+static void lowrank_256(const float *u, int r, const float *bt, size_t stride, size_t n, float *acc) {
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int k = 0; k < r; k++) {
+            const __m256 uk = _mm256_set1_ps(u[k]);
+            const float *row = bt + (size_t)k * stride + i;
+            a0 = _mm256_fmadd_ps(uk, _mm256_loadu_ps(row), a0);
+            a1 = _mm256_fmadd_ps(uk, _mm256_loadu_ps(row + 8), a1);
+            a2 = _mm256_fmadd_ps(uk, _mm256_loadu_ps(row + 16), a2);
+            a3 = _mm256_fmadd_ps(uk, _mm256_loadu_ps(row + 24), a3);
+        }
+        _mm256_storeu_ps(acc + i, a0), _mm256_storeu_ps(acc + i + 8, a1);
+        _mm256_storeu_ps(acc + i + 16, a2), _mm256_storeu_ps(acc + i + 24, a3);
+    }
+    for (; i < n; i += 8) {
+        const __m256i m = tail_mask8(n - i);
+        __m256 a = _mm256_setzero_ps();
+        for (int k = 0; k < r; k++)
+            a = _mm256_fmadd_ps(_mm256_set1_ps(u[k]), _mm256_maskload_ps(bt + (size_t)k * stride + i, m), a);
+        _mm256_maskstore_ps(acc + i, m, a);
+    }
+}
+
+lowrank_fn lowrank_avx2(void) { return lowrank_256; }
+
 /* ---------------------------------------------------------------------------
  * Table
  * ------------------------------------------------------------------------- */
@@ -729,6 +756,7 @@ void kernels_fill_avx2(kernel_entry table[], int n_types) {
 
 swiglu_fn swiglu_avx2(void) { return NULL; }
 swiglu_fn geglu_avx2(void) { return NULL; }
+lowrank_fn lowrank_avx2(void) { return NULL; }
 
 #endif
 
@@ -736,5 +764,6 @@ swiglu_fn geglu_avx2(void) { return NULL; }
 
 swiglu_fn swiglu_avx2(void) { return NULL; }
 swiglu_fn geglu_avx2(void) { return NULL; }
+lowrank_fn lowrank_avx2(void) { return NULL; }
 
 #endif

@@ -828,6 +828,33 @@ static void geglu_512(float *g, const float *u, size_t n) {
 
 swiglu_fn geglu_avx512(void) { return geglu_512; }
 
+/* kernels.h: lowrank_fn, 64 outputs a step in four independent chains; the tail through masks */
+static void lowrank_512(const float *u, int r, const float *bt, size_t stride, size_t n, float *acc) {
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int k = 0; k < r; k++) {
+            const __m512 uk = _mm512_set1_ps(u[k]);
+            const float *row = bt + (size_t)k * stride + i;
+            a0 = _mm512_fmadd_ps(uk, _mm512_loadu_ps(row), a0);
+            a1 = _mm512_fmadd_ps(uk, _mm512_loadu_ps(row + 16), a1);
+            a2 = _mm512_fmadd_ps(uk, _mm512_loadu_ps(row + 32), a2);
+            a3 = _mm512_fmadd_ps(uk, _mm512_loadu_ps(row + 48), a3);
+        }
+        _mm512_storeu_ps(acc + i, a0), _mm512_storeu_ps(acc + i + 16, a1);
+        _mm512_storeu_ps(acc + i + 32, a2), _mm512_storeu_ps(acc + i + 48, a3);
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 m = mask16_first((int64_t)(n - i));
+        __m512 a = _mm512_setzero_ps();
+        for (int k = 0; k < r; k++)
+            a = _mm512_fmadd_ps(_mm512_set1_ps(u[k]), _mm512_maskz_loadu_ps(m, bt + (size_t)k * stride + i), a);
+        _mm512_mask_storeu_ps(acc + i, m, a);
+    }
+}
+
+lowrank_fn lowrank_avx512(void) { return lowrank_512; }
+
 #else /* x86-64 built without the AVX-512 flags: every type uses the scalar kernel */
 
 void kernels_fill_avx512(kernel_entry table[], int n_types, bool int8_dot, bool prefetch) {
@@ -839,6 +866,7 @@ void kernels_fill_avx512(kernel_entry table[], int n_types, bool int8_dot, bool 
 
 swiglu_fn swiglu_avx512(void) { return NULL; }
 swiglu_fn geglu_avx512(void) { return NULL; }
+lowrank_fn lowrank_avx512(void) { return NULL; }
 
 #endif
 
@@ -846,6 +874,7 @@ swiglu_fn geglu_avx512(void) { return NULL; }
 
 swiglu_fn swiglu_avx512(void) { return NULL; }
 swiglu_fn geglu_avx512(void) { return NULL; }
+lowrank_fn lowrank_avx512(void) { return NULL; }
 
 typedef int kernels_avx512_unused;
 
