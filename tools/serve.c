@@ -139,6 +139,12 @@ static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *ur
         struct MHD_Response *resp = serve_embeddings(s, &r, c, &status);
         return queue(c, status, resp);
     }
+    if (v.route == SERVE_LORA_LIST) return queue(c, status, serve_lora_get(s, &status));
+    if (v.route == SERVE_LORA_SET) {
+        struct MHD_Response *resp = serve_lora_post(s, &r, &status);
+        request_free(&r);
+        return queue(c, status, resp);
+    }
     if (v.route == SERVE_MODELS) {
         struct MHD_Response *resp = serve_models(s, &status);
         return queue(c, status, resp);
@@ -239,6 +245,7 @@ static int open_slots(server *s, const cli_args *a, octo_client *c) {
         if (!(s->sessions[i] = octo_session_new(s->m))) return fail("%s", octo_model_error(s->m));
     for (int i = 0; i < a->lora.n; i++) {
         if (!(s->lora[i] = octo_adapter_load(s->m, a->lora.path[i]))) return fail("%s", octo_model_error(s->m));
+        s->lora_path[i] = a->lora.path[i];
         s->lora_scale[s->n_lora++] = a->lora.scale[i];
     }
     if (s->n_lora && octo_set_adapters(s->m, s->lora, s->lora_scale, s->n_lora))
@@ -246,6 +253,7 @@ static int open_slots(server *s, const cli_args *a, octo_client *c) {
     for (int i = 1; s->n_lora && i < s->n; i++)
         if (octo_session_set_adapters(s->sessions[i], s->lora, s->lora_scale, s->n_lora))
             return fail("%s", octo_session_error(s->sessions[i]));
+    s->lim.n_lora = s->n_lora;
     return 0;
 }
 

@@ -36,6 +36,7 @@ typedef struct {
     size_t max_prompt;       /* bytes of a prompt or of all messages (400 beyond) */
     long max_json_nodes;     /* values in the body's JSON (400 beyond) */
     long max_json_depth;     /* nesting of arrays and objects (400 beyond) */
+    int n_lora;              /* the adapters the server runs (the ids a request may name) */
 } serve_limits;
 
 /* What /metrics reports of the requests answered (serve_metrics.c), under server.mu. */
@@ -56,7 +57,8 @@ typedef struct {
     octo_model *m;
     octo_session **sessions; /* [n]: NULL for slot 0 (the model's own) */
     octo_adapter *lora[OCTO_MAX_ADAPTERS]; /* --lora, --lora-scaled: every slot runs them */
-    float lora_scale[OCTO_MAX_ADAPTERS];
+    float lora_scale[OCTO_MAX_ADAPTERS]; /* every request's, unless it names its own; under mu */
+    const char *lora_path[OCTO_MAX_ADAPTERS];
     int n_lora;
     bool *busy;              /* [n] */
     octo_stream **live;      /* [n]: the generation running in each slot, for shutdown to cancel */
@@ -124,7 +126,8 @@ typedef struct {
 void serve_upload_add(const serve_limits *l, serve_upload *u, const char *data, size_t n);
 void serve_upload_free(serve_upload *u);
 
-typedef enum { SERVE_HEALTH, SERVE_MODELS, SERVE_COMPLETIONS, SERVE_CHAT, SERVE_METRICS, SERVE_EMBEDDINGS, SERVE_PAGE } serve_route;
+typedef enum { SERVE_HEALTH, SERVE_MODELS, SERVE_COMPLETIONS, SERVE_CHAT, SERVE_METRICS, SERVE_EMBEDDINGS, SERVE_PAGE,
+               SERVE_LORA_LIST, SERVE_LORA_SET } serve_route;
 
 /* What to do with a request: serve it (status 200) or answer with an error. */
 typedef struct {
@@ -158,6 +161,8 @@ typedef struct {
     const char *inputs[SERVE_MAX_INPUTS]; /* embeddings: the texts, owned */
     int n_inputs;
     int base64;            /* embeddings: encoding_format "base64" */
+    float lora[OCTO_MAX_ADAPTERS]; /* completions: the adapters' scales ("lora"); POST /lora-adapters: the new ones */
+    int has_lora;
     char *text;            /* every string in text, one after another */
     char **owned;          /* strings made for the request (joined content parts, tool calls and results,
                               the tools' system message, the grammar), freed with it */
@@ -204,6 +209,16 @@ int serve_embed(server *s, int slot, const char *text, float *out, int cap);
 /* A chat reply that is a tool call (the default format, docs/server.md): its
  * name and arguments (JSON text) parsed out of text, malloc'd; false when it is not one. */
 bool serve_tool_call(const char *text, size_t n, char **name, char **arguments);
+/* ---- adapters (serve_lora.c) ---- */
+
+/* A "lora" list ([{"id", "scale"}, ...]) into scales (an adapter not named: 0); a message, or NULL. */
+const char *serve_lora_list(const serve_limits *l, const struct cJSON *list, float *scales, char *why, size_t n_why);
+/* GET /lora-adapters; POST /lora-adapters (r->lora: the scales parsed). */
+struct MHD_Response *serve_lora_get(server *s, unsigned *status);
+struct MHD_Response *serve_lora_post(server *s, const request *r, unsigned *status);
+/* The request's adapters (its "lora", else the server's scales) set on the slot before it generates. */
+octo_status serve_use_lora(server *s, int slot, const request *r);
+
 /* ---- /metrics (serve_metrics.c) ---- */
 
 /* A completion ended: its figures (st, for SERVE_DONE) into the counters. */

@@ -50,7 +50,7 @@ static const char *unknown_field(const cJSON *body, serve_route route, request *
 #define SAMPLING_FIELDS                                                                                               \
     "model", "max_tokens", "temperature", "top_p", "seed", "n", "stop", "stream", "stream_options",                  \
         "frequency_penalty", "presence_penalty", "user", "prompt_compress", "top_k", "min_p", "repeat_penalty",       \
-        "grammar", "logit_bias", "store", "metadata", "service_tier", "reasoning_effort", "logprobs"
+        "grammar", "logit_bias", "store", "metadata", "service_tier", "reasoning_effort", "logprobs", "lora"
     static const char *const chat[] = {SAMPLING_FIELDS, "messages", "max_completion_tokens", "response_format",
                                        "tools", "tool_choice", "parallel_tool_calls", "top_logprobs", NULL};
     static const char *const completion[] = {SAMPLING_FIELDS, "prompt", NULL};
@@ -313,6 +313,11 @@ static const char *parse_completion(const serve_limits *l, const cJSON *json, bo
     if (!why && chat) why = parse_response_format(json, r);
     if (!why && chat) why = serve_parse_tools(json, r);
     if (!why) why = parse_grammar(json, r);
+    const cJSON *lora = cJSON_GetObjectItemCaseSensitive(json, "lora");
+    if (!why && lora && !cJSON_IsNull(lora)) {
+        why = serve_lora_list(l, lora, r->lora, r->why, sizeof r->why);
+        r->has_lora = 1;
+    }
     if (!why) why = parse_ignored(json);
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(json, "stream");
     if (!why && st && !cJSON_IsBool(st) && !cJSON_IsNull(st)) why = "'stream' must be true or false";
@@ -362,6 +367,26 @@ static const char *own_strings(request *r) {
     for (int i = 0; i < r->n_msgs; i++) r->msgs[i] = (octo_message){keep(&at, r->msgs[i].role), keep(&at, r->msgs[i].content)};
     for (int i = 0; i < r->n_stop; i++) r->stop[i] = keep(&at, r->stop[i]);
     for (int i = 0; i < r->n_inputs; i++) r->inputs[i] = keep(&at, r->inputs[i]);
+    return NULL;
+}
+
+/* [{"id": N, "scale": X}, ...] into scales[n] (every adapter not named: 0). */
+const char *serve_lora_list(const serve_limits *l, const cJSON *list, float *scales, char *why, size_t n_why) {
+    if (!cJSON_IsArray(list)) return "'lora' must be an array of {\"id\", \"scale\"} objects";
+    for (int i = 0; i < OCTO_MAX_ADAPTERS; i++) scales[i] = 0.0f;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, list) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id"), *sc = cJSON_GetObjectItemCaseSensitive(e, "scale");
+        if (!cJSON_IsObject(e) || !cJSON_IsNumber(id) || (sc && !cJSON_IsNumber(sc)))
+            return "each adapter is an object {\"id\": N, \"scale\": X}";
+        const double v = id->valuedouble, s = sc ? sc->valuedouble : 0.0;
+        if (v != (double)(int)v || v < 0 || v >= l->n_lora) {
+            snprintf(why, n_why, "no adapter has id %.6g (the server runs %d: GET /lora-adapters lists them)", v, l->n_lora);
+            return why;
+        }
+        if (!(s >= -1e6 && s <= 1e6)) return "an adapter's scale must be a number within -1e6..1e6";
+        scales[(int)v] = (float)s;
+    }
     return NULL;
 }
 

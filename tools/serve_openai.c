@@ -402,6 +402,7 @@ static bool drop_oldest(server *s, int slot, request *r) {
 /* A chat that no longer fits the context keeps going: its oldest messages are
  * dropped (the system prompt and the last message stay) and the count is reported. */
 static octo_stream *start(server *s, int slot, bool chat, request *r) {
+    if (serve_use_lora(s, slot, r)) return NULL;
     if (!chat) return serve_generate(s, slot, r->prompt, &r->gp);
     octo_stream *st = serve_chat(s, slot, r->msgs, r->n_msgs, &r->gp);
     if (!st && strstr(serve_error(s, slot), "the context holds") && drop_oldest(s, slot, r))

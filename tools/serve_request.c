@@ -126,6 +126,8 @@ static const struct {
               {"/v1/chat/completions", "POST", SERVE_CHAT},
               {"/metrics", "GET", SERVE_METRICS},
               {"/v1/embeddings", "POST", SERVE_EMBEDDINGS},
+              {"/lora-adapters", "GET", SERVE_LORA_LIST},
+              {"/lora-adapters", "POST", SERVE_LORA_SET},
               {"/", "GET", SERVE_PAGE}};
 
 static const char *parse_body(const serve_limits *l, serve_upload *u, serve_route route, request *r);
@@ -134,8 +136,8 @@ serve_verdict serve_parse(const serve_limits *l, const char *method, const char 
                           serve_upload *u, request *r) {
     memset(r, 0, sizeof *r);
     int k = -1;
-    for (int i = 0; i < (int)(sizeof routes / sizeof *routes); i++)
-        if (!strcmp(url, routes[i].url)) k = i;
+    for (int i = 0; i < (int)(sizeof routes / sizeof *routes); i++) /* the row of this method, else any of the url */
+        if (!strcmp(url, routes[i].url) && (k < 0 || !strcmp(method, routes[i].method))) k = i;
     if (k >= 0 && routes[k].route != SERVE_HEALTH && routes[k].route != SERVE_PAGE && !key_matches(l, auth, auth_len))
         /* /health and the page need no key (the page asks for one when the API does) */
         return refuse(401, "invalid_request_error", "invalid_api_key", "a valid API key is required");
@@ -145,11 +147,11 @@ serve_verdict serve_parse(const serve_limits *l, const char *method, const char 
     if (strcmp(method, routes[k].method)) {
         serve_verdict v = refuse(405, "invalid_request_error", "method_not_allowed",
                                  !strcmp(routes[k].method, "GET") ? "this endpoint takes GET" : "this endpoint takes POST");
-        v.allow = routes[k].method;
+        v.allow = !strcmp(url, "/lora-adapters") ? "GET, POST" : routes[k].method;
         return v;
     }
     const serve_route route = routes[k].route;
-    if (route != SERVE_COMPLETIONS && route != SERVE_CHAT && route != SERVE_EMBEDDINGS)
+    if (route != SERVE_COMPLETIONS && route != SERVE_CHAT && route != SERVE_EMBEDDINGS && route != SERVE_LORA_SET)
         return (serve_verdict){.status = 200, .route = route};
     if (u->too_large)
         return refuse(413, "invalid_request_error", "request_too_large",
@@ -180,11 +182,15 @@ static const char *parse_body(const serve_limits *l, serve_upload *u, serve_rout
     r->gp.max_tokens = route == SERVE_CHAT ? 256 : 16; /* OpenAI's defaults */
     const char *end = NULL;
     cJSON *json = u->body ? cJSON_ParseWithLengthOpts(u->body, u->len, &end, false) : NULL;
-    const char *why = !json || !cJSON_IsObject(json) ? "the body is not a JSON object" : NULL;
+    const bool list = route == SERVE_LORA_SET; /* llama-server's [{"id", "scale"}, ...] */
+    const char *why = !json || (list ? !cJSON_IsArray(json) : !cJSON_IsObject(json))
+                          ? (list ? "the body is not a JSON array of {\"id\", \"scale\"} objects" : "the body is not a JSON object")
+                          : NULL;
     while (!why && end < u->body + u->len && strchr(" \t\r\n", *end) && *end) end++;
     if (!why && end != u->body + u->len) why = "the body goes on after its JSON object";
     serve_upload_free(u);
-    if (!why) why = serve_fields(l, json, route, r);
+    if (!why && list) why = serve_lora_list(l, json, r->lora, r->why, sizeof r->why);
+    else if (!why) why = serve_fields(l, json, route, r);
     cJSON_Delete(json);
     return why;
 }
