@@ -798,6 +798,8 @@ OCTO_API octo_status octo_generate_cb(octo_model *model, const char *prompt, con
     NUM(adapt, uint64_t, mem_released_kv_bytes, "bytes", (43), (18), (0), (0), "KV cache memory given back (entries evicted to the floor), summed") \
     NUM(adapt, uint64_t, weights_packed_bytes, "bytes", (44), (19), (0), (0), "weights in the packed layout now, in private memory (0: all read from the file's mapping)") \
     NUM(adapt, uint64_t, mem_room_bytes, "bytes", (45), (0), (0), (0), "memory the process could still get, reclaimable file pages counted, when last read") \
+    NUM(adapt, uint64_t, adapter_bytes, "bytes", (64), (0), (0), (0), "LoRA adapters' memory now (those loaded and not dropped)") \
+    NUM(adapt, uint64_t, mem_released_adapter_bytes, "bytes", (65), (0), (0), (0), "adapters no conversation used, dropped under pressure (read again when set), summed") \
     TEXT(adapt, 384, mem_watch, "text", (46), (0), (0), (0), "the memory watcher: the signals it follows, or off and why") \
     TEXT(adapt, 200, mem_note, "text", (47), (0), (0), (0), "the last change of level and why, or what waits") \
     /* token latency of the last generation (bench: of its decode runs). A token's \

@@ -120,10 +120,12 @@ struct octo_model {
 
 struct octo_adapter {
     octo_model *om;          /* NULL once its model was freed */
-    lora_adapter *lora;      /* NULL once its model was freed */
+    lora_adapter *lora;      /* NULL once its model was freed, or dropped under memory pressure (path read again) */
     int users;               /* conversations whose set holds it, under the model's lock */
     bool released;           /* octo_adapter_free was called: gone when users reach 0 */
     octo_adapter *next;
+    octo_adapter_info info;  /* as loaded */
+    char path[];             /* its file */
 };
 
 struct octo_stream {
@@ -448,10 +450,12 @@ static void drop_self_draft(void *user) {
     bundle_forget_self_draft(om->b);
 }
 
+static uint64_t drop_idle_adapters(void *user);
+
 /* Under om->lock. */
 static void adapt_now(octo_model *om, int level, bool from_app) {
     session *s[2 * OCTO_MAX_SESSIONS];
-    adapt_target t = {.b = om->b, .s = s, .drop_draft = drop_self_draft, .user = om,
+    adapt_target t = {.b = om->b, .s = s, .drop_draft = drop_self_draft, .drop_adapters = drop_idle_adapters, .user = om,
                       .room = mem_room()};
     t.n = open_sessions(om, s, &t.idle);
     if (from_app) adapt_app(&om->adapt, &t, level, now_s());
@@ -1060,7 +1064,7 @@ octo_adapter *octo_adapter_load(octo_model *om, const char *path) {
         err_set(&om->err, ERR_INVALID_ARG, "the model was loaded without weights to compute with");
         return NULL;
     }
-    octo_adapter *a = calloc(1, sizeof *a);
+    octo_adapter *a = calloc(1, sizeof *a + strlen(path) + 1);
     if (!a) {
         err_set(&om->err, ERR_NOMEM, "out of memory");
         return NULL;
@@ -1072,6 +1076,11 @@ octo_adapter *octo_adapter_load(octo_model *om, const char *path) {
         return NULL;
     }
     a->om = om;
+    memcpy(a->path, path, strlen(path) + 1);
+    a->info.n_matrices = lora_n_matrices(a->lora);
+    lora_ranks(a->lora, &a->info.rank_min, &a->info.rank_max);
+    a->info.alpha = lora_alpha(a->lora);
+    a->info.bytes = lora_bytes(a->lora);
     pthread_mutex_lock(&om->lock);
     a->next = om->adapters;
     om->adapters = a;
@@ -1093,13 +1102,27 @@ void octo_adapter_free(octo_adapter *a) {
 }
 
 octo_adapter_info octo_adapter_info_get(const octo_adapter *a) {
-    octo_adapter_info info = {0};
-    if (!a || !a->lora) return info;
-    info.n_matrices = lora_n_matrices(a->lora);
-    lora_ranks(a->lora, &info.rank_min, &info.rank_max);
-    info.alpha = lora_alpha(a->lora);
-    info.bytes = lora_bytes(a->lora);
-    return info;
+    return a ? a->info : (octo_adapter_info){0};
+}
+
+/* Memory pressure (runtime/adapt.h): the adapters no conversation holds are freed; set again, they are read again. */
+static uint64_t drop_idle_adapters(void *user) {
+    octo_model *om = user;
+    uint64_t bytes = 0;
+    for (octo_adapter *a = om->adapters; a; a = a->next)
+        if (a->users == 0 && a->lora) {
+            bytes += lora_bytes(a->lora);
+            lora_free(a->lora);
+            a->lora = NULL;
+        }
+    return bytes;
+}
+
+/* An adapter dropped under memory pressure, read again (lock held). */
+static err_code adapter_back(octo_model *om, octo_adapter *a, err_t *err) {
+    if (a->lora) return ERR_OK;
+    err_code rc = lora_open(om->b->m, a->path, &a->lora, err);
+    return rc ? err_prefix(err, "adapter %s, read again after memory pressure", a->path), rc : ERR_OK;
 }
 
 /* The request's set, each adapter the model's own and held. */
@@ -1113,6 +1136,8 @@ static err_code adapters_check(octo_model *om, octo_adapter *const *as, const fl
         if (!as[i] || as[i]->om != om || as[i]->released)
             return err_set(err, ERR_INVALID_ARG, "adapter %d is %s", i,
                            !as[i] ? "NULL" : as[i]->om != om ? "another model's" : "freed");
+        err_code rc = adapter_back(om, as[i], err);
+        if (rc) return rc;
         set->a[i] = as[i]->lora;
         set->scale[i] = scales ? scales[i] : 1.0f;
         if (!isfinite(set->scale[i]))
@@ -1486,6 +1511,8 @@ static octo_stats stats_snapshot(const octo_model *om, const octo_session *ss) {
     st.mem_released_kv_bytes = a->released_kv;
     st.weights_packed_bytes = om->b->m->packed_bytes;
     st.mem_room_bytes = mem_room();
+    st.mem_released_adapter_bytes = a->released_adapters;
+    for (const octo_adapter *ad = om->adapters; ad; ad = ad->next) st.adapter_bytes += ad->lora ? lora_bytes(ad->lora) : 0;
     snprintf(st.mem_watch, sizeof st.mem_watch, "%s", om->watch_source);
     snprintf(st.mem_note, sizeof st.mem_note, "%s", a->note);
     st.cpu_threads = om->cpu.threads;

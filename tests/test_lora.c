@@ -14,6 +14,9 @@
  *   pass (speculation's verify) bit for bit with adapters on; a batch of
  *   sessions with different adapters (and one with none) equals each alone.
  * - Hostile adapters are refused with the reason.
+ * - Through the C API: an adapter no conversation holds is dropped under
+ *   memory pressure and read again when set; one in use stays; the text
+ *   with it equals the text before the drop.
  */
 #include <math.h>
 #include <stdint.h>
@@ -28,6 +31,7 @@
 #include "model/lora.h"
 #include "model/model.h"
 #include "model/synth.h"
+#include "octo.h"
 #include "runtime/session.h"
 #include "t.h"
 #include "util.h"
@@ -322,7 +326,66 @@ static void test_hostile(void) {
     remove(base);
 }
 
+/* The greedy text of 16 tokens in the model's own conversation. */
+static void text_of(octo_model *m, char *out, size_t cap) {
+    octo_generate_params gp = octo_generate_params_defaults();
+    gp.max_tokens = 16, gp.temperature = 0.0f, gp.spec = OCTO_SPEC_NONE;
+    octo_stream *st = octo_generate(m, "Once upon a time", &gp);
+    size_t n = 0;
+    out[0] = '\0';
+    for (const char *p; st && (p = octo_stream_next(st)) && n + strlen(p) < cap; n += strlen(p)) strcat(out, p);
+    T_CHECKF(st && octo_stream_status(st) == OCTO_OK, "generate: %s", st ? octo_stream_error(st) : octo_model_error(m));
+    octo_stream_free(st);
+}
+
+static void test_api_pressure(void) {
+    char base[512], a1[512], a2[512];
+    tu_tmp_path(base, sizeof base, "pbase.gguf");
+    tu_tmp_path(a1, sizeof a1, "pa1.gguf");
+    tu_tmp_path(a2, sizeof a2, "pa2.gguf");
+    if (!synth_model("llama", 0, base) || !synth_adapter(base, 8, QT_F16, 3, a1) || !synth_adapter(base, 4, QT_F32, 4, a2))
+        return;
+    octo_client *c = octo_client_new(NULL);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.memory_watch = -1; /* the app's signal only */
+    octo_model *m = c ? octo_load_model(c, base, &mo) : NULL;
+    octo_adapter *x = m ? octo_adapter_load(m, a1) : NULL, *y = m ? octo_adapter_load(m, a2) : NULL;
+    T_CHECKF(x && y, "load: %s", m ? octo_model_error(m) : octo_last_error(c));
+    if (!x || !y) goto out;
+    const octo_adapter_info ix = octo_adapter_info_get(x), iy = octo_adapter_info_get(y);
+    T_CHECK(ix.rank_min == 8 && ix.rank_max == 8 && ix.n_matrices > 0 && ix.alpha == 4.0f && ix.bytes > 0);
+    char plain[512], with[512], again[512];
+    text_of(m, plain, sizeof plain);
+    T_EQ_INT(octo_set_adapters(m, &y, NULL, 1), OCTO_OK);
+    text_of(m, with, sizeof with);
+    T_CHECKF(strcmp(plain, with) != 0, "the adapter changes nothing: %s", with);
+    T_EQ_INT(octo_model_stats(m).adapter_bytes, ix.bytes + iy.bytes);
+    T_EQ_INT(octo_model_trim(m, OCTO_TRIM_LOW), OCTO_OK); /* x is held by no one: dropped; y is in use */
+    octo_stats st = octo_model_stats(m);
+    T_EQ_INT(st.mem_released_adapter_bytes, ix.bytes);
+    T_EQ_INT(st.adapter_bytes, iy.bytes);
+    text_of(m, again, sizeof again);
+    T_CHECKF(!strcmp(with, again), "with the adapter after a trim: %s, before %s", again, with);
+    T_EQ_INT(octo_set_adapters(m, &x, (const float[]){0.0f}, 1), OCTO_OK); /* read again */
+    T_EQ_INT(octo_model_stats(m).adapter_bytes, ix.bytes + iy.bytes);
+    text_of(m, again, sizeof again);
+    T_CHECKF(!strcmp(plain, again), "scale 0 after reading again: %s, the base %s", again, plain);
+    T_EQ_INT(octo_set_adapters(m, &x, (const float[]){NAN}, 1), OCTO_ERR_INVALID_ARG);
+    T_EQ_INT(octo_set_adapters(m, NULL, NULL, 9), OCTO_ERR_INVALID_ARG);
+    octo_adapter_free(x); /* in use: kept until the conversation sets others */
+    text_of(m, again, sizeof again);
+    T_CHECK(!strcmp(plain, again));
+    T_EQ_INT(octo_set_adapters(m, NULL, NULL, 0), OCTO_OK);
+    T_EQ_INT(octo_model_stats(m).adapter_bytes, iy.bytes);
+out:
+    octo_model_free(m);
+    octo_adapter_free(y); /* after its model: only freed */
+    octo_client_free(c);
+    remove(base), remove(a1), remove(a2);
+}
+
 int main(void) {
+    test_api_pressure();
     test_hostile();
     test_exactness();
     test_against_merge();

@@ -52,9 +52,13 @@ static void print_pressure(const octo_stats *s) {
     fprintf(stderr, "pressure     level %s, %d trims, %d regrows; weights %.1f MiB packed; %s\n", level[l], s->mem_trims,
             s->mem_regrows, mib(s->weights_packed_bytes), s->mem_watch);
     if (s->mem_trims)
-        fprintf(stderr, "pressure     given back: weights %.1f MiB, draft %.1f MiB, experts %.1f MiB, KV %.1f MiB; %s\n",
-                mib(s->mem_released_weights_bytes), mib(s->mem_released_draft_bytes),
-                mib(s->mem_released_experts_bytes), mib(s->mem_released_kv_bytes), s->mem_note);
+        fprintf(stderr, "pressure     given back: weights %.1f MiB, draft %.1f MiB, experts %.1f MiB, KV %.1f MiB, "
+                "adapters %.1f MiB; %s\n", mib(s->mem_released_weights_bytes), mib(s->mem_released_draft_bytes),
+                mib(s->mem_released_experts_bytes), mib(s->mem_released_kv_bytes), mib(s->mem_released_adapter_bytes),
+                s->mem_note);
+    if (s->adapter_bytes) /* docs/adapters.md: beside the weights, never merged (a merged F16 copy was 3x slower) */
+        fprintf(stderr, "adapters     %.1f MiB, applied beside the base's weights at every token (not merged)\n",
+                mib(s->adapter_bytes));
 }
 
 /* Token latency (OCTO_STATS, octo.h: each token's wait for the decode work before it). */

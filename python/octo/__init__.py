@@ -29,7 +29,7 @@ import weakref
 from . import _lib
 from ._version import __version__
 
-__all__ = ["Model", "Session", "Stream", "OctoError", "LibraryError", "Stats", "Info", "version", "__version__",
+__all__ = ["Model", "Session", "Adapter", "Stream", "OctoError", "LibraryError", "Stats", "Info", "version", "__version__",
            "EMBEDDED_MODEL"]
 
 
@@ -320,6 +320,23 @@ class _Conversation:
         return n
 
 
+    def set_adapters(self, adapters=(), scales=None):
+        """Run this conversation with these Adapters (Model.load_adapter), each at its scale (scales None: 1
+        each; 0 gives the base's output exactly); () for the base alone. A different set empties the
+        conversation's cache. Not while it streams."""
+        self._check()
+        adapters = list(adapters)
+        if any(not isinstance(a, Adapter) or a._h is None for a in adapters):
+            raise TypeError("set_adapters takes open Adapters (Model.load_adapter)")
+        scales = [1.0] * len(adapters) if scales is None else [float(x) for x in scales]
+        if len(scales) != len(adapters):
+            raise ValueError(f"{len(adapters)} adapters and {len(scales)} scales")
+        hs = (ctypes.c_void_p * max(1, len(adapters)))(*[a._h for a in adapters])
+        sc = (ctypes.c_float * max(1, len(scales)))(*scales)
+        rc = self._set_adapters(hs, sc, len(adapters))
+        if rc:
+            raise OctoError(self._error(), rc)
+
     def embed(self, text):
         """The text's embedding (octo_embed): the mean of the model's last hidden state over its
         tokens, after the final norm, unit length; a list of n_embd floats. The conversation's
@@ -334,6 +351,36 @@ class _Conversation:
         if got < 0:
             raise OctoError(self._error(), -got)
         return list(out)
+
+
+class Adapter:
+    """A LoRA adapter loaded against a Model (Model.load_adapter). info: its matrices, ranks, alpha and
+    bytes. close() gives the handle up; a conversation still using it keeps it until it sets others."""
+
+    def __init__(self, handle):
+        self._h = handle
+
+    @property
+    def info(self):
+        if self._h is None:
+            raise OctoError("the adapter is closed", 1)
+        i = _L.octo_adapter_info_get(self._h)
+        return {"n_matrices": i.n_matrices, "rank_min": i.rank_min, "rank_max": i.rank_max, "alpha": i.alpha,
+                "bytes": i.bytes}
+
+    def close(self):
+        if self._h is not None:
+            _L.octo_adapter_free(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
 
 
 class Model(_Conversation):
@@ -406,6 +453,17 @@ class Model(_Conversation):
 
     def _fit(self, messages, n, reserve_tokens):
         return _L.octo_chat_fit(self._model, messages, n, reserve_tokens)
+
+    def _set_adapters(self, hs, sc, n):
+        return _L.octo_set_adapters(self._model, hs, sc, n)
+
+    def load_adapter(self, path):
+        """A LoRA adapter (llama.cpp's adapter GGUF) read against this model, for set_adapters on it and its sessions."""
+        self._check()
+        h = _L.octo_adapter_load(self._model, _enc("path", path))
+        if not h:
+            raise OctoError(self._error(), self._status())
+        return Adapter(h)
 
     def session(self):
         """Another conversation on this model (its own KV cache; up to max_sessions at once)."""
@@ -509,6 +567,9 @@ class Session(_Conversation):
 
     def _embed(self, text, out, cap):
         return _L.octo_session_embed(self._h, text, out, cap)
+
+    def _set_adapters(self, hs, sc, n):
+        return _L.octo_session_set_adapters(self._h, hs, sc, n)
 
     def stats(self):
         self._check()

@@ -110,6 +110,7 @@ class Stats(ctypes.Structure):
                 ("mem_pressure_events", c_int), ("mem_released_weights_bytes", c_u64),
                 ("mem_released_draft_bytes", c_u64), ("mem_released_experts_bytes", c_u64),
                 ("mem_released_kv_bytes", c_u64), ("weights_packed_bytes", c_u64), ("mem_room_bytes", c_u64),
+                ("adapter_bytes", c_u64), ("mem_released_adapter_bytes", c_u64),
                 ("mem_watch", chars(384)), ("mem_note", chars(200)), ("decode_latency_tokens", c_int),
                 ("decode_latency_p50_ms", c_double), ("decode_latency_p90_ms", c_double),
                 ("decode_latency_p95_ms", c_double), ("decode_latency_p99_ms", c_double),
@@ -121,11 +122,16 @@ class Stats(ctypes.Structure):
                 ("batch_model_retried", c_i64)]
 
 
+class AdapterInfo(ctypes.Structure):
+    _fields_ = [("n_matrices", c_int), ("rank_min", c_int), ("rank_max", c_int), ("alpha", c_float),
+                ("bytes", c_u64)]
+
+
 # (struct, its name in octo.h): checked against octo_struct_size at load
 STRUCTS = [(ClientOptions, "octo_client_options"), (KvOptions, "octo_kv_options"), (MoeOptions, "octo_moe_options"),
            (ModelOptions, "octo_model_options"), (ModelInfo, "octo_model_info"),
            (GenerateParams, "octo_generate_params"), (Message, "octo_message"), (Stats, "octo_stats"),
-           (Memory, "octo_memory")]
+           (Memory, "octo_memory"), (AdapterInfo, "octo_adapter_info")]
 
 P = ctypes.POINTER
 SIGNATURES = {
@@ -174,6 +180,11 @@ SIGNATURES = {
     "octo_session_stats": (Stats, [c_void_p]),
     "octo_embed": (c_int, [c_void_p, c_char_p, P(c_float), c_int]),
     "octo_session_embed": (c_int, [c_void_p, c_char_p, P(c_float), c_int]),
+    "octo_adapter_load": (c_void_p, [c_void_p, c_char_p]),
+    "octo_adapter_free": (None, [c_void_p]),
+    "octo_adapter_info_get": (AdapterInfo, [c_void_p]),
+    "octo_set_adapters": (c_int, [c_void_p, P(c_void_p), P(c_float), c_int]),
+    "octo_session_set_adapters": (c_int, [c_void_p, P(c_void_p), P(c_float), c_int]),
 }
 
 

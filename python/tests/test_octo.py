@@ -119,6 +119,56 @@ def test_greedy_text_equals_octo_run(model, model_path):
     assert "".join(pieces) == cli.removesuffix("\n")  # octo run ends the text with a newline
 
 
+def test_adapters(model_path, tmp_path):
+    """LoRA adapters per conversation: the text of octo run --lora, the base's at scale 0 and with
+    none, two sessions with different adapters at once; bad input raises."""
+    bin_ = os.environ["OCTO_BIN"]
+    paths = [str(tmp_path / f"a{i}.gguf") for i in (1, 2)]
+    for i, p in enumerate(paths):
+        subprocess.run([bin_, "synth", "--lora-for", model_path, "--rank", "8", "--std", "0.3", "--seed", str(i + 1),
+                        "-o", p], check=True)
+
+    def cli(*extra):
+        out = subprocess.run([bin_, "run", "-m", model_path, "-p", PROMPT, "-n", "24", "--temp", "0", *extra],
+                             check=True, capture_output=True).stdout.decode("utf-8", "replace")
+        return out.removesuffix("\n")
+
+    want = [cli("--lora", paths[0]), cli("--lora", paths[1])]
+    with octo.Model(model_path, max_sessions=2) as m:
+        base = m.generate(PROMPT, max_tokens=24, temperature=0).text()
+        a, b = m.load_adapter(paths[0]), m.load_adapter(paths[1])
+        assert a.info["n_matrices"] > 0 and a.info["rank_max"] == 8 and a.info["bytes"] > 0
+        m.set_adapters([a])
+        assert m.generate(PROMPT, max_tokens=24, temperature=0).text() == want[0] != base
+        m.set_adapters([a, b], [0.0, 0.0])
+        assert m.generate(PROMPT, max_tokens=24, temperature=0).text() == base
+        s = m.session()
+        m.set_adapters([a])
+        s.set_adapters([b])
+        out = [None, None]
+        ts = [threading.Thread(target=lambda: out.__setitem__(0, m.generate(PROMPT, max_tokens=24, temperature=0).text())),
+              threading.Thread(target=lambda: out.__setitem__(1, s.generate(PROMPT, max_tokens=24, temperature=0).text()))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert out == want
+        a.close()  # the model's conversation keeps it
+        assert m.generate(PROMPT, max_tokens=24, temperature=0).text() == want[0]
+        with pytest.raises(TypeError):
+            m.set_adapters([a])
+        with pytest.raises(ValueError):
+            s.set_adapters([b], [1.0, 2.0])
+        with pytest.raises(octo.OctoError, match="not an adapter"):
+            m.load_adapter(model_path)
+        with pytest.raises(octo.OctoError, match="no such file"):
+            m.load_adapter(str(tmp_path / "none.gguf"))
+        m.set_adapters()
+        assert m.generate(PROMPT, max_tokens=24, temperature=0).text() == base
+        s.close()
+        b.close()
+
+
 def test_stream_ends_with_a_reason_and_stats(model):
     s = model.generate(PROMPT, max_tokens=16, temperature=0)
     text = s.text()

@@ -35,6 +35,7 @@ static void give_weights(adapt_state *a, const adapt_target *t) {
         }
         if (b->draft_m && b->draft_self) model_sync_shared(b->draft_m, b->m);
     }
+    if (t->drop_adapters) a->released_adapters += t->drop_adapters(t->user);
     a->draft_pending = b->draft_self && b->draft_m;
     if (a->draft_pending && t->idle && t->drop_draft) {
         a->released_draft += b->draft_m->owned_bytes;

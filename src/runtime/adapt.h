@@ -5,7 +5,9 @@
  *   level      the app's signal (octo_model_trim)       given back                                  lossless
  *   low        Android RUNNING_MODERATE, UI_HIDDEN,      the packed weights go back to the file's    yes
  *              BACKGROUND                                pages (model_unpack); a self-draft copy
- *                                                        is dropped once no stream uses it
+ *                                                        is dropped once no stream uses it; LoRA
+ *                                                        adapters no conversation holds are freed
+ *                                                        (read from their file again when set)
  *   moderate   Android RUNNING_LOW                       + the expert cache to half its shared       yes
  *                                                        bytes (at least a token's experts), no
  *                                                        read-ahead
@@ -47,7 +49,7 @@ typedef struct {
     unsigned trims;          /* raises of the level in force */
     unsigned regrows;        /* lowerings */
     unsigned events;         /* watcher reports of pressure after none (the pressure events) */
-    uint64_t released_weights, released_draft, released_experts, released_kv; /* bytes, summed */
+    uint64_t released_weights, released_draft, released_experts, released_kv, released_adapters; /* bytes, summed */
     bool weights_unpacked;   /* packed weights given back and not packed again yet */
     bool draft_pending;      /* a self-draft to drop when no stream uses it */
     double last_change_s;    /* when the level in force last changed */
@@ -65,6 +67,8 @@ typedef struct {
     int n;
     bool idle;
     void (*drop_draft)(void *user);
+    uint64_t (*drop_adapters)(void *user); /* the adapters no conversation holds: their memory freed (read
+                                              again when set); the bytes given back */
     void *user;
     uint64_t room;
 } adapt_target;

@@ -464,6 +464,44 @@ JNIEXPORT void JNICALL Java_dev_octo_Native_sessionReset(JNIEnv *env, jclass cls
     octo_session_reset((octo_session *)(intptr_t)session);
 }
 
+JNIEXPORT jlong JNICALL Java_dev_octo_Native_adapterLoad(JNIEnv *env, jclass cls, jlong handle, jbyteArray path) {
+    (void)cls;
+    jni_model *jm = (jni_model *)(intptr_t)handle;
+    char *p = c_string(env, path);
+    if (!p) return 0;
+    octo_adapter *a = octo_adapter_load(jm->model, p);
+    free(p);
+    if (!a) return throw_octo(env, (int)octo_model_status(jm->model), octo_model_error(jm->model));
+    return (jlong)(intptr_t)a;
+}
+
+JNIEXPORT void JNICALL Java_dev_octo_Native_adapterFree(JNIEnv *env, jclass cls, jlong adapter) {
+    (void)env, (void)cls;
+    octo_adapter_free((octo_adapter *)(intptr_t)adapter);
+}
+
+/* The adapters (handles) and scales of the model's own conversation (session 0) or a session's. */
+JNIEXPORT void JNICALL Java_dev_octo_Native_setAdapters(JNIEnv *env, jclass cls, jlong handle, jlong session,
+                                                        jlongArray adapters, jfloatArray scales) {
+    (void)cls;
+    jni_model *jm = (jni_model *)(intptr_t)handle;
+    const jsize n = adapters ? (*env)->GetArrayLength(env, adapters) : 0;
+    if (n > OCTO_MAX_ADAPTERS || !scales || (*env)->GetArrayLength(env, scales) != n) {
+        throw_octo(env, OCTO_ERR_INVALID_ARG, n > OCTO_MAX_ADAPTERS ? "more adapters than OCTO_MAX_ADAPTERS"
+                                                                    : "as many scales as adapters are needed");
+        return;
+    }
+    jlong h[OCTO_MAX_ADAPTERS];
+    float sc[OCTO_MAX_ADAPTERS];
+    octo_adapter *as[OCTO_MAX_ADAPTERS];
+    if (n) (*env)->GetLongArrayRegion(env, adapters, 0, n, h);
+    if (n) (*env)->GetFloatArrayRegion(env, scales, 0, n, sc);
+    for (jsize i = 0; i < n; i++) as[i] = (octo_adapter *)(intptr_t)h[i];
+    octo_session *ss = (octo_session *)(intptr_t)session;
+    const octo_status rc = ss ? octo_session_set_adapters(ss, as, sc, (int)n) : octo_set_adapters(jm->model, as, sc, (int)n);
+    if (rc) throw_octo(env, (int)rc, ss ? octo_session_error(ss) : octo_model_error(jm->model));
+}
+
 JNIEXPORT jint JNICALL Java_dev_octo_Native_trim(JNIEnv *env, jclass cls, jlong handle, jint level) {
     (void)cls;
     jni_model *jm = (jni_model *)(intptr_t)handle;

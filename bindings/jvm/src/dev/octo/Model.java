@@ -21,6 +21,7 @@ public final class Model implements AutoCloseable {
         final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
         final List<Stream.State> streams = new ArrayList<>();
         final List<Session.State> sessions = new ArrayList<>();
+        final List<Adapter> adapters = new ArrayList<>();
         /** Native models not yet freed, in this JVM (the tests watch the Cleaner with it). */
         static final java.util.concurrent.atomic.AtomicInteger LIVE = new java.util.concurrent.atomic.AtomicInteger();
         long handle;
@@ -80,6 +81,13 @@ public final class Model implements AutoCloseable {
                 if (h != 0) {
                     Native.freeModel(h);
                     LIVE.decrementAndGet();
+                }
+                synchronized (adapters) { /* after the model: each handle then only frees */
+                    for (Adapter a : adapters) {
+                        Native.adapterFree(a.handle);
+                        a.handle = 0;
+                    }
+                    adapters.clear();
                 }
             } finally {
                 lock.writeLock().unlock();
@@ -289,6 +297,40 @@ public final class Model implements AutoCloseable {
         return Native.generate(model, session, utf8(prompt), o.maxTokens, o.temperature, o.topK, o.topP, o.minP,
                 o.repeatPenalty, o.seed, o.grammar == null ? null : utf8(o.grammar),
                 o.jsonSchema == null ? null : utf8(o.jsonSchema));
+    }
+
+    /** A LoRA adapter (llama.cpp's adapter GGUF) read against this model; an OctoException says what is wrong with it. */
+    public Adapter loadAdapter(String path) {
+        return read(h -> {
+            Adapter a = new Adapter(state, Native.adapterLoad(h, utf8(path)));
+            synchronized (state.adapters) {
+                state.adapters.add(a);
+            }
+            return a;
+        });
+    }
+
+    /**
+     * The adapters of the model's own conversation from its next generation, each at its scale (0 gives the
+     * base's output exactly; none: the base alone). A different set empties the conversation's cache; not while it streams.
+     */
+    public void setAdapters(Adapter[] adapters, float[] scales) {
+        read(h -> {
+            setAdapters(state, h, 0, adapters, scales);
+            return null;
+        });
+    }
+
+    /** Under the adapters' lock: an Adapter.close on another thread cannot free a handle in between. */
+    static void setAdapters(State state, long model, long session, Adapter[] adapters, float[] scales) {
+        synchronized (state.adapters) {
+            long[] hs = new long[adapters.length];
+            for (int i = 0; i < hs.length; i++) {
+                if (adapters[i].model != state) throw new IllegalArgumentException("an adapter of another model");
+                hs[i] = adapters[i].handle();
+            }
+            Native.setAdapters(model, session, hs, scales);
+        }
     }
 
     /** Another conversation on these weights, with its own KV cache (Builder.maxSessions bounds them). */

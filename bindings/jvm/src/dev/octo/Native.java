@@ -50,6 +50,13 @@ final class Native {
 
     static native int trim(long model, int level);
 
+    static native long adapterLoad(long model, byte[] path);
+
+    static native void adapterFree(long adapter);
+
+    /** session 0: the model's own conversation. */
+    static native void setAdapters(long model, long session, long[] adapters, float[] scales);
+
     static native byte[] next(long stream);
 
     static native int stopReason(long stream);

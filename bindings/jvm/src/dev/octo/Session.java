@@ -104,6 +104,14 @@ public final class Session implements AutoCloseable {
         return read(Native::stats);
     }
 
+    /** This conversation's adapters and their scales (Model.setAdapters). */
+    public void setAdapters(Adapter[] adapters, float[] scales) {
+        read((m, s) -> {
+            Model.setAdapters(state.model, m, s, adapters, scales);
+            return null;
+        });
+    }
+
     /** Forgets the conversation (its cache emptied); not while it streams. */
     public void reset() {
         read((m, s) -> {

@@ -50,6 +50,39 @@ class ModelTest {
     }
 
     @Test
+    void adaptersPerConversation() throws Exception {
+        java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("octo-lora");
+        String a = dir.resolve("a.gguf").toString(), b = dir.resolve("b.gguf").toString();
+        octo("synth", "--lora-for", MODEL, "--rank", "8", "--std", "0.3", "--seed", "1", "-o", a);
+        octo("synth", "--lora-for", MODEL, "--rank", "8", "--std", "0.3", "--seed", "2", "-o", b);
+        String wantA = octo("run", "-m", MODEL, "-p", "Once upon a time", "-n", "24", "--temp", "0", "--lora", a);
+        String wantB = octo("run", "-m", MODEL, "-p", "Once upon a time", "-n", "24", "--temp", "0", "--lora", b);
+        wantA = wantA.substring(0, wantA.length() - 1);
+        wantB = wantB.substring(0, wantB.length() - 1);
+        try (Model m = Model.builder(MODEL).maxSessions(2).load()) {
+            String base = m.generate("Once upon a time", 24, 0f, 0).text();
+            Adapter la = m.loadAdapter(a), lb = m.loadAdapter(b);
+            m.setAdapters(new Adapter[] {la}, new float[] {1f});
+            assertEquals(wantA, m.generate("Once upon a time", 24, 0f, 0).text());
+            assertNotEquals(base, wantA);
+            try (Session s = m.newSession()) {
+                s.setAdapters(new Adapter[] {lb}, new float[] {1f});
+                assertEquals(wantB, s.generate("Once upon a time", 24, 0f, 0).text());
+                s.setAdapters(new Adapter[] {la, lb}, new float[] {0f, 0f});
+                assertEquals(base, s.generate("Once upon a time", 24, 0f, 0).text());
+            }
+            OctoException e = assertThrows(OctoException.class, () -> m.loadAdapter(MODEL));
+            assertTrue(e.getMessage().contains("not an adapter"), e.getMessage());
+            assertThrows(OctoException.class, () -> m.setAdapters(new Adapter[] {la}, new float[] {1f, 2f}));
+            la.close(); /* the model's conversation keeps it */
+            assertEquals(wantA, m.generate("Once upon a time", 24, 0f, 0).text());
+            assertThrows(IllegalStateException.class, () -> m.setAdapters(new Adapter[] {la}, new float[] {1f}));
+            m.setAdapters(new Adapter[] {}, new float[] {});
+            assertEquals(base, m.generate("Once upon a time", 24, 0f, 0).text());
+        }
+    }
+
+    @Test
     void cancelFromAnotherThread() throws Exception {
         try (Model m = Model.load(MODEL)) {
             Stream s = m.generate("Once upon a time", 100000, 0.8f, 7);
