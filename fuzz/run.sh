@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh BUILD_DIR SECONDS [TARGET...] — fuzz each target (default: gguf
-# model tokenizer parsers serve) for SECONDS (serve, the server's request
-# reader, a small surface, for half of it). Before fuzzing, every input kept in
+# model tokenizer parsers serve lora) for SECONDS (serve, the server's request
+# reader, and lora, an adapter bound to a fixed base: small surfaces, for half of it). Before fuzzing, every input kept in
 # fuzz/regressions/TARGET/ is replayed (a crash once found stays a test);
 # the corpus is fuzz/corpus/TARGET/ (kept in the repo) plus, for the model
 # readers, valid synthetic models of every tensor type made here. A crash
@@ -11,7 +11,7 @@ set -e
 build=$1
 secs=${2:-60}
 shift 2 || shift $#
-targets=${*:-gguf model tokenizer parsers serve}
+targets=${*:-gguf model tokenizer parsers serve lora}
 here=$(cd "$(dirname "$0")" && pwd)
 seeds=$build/fuzz-seeds
 mkdir -p "$seeds"
@@ -31,6 +31,15 @@ for a in qwen2moe olmoe granitemoe phi3 gemma2 deepseek2; do
     "$build/octo" synth -o "$seeds/seed-$a.gguf" --arch $a --vocab 259 --embd 64 --layers $l --heads 2 --kv-heads 1 \
         --ff 32 --ctx 16 --window 4 --type q8_0 --tied $ex
 done
+# adapters for the base fuzz_lora binds them to (synth's defaults with 4 experts, 2 used): every type, ranks 1..32
+"$build/octo" synth -o "$seeds/lora-base.gguf" --experts 4 --experts-used 2
+mkdir -p "$seeds/lora"
+i=0
+for spec in "f32 1" "f16 4" "bf16 8" "q8_0 32"; do
+    i=$((i + 1))
+    set -- $spec
+    "$build/octo" synth --lora-for "$seeds/lora-base.gguf" --type "$1" --rank "$2" --seed $i -o "$seeds/lora/seed-$1.gguf"
+done
 failed=""
 for t in $targets; do
     fuzzer=$build/fuzz_$t
@@ -38,7 +47,7 @@ for t in $targets; do
     corpus=$build/fuzz-corpus-$t
     mkdir -p "$kept" "$corpus"
     extra=""
-    case $t in gguf | model) extra=$seeds ;; esac
+    case $t in gguf | model) extra=$seeds ;; lora) extra=$seeds/lora ;; esac
     rc=0
     if [ -n "$(ls -A "$kept")" ]; then
         "$fuzzer" -runs=0 "$kept"/* >"$build/fuzz-$t-replay.log" 2>&1 || rc=$?
@@ -47,7 +56,7 @@ for t in $targets; do
     fi
     rc=0
     t_secs=$secs
-    [ "$t" = serve ] && t_secs=$(((secs + 1) / 2))
+    [ "$t" = serve ] || [ "$t" = lora ] && t_secs=$(((secs + 1) / 2))
     "$fuzzer" -max_total_time="$t_secs" -max_len=131072 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
         -artifact_prefix="$kept/" "$corpus" "$here/corpus/$t" $extra >"$build/fuzz-$t.log" 2>&1 || rc=$?
     if [ "$rc" -ne 0 ]; then
