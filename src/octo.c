@@ -1027,6 +1027,8 @@ void octo_session_reset(octo_session *ss) {
 
 /* ---- LoRA adapters ---- */
 
+static void adapters_reserve(octo_model *om);
+
 /* a's entry leaves the model's list and memory (lock held). */
 static void adapter_drop(octo_model *om, octo_adapter *a) {
     for (octo_adapter **p = &om->adapters; *p; p = &(*p)->next)
@@ -1036,6 +1038,7 @@ static void adapter_drop(octo_model *om, octo_adapter *a) {
         }
     lora_free(a->lora);
     free(a);
+    adapters_reserve(om);
 }
 
 /* The conversation's adapters given up (lock held). */
@@ -1084,6 +1087,7 @@ octo_adapter *octo_adapter_load(octo_model *om, const char *path) {
     pthread_mutex_lock(&om->lock);
     a->next = om->adapters;
     om->adapters = a;
+    adapters_reserve(om);
     pthread_mutex_unlock(&om->lock);
     return a;
 }
@@ -1105,6 +1109,16 @@ octo_adapter_info octo_adapter_info_get(const octo_adapter *a) {
     return a ? a->info : (octo_adapter_info){0};
 }
 
+/* The adapters' memory counted in the plan (runtime/bundle.h: bundle_reserve); lock held. */
+static void adapters_reserve(octo_model *om) {
+    uint64_t bytes = 0;
+    for (const octo_adapter *a = om->adapters; a; a = a->next) bytes += a->lora ? lora_bytes(a->lora) : 0;
+    session *s[2 * OCTO_MAX_SESSIONS];
+    bool idle;
+    const int n = open_sessions(om, s, &idle);
+    bundle_reserve(om->b, bytes, s, n);
+}
+
 /* Memory pressure (runtime/adapt.h): the adapters no conversation holds are freed; set again, they are read again. */
 static uint64_t drop_idle_adapters(void *user) {
     octo_model *om = user;
@@ -1115,6 +1129,7 @@ static uint64_t drop_idle_adapters(void *user) {
             lora_free(a->lora);
             a->lora = NULL;
         }
+    if (bytes) adapters_reserve(om);
     return bytes;
 }
 
@@ -1122,7 +1137,9 @@ static uint64_t drop_idle_adapters(void *user) {
 static err_code adapter_back(octo_model *om, octo_adapter *a, err_t *err) {
     if (a->lora) return ERR_OK;
     err_code rc = lora_open(om->b->m, a->path, &a->lora, err);
-    return rc ? err_prefix(err, "adapter %s, read again after memory pressure", a->path), rc : ERR_OK;
+    if (rc) return err_prefix(err, "adapter %s, read again after memory pressure", a->path), rc;
+    adapters_reserve(om);
+    return ERR_OK;
 }
 
 /* The request's set, each adapter the model's own and held. */

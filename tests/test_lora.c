@@ -384,7 +384,38 @@ out:
     remove(base), remove(a1), remove(a2);
 }
 
+/* The adapters' bytes come off a KV budget the plan derived from free memory, and go back when freed. */
+static void test_api_plan(void) {
+    char base[512], a1[512];
+    tu_tmp_path(base, sizeof base, "qbase.gguf");
+    tu_tmp_path(a1, sizeof a1, "qa1.gguf");
+    if (!synth_model("llama", 0, base) || !synth_adapter(base, 64, QT_F32, 5, a1)) return;
+    octo_client_options co = octo_client_options_defaults();
+    co.device = "android-4gb-emmc"; /* 2 GiB free: a 4M-token context's cache gets a budget that binds */
+    octo_client *c = octo_client_new(&co);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.n_ctx = 1 << 22, mo.memory_watch = -1, mo.max_sessions = 2;
+    octo_model *m = c ? octo_load_model(c, base, &mo) : NULL;
+    T_CHECKF(m, "load: %s", c ? octo_last_error(c) : "no client");
+    if (!m) goto out;
+    const uint64_t before = octo_model_stats(m).kv_budget_bytes;
+    octo_adapter *a = octo_adapter_load(m, a1);
+    T_CHECKF(a, "adapter: %s", octo_model_error(m));
+    if (a) {
+        const uint64_t bytes = octo_adapter_info_get(a).bytes;
+        T_CHECK(before > 0 && bytes > 0);
+        T_EQ_INT(octo_model_stats(m).kv_budget_bytes, before - bytes / 2); /* two sessions' shares */
+        octo_adapter_free(a);
+        T_EQ_INT(octo_model_stats(m).kv_budget_bytes, before);
+    }
+    octo_model_free(m);
+out:
+    octo_client_free(c);
+    remove(base), remove(a1);
+}
+
 int main(void) {
+    test_api_plan();
     test_api_pressure();
     test_hostile();
     test_exactness();

@@ -404,6 +404,9 @@ err_code bundle_load(const char *path, const bundle_options *o, bundle **out, er
         if (!o->plan_only && !(rc = moe_experts_new(b->m, path, &b->plan.moe, &b->experts, err)))
             wire_experts(b, b->s);
     }
+    b->n_sessions = o->n_sessions > 1 ? o->n_sessions : 1;
+    b->kv_derived = o->kv.budget_bytes ? 0 : b->plan.kv.budget_bytes;
+    b->moe_shared_derived = b->plan.moe_shared;
     if (rc) {
         bundle_free(b);
         return rc;
@@ -413,6 +416,23 @@ err_code bundle_load(const char *path, const bundle_options *o, bundle **out, er
     b->chat = chat_detect(tmpl.ptr, tmpl.len);
     *out = b;
     return ERR_OK;
+}
+
+void bundle_reserve(bundle *b, uint64_t bytes, session *const *s, int n) {
+    if (b->plan_only || !b->m) return;
+    b->reserved = bytes;
+    if (b->kv_derived) {
+        const uint64_t floor = kv_budget_floor(plan_kv_shape(&b->m->hp), &b->plan.kv);
+        const uint64_t cut = bytes / (uint64_t)b->n_sessions;
+        b->plan.kv.budget_bytes = b->kv_derived > floor + cut ? b->kv_derived - cut : floor;
+    }
+    if (b->moe_shared_derived) b->plan.moe_shared = b->moe_shared_derived > bytes ? b->moe_shared_derived - bytes : 1;
+    for (int i = 0; i < n; i++) {
+        if (s[i]->m != b->m) continue; /* a draft's cache: its own share, untouched */
+        if (b->kv_derived) s[i]->kv_planned = b->plan.kv.budget_bytes;
+        if (b->moe_shared_derived && s[i]->experts && s[i]->shared_bytes) s[i]->shared_bytes = b->plan.moe_shared;
+        session_rebalance(s[i], 1);
+    }
 }
 
 void bundle_free(bundle *b) {

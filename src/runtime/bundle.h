@@ -70,6 +70,10 @@ typedef struct {
     model self_shape;          /* plan_only: the self-draft that would be made (gguf set) */
     int n_ctx;
     char weights_reason[224];  /* packed at load, packed in the file, or mapped read-only, and why */
+    /* bundle_reserve: the budgets the plan derived from free memory at load (0: given, or none) */
+    uint64_t kv_derived, moe_shared_derived;
+    int n_sessions;
+    uint64_t reserved;         /* memory the plan gives up for what was loaded since (LoRA adapters) */
 } bundle;
 
 err_code bundle_load(const char *path, const bundle_options *o, bundle **out, err_t *err);
@@ -78,6 +82,15 @@ void bundle_free(bundle *b);
  * the caller has freed every session's draft cache; n-gram speculation
  * stands in from the next stream, and plan.spec_reason says why. */
 void bundle_forget_self_draft(bundle *b);
+/* Memory the plan did not know of at load (LoRA adapters loaded since, in
+ * all `bytes`): the budgets derived from free memory give it up, so that
+ * the weights, the caches and it stay within what the plan had: each KV
+ * cache bytes / n_sessions off its share (never below its floor), the pool
+ * an MoE model's expert cache shares with the KV cache `bytes` off (never
+ * below a token's experts, session.h). A budget the caller gave stays as
+ * given. Called again as the bytes change (0: all back). The open sessions
+ * s[0..n) (drafts among them are skipped) take it at once. */
+void bundle_reserve(bundle *b, uint64_t bytes, session *const *s, int n);
 
 /* The plan as one flat JSON object (runtime/plan_json.c; the keys are listed
  * in docs/deploy.md); returns the length it needs, like snprintf. */
