@@ -12,6 +12,7 @@
 #   2     kv           src/kv/          (from model: only model/kv_iface.h)
 #   2     moe          src/moe/         (from model: only model/experts_iface.h)
 #   2     speculative  src/speculative/ (from model: the sampler and tokenizer only)
+#   3     train        src/train/      (on-device training: the backward pass; a peer of runtime)
 #   3     runtime      src/runtime/
 #   4     api          src/octo.c, include/octo.h
 #   4     convert      src/convert/     (model conversions: upcycle; the api does not use them)
@@ -32,6 +33,7 @@ layer_of() { # path (a file, or an include's target) -> layer name
     src/moe/* | moe/*) echo moe ;;
     src/speculative/* | speculative/*) echo speculative ;;
     src/runtime/* | runtime/*) echo runtime ;;
+    src/train/* | train/*) echo train ;;
     src/convert/* | convert/*) echo convert ;;
     src/octo.c | octo.h | include/octo.h) echo api ;;
     tools/*) echo tools ;;
@@ -42,7 +44,7 @@ layer_of() { # path (a file, or an include's target) -> layer name
 rank_of() {
     case "$1" in
     platform | core) echo 0 ;; model) echo 1 ;; kv | moe | speculative) echo 2 ;;
-    runtime) echo 3 ;; api | convert) echo 4 ;; tools) echo 5 ;; *) echo 9 ;;
+    runtime | train) echo 3 ;; api | convert) echo 4 ;; tools) echo 5 ;; *) echo 9 ;;
     esac
 }
 

@@ -191,7 +191,7 @@ static void add_bias(float *y, const model_mat *b, int T) {
 }
 
 /* cos/sin of every rotated pair for one position (YaRN: model/arch.c). */
-static void rope_angles(const model *m, int32_t pos, float *cs) {
+void fwd_rope_angles(const model *m, int32_t pos, float *cs) {
     const model_hparams *hp = &m->hp;
     const float *freq_div = m->rope_freqs.data;
     for (int i = 0; i < hp->n_rot / 2; i++) {
@@ -609,7 +609,7 @@ static void embed(fwd_state *st, const fwd_seq *seqs, const fwd_rows *r) {
                 for (int k = 0; k < E; k++) x[k] *= hp->embd_scale;
             const uint64_t *anc = r->part[i].anc;
             const int depth = anc ? __builtin_popcountll(anc[t]) - 1 : t;
-            rope_angles(m, seqs[i].pos0 + depth, st->rope_cs + row * hp->n_rot);
+            fwd_rope_angles(m, seqs[i].pos0 + depth, st->rope_cs + row * hp->n_rot);
         }
 }
 

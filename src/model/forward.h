@@ -61,6 +61,15 @@ void fwd_route(float *scores, int n, int k, int32_t *chosen, float *w);
  * base's products, each row's low-rank terms its own. */
 void fwd_set_lora(fwd_state *st, const lora_set *set);
 
+/* RoPE as the forward applies it (tools that replay the computation: the
+ * training forward, train/backward.h): the angles of position pos into cs
+ * (n_rot / 2 (cos, sin) pairs, the file's scaling and magnitude applied);
+ * the rotation of the first n_rot dims of each of n_heads heads of one
+ * token (heads head_dim apart) by them. Its transpose is the rotation with
+ * every sin negated. */
+void fwd_rope_angles(const model *m, int32_t pos, float *cs);
+void fwd_rope_apply(float *vec, int n_heads, int head_dim, int n_rot, bool neox, const float *cs);
+
 /* fn NULL: no observer (the default). */
 void fwd_set_observer(fwd_state *st, fwd_observer fn, void *ctx);
 

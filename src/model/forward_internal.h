@@ -78,8 +78,6 @@ err_code fwd_lora(fwd_state *st, int layer, lora_kind kind, int expert, const fl
                   float *y, err_t *err);
 /* RMSNorm of T rows of n, over the pool when there are enough (out may be x) */
 void fwd_norm_rows(fwd_state *st, float *out, const float *x, const float *weight, int n, int T, float eps);
-/* Rotate the first n_rot dims of each of n_heads heads of one token (heads head_dim apart). */
-void fwd_rope_apply(float *vec, int n_heads, int head_dim, int n_rot, bool neox, const float *cs);
 
 /* The rows of a pass by sequence (forward_batch): each a run of rows with
  * its own cache and positions. A tree batch (forward_tree) is one part. */

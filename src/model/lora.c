@@ -46,6 +46,13 @@ float lora_alpha(const lora_adapter *a) { return a->alpha; }
 uint64_t lora_bytes(const lora_adapter *a) { return a->bytes; }
 int lora_n_matrices(const lora_adapter *a) { return a->n_matrices; }
 
+float *lora_values(lora_adapter *a, size_t *n_values) {
+    *n_values = (size_t)(a->bytes / sizeof(float));
+    return a->mem;
+}
+
+size_t lora_index(const lora_adapter *a, const float *p) { return (size_t)(p - a->mem); }
+
 void lora_ranks(const lora_adapter *a, int *min, int *max) {
     *min = *max = 0;
     const size_t n = (size_t)(a->n_layer + 1) * LORA_KINDS;

@@ -76,6 +76,12 @@ float lora_alpha(const lora_adapter *a);
 /* The F32 copies' bytes; the matrices adapted (a fused one counts once per part). */
 uint64_t lora_bytes(const lora_adapter *a);
 int lora_n_matrices(const lora_adapter *a);
+/* Every value of the adapter (each A, then each B transposed: the lora_tensor
+ * pointers point into it), n_values floats; writable for training. */
+float *lora_values(lora_adapter *a, size_t *n_values);
+/* The index in lora_values of the value at p (p one of the adapter's). */
+size_t lora_index(const lora_adapter *a, const float *p);
+
 /* The smallest and largest rank of its matrices. */
 void lora_ranks(const lora_adapter *a, int *min, int *max);
 

@@ -1,0 +1,399 @@
+/*
+ * backward — a sequence's loss and its gradient with respect to a LoRA
+ * adapter (train/backward.h).
+ */
+#include "train/backward.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/quant.h"
+#include "model/forward.h"
+
+/* What one layer's forward keeps for its backward. */
+typedef struct {
+    float *x;        /* (n, E) the residual entering the layer */
+    float *r1, *r2;  /* (n) the two norms' 1 / rms */
+    float *mid;      /* (n, E) the residual after the attention */
+    float *q, *k, *v; /* after RoPE: (n, Q), (n, K), (n, K) */
+    float *p;        /* (H, n, n) attention probabilities (row t: keys 0..t) */
+    float *att;      /* (n, Q) the heads' output before attn_output */
+    float *g, *u;    /* (n, F) gate and up */
+} saved;
+
+typedef struct {
+    const model *m;
+    const lora_adapter *a;
+    float scale;
+    float *grad;     /* NULL: the loss alone */
+    int n, E, H, KV, hd, Q, K, F, V;
+    saved *L;        /* [n_layer] */
+    float *cs;       /* (n, n_rot) RoPE angles per position */
+    float *row;      /* a dequantized weight row (the widest) */
+    float *u, *bu;   /* an adapted product's A·x and B^T·dy, (rank) each */
+} tctx;
+
+/* ---------------------------------------------------------------- products */
+
+static const lora_tensor *adapted(const tctx *c, int layer, lora_kind k) {
+    return c->a && c->scale != 0.0f ? lora_find(c->a, layer, k) : NULL;
+}
+
+static void dequant_row(const model_mat *w, int64_t i, float *out) {
+    quant_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)i * w->row_bytes, out, w->n_in);
+}
+
+/* y[t] = W x[t] (+ s B A x[t]) for n rows; x rows n_in apart, y rows n_out apart. */
+static void lin_fwd(tctx *c, const model_mat *w, const lora_tensor *lt, const float *x, int n, float *y) {
+    for (int64_t i = 0; i < w->n_out; i++) {
+        dequant_row(w, i, c->row);
+        for (int t = 0; t < n; t++) {
+            const float *xt = x + (size_t)t * w->n_in;
+            double acc = 0.0;
+            for (int64_t j = 0; j < w->n_in; j++) acc += (double)c->row[j] * xt[j];
+            y[(size_t)t * w->n_out + i] = (float)acc;
+        }
+    }
+    if (!lt) return;
+    const float s = lora_scale(c->a, lt, c->scale);
+    for (int t = 0; t < n; t++) {
+        const float *xt = x + (size_t)t * w->n_in;
+        for (int k = 0; k < lt->rank; k++) {
+            double acc = 0.0;
+            for (int64_t j = 0; j < w->n_in; j++) acc += (double)lt->a[(size_t)k * w->n_in + j] * xt[j];
+            c->u[k] = (float)acc;
+        }
+        for (int64_t i = 0; i < w->n_out; i++) {
+            double acc = 0.0;
+            for (int k = 0; k < lt->rank; k++) acc += (double)lt->bt[(size_t)k * lt->bt_stride + i] * c->u[k];
+            y[(size_t)t * w->n_out + i] += s * (float)acc;
+        }
+    }
+}
+
+/* The backward of lin_fwd: dx[t] += W^T dy[t] (+ s A^T B^T dy[t]); the adapter's gradients added. */
+static void lin_bwd(tctx *c, const model_mat *w, const lora_tensor *lt, const float *x, const float *dy, int n,
+                    float *dx) {
+    for (int64_t i = 0; i < w->n_out; i++) {
+        dequant_row(w, i, c->row);
+        for (int t = 0; t < n; t++) {
+            const float d = dy[(size_t)t * w->n_out + i];
+            float *dxt = dx + (size_t)t * w->n_in;
+            for (int64_t j = 0; j < w->n_in; j++) dxt[j] += d * c->row[j];
+        }
+    }
+    if (!lt) return;
+    const float s = lora_scale(c->a, lt, c->scale);
+    float *ga = c->grad ? c->grad + lora_index(c->a, lt->a) : NULL, *gb = c->grad ? c->grad + lora_index(c->a, lt->bt) : NULL;
+    for (int t = 0; t < n; t++) {
+        const float *xt = x + (size_t)t * w->n_in, *dyt = dy + (size_t)t * w->n_out;
+        float *dxt = dx + (size_t)t * w->n_in;
+        for (int k = 0; k < lt->rank; k++) {
+            const float *ak = lt->a + (size_t)k * w->n_in, *bk = lt->bt + (size_t)k * lt->bt_stride;
+            double u = 0.0, bu = 0.0;
+            for (int64_t j = 0; j < w->n_in; j++) u += (double)ak[j] * xt[j];
+            for (int64_t i = 0; i < w->n_out; i++) bu += (double)bk[i] * dyt[i];
+            c->u[k] = (float)u, c->bu[k] = (float)bu;
+            for (int64_t j = 0; j < w->n_in; j++) dxt[j] += s * c->bu[k] * ak[j];
+        }
+        for (int k = 0; gb && k < lt->rank; k++) {
+            float *gbk = gb + (size_t)k * lt->bt_stride, *gak = ga + (size_t)k * w->n_in;
+            for (int64_t i = 0; i < w->n_out; i++) gbk[i] += s * dyt[i] * c->u[k];
+            for (int64_t j = 0; j < w->n_in; j++) gak[j] += s * c->bu[k] * xt[j];
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- norms, RoPE, activations */
+
+/* y = x / rms(x) * w for n rows of E; r[t] = 1 / rms. */
+static void norm_fwd(const float *x, const float *w, int n, int E, float eps, float *y, float *r) {
+    for (int t = 0; t < n; t++) {
+        const float *xt = x + (size_t)t * E;
+        double ss = 0.0;
+        for (int i = 0; i < E; i++) ss += (double)xt[i] * xt[i];
+        r[t] = 1.0f / sqrtf((float)(ss / E) + eps);
+        for (int i = 0; i < E; i++) y[(size_t)t * E + i] = xt[i] * r[t] * w[i];
+    }
+}
+
+/* dx += d/dx of norm_fwd given dy: r (w dy) - x r^3 / E * sum(w dy x). */
+static void norm_bwd(const float *x, const float *w, const float *r, const float *dy, int n, int E, float *dx) {
+    for (int t = 0; t < n; t++) {
+        const float *xt = x + (size_t)t * E, *dyt = dy + (size_t)t * E;
+        double dot = 0.0;
+        for (int i = 0; i < E; i++) dot += (double)w[i] * dyt[i] * xt[i];
+        const double rt = r[t], k = rt * rt * rt * dot / E;
+        for (int i = 0; i < E; i++) dx[(size_t)t * E + i] += (float)(rt * w[i] * dyt[i] - xt[i] * k);
+    }
+}
+
+/* RoPE on n rows of heads (transpose: the rotation back, for gradients). */
+static void rope_rows(const tctx *c, float *v, int n, int heads, bool transpose) {
+    const model_hparams *hp = &c->m->hp;
+    float cs[512];
+    for (int t = 0; t < n; t++) {
+        memcpy(cs, c->cs + (size_t)t * hp->n_rot, sizeof(float) * (size_t)hp->n_rot);
+        for (int i = 1; transpose && i < hp->n_rot; i += 2) cs[i] = -cs[i];
+        fwd_rope_apply(v + (size_t)t * heads * c->hd, heads, c->hd, hp->n_rot, hp->rope_neox, cs);
+    }
+}
+
+static float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* ---------------------------------------------------------------- attention */
+
+/* att[t][h] = sum over s <= t of softmax_s(q[t][h] . k[s][h/g] * scale) v[s][h/g]; p keeps the weights. */
+static void attn_fwd(tctx *c, saved *S) {
+    const int n = c->n, g = c->H / c->KV, hd = c->hd;
+    const float scale = c->m->hp.attn_scale;
+    for (int h = 0; h < c->H; h++)
+        for (int t = 0; t < n; t++) {
+            const float *q = S->q + (size_t)t * c->Q + (size_t)h * hd;
+            float *p = S->p + ((size_t)h * n + t) * n;
+            double mx = -INFINITY, sum = 0.0;
+            for (int s = 0; s <= t; s++) {
+                const float *k = S->k + (size_t)s * c->K + (size_t)(h / g) * hd;
+                double d = 0.0;
+                for (int i = 0; i < hd; i++) d += (double)q[i] * k[i];
+                p[s] = (float)(d * scale);
+                if (p[s] > mx) mx = p[s];
+            }
+            for (int s = 0; s <= t; s++) sum += (p[s] = expf(p[s] - (float)mx));
+            for (int s = 0; s <= t; s++) p[s] = (float)(p[s] / sum);
+            float *o = S->att + (size_t)t * c->Q + (size_t)h * hd;
+            for (int i = 0; i < hd; i++) o[i] = 0.0f;
+            for (int s = 0; s <= t; s++) {
+                const float *v = S->v + (size_t)s * c->K + (size_t)(h / g) * hd;
+                for (int i = 0; i < hd; i++) o[i] += p[s] * v[i];
+            }
+        }
+}
+
+/* From d att: dq, dk, dv (each added to). */
+static void attn_bwd(tctx *c, const saved *S, const float *datt, float *dq, float *dk, float *dv) {
+    const int n = c->n, g = c->H / c->KV, hd = c->hd;
+    const float scale = c->m->hp.attn_scale;
+    float *dp = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    if (!dp) return; /* the caller checked room for far more (train_loss_grad's buffers) */
+    for (int h = 0; h < c->H; h++)
+        for (int t = 0; t < n; t++) {
+            const float *p = S->p + ((size_t)h * n + t) * n, *do_ = datt + (size_t)t * c->Q + (size_t)h * hd;
+            double pdp = 0.0;
+            for (int s = 0; s <= t; s++) {
+                const float *v = S->v + (size_t)s * c->K + (size_t)(h / g) * hd;
+                float *dvs = dv + (size_t)s * c->K + (size_t)(h / g) * hd;
+                double d = 0.0;
+                for (int i = 0; i < hd; i++) d += (double)do_[i] * v[i], dvs[i] += p[s] * do_[i];
+                dp[s] = (float)d;
+                pdp += (double)p[s] * d;
+            }
+            const float *q = S->q + (size_t)t * c->Q + (size_t)h * hd;
+            float *dqt = dq + (size_t)t * c->Q + (size_t)h * hd;
+            for (int s = 0; s <= t; s++) {
+                const float ds = p[s] * (dp[s] - (float)pdp) * scale;
+                const float *k = S->k + (size_t)s * c->K + (size_t)(h / g) * hd;
+                float *dks = dk + (size_t)s * c->K + (size_t)(h / g) * hd;
+                for (int i = 0; i < hd; i++) dqt[i] += ds * k[i], dks[i] += ds * q[i];
+            }
+        }
+    free(dp);
+}
+
+/* ---------------------------------------------------------------- layers */
+
+static void add_bias(float *y, const model_mat *b, int n, int dim) {
+    if (!b->data) return;
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < dim; i++) y[(size_t)t * dim + i] += ((const float *)b->data)[i];
+}
+
+/* x (n, E) through layer l, into x; what the backward needs kept in S. tmp: (n, max(E, F)) scratch. */
+static void layer_fwd(tctx *c, int l, saved *S, float *x, float *xn, float *tmp) {
+    const model_layer *L = &c->m->layers[l];
+    const int n = c->n, E = c->E;
+    const float eps = c->m->hp.rms_eps;
+    memcpy(S->x, x, sizeof(float) * (size_t)n * E);
+    norm_fwd(x, L->attn_norm.data, n, E, eps, xn, S->r1);
+    lin_fwd(c, &L->wq, adapted(c, l, LORA_Q), xn, n, S->q);
+    lin_fwd(c, &L->wk, adapted(c, l, LORA_K), xn, n, S->k);
+    lin_fwd(c, &L->wv, adapted(c, l, LORA_V), xn, n, S->v);
+    add_bias(S->q, &L->bq, n, c->Q), add_bias(S->k, &L->bk, n, c->K), add_bias(S->v, &L->bv, n, c->K);
+    rope_rows(c, S->q, n, c->H, false);
+    rope_rows(c, S->k, n, c->KV, false);
+    attn_fwd(c, S);
+    lin_fwd(c, &L->wo, adapted(c, l, LORA_O), S->att, n, tmp);
+    for (size_t i = 0; i < (size_t)n * E; i++) x[i] += tmp[i];
+    memcpy(S->mid, x, sizeof(float) * (size_t)n * E);
+    norm_fwd(x, L->ffn_norm.data, n, E, eps, xn, S->r2);
+    lin_fwd(c, &L->w_gate, adapted(c, l, LORA_GATE), xn, n, S->g);
+    lin_fwd(c, &L->w_up, adapted(c, l, LORA_UP), xn, n, S->u);
+    float *act = tmp; /* (n, F): silu(g) u */
+    for (size_t i = 0; i < (size_t)n * c->F; i++) act[i] = S->g[i] * sigm(S->g[i]) * S->u[i];
+    float *down = xn; /* xn is free again: it is recomputed in the backward */
+    lin_fwd(c, &L->w_down, adapted(c, l, LORA_DOWN), act, n, down);
+    for (size_t i = 0; i < (size_t)n * E; i++) x[i] += down[i];
+}
+
+/* Scratch of the backward of a layer. */
+typedef struct {
+    float *xn, *act, *dact, *dg, *du, *dxn, *datt, *dq, *dk, *dv;
+} bscratch;
+
+/* dx (n, E): in, the gradient of the layer's output; out, of its input. */
+static void layer_bwd(tctx *c, int l, const saved *S, float *dx, const bscratch *b) {
+    const model_layer *L = &c->m->layers[l];
+    const int n = c->n, E = c->E, F = c->F;
+    /* FFN: x_out = mid + down(silu(g) u), g/u from norm2(mid) */
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < E; i++) b->xn[(size_t)t * E + i] = S->mid[(size_t)t * E + i] * S->r2[t] * ((const float *)L->ffn_norm.data)[i];
+    for (size_t i = 0; i < (size_t)n * F; i++) b->act[i] = S->g[i] * sigm(S->g[i]) * S->u[i];
+    memset(b->dact, 0, sizeof(float) * (size_t)n * F);
+    lin_bwd(c, &L->w_down, adapted(c, l, LORA_DOWN), b->act, dx, n, b->dact);
+    for (size_t i = 0; i < (size_t)n * F; i++) {
+        const float g = S->g[i], sg = sigm(g);
+        b->du[i] = b->dact[i] * g * sg;
+        b->dg[i] = b->dact[i] * S->u[i] * sg * (1.0f + g * (1.0f - sg));
+    }
+    memset(b->dxn, 0, sizeof(float) * (size_t)n * E);
+    lin_bwd(c, &L->w_gate, adapted(c, l, LORA_GATE), b->xn, b->dg, n, b->dxn);
+    lin_bwd(c, &L->w_up, adapted(c, l, LORA_UP), b->xn, b->du, n, b->dxn);
+    norm_bwd(S->mid, L->ffn_norm.data, S->r2, b->dxn, n, E, dx); /* dx now d mid (the residual kept it) */
+    /* attention: mid = x + wo(att), att from norm1(x) */
+    memset(b->datt, 0, sizeof(float) * (size_t)n * c->Q);
+    lin_bwd(c, &L->wo, adapted(c, l, LORA_O), S->att, dx, n, b->datt);
+    memset(b->dq, 0, sizeof(float) * (size_t)n * c->Q);
+    memset(b->dk, 0, sizeof(float) * (size_t)n * c->K);
+    memset(b->dv, 0, sizeof(float) * (size_t)n * c->K);
+    attn_bwd(c, S, b->datt, b->dq, b->dk, b->dv);
+    rope_rows(c, b->dq, n, c->H, true);
+    rope_rows(c, b->dk, n, c->KV, true);
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < E; i++) b->xn[(size_t)t * E + i] = S->x[(size_t)t * E + i] * S->r1[t] * ((const float *)L->attn_norm.data)[i];
+    memset(b->dxn, 0, sizeof(float) * (size_t)n * E);
+    lin_bwd(c, &L->wq, adapted(c, l, LORA_Q), b->xn, b->dq, n, b->dxn);
+    lin_bwd(c, &L->wk, adapted(c, l, LORA_K), b->xn, b->dk, n, b->dxn);
+    lin_bwd(c, &L->wv, adapted(c, l, LORA_V), b->xn, b->dv, n, b->dxn);
+    norm_bwd(S->x, L->attn_norm.data, S->r1, b->dxn, n, E, dx);
+}
+
+/* ---------------------------------------------------------------- the whole */
+
+static err_code check(const model *m, const lora_adapter *a, int n, err_t *err) {
+    const model_hparams *hp = &m->hp;
+    if (n < 2) return err_set(err, ERR_INVALID_ARG, "a training sequence needs 2 tokens or more, not %d", n);
+    if (hp->n_expert || hp->kv_lora_rank || hp->post_norms || hp->qk_norm || hp->attn_softcap > 0 ||
+        hp->final_softcap > 0 || hp->act != ACT_SILU || hp->embd_scale != 1.0f || hp->residual_scale != 1.0f ||
+        hp->logit_scale != 1.0f || hp->swa_window || hp->n_rot > 512)
+        return err_set(err, ERR_UNSUPPORTED, "training covers dense llama-family models so far, not this %s model",
+                       hp->arch_name);
+    if (a && lora_find(a, -1, LORA_OUTPUT))
+        return err_set(err, ERR_UNSUPPORTED, "training an adapter of the output projection is not supported yet");
+    const model_mat *mats[12];
+    for (int l = -1; l < hp->n_layer; l++) {
+        const int k = model_matrices(m, l, mats);
+        for (int i = 0; i < k; i++)
+            if (mats[i]->data && mats[i]->packed)
+                return err_set(err, ERR_UNSUPPORTED, "training reads weights in the file's layout: open the model "
+                                                     "without packing (model_open)");
+    }
+    return ERR_OK;
+}
+
+typedef struct {
+    void **p;
+    int n;
+} allocs;
+
+static float *take(allocs *al, size_t n) {
+    float *p = calloc(n ? n : 1, sizeof(float));
+    if (p) al->p[al->n++] = p;
+    return p;
+}
+
+/* The cross entropy of the masked positions and its gradient d logits (into logits' place). */
+static double loss_of(float *logits, const int32_t *tokens, int n, int V, const uint8_t *mask, int *counted) {
+    double loss = 0.0;
+    *counted = 0;
+    for (int t = 0; t + 1 < n; t++) *counted += !mask || mask[t];
+    for (int t = 0; t < n; t++) {
+        float *z = logits + (size_t)t * V;
+        if (t + 1 >= n || (mask && !mask[t])) {
+            memset(z, 0, sizeof(float) * (size_t)V);
+            continue;
+        }
+        double mx = -INFINITY, sum = 0.0;
+        for (int i = 0; i < V; i++) mx = z[i] > mx ? z[i] : mx;
+        for (int i = 0; i < V; i++) sum += exp((double)z[i] - mx);
+        loss += log(sum) + mx - z[tokens[t + 1]];
+        for (int i = 0; i < V; i++) z[i] = (float)(exp((double)z[i] - mx) / sum / *counted);
+        z[tokens[t + 1]] -= 1.0f / (float)*counted;
+    }
+    return *counted ? loss / *counted : 0.0;
+}
+
+err_code train_loss_grad(const model *m, const lora_adapter *a, float scale, const int32_t *tokens, int n,
+                         const uint8_t *mask, double *loss, float *grad, err_t *err) {
+    err_code rc = check(m, a, n, err);
+    if (rc) return rc;
+    const model_hparams *hp = &m->hp;
+    for (int t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= hp->n_vocab)
+            return err_set(err, ERR_INVALID_ARG, "token id %d is outside the vocabulary of %d", tokens[t], hp->n_vocab);
+    tctx c = {.m = m, .a = a, .scale = scale, .grad = grad, .n = n, .E = hp->n_embd, .H = hp->n_head,
+              .KV = hp->n_head_kv, .hd = hp->head_dim, .F = hp->n_ff, .V = hp->n_vocab};
+    c.Q = c.H * c.hd, c.K = c.KV * c.hd;
+    const size_t nn = (size_t)n, wide = (size_t)(c.F > c.E ? c.F : c.E) > (size_t)c.V ? (size_t)(c.F > c.E ? c.F : c.E)
+                                                                                      : (size_t)c.V;
+    void *slots[32 + 12 * 1024];
+    allocs al = {slots, 0};
+    if (hp->n_layer > 1024) return err_set(err, ERR_UNSUPPORTED, "%d layers", hp->n_layer);
+    c.L = calloc((size_t)hp->n_layer, sizeof *c.L);
+    float *x = take(&al, nn * c.E), *xn = take(&al, nn * wide), *tmp = take(&al, nn * wide);
+    float *logits = take(&al, nn * c.V), *dx = take(&al, nn * c.E), *rf = take(&al, nn);
+    c.cs = take(&al, nn * (size_t)(hp->n_rot > 0 ? hp->n_rot : 1));
+    c.row = take(&al, wide);
+    int rmax = 1, rmin;
+    if (a) lora_ranks(a, &rmin, &rmax);
+    c.u = take(&al, (size_t)rmax), c.bu = take(&al, (size_t)rmax);
+    bool ok = c.L && x && xn && tmp && logits && dx && rf && c.cs && c.row && c.u && c.bu;
+    for (int l = 0; ok && l < hp->n_layer; l++) {
+        saved *S = &c.L[l];
+        ok = (S->x = take(&al, nn * c.E)) && (S->r1 = take(&al, nn)) && (S->r2 = take(&al, nn)) &&
+             (S->mid = take(&al, nn * c.E)) && (S->q = take(&al, nn * c.Q)) && (S->k = take(&al, nn * c.K)) &&
+             (S->v = take(&al, nn * c.K)) && (S->p = take(&al, (size_t)c.H * nn * nn)) &&
+             (S->att = take(&al, nn * c.Q)) && (S->g = take(&al, nn * c.F)) && (S->u = take(&al, nn * c.F));
+    }
+    bscratch b = {0};
+    if (ok && grad)
+        ok = (b.xn = take(&al, nn * c.E)) && (b.act = take(&al, nn * c.F)) && (b.dact = take(&al, nn * c.F)) &&
+             (b.dg = take(&al, nn * c.F)) && (b.du = take(&al, nn * c.F)) && (b.dxn = take(&al, nn * c.E)) &&
+             (b.datt = take(&al, nn * c.Q)) && (b.dq = take(&al, nn * c.Q)) && (b.dk = take(&al, nn * c.K)) &&
+             (b.dv = take(&al, nn * c.K));
+    if (!ok) rc = err_set(err, ERR_NOMEM, "out of memory for training %d tokens", n);
+    for (int t = 0; !rc && t < n; t++) {
+        quant_dequantize_row(m->tok_embd.type, (const uint8_t *)m->tok_embd.data + (size_t)tokens[t] * m->tok_embd.row_bytes,
+                             x + (size_t)t * c.E, c.E);
+        fwd_rope_angles(m, t, c.cs + (size_t)t * hp->n_rot);
+    }
+    for (int l = 0; !rc && l < hp->n_layer; l++) layer_fwd(&c, l, &c.L[l], x, xn, tmp);
+    int counted = 0;
+    if (!rc) {
+        norm_fwd(x, m->output_norm.data, n, c.E, hp->rms_eps, xn, rf);
+        lin_fwd(&c, &m->output, NULL, xn, n, logits);
+        *loss = loss_of(logits, tokens, n, c.V, mask, &counted); /* logits now d logits */
+        if (!counted) rc = err_set(err, ERR_INVALID_ARG, "no position of the sequence counts in the loss");
+    }
+    if (!rc && grad) {
+        float *dxn = tmp;
+        memset(dxn, 0, sizeof(float) * nn * c.E);
+        lin_bwd(&c, &m->output, NULL, xn, logits, n, dxn);
+        norm_bwd(x, m->output_norm.data, rf, dxn, n, c.E, dx);
+        for (int l = hp->n_layer - 1; l >= 0; l--) layer_bwd(&c, l, &c.L[l], dx, &b);
+    }
+    for (int i = 0; i < al.n; i++) free(al.p[i]);
+    free(c.L);
+    return rc;
+}

@@ -1,0 +1,49 @@
+/*
+ * backward — the gradient of a sequence's next-token loss with respect to a
+ * LoRA adapter's factors, the base model frozen in whatever types its file
+ * has (issue 56's first piece: `octo finetune` is built on it).
+ *
+ * The forward here is the inference forward's arithmetic for a dense llama
+ * family model (llama, qwen2's biases; model/forward.c), over one sequence
+ * from position 0, every activation the backward needs kept: the
+ * embedding, per layer the two RMSNorms' inputs and scales, q, k, v after
+ * RoPE, the attention's probabilities and output, the FFN's gate, up and
+ * activation; then the final norm, the output projection and the loss
+ *
+ *     L = (1 / |T|) sum over t in T of -log softmax(logits[t])[tokens[t + 1]]
+ *
+ * over the positions T the mask marks (NULL: every position but the last).
+ * The backward runs the chain rule through each step in reverse: cross
+ * entropy, the output projection, RMSNorm, SwiGLU, attention with its
+ * causal softmax, RoPE (the transposed rotation), grouped-query heads, and
+ * through each frozen matrix W, dx = W^T dy, a transposed product over W's
+ * rows dequantized one at a time. An adapted product y = W x + s B (A x)
+ * adds dB += s dy (A x)^T, dA += s (B^T dy) x^T and dx += s A^T (B^T dy).
+ *
+ * Values are F32; the sums a row reduces (norms, softmax, the loss) are
+ * accumulated in double. Costs are those of a reference implementation
+ * (one thread, O(n^2) attention): this is the exact gradient the faster
+ * training loop is checked against (tests/test_backward.c checks it
+ * against central finite differences of the loss in double).
+ */
+#ifndef OCTO_TRAIN_BACKWARD_H
+#define OCTO_TRAIN_BACKWARD_H
+
+#include <stdint.h>
+
+#include "core/err.h"
+#include "model/lora.h"
+#include "model/model.h"
+
+/* The loss of tokens[0..n) (n >= 2) with the adapter a at scale (a NULL: the
+ * base alone), into *loss; with grad non-NULL, the loss's gradient with
+ * respect to every value of a (lora_values' layout, n_values floats) added
+ * to grad. mask: [n] 1 where position t's prediction of tokens[t + 1]
+ * counts (its last entry is ignored), NULL for all. ERR_UNSUPPORTED for an
+ * architecture it does not cover yet (MoE, latent attention, fused
+ * tensors, soft-caps, post-norms, q/k norms) or an adapter on the output.
+ * ERR_INVALID_ARG when no position counts. */
+err_code train_loss_grad(const model *m, const lora_adapter *a, float scale, const int32_t *tokens, int n,
+                         const uint8_t *mask, double *loss, float *grad, err_t *err);
+
+#endif
