@@ -22,6 +22,9 @@ public final class Model implements AutoCloseable {
         final List<Stream.State> streams = new ArrayList<>();
         final List<Session.State> sessions = new ArrayList<>();
         final List<Adapter> adapters = new ArrayList<>();
+        /** Held while a generation of the model's own conversation starts: a start that fails reads the
+         *  model's error (octo_model_error), which another thread's start would clear meanwhile. */
+        final Object starting = new Object();
         /** Native models not yet freed, in this JVM (the tests watch the Cleaner with it). */
         static final java.util.concurrent.atomic.AtomicInteger LIVE = new java.util.concurrent.atomic.AtomicInteger();
         long handle;
@@ -275,7 +278,13 @@ public final class Model implements AutoCloseable {
 
     /** A continuation of prompt on the model's own conversation; iterate it for the text's pieces. */
     public Stream generate(String prompt, GenerateOptions o) {
-        return read(h -> new Stream(this, state.streams, start(h, 0, prompt, o)));
+        return read(h -> {
+            final long st;
+            synchronized (state.starting) {
+                st = start(h, 0, prompt, o);
+            }
+            return new Stream(this, state.streams, st);
+        });
     }
 
     /**
@@ -316,7 +325,9 @@ public final class Model implements AutoCloseable {
      */
     public void setAdapters(Adapter[] adapters, float[] scales) {
         read(h -> {
-            setAdapters(state, h, 0, adapters, scales);
+            synchronized (state.starting) { /* it reads the model's error too */
+                setAdapters(state, h, 0, adapters, scales);
+            }
             return null;
         });
     }
