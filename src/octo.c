@@ -1109,14 +1109,19 @@ octo_adapter_info octo_adapter_info_get(const octo_adapter *a) {
     return a ? a->info : (octo_adapter_info){0};
 }
 
-/* The adapters' memory counted in the plan (runtime/bundle.h: bundle_reserve); lock held. */
-static void adapters_reserve(octo_model *om) {
+/* The memory of the adapters loaded and not dropped. */
+static uint64_t adapters_bytes(const octo_model *om) {
     uint64_t bytes = 0;
     for (const octo_adapter *a = om->adapters; a; a = a->next) bytes += a->lora ? lora_bytes(a->lora) : 0;
+    return bytes;
+}
+
+/* The adapters' memory counted in the plan (runtime/bundle.h: bundle_reserve); lock held. */
+static void adapters_reserve(octo_model *om) {
     session *s[2 * OCTO_MAX_SESSIONS];
     bool idle;
     const int n = open_sessions(om, s, &idle);
-    bundle_reserve(om->b, bytes, s, n);
+    bundle_reserve(om->b, adapters_bytes(om), s, n);
 }
 
 /* Memory pressure (runtime/adapt.h): the adapters no conversation holds are freed; set again, they are read again. */
@@ -1450,6 +1455,25 @@ static void generation_stats(octo_stats *st, const gen_stats *g) {
     latency_stats(st, &g->latency);
 }
 
+/* Memory given back and taken again (runtime/adapt.h), the adapters' memory. */
+static void memory_stats(octo_stats *st, const octo_model *om) {
+    const adapt_state *a = &om->adapt;
+    st->mem_level = a->level;
+    st->mem_trims = (int)a->trims;
+    st->mem_regrows = (int)a->regrows;
+    st->mem_pressure_events = (int)a->events;
+    st->mem_released_weights_bytes = a->released_weights;
+    st->mem_released_draft_bytes = a->released_draft;
+    st->mem_released_experts_bytes = a->released_experts;
+    st->mem_released_kv_bytes = a->released_kv;
+    st->weights_packed_bytes = om->b->m->packed_bytes;
+    st->mem_room_bytes = mem_room();
+    st->mem_released_adapter_bytes = a->released_adapters;
+    st->adapter_bytes = adapters_bytes(om);
+    snprintf(st->mem_watch, sizeof st->mem_watch, "%s", om->watch_source);
+    snprintf(st->mem_note, sizeof st->mem_note, "%s", a->note);
+}
+
 static octo_stats stats_snapshot(const octo_model *om, const octo_session *ss) {
     octo_stats st;
     memset(&st, 0, sizeof st);
@@ -1517,21 +1541,7 @@ static octo_stats stats_snapshot(const octo_model *om, const octo_session *ss) {
     st.peak_rss_bytes = u.peak_rss_bytes;
     snprintf(st.chat_template, sizeof st.chat_template, "%s", chat_family_name(om->b->chat));
     snprintf(st.warning, sizeof st.warning, "%s", om->warning);
-    const adapt_state *a = &om->adapt;
-    st.mem_level = a->level;
-    st.mem_trims = (int)a->trims;
-    st.mem_regrows = (int)a->regrows;
-    st.mem_pressure_events = (int)a->events;
-    st.mem_released_weights_bytes = a->released_weights;
-    st.mem_released_draft_bytes = a->released_draft;
-    st.mem_released_experts_bytes = a->released_experts;
-    st.mem_released_kv_bytes = a->released_kv;
-    st.weights_packed_bytes = om->b->m->packed_bytes;
-    st.mem_room_bytes = mem_room();
-    st.mem_released_adapter_bytes = a->released_adapters;
-    for (const octo_adapter *ad = om->adapters; ad; ad = ad->next) st.adapter_bytes += ad->lora ? lora_bytes(ad->lora) : 0;
-    snprintf(st.mem_watch, sizeof st.mem_watch, "%s", om->watch_source);
-    snprintf(st.mem_note, sizeof st.mem_note, "%s", a->note);
+    memory_stats(&st, om);
     st.cpu_threads = om->cpu.threads;
     st.cpu_effective = om->cpu.sig.effective_cpus;
     st.cpu_changes = (int)om->cpu.changes;

@@ -12,6 +12,7 @@
 #include "cli.h"
 
 static void help_tools(FILE *f);
+static void help_converters(FILE *f);
 
 void help(FILE *f) {
     fputs("usage: octo <command> [options]   (octo --version: the version)\n"
@@ -105,8 +106,14 @@ static void help_tools(FILE *f) {
           "      MODEL may be a GGUF file or a deploy bundle's folder\n"
           "  logits -m MODEL (--tokens \"1 2 3\" | --prompt TEXT) --out FILE.f32 [--ctx N]\n"
           "      logits of every position as little-endian float32, n_tokens x n_vocab;\n"
-          "      row i = logits after consuming tokens 0..i\n"
-          "  synth -o FILE [--arch A] [--type T] [--embd-type T] [--output-type T]\n"
+          "      row i = logits after consuming tokens 0..i\n",
+          f);
+    help_converters(f);
+}
+
+/* The entries from synth on: models made, converted, planned, deployed, served and cached. */
+static void help_converters(FILE *f) {
+    fputs("  synth -o FILE [--arch A] [--type T] [--embd-type T] [--output-type T]\n"
           "        [--vocab N] [--embd N] [--layers N] [--heads N] [--kv-heads N] [--ff N]\n"
           "        [--head-dim N] [--ctx N] [--experts N --experts-used K] [--tied] [--seed S]\n"
           "        [--std X] [--rope-base X] [--rope-scale X] [--rope-yarn X] [--window N]\n"

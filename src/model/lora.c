@@ -27,14 +27,13 @@ typedef struct {
     int n_kind;
 } lora_pair;
 
-static size_t slot(int n_layer, int layer, lora_kind k) {
-    (void)n_layer;
+static size_t slot(int layer, lora_kind k) {
     return (size_t)(layer + 1) * LORA_KINDS + k;
 }
 
 const lora_tensor *lora_find(const lora_adapter *a, int layer, lora_kind kind) {
     if (!a || layer < -1 || layer >= a->n_layer || kind < 0 || kind >= LORA_KINDS) return NULL;
-    const lora_tensor *t = &a->t[slot(a->n_layer, layer, kind)];
+    const lora_tensor *t = &a->t[slot(layer, kind)];
     return t->a ? t : NULL;
 }
 
@@ -283,7 +282,7 @@ static err_code read_pairs(lora_adapter *ad, const lora_pair *pairs, int n_pairs
         int64_t row0 = 0;
         for (int k = 0; k < p->n_kind; k++) {
             const model_mat *w = mat_of(m, p->layer, p->kind[k]);
-            ad->t[slot(ad->n_layer, p->layer, p->kind[k])] = (lora_tensor){
+            ad->t[slot(p->layer, p->kind[k])] = (lora_tensor){
                 .a = a, .bt = bt + row0, .rank = r, .n_in = w->n_in, .n_out = w->n_out, .n_mat = w->n_mat,
                 .bt_stride = (size_t)rows};
             row0 += w->n_out;
