@@ -1310,14 +1310,18 @@ int main(void) {
     compare_on("synthetic dense Q8_0, n-gram", path, NULL, sp, 4, 48);
     compare_mode("synthetic dense Q8_0, lookahead", path, NULL, OCTO_SPEC_LOOKAHEAD, sp, 4, 48);
     compare_on("synthetic dense Q8_0, Q4_0 draft", path, dpath, sp, 4, 48);
-    test_chi2();
-    test_rejection_exact();
-    test_tree_rejection_exact();
-    test_latency_bursts(path, dpath);
-    test_sampled_end_to_end(path, dpath);
-    test_draft_budget(path, dpath);
-    test_placed_draft(path, dpath);
-    test_add_wait(path);
+    /* under an emulator, what is the same C on every kernel path (the acceptance rules' statistics,
+     * budgets, placement, pacing, grammars) is left to the native runs */
+    if (!tu_emulated()) {
+        test_chi2();
+        test_rejection_exact();
+        test_tree_rejection_exact();
+        test_latency_bursts(path, dpath);
+        test_sampled_end_to_end(path, dpath);
+        test_draft_budget(path, dpath);
+        test_placed_draft(path, dpath);
+        test_add_wait(path);
+    }
     /* bad drafts: another vocabulary, a draft larger than the target, a file that is not a model */
     {
         octo_client *c = octo_client_new(NULL);
@@ -1391,7 +1395,8 @@ int main(void) {
     tu_repo_model(model, sizeof model);
     snprintf(text, sizeof text, "%s/text/tinystories-valid-head.txt", d ? d : ".");
     char *prompts[60];
-    const int want = tu_quick() || !d ? 10 : 60; /* quick: sanitizers and qemu */
+    /* quick: sanitizers; emulated: qemu, where 10 prompts took 190 s of n-gram and lookahead */
+    const int want = tu_emulated() ? 4 : tu_quick() || !d ? 10 : 60;
     const int n = make_prompts(d ? text : NULL, prompts, want);
     T_CHECKF(n == want, "only %d prompts from %s", n, text);
     compare_on("stories260K, n-gram", model, NULL, prompts, n, 64);
@@ -1400,8 +1405,9 @@ int main(void) {
     test_self_draft(model, prompts, n_self < n ? n_self : n);
     char draft[512];
     snprintf(draft, sizeof draft, "%s/models/llama2xs-260k.gguf", d ? d : ".");
-    if (d) test_grammar_draft(model, draft);
-    else printf("note: no ../shared: speculation under a grammar with the trained draft was not run\n");
+    if (d && !tu_emulated()) test_grammar_draft(model, draft);
+    else printf("note: %s: speculation under a grammar with the trained draft was not run\n",
+                d ? "under an emulator" : "no ../shared");
     for (int i = 0; i < n; i++) free(prompts[i]);
     T_DONE();
 }
