@@ -677,6 +677,67 @@ OCTO_API octo_status octo_session_set_adapters(octo_session *session, octo_adapt
 OCTO_API octo_status octo_generate_cb(octo_model *model, const char *prompt, const octo_generate_params *params,
                              int (*on_piece)(void *user, const char *piece), void *user);
 
+/* ---- learning on the device: training a LoRA adapter (docs/training.md) ----
+ *
+ * octo_finetune trains a new LoRA adapter of the model file at model_path
+ * on a text file, a folder of them, or chat JSONL ({"messages": [...]} per
+ * line: only the assistants' turns are learnt), and writes it as llama.cpp's
+ * adapter GGUF (octo_adapter_load, llama.cpp's --lora). The model is opened
+ * for training on its own (its file's layout; any loaded octo_model is
+ * untouched). Covers dense llama-family models so far; others are refused
+ * by name (OCTO_ERR_UNSUPPORTED). A checkpoint is written every
+ * checkpoint_every steps and when on_progress stops the run; the same call
+ * again resumes from it and ends with the same adapter bytes as a run never
+ * stopped. Errors: octo_last_error(client). */
+typedef struct {
+    int64_t step, steps;          /* steps done, all */
+    double loss;                  /* this step's mean loss (nats per counted token) */
+    double lr, grad_norm;         /* its learning rate; its gradient's norm before clipping */
+    int64_t tokens;               /* tokens learnt from since this call started */
+    double elapsed_s, tokens_per_s, eta_s;
+    int64_t resumed_at;           /* the step a checkpoint gave (0: a fresh start) */
+} octo_finetune_progress;
+
+typedef struct {
+    const char *data;             /* a text file, a folder of them, or a .jsonl of conversations */
+    const char *valid;            /* held-out data of the same kinds: its loss before and after (NULL: none) */
+    const char *output;           /* the adapter GGUF written at the end */
+    const char *checkpoint;       /* NULL: OUTPUT.ckpt (removed once the adapter is written) */
+    const char *targets;          /* matrices adapted, comma-separated: q,k,v,o,gate,up,down (NULL: all seven) */
+    const char *type;             /* the adapter's values: "f32" (default), "f16", "bf16", "q8_0" */
+    int steps;                    /* optimizer steps (100) */
+    int batch;                    /* sequences per step, their gradients averaged (4) */
+    int seq_len;                  /* tokens per sequence (256) */
+    int rank;                     /* the adapter's rank (16) */
+    float alpha;                  /* scale alpha / rank (32) */
+    float lr, lr_min;             /* the schedule's peak and floor (1e-3, 1e-4) */
+    int warmup;                   /* steps of linear warm-up (-1: a tenth of the steps, at most 100) */
+    float clip;                   /* the gradient's largest norm (1; 0: none) */
+    float weight_decay;           /* AdamW's decoupled decay (0.01) */
+    uint64_t seed;                /* the adapter's start and the data order (1) */
+    int checkpoint_every;         /* steps between checkpoints (10) */
+    int restart;                  /* non-zero: ignore an existing checkpoint */
+    /* called after each step; non-zero stops (the checkpoint written, OCTO_ERR_CANCELLED) */
+    int (*on_progress)(void *user, const octo_finetune_progress *progress);
+    void *user;
+} octo_finetune_params;
+
+typedef struct {
+    int64_t resumed_at, steps_run;        /* where this call started; steps it took */
+    double first_loss, last_loss;         /* its first and last steps' losses */
+    double valid_before, valid_after;     /* held-out mean losses (NAN: no held-out data; before: not on a resume) */
+    double seconds;
+    int64_t sequences, tokens, counted;   /* the training data: sequences, tokens, positions whose next token is learnt */
+    int conversations, conversations_cut; /* chat data: conversations, and those longer than seq_len (cut) */
+    int n_matrices;                       /* matrices the adapter changes */
+    uint64_t adapter_values;              /* its trained values */
+} octo_finetune_result;
+
+OCTO_API octo_finetune_params octo_finetune_params_defaults(void);
+/* result may be NULL. */
+OCTO_API octo_status octo_finetune(octo_client *client, const char *model_path, const octo_finetune_params *params,
+                                   octo_finetune_result *result);
+
 /* ---- statistics ---- */
 
 /*

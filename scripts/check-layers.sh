@@ -14,7 +14,7 @@
 #   2     speculative  src/speculative/ (from model: the sampler and tokenizer only)
 #   3     train        src/train/      (on-device training: the backward pass; a peer of runtime)
 #   3     runtime      src/runtime/
-#   4     api          src/octo.c, include/octo.h
+#   4     api          src/octo.c (src/octo_*.c: its parts), include/octo.h
 #   4     convert      src/convert/     (model conversions: upcycle; the api does not use them)
 #   5     tools        tools/ (may include internals: each such line says why)
 #
@@ -35,7 +35,7 @@ layer_of() { # path (a file, or an include's target) -> layer name
     src/runtime/* | runtime/*) echo runtime ;;
     src/train/* | train/*) echo train ;;
     src/convert/* | convert/*) echo convert ;;
-    src/octo.c | octo.h | include/octo.h) echo api ;;
+    src/octo.c | src/octo_*.c | src/octo_*.h | octo_*.h | octo.h | include/octo.h) echo api ;;
     tools/*) echo tools ;;
     *) echo unknown ;;
     esac

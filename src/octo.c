@@ -4,6 +4,7 @@
  * and delegates.
  */
 #include "octo.h"
+#include "octo_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -74,6 +75,8 @@ static err_t *client_err(const octo_client *c) {
     err_clear(&tl_client_err.err);
     return &tl_client_err.err;
 }
+
+err_t *api_client_err(const octo_client *c) { return client_err(c); } /* octo_internal.h */
 
 static void client_release(octo_client *c) {
     if (!c || atomic_fetch_sub(&c->refs, 1) != 1) return;
@@ -152,7 +155,9 @@ int octo_struct_size(const char *name) {
     } structs[] = {OCTO_STRUCT(octo_client_options), OCTO_STRUCT(octo_kv_options),   OCTO_STRUCT(octo_moe_options),
                    OCTO_STRUCT(octo_model_options),  OCTO_STRUCT(octo_model_info),   OCTO_STRUCT(octo_generate_params),
                    OCTO_STRUCT(octo_message),        OCTO_STRUCT(octo_stats),        OCTO_STRUCT(octo_memory),
-                   OCTO_STRUCT(octo_token_logprob), OCTO_STRUCT(octo_adapter_info)};
+                   OCTO_STRUCT(octo_token_logprob), OCTO_STRUCT(octo_adapter_info),
+                   OCTO_STRUCT(octo_finetune_params), OCTO_STRUCT(octo_finetune_progress),
+                   OCTO_STRUCT(octo_finetune_result)};
 #undef OCTO_STRUCT
     for (size_t i = 0; name && i < sizeof structs / sizeof *structs; i++)
         if (!strcmp(name, structs[i].name)) return structs[i].size;

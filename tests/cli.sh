@@ -659,5 +659,32 @@ expect 0 1 "$octo" run -p hi -n 3
 grep -q "^octo: no model given (-m): running the embedded stories260K" "$tmp/err" && [ -s "$tmp/out" ] && ok ||
     bad "run without -m: $(cat "$tmp/err")"
 
+# finetune: usage and bad values; killed with SIGKILL after a checkpoint, the same command resumes to
+# the bytes of a run never stopped
+awk 'BEGIN { for (i = 0; i < 40; i++) print "Once upon a time there was a little cat. The cat liked to play with a red ball in the park." }' \
+    >"$tmp/ft.txt"
+expect 2 1 "$octo" finetune -m "$emb" -f "$tmp/ft.txt"
+expect 2 1 "$octo" finetune -m "$emb" -f "$tmp/ft.txt" -o "$tmp/fa.gguf" --lr 0
+expect 1 1 "$octo" finetune -m "$emb" -f "$tmp/ft.txt" -o "$tmp/fa.gguf" --targets q,qq
+grep -q "unknown target 'qq'" "$tmp/err" && ok || bad "finetune --targets qq: $(cat "$tmp/err")"
+ft() { "$octo" finetune -m "$emb" -f "$tmp/ft.txt" --steps 300 --batch 2 --seq-len 48 --rank 4 --checkpoint-every 2 --quiet "$@"; }
+expect 0 2 ft -o "$tmp/fa.gguf"
+grep -q "training loss" "$tmp/err" && [ -s "$tmp/fa.gguf" ] && [ ! -e "$tmp/fa.gguf.ckpt" ] && ok || bad "finetune: $(cat "$tmp/err")"
+ft -o "$tmp/fb.gguf" 2>/dev/null &
+pid=$!
+i=0
+while [ ! -e "$tmp/fb.gguf.ckpt" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
+kill -9 $pid 2>/dev/null
+wait $pid 2>/dev/null
+if [ -e "$tmp/fb.gguf" ]; then
+    bad "finetune ended before it could be killed: make its run longer"
+else
+    expect 0 3 ft -o "$tmp/fb.gguf"
+    grep -q "^resumed from the checkpoint at step [1-9]" "$tmp/err" && cmp -s "$tmp/fa.gguf" "$tmp/fb.gguf" && ok ||
+        bad "finetune killed and resumed: $(cat "$tmp/err"); $(cmp "$tmp/fa.gguf" "$tmp/fb.gguf")"
+fi
+"$octo" run -m "$emb" --lora "$tmp/fa.gguf" -p "Once upon a time" -n 8 --temp 0 >/dev/null 2>"$tmp/err" && ok ||
+    bad "run --lora with finetune's adapter: $(cat "$tmp/err")"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

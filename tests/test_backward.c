@@ -103,15 +103,15 @@ static void test_descent(const model *m, lora_adapter *a, const int32_t *tok) {
     adamw_state s;
     err_t err = {0};
     double first_loss = 0.0, loss = 0.0, base = 0.0;
-    train_loss_grad(m, NULL, 0.0f, tok, N_TOK, NULL, &base, NULL, &err);
+    train_loss_grad(NULL, m, NULL, 0.0f, tok, N_TOK, NULL, &base, NULL, &err);
     bool ok = g && n_b > 0 && adamw_init(&s, nv, &o, &err) == ERR_OK;
     for (int step = 0; ok && step < o.steps; step++) {
         memset(g, 0, sizeof(float) * nv);
-        ok = train_loss_grad(m, a, 1.0f, tok, N_TOK, NULL, &loss, g, &err) == ERR_OK;
+        ok = train_loss_grad(NULL, m, a, 1.0f, tok, N_TOK, NULL, &loss, g, &err) == ERR_OK;
         if (step == 0) first_loss = loss;
         if (ok) adamw_step(&s, &o, v, g);
     }
-    if (ok) train_loss_grad(m, a, 1.0f, tok, N_TOK, NULL, &loss, NULL, &err);
+    if (ok) train_loss_grad(NULL, m, a, 1.0f, tok, N_TOK, NULL, &loss, NULL, &err);
     printf("descent: the base's loss %.4f, with B = 0 %.4f, after %d steps %.4f\n", base, first_loss, o.steps, loss);
     T_CHECKF(ok, "%s", err.msg);
     T_NEAR(first_loss, base, 1e-6 * base);
@@ -138,7 +138,7 @@ int main(void) {
     size_t nv = 0;
     float *v = lora_values(a, &nv), *g = calloc(nv, sizeof(float));
     double loss = 0.0;
-    T_CHECKF(train_loss_grad(m, a, 1.5f, tok, N_TOK, NULL, &loss, g, &err) == ERR_OK, "%s", err.msg);
+    T_CHECKF(train_loss_grad(NULL, m, a, 1.5f, tok, N_TOK, NULL, &loss, g, &err) == ERR_OK, "%s", err.msg);
     const double ref = inference_loss(m, a, 1.5f, tok);
     printf("loss: training forward %.7f, inference forward %.7f\n", loss, ref);
     T_NEAR(loss, ref, 2e-4 * fabs(ref));
@@ -152,9 +152,9 @@ int main(void) {
         const float keep = v[at];
         double up = 0.0, down = 0.0;
         v[at] = keep + (float)h;
-        train_loss_grad(m, a, 1.5f, tok, N_TOK, NULL, &up, NULL, &err);
+        train_loss_grad(NULL, m, a, 1.5f, tok, N_TOK, NULL, &up, NULL, &err);
         v[at] = keep - (float)h;
-        train_loss_grad(m, a, 1.5f, tok, N_TOK, NULL, &down, NULL, &err);
+        train_loss_grad(NULL, m, a, 1.5f, tok, N_TOK, NULL, &down, NULL, &err);
         v[at] = keep;
         /* relative, with an absolute floor of 5e-5: the F32 passes' noise in L (about 1e-6 of ~20) over 2h */
         const double fd = (up - down) / (2.0 * h), e = fabs(fd - g[at]) / (fabs(fd) + 2.5e-3);
@@ -167,11 +167,20 @@ int main(void) {
     double norm = 0.0;
     for (size_t i = 0; i < nv; i++) norm += (double)g[i] * g[i];
     T_CHECKF(norm > 1e-8, "the gradient is zero");
+    /* on 3 threads: the same loss and gradient to the bit (each value is one thread's, in one order) */
+    train_ctx *tc = NULL;
+    float *g3 = calloc(nv, sizeof(float));
+    double loss3 = 0.0;
+    T_CHECK(g3 && train_ctx_new(3, &tc, &err) == ERR_OK &&
+            train_loss_grad(tc, m, a, 1.5f, tok, N_TOK, NULL, &loss3, g3, &err) == ERR_OK);
+    T_CHECKF(loss3 == loss && g3 && !memcmp(g3, g, nv * sizeof(float)), "3 threads: loss %.9f vs %.9f", loss3, loss);
+    train_ctx_free(tc);
+    free(g3);
     /* refusals */
     uint8_t none[N_TOK] = {0};
-    T_EQ_INT(train_loss_grad(m, a, 1.0f, tok, N_TOK, none, &loss, g, &err), ERR_INVALID_ARG);
-    T_EQ_INT(train_loss_grad(m, a, 1.0f, tok, 1, NULL, &loss, g, &err), ERR_INVALID_ARG);
-    T_EQ_INT(train_loss_grad(m, NULL, 0.0f, tok, N_TOK, NULL, &loss, NULL, &err), ERR_OK);
+    T_EQ_INT(train_loss_grad(NULL, m, a, 1.0f, tok, N_TOK, none, &loss, g, &err), ERR_INVALID_ARG);
+    T_EQ_INT(train_loss_grad(NULL, m, a, 1.0f, tok, 1, NULL, &loss, g, &err), ERR_INVALID_ARG);
+    T_EQ_INT(train_loss_grad(NULL, m, NULL, 0.0f, tok, N_TOK, NULL, &loss, NULL, &err), ERR_OK);
     T_NEAR(loss, inference_loss(m, a, 0.0f, tok), 2e-4 * loss);
     synth_opts so = synth_defaults();
     so.n_expert = 4, so.n_expert_used = 2;
@@ -179,7 +188,7 @@ int main(void) {
     char spath[512];
     tu_tmp_path(spath, sizeof spath, "grad-moe.gguf");
     if (synth_write(&so, spath, &err) == ERR_OK && model_open(spath, &moe, &err) == ERR_OK) {
-        T_EQ_INT(train_loss_grad(moe, NULL, 0.0f, tok, 4, NULL, &loss, NULL, &err), ERR_UNSUPPORTED);
+        T_EQ_INT(train_loss_grad(NULL, moe, NULL, 0.0f, tok, 4, NULL, &loss, NULL, &err), ERR_UNSUPPORTED);
         T_CHECKF(strstr(err.msg, "dense llama-family"), "%s", err.msg);
     }
     model_free(moe);

@@ -21,14 +21,14 @@
 
 static const char *const command_names[CMD_COUNT] = {
     "run", "tokenize", "detokenize", "inspect", "bench", "eval", "logits",
-    "synth", "upcycle", "moe-prep", "quantize", "merge", "plan", "deploy", "serve", "pull", "list", "rm",
+    "synth", "upcycle", "moe-prep", "quantize", "merge", "finetune", "plan", "deploy", "serve", "pull", "list", "rm",
 };
 
 const char *cli_command_name(cli_command cmd) { return (unsigned)cmd < CMD_COUNT ? command_names[cmd] : NULL; }
 
 cli_args cli_defaults(void) {
     return (cli_args){.gp = octo_generate_params_defaults(), .mo = octo_model_options_defaults(), .spec = -1,
-                      .lora_rank = 16, .lora_alpha = -1.0f};
+                      .lora_rank = 16, .lora_alpha = -1.0f, .ft = octo_finetune_params_defaults()};
 }
 
 /* ---------------------------------------------------------------- setters: the values a kind cannot read */
@@ -305,6 +305,7 @@ static int set_lora(const cli_option *o, const char *arg, const char *v, cli_arg
 #define MOE_PREP (1u << CMD_MOE_PREP)
 #define QUANTIZE (1u << CMD_QUANTIZE)
 #define MERGE (1u << CMD_MERGE)
+#define FINETUNE (1u << CMD_FINETUNE)
 #define PLAN (1u << CMD_PLAN)
 #define DEPLOY (1u << CMD_DEPLOY)
 #define SERVE (1u << CMD_SERVE)
@@ -326,13 +327,14 @@ static int set_lora(const cli_option *o, const char *arg, const char *v, cli_arg
 #define SYNTH_COUNT "{arg} takes a whole number from {min} to {max}"
 #define SERVE_COUNT "{arg} takes a number from {min} to {max}"
 #define UPCYCLE_COUNT "{arg} takes a whole number from {min} to {max}"
+#define FT_COUNT "{arg} takes a whole number from {min} to {max}"
 
 const cli_option cli_options[] = {
     /* what to read and where to write */
     {"-m", "--model -hf --hf-repo", ALL & ~(SYNTH | PULL | LIST | RM), STR(model)},
     {"-p", "--prompt", RUN, STR(prompt)},
-    {"-f", "--file", RUN | TOKENIZE | EVAL | UPCYCLE | QUANTIZE | MOE_PREP, STR(file)},
-    {"-o", NULL, SYNTH | UPCYCLE | QUANTIZE | DEPLOY | MERGE, STR(out)},
+    {"-f", "--file", RUN | TOKENIZE | EVAL | UPCYCLE | QUANTIZE | MOE_PREP | FINETUNE, STR(file)},
+    {"-o", NULL, SYNTH | UPCYCLE | QUANTIZE | DEPLOY | MERGE | FINETUNE, STR(out)},
     {"--out", NULL, LOGITS, STR(out)},
     {"--prompt", NULL, BENCH | LOGITS, STR(prompt)},
     {"--prompt-file", NULL, BENCH, STR(prompt_file)},
@@ -352,10 +354,10 @@ const cli_option cli_options[] = {
     {"--lora-for", NULL, SYNTH, STR(lora_for)},
     {"--rank", NULL, SYNTH, NUM(lora_rank, 1, 65536), .bad = SYNTH_COUNT},
     {"--alpha", NULL, SYNTH, FLT(lora_alpha, 0.0f, INFINITY), .bad = "--alpha takes a number >= 0"},
-    {"--type", NULL, QUANTIZE | DEPLOY, STR(type)},
+    {"--type", NULL, QUANTIZE | DEPLOY | FINETUNE, STR(type)},
     {"--types-from", NULL, QUANTIZE, STR(types_from)},
     {"--json", NULL, RUN | BENCH | EVAL | INSPECT | PLAN, FLAG(json)},
-    {"--quiet", "-q", QUANTIZE | DEPLOY, FLAG(quiet)},
+    {"--quiet", "-q", QUANTIZE | DEPLOY | FINETUNE, FLAG(quiet)},
 
     /* threads and context */
     {"-t", "--threads", RUN, NUM(threads, 1, OCTO_MAX_THREADS), .bad = "-t takes 1..{max}"},
@@ -499,6 +501,24 @@ const cli_option cli_options[] = {
     {"--router", NULL, UPCYCLE, CALL(set_router, upcycle.router), .bad = "{arg} takes one of fit uniform, not '{value}'"},
     {"--combine", NULL, UPCYCLE, CALL(set_combine, upcycle.combine), .bad = "{arg} takes one of sum weighted, not '{value}'"},
     {"--seed", NULL, UPCYCLE, CALL(set_seed_unsigned, upcycle.seed), .bad = "--seed takes a whole number"},
+
+    /* finetune (tools/finetune.c: octo_finetune_params) */
+    {"--valid", NULL, FINETUNE, STR(ft.valid)},
+    {"--checkpoint", NULL, FINETUNE, STR(ft.checkpoint)},
+    {"--targets", NULL, FINETUNE, STR(ft.targets)},
+    {"--steps", NULL, FINETUNE, NUM(ft.steps, 1, 1 << 30), .bad = FT_COUNT},
+    {"--batch", NULL, FINETUNE, NUM(ft.batch, 1, 1 << 16), .bad = FT_COUNT},
+    {"--seq-len", NULL, FINETUNE, NUM(ft.seq_len, 2, 1 << 20), .bad = FT_COUNT},
+    {"--rank", NULL, FINETUNE, NUM(ft.rank, 1, 4096), .bad = FT_COUNT},
+    {"--alpha", NULL, FINETUNE, FLT(ft.alpha, 0.0f, INFINITY), .bad = "--alpha takes a number >= 0"},
+    {"--lr", NULL, FINETUNE, FLT(ft.lr, ABOVE_ZERO, 10.0f), .bad = "--lr takes a number above 0, at most 10"},
+    {"--lr-min", NULL, FINETUNE, FLT(ft.lr_min, 0.0f, 10.0f), .bad = "--lr-min takes a number from 0 to 10"},
+    {"--warmup", NULL, FINETUNE, NUM(ft.warmup, 0, 1 << 30), .bad = FT_COUNT}, /* not given: the API's -1 */
+    {"--clip", NULL, FINETUNE, FLT(ft.clip, 0.0f, INFINITY), .bad = "--clip takes a number >= 0 (0: none)"},
+    {"--weight-decay", NULL, FINETUNE, FLT(ft.weight_decay, 0.0f, 10.0f), .bad = "{arg} takes a number from 0 to 10"},
+    {"--seed", NULL, FINETUNE, CALL(set_seed_unsigned, ft.seed), .bad = "--seed takes a whole number"},
+    {"--checkpoint-every", NULL, FINETUNE, NUM(ft.checkpoint_every, 1, 1 << 30), .bad = FT_COUNT},
+    {"--restart", NULL, FINETUNE, FLAG(ft.restart)},
 
     /* serve */
     {"--host", NULL, SERVE, STR(serve.host)},

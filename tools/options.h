@@ -36,6 +36,7 @@ typedef enum {
     CMD_MOE_PREP,
     CMD_QUANTIZE,
     CMD_MERGE,
+    CMD_FINETUNE,
     CMD_PLAN,
     CMD_DEPLOY,
     CMD_SERVE,
@@ -111,6 +112,7 @@ typedef struct {
     upcycle_opts upcycle;
     cli_lora lora;            /* --lora, --lora-scaled (run, bench, eval, logits, serve, merge) */
     const char *lora_for;     /* synth --lora-for MODEL: an adapter for it */
+    octo_finetune_params ft;  /* finetune's options (its -f, -o and --type are file, out and type) */
     long lora_rank;           /* synth --rank */
     float lora_alpha;         /* synth --alpha (-1: the rank) */
     struct {

@@ -30,7 +30,7 @@ from . import _lib
 from ._version import __version__
 
 __all__ = ["Model", "Session", "Adapter", "Stream", "OctoError", "LibraryError", "Stats", "Info", "version", "__version__",
-           "EMBEDDED_MODEL"]
+           "EMBEDDED_MODEL", "finetune", "FinetuneProgress", "FinetuneResult"]
 
 
 def _embedded_model():
@@ -118,6 +118,8 @@ def _dataclass_of(struct, name):
 
 Stats = _dataclass_of(_lib.Stats, "Stats")
 Info = _dataclass_of(_lib.ModelInfo, "Info")
+FinetuneProgress = _dataclass_of(_lib.FinetuneProgress, "FinetuneProgress")
+FinetuneResult = _dataclass_of(_lib.FinetuneResult, "FinetuneResult")
 
 
 def _convert(struct_value, cls):
@@ -596,3 +598,50 @@ class Session(_Conversation):
 
     def __exit__(self, *exc):
         self.close()
+
+
+def finetune(model, data, output, *, valid=None, steps=100, batch=4, seq_len=256, rank=16, alpha=32.0,
+             targets=None, lr=1e-3, lr_min=1e-4, warmup=-1, clip=1.0, weight_decay=0.01, seed=1,
+             type="f32", checkpoint=None, checkpoint_every=10, restart=False, on_progress=None):
+    """Train a LoRA adapter of the model file `model` on `data` (a text file, a folder of them, or a
+    .jsonl of {"messages": [...]} conversations: the assistants' turns are learnt) and write it to
+    `output` in llama.cpp's adapter format (Model.load_adapter reads it). on_progress(FinetuneProgress)
+    is called after each step; returning True stops the run (its checkpoint written: OctoError with
+    status 22, cancelled); the same call again resumes it, to the same bytes. Returns a FinetuneResult
+    (losses, held-out losses when `valid` is given, the data's counts). docs/training.md."""
+    if isinstance(model, str):
+        model = _pulled(model) or model
+    keep = [_enc("model", model), _enc("data", data), _enc("output", output), _enc("valid", valid),
+            _enc("checkpoint", checkpoint), _enc("targets", targets), _enc("type", type)]
+    p = _L.octo_finetune_params_defaults()
+    p.data, p.output, p.valid, p.checkpoint, p.targets, p.type = keep[1], keep[2], keep[3], keep[4], keep[5], keep[6]
+    p.steps, p.batch, p.seq_len, p.rank = _int("steps", steps), _int("batch", batch), _int("seq_len", seq_len), \
+        _int("rank", rank)
+    p.warmup, p.checkpoint_every = _int("warmup", warmup), _int("checkpoint_every", checkpoint_every)
+    p.alpha, p.lr, p.lr_min = _float("alpha", alpha), _float("lr", lr), _float("lr_min", lr_min)
+    p.clip, p.weight_decay = _float("clip", clip), _float("weight_decay", weight_decay)
+    p.seed, p.restart = _int("seed", seed, U64_RANGE), int(bool(restart))
+    raised = []
+
+    def progress(user, pp):
+        try:
+            return 1 if on_progress(_convert(pp.contents, FinetuneProgress)) else 0
+        except BaseException as e:  # raised again once the run has stopped
+            raised.append(e)
+            return 1
+
+    cb = _lib.FINETUNE_FN(progress) if on_progress else _lib.FINETUNE_FN()
+    p.on_progress = cb
+    client = _L.octo_client_new(None)
+    if not client:
+        raise MemoryError("octo_client_new")
+    try:
+        r = _lib.FinetuneResult()
+        rc = _L.octo_finetune(client, keep[0], ctypes.byref(p), ctypes.byref(r))
+        if raised:
+            raise raised[0]
+        if rc:
+            raise OctoError(_L.octo_last_error(client).decode("utf-8", "replace"), rc)
+        return _convert(r, FinetuneResult)
+    finally:
+        _L.octo_client_free(client)

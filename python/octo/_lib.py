@@ -127,11 +127,36 @@ class AdapterInfo(ctypes.Structure):
                 ("bytes", c_u64)]
 
 
+class FinetuneProgress(ctypes.Structure):
+    _fields_ = [("step", c_i64), ("steps", c_i64), ("loss", c_double), ("lr", c_double), ("grad_norm", c_double),
+                ("tokens", c_i64), ("elapsed_s", c_double), ("tokens_per_s", c_double), ("eta_s", c_double),
+                ("resumed_at", c_i64)]
+
+
+FINETUNE_FN = ctypes.CFUNCTYPE(c_int, ctypes.c_void_p, ctypes.POINTER(FinetuneProgress))
+
+
+class FinetuneParams(ctypes.Structure):
+    _fields_ = [("data", c_char_p), ("valid", c_char_p), ("output", c_char_p), ("checkpoint", c_char_p),
+                ("targets", c_char_p), ("type", c_char_p), ("steps", c_int), ("batch", c_int), ("seq_len", c_int),
+                ("rank", c_int), ("alpha", c_float), ("lr", c_float), ("lr_min", c_float), ("warmup", c_int),
+                ("clip", c_float), ("weight_decay", c_float), ("seed", c_u64), ("checkpoint_every", c_int),
+                ("restart", c_int), ("on_progress", FINETUNE_FN), ("user", ctypes.c_void_p)]
+
+
+class FinetuneResult(ctypes.Structure):
+    _fields_ = [("resumed_at", c_i64), ("steps_run", c_i64), ("first_loss", c_double), ("last_loss", c_double),
+                ("valid_before", c_double), ("valid_after", c_double), ("seconds", c_double), ("sequences", c_i64),
+                ("tokens", c_i64), ("counted", c_i64), ("conversations", c_int), ("conversations_cut", c_int),
+                ("n_matrices", c_int), ("adapter_values", c_u64)]
+
+
 # (struct, its name in octo.h): checked against octo_struct_size at load
 STRUCTS = [(ClientOptions, "octo_client_options"), (KvOptions, "octo_kv_options"), (MoeOptions, "octo_moe_options"),
            (ModelOptions, "octo_model_options"), (ModelInfo, "octo_model_info"),
            (GenerateParams, "octo_generate_params"), (Message, "octo_message"), (Stats, "octo_stats"),
-           (Memory, "octo_memory"), (AdapterInfo, "octo_adapter_info")]
+           (Memory, "octo_memory"), (AdapterInfo, "octo_adapter_info"), (FinetuneParams, "octo_finetune_params"),
+           (FinetuneProgress, "octo_finetune_progress"), (FinetuneResult, "octo_finetune_result")]
 
 P = ctypes.POINTER
 SIGNATURES = {
@@ -139,6 +164,8 @@ SIGNATURES = {
     "octo_struct_size": (c_int, [c_char_p]),
     "octo_status_name": (c_char_p, [c_int]),
     "octo_client_options_defaults": (ClientOptions, []),
+    "octo_finetune_params_defaults": (FinetuneParams, []),
+    "octo_finetune": (c_int, [c_void_p, c_char_p, P(FinetuneParams), P(FinetuneResult)]),
     "octo_client_new": (c_void_p, [P(ClientOptions)]),
     "octo_client_free": (None, [c_void_p]),
     "octo_last_error": (c_char_p, [c_void_p]),

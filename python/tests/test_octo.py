@@ -205,6 +205,36 @@ def test_cancel_from_another_thread(model):
     assert first and s.stop_reason == "cancelled" and len(rest) < 5
 
 
+def test_finetune(model_path, tmp_path):
+    """octo.finetune trains an adapter that loads; a run stopped from on_progress resumes from its
+    checkpoint to the same bytes; an exception in on_progress stops the run and is raised again."""
+    data = tmp_path / "train.txt"
+    data.write_text("Once upon a time there was a little cat. The cat liked to play with a red ball.\n" * 12)
+    a, b = str(tmp_path / "a.gguf"), str(tmp_path / "b.gguf")
+    kw = dict(steps=6, batch=2, seq_len=32, rank=4, checkpoint_every=2)
+    whole = octo.finetune(model_path, data, a, **kw)
+    with octo.Model(model_path) as m:
+        layers = m.info().n_layer
+    assert whole.steps_run == 6 and whole.last_loss < whole.first_loss and whole.n_matrices == 7 * layers
+    seen = []
+    with pytest.raises(octo.OctoError) as e:
+        octo.finetune(model_path, data, b, on_progress=lambda p: seen.append(p.step) or p.step == 4, **kw)
+    assert e.value.status == 22 and "resumes" in str(e.value) and seen == [1, 2, 3, 4]
+    rest = octo.finetune(model_path, data, b, **kw)
+    assert rest.resumed_at == 4 and rest.steps_run == 2
+    assert open(a, "rb").read() == open(b, "rb").read()
+    with octo.Model(model_path) as m:
+        m.load_adapter(a).close()
+
+    def boom(p):
+        raise KeyError("from the callback")
+    with pytest.raises(KeyError):
+        octo.finetune(model_path, data, b, on_progress=boom, restart=True, **kw)
+    with pytest.raises(octo.OctoError) as e:
+        octo.finetune(model_path, data, a, targets="q,qq", **kw)
+    assert e.value.status == 1 and "unknown target" in str(e.value)
+
+
 def test_errors(model):
     with pytest.raises(octo.OctoError, match="no such file") as e:
         octo.Model("/nonexistent/model.gguf")

@@ -9,15 +9,12 @@
 #include <string.h>
 
 #include "core/gguf.h"
+#include "core/mix.h"
 #include "core/quant.h"
 #include "model/model.h"
 
-#define DEFAULT_KINDS                                                                                                  \
-    ((1u << LORA_Q) | (1u << LORA_K) | (1u << LORA_V) | (1u << LORA_O) | (1u << LORA_GATE) | (1u << LORA_UP) |         \
-     (1u << LORA_DOWN))
-
 adapter_synth_opts adapter_synth_defaults(void) {
-    return (adapter_synth_opts){.rank = 16, .alpha = 16.0f, .type = QT_F32, .kinds = DEFAULT_KINDS, .std = 0.05f,
+    return (adapter_synth_opts){.rank = 16, .alpha = 16.0f, .type = QT_F32, .kinds = LORA_KINDS_DEFAULT, .std = 0.05f,
                                 .seed = 1};
 }
 
@@ -28,13 +25,6 @@ typedef struct {
     int n;
 } synth_ctx;
 
-static uint64_t mix(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 static err_code fill(void *user, uint64_t i, void *buf, uint64_t n_bytes, err_t *err) {
     (void)n_bytes;
     synth_ctx *c = user;
@@ -44,10 +34,10 @@ static err_code fill(void *user, uint64_t i, void *buf, uint64_t n_bytes, err_t 
     float *row = malloc(sizeof(float) * (size_t)n0);
     if (!row) return err_set(err, ERR_NOMEM, "out of memory");
     const size_t rb = quant_row_bytes(c->o->type, n0);
-    uint64_t s = mix(c->o->seed ^ mix(i));
+    uint64_t s = mix64(c->o->seed ^ mix64(i));
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t j = 0; j < n0; j++) {
-            s = mix(s);
+            s = mix64(s);
             row[j] = amp * (float)((double)(s >> 11) * 0x1p-52 - 1.0);
         }
         quant_quantize_row(c->o->type, row, (uint8_t *)buf + (size_t)r * rb, n0);

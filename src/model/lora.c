@@ -2,6 +2,7 @@
  * lora — reading an adapter GGUF against its base (model/lora.h).
  */
 #include "model/lora.h"
+#include "model/lora_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -9,15 +10,6 @@
 #include <string.h>
 
 #include "core/quant.h"
-
-struct lora_adapter {
-    float alpha;
-    int n_layer;
-    lora_tensor *t;   /* [(n_layer + 1) * LORA_KINDS]: the output's first, then each layer's */
-    float *mem;       /* every A and B */
-    uint64_t bytes;
-    int n_matrices;
-};
 
 /* One pair of the file, before it is read. */
 typedef struct {
@@ -27,13 +19,9 @@ typedef struct {
     int n_kind;
 } lora_pair;
 
-static size_t slot(int layer, lora_kind k) {
-    return (size_t)(layer + 1) * LORA_KINDS + k;
-}
-
 const lora_tensor *lora_find(const lora_adapter *a, int layer, lora_kind kind) {
     if (!a || layer < -1 || layer >= a->n_layer || kind < 0 || kind >= LORA_KINDS) return NULL;
-    const lora_tensor *t = &a->t[slot(layer, kind)];
+    const lora_tensor *t = &a->t[lora_slot(layer, kind)];
     return t->a ? t : NULL;
 }
 
@@ -79,7 +67,7 @@ void lora_free(lora_adapter *a) {
 /* ---------------------------------------------------------------- names */
 
 /* The matrix of a layer a kind names (data NULL when the layer has none). */
-static const model_mat *mat_of(const model *m, int layer, lora_kind k) {
+const model_mat *lora_mat_of(const model *m, int layer, lora_kind k) {
     if (layer < 0) return k == LORA_OUTPUT ? &m->output : NULL;
     const model_layer *L = &m->layers[layer];
     const model_mat *by_kind[LORA_KINDS] = {&L->wq,      &L->wk,    &L->wv,        &L->wo,        &L->w_gate,
@@ -142,7 +130,7 @@ int lora_targets(const model *m, const char *name, int *layer, lora_kind kinds[3
     *layer = il;
     int n = kinds_of(hp, il, suffix, kinds);
     for (int i = 0; i < n; i++)
-        if (!mat_of(m, il, kinds[i])->data) n = 0;
+        if (!lora_mat_of(m, il, kinds[i])->data) n = 0;
     return n;
 }
 
@@ -163,9 +151,9 @@ static bool readable_type(uint32_t t) { return t == QT_F32 || t == QT_F16 || t =
 
 /* The base's whole tensor (rows of every part, experts) against A [n_in, r, e] and B [r, rows, e]. */
 static err_code check_shapes(const model *m, const char *base, const lora_pair *p, err_t *err) {
-    const model_mat *w = mat_of(m, p->layer, p->kind[0]);
+    const model_mat *w = lora_mat_of(m, p->layer, p->kind[0]);
     int64_t rows = 0;
-    for (int i = 0; i < p->n_kind; i++) rows += mat_of(m, p->layer, p->kind[i])->n_out;
+    for (int i = 0; i < p->n_kind; i++) rows += lora_mat_of(m, p->layer, p->kind[i])->n_out;
     const gguf_tensor *a = p->a, *b = p->b;
     const int64_t r = a->ne[1];
     for (int i = 0; i < 2; i++) {
@@ -277,34 +265,45 @@ static err_code read_pairs(lora_adapter *ad, const lora_pair *pairs, int n_pairs
         at = bt + p->b->n_elements;
         if ((rc = read_f32(p->a, a, err)) || (rc = read_f32(p->b, tmp, err))) break;
         const int r = (int)p->a->ne[1];
-        const int64_t rows = p->b->ne[1];
-        transpose_b(tmp, rows, r, p->b->ne[2], bt);
-        int64_t row0 = 0;
-        for (int k = 0; k < p->n_kind; k++) {
-            const model_mat *w = mat_of(m, p->layer, p->kind[k]);
-            ad->t[slot(p->layer, p->kind[k])] = (lora_tensor){
-                .a = a, .bt = bt + row0, .rank = r, .n_in = w->n_in, .n_out = w->n_out, .n_mat = w->n_mat,
-                .bt_stride = (size_t)rows};
-            row0 += w->n_out;
-            ad->n_matrices++;
-        }
+        transpose_b(tmp, p->b->ne[1], r, p->b->ne[2], bt);
+        lora_place(ad, m, p->layer, p->kind, p->n_kind, a, bt, r, p->b->ne[1]);
     }
     free(tmp);
     return rc;
 }
 
+void lora_place(lora_adapter *ad, const model *m, int layer, const lora_kind *kinds, int n_kind, float *a,
+                float *bt, int rank, int64_t rows) {
+    int64_t row0 = 0;
+    for (int k = 0; k < n_kind; k++) {
+        const model_mat *w = lora_mat_of(m, layer, kinds[k]);
+        ad->t[lora_slot(layer, kinds[k])] = (lora_tensor){.a = a, .bt = bt + row0, .rank = rank, .n_in = w->n_in,
+                                                         .n_out = w->n_out, .n_mat = w->n_mat,
+                                                         .bt_stride = (size_t)rows};
+        row0 += w->n_out;
+        ad->n_matrices++;
+    }
+}
+
+lora_adapter *lora_alloc(const model *m, float alpha) {
+    lora_adapter *ad = calloc(1, sizeof *ad);
+    if (!ad) return NULL;
+    ad->alpha = alpha;
+    ad->n_layer = m->hp.n_layer;
+    if (!(ad->t = calloc((size_t)(ad->n_layer + 1) * LORA_KINDS, sizeof *ad->t))) {
+        free(ad);
+        return NULL;
+    }
+    return ad;
+}
+
 err_code lora_from_gguf(const model *m, gguf_ctx *g, lora_adapter **out, err_t *err) {
     *out = NULL;
-    lora_adapter *ad = calloc(1, sizeof *ad);
+    lora_adapter *ad = lora_alloc(m, 0.0f);
     lora_pair *pairs = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *pairs);
     int n_pairs = 0;
     err_code rc = ERR_OK;
     if (!ad || !pairs) rc = err_set(err, ERR_NOMEM, "out of memory for an adapter");
-    if (!rc) {
-        ad->n_layer = m->hp.n_layer;
-        ad->t = calloc((size_t)(ad->n_layer + 1) * LORA_KINDS, sizeof *ad->t);
-        if (!ad->t) rc = err_set(err, ERR_NOMEM, "out of memory for an adapter");
-    }
     if (!rc) rc = check_meta(m, g, &ad->alpha, err);
     if (!rc) rc = collect(m, g, pairs, &n_pairs, err);
     if (!rc) rc = read_pairs(ad, pairs, n_pairs, m, err);

@@ -95,6 +95,30 @@ typedef struct {
     float scale[LORA_MAX_STACK];
 } lora_set;
 
+/* ---- a new adapter, and writing one (model/lora_write.c) ---- */
+
+/* The matrices adapted when nothing else is asked: every projection of attention and the FFN. */
+#define LORA_KINDS_DEFAULT                                                                                             \
+    ((1u << LORA_Q) | (1u << LORA_K) | (1u << LORA_V) | (1u << LORA_O) | (1u << LORA_GATE) | (1u << LORA_UP) |         \
+     (1u << LORA_DOWN))
+
+typedef struct {
+    int rank;          /* 1..65536 */
+    float alpha;       /* the scale is alpha / rank (0: 1) */
+    unsigned kinds;    /* bit 1 << lora_kind for each kind adapted */
+    uint64_t seed;     /* A's values */
+} lora_init_opts;
+
+/* Rank 16, alpha 32, LORA_KINDS_DEFAULT, seed 1. */
+lora_init_opts lora_init_defaults(void);
+/* An adapter of every matrix of m (opened, not packed: its tensor names are
+ * read) whose kind o->kinds holds: A ~ U(-1/sqrt(n_in), 1/sqrt(n_in)) from the
+ * seed, B = 0, so it starts as the base's function exactly. */
+err_code lora_create(const model *m, const lora_init_opts *o, lora_adapter **out, err_t *err);
+/* a as llama.cpp's adapter GGUF at path (core/atomic_write: all or nothing),
+ * its values in type (F32, F16, BF16; Q8_0 when every row is a multiple of 32). */
+err_code lora_write(const model *m, const lora_adapter *a, uint32_t type, const char *path, err_t *err);
+
 /* Does the set change anything (an adapter of non-zero scale)? */
 bool lora_set_active(const lora_set *s);
 

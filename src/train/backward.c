@@ -11,6 +11,7 @@
 
 #include "core/quant.h"
 #include "model/forward.h"
+#include "train/linear.h"
 
 /* What one layer's forward keeps for its backward. */
 typedef struct {
@@ -31,8 +32,9 @@ typedef struct {
     int n, E, H, KV, hd, Q, K, F, V;
     saved *L;        /* [n_layer] */
     float *cs;       /* (n, n_rot) RoPE angles per position */
-    float *row;      /* a dequantized weight row (the widest) */
-    float *u, *bu;   /* an adapted product's A·x and B^T·dy, (rank) each */
+    train_ctx *tc;   /* the products' threads */
+    err_code rc;     /* the first failure (every later step is skipped) */
+    err_t *err;
 } tctx;
 
 /* ---------------------------------------------------------------- products */
@@ -41,69 +43,25 @@ static const lora_tensor *adapted(const tctx *c, int layer, lora_kind k) {
     return c->a && c->scale != 0.0f ? lora_find(c->a, layer, k) : NULL;
 }
 
-static void dequant_row(const model_mat *w, int64_t i, float *out) {
-    quant_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)i * w->row_bytes, out, w->n_in);
+static lin_lora pair(const tctx *c, const lora_tensor *lt, bool grads) {
+    lin_lora l = {.t = lt};
+    if (!lt) return l;
+    l.s = lora_scale(c->a, lt, c->scale);
+    if (grads && c->grad) l.ga = c->grad + lora_index(c->a, lt->a), l.gb = c->grad + lora_index(c->a, lt->bt);
+    return l;
 }
 
-/* y[t] = W x[t] (+ s B A x[t]) for n rows; x rows n_in apart, y rows n_out apart. */
+/* y[t] = W x[t] (+ s B A x[t]) for n rows (train/linear.h). */
 static void lin_fwd(tctx *c, const model_mat *w, const lora_tensor *lt, const float *x, int n, float *y) {
-    for (int64_t i = 0; i < w->n_out; i++) {
-        dequant_row(w, i, c->row);
-        for (int t = 0; t < n; t++) {
-            const float *xt = x + (size_t)t * w->n_in;
-            double acc = 0.0;
-            for (int64_t j = 0; j < w->n_in; j++) acc += (double)c->row[j] * xt[j];
-            y[(size_t)t * w->n_out + i] = (float)acc;
-        }
-    }
-    if (!lt) return;
-    const float s = lora_scale(c->a, lt, c->scale);
-    for (int t = 0; t < n; t++) {
-        const float *xt = x + (size_t)t * w->n_in;
-        for (int k = 0; k < lt->rank; k++) {
-            double acc = 0.0;
-            for (int64_t j = 0; j < w->n_in; j++) acc += (double)lt->a[(size_t)k * w->n_in + j] * xt[j];
-            c->u[k] = (float)acc;
-        }
-        for (int64_t i = 0; i < w->n_out; i++) {
-            double acc = 0.0;
-            for (int k = 0; k < lt->rank; k++) acc += (double)lt->bt[(size_t)k * lt->bt_stride + i] * c->u[k];
-            y[(size_t)t * w->n_out + i] += s * (float)acc;
-        }
-    }
+    const lin_lora l = pair(c, lt, false);
+    if (!c->rc) c->rc = lin_forward(c->tc, w, &l, x, n, y, c->err);
 }
 
 /* The backward of lin_fwd: dx[t] += W^T dy[t] (+ s A^T B^T dy[t]); the adapter's gradients added. */
 static void lin_bwd(tctx *c, const model_mat *w, const lora_tensor *lt, const float *x, const float *dy, int n,
                     float *dx) {
-    for (int64_t i = 0; i < w->n_out; i++) {
-        dequant_row(w, i, c->row);
-        for (int t = 0; t < n; t++) {
-            const float d = dy[(size_t)t * w->n_out + i];
-            float *dxt = dx + (size_t)t * w->n_in;
-            for (int64_t j = 0; j < w->n_in; j++) dxt[j] += d * c->row[j];
-        }
-    }
-    if (!lt) return;
-    const float s = lora_scale(c->a, lt, c->scale);
-    float *ga = c->grad ? c->grad + lora_index(c->a, lt->a) : NULL, *gb = c->grad ? c->grad + lora_index(c->a, lt->bt) : NULL;
-    for (int t = 0; t < n; t++) {
-        const float *xt = x + (size_t)t * w->n_in, *dyt = dy + (size_t)t * w->n_out;
-        float *dxt = dx + (size_t)t * w->n_in;
-        for (int k = 0; k < lt->rank; k++) {
-            const float *ak = lt->a + (size_t)k * w->n_in, *bk = lt->bt + (size_t)k * lt->bt_stride;
-            double u = 0.0, bu = 0.0;
-            for (int64_t j = 0; j < w->n_in; j++) u += (double)ak[j] * xt[j];
-            for (int64_t i = 0; i < w->n_out; i++) bu += (double)bk[i] * dyt[i];
-            c->u[k] = (float)u, c->bu[k] = (float)bu;
-            for (int64_t j = 0; j < w->n_in; j++) dxt[j] += s * c->bu[k] * ak[j];
-        }
-        for (int k = 0; gb && k < lt->rank; k++) {
-            float *gbk = gb + (size_t)k * lt->bt_stride, *gak = ga + (size_t)k * w->n_in;
-            for (int64_t i = 0; i < w->n_out; i++) gbk[i] += s * dyt[i] * c->u[k];
-            for (int64_t j = 0; j < w->n_in; j++) gak[j] += s * c->bu[k] * xt[j];
-        }
-    }
+    const lin_lora l = pair(c, lt, true);
+    if (!c->rc) c->rc = lin_backward(c->tc, w, &l, x, dy, n, dx, c->err);
 }
 
 /* ---------------------------------------------------------------- norms, RoPE, activations */
@@ -145,11 +103,22 @@ static float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /* ---------------------------------------------------------------- attention */
 
-/* att[t][h] = sum over s <= t of softmax_s(q[t][h] . k[s][h/g] * scale) v[s][h/g]; p keeps the weights. */
-static void attn_fwd(tctx *c, saved *S) {
+typedef struct {
+    tctx *c;
+    saved *S;
+    const float *datt;
+    float *dq, *dk, *dv;
+} attn_job;
+
+/* att[t][h] = sum over s <= t of softmax_s(q[t][h] . k[s][h/g] * scale) v[s][h/g]; p keeps the weights.
+ * Thread ith takes heads ith, ith + nth, ... */
+static void attn_fwd_heads(void *job, int ith, int nth) {
+    const attn_job *j = job;
+    const tctx *c = j->c;
+    saved *S = j->S;
     const int n = c->n, g = c->H / c->KV, hd = c->hd;
     const float scale = c->m->hp.attn_scale;
-    for (int h = 0; h < c->H; h++)
+    for (int h = ith; h < c->H; h += nth)
         for (int t = 0; t < n; t++) {
             const float *q = S->q + (size_t)t * c->Q + (size_t)h * hd;
             float *p = S->p + ((size_t)h * n + t) * n;
@@ -172,34 +141,48 @@ static void attn_fwd(tctx *c, saved *S) {
         }
 }
 
-/* From d att: dq, dk, dv (each added to). */
-static void attn_bwd(tctx *c, const saved *S, const float *datt, float *dq, float *dk, float *dv) {
+static void attn_fwd(tctx *c, saved *S) {
+    attn_job j = {.c = c, .S = S};
+    train_ctx_run(c->tc, attn_fwd_heads, &j);
+}
+
+/* From d att: dq, dk, dv (each added to). Thread ith takes the KV groups ith, ith + nth, ... (a
+ * group's heads add to its dk and dv). */
+static void attn_bwd_groups(void *job, int ith, int nth) {
+    const attn_job *j = job;
+    const tctx *c = j->c;
+    const saved *S = j->S;
     const int n = c->n, g = c->H / c->KV, hd = c->hd;
     const float scale = c->m->hp.attn_scale;
-    float *dp = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    if (!dp) return; /* the caller checked room for far more (train_loss_grad's buffers) */
-    for (int h = 0; h < c->H; h++)
-        for (int t = 0; t < n; t++) {
-            const float *p = S->p + ((size_t)h * n + t) * n, *do_ = datt + (size_t)t * c->Q + (size_t)h * hd;
-            double pdp = 0.0;
-            for (int s = 0; s <= t; s++) {
-                const float *v = S->v + (size_t)s * c->K + (size_t)(h / g) * hd;
-                float *dvs = dv + (size_t)s * c->K + (size_t)(h / g) * hd;
-                double d = 0.0;
-                for (int i = 0; i < hd; i++) d += (double)do_[i] * v[i], dvs[i] += p[s] * do_[i];
-                dp[s] = (float)d;
-                pdp += (double)p[s] * d;
+    float *dp = train_ctx_buffer(c->tc, ith); /* n floats: attn_bwd reserved them */
+    for (int kv = ith; kv < c->KV; kv += nth)
+        for (int h = kv * g; h < (kv + 1) * g; h++)
+            for (int t = 0; t < n; t++) {
+                const float *p = S->p + ((size_t)h * n + t) * n, *do_ = j->datt + (size_t)t * c->Q + (size_t)h * hd;
+                double pdp = 0.0;
+                for (int s = 0; s <= t; s++) {
+                    const float *v = S->v + (size_t)s * c->K + (size_t)kv * hd;
+                    float *dvs = j->dv + (size_t)s * c->K + (size_t)kv * hd;
+                    double d = 0.0;
+                    for (int i = 0; i < hd; i++) d += (double)do_[i] * v[i], dvs[i] += p[s] * do_[i];
+                    dp[s] = (float)d;
+                    pdp += (double)p[s] * d;
+                }
+                const float *q = S->q + (size_t)t * c->Q + (size_t)h * hd;
+                float *dqt = j->dq + (size_t)t * c->Q + (size_t)h * hd;
+                for (int s = 0; s <= t; s++) {
+                    const float ds = p[s] * (dp[s] - (float)pdp) * scale;
+                    const float *k = S->k + (size_t)s * c->K + (size_t)kv * hd;
+                    float *dks = j->dk + (size_t)s * c->K + (size_t)kv * hd;
+                    for (int i = 0; i < hd; i++) dqt[i] += ds * k[i], dks[i] += ds * q[i];
+                }
             }
-            const float *q = S->q + (size_t)t * c->Q + (size_t)h * hd;
-            float *dqt = dq + (size_t)t * c->Q + (size_t)h * hd;
-            for (int s = 0; s <= t; s++) {
-                const float ds = p[s] * (dp[s] - (float)pdp) * scale;
-                const float *k = S->k + (size_t)s * c->K + (size_t)(h / g) * hd;
-                float *dks = dk + (size_t)s * c->K + (size_t)(h / g) * hd;
-                for (int i = 0; i < hd; i++) dqt[i] += ds * k[i], dks[i] += ds * q[i];
-            }
-        }
-    free(dp);
+}
+
+static void attn_bwd(tctx *c, saved *S, const float *datt, float *dq, float *dk, float *dv) {
+    attn_job j = {c, S, datt, dq, dk, dv};
+    if (!c->rc) c->rc = train_ctx_reserve(c->tc, (size_t)c->n, c->err);
+    if (!c->rc) train_ctx_run(c->tc, attn_bwd_groups, &j);
 }
 
 /* ---------------------------------------------------------------- layers */
@@ -243,7 +226,7 @@ typedef struct {
 } bscratch;
 
 /* dx (n, E): in, the gradient of the layer's output; out, of its input. */
-static void layer_bwd(tctx *c, int l, const saved *S, float *dx, const bscratch *b) {
+static void layer_bwd(tctx *c, int l, saved *S, float *dx, const bscratch *b) {
     const model_layer *L = &c->m->layers[l];
     const int n = c->n, E = c->E, F = c->F;
     /* FFN: x_out = mid + down(silu(g) u), g/u from norm2(mid) */
@@ -287,8 +270,8 @@ static err_code check(const model *m, const lora_adapter *a, int n, err_t *err) 
     if (hp->n_expert || hp->kv_lora_rank || hp->post_norms || hp->qk_norm || hp->attn_softcap > 0 ||
         hp->final_softcap > 0 || hp->act != ACT_SILU || hp->embd_scale != 1.0f || hp->residual_scale != 1.0f ||
         hp->logit_scale != 1.0f || hp->swa_window || hp->n_rot > 512)
-        return err_set(err, ERR_UNSUPPORTED, "training covers dense llama-family models so far, not this %s model",
-                       hp->arch_name);
+        return err_set(err, ERR_UNSUPPORTED, "training covers dense llama-family models so far, not this %s%s model",
+                       hp->arch_name, hp->n_expert ? " MoE" : "");
     if (a && lora_find(a, -1, LORA_OUTPUT))
         return err_set(err, ERR_UNSUPPORTED, "training an adapter of the output projection is not supported yet");
     const model_mat *mats[12];
@@ -301,6 +284,8 @@ static err_code check(const model *m, const lora_adapter *a, int n, err_t *err) 
     }
     return ERR_OK;
 }
+
+err_code train_supported(const model *m, const lora_adapter *a, err_t *err) { return check(m, a, 2, err); }
 
 typedef struct {
     void **p;
@@ -334,66 +319,82 @@ static double loss_of(float *logits, const int32_t *tokens, int n, int V, const 
     return *counted ? loss / *counted : 0.0;
 }
 
-err_code train_loss_grad(const model *m, const lora_adapter *a, float scale, const int32_t *tokens, int n,
-                         const uint8_t *mask, double *loss, float *grad, err_t *err) {
+/* The whole pass's buffers: the residual and its scratch, logits, and each layer's saved values. */
+typedef struct {
+    float *x, *xn, *tmp, *logits, *dx, *rf;
+    bscratch b;
+} buffers;
+
+static bool alloc_all(tctx *c, allocs *al, buffers *B) {
+    const size_t nn = (size_t)c->n, wide = (size_t)(c->F > c->E ? c->F : c->E);
+    const int n_rot = c->m->hp.n_rot > 0 ? c->m->hp.n_rot : 1;
+    bool ok = (c->L = calloc((size_t)c->m->hp.n_layer, sizeof *c->L)) && (B->x = take(al, nn * c->E)) &&
+              (B->xn = take(al, nn * wide)) && (B->tmp = take(al, nn * wide)) && (B->logits = take(al, nn * c->V)) &&
+              (B->dx = take(al, nn * c->E)) && (B->rf = take(al, nn)) && (c->cs = take(al, nn * (size_t)n_rot));
+    for (int l = 0; ok && l < c->m->hp.n_layer; l++) {
+        saved *S = &c->L[l];
+        ok = (S->x = take(al, nn * c->E)) && (S->r1 = take(al, nn)) && (S->r2 = take(al, nn)) &&
+             (S->mid = take(al, nn * c->E)) && (S->q = take(al, nn * c->Q)) && (S->k = take(al, nn * c->K)) &&
+             (S->v = take(al, nn * c->K)) && (S->p = take(al, (size_t)c->H * nn * nn)) &&
+             (S->att = take(al, nn * c->Q)) && (S->g = take(al, nn * c->F)) && (S->u = take(al, nn * c->F));
+    }
+    bscratch *b = &B->b;
+    if (ok && c->grad)
+        ok = (b->xn = take(al, nn * c->E)) && (b->act = take(al, nn * c->F)) && (b->dact = take(al, nn * c->F)) &&
+             (b->dg = take(al, nn * c->F)) && (b->du = take(al, nn * c->F)) && (b->dxn = take(al, nn * c->E)) &&
+             (b->datt = take(al, nn * c->Q)) && (b->dq = take(al, nn * c->Q)) && (b->dk = take(al, nn * c->K)) &&
+             (b->dv = take(al, nn * c->K));
+    return ok;
+}
+
+/* Forward, loss, and with a gradient asked for, the backward. */
+static void pass(tctx *c, const int32_t *tokens, const uint8_t *mask, buffers *B, double *loss, int *counted) {
+    const model *m = c->m;
+    const int n = c->n;
+    for (int t = 0; t < n; t++) {
+        quant_dequantize_row(m->tok_embd.type, (const uint8_t *)m->tok_embd.data + (size_t)tokens[t] * m->tok_embd.row_bytes,
+                             B->x + (size_t)t * c->E, c->E);
+        fwd_rope_angles(m, t, c->cs + (size_t)t * m->hp.n_rot);
+    }
+    for (int l = 0; !c->rc && l < m->hp.n_layer; l++) layer_fwd(c, l, &c->L[l], B->x, B->xn, B->tmp);
+    if (c->rc) return;
+    norm_fwd(B->x, m->output_norm.data, n, c->E, m->hp.rms_eps, B->xn, B->rf);
+    lin_fwd(c, &m->output, NULL, B->xn, n, B->logits);
+    if (c->rc) return;
+    *loss = loss_of(B->logits, tokens, n, c->V, mask, counted); /* logits now d logits */
+    if (!*counted || !c->grad) return;
+    float *dxn = B->tmp;
+    memset(dxn, 0, sizeof(float) * (size_t)n * c->E);
+    lin_bwd(c, &m->output, NULL, B->xn, B->logits, n, dxn);
+    norm_bwd(B->x, m->output_norm.data, B->rf, dxn, n, c->E, B->dx);
+    for (int l = m->hp.n_layer - 1; !c->rc && l >= 0; l--) layer_bwd(c, l, &c->L[l], B->dx, &B->b);
+}
+
+err_code train_loss_grad(train_ctx *tc, const model *m, const lora_adapter *a, float scale, const int32_t *tokens,
+                         int n, const uint8_t *mask, double *loss, float *grad, err_t *err) {
     err_code rc = check(m, a, n, err);
     if (rc) return rc;
     const model_hparams *hp = &m->hp;
     for (int t = 0; t < n; t++)
         if (tokens[t] < 0 || tokens[t] >= hp->n_vocab)
             return err_set(err, ERR_INVALID_ARG, "token id %d is outside the vocabulary of %d", tokens[t], hp->n_vocab);
+    if (hp->n_layer > 1024) return err_set(err, ERR_UNSUPPORTED, "%d layers", hp->n_layer);
+    train_ctx *own = NULL;
+    if (!tc && (rc = train_ctx_new(1, &own, err))) return rc;
     tctx c = {.m = m, .a = a, .scale = scale, .grad = grad, .n = n, .E = hp->n_embd, .H = hp->n_head,
-              .KV = hp->n_head_kv, .hd = hp->head_dim, .F = hp->n_ff, .V = hp->n_vocab};
+              .KV = hp->n_head_kv, .hd = hp->head_dim, .F = hp->n_ff, .V = hp->n_vocab, .tc = tc ? tc : own,
+              .err = err};
     c.Q = c.H * c.hd, c.K = c.KV * c.hd;
-    const size_t nn = (size_t)n, wide = (size_t)(c.F > c.E ? c.F : c.E) > (size_t)c.V ? (size_t)(c.F > c.E ? c.F : c.E)
-                                                                                      : (size_t)c.V;
     void *slots[32 + 12 * 1024];
     allocs al = {slots, 0};
-    if (hp->n_layer > 1024) return err_set(err, ERR_UNSUPPORTED, "%d layers", hp->n_layer);
-    c.L = calloc((size_t)hp->n_layer, sizeof *c.L);
-    float *x = take(&al, nn * c.E), *xn = take(&al, nn * wide), *tmp = take(&al, nn * wide);
-    float *logits = take(&al, nn * c.V), *dx = take(&al, nn * c.E), *rf = take(&al, nn);
-    c.cs = take(&al, nn * (size_t)(hp->n_rot > 0 ? hp->n_rot : 1));
-    c.row = take(&al, wide);
-    int rmax = 1, rmin;
-    if (a) lora_ranks(a, &rmin, &rmax);
-    c.u = take(&al, (size_t)rmax), c.bu = take(&al, (size_t)rmax);
-    bool ok = c.L && x && xn && tmp && logits && dx && rf && c.cs && c.row && c.u && c.bu;
-    for (int l = 0; ok && l < hp->n_layer; l++) {
-        saved *S = &c.L[l];
-        ok = (S->x = take(&al, nn * c.E)) && (S->r1 = take(&al, nn)) && (S->r2 = take(&al, nn)) &&
-             (S->mid = take(&al, nn * c.E)) && (S->q = take(&al, nn * c.Q)) && (S->k = take(&al, nn * c.K)) &&
-             (S->v = take(&al, nn * c.K)) && (S->p = take(&al, (size_t)c.H * nn * nn)) &&
-             (S->att = take(&al, nn * c.Q)) && (S->g = take(&al, nn * c.F)) && (S->u = take(&al, nn * c.F));
-    }
-    bscratch b = {0};
-    if (ok && grad)
-        ok = (b.xn = take(&al, nn * c.E)) && (b.act = take(&al, nn * c.F)) && (b.dact = take(&al, nn * c.F)) &&
-             (b.dg = take(&al, nn * c.F)) && (b.du = take(&al, nn * c.F)) && (b.dxn = take(&al, nn * c.E)) &&
-             (b.datt = take(&al, nn * c.Q)) && (b.dq = take(&al, nn * c.Q)) && (b.dk = take(&al, nn * c.K)) &&
-             (b.dv = take(&al, nn * c.K));
-    if (!ok) rc = err_set(err, ERR_NOMEM, "out of memory for training %d tokens", n);
-    for (int t = 0; !rc && t < n; t++) {
-        quant_dequantize_row(m->tok_embd.type, (const uint8_t *)m->tok_embd.data + (size_t)tokens[t] * m->tok_embd.row_bytes,
-                             x + (size_t)t * c.E, c.E);
-        fwd_rope_angles(m, t, c.cs + (size_t)t * hp->n_rot);
-    }
-    for (int l = 0; !rc && l < hp->n_layer; l++) layer_fwd(&c, l, &c.L[l], x, xn, tmp);
+    buffers B = {0};
     int counted = 0;
-    if (!rc) {
-        norm_fwd(x, m->output_norm.data, n, c.E, hp->rms_eps, xn, rf);
-        lin_fwd(&c, &m->output, NULL, xn, n, logits);
-        *loss = loss_of(logits, tokens, n, c.V, mask, &counted); /* logits now d logits */
-        if (!counted) rc = err_set(err, ERR_INVALID_ARG, "no position of the sequence counts in the loss");
-    }
-    if (!rc && grad) {
-        float *dxn = tmp;
-        memset(dxn, 0, sizeof(float) * nn * c.E);
-        lin_bwd(&c, &m->output, NULL, xn, logits, n, dxn);
-        norm_bwd(x, m->output_norm.data, rf, dxn, n, c.E, dx);
-        for (int l = hp->n_layer - 1; l >= 0; l--) layer_bwd(&c, l, &c.L[l], dx, &b);
-    }
+    if (!alloc_all(&c, &al, &B)) rc = err_set(err, ERR_NOMEM, "out of memory for training %d tokens", n);
+    if (!rc) pass(&c, tokens, mask, &B, loss, &counted);
+    if (!rc) rc = c.rc;
+    if (!rc && !counted) rc = err_set(err, ERR_INVALID_ARG, "no position of the sequence counts in the loss");
     for (int i = 0; i < al.n; i++) free(al.p[i]);
     free(c.L);
+    train_ctx_free(own);
     return rc;
 }

@@ -16,15 +16,15 @@
  * The backward runs the chain rule through each step in reverse: cross
  * entropy, the output projection, RMSNorm, SwiGLU, attention with its
  * causal softmax, RoPE (the transposed rotation), grouped-query heads, and
- * through each frozen matrix W, dx = W^T dy, a transposed product over W's
- * rows dequantized one at a time. An adapted product y = W x + s B (A x)
- * adds dB += s dy (A x)^T, dA += s (B^T dy) x^T and dx += s A^T (B^T dy).
+ * through each frozen matrix W, dx = W^T dy, and through an adapted product
+ * y = W x + s B (A x): dB += s dy (A x)^T, dA += s (B^T dy) x^T and
+ * dx += s A^T (B^T dy) (train/linear.h: the products, on a thread pool).
  *
- * Values are F32; the sums a row reduces (norms, softmax, the loss) are
- * accumulated in double. Costs are those of a reference implementation
- * (one thread, O(n^2) attention): this is the exact gradient the faster
- * training loop is checked against (tests/test_backward.c checks it
- * against central finite differences of the loss in double).
+ * Values are F32; the sums a row reduces (norms, softmax, the loss, the
+ * attention's dot products) are accumulated in double. Every activation is
+ * kept and attention is O(n^2) whole (no checkpointing yet).
+ * tests/test_backward.c checks the gradient against central finite
+ * differences of the loss.
  */
 #ifndef OCTO_TRAIN_BACKWARD_H
 #define OCTO_TRAIN_BACKWARD_H
@@ -34,16 +34,22 @@
 #include "core/err.h"
 #include "model/lora.h"
 #include "model/model.h"
+#include "train/linear.h"
 
 /* The loss of tokens[0..n) (n >= 2) with the adapter a at scale (a NULL: the
- * base alone), into *loss; with grad non-NULL, the loss's gradient with
- * respect to every value of a (lora_values' layout, n_values floats) added
+ * base alone), its products on tc's threads (NULL: the calling thread's; the
+ * results are the same for any count), into *loss; with grad non-NULL, the
+ * loss's gradient with respect to every value of a (lora_values' layout, n_values floats) added
  * to grad. mask: [n] 1 where position t's prediction of tokens[t + 1]
  * counts (its last entry is ignored), NULL for all. ERR_UNSUPPORTED for an
  * architecture it does not cover yet (MoE, latent attention, fused
  * tensors, soft-caps, post-norms, q/k norms) or an adapter on the output.
  * ERR_INVALID_ARG when no position counts. */
-err_code train_loss_grad(const model *m, const lora_adapter *a, float scale, const int32_t *tokens, int n,
-                         const uint8_t *mask, double *loss, float *grad, err_t *err);
+err_code train_loss_grad(train_ctx *tc, const model *m, const lora_adapter *a, float scale, const int32_t *tokens,
+                         int n, const uint8_t *mask, double *loss, float *grad, err_t *err);
+
+/* The refusals of train_loss_grad that do not depend on the tokens (the model, the adapter):
+ * for a caller to check before long work. */
+err_code train_supported(const model *m, const lora_adapter *a, err_t *err);
 
 #endif

@@ -52,6 +52,15 @@ final class Native {
 
     static native long adapterLoad(long model, byte[] path);
 
+    /** Finetune.run's progress: true stops the run. */
+    interface StepSink {
+        boolean step(long step, long steps, double loss, double lr, double gradNorm, long tokens, double elapsedS,
+                double tokensPerS, double etaS, long resumedAt);
+    }
+
+    /** octo_jni.c's Java_dev_octo_Native_finetune says the arrays' order. */
+    static native double[] finetune(byte[][] texts, int[] ints, float[] floats, long seed, StepSink sink);
+
     static native void adapterFree(long adapter);
 
     /** session 0: the model's own conversation. */

@@ -83,6 +83,39 @@ class ModelTest {
     }
 
     @Test
+    void finetuneTrainsStopsAndResumes() throws Exception {
+        java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("octo-ft");
+        StringBuilder text = new StringBuilder();
+        for (int i = 0; i < 12; i++)
+            text.append("Once upon a time there was a little cat. The cat liked to play with a red ball.\n");
+        java.nio.file.Path data = dir.resolve("train.txt");
+        java.nio.file.Files.writeString(data, text.toString());
+        String a = dir.resolve("a.gguf").toString(), b = dir.resolve("b.gguf").toString();
+        Finetune.Result whole = new Finetune(MODEL, data.toString(), a).steps(6).batch(2).seqLen(32).rank(4)
+                .checkpointEvery(2).run();
+        assertEquals(6, whole.stepsRun());
+        assertTrue(whole.lastLoss() < whole.firstLoss(), whole.firstLoss() + " -> " + whole.lastLoss());
+        List<Long> seen = new ArrayList<>();
+        OctoException stopped = assertThrows(OctoException.class, () -> new Finetune(MODEL, data.toString(), b)
+                .steps(6).batch(2).seqLen(32).rank(4).checkpointEvery(2)
+                .progress(s -> { seen.add(s.step()); return s.step() == 3; }).run());
+        assertEquals(22, stopped.status(), stopped.getMessage());
+        assertEquals(List.of(1L, 2L, 3L), seen);
+        Finetune.Result rest = new Finetune(MODEL, data.toString(), b).steps(6).batch(2).seqLen(32).rank(4)
+                .checkpointEvery(2).run();
+        assertEquals(3, rest.resumedAt());
+        assertArrayEquals(java.nio.file.Files.readAllBytes(java.nio.file.Path.of(a)),
+                java.nio.file.Files.readAllBytes(java.nio.file.Path.of(b)));
+        try (Model m = Model.load(MODEL)) {
+            m.loadAdapter(a).close();
+        }
+        OctoException bad = assertThrows(OctoException.class,
+                () -> new Finetune(MODEL, data.toString(), a).targets("qq").run());
+        assertEquals(1, bad.status());
+        assertTrue(bad.getMessage().contains("unknown target"), bad.getMessage());
+    }
+
+    @Test
     void cancelFromAnotherThread() throws Exception {
         try (Model m = Model.load(MODEL)) {
             Stream s = m.generate("Once upon a time", 100000, 0.8f, 7);

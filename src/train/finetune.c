@@ -1,0 +1,216 @@
+/*
+ * finetune — the training loop (train/finetune.h).
+ */
+#include "train/finetune.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/checksum.h"
+#include "core/clock.h"
+#include "core/mix.h"
+#include "train/backward.h"
+#include "train/checkpoint.h"
+
+finetune_opts finetune_defaults(void) {
+    finetune_opts o = {.steps = 100, .batch = 4, .opt = adamw_defaults(), .seed = 1, .scale = 1.0f, .every = 10,
+                       .resume = true};
+    o.opt.lr = 1e-3f, o.opt.lr_min = 1e-4f;
+    return o;
+}
+
+/* ---------------------------------------------------------------- the data order */
+
+typedef struct {
+    int *perm;      /* [n_seq] the current epoch's order */
+    int64_t epoch;  /* whose (-1: none yet) */
+    int n;
+    uint64_t seed;
+} order;
+
+/* The sequence at position k of the endless order (an epoch's permutation, Fisher-Yates from the seed). */
+static int seq_at(order *o, int64_t k) {
+    const int64_t e = k / o->n;
+    if (e != o->epoch) {
+        for (int i = 0; i < o->n; i++) o->perm[i] = i;
+        uint64_t s = mix64(o->seed ^ mix64((uint64_t)e));
+        for (int i = o->n - 1; i > 0; i--) {
+            s = mix64(s);
+            const int j = (int)(s % (uint64_t)(i + 1)), t = o->perm[i];
+            o->perm[i] = o->perm[j], o->perm[j] = t;
+        }
+        o->epoch = e;
+    }
+    return o->perm[k % o->n];
+}
+
+/* ---------------------------------------------------------------- identity */
+
+/* Names, types and shapes of the base's tensors: the same base, or not. */
+static uint64_t model_fingerprint(const model *m) {
+    uint64_t h = (uint64_t)m->gguf->n_tensors;
+    for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
+        const gguf_tensor *t = &m->gguf->tensors[i];
+        h = checksum_bytes(t->name, strlen(t->name), h);
+        h = checksum_bytes(t->ne, sizeof t->ne, h ^ t->type);
+    }
+    return h;
+}
+
+static void add_u64(ckpt_identity *id, const char *hi, const char *lo, uint64_t v) {
+    ckpt_id_add(id, hi, (double)(v >> 32));
+    ckpt_id_add(id, lo, (double)(v & 0xffffffffu));
+}
+
+static ckpt_identity identity(const model *m, const lora_adapter *a, const train_data *d, const finetune_opts *o,
+                              size_t n_values) {
+    ckpt_identity id = {0};
+    int rmin = 0, rmax = 0;
+    lora_ranks(a, &rmin, &rmax);
+    ckpt_id_add(&id, "--steps", o->steps), ckpt_id_add(&id, "--batch", o->batch);
+    ckpt_id_add(&id, "--seed", (double)o->seed), ckpt_id_add(&id, "--scale", o->scale);
+    ckpt_id_add(&id, "--lr", o->opt.lr), ckpt_id_add(&id, "--lr-min", o->opt.lr_min);
+    ckpt_id_add(&id, "--warmup", o->opt.warmup), ckpt_id_add(&id, "--clip", o->opt.clip);
+    ckpt_id_add(&id, "--weight-decay", o->opt.weight_decay), ckpt_id_add(&id, "beta1", o->opt.beta1);
+    ckpt_id_add(&id, "beta2", o->opt.beta2), ckpt_id_add(&id, "eps", o->opt.eps);
+    ckpt_id_add(&id, "--rank", rmax), ckpt_id_add(&id, "--alpha", lora_alpha(a));
+    ckpt_id_add(&id, "adapter values", (double)n_values);
+    ckpt_id_add(&id, "data sequences", d->n_seq), ckpt_id_add(&id, "data tokens", (double)d->n_tokens);
+    add_u64(&id, "data fingerprint hi", "data fingerprint lo", d->fingerprint);
+    add_u64(&id, "model fingerprint hi", "model fingerprint lo", model_fingerprint(m));
+    return id;
+}
+
+/* ---------------------------------------------------------------- the loop */
+
+err_code finetune_eval(train_ctx *tc, const model *m, const lora_adapter *a, float scale, const train_data *d,
+                       int max_seq, double *loss, err_t *err) {
+    const int n = max_seq > 0 && max_seq < d->n_seq ? max_seq : d->n_seq;
+    double sum = 0.0;
+    int used = 0;
+    for (int i = 0; i < n; i++) {
+        const int64_t s = d->start[i];
+        double l = 0.0;
+        err_code rc = train_loss_grad(tc, m, a, scale, d->tokens + s, (int)(d->start[i + 1] - s), d->mask + s, &l, NULL,
+                                      err);
+        if (rc == ERR_INVALID_ARG) continue; /* a sequence with nothing counted */
+        if (rc) return rc;
+        sum += l, used++;
+    }
+    *loss = used ? sum / used : NAN;
+    return ERR_OK;
+}
+
+typedef struct {
+    adamw_state st;
+    float *grad;
+    order ord;
+    ckpt_identity id;
+    ckpt_state ck;
+} run_state;
+
+static err_code check_opts(const train_data *d, const finetune_opts *o, err_t *err) {
+    if (o->steps < 1 || o->batch < 1 || o->every < 1)
+        return err_set(err, ERR_INVALID_ARG, "steps, batch and the checkpoint interval must be 1 or more (%d, %d, %d)",
+                       o->steps, o->batch, o->every);
+    if (!(o->scale > 0.0f) || !isfinite(o->scale)) return err_set(err, ERR_INVALID_ARG, "scale %g", (double)o->scale);
+    if (d->n_seq < 1) return err_set(err, ERR_INVALID_ARG, "no training sequences");
+    return ERR_OK;
+}
+
+/* One step's mean loss, its gradient averaged over the batch into r->grad. */
+static err_code batch_grad(const model *m, const lora_adapter *a, const train_data *d, const finetune_opts *o,
+                           run_state *r, int64_t step, double *loss, int64_t *tokens, err_t *err) {
+    memset(r->grad, 0, sizeof(float) * r->st.n);
+    *loss = 0.0;
+    for (int j = 0; j < o->batch; j++) {
+        const int i = seq_at(&r->ord, step * o->batch + j);
+        const int64_t s = d->start[i], n = d->start[i + 1] - s;
+        double l = 0.0;
+        err_code rc = train_loss_grad(o->tc, m, a, o->scale, d->tokens + s, (int)n, d->mask + s, &l, r->grad, err);
+        if (rc) return rc;
+        *loss += l / o->batch;
+        for (int64_t t = s; t < s + n; t++) *tokens += d->mask[t];
+    }
+    const float inv = 1.0f / (float)o->batch;
+    for (size_t i = 0; i < r->st.n; i++) r->grad[i] *= inv;
+    return ERR_OK;
+}
+
+static err_code save(const finetune_opts *o, run_state *r, int64_t step, err_t *err) {
+    if (!o->checkpoint) return ERR_OK;
+    r->ck.step = step;
+    return ckpt_write(o->checkpoint, &r->id, &r->ck, err);
+}
+
+/* Resume from the checkpoint when asked and there is one; *from is its step (0: none). */
+static err_code start(const finetune_opts *o, run_state *r, int64_t *from, err_t *err) {
+    *from = 0;
+    if (!o->checkpoint || !o->resume) return ERR_OK;
+    err_code rc = ckpt_read(o->checkpoint, &r->id, &r->ck, err);
+    if (rc == ERR_NOT_FOUND) return err_clear(err), ERR_OK;
+    if (rc) return rc;
+    if (r->ck.step < 0 || r->ck.step > o->steps)
+        return err_set(err, ERR_CORRUPT, "checkpoint %s: step %lld of %d", o->checkpoint, (long long)r->ck.step, o->steps);
+    *from = r->st.step = r->ck.step;
+    return ERR_OK;
+}
+
+static void report(const finetune_opts *o, finetune_progress *p, uint64_t t0, int64_t done) {
+    p->elapsed_s = (double)(clock_ns() - t0) / 1e9;
+    p->tokens_per_s = p->elapsed_s > 0 ? (double)p->tokens / p->elapsed_s : 0.0;
+    p->eta_s = done > 0 ? p->elapsed_s / (double)done * (double)(o->steps - p->step) : NAN;
+}
+
+static err_code loop(const model *m, lora_adapter *a, const train_data *d, const finetune_opts *o, run_state *r,
+                     finetune_fn progress, void *user, finetune_result *res, err_t *err) {
+    adamw_opts opt = o->opt;
+    opt.steps = o->steps;
+    const uint64_t t0 = clock_ns();
+    finetune_progress p = {.steps = o->steps, .resumed_at = res->resumed_at, .valid_before = res->valid_before};
+    err_code rc = ERR_OK;
+    for (int64_t s = res->resumed_at; s < o->steps && !rc; s++) {
+        if ((rc = batch_grad(m, a, d, o, r, s, &p.loss, &p.tokens, err))) break;
+        p.grad_norm = adamw_step(&r->st, &opt, r->ck.values, r->grad);
+        p.lr = adamw_lr(&opt, r->st.step);
+        p.step = s + 1;
+        if (res->steps_run++ == 0) res->first_loss = p.loss;
+        res->last_loss = p.loss;
+        report(o, &p, t0, res->steps_run);
+        const bool go_on = !progress || progress(user, &p);
+        if (!go_on || (p.step % o->every == 0 && p.step < o->steps)) rc = save(o, r, p.step, err);
+        if (!rc && !go_on) {
+            rc = o->checkpoint ? err_set(err, ERR_CANCELLED, "stopped after step %lld of %d; the checkpoint %s resumes it",
+                                         (long long)p.step, o->steps, o->checkpoint)
+                               : err_set(err, ERR_CANCELLED, "stopped after step %lld of %d (no checkpoint)",
+                                         (long long)p.step, o->steps);
+        }
+    }
+    res->seconds = (double)(clock_ns() - t0) / 1e9;
+    return rc;
+}
+
+err_code finetune_run(const model *m, lora_adapter *a, const train_data *d, const finetune_opts *o,
+                      finetune_fn progress, void *user, finetune_result *res, err_t *err) {
+    *res = (finetune_result){.valid_before = NAN, .valid_after = NAN, .first_loss = NAN, .last_loss = NAN};
+    err_code rc = check_opts(d, o, err);
+    if (rc) return rc;
+    run_state r = {.ord = {.epoch = -1, .n = d->n_seq, .seed = o->seed}};
+    r.ck.values = lora_values(a, &r.ck.n);
+    r.id = identity(m, a, d, o, r.ck.n);
+    adamw_opts opt = o->opt;
+    opt.steps = o->steps;
+    if ((rc = adamw_init(&r.st, r.ck.n, &opt, err))) return rc;
+    r.ck.m = r.st.m, r.ck.v = r.st.v;
+    r.grad = malloc(sizeof(float) * (r.ck.n ? r.ck.n : 1));
+    r.ord.perm = malloc(sizeof(int) * (size_t)d->n_seq);
+    if (!r.grad || !r.ord.perm) rc = err_set(err, ERR_NOMEM, "out of memory for training %zu values", r.ck.n);
+    if (!rc) rc = start(o, &r, &res->resumed_at, err);
+    if (!rc && o->valid && !res->resumed_at) rc = finetune_eval(o->tc, m, a, o->scale, o->valid, 0, &res->valid_before, err);
+    if (!rc) rc = loop(m, a, d, o, &r, progress, user, res, err);
+    if (!rc && o->valid) rc = finetune_eval(o->tc, m, a, o->scale, o->valid, 0, &res->valid_after, err);
+    adamw_free(&r.st);
+    free(r.grad), free(r.ord.perm);
+    return rc;
+}

@@ -1,0 +1,83 @@
+/*
+ * finetune — `octo finetune -m MODEL -f DATA -o OUT.gguf [...]`: a LoRA
+ * adapter trained on the device (octo.h: octo_finetune), its progress on
+ * stderr. Ctrl-C stops after the step under way, with a checkpoint the same
+ * command resumes from.
+ */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "options.h"
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+typedef struct {
+    int quiet;
+    double last_print;
+} progress_out;
+
+static void clock_text(double s, char *buf, size_t n) {
+    if (!isfinite(s)) snprintf(buf, n, "?");
+    else if (s < 60) snprintf(buf, n, "%.0fs", s);
+    else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else snprintf(buf, n, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
+}
+
+/* A line per second at most (and the last step's), unless quiet; non-zero once Ctrl-C came. */
+static int on_progress(void *user, const octo_finetune_progress *p) {
+    progress_out *o = user;
+    if (!o->quiet && (p->elapsed_s - o->last_print >= 1.0 || p->step == p->steps || interrupted)) {
+        char eta[32];
+        clock_text(p->eta_s, eta, sizeof eta);
+        fprintf(stderr, "step %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %s\n", (long long)p->step,
+                (long long)p->steps, p->loss, p->lr, p->grad_norm, p->tokens_per_s, eta);
+        o->last_print = p->elapsed_s;
+    }
+    return interrupted;
+}
+
+static void report(const char *out, const octo_finetune_result *r) {
+    if (r->resumed_at) fprintf(stderr, "resumed from the checkpoint at step %lld\n", (long long)r->resumed_at);
+    fprintf(stderr, "%s: %d matrices, %llu values; %lld sequences (%lld tokens, %lld learnt from)", out, r->n_matrices,
+            (unsigned long long)r->adapter_values, (long long)r->sequences, (long long)r->tokens, (long long)r->counted);
+    if (r->conversations) fprintf(stderr, ", %d conversations (%d cut)", r->conversations, r->conversations_cut);
+    fprintf(stderr, "\ntraining loss %.4f -> %.4f over %lld steps in %.1f s\n", r->first_loss, r->last_loss,
+            (long long)r->steps_run, r->seconds);
+    if (!isnan(r->valid_after))
+        fprintf(stderr, "held-out loss %.4f -> %.4f (perplexity %.3f -> %.3f)\n", r->valid_before, r->valid_after,
+                exp(r->valid_before), exp(r->valid_after));
+}
+
+int cmd_finetune(int argc, char **argv) {
+    cli_args a = cli_defaults();
+    const int bad = cli_parse(CMD_FINETUNE, argc, argv, &a);
+    if (bad) return bad;
+    if (!a.model || !a.file || !a.out) return usage_error("finetune needs -m MODEL, -f DATA and -o OUT.gguf");
+    octo_finetune_params p = a.ft;
+    p.data = a.file, p.output = a.out, p.type = a.type;
+    progress_out po = {.quiet = a.quiet, .last_print = -1.0};
+    p.on_progress = on_progress, p.user = &po;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+    octo_client *c = octo_client_new(NULL);
+    if (!c) return fail("out of memory");
+    octo_finetune_result r;
+    const octo_status st = octo_finetune(c, a.model, &p, &r);
+    int rc = 0;
+    if (st == OCTO_ERR_CANCELLED) rc = fail("%s: run the same command to go on", octo_last_error(c)), rc = 130;
+    else if (st) rc = fail("%s", octo_last_error(c));
+    else report(a.out, &r);
+    octo_client_free(c);
+    return rc;
+}
