@@ -608,8 +608,34 @@ static void check_lowrank(void) {
     T_CHECK(one == 1.0f); /* 3*2 + (-1)*5 */
 }
 
+/* The four-row low-rank kernel of every path: each row the scalar one's sum, bit for bit, for 1 to 4 rows,
+ * any length, rows of u and acc apart. */
+static void check_lowrank4(void) {
+    enum { R = 70, S = 150, US = 75 };
+    static float u[4 * US], bt[R * S], want[S], got[4 * S];
+    uint64_t r = 0x4AA4;
+    for (int i = 0; i < 4 * US; i++) u[i] = (rng_unit(&r) - 0.5f) * 4.0f;
+    for (int i = 0; i < R * S; i++) bt[i] = rng_unit(&r) - 0.5f;
+    for (int p = 0; p < CPU_PATH_COUNT; p++) {
+        const lowrank4_fn f = kernel_lowrank4_path((cpu_path)p);
+        if (!f || !cpu_path_supported((cpu_path)p)) continue;
+        int same = 1;
+        for (int T = 1; T <= 4; T++)
+            for (int rank = 1; rank <= R; rank += 23)
+                for (int n = 1; n <= S; n += n < 40 ? 1 : 29) {
+                    f(u, US, T, rank, bt, S, (size_t)n, got, S);
+                    for (int t = 0; t < T; t++) {
+                        lowrank_scalar(u + t * US, rank, bt, S, (size_t)n, want);
+                        same &= !memcmp(want, got + t * S, sizeof(float) * (size_t)n);
+                    }
+                }
+        T_CHECKF(same, "lowrank4 %s differs from the scalar kernel", cpu_path_name((cpu_path)p));
+    }
+}
+
 int main(void) {
     check_lowrank();
+    check_lowrank4();
     for (double x = -5.0; x <= 5.0; x += 0.25) { /* GeGLU's identity, where tanh does not cancel */
         const double z = 0.7978845608028654 * (x + 0.044715 * x * x * x);
         T_CHECK(fabs(0.5 * x * (1.0 + tanh(z)) - x / (1.0 + exp(-2.0 * z))) < 1e-12);

@@ -12,12 +12,14 @@
 #include "core/threadpool.h"
 
 #define ROWS 64 /* W's rows dequantized at once by a thread of the transposed product */
+#define COLS 64 /* and the columns of them every token's sum takes in one call */
 
 struct train_ctx {
     tpool *pool;        /* NULL: the calling thread alone */
     int n_threads;
     matmul_ctx *mm;
     lowrank_fn lowrank;
+    lowrank4_fn lowrank4;
     float **scratch;    /* [n_threads] each thread's buffer */
     size_t scratch_cap; /* floats in each */
     float *u, *bu;      /* (n, rank): A x and B^T dy */
@@ -34,6 +36,7 @@ err_code train_ctx_new(int n_threads, train_ctx **out, err_t *err) {
     if (!rc && (!(c->mm = matmul_ctx_new(c->pool)) || !(c->scratch = calloc((size_t)c->n_threads, sizeof(float *)))))
         rc = err_set(err, ERR_NOMEM, "out of memory");
     c->lowrank = kernel_lowrank();
+    c->lowrank4 = kernel_lowrank4();
     if (rc) {
         train_ctx_free(c);
         return rc;
@@ -115,9 +118,21 @@ static void tprod_slice(void *job, int ith, int nth) {
         for (int k = 0; k < r; k++)
             quant_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)(i0 + k) * w->row_bytes + (size_t)b0 * qt->type_size,
                                  buf + (size_t)k * (size_t)width, width);
-        for (int t = 0; t < j->n; t++)
-            lowrank_add(j->c, j->dy + (size_t)t * (size_t)w->n_out + (size_t)i0, r, buf, (size_t)width, (size_t)width,
-                        j->dx + (size_t)t * (size_t)w->n_in + (size_t)j0, buf + (size_t)ROWS * (size_t)width);
+        /* 64 columns of the 64 rows at a time (16 KiB: they stay in L1 while every token reads them),
+         * four tokens a pass (each load of them used four times) */
+        float *sum = buf + (size_t)ROWS * (size_t)width;
+        for (int64_t c0 = 0; c0 < width; c0 += COLS) {
+            const size_t cols = (size_t)(width - c0 < COLS ? width - c0 : COLS);
+            for (int t = 0; t < j->n; t += 4) {
+                const int T = j->n - t < 4 ? j->n - t : 4;
+                j->c->lowrank4(j->dy + (size_t)t * (size_t)w->n_out + (size_t)i0, (size_t)w->n_out, T, r, buf + c0,
+                               (size_t)width, cols, sum, COLS);
+                for (int q = 0; q < T; q++) {
+                    float *dx = j->dx + (size_t)(t + q) * (size_t)w->n_in + (size_t)(j0 + c0);
+                    for (size_t i = 0; i < cols; i++) dx[i] += sum[(size_t)q * COLS + i];
+                }
+            }
+        }
     }
 }
 
@@ -125,7 +140,7 @@ static err_code transposed(train_ctx *c, const model_mat *w, const float *dy, in
     const quant_traits *qt = quant_traits_of(w->type);
     if (!qt || !qt->dequantize || w->n_in % qt->block_size)
         return err_set(err, ERR_UNSUPPORTED, "training cannot read a matrix of type %s", qt ? qt->name : "?");
-    err_code rc = train_ctx_reserve(c, (size_t)(ROWS + 1) * (size_t)w->n_in, err); /* 64 rows, and a sum */
+    err_code rc = train_ctx_reserve(c, (size_t)ROWS * (size_t)w->n_in + 4 * COLS, err); /* 64 rows, 4 sums */
     if (rc) return rc;
     tprod j = {c, w, dy, dx, n};
     train_ctx_run(c, tprod_slice, &j);

@@ -223,6 +223,20 @@ lowrank_fn kernel_lowrank_path(cpu_path p) {
 
 lowrank_fn kernel_lowrank(void) { return kernel_lowrank_path(kernels_path()); }
 
+void lowrank4_scalar(const float *u, size_t u_stride, int T, int r, const float *bt, size_t stride, size_t n,
+                     float *acc, size_t acc_stride) {
+    for (int t = 0; t < T; t++) lowrank_scalar(u + (size_t)t * u_stride, r, bt, stride, n, acc + (size_t)t * acc_stride);
+}
+
+lowrank4_fn kernel_lowrank4_path(cpu_path p) {
+    kernels_path();
+    if ((unsigned)p >= CPU_PATH_COUNT || !K.compiled[p]) return NULL;
+    const lowrank4_fn f = p == CPU_AVX512 ? lowrank4_avx512() : p == CPU_AVX2 ? lowrank4_avx2() : NULL;
+    return f ? f : lowrank4_scalar;
+}
+
+lowrank4_fn kernel_lowrank4(void) { return kernel_lowrank4_path(kernels_path()); }
+
 void kernels_set(kernel_entry table[], int n_types, const kernel_quantizers *q, const kernel_dots *rows,
                  size_t n_rows) {
     for (size_t r = 0; r < n_rows; r++) {

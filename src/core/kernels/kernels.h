@@ -89,6 +89,18 @@ void lowrank_scalar(const float *u, int r, const float *bt, size_t stride, size_
 lowrank_fn lowrank_avx512(void); /* NULL without the AVX-512 build */
 lowrank_fn lowrank_avx2(void);   /* NULL without the AVX2 build */
 
+/* acc[t * acc_stride + i], for T rows t < T (1 to 4) of u (u_stride apart): each row lowrank_fn's sum
+ * of its u, to the bit, the T rows sharing each load of bt (the transposed products of training,
+ * train/linear.c: four tokens per pass over a block of a matrix, where one would be bound by loads). */
+typedef void (*lowrank4_fn)(const float *u, size_t u_stride, int T, int r, const float *bt, size_t stride, size_t n,
+                            float *acc, size_t acc_stride);
+lowrank4_fn kernel_lowrank4(void);
+lowrank4_fn kernel_lowrank4_path(cpu_path p); /* NULL when p is not compiled in */
+void lowrank4_scalar(const float *u, size_t u_stride, int T, int r, const float *bt, size_t stride, size_t n,
+                     float *acc, size_t acc_stride);
+lowrank4_fn lowrank4_avx512(void); /* NULL without the AVX-512 build */
+lowrank4_fn lowrank4_avx2(void);   /* NULL without the AVX2 build */
+
 /* The active path (decided on first use: OCTO_CPU, else the best the CPU runs). */
 cpu_path kernels_path(void);
 const char *cpu_path_name(cpu_path p);

@@ -723,6 +723,43 @@ static void lowrank_256(const float *u, int r, const float *bt, size_t stride, s
 
 lowrank_fn lowrank_avx2(void) { return lowrank_256; }
 
+/* kernels.h: lowrank4_fn, four rows of u against 16 outputs a step (eight independent chains, each
+ * bt load used four times); fewer rows than four go through lowrank_256, the same sums */
+static void lowrank4_256(const float *u, size_t us, int T, int r, const float *bt, size_t stride, size_t n,
+                         float *acc, size_t as) {
+    if (T < 4) {
+        for (int t = 0; t < T; t++) lowrank_256(u + (size_t)t * us, r, bt, stride, n, acc + (size_t)t * as);
+        return;
+    }
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 a[4][2];
+        for (int t = 0; t < 4; t++) a[t][0] = a[t][1] = _mm256_setzero_ps();
+        for (int k = 0; k < r; k++) {
+            const float *row = bt + (size_t)k * stride + i;
+            const __m256 b0 = _mm256_loadu_ps(row), b1 = _mm256_loadu_ps(row + 8);
+            for (int t = 0; t < 4; t++) {
+                const __m256 ut = _mm256_set1_ps(u[(size_t)t * us + (size_t)k]);
+                a[t][0] = _mm256_fmadd_ps(ut, b0, a[t][0]);
+                a[t][1] = _mm256_fmadd_ps(ut, b1, a[t][1]);
+            }
+        }
+        for (int t = 0; t < 4; t++)
+            _mm256_storeu_ps(acc + (size_t)t * as + i, a[t][0]), _mm256_storeu_ps(acc + (size_t)t * as + i + 8, a[t][1]);
+    }
+    for (; i < n; i += 8) {
+        const __m256i m = tail_mask8(n - i);
+        __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int k = 0; k < r; k++) {
+            const __m256 b = _mm256_maskload_ps(bt + (size_t)k * stride + i, m);
+            for (int t = 0; t < 4; t++) a[t] = _mm256_fmadd_ps(_mm256_set1_ps(u[(size_t)t * us + (size_t)k]), b, a[t]);
+        }
+        for (int t = 0; t < 4; t++) _mm256_maskstore_ps(acc + (size_t)t * as + i, m, a[t]);
+    }
+}
+
+lowrank4_fn lowrank4_avx2(void) { return lowrank4_256; }
+
 /* ---------------------------------------------------------------------------
  * Table
  * ------------------------------------------------------------------------- */
@@ -757,6 +794,7 @@ void kernels_fill_avx2(kernel_entry table[], int n_types) {
 swiglu_fn swiglu_avx2(void) { return NULL; }
 swiglu_fn geglu_avx2(void) { return NULL; }
 lowrank_fn lowrank_avx2(void) { return NULL; }
+lowrank4_fn lowrank4_avx2(void) { return NULL; }
 
 #endif
 
@@ -765,5 +803,6 @@ lowrank_fn lowrank_avx2(void) { return NULL; }
 swiglu_fn swiglu_avx2(void) { return NULL; }
 swiglu_fn geglu_avx2(void) { return NULL; }
 lowrank_fn lowrank_avx2(void) { return NULL; }
+lowrank4_fn lowrank4_avx2(void) { return NULL; }
 
 #endif

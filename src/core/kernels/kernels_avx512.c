@@ -855,6 +855,43 @@ static void lowrank_512(const float *u, int r, const float *bt, size_t stride, s
 
 lowrank_fn lowrank_avx512(void) { return lowrank_512; }
 
+/* kernels.h: lowrank4_fn, four rows of u against 32 outputs a step (eight independent chains, each
+ * bt load used four times); fewer rows than four go through lowrank_512, the same sums */
+static void lowrank4_512(const float *u, size_t us, int T, int r, const float *bt, size_t stride, size_t n,
+                         float *acc, size_t as) {
+    if (T < 4) {
+        for (int t = 0; t < T; t++) lowrank_512(u + (size_t)t * us, r, bt, stride, n, acc + (size_t)t * as);
+        return;
+    }
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512 a[4][2];
+        for (int t = 0; t < 4; t++) a[t][0] = a[t][1] = _mm512_setzero_ps();
+        for (int k = 0; k < r; k++) {
+            const float *row = bt + (size_t)k * stride + i;
+            const __m512 b0 = _mm512_loadu_ps(row), b1 = _mm512_loadu_ps(row + 16);
+            for (int t = 0; t < 4; t++) {
+                const __m512 ut = _mm512_set1_ps(u[(size_t)t * us + (size_t)k]);
+                a[t][0] = _mm512_fmadd_ps(ut, b0, a[t][0]);
+                a[t][1] = _mm512_fmadd_ps(ut, b1, a[t][1]);
+            }
+        }
+        for (int t = 0; t < 4; t++)
+            _mm512_storeu_ps(acc + (size_t)t * as + i, a[t][0]), _mm512_storeu_ps(acc + (size_t)t * as + i + 16, a[t][1]);
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 m = mask16_first((int64_t)(n - i));
+        __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+        for (int k = 0; k < r; k++) {
+            const __m512 b = _mm512_maskz_loadu_ps(m, bt + (size_t)k * stride + i);
+            for (int t = 0; t < 4; t++) a[t] = _mm512_fmadd_ps(_mm512_set1_ps(u[(size_t)t * us + (size_t)k]), b, a[t]);
+        }
+        for (int t = 0; t < 4; t++) _mm512_mask_storeu_ps(acc + (size_t)t * as + i, m, a[t]);
+    }
+}
+
+lowrank4_fn lowrank4_avx512(void) { return lowrank4_512; }
+
 #else /* x86-64 built without the AVX-512 flags: every type uses the scalar kernel */
 
 void kernels_fill_avx512(kernel_entry table[], int n_types, bool int8_dot, bool prefetch) {
@@ -867,6 +904,7 @@ void kernels_fill_avx512(kernel_entry table[], int n_types, bool int8_dot, bool 
 swiglu_fn swiglu_avx512(void) { return NULL; }
 swiglu_fn geglu_avx512(void) { return NULL; }
 lowrank_fn lowrank_avx512(void) { return NULL; }
+lowrank4_fn lowrank4_avx512(void) { return NULL; }
 
 #endif
 
@@ -875,6 +913,7 @@ lowrank_fn lowrank_avx512(void) { return NULL; }
 swiglu_fn swiglu_avx512(void) { return NULL; }
 swiglu_fn geglu_avx512(void) { return NULL; }
 lowrank_fn lowrank_avx512(void) { return NULL; }
+lowrank4_fn lowrank4_avx512(void) { return NULL; }
 
 typedef int kernels_avx512_unused;
 
