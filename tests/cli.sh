@@ -667,7 +667,7 @@ expect 2 1 "$octo" finetune -m "$emb" -f "$tmp/ft.txt"
 expect 2 1 "$octo" finetune -m "$emb" -f "$tmp/ft.txt" -o "$tmp/fa.gguf" --lr 0
 expect 1 1 "$octo" finetune -m "$emb" -f "$tmp/ft.txt" -o "$tmp/fa.gguf" --targets q,qq
 grep -q "unknown target 'qq'" "$tmp/err" && ok || bad "finetune --targets qq: $(cat "$tmp/err")"
-ft() { "$octo" finetune -m "$emb" -f "$tmp/ft.txt" --steps 300 --batch 2 --seq-len 48 --rank 4 --checkpoint-every 2 --quiet "$@"; }
+ft() { "$octo" finetune -m "$emb" -f "$tmp/ft.txt" --steps 120 --batch 2 --seq-len 48 --rank 4 --checkpoint-every 2 --quiet "$@"; }
 expect 0 2 ft -o "$tmp/fa.gguf"
 grep -q "training loss" "$tmp/err" && [ -s "$tmp/fa.gguf" ] && [ ! -e "$tmp/fa.gguf.ckpt" ] && ok || bad "finetune: $(cat "$tmp/err")"
 ft -o "$tmp/fb.gguf" 2>/dev/null &

@@ -120,6 +120,28 @@ static void test_descent(const model *m, lora_adapter *a, const int32_t *tok) {
     free(g);
 }
 
+/* OCTO_GRAD_DUMP=DIR: the case for scripts/torch_grad_check.py (an independent gradient in PyTorch):
+ * DIR/adapter.gguf, DIR/grad.f32 (lora_values' layout) and DIR/case.txt (the scale, the loss, the tokens). */
+static void dump_case(const model *m, const lora_adapter *a, const int32_t *tok, double loss, const float *g, size_t nv) {
+    const char *dir = getenv("OCTO_GRAD_DUMP");
+    if (!dir || !*dir) return;
+    char path[512];
+    err_t err = {0};
+    snprintf(path, sizeof path, "%s/adapter.gguf", dir);
+    T_CHECKF(lora_write(m, a, QT_F32, path, &err) == ERR_OK, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/grad.f32", dir);
+    T_CHECK(tu_write_file(path, g, nv * sizeof(float)));
+    snprintf(path, sizeof path, "%s/case.txt", dir);
+    FILE *f = fopen(path, "w");
+    T_CHECK(f != NULL);
+    if (!f) return;
+    fprintf(f, "scale 1.5\nloss %.9f\ntokens", loss);
+    for (int t = 0; t < N_TOK; t++) fprintf(f, " %d", tok[t]);
+    fprintf(f, "\n");
+    fclose(f);
+    printf("dumped the case to %s\n", dir);
+}
+
 int main(void) {
     test_adamw();
     char mpath[512], apath[512];
@@ -139,6 +161,7 @@ int main(void) {
     float *v = lora_values(a, &nv), *g = calloc(nv, sizeof(float));
     double loss = 0.0;
     T_CHECKF(train_loss_grad(NULL, m, a, 1.5f, tok, N_TOK, NULL, &loss, g, &err) == ERR_OK, "%s", err.msg);
+    dump_case(m, a, tok, loss, g, nv);
     const double ref = inference_loss(m, a, 1.5f, tok);
     printf("loss: training forward %.7f, inference forward %.7f\n", loss, ref);
     T_NEAR(loss, ref, 2e-4 * fabs(ref));

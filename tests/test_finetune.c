@@ -245,6 +245,13 @@ static void test_train_and_resume(const char *model_path) {
     q.lr = 2e-3f;
     T_CHECK(octo_finetune(c, model_path, &q, &r) == OCTO_ERR_INVALID_ARG && strstr(octo_last_error(c), "--lr"));
     printf("other options: %s\n", octo_last_error(c));
+    q = p; /* gate for up: the same number of values, other matrices */
+    q.targets = "q,k,v,o,gate,down";
+    octo_finetune_params q2 = p;
+    q2.targets = "q,k,v,o,up,down";
+    T_CHECK(octo_finetune(c, model_path, &q, &r) == OCTO_ERR_INVALID_ARG && strstr(octo_last_error(c), "--targets"));
+    T_CHECK(octo_finetune(c, model_path, &q2, &r) == OCTO_ERR_INVALID_ARG && strstr(octo_last_error(c), "--targets"));
+    printf("other targets: %s\n", octo_last_error(c));
     s.stop_at = 0;
     T_CHECKF(octo_finetune(c, model_path, &p, &r) == OCTO_OK, "%s", octo_last_error(c));
     T_CHECK(r.resumed_at == 5 && r.steps_run == 7);

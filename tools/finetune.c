@@ -52,9 +52,11 @@ static void report(const char *out, const octo_finetune_result *r) {
     if (r->conversations) fprintf(stderr, ", %d conversations (%d cut)", r->conversations, r->conversations_cut);
     fprintf(stderr, "\ntraining loss %.4f -> %.4f over %lld steps in %.1f s\n", r->first_loss, r->last_loss,
             (long long)r->steps_run, r->seconds);
-    if (!isnan(r->valid_after))
+    if (!isnan(r->valid_after) && !isnan(r->valid_before))
         fprintf(stderr, "held-out loss %.4f -> %.4f (perplexity %.3f -> %.3f)\n", r->valid_before, r->valid_after,
                 exp(r->valid_before), exp(r->valid_after));
+    else if (!isnan(r->valid_after)) /* resumed: the loss before the first step was not measured again */
+        fprintf(stderr, "held-out loss %.4f (perplexity %.3f)\n", r->valid_after, exp(r->valid_after));
 }
 
 int cmd_finetune(int argc, char **argv) {

@@ -17,7 +17,7 @@ lora_init_opts lora_init_defaults(void) {
     return (lora_init_opts){.rank = 16, .alpha = 32.0f, .kinds = LORA_KINDS_DEFAULT, .seed = 1};
 }
 
-/* Each base tensor whose first kind is in the set kinds, with its layer and kinds. */
+/* Each base tensor one of whose kinds is in the set kinds, with its layer and kinds. */
 typedef void (*pair_fn)(void *user, const gguf_tensor *t, int layer, const lora_kind *kinds, int n_kind);
 
 static void each_target(const model *m, unsigned kinds, pair_fn fn, void *user) {
@@ -26,7 +26,9 @@ static void each_target(const model *m, unsigned kinds, pair_fn fn, void *user) 
         lora_kind k[3];
         int layer;
         const int nk = lora_targets(m, t->name, &layer, k);
-        if (nk && (kinds & (1u << k[0]))) fn(user, t, layer, k, nk);
+        bool asked = false; /* a fused tensor's pair serves all its parts: asked for when one of them is */
+        for (int j = 0; j < nk; j++) asked |= (kinds >> k[j]) & 1u;
+        if (asked) fn(user, t, layer, k, nk);
     }
 }
 

@@ -269,7 +269,7 @@ static err_code check(const model *m, const lora_adapter *a, int n, err_t *err) 
     if (n < 2) return err_set(err, ERR_INVALID_ARG, "a training sequence needs 2 tokens or more, not %d", n);
     if (hp->n_expert || hp->kv_lora_rank || hp->post_norms || hp->qk_norm || hp->attn_softcap > 0 ||
         hp->final_softcap > 0 || hp->act != ACT_SILU || hp->embd_scale != 1.0f || hp->residual_scale != 1.0f ||
-        hp->logit_scale != 1.0f || hp->swa_window || hp->n_rot > 512)
+        hp->logit_scale != 1.0f || hp->swa_window || hp->n_rot > 512 || hp->fused_qkv || hp->fused_gate_up)
         return err_set(err, ERR_UNSUPPORTED, "training covers dense llama-family models so far, not this %s%s model",
                        hp->arch_name, hp->n_expert ? " MoE" : "");
     if (a && lora_find(a, -1, LORA_OUTPUT))

@@ -8,6 +8,7 @@
  */
 #include "train/checkpoint.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -61,7 +62,8 @@ err_code ckpt_write(const char *path, const ckpt_identity *id, const ckpt_state 
 
 static err_code load(const char *path, uint8_t **buf, size_t *len, err_t *err) {
     FILE *f = fopen(path, "rb");
-    if (!f) return err_set(err, ERR_NOT_FOUND, "no checkpoint at %s", path);
+    if (!f && errno == ENOENT) return err_set(err, ERR_NOT_FOUND, "no checkpoint at %s", path);
+    if (!f) return err_set(err, ERR_IO, "checkpoint %s: %s", path, strerror(errno));
     err_code rc = ERR_OK;
     long size = -1;
     if (fseek(f, 0, SEEK_END) || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET))
@@ -115,11 +117,11 @@ err_code ckpt_read(const char *path, const ckpt_identity *id, ckpt_state *s, err
         memcpy(&sum, buf + len - 8, 8);
         if (len != head + 3 * n * sizeof(float) + 8 || checksum_bytes(buf, len - 8, 0) != sum)
             rc = err_set(err, ERR_CORRUPT, "checkpoint %s is damaged: its checksum does not match", path);
-        else if (n != s->n)
-            rc = err_set(err, ERR_INVALID_ARG, "the checkpoint %s holds an adapter of %llu values, this run's has %zu",
-                         path, (unsigned long long)n, s->n);
     }
     if (!rc) rc = same_identity(buf + 16, n_ids, id, path, err);
+    if (!rc && n != s->n)
+        rc = err_set(err, ERR_INVALID_ARG, "the checkpoint %s holds an adapter of %llu values, this run's has %zu", path,
+                     (unsigned long long)n, s->n);
     if (!rc) {
         const uint8_t *p = buf + head;
         memcpy(s->values, p, n * sizeof(float)), p += n * sizeof(float);

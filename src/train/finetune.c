@@ -47,15 +47,26 @@ static int seq_at(order *o, int64_t k) {
 
 /* ---------------------------------------------------------------- identity */
 
-/* Names, types and shapes of the base's tensors: the same base, or not. */
+/* The base's tensors: names, types, shapes and each one's first 4 KiB (two fine-tunes of one
+ * architecture differ there): the same base, or not. */
 static uint64_t model_fingerprint(const model *m) {
     uint64_t h = (uint64_t)m->gguf->n_tensors;
     for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
         const gguf_tensor *t = &m->gguf->tensors[i];
         h = checksum_bytes(t->name, strlen(t->name), h);
         h = checksum_bytes(t->ne, sizeof t->ne, h ^ t->type);
+        h = checksum_bytes(t->data, t->n_bytes < 4096 ? t->n_bytes : 4096, h);
     }
     return h;
+}
+
+/* The kinds the adapter changes, as a bit set (--targets). */
+static unsigned adapted_kinds(const model *m, const lora_adapter *a) {
+    unsigned kinds = 0;
+    for (int l = -1; l < m->hp.n_layer; l++)
+        for (int k = 0; k < LORA_KINDS; k++)
+            if (lora_find(a, l, (lora_kind)k)) kinds |= 1u << k;
+    return kinds;
 }
 
 static void add_u64(ckpt_identity *id, const char *hi, const char *lo, uint64_t v) {
@@ -69,12 +80,13 @@ static ckpt_identity identity(const model *m, const lora_adapter *a, const train
     int rmin = 0, rmax = 0;
     lora_ranks(a, &rmin, &rmax);
     ckpt_id_add(&id, "--steps", o->steps), ckpt_id_add(&id, "--batch", o->batch);
-    ckpt_id_add(&id, "--seed", (double)o->seed), ckpt_id_add(&id, "--scale", o->scale);
+    add_u64(&id, "--seed hi", "--seed lo", o->seed), ckpt_id_add(&id, "--scale", o->scale);
     ckpt_id_add(&id, "--lr", o->opt.lr), ckpt_id_add(&id, "--lr-min", o->opt.lr_min);
     ckpt_id_add(&id, "--warmup", o->opt.warmup), ckpt_id_add(&id, "--clip", o->opt.clip);
     ckpt_id_add(&id, "--weight-decay", o->opt.weight_decay), ckpt_id_add(&id, "beta1", o->opt.beta1);
     ckpt_id_add(&id, "beta2", o->opt.beta2), ckpt_id_add(&id, "eps", o->opt.eps);
     ckpt_id_add(&id, "--rank", rmax), ckpt_id_add(&id, "--alpha", lora_alpha(a));
+    ckpt_id_add(&id, "--targets", adapted_kinds(m, a));
     ckpt_id_add(&id, "adapter values", (double)n_values);
     ckpt_id_add(&id, "data sequences", d->n_seq), ckpt_id_add(&id, "data tokens", (double)d->n_tokens);
     add_u64(&id, "data fingerprint hi", "data fingerprint lo", d->fingerprint);
@@ -94,7 +106,10 @@ err_code finetune_eval(train_ctx *tc, const model *m, const lora_adapter *a, flo
         double l = 0.0;
         err_code rc = train_loss_grad(tc, m, a, scale, d->tokens + s, (int)(d->start[i + 1] - s), d->mask + s, &l, NULL,
                                       err);
-        if (rc == ERR_INVALID_ARG) continue; /* a sequence with nothing counted */
+        if (rc == ERR_INVALID_ARG) { /* a sequence with nothing counted */
+            err_clear(err);
+            continue;
+        }
         if (rc) return rc;
         sum += l, used++;
     }

@@ -14,8 +14,8 @@
  * Every `every` steps, and when the caller's progress callback asks to stop,
  * the state goes to the checkpoint (train/checkpoint.h); a run given an
  * existing checkpoint of the same identity resumes from it, and its adapter
- * ends bit for bit as an unbroken run's (the arithmetic is one thread's, in
- * a fixed order).
+ * ends bit for bit as an unbroken run's (every value is one thread's sum in
+ * a fixed order, whatever the thread count: train/linear.h).
  */
 #ifndef OCTO_TRAIN_FINETUNE_H
 #define OCTO_TRAIN_FINETUNE_H
