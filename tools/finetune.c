@@ -77,8 +77,11 @@ int cmd_finetune(int argc, char **argv) {
     octo_finetune_result r;
     const octo_status st = octo_finetune(c, a.model, &p, &r);
     int rc = 0;
-    if (st == OCTO_ERR_CANCELLED) rc = fail("%s: run the same command to go on", octo_last_error(c)), rc = 130;
-    else if (st) rc = fail("%s", octo_last_error(c));
+    if (st == OCTO_ERR_CANCELLED) {
+        fail("%s: run the same command to go on", octo_last_error(c));
+        rc = 130; /* as a shell reports a command Ctrl-C stopped */
+    } else if (st)
+        rc = fail("%s", octo_last_error(c));
     else report(a.out, &r);
     octo_client_free(c);
     return rc;

@@ -86,7 +86,6 @@ err_code lora_create(const model *m, const lora_init_opts *o, lora_adapter **out
 
 typedef struct {
     const lora_adapter *ad;
-    const model *m;
     gguf_writer *w;
     uint32_t type;
     const lora_tensor **pairs; /* [tensor / 2] each pair's first part */
@@ -141,7 +140,7 @@ err_code lora_write(const model *m, const lora_adapter *a, uint32_t type, const 
     if (type != QT_F32 && type != QT_F16 && type != QT_BF16 && type != QT_Q8_0)
         return err_set(err, ERR_INVALID_ARG, "adapters are written as f32, f16, bf16 or q8_0");
     const size_t cap = m->gguf->n_tensors + 1;
-    write_ctx c = {.ad = a, .m = m, .w = gguf_writer_new(), .type = type, .pairs = calloc(cap, sizeof(void *)),
+    write_ctx c = {.ad = a, .w = gguf_writer_new(), .type = type, .pairs = calloc(cap, sizeof(void *)),
                    .rows = calloc(cap, sizeof(int64_t)), .err = err};
     if (!c.w || !c.pairs || !c.rows) c.rc = err_set(err, ERR_NOMEM, "out of memory");
     if (!c.rc && (gguf_writer_set_str(c.w, "general.type", "adapter") ||

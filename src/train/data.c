@@ -41,7 +41,7 @@ static err_code push(builder *b, int32_t id, uint8_t counts, err_t *err) {
     return ERR_OK;
 }
 
-/* The tokens from the last start on end a sequence (dropped when shorter than 2). */
+/* The tokens from the last start on end a sequence (dropped when none of its positions counts). */
 static err_code end_seq(builder *b, err_t *err) {
     train_data *d = b->d;
     const int64_t from = d->start[d->n_seq];
@@ -79,8 +79,8 @@ static err_code add_text(builder *b, const char *text, size_t len, err_t *err) {
 
 /* ---------------------------------------------------------------- chat */
 
-/* Tokens of text[0..len) pushed with counts; with eog_counts the first token that ends a turn
- * counts too (the model learns to stop) and the part's tokens after it are dropped. */
+/* Tokens of text[0..len) pushed, each counted (its prediction from the position before) when counts;
+ * first: the sequence's start (BOS as the vocabulary says). */
 static err_code push_part(builder *b, const char *text, size_t len, bool first, bool counts, err_t *err) {
     tok_list ids = {0};
     err_code rc = tokenizer_encode(b->tok, text, len, first, !counts, &ids, err);
