@@ -677,12 +677,14 @@ OCTO_API octo_status octo_session_set_adapters(octo_session *session, octo_adapt
 OCTO_API octo_status octo_generate_cb(octo_model *model, const char *prompt, const octo_generate_params *params,
                              int (*on_piece)(void *user, const char *piece), void *user);
 
-/* ---- learning on the device: training a LoRA adapter (docs/training.md) ----
+/* ---- learning on the device: training a LoRA adapter or a draft (docs/training.md) ----
  *
  * octo_finetune trains a new LoRA adapter of the model file at model_path
  * on a text file, a folder of them, or chat JSONL ({"messages": [...]} per
  * line: only the assistants' turns are learnt), and writes it as llama.cpp's
- * adapter GGUF (octo_adapter_load, llama.cpp's --lora). The model is opened
+ * adapter GGUF (octo_adapter_load, llama.cpp's --lora); or, with full, every
+ * weight of a small model, written as a whole GGUF; with distill, against a
+ * target's next-token distributions (a draft for that target). The model is opened
  * for training on its own (its file's layout; any loaded octo_model is
  * untouched). Covers dense llama-family models so far; others are refused
  * by name (OCTO_ERR_UNSUPPORTED). A checkpoint is written every
@@ -720,6 +722,18 @@ typedef struct {
     /* called after each step; non-zero stops (the checkpoint written, OCTO_ERR_CANCELLED) */
     int (*on_progress)(void *user, const octo_finetune_progress *progress);
     void *user;
+    /* distillation: a target model of the same vocabulary; the loss is the KL divergence from its
+     * next-token distributions, computed by octo's forward of it on the data (NULL: the data's
+     * next tokens) */
+    const char *distill;
+    /* 1: train every weight and write a whole model GGUF (F32 tensors) at output; -1: an adapter;
+     * 0: every weight when distilling a model of at most 64 M parameters (a draft), else an adapter */
+    int full;
+    /* bytes a sequence's activations may take (0: what is free when the run starts, less the trained
+     * state and, to keep every activation, less the weights). Past it each layer is computed again in
+     * the backward (a third more work, the same numbers); a sequence that does not fit even so is
+     * refused, saying which seq_len would */
+    uint64_t memory_budget;
 } octo_finetune_params;
 
 typedef struct {
@@ -729,8 +743,13 @@ typedef struct {
     double seconds;
     int64_t sequences, tokens, counted;   /* the training data: sequences, tokens, positions whose next token is learnt */
     int conversations, conversations_cut; /* chat data: conversations, and those longer than seq_len (cut) */
-    int n_matrices;                       /* matrices the adapter changes */
-    uint64_t adapter_values;              /* its trained values */
+    int n_matrices;                       /* matrices the adapter changes (full: tensors trained) */
+    uint64_t adapter_values;              /* its trained values (full: the weights') */
+    int full;                             /* 1: output is a whole model, every weight trained */
+    int recompute;                        /* 1: each layer computed again in the backward (the budget asked) */
+    uint64_t activation_bytes;            /* a longest sequence's activations (and a teacher's distributions) */
+    uint64_t memory_budget;               /* the budget they were held to (0: none known) */
+    int64_t pressed;                      /* sequences computed again because memory was pressed */
 } octo_finetune_result;
 
 OCTO_API octo_finetune_params octo_finetune_params_defaults(void);

@@ -4,6 +4,7 @@
  * read, a new adapter trained (train/finetune.h) and written.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +17,13 @@
 #include "model/lora.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
+#include "platform/mem.h"
+#include "platform/memwatch.h"
 #include "train/backward.h"
 #include "train/data.h"
 #include "train/finetune.h"
+#include "train/weights.h"
+#include "runtime/session.h"
 
 octo_finetune_params octo_finetune_params_defaults(void) {
     const finetune_opts f = finetune_defaults();
@@ -70,23 +75,74 @@ static err_code check_params(const octo_finetune_params *p, err_t *err) {
     return ERR_OK;
 }
 
+/* The distillation target: octo's inference forward of it over each sequence. */
+typedef struct {
+    model *m;
+    session *s;
+} teacher;
+
 /* What a run holds, freed in one place. */
 typedef struct {
     model *m;
     tokenizer *tok;
     train_data data, valid;
     lora_adapter *a;
+    train_weights *w;
+    teacher t;
     char *ckpt;
     train_ctx *tc;
+    uint64_t budget; /* the activations' (finetune_opts' limit) */
+    plat_mem_watch *watch;
+    atomic_int level; /* the watcher's last plat_mem_level */
 } ft_run;
 
 static void ft_free(ft_run *r) {
+    plat_mem_watch_stop(r->watch);
     train_ctx_free(r->tc);
+    session_free(r->t.s);
+    model_free(r->t.m);
     lora_free(r->a);
+    train_weights_free(r->w);
     train_data_free(&r->data), train_data_free(&r->valid);
     tokenizer_free(r->tok);
     model_free(r->m);
     free(r->ckpt);
+}
+
+/* The target's next-token distributions over tokens (finetune_teacher). */
+static err_code teach(void *user, const int32_t *tokens, int n, float *probs, err_t *err) {
+    teacher *t = user;
+    session_reset(t->s);
+    err_code rc = session_eval(t->s, tokens, n, true, probs, err);
+    const int V = t->m->hp.n_vocab;
+    for (int i = 0; !rc && i < n; i++) {
+        float *z = probs + (size_t)i * V;
+        double mx = -INFINITY, sum = 0.0;
+        for (int k = 0; k < V; k++) mx = z[k] > mx ? z[k] : mx;
+        for (int k = 0; k < V; k++) sum += exp((double)z[k] - mx);
+        for (int k = 0; k < V; k++) z[k] = (float)(exp((double)z[k] - mx) / sum);
+    }
+    return rc;
+}
+
+/* The target loaded for inference, its vocabulary the model's, token by token; its session's threads
+ * are training's too (they take turns). */
+static err_code open_teacher(ft_run *r, const char *path, int seq_len, err_t *err) {
+    err_code rc = model_load(path, &r->t.m, err);
+    tokenizer *tt = NULL;
+    if (!rc) rc = tokenizer_load(r->t.m->gguf, &tt, err);
+    if (rc) return err_prefix(err, "distillation target %s", path), rc;
+    const int differs = tokenizer_first_difference(r->tok, tt);
+    tokenizer_free(tt);
+    if (differs >= 0)
+        return err_set(err, ERR_BAD_VALUE, "distillation target %s: its vocabulary differs from the model's at token %d",
+                       path, differs);
+    if ((rc = session_new(r->t.m, seq_len, QT_F32, 0, &r->t.s, err))) return rc;
+    return train_ctx_new_on(r->t.s->pool, &r->tc, err);
+}
+
+static bool wants_full(const octo_finetune_params *p, const model *m) {
+    return p->full > 0 || (p->full == 0 && p->distill && m->n_params <= 64u * 1000 * 1000);
 }
 
 static err_code open_all(ft_run *r, const char *path, const octo_finetune_params *p, unsigned kinds, err_t *err) {
@@ -97,7 +153,11 @@ static err_code open_all(ft_run *r, const char *path, const octo_finetune_params
     const chat_family chat = chat_detect(tmpl.ptr, tmpl.len);
     lora_init_opts lo = {.rank = p->rank, .alpha = p->alpha, .kinds = kinds, .seed = p->seed};
     if ((rc = tokenizer_load(r->m->gguf, &r->tok, err))) return err_prefix(err, "%s", path), rc;
-    if ((rc = lora_create(r->m, &lo, &r->a, err)) || (rc = train_supported(r->m, r->a, err))) return rc;
+    if (wants_full(p, r->m)) {
+        if (!(rc = train_supported(r->m, NULL, err))) rc = train_weights_new(r->m, &r->w, err);
+    } else if (!(rc = lora_create(r->m, &lo, &r->a, err))) rc = train_supported(r->m, r->a, err);
+    if (rc) return rc;
+    if (p->distill && (rc = open_teacher(r, p->distill, p->seq_len, err))) return rc;
     if ((rc = train_data_load(r->tok, chat, p->data, p->seq_len, &r->data, err))) return rc;
     if (p->valid && (rc = train_data_load(r->tok, chat, p->valid, p->seq_len, &r->valid, err)))
         return err_prefix(err, "held-out data"), rc;
@@ -119,13 +179,44 @@ static bool on_step(void *user, const finetune_progress *f) {
 
 static void fill_result(const ft_run *r, const finetune_result *f, octo_finetune_result *out) {
     size_t n = 0;
-    lora_values(r->a, &n);
+    if (r->a) lora_values(r->a, &n);
+    else train_weights_values(r->w, &n);
     *out = (octo_finetune_result){.resumed_at = f->resumed_at, .steps_run = f->steps_run, .first_loss = f->first_loss,
                                   .last_loss = f->last_loss, .valid_before = f->valid_before,
                                   .valid_after = f->valid_after, .seconds = f->seconds, .sequences = r->data.n_seq,
                                   .tokens = r->data.n_tokens, .counted = r->data.n_counted,
                                   .conversations = r->data.n_chats, .conversations_cut = r->data.n_cut,
-                                  .n_matrices = lora_n_matrices(r->a), .adapter_values = n};
+                                  .n_matrices = r->a ? lora_n_matrices(r->a) : train_weights_tensors(r->w),
+                                  .adapter_values = n, .full = r->w != NULL, .recompute = f->recompute,
+                                  .activation_bytes = f->activation_bytes, .memory_budget = r->budget,
+                                  .pressed = f->pressed};
+}
+
+static void on_memory(void *user, plat_mem_level level, const plat_mem_reading *reading) {
+    (void)reading;
+    atomic_store(&((ft_run *)user)->level, (int)level);
+}
+
+/* Pressed from MODERATE up: the watcher asks caches that cost I/O to shrink; a sequence's activations
+ * are such (they are computed again instead). */
+static bool pressed(void *user) { return atomic_load(&((ft_run *)user)->level) >= PLAT_MEM_MODERATE; }
+
+/* The budget for a sequence's activations: given, or what is free now (90 % of it) less the trained state
+ * (values, AdamW's two moments, a gradient) and, to keep every activation, less the weights too (else
+ * their pages are read again from the file as the kernel takes them back). */
+static void budget(const ft_run *r, const octo_finetune_params *p, finetune_opts *o) {
+    if (p->memory_budget) {
+        o->keep_bytes = o->limit_bytes = p->memory_budget;
+        return;
+    }
+    const uint64_t avail = plat_mem_available() / 10 * 9;
+    size_t n = 0;
+    if (r->a) lora_values(r->a, &n);
+    else train_weights_values(r->w, &n);
+    const uint64_t state = 16ull * n, weights = r->m->weight_bytes + (r->t.m ? r->t.m->weight_bytes : 0);
+    if (!avail) return; /* unknown: no limit */
+    o->limit_bytes = avail > state ? avail - state : 1;
+    o->keep_bytes = avail > state + weights ? avail - state - weights : 1;
 }
 
 static err_code train_and_write(ft_run *r, const octo_finetune_params *p, uint32_t type, finetune_result *res,
@@ -138,9 +229,14 @@ static err_code train_and_write(ft_run *r, const octo_finetune_params *p, uint32
     o.checkpoint = r->ckpt;
     o.valid = p->valid ? &r->valid : NULL;
     o.tc = r->tc;
+    budget(r, p, &o);
+    r->budget = o.limit_bytes;
+    err_t ignored = {0}; /* unwatched, training runs on as before */
+    if (!plat_mem_watch_start(NULL, on_memory, r, &r->watch, &ignored)) o.pressed = pressed, o.pressed_user = r;
+    if (r->t.s) o.teacher = teach, o.teacher_user = &r->t, o.teacher_id = finetune_model_fingerprint(r->t.m);
     progress_ctx pc = {p};
-    err_code rc = finetune_run(r->m, r->a, &r->data, &o, on_step, &pc, res, err);
-    if (!rc) rc = lora_write(r->m, r->a, type, p->output, err);
+    err_code rc = finetune_run(r->m, r->a, r->w, &r->data, &o, on_step, &pc, res, err);
+    if (!rc) rc = r->w ? train_weights_write(r->w, p->output, err) : lora_write(r->m, r->a, type, p->output, err);
     if (rc) return rc;
     remove(r->ckpt); /* the adapter holds what it held */
     return ERR_OK;
@@ -154,6 +250,8 @@ octo_status octo_finetune(octo_client *client, const char *model_path, const oct
     unsigned kinds = 0;
     const int type = p.type ? quant_type_from_name(p.type) : (int)QT_F32;
     err_code rc = model_path ? check_params(&p, err) : err_set(err, ERR_INVALID_ARG, "finetune needs a model's path");
+    if (!rc && p.full > 0 && p.type)
+        rc = err_set(err, ERR_INVALID_ARG, "a fully trained model is written in F32: no adapter type");
     if (!rc && type != QT_F32 && type != QT_F16 && type != QT_BF16 && type != QT_Q8_0)
         rc = err_set(err, ERR_INVALID_ARG, "adapter type '%s': f32, f16, bf16 or q8_0", p.type);
     if (!rc) rc = parse_targets(p.targets, &kinds, err);
@@ -164,7 +262,7 @@ octo_status octo_finetune(octo_client *client, const char *model_path, const oct
     else if (!rc && ck) r.ckpt = strdup(ck);
     if (!rc && !r.ckpt) rc = err_set(err, ERR_NOMEM, "out of memory");
     if (!rc) rc = open_all(&r, model_path, &p, kinds, err);
-    if (!rc) rc = train_ctx_new(0, &r.tc, err);
+    if (!rc && !r.tc) rc = train_ctx_new(0, &r.tc, err);
     finetune_result res = {0};
     if (!rc) rc = train_and_write(&r, &p, (uint32_t)type, &res, err);
     if (!rc && result) fill_result(&r, &res, result);

@@ -667,8 +667,11 @@ expect 2 1 "$octo" finetune -m "$emb" -f "$tmp/ft.txt"
 expect 2 1 "$octo" finetune -m "$emb" -f "$tmp/ft.txt" -o "$tmp/fa.gguf" --lr 0
 expect 1 1 "$octo" finetune -m "$emb" -f "$tmp/ft.txt" -o "$tmp/fa.gguf" --targets q,qq
 grep -q "unknown target 'qq'" "$tmp/err" && ok || bad "finetune --targets qq: $(cat "$tmp/err")"
+expect 2 1 "$octo" finetune -m "$emb" -f "$tmp/ft.txt" -o "$tmp/fa.gguf" --memory-budget lots
+expect 1 1 "$octo" finetune -m "$emb" -f "$tmp/ft.txt" -o "$tmp/fa.gguf" --full --type f16
+grep -q "written in F32" "$tmp/err" && ok || bad "finetune --full --type: $(cat "$tmp/err")"
 ft() { "$octo" finetune -m "$emb" -f "$tmp/ft.txt" --steps 120 --batch 2 --seq-len 48 --rank 4 --checkpoint-every 2 --quiet "$@"; }
-expect 0 2 ft -o "$tmp/fa.gguf"
+expect 0 3 ft -o "$tmp/fa.gguf"
 grep -q "training loss" "$tmp/err" && [ -s "$tmp/fa.gguf" ] && [ ! -e "$tmp/fa.gguf.ckpt" ] && ok || bad "finetune: $(cat "$tmp/err")"
 ft -o "$tmp/fb.gguf" 2>/dev/null &
 pid=$!
@@ -679,7 +682,7 @@ wait $pid 2>/dev/null
 if [ -e "$tmp/fb.gguf" ]; then
     bad "finetune ended before it could be killed: make its run longer"
 else
-    expect 0 3 ft -o "$tmp/fb.gguf"
+    expect 0 4 ft -o "$tmp/fb.gguf"
     grep -q "^resumed from the checkpoint at step [1-9]" "$tmp/err" && cmp -s "$tmp/fa.gguf" "$tmp/fb.gguf" && ok ||
         bad "finetune killed and resumed: $(cat "$tmp/err"); $(cmp "$tmp/fa.gguf" "$tmp/fb.gguf")"
 fi

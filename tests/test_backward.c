@@ -1,6 +1,7 @@
 /*
  * test_backward — the gradient of a sequence's loss with respect to a LoRA
- * adapter (train/backward.h), on stories260K (the copy in models/).
+ * adapter and to every weight (train/backward.h, train/weights.h), on
+ * stories260K (the copy in models/).
  *
  * - The training forward's loss equals the loss of the inference forward's
  *   logits (model/forward.c through a session) on the same tokens, with
@@ -15,6 +16,12 @@
  *   the schedule's warm-up and cosine; 40 steps on one sequence, from an
  *   adapter whose B is zero (LoRA's start: the base's output exactly),
  *   lower its loss by more than half.
+ * - Every weight trained, the loss a KL divergence from a teacher's
+ *   distributions: KL to the model's own is 0 with a zero gradient, and the
+ *   gradient at 4 values of each kind of tensor (the embedding row of a
+ *   token read, the norms, every matrix of a layer, the output) against
+ *   central finite differences with the same bound; the whole GGUF written
+ *   holds the values.
  * - A mask with no position counting is refused; the base alone (no
  *   adapter) has a loss and nothing to differentiate; an MoE model is
  *   refused by name.
@@ -103,21 +110,122 @@ static void test_descent(const model *m, lora_adapter *a, const int32_t *tok) {
     adamw_state s;
     err_t err = {0};
     double first_loss = 0.0, loss = 0.0, base = 0.0;
-    train_loss_grad(NULL, m, NULL, 0.0f, tok, N_TOK, NULL, &base, NULL, &err);
+    train_loss_grad(NULL, m, &(train_spec){.a = NULL, .scale = 0.0f}, tok, N_TOK, NULL, &base, NULL, &err);
     bool ok = g && n_b > 0 && adamw_init(&s, nv, &o, &err) == ERR_OK;
     for (int step = 0; ok && step < o.steps; step++) {
         memset(g, 0, sizeof(float) * nv);
-        ok = train_loss_grad(NULL, m, a, 1.0f, tok, N_TOK, NULL, &loss, g, &err) == ERR_OK;
+        ok = train_loss_grad(NULL, m, &(train_spec){.a = a, .scale = 1.0f}, tok, N_TOK, NULL, &loss, g, &err) == ERR_OK;
         if (step == 0) first_loss = loss;
         if (ok) adamw_step(&s, &o, v, g);
     }
-    if (ok) train_loss_grad(NULL, m, a, 1.0f, tok, N_TOK, NULL, &loss, NULL, &err);
+    if (ok) train_loss_grad(NULL, m, &(train_spec){.a = a, .scale = 1.0f}, tok, N_TOK, NULL, &loss, NULL, &err);
     printf("descent: the base's loss %.4f, with B = 0 %.4f, after %d steps %.4f\n", base, first_loss, o.steps, loss);
     T_CHECKF(ok, "%s", err.msg);
     T_NEAR(first_loss, base, 1e-6 * base);
     T_CHECKF(loss < 0.5 * first_loss, "40 steps took the loss from %.4f to %.4f only", first_loss, loss);
     adamw_free(&s);
     free(g);
+}
+
+/* The model's own next-token distributions over tok (the inference forward), into p (N_TOK, V). */
+static bool own_probs(const model *m, const int32_t *tok, float *p) {
+    err_t err = {0};
+    session *s = NULL;
+    const int V = m->hp.n_vocab;
+    const bool ok = session_new(m, 64, QT_F32, 1, &s, &err) == ERR_OK && session_eval(s, tok, N_TOK, true, p, &err) == ERR_OK;
+    for (int t = 0; ok && t < N_TOK; t++) {
+        float *z = p + (size_t)t * V;
+        double mx = -INFINITY, sum = 0.0;
+        for (int i = 0; i < V; i++) mx = fmax(mx, z[i]);
+        for (int i = 0; i < V; i++) sum += exp(z[i] - mx);
+        for (int i = 0; i < V; i++) z[i] = (float)(exp(z[i] - mx) / sum);
+    }
+    session_free(s);
+    return ok;
+}
+
+/* Every weight trained (train/weights.h), against a teacher's distributions (KL): the view computes
+ * the base's loss; KL to the model's own distributions is 0 with a zero gradient; the analytic
+ * gradient of KL to other distributions against central finite differences at values of every
+ * kind of tensor (embedding row, norms, each matrix, the output); the written GGUF loads with the
+ * values. */
+static void test_full(const model *m, const int32_t *tok) {
+    err_t err = {0};
+    train_weights *w = NULL;
+    T_CHECKF(train_weights_new(m, &w, &err) == ERR_OK, "%s", err.msg);
+    if (!w) return;
+    const model *mv = train_weights_model(w);
+    size_t nv = 0;
+    float *v = train_weights_values(w, &nv), *g = calloc(nv, sizeof(float));
+    const int V = m->hp.n_vocab;
+    float *soft = malloc(sizeof(float) * (size_t)N_TOK * V);
+    double base = 0.0, loss = 0.0;
+    T_CHECK(g && soft && own_probs(m, tok, soft));
+    if (!g || !soft) return;
+    train_loss_grad(NULL, m, NULL, tok, N_TOK, NULL, &base, NULL, &err);
+    T_CHECKF(train_loss_grad(NULL, mv, NULL, tok, N_TOK, NULL, &loss, NULL, &err) == ERR_OK && loss == base,
+             "the view's loss %.9f, the model's %.9f", loss, base);
+    const train_spec self = {.w = w, .soft = soft};
+    T_CHECKF(train_loss_grad(NULL, mv, &self, tok, N_TOK, NULL, &loss, g, &err) == ERR_OK, "%s", err.msg);
+    double gn = 0.0;
+    for (size_t i = 0; i < nv; i++) gn += (double)g[i] * g[i];
+    printf("full: %zu values in %d tensors; KL to its own distributions %.3g, gradient norm %.3g\n", nv,
+           train_weights_tensors(w), loss, sqrt(gn));
+    T_CHECKF(fabs(loss) < 1e-5 && sqrt(gn) < 1e-3, "KL to itself %.3g, |g| %.3g", loss, sqrt(gn));
+    /* a teacher that is not the model: its distributions sharpened (squared and renormalised) */
+    for (int t = 0; t < N_TOK; t++) {
+        float *p = soft + (size_t)t * V;
+        double sum = 0.0;
+        for (int i = 0; i < V; i++) sum += (p[i] = p[i] * p[i]);
+        for (int i = 0; i < V; i++) p[i] = (float)(p[i] / sum);
+    }
+    memset(g, 0, sizeof(float) * nv);
+    T_CHECKF(train_loss_grad(NULL, mv, &self, tok, N_TOK, NULL, &loss, g, &err) == ERR_OK, "%s", err.msg);
+    const model_layer *L0 = &mv->layers[0], *L4 = &mv->layers[mv->hp.n_layer - 1];
+    const model_mat *mats[] = {&mv->tok_embd, &mv->output_norm, &mv->output, &L0->attn_norm, &L0->wq, &L0->wk,
+                               &L0->wv, &L0->wo, &L0->ffn_norm, &L0->w_gate, &L0->w_up, &L0->w_down, &L4->w_down};
+    const double h = 1e-2;
+    double worst = 0.0;
+    int compared = 0;
+    for (size_t k = 0; k < sizeof mats / sizeof *mats; k++) {
+        const float *gk = train_weights_grad(w, g, mats[k]);
+        T_CHECKF(gk != NULL, "tensor %zu is not trained", k);
+        if (!gk) continue;
+        const size_t off = (size_t)(gk - g), len = (size_t)(mats[k]->n_in * mats[k]->n_out);
+        for (int j = 0; j < 4; j++) {
+            /* the embedding: a row the sequence reads; elsewhere spread over the tensor */
+            const size_t at = off + (k == 0 ? (size_t)tok[3 + j] * (size_t)mats[k]->n_in + (size_t)(j * 13) % (size_t)mats[k]->n_in
+                                            : (size_t)(j * 2654435761u) % len);
+            const float keep = v[at];
+            double up = 0.0, down = 0.0;
+            v[at] = keep + (float)h;
+            train_loss_grad(NULL, mv, &self, tok, N_TOK, NULL, &up, NULL, &err);
+            v[at] = keep - (float)h;
+            train_loss_grad(NULL, mv, &self, tok, N_TOK, NULL, &down, NULL, &err);
+            v[at] = keep;
+            const double fd = (up - down) / (2.0 * h), e = fabs(fd - g[at]) / (fabs(fd) + 2.5e-3);
+            worst = e > worst ? e : worst, compared++;
+            T_CHECKF(e <= 0.02, "tensor %zu value %zu: analytic %.6g, finite difference %.6g", k, at - off, (double)g[at], fd);
+        }
+    }
+    printf("full, KL to a sharpened teacher %.4f: %d values of %zu tensors, worst |analytic - fd| / (|fd| + 2.5e-3) = "
+           "%.3g (bound 0.02)\n", loss, compared, sizeof mats / sizeof *mats, worst);
+    /* written and read back: every trained tensor's bytes are the values */
+    char path[512];
+    tu_tmp_path(path, sizeof path, "full.gguf");
+    v[5] += 0.25f;
+    model *back = NULL;
+    T_CHECKF(train_weights_write(w, path, &err) == ERR_OK && model_open(path, &back, &err) == ERR_OK, "%s", err.msg);
+    if (back) {
+        T_EQ_INT(back->tok_embd.type, QT_F32);
+        T_CHECK(!memcmp(back->tok_embd.data, mv->tok_embd.data, sizeof(float) * (size_t)(mv->tok_embd.n_in * mv->tok_embd.n_out)));
+        T_CHECK(!memcmp(back->layers[0].w_down.data, L0->w_down.data, sizeof(float) * (size_t)(L0->w_down.n_in * L0->w_down.n_out)));
+        T_EQ_INT((int)back->gguf->n_kv, (int)m->gguf->n_kv);
+    }
+    model_free(back);
+    remove(path);
+    train_weights_free(w);
+    free(g), free(soft);
 }
 
 /* OCTO_GRAD_DUMP=DIR: the case for scripts/torch_grad_check.py (an independent gradient in PyTorch):
@@ -160,7 +268,7 @@ int main(void) {
     size_t nv = 0;
     float *v = lora_values(a, &nv), *g = calloc(nv, sizeof(float));
     double loss = 0.0;
-    T_CHECKF(train_loss_grad(NULL, m, a, 1.5f, tok, N_TOK, NULL, &loss, g, &err) == ERR_OK, "%s", err.msg);
+    T_CHECKF(train_loss_grad(NULL, m, &(train_spec){.a = a, .scale = 1.5f}, tok, N_TOK, NULL, &loss, g, &err) == ERR_OK, "%s", err.msg);
     dump_case(m, a, tok, loss, g, nv);
     const double ref = inference_loss(m, a, 1.5f, tok);
     printf("loss: training forward %.7f, inference forward %.7f\n", loss, ref);
@@ -175,9 +283,9 @@ int main(void) {
         const float keep = v[at];
         double up = 0.0, down = 0.0;
         v[at] = keep + (float)h;
-        train_loss_grad(NULL, m, a, 1.5f, tok, N_TOK, NULL, &up, NULL, &err);
+        train_loss_grad(NULL, m, &(train_spec){.a = a, .scale = 1.5f}, tok, N_TOK, NULL, &up, NULL, &err);
         v[at] = keep - (float)h;
-        train_loss_grad(NULL, m, a, 1.5f, tok, N_TOK, NULL, &down, NULL, &err);
+        train_loss_grad(NULL, m, &(train_spec){.a = a, .scale = 1.5f}, tok, N_TOK, NULL, &down, NULL, &err);
         v[at] = keep;
         /* relative, with an absolute floor of 5e-5: the F32 passes' noise in L (about 1e-6 of ~20) over 2h */
         const double fd = (up - down) / (2.0 * h), e = fabs(fd - g[at]) / (fabs(fd) + 2.5e-3);
@@ -195,15 +303,26 @@ int main(void) {
     float *g3 = calloc(nv, sizeof(float));
     double loss3 = 0.0;
     T_CHECK(g3 && train_ctx_new(3, &tc, &err) == ERR_OK &&
-            train_loss_grad(tc, m, a, 1.5f, tok, N_TOK, NULL, &loss3, g3, &err) == ERR_OK);
+            train_loss_grad(tc, m, &(train_spec){.a = a, .scale = 1.5f}, tok, N_TOK, NULL, &loss3, g3, &err) == ERR_OK);
     T_CHECKF(loss3 == loss && g3 && !memcmp(g3, g, nv * sizeof(float)), "3 threads: loss %.9f vs %.9f", loss3, loss);
     train_ctx_free(tc);
     free(g3);
+    /* each layer computed again in the backward (activation checkpointing): the same to the bit, in less memory */
+    float *gr = calloc(nv, sizeof(float));
+    double lossr = 0.0;
+    T_CHECK(gr && train_loss_grad(NULL, m, &(train_spec){.a = a, .scale = 1.5f, .recompute = true}, tok, N_TOK, NULL,
+                                  &lossr, gr, &err) == ERR_OK);
+    T_CHECKF(lossr == loss && gr && !memcmp(gr, g, nv * sizeof(float)), "recomputed: loss %.9f vs %.9f", lossr, loss);
+    free(gr);
+    const uint64_t kept = train_activation_bytes(m, 256, true, false), again = train_activation_bytes(m, 256, true, true);
+    printf("activations of 256 tokens: %.2f MiB kept, %.2f MiB recomputing each layer\n", kept / 1048576.0,
+           again / 1048576.0);
+    T_CHECK(again < kept / 2 && train_activation_bytes(m, 256, false, false) < kept);
     /* refusals */
     uint8_t none[N_TOK] = {0};
-    T_EQ_INT(train_loss_grad(NULL, m, a, 1.0f, tok, N_TOK, none, &loss, g, &err), ERR_INVALID_ARG);
-    T_EQ_INT(train_loss_grad(NULL, m, a, 1.0f, tok, 1, NULL, &loss, g, &err), ERR_INVALID_ARG);
-    T_EQ_INT(train_loss_grad(NULL, m, NULL, 0.0f, tok, N_TOK, NULL, &loss, NULL, &err), ERR_OK);
+    T_EQ_INT(train_loss_grad(NULL, m, &(train_spec){.a = a, .scale = 1.0f}, tok, N_TOK, none, &loss, g, &err), ERR_INVALID_ARG);
+    T_EQ_INT(train_loss_grad(NULL, m, &(train_spec){.a = a, .scale = 1.0f}, tok, 1, NULL, &loss, g, &err), ERR_INVALID_ARG);
+    T_EQ_INT(train_loss_grad(NULL, m, &(train_spec){.a = NULL, .scale = 0.0f}, tok, N_TOK, NULL, &loss, NULL, &err), ERR_OK);
     T_NEAR(loss, inference_loss(m, a, 0.0f, tok), 2e-4 * loss);
     synth_opts so = synth_defaults();
     so.n_expert = 4, so.n_expert_used = 2;
@@ -211,12 +330,15 @@ int main(void) {
     char spath[512];
     tu_tmp_path(spath, sizeof spath, "grad-moe.gguf");
     if (synth_write(&so, spath, &err) == ERR_OK && model_open(spath, &moe, &err) == ERR_OK) {
-        T_EQ_INT(train_loss_grad(NULL, moe, NULL, 0.0f, tok, 4, NULL, &loss, NULL, &err), ERR_UNSUPPORTED);
+        T_EQ_INT(train_loss_grad(NULL, moe, &(train_spec){.a = NULL, .scale = 0.0f}, tok, 4, NULL, &loss, NULL, &err), ERR_UNSUPPORTED);
         T_CHECKF(strstr(err.msg, "dense llama-family"), "%s", err.msg);
     }
     model_free(moe);
     remove(spath);
+    T_EQ_INT(train_loss_grad(NULL, m, &(train_spec){.a = a, .scale = 1.0f, .w = (train_weights *)1}, tok, N_TOK, NULL,
+                             &loss, NULL, &err), ERR_INVALID_ARG);
     test_descent(m, a, tok);
+    test_full(m, tok);
     free(g);
     lora_free(a);
     model_free(m);

@@ -13,6 +13,15 @@
  * - a run stopped at step 5 and resumed from its checkpoint writes the same
  *   adapter bytes as a run never stopped; a checkpoint of other options is
  *   refused by the option's name, a damaged one as corrupt;
+ * - every weight trained: a whole model GGUF that loads; distilled back
+ *   towards the base, its held-out KL from the teacher falls, a stopped
+ *   distillation resumes to the same bytes, a teacher of another vocabulary
+ *   is refused;
+ * - memory pressed throughout (the watcher's hook): every sequence
+ *   computed again, the same adapter values;
+ * - a memory budget below what keeping every activation takes: each layer
+ *   is computed again, to the same adapter bytes; below what even that
+ *   takes: refused, naming the --seq-len that fits;
  * - the API's refusals: no data, an unknown target, an MoE model.
  */
 #include <math.h>
@@ -31,6 +40,7 @@
 #include "t.h"
 #include "train/backward.h"
 #include "train/data.h"
+#include "train/finetune.h"
 #include "util.h"
 
 /* Stories of one shape: the training text and, with other names, the held-out text. */
@@ -57,6 +67,43 @@ static bool same_files(const char *a, const char *b) {
     return same;
 }
 
+static bool always(void *user) {
+    (void)user;
+    return true;
+}
+
+/* Memory pressed throughout (finetune_opts.pressed): every sequence is computed again, and the adapter
+ * ends as an unpressed run's, bit for bit. */
+static void test_pressed(const model *m, const tokenizer *tok) {
+    char path[512];
+    tu_tmp_path(path, sizeof path, "fp-train.txt");
+    const char *names[] = {"cat", "dog"};
+    char *tt = stories(names, 2, 2);
+    T_CHECK(tt && write_text(path, tt));
+    free(tt);
+    err_t err = {0};
+    train_data d;
+    lora_adapter *a[2] = {0};
+    finetune_result res[2];
+    T_CHECKF(train_data_load(tok, CHAT_PLAIN, path, 32, &d, &err) == ERR_OK, "%s", err.msg);
+    for (int i = 0; i < 2; i++) {
+        lora_init_opts lo = lora_init_defaults();
+        lo.rank = 2;
+        finetune_opts o = finetune_defaults();
+        o.steps = 3, o.batch = 2, o.opt.warmup = 1;
+        if (i) o.pressed = always;
+        T_CHECKF(lora_create(m, &lo, &a[i], &err) == ERR_OK &&
+                     finetune_run(m, a[i], NULL, &d, &o, NULL, NULL, &res[i], &err) == ERR_OK, "%s", err.msg);
+    }
+    size_t n0 = 0, n1 = 0;
+    const float *v0 = a[0] ? lora_values(a[0], &n0) : NULL, *v1 = a[1] ? lora_values(a[1], &n1) : NULL;
+    T_CHECK(res[0].pressed == 0 && res[1].pressed == 6 && !res[1].recompute);
+    T_CHECKF(v0 && v1 && n0 == n1 && !memcmp(v0, v1, n0 * sizeof(float)), "pressed: other values");
+    lora_free(a[0]), lora_free(a[1]);
+    train_data_free(&d);
+    remove(path);
+}
+
 /* ---------------------------------------------------------------- the adapter */
 
 static void test_create_write(const model *m) {
@@ -68,8 +115,8 @@ static void test_create_write(const model *m) {
     if (!a) return;
     const int32_t tok[12] = {1, 400, 30, 281, 9, 77, 123, 5, 88, 300, 41, 2};
     double base = 0, with = 0;
-    T_CHECK(train_loss_grad(NULL, m, NULL, 1.0f, tok, 12, NULL, &base, NULL, &err) == ERR_OK);
-    T_CHECK(train_loss_grad(NULL, m, a, 1.0f, tok, 12, NULL, &with, NULL, &err) == ERR_OK);
+    T_CHECK(train_loss_grad(NULL, m, &(train_spec){.a = NULL, .scale = 1.0f}, tok, 12, NULL, &base, NULL, &err) == ERR_OK);
+    T_CHECK(train_loss_grad(NULL, m, &(train_spec){.a = a, .scale = 1.0f}, tok, 12, NULL, &with, NULL, &err) == ERR_OK);
     T_CHECKF(base == with, "a new adapter changes the loss: %.9f vs %.9f", base, with);
     T_CHECK(lora_n_matrices(a) == 7 * m->hp.n_layer);
     size_t n = 0;
@@ -277,6 +324,102 @@ static void test_train_and_resume(const char *model_path) {
     octo_client_free(c);
 }
 
+/* Every weight trained (a whole model written), then distilled back towards the base: the held-out
+ * loss, then the held-out KL from the teacher fall; a distillation resumed from its checkpoint ends
+ * with the same bytes; an adapter on request; another vocabulary is refused. */
+static void test_full_and_distill(const char *model_path) {
+    char data[512], valid[512], full[512], d1[512], d2[512], ck[512], other[512];
+    tu_tmp_path(data, sizeof data, "fd-train.txt");
+    tu_tmp_path(valid, sizeof valid, "fd-valid.txt");
+    tu_tmp_path(full, sizeof full, "fd-full.gguf");
+    tu_tmp_path(d1, sizeof d1, "fd-d1.gguf");
+    tu_tmp_path(d2, sizeof d2, "fd-d2.gguf");
+    tu_tmp_path(ck, sizeof ck, "fd-d2.gguf.ckpt");
+    tu_tmp_path(other, sizeof other, "fd-other.gguf");
+    const char *train_names[] = {"cat", "dog", "bird", "fish"}, *valid_names[] = {"frog", "bear"};
+    char *tt = stories(train_names, 4, 4), *vt = stories(valid_names, 2, 1);
+    T_CHECK(tt && vt && write_text(data, tt) && write_text(valid, vt));
+    free(tt), free(vt);
+    octo_client *c = octo_client_new(NULL);
+    /* every weight, on the text: the held-out loss falls; a whole model, loaded for inference */
+    octo_finetune_params p = params(data, valid, full);
+    p.full = 1, p.lr = 2e-3f;
+    octo_finetune_result r;
+    T_CHECKF(octo_finetune(c, model_path, &p, &r) == OCTO_OK, "%s", octo_last_error(c));
+    printf("full: %d tensors, %llu values; held-out loss %.4f -> %.4f\n", r.n_matrices,
+           (unsigned long long)r.adapter_values, r.valid_before, r.valid_after);
+    T_CHECK(r.full == 1 && r.n_matrices == 48 && r.adapter_values > 200000);
+    T_CHECKF(r.valid_after < r.valid_before - 0.05, "held-out loss %.4f -> %.4f", r.valid_before, r.valid_after);
+    octo_model *m = octo_load_model(c, full, NULL);
+    T_CHECKF(m != NULL, "%s", octo_last_error(c));
+    octo_model_free(m);
+    /* that model distilled back towards the base (its teacher): the held-out KL falls */
+    p = params(data, valid, d1);
+    p.distill = model_path, p.steps = 8, p.lr = 2e-3f;
+    T_CHECKF(octo_finetune(c, full, &p, &r) == OCTO_OK, "%s", octo_last_error(c));
+    printf("distilled: KL from the teacher %.4f -> %.4f nats per token\n", r.valid_before, r.valid_after);
+    T_CHECK(r.full == 1); /* a small model: every weight, unless asked otherwise */
+    T_CHECKF(r.valid_before > 0.02 && r.valid_after < 0.8 * r.valid_before, "KL %.4f -> %.4f", r.valid_before,
+             r.valid_after);
+    /* stopped at 3 and resumed: the same bytes */
+    p.output = d2;
+    stopper s = {.stop_at = 3};
+    p.on_progress = stop_cb, p.user = &s;
+    T_CHECK(octo_finetune(c, full, &p, &r) == OCTO_ERR_CANCELLED);
+    octo_finetune_params q = p;
+    q.distill = NULL, q.full = 1;
+    T_CHECKF(octo_finetune(c, full, &q, &r) == OCTO_ERR_INVALID_ARG && strstr(octo_last_error(c), "--distill"), "%s",
+             octo_last_error(c));
+    s.stop_at = 0;
+    T_CHECKF(octo_finetune(c, full, &p, &r) == OCTO_OK && r.resumed_at == 3, "%s", octo_last_error(c));
+    T_CHECKF(same_files(d1, d2), "a distillation stopped at 3 and resumed wrote other bytes than an unbroken one");
+    /* an adapter instead, when asked */
+    p = params(data, NULL, d2);
+    p.distill = model_path, p.full = -1, p.steps = 2, p.restart = 1;
+    T_CHECKF(octo_finetune(c, full, &p, &r) == OCTO_OK && r.full == 0 && r.n_matrices == 35, "%s", octo_last_error(c));
+    /* a teacher of another vocabulary; an adapter type for a whole model */
+    synth_opts so = synth_defaults();
+    err_t err = {0};
+    T_CHECK(synth_write(&so, other, &err) == ERR_OK);
+    p.distill = other, p.full = 0;
+    T_CHECKF(octo_finetune(c, full, &p, &r) == OCTO_ERR_BAD_VALUE && strstr(octo_last_error(c), "vocabulary"), "%s",
+             octo_last_error(c));
+    printf("another vocabulary: %s\n", octo_last_error(c));
+    p.distill = NULL, p.full = 1, p.type = "f16";
+    T_CHECK(octo_finetune(c, full, &p, &r) == OCTO_ERR_INVALID_ARG && strstr(octo_last_error(c), "F32"));
+    remove(data), remove(valid), remove(full), remove(d1), remove(d2), remove(ck), remove(other);
+    octo_client_free(c);
+}
+
+/* The memory budget: past what keeping every activation takes, each layer is computed again (the same
+ * adapter bytes); below what even that takes, the run is refused, saying which --seq-len fits. */
+static void test_budget(const char *model_path) {
+    char data[512], out1[512], out2[512];
+    tu_tmp_path(data, sizeof data, "fb-train.txt");
+    tu_tmp_path(out1, sizeof out1, "fb-1.gguf");
+    tu_tmp_path(out2, sizeof out2, "fb-2.gguf");
+    const char *names[] = {"cat", "dog"};
+    char *tt = stories(names, 2, 2);
+    T_CHECK(tt && write_text(data, tt));
+    free(tt);
+    octo_client *c = octo_client_new(NULL);
+    octo_finetune_params p = params(data, NULL, out1);
+    p.steps = 3, p.memory_budget = 1ull << 30;
+    octo_finetune_result r1, r2;
+    T_CHECKF(octo_finetune(c, model_path, &p, &r1) == OCTO_OK && !r1.recompute, "%s", octo_last_error(c));
+    p.output = out2, p.memory_budget = r1.activation_bytes - 1;
+    T_CHECKF(octo_finetune(c, model_path, &p, &r2) == OCTO_OK && r2.recompute, "%s", octo_last_error(c));
+    printf("budget: %.2f MiB keeping every activation, %.2f MiB computing each layer again\n",
+           r1.activation_bytes / 1048576.0, r2.activation_bytes / 1048576.0);
+    T_CHECK(r2.activation_bytes < r1.activation_bytes / 2 && r2.memory_budget == p.memory_budget);
+    T_CHECKF(same_files(out1, out2), "computing each layer again changed the adapter");
+    p.memory_budget = r2.activation_bytes / 2;
+    T_CHECK(octo_finetune(c, model_path, &p, &r2) == OCTO_ERR_NOMEM && strstr(octo_last_error(c), "--seq-len "));
+    printf("too small: %s\n", octo_last_error(c));
+    remove(data), remove(out1), remove(out2);
+    octo_client_free(c);
+}
+
 static void test_refusals(const char *model_path) {
     octo_client *c = octo_client_new(NULL);
     char data[512], out[512], moe[512], none[512];
@@ -325,10 +468,13 @@ int main(void) {
         test_create_write(m);
         test_text_data(tok);
         test_chat_data(tok);
+        test_pressed(m, tok);
     }
     tokenizer_free(tok);
     model_free(m);
     test_train_and_resume(path);
+    test_full_and_distill(path);
+    test_budget(path);
     test_refusals(path);
     T_DONE();
 }

@@ -1,11 +1,13 @@
 /*
  * finetune — `octo finetune -m MODEL -f DATA -o OUT.gguf [...]`: a LoRA
- * adapter trained on the device (octo.h: octo_finetune), its progress on
+ * adapter, or every weight of a small model (a draft, distilled from its
+ * target with --distill), trained on the device (octo.h: octo_finetune), its progress on
  * stderr. Ctrl-C stops after the step under way, with a checkpoint the same
  * command resumes from.
  */
 #include <math.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -45,14 +47,21 @@ static int on_progress(void *user, const octo_finetune_progress *p) {
     return interrupted;
 }
 
-static void report(const char *out, const octo_finetune_result *r) {
+static void report(const char *out, const octo_finetune_result *r, bool distill) {
     if (r->resumed_at) fprintf(stderr, "resumed from the checkpoint at step %lld\n", (long long)r->resumed_at);
-    fprintf(stderr, "%s: %d matrices, %llu values; %lld sequences (%lld tokens, %lld learnt from)", out, r->n_matrices,
-            (unsigned long long)r->adapter_values, (long long)r->sequences, (long long)r->tokens, (long long)r->counted);
+    fprintf(stderr, "%s: %d %s, %llu values; %lld sequences (%lld tokens, %lld learnt from)", out, r->n_matrices,
+            r->full ? "tensors (the whole model)" : "matrices", (unsigned long long)r->adapter_values, (long long)r->sequences, (long long)r->tokens, (long long)r->counted);
     if (r->conversations) fprintf(stderr, ", %d conversations (%d cut)", r->conversations, r->conversations_cut);
+    fprintf(stderr, "\nactivations: %.1f MiB a sequence%s", r->activation_bytes / 1048576.0,
+            r->recompute ? ", each layer computed again in the backward" : "");
+    if (r->memory_budget) fprintf(stderr, " (budget %.0f MiB)", r->memory_budget / 1048576.0);
+    if (r->pressed) fprintf(stderr, "; %lld sequences computed again under memory pressure", (long long)r->pressed);
     fprintf(stderr, "\ntraining loss %.4f -> %.4f over %lld steps in %.1f s\n", r->first_loss, r->last_loss,
             (long long)r->steps_run, r->seconds);
-    if (!isnan(r->valid_after) && !isnan(r->valid_before))
+    if (distill && !isnan(r->valid_after))
+        fprintf(stderr, "held-out KL divergence from the target %.4f -> %.4f nats per token\n", r->valid_before,
+                r->valid_after);
+    else if (!isnan(r->valid_after) && !isnan(r->valid_before))
         fprintf(stderr, "held-out loss %.4f -> %.4f (perplexity %.3f -> %.3f)\n", r->valid_before, r->valid_after,
                 exp(r->valid_before), exp(r->valid_after));
     else if (!isnan(r->valid_after)) /* resumed: the loss before the first step was not measured again */
@@ -82,7 +91,7 @@ int cmd_finetune(int argc, char **argv) {
         rc = 130; /* as a shell reports a command Ctrl-C stopped */
     } else if (st)
         rc = fail("%s", octo_last_error(c));
-    else report(a.out, &r);
+    else report(a.out, &r, p.distill != NULL);
     octo_client_free(c);
     return rc;
 }

@@ -109,6 +109,22 @@ static int set_lookahead(const cli_option *o, const char *arg, const char *v, cl
     return parse_lookahead(v, &gp->lookahead_w, &gp->lookahead_n, &gp->lookahead_g) ? 0 : bad_value(o, arg, v);
 }
 
+/* A size in bytes, K/M/G the binary multiples (buf's suffix is cut off), above 0: false when it is not one. */
+static bool parse_bytes(char *buf, uint64_t *out) {
+    const size_t n = strlen(buf);
+    uint64_t mul = 1;
+    switch (n ? buf[n - 1] : 0) {
+    case 'K': case 'k': mul = 1ull << 10; buf[n - 1] = '\0'; break;
+    case 'M': case 'm': mul = 1ull << 20; buf[n - 1] = '\0'; break;
+    case 'G': case 'g': mul = 1ull << 30; buf[n - 1] = '\0'; break;
+    default: break;
+    }
+    float x;
+    if (!parse_float(buf, &x) || x <= 0.0f || (double)x * (double)mul >= 1.8e19) return false;
+    *out = (uint64_t)((double)x * (double)mul);
+    return true;
+}
+
 /* --moe-cache BYTES|PCT% (K/M/G: binary multiples). */
 static int set_moe_cache(const cli_option *o, const char *arg, const char *v, cli_args *a) {
     (void)o, (void)arg;
@@ -126,18 +142,18 @@ static int set_moe_cache(const cli_option *o, const char *arg, const char *v, cl
         m->cache_bytes = 0;
         return 0;
     }
-    uint64_t mul = 1;
-    switch (buf[n - 1]) {
-    case 'K': case 'k': mul = 1ull << 10; buf[n - 1] = '\0'; break;
-    case 'M': case 'm': mul = 1ull << 20; buf[n - 1] = '\0'; break;
-    case 'G': case 'g': mul = 1ull << 30; buf[n - 1] = '\0'; break;
-    default: break;
-    }
-    if (!parse_float(buf, &x) || x <= 0.0f || (double)x * (double)mul >= 1.8e19)
+    if (!parse_bytes(buf, &m->cache_bytes))
         return usage_error("--moe-cache %s: give bytes (K/M/G suffixes) or a percentage, e.g. 512M or 25%%", v);
-    m->cache_bytes = (uint64_t)((double)x * (double)mul);
     m->cache_share = 0.0;
     return 0;
+}
+
+/* --memory-budget BYTES (K/M/G). */
+static int set_bytes(const cli_option *o, const char *arg, const char *v, cli_args *a) {
+    char buf[64];
+    if (strlen(v) >= sizeof buf) return bad_value(o, arg, v);
+    strcpy(buf, v);
+    return parse_bytes(buf, (uint64_t *)field(a, o)) ? 0 : bad_value(o, arg, v);
 }
 
 static int set_moe_policy(const cli_option *o, const char *arg, const char *v, cli_args *a) {
@@ -519,6 +535,10 @@ const cli_option cli_options[] = {
     {"--seed", NULL, FINETUNE, CALL(set_seed_unsigned, ft.seed), .bad = "--seed takes a whole number"},
     {"--checkpoint-every", NULL, FINETUNE, NUM(ft.checkpoint_every, 1, 1 << 30), .bad = FT_COUNT},
     {"--restart", NULL, FINETUNE, FLAG(ft.restart)},
+    {"--distill", NULL, FINETUNE, STR(ft.distill)},
+    {"--full", NULL, FINETUNE, FLAG(ft.full)},
+    {"--adapter", NULL, FINETUNE, .kind = OPT_FLAG, FIELD(ft.full), .min = -1},
+    {"--memory-budget", NULL, FINETUNE, CALL(set_bytes, ft.memory_budget), .bad = "{arg} takes bytes with K/M/G, e.g. 512M, not '{value}'"},
 
     /* serve */
     {"--host", NULL, SERVE, STR(serve.host)},

@@ -602,17 +602,22 @@ class Session(_Conversation):
 
 def finetune(model, data, output, *, valid=None, steps=100, batch=4, seq_len=256, rank=16, alpha=32.0,
              targets=None, lr=1e-3, lr_min=1e-4, warmup=-1, clip=1.0, weight_decay=0.01, seed=1,
-             type="f32", checkpoint=None, checkpoint_every=10, restart=False, on_progress=None):
+             type=None, checkpoint=None, checkpoint_every=10, restart=False, on_progress=None, distill=None,
+             full=None, memory_budget=0):
     """Train a LoRA adapter of the model file `model` on `data` (a text file, a folder of them, or a
     .jsonl of {"messages": [...]} conversations: the assistants' turns are learnt) and write it to
-    `output` in llama.cpp's adapter format (Model.load_adapter reads it). on_progress(FinetuneProgress)
+    `output` in llama.cpp's adapter format (Model.load_adapter reads it); type: "f32" (None), "f16",
+    "bf16" or "q8_0". full=True trains every weight and writes a whole model GGUF; distill=TARGET
+    learns TARGET's next-token distributions (a draft for it: every weight of a model up to 64 M
+    parameters unless full=False). memory_budget: bytes a sequence's activations may take (0: what is
+    free); past it each layer is computed again in the backward. on_progress(FinetuneProgress)
     is called after each step; returning True stops the run (its checkpoint written: OctoError with
     status 22, cancelled); the same call again resumes it, to the same bytes. Returns a FinetuneResult
     (losses, held-out losses when `valid` is given, the data's counts). docs/training.md."""
     if isinstance(model, str):
         model = _pulled(model) or model
     keep = [_enc("model", model), _enc("data", data), _enc("output", output), _enc("valid", valid),
-            _enc("checkpoint", checkpoint), _enc("targets", targets), _enc("type", type)]
+            _enc("checkpoint", checkpoint), _enc("targets", targets), _enc("type", type), _enc("distill", distill)]
     p = _L.octo_finetune_params_defaults()
     p.data, p.output, p.valid, p.checkpoint, p.targets, p.type = keep[1], keep[2], keep[3], keep[4], keep[5], keep[6]
     p.steps, p.batch, p.seq_len, p.rank = _int("steps", steps), _int("batch", batch), _int("seq_len", seq_len), \
@@ -621,6 +626,8 @@ def finetune(model, data, output, *, valid=None, steps=100, batch=4, seq_len=256
     p.alpha, p.lr, p.lr_min = _float("alpha", alpha), _float("lr", lr), _float("lr_min", lr_min)
     p.clip, p.weight_decay = _float("clip", clip), _float("weight_decay", weight_decay)
     p.seed, p.restart = _int("seed", seed, U64_RANGE), int(bool(restart))
+    p.distill, p.full = keep[7], 0 if full is None else (1 if full else -1)
+    p.memory_budget = _int("memory_budget", memory_budget, U64_RANGE)
     raised = []
 
     def progress(user, pp):

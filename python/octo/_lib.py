@@ -141,14 +141,17 @@ class FinetuneParams(ctypes.Structure):
                 ("targets", c_char_p), ("type", c_char_p), ("steps", c_int), ("batch", c_int), ("seq_len", c_int),
                 ("rank", c_int), ("alpha", c_float), ("lr", c_float), ("lr_min", c_float), ("warmup", c_int),
                 ("clip", c_float), ("weight_decay", c_float), ("seed", c_u64), ("checkpoint_every", c_int),
-                ("restart", c_int), ("on_progress", FINETUNE_FN), ("user", ctypes.c_void_p)]
+                ("restart", c_int), ("on_progress", FINETUNE_FN), ("user", ctypes.c_void_p), ("distill", c_char_p),
+                ("full", c_int), ("memory_budget", c_u64)]
 
 
 class FinetuneResult(ctypes.Structure):
     _fields_ = [("resumed_at", c_i64), ("steps_run", c_i64), ("first_loss", c_double), ("last_loss", c_double),
                 ("valid_before", c_double), ("valid_after", c_double), ("seconds", c_double), ("sequences", c_i64),
                 ("tokens", c_i64), ("counted", c_i64), ("conversations", c_int), ("conversations_cut", c_int),
-                ("n_matrices", c_int), ("adapter_values", c_u64)]
+                ("n_matrices", c_int), ("adapter_values", c_u64), ("full", c_int),
+                ("recompute", c_int), ("activation_bytes", c_u64), ("memory_budget", c_u64),
+                ("pressed", c_i64)]
 
 
 # (struct, its name in octo.h): checked against octo_struct_size at load

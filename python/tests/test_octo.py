@@ -207,7 +207,8 @@ def test_cancel_from_another_thread(model):
 
 def test_finetune(model_path, tmp_path):
     """octo.finetune trains an adapter that loads; a run stopped from on_progress resumes from its
-    checkpoint to the same bytes; an exception in on_progress stops the run and is raised again."""
+    checkpoint to the same bytes; an exception in on_progress stops the run and is raised again; every
+    weight trained, and distilled from a target, give whole models that load."""
     data = tmp_path / "train.txt"
     data.write_text("Once upon a time there was a little cat. The cat liked to play with a red ball.\n" * 12)
     a, b = str(tmp_path / "a.gguf"), str(tmp_path / "b.gguf")
@@ -233,6 +234,14 @@ def test_finetune(model_path, tmp_path):
     with pytest.raises(octo.OctoError) as e:
         octo.finetune(model_path, data, a, targets="q,qq", **kw)
     assert e.value.status == 1 and "unknown target" in str(e.value)
+    # every weight, then distilled back towards the model: a whole GGUF each time, the KL falls
+    full = str(tmp_path / "full.gguf")
+    r = octo.finetune(model_path, data, full, full=True, lr=3e-3, **kw)
+    assert r.full == 1 and r.n_matrices > 7 * layers and r.activation_bytes > 0
+    d = octo.finetune(full, data, b, distill=model_path, valid=data, restart=True, **kw)
+    assert d.full == 1 and 0 < d.valid_after < d.valid_before
+    with octo.Model(b) as m:
+        assert m.info().n_layer == layers
 
 
 def test_errors(model):

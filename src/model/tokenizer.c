@@ -318,6 +318,16 @@ static int put_bytes(char *buf, int cap, const char *s, int n) {
     return n;
 }
 
+int tokenizer_first_difference(const tokenizer *a, const tokenizer *b) {
+    const int na = tokenizer_n_vocab(a), nb = tokenizer_n_vocab(b);
+    for (int i = 0; i < na && i < nb; i++) {
+        char x[256], y[256];
+        const int nx = tokenizer_piece(a, i, true, x, sizeof x), ny = tokenizer_piece(b, i, true, y, sizeof y);
+        if (nx != ny || (nx > 0 && memcmp(x, y, (size_t)(nx < (int)sizeof x ? nx : (int)sizeof x)))) return i;
+    }
+    return na == nb ? -1 : (na < nb ? na : nb);
+}
+
 int tokenizer_piece(const tokenizer *t, int32_t id, bool special, char *buf, int cap) {
     if (id < 0 || id >= t->n_vocab) return -1;
     const gguf_str *s = &t->text[id];

@@ -66,6 +66,10 @@ err_code tokenizer_encode(const tokenizer *t, const char *text, size_t len, bool
  */
 int tokenizer_piece(const tokenizer *t, int32_t id, bool special, char *buf, int cap);
 
+/* Do a and b have the same vocabulary, piece by piece (special tokens' text included)? -1 when they
+ * do; else the first id where they differ (the smaller count when one is a prefix of the other). */
+int tokenizer_first_difference(const tokenizer *a, const tokenizer *b);
+
 /*
  * The text of a whole sequence: the pieces concatenated, control tokens
  * left out, and the one space SentencePiece's leading-space rule put in front

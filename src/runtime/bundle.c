@@ -131,12 +131,9 @@ static err_code load_draft(bundle *b, const char *path, bool any_size, err_t *er
     if (!rc && (!b->tok || tokenizer_n_vocab(dt) != tokenizer_n_vocab(b->tok)))
         rc = err_set(err, ERR_BAD_VALUE, "draft %s: its vocabulary has %d tokens, the model's %d", path,
                      tokenizer_n_vocab(dt), b->tok ? tokenizer_n_vocab(b->tok) : 0);
-    for (int i = 0; !rc && i < tokenizer_n_vocab(dt); i++) {
-        char x[256], y[256];
-        const int nx = tokenizer_piece(dt, i, true, x, sizeof x), ny = tokenizer_piece(b->tok, i, true, y, sizeof y);
-        if (nx != ny || (nx > 0 && memcmp(x, y, (size_t)(nx < (int)sizeof x ? nx : (int)sizeof x))))
-            rc = err_set(err, ERR_BAD_VALUE, "draft %s: token %d differs from the model's vocabulary", path, i);
-    }
+    const int differs = rc ? -1 : tokenizer_first_difference(dt, b->tok);
+    if (differs >= 0)
+        rc = err_set(err, ERR_BAD_VALUE, "draft %s: token %d differs from the model's vocabulary", path, differs);
     tokenizer_free(dt);
     const bool not_smaller = !rc && b->draft_m->weight_bytes >= b->m->weight_bytes;
     if (not_smaller && any_size) {

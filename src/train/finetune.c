@@ -4,6 +4,7 @@
 #include "train/finetune.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,7 +50,7 @@ static int seq_at(order *o, int64_t k) {
 
 /* The base's tensors: names, types, shapes and each one's first 4 KiB (two fine-tunes of one
  * architecture differ there): the same base, or not. */
-static uint64_t model_fingerprint(const model *m) {
+uint64_t finetune_model_fingerprint(const model *m) {
     uint64_t h = (uint64_t)m->gguf->n_tensors;
     for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
         const gguf_tensor *t = &m->gguf->tensors[i];
@@ -78,48 +79,102 @@ static ckpt_identity identity(const model *m, const lora_adapter *a, const train
                               size_t n_values) {
     ckpt_identity id = {0};
     int rmin = 0, rmax = 0;
-    lora_ranks(a, &rmin, &rmax);
+    if (a) lora_ranks(a, &rmin, &rmax);
     ckpt_id_add(&id, "--steps", o->steps), ckpt_id_add(&id, "--batch", o->batch);
     add_u64(&id, "--seed hi", "--seed lo", o->seed), ckpt_id_add(&id, "--scale", o->scale);
     ckpt_id_add(&id, "--lr", o->opt.lr), ckpt_id_add(&id, "--lr-min", o->opt.lr_min);
     ckpt_id_add(&id, "--warmup", o->opt.warmup), ckpt_id_add(&id, "--clip", o->opt.clip);
     ckpt_id_add(&id, "--weight-decay", o->opt.weight_decay), ckpt_id_add(&id, "beta1", o->opt.beta1);
     ckpt_id_add(&id, "beta2", o->opt.beta2), ckpt_id_add(&id, "eps", o->opt.eps);
-    ckpt_id_add(&id, "--rank", rmax), ckpt_id_add(&id, "--alpha", lora_alpha(a));
-    ckpt_id_add(&id, "--targets", adapted_kinds(m, a));
-    ckpt_id_add(&id, "adapter values", (double)n_values);
+    ckpt_id_add(&id, "--full", !a), ckpt_id_add(&id, "--rank", rmax), ckpt_id_add(&id, "--alpha", a ? lora_alpha(a) : 0);
+    ckpt_id_add(&id, "--targets", a ? adapted_kinds(m, a) : 0);
+    ckpt_id_add(&id, "trained values", (double)n_values);
+    add_u64(&id, "--distill target hi", "--distill target lo", o->teacher ? o->teacher_id : 0);
     ckpt_id_add(&id, "data sequences", d->n_seq), ckpt_id_add(&id, "data tokens", (double)d->n_tokens);
     add_u64(&id, "data fingerprint hi", "data fingerprint lo", d->fingerprint);
-    add_u64(&id, "model fingerprint hi", "model fingerprint lo", model_fingerprint(m));
+    add_u64(&id, "model fingerprint hi", "model fingerprint lo", finetune_model_fingerprint(m));
     return id;
 }
 
 /* ---------------------------------------------------------------- the loop */
 
-err_code finetune_eval(train_ctx *tc, const model *m, const lora_adapter *a, float scale, const train_data *d,
+/* The loss of sequence i of d under sp, the gradient added to grad (NULL: none); soft: room for a
+ * teacher's distributions (n_seq tokens x n_vocab), used when o has a teacher. */
+static err_code seq_loss(const model *m, train_spec sp, const train_data *d, const finetune_opts *o, int i,
+                         float *soft, double *loss, float *grad, err_t *err) {
+    const int64_t s = d->start[i];
+    const int n = (int)(d->start[i + 1] - s);
+    if (o->teacher) {
+        err_code rc = o->teacher(o->teacher_user, d->tokens + s, n, soft, err);
+        if (rc) return err_prefix(err, "the distillation target"), rc;
+        sp.soft = soft;
+    }
+    return train_loss_grad(o->tc, m, &sp, d->tokens + s, n, d->mask + s, loss, grad, err);
+}
+
+static int longest_seq(const train_data *d) {
+    int64_t longest = 2;
+    for (int i = 0; i < d->n_seq; i++)
+        if (d->start[i + 1] - d->start[i] > longest) longest = d->start[i + 1] - d->start[i];
+    return (int)longest;
+}
+
+static float *soft_buffer(const model *m, const train_data *d, const finetune_opts *o) {
+    return malloc(o->teacher ? sizeof(float) * (size_t)longest_seq(d) * (size_t)m->hp.n_vocab : sizeof(float));
+}
+
+/* A sequence of n tokens' training memory: its activations, and a teacher's distributions. */
+static uint64_t seq_bytes(const model *m, const finetune_opts *o, int n, bool recompute) {
+    return train_activation_bytes(m, n, true, recompute) + (o->teacher ? 4ull * (uint64_t)n * m->hp.n_vocab : 0);
+}
+
+/* Keep every activation, or compute each layer again, within the budget; else refuse, saying what fits. */
+static err_code plan_memory(const model *m, const train_data *d, const finetune_opts *o, finetune_result *res,
+                            err_t *err) {
+    const int n = longest_seq(d);
+    const uint64_t kept = seq_bytes(m, o, n, false), again = seq_bytes(m, o, n, true);
+    res->recompute = o->keep_bytes && kept > o->keep_bytes;
+    res->activation_bytes = res->recompute ? again : kept;
+    if (!res->recompute || !o->limit_bytes || again <= o->limit_bytes) return ERR_OK;
+    int fits = 0;
+    for (int lo = 2, hi = n; lo <= hi;) { /* the longest sequence that would fit */
+        const int mid = lo + (hi - lo) / 2;
+        if (seq_bytes(m, o, mid, true) <= o->limit_bytes) fits = mid, lo = mid + 1;
+        else hi = mid - 1;
+    }
+    char what[64] = "nothing fits: free memory, or train a smaller model";
+    if (fits) snprintf(what, sizeof what, "--seq-len %d fits", fits);
+    return err_set(err, ERR_NOMEM, "a sequence of %d tokens needs %.1f MiB to train even with each layer computed "
+                   "again, and %.1f MiB are free for it: %s", n, again / 1048576.0, o->limit_bytes / 1048576.0, what);
+}
+
+err_code finetune_eval(const model *m, const train_spec *sp, const train_data *d, const finetune_opts *o,
                        int max_seq, double *loss, err_t *err) {
     const int n = max_seq > 0 && max_seq < d->n_seq ? max_seq : d->n_seq;
     double sum = 0.0;
     int used = 0;
-    for (int i = 0; i < n; i++) {
-        const int64_t s = d->start[i];
+    float *soft = soft_buffer(m, d, o);
+    err_code rc = soft ? ERR_OK : err_set(err, ERR_NOMEM, "out of memory for the target's distributions");
+    for (int i = 0; i < n && !rc; i++) {
         double l = 0.0;
-        err_code rc = train_loss_grad(tc, m, a, scale, d->tokens + s, (int)(d->start[i + 1] - s), d->mask + s, &l, NULL,
-                                      err);
+        rc = seq_loss(m, *sp, d, o, i, soft, &l, NULL, err);
         if (rc == ERR_INVALID_ARG) { /* a sequence with nothing counted */
             err_clear(err);
+            rc = ERR_OK;
             continue;
         }
-        if (rc) return rc;
-        sum += l, used++;
+        if (!rc) sum += l, used++;
     }
+    free(soft);
     *loss = used ? sum / used : NAN;
-    return ERR_OK;
+    return rc;
 }
 
 typedef struct {
+    const model *m;  /* what the passes go through (full training: the weights' view) */
+    train_spec sp;
     adamw_state st;
-    float *grad;
+    float *grad, *soft;
     order ord;
     ckpt_identity id;
     ckpt_state ck;
@@ -135,15 +190,17 @@ static err_code check_opts(const train_data *d, const finetune_opts *o, err_t *e
 }
 
 /* One step's mean loss, its gradient averaged over the batch into r->grad. */
-static err_code batch_grad(const model *m, const lora_adapter *a, const train_data *d, const finetune_opts *o,
-                           run_state *r, int64_t step, double *loss, int64_t *tokens, err_t *err) {
+static err_code batch_grad(const train_data *d, const finetune_opts *o, run_state *r, int64_t step, double *loss,
+                           int64_t *tokens, int64_t *pressed, err_t *err) {
     memset(r->grad, 0, sizeof(float) * r->st.n);
     *loss = 0.0;
     for (int j = 0; j < o->batch; j++) {
         const int i = seq_at(&r->ord, step * o->batch + j);
         const int64_t s = d->start[i], n = d->start[i + 1] - s;
         double l = 0.0;
-        err_code rc = train_loss_grad(o->tc, m, a, o->scale, d->tokens + s, (int)n, d->mask + s, &l, r->grad, err);
+        train_spec sp = r->sp;
+        if (!sp.recompute && o->pressed && o->pressed(o->pressed_user)) sp.recompute = true, ++*pressed;
+        err_code rc = seq_loss(r->m, sp, d, o, i, r->soft, &l, r->grad, err);
         if (rc) return rc;
         *loss += l / o->batch;
         for (int64_t t = s; t < s + n; t++) *tokens += d->mask[t];
@@ -178,15 +235,15 @@ static void report(const finetune_opts *o, finetune_progress *p, uint64_t t0, in
     p->eta_s = done > 0 ? p->elapsed_s / (double)done * (double)(o->steps - p->step) : NAN;
 }
 
-static err_code loop(const model *m, lora_adapter *a, const train_data *d, const finetune_opts *o, run_state *r,
-                     finetune_fn progress, void *user, finetune_result *res, err_t *err) {
+static err_code loop(const train_data *d, const finetune_opts *o, run_state *r, finetune_fn progress, void *user,
+                     finetune_result *res, err_t *err) {
     adamw_opts opt = o->opt;
     opt.steps = o->steps;
     const uint64_t t0 = clock_ns();
     finetune_progress p = {.steps = o->steps, .resumed_at = res->resumed_at, .valid_before = res->valid_before};
     err_code rc = ERR_OK;
     for (int64_t s = res->resumed_at; s < o->steps && !rc; s++) {
-        if ((rc = batch_grad(m, a, d, o, r, s, &p.loss, &p.tokens, err))) break;
+        if ((rc = batch_grad(d, o, r, s, &p.loss, &p.tokens, &res->pressed, err))) break;
         p.grad_norm = adamw_step(&r->st, &opt, r->ck.values, r->grad);
         p.lr = adamw_lr(&opt, r->st.step);
         p.step = s + 1;
@@ -206,13 +263,16 @@ static err_code loop(const model *m, lora_adapter *a, const train_data *d, const
     return rc;
 }
 
-err_code finetune_run(const model *m, lora_adapter *a, const train_data *d, const finetune_opts *o,
-                      finetune_fn progress, void *user, finetune_result *res, err_t *err) {
+err_code finetune_run(const model *m, lora_adapter *a, train_weights *w, const train_data *d,
+                      const finetune_opts *o, finetune_fn progress, void *user, finetune_result *res, err_t *err) {
     *res = (finetune_result){.valid_before = NAN, .valid_after = NAN, .first_loss = NAN, .last_loss = NAN};
     err_code rc = check_opts(d, o, err);
+    if (!rc && !a == !w) rc = err_set(err, ERR_INVALID_ARG, "finetune trains an adapter or the weights: one of them");
     if (rc) return rc;
-    run_state r = {.ord = {.epoch = -1, .n = d->n_seq, .seed = o->seed}};
-    r.ck.values = lora_values(a, &r.ck.n);
+    if ((rc = plan_memory(w ? train_weights_model(w) : m, d, o, res, err))) return rc;
+    run_state r = {.m = w ? train_weights_model(w) : m, .sp = {.a = a, .scale = o->scale, .w = w, .recompute = res->recompute},
+                   .ord = {.epoch = -1, .n = d->n_seq, .seed = o->seed}};
+    r.ck.values = a ? lora_values(a, &r.ck.n) : train_weights_values(w, &r.ck.n);
     r.id = identity(m, a, d, o, r.ck.n);
     adamw_opts opt = o->opt;
     opt.steps = o->steps;
@@ -220,12 +280,13 @@ err_code finetune_run(const model *m, lora_adapter *a, const train_data *d, cons
     r.ck.m = r.st.m, r.ck.v = r.st.v;
     r.grad = malloc(sizeof(float) * (r.ck.n ? r.ck.n : 1));
     r.ord.perm = malloc(sizeof(int) * (size_t)d->n_seq);
-    if (!r.grad || !r.ord.perm) rc = err_set(err, ERR_NOMEM, "out of memory for training %zu values", r.ck.n);
+    r.soft = soft_buffer(m, d, o);
+    if (!r.grad || !r.ord.perm || !r.soft) rc = err_set(err, ERR_NOMEM, "out of memory for training %zu values", r.ck.n);
     if (!rc) rc = start(o, &r, &res->resumed_at, err);
-    if (!rc && o->valid && !res->resumed_at) rc = finetune_eval(o->tc, m, a, o->scale, o->valid, 0, &res->valid_before, err);
-    if (!rc) rc = loop(m, a, d, o, &r, progress, user, res, err);
-    if (!rc && o->valid) rc = finetune_eval(o->tc, m, a, o->scale, o->valid, 0, &res->valid_after, err);
+    if (!rc && o->valid && !res->resumed_at) rc = finetune_eval(r.m, &r.sp, o->valid, o, 0, &res->valid_before, err);
+    if (!rc) rc = loop(d, o, &r, progress, user, res, err);
+    if (!rc && o->valid) rc = finetune_eval(r.m, &r.sp, o->valid, o, 0, &res->valid_after, err);
     adamw_free(&r.st);
-    free(r.grad), free(r.ord.perm);
+    free(r.grad), free(r.ord.perm), free(r.soft);
     return rc;
 }

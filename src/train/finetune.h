@@ -28,7 +28,13 @@
 #include "model/model.h"
 #include "train/adamw.h"
 #include "train/data.h"
+#include "train/backward.h"
 #include "train/linear.h"
+#include "train/weights.h"
+
+/* A teacher (distillation): the next-token distributions (n, n_vocab), each summing to 1, of its
+ * model over tokens[0..n) read from position 0. */
+typedef err_code (*finetune_teacher)(void *user, const int32_t *tokens, int n, float *probs, err_t *err);
 
 typedef struct {
     int steps;              /* optimizer steps (>= 1) */
@@ -41,6 +47,17 @@ typedef struct {
     bool resume;            /* resume from an existing checkpoint of the same identity */
     const train_data *valid;/* held-out sequences: their loss before and after (NULL: none) */
     train_ctx *tc;          /* the products' threads (borrowed; NULL: the calling thread) */
+    finetune_teacher teacher; /* distillation: the loss is the KL to its distributions (NULL: next tokens) */
+    void *teacher_user;
+    uint64_t teacher_id;    /* the teacher's identity, for the checkpoint */
+    /* Memory for a sequence's activations (and a teacher's distributions): every activation is kept
+     * when that fits in keep_bytes; else each layer is computed again in the backward when that fits in
+     * limit_bytes; else the run is refused (ERR_NOMEM, saying which --seq-len would fit). 0: no limit. */
+    uint64_t keep_bytes, limit_bytes;
+    /* Asked before each sequence: true while memory is pressed (the memory watcher says so); that
+     * sequence then computes each layer again, holding the least (NULL: never). */
+    bool (*pressed)(void *user);
+    void *pressed_user;
 } finetune_opts;
 
 /* 100 steps, batch 4, AdamW's defaults at lr 1e-3 (a LoRA's usual), seed 1, scale 1, every 10, resume. */
@@ -64,15 +81,23 @@ typedef struct {
     double first_loss, last_loss;  /* the first and last steps' losses of this call */
     double valid_before, valid_after; /* held-out mean losses (NAN: none, or not measured) */
     double seconds;
+    bool recompute;                /* each layer computed again in the backward (the budget asked for it) */
+    uint64_t activation_bytes;     /* a longest sequence's activations (and a teacher's distributions) */
+    int64_t pressed;               /* sequences computed again for memory pressure (pressed said so) */
 } finetune_result;
 
-/* Trains a (its values, in place) on d. m: opened without packing (train/backward.h).
- * ERR_CANCELLED when progress asked to stop (the checkpoint written, named in err). */
-err_code finetune_run(const model *m, lora_adapter *a, const train_data *d, const finetune_opts *o,
-                      finetune_fn progress, void *user, finetune_result *res, err_t *err);
+/* Trains a, or w (m's weights: train/weights.h), one of them, its values in place, on d. m: opened
+ * without packing (train/backward.h). ERR_CANCELLED when progress asked to stop (the checkpoint
+ * written, named in err). */
+err_code finetune_run(const model *m, lora_adapter *a, train_weights *w, const train_data *d,
+                      const finetune_opts *o, finetune_fn progress, void *user, finetune_result *res, err_t *err);
 
-/* The mean of the per-sequence losses of d (at most max_seq of them, 0: all) with a at scale. */
-err_code finetune_eval(train_ctx *tc, const model *m, const lora_adapter *a, float scale, const train_data *d,
+/* A model's identity for a checkpoint: its tensors' names, types, shapes and first 4 KiB each. */
+uint64_t finetune_model_fingerprint(const model *m);
+
+/* The mean of the per-sequence losses of d (at most max_seq of them, 0: all) under sp, on o's threads
+ * and against o's teacher when it has one. */
+err_code finetune_eval(const model *m, const train_spec *sp, const train_data *d, const finetune_opts *o,
                        int max_seq, double *loss, err_t *err);
 
 #endif

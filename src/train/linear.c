@@ -16,6 +16,7 @@
 
 struct train_ctx {
     tpool *pool;        /* NULL: the calling thread alone */
+    bool owns_pool;
     int n_threads;
     matmul_ctx *mm;
     lowrank_fn lowrank;
@@ -26,13 +27,14 @@ struct train_ctx {
     size_t u_cap;
 };
 
-err_code train_ctx_new(int n_threads, train_ctx **out, err_t *err) {
+static err_code ctx_new(int n_threads, tpool *shared, train_ctx **out, err_t *err) {
     *out = NULL;
     train_ctx *c = calloc(1, sizeof *c);
     if (!c) return err_set(err, ERR_NOMEM, "out of memory");
-    c->n_threads = n_threads > 0 ? n_threads : tpool_default_threads();
+    c->n_threads = shared ? tpool_size(shared) : n_threads > 0 ? n_threads : tpool_default_threads();
     err_code rc = ERR_OK;
-    if (c->n_threads > 1) rc = tpool_new(c->n_threads, &c->pool, err);
+    if (shared) c->pool = shared;
+    else if (c->n_threads > 1) rc = tpool_new(c->n_threads, &c->pool, err), c->owns_pool = true;
     if (!rc && (!(c->mm = matmul_ctx_new(c->pool)) || !(c->scratch = calloc((size_t)c->n_threads, sizeof(float *)))))
         rc = err_set(err, ERR_NOMEM, "out of memory");
     c->lowrank = kernel_lowrank();
@@ -45,13 +47,17 @@ err_code train_ctx_new(int n_threads, train_ctx **out, err_t *err) {
     return ERR_OK;
 }
 
+err_code train_ctx_new(int n_threads, train_ctx **out, err_t *err) { return ctx_new(n_threads, NULL, out, err); }
+
+err_code train_ctx_new_on(tpool *pool, train_ctx **out, err_t *err) { return ctx_new(0, pool, out, err); }
+
 void train_ctx_free(train_ctx *c) {
     if (!c) return;
     for (int i = 0; c->scratch && i < c->n_threads; i++) free(c->scratch[i]);
     free(c->scratch);
     free(c->u), free(c->bu);
     matmul_ctx_free(c->mm);
-    tpool_free(c->pool);
+    if (c->owns_pool) tpool_free(c->pool);
     free(c);
 }
 
@@ -226,4 +232,30 @@ err_code lin_backward(train_ctx *c, const model_mat *w, const lin_lora *l, const
     err_code rc = transposed(c, w, dy, n, dx, err);
     if (rc || !l || !l->t) return rc;
     return pair_backward(c, l, x, dy, n, dx, err);
+}
+
+typedef struct {
+    const float *x, *dy;
+    int n;
+    int64_t n_in, n_out;
+    float *gw;
+} wgrad_job;
+
+/* Rows ith, ith + nth, ... of gw: each a sum over the tokens in order (the same for any thread count). */
+static void wgrad_rows(void *job, int ith, int nth) {
+    const wgrad_job *j = job;
+    for (int64_t o = ith; o < j->n_out; o += nth) {
+        float *g = j->gw + o * j->n_in;
+        for (int t = 0; t < j->n; t++) {
+            const float d = j->dy[(size_t)t * (size_t)j->n_out + (size_t)o];
+            const float *xt = j->x + (size_t)t * (size_t)j->n_in;
+            if (d != 0.0f)
+                for (int64_t i = 0; i < j->n_in; i++) g[i] += d * xt[i];
+        }
+    }
+}
+
+void lin_weight_grad(train_ctx *c, const float *x, const float *dy, int n, int64_t n_in, int64_t n_out, float *gw) {
+    wgrad_job j = {x, dy, n, n_in, n_out, gw};
+    train_ctx_run(c, wgrad_rows, &j);
 }

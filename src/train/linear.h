@@ -20,6 +20,7 @@
 #define OCTO_TRAIN_LINEAR_H
 
 #include "core/err.h"
+#include "core/threadpool.h"
 #include "model/lora.h"
 #include "model/model.h"
 
@@ -28,6 +29,8 @@ typedef struct train_ctx train_ctx;
 
 /* n_threads 0: tpool_default_threads(); 1: the calling thread alone. */
 err_code train_ctx_new(int n_threads, train_ctx **out, err_t *err);
+/* The same on a pool it borrows (another computation's, taking turns with it; it must outlive c). */
+err_code train_ctx_new_on(tpool *pool, train_ctx **out, err_t *err);
 void train_ctx_free(train_ctx *c);
 int train_ctx_threads(const train_ctx *c);
 /* Each thread's buffer of at least n floats (ERR_NOMEM), thread ith's while no product runs. */
@@ -49,5 +52,7 @@ err_code lin_forward(train_ctx *c, const model_mat *w, const lin_lora *l, const 
 /* dx[t] += W^T dy[t] (+ the pair's), and the pair's gradients added. */
 err_code lin_backward(train_ctx *c, const model_mat *w, const lin_lora *l, const float *x, const float *dy, int n,
                       float *dx, err_t *err);
+/* gw[o][i] += sum over t of dy[t][o] x[t][i]: the gradient of a trained matrix (n_out, n_in) itself. */
+void lin_weight_grad(train_ctx *c, const float *x, const float *dy, int n, int64_t n_in, int64_t n_out, float *gw);
 
 #endif

@@ -605,22 +605,22 @@ static int on_finetune_step(void *user, const octo_finetune_progress *p) {
     return stop || (*s->env)->ExceptionCheck(s->env);
 }
 
-/* texts: model, data, valid, output, checkpoint, targets, type (null: the default); ints: steps, batch, seqLen,
- * rank, warmup, checkpointEvery, restart; floats: alpha, lr, lrMin, clip, weightDecay. The result's numbers in
+/* texts: model, data, valid, output, checkpoint, targets, type, distill (null: the default); ints: steps, batch,
+ * seqLen, rank, warmup, checkpointEvery, restart, full; floats: alpha, lr, lrMin, clip, weightDecay. The result's numbers in
  * octo_finetune_result's order, as doubles. */
 JNIEXPORT jdoubleArray JNICALL Java_dev_octo_Native_finetune(JNIEnv *env, jclass cls, jobjectArray texts, jintArray ints,
                                                             jfloatArray floats, jlong seed, jobject sink) {
     (void)cls;
-    char *t[7] = {0};
-    int ok = (*env)->GetArrayLength(env, texts) == 7 && (*env)->GetArrayLength(env, ints) == 7 &&
+    char *t[8] = {0};
+    int ok = (*env)->GetArrayLength(env, texts) == 8 && (*env)->GetArrayLength(env, ints) == 8 &&
              (*env)->GetArrayLength(env, floats) == 5;
-    if (!ok) return throw_octo(env, OCTO_ERR_INVALID_ARG, "finetune: 7 texts, 7 numbers, 5 rates"), NULL;
-    for (int i = 0; i < 7 && ok; i++) {
+    if (!ok) return throw_octo(env, OCTO_ERR_INVALID_ARG, "finetune: 8 texts, 8 numbers, 5 rates"), NULL;
+    for (int i = 0; i < 8 && ok; i++) {
         jbyteArray b = (jbyteArray)(*env)->GetObjectArrayElement(env, texts, i);
         t[i] = c_optional(env, b, &ok);
         if (b) (*env)->DeleteLocalRef(env, b);
     }
-    jint n[7];
+    jint n[8];
     jfloat f[5];
     jdoubleArray out = NULL;
     ft_sink s = {env, sink, NULL};
@@ -631,12 +631,12 @@ JNIEXPORT jdoubleArray JNICALL Java_dev_octo_Native_finetune(JNIEnv *env, jclass
         ok = s.step != NULL;
     }
     if (ok) {
-        (*env)->GetIntArrayRegion(env, ints, 0, 7, n);
+        (*env)->GetIntArrayRegion(env, ints, 0, 8, n);
         (*env)->GetFloatArrayRegion(env, floats, 0, 5, f);
         octo_finetune_params p = octo_finetune_params_defaults();
         p.data = t[1], p.valid = t[2], p.output = t[3], p.checkpoint = t[4], p.targets = t[5], p.type = t[6];
         p.steps = n[0], p.batch = n[1], p.seq_len = n[2], p.rank = n[3], p.warmup = n[4];
-        p.checkpoint_every = n[5], p.restart = n[6];
+        p.checkpoint_every = n[5], p.restart = n[6], p.distill = t[7], p.full = n[7];
         p.alpha = f[0], p.lr = f[1], p.lr_min = f[2], p.clip = f[3], p.weight_decay = f[4], p.seed = (uint64_t)seed;
         p.on_progress = on_finetune_step, p.user = &s;
         octo_client *c = octo_client_new(NULL);
@@ -644,14 +644,14 @@ JNIEXPORT jdoubleArray JNICALL Java_dev_octo_Native_finetune(JNIEnv *env, jclass
         const octo_status st = c ? octo_finetune(c, t[0], &p, &r) : OCTO_ERR_NOMEM;
         if (st && !(*env)->ExceptionCheck(env)) throw_octo(env, (int)st, c ? octo_last_error(c) : "out of memory");
         if (!st) {
-            const jdouble v[14] = {(double)r.resumed_at, (double)r.steps_run, r.first_loss, r.last_loss,
+            const jdouble v[15] = {(double)r.resumed_at, (double)r.steps_run, r.first_loss, r.last_loss,
                                    r.valid_before, r.valid_after, r.seconds, (double)r.sequences, (double)r.tokens,
                                    (double)r.counted, r.conversations, r.conversations_cut, r.n_matrices,
-                                   (double)r.adapter_values};
-            if ((out = (*env)->NewDoubleArray(env, 14))) (*env)->SetDoubleArrayRegion(env, out, 0, 14, v);
+                                   (double)r.adapter_values, r.full};
+            if ((out = (*env)->NewDoubleArray(env, 15))) (*env)->SetDoubleArrayRegion(env, out, 0, 15, v);
         }
         octo_client_free(c);
     }
-    for (int i = 0; i < 7; i++) free(t[i]);
+    for (int i = 0; i < 8; i++) free(t[i]);
     return out;
 }

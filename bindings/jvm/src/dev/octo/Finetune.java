@@ -26,10 +26,11 @@ public final class Finetune {
     /** What a run did (octo_finetune_result). validBefore and validAfter are NaN without held-out data. */
     public record Result(long resumedAt, long stepsRun, double firstLoss, double lastLoss, double validBefore,
             double validAfter, double seconds, long sequences, long tokens, long counted, int conversations,
-            int conversationsCut, int matrices, long adapterValues) {}
+            int conversationsCut, int matrices, long adapterValues, boolean full) {}
 
     private final String model, data, output;
-    private String valid, checkpoint, targets, type;
+    private String valid, checkpoint, targets, type, distill;
+    private int full;
     private int steps = 100, batch = 4, seqLen = 256, rank = 16, warmup = -1, checkpointEvery = 10;
     private boolean restart;
     private float alpha = 32f, lr = 1e-3f, lrMin = 1e-4f, clip = 1f, weightDecay = 0.01f;
@@ -62,6 +63,11 @@ public final class Finetune {
     public Finetune checkpointEvery(int n) { checkpointEvery = n; return this; }
     /** Ignore an existing checkpoint: start over. */
     public Finetune restart(boolean r) { restart = r; return this; }
+    /** Learn the target model's next-token distributions (KL) instead of the data's next tokens: a draft for it. */
+    public Finetune distill(String target) { distill = target; return this; }
+    /** true: train every weight and write a whole model; false: an adapter (default: every weight when distilling
+     * a model of at most 64 M parameters). */
+    public Finetune full(boolean all) { full = all ? 1 : -1; return this; }
     public Finetune progress(Progress p) { progress = p; return this; }
 
     private static byte[] optional(String s) {
@@ -71,8 +77,8 @@ public final class Finetune {
     /** Trains and writes the adapter; OctoException with octo's status and message on failure. */
     public Result run() {
         byte[][] texts = {Model.utf8(model), Model.utf8(data), optional(valid), Model.utf8(output), optional(checkpoint),
-            optional(targets), optional(type)};
-        int[] ints = {steps, batch, seqLen, rank, warmup, checkpointEvery, restart ? 1 : 0};
+            optional(targets), optional(type), optional(distill)};
+        int[] ints = {steps, batch, seqLen, rank, warmup, checkpointEvery, restart ? 1 : 0, full};
         float[] floats = {alpha, lr, lrMin, clip, weightDecay};
         final Progress p = progress;
         Native.StepSink sink = p == null ? null
@@ -80,6 +86,6 @@ public final class Finetune {
                         p.step(new Step(step, all, loss, rate, norm, tokens, elapsed, tps, eta, resumed));
         double[] v = Native.finetune(texts, ints, floats, seed, sink);
         return new Result((long) v[0], (long) v[1], v[2], v[3], v[4], v[5], v[6], (long) v[7], (long) v[8],
-                (long) v[9], (int) v[10], (int) v[11], (int) v[12], (long) v[13]);
+                (long) v[9], (int) v[10], (int) v[11], (int) v[12], (long) v[13], v[14] != 0);
     }
 }

@@ -113,6 +113,13 @@ class ModelTest {
                 () -> new Finetune(MODEL, data.toString(), a).targets("qq").run());
         assertEquals(1, bad.status());
         assertTrue(bad.getMessage().contains("unknown target"), bad.getMessage());
+        String full = dir.resolve("full.gguf").toString();
+        Finetune.Result all = new Finetune(MODEL, data.toString(), full).steps(4).batch(2).seqLen(32)
+                .full(true).run();
+        assertTrue(all.full() && all.matrices() > 35, all.toString());
+        Finetune.Result distilled = new Finetune(full, data.toString(), b).steps(4).batch(2).seqLen(32)
+                .distill(MODEL).valid(data.toString()).restart(true).run();
+        assertTrue(distilled.full() && distilled.validAfter() < distilled.validBefore(), distilled.toString());
     }
 
     @Test
