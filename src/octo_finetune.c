@@ -134,6 +134,9 @@ static err_code open_teacher(ft_run *r, const char *path, int seq_len, err_t *er
     if (rc) return err_prefix(err, "distillation target %s", path), rc;
     const int differs = tokenizer_first_difference(r->tok, tt);
     tokenizer_free(tt);
+    if (r->t.m->hp.n_vocab != r->m->hp.n_vocab)
+        return err_set(err, ERR_BAD_VALUE, "distillation target %s: its output has %d tokens, the model's %d", path,
+                       r->t.m->hp.n_vocab, r->m->hp.n_vocab);
     if (differs >= 0)
         return err_set(err, ERR_BAD_VALUE, "distillation target %s: its vocabulary differs from the model's at token %d",
                        path, differs);
@@ -262,6 +265,9 @@ octo_status octo_finetune(octo_client *client, const char *model_path, const oct
     else if (!rc && ck) r.ckpt = strdup(ck);
     if (!rc && !r.ckpt) rc = err_set(err, ERR_NOMEM, "out of memory");
     if (!rc) rc = open_all(&r, model_path, &p, kinds, err);
+    if (!rc && r.w && p.type)
+        rc = err_set(err, ERR_INVALID_ARG, "every weight is trained here (distilling a small model), written in F32: "
+                     "no adapter type (or --adapter)");
     if (!rc && !r.tc) rc = train_ctx_new(0, &r.tc, err);
     finetune_result res = {0};
     if (!rc) rc = train_and_write(&r, &p, (uint32_t)type, &res, err);

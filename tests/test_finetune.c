@@ -385,6 +385,9 @@ static void test_full_and_distill(const char *model_path) {
     T_CHECKF(octo_finetune(c, full, &p, &r) == OCTO_ERR_BAD_VALUE && strstr(octo_last_error(c), "vocabulary"), "%s",
              octo_last_error(c));
     printf("another vocabulary: %s\n", octo_last_error(c));
+    p.distill = model_path, p.type = "f16"; /* every weight by default here: no adapter type */
+    T_CHECKF(octo_finetune(c, full, &p, &r) == OCTO_ERR_INVALID_ARG && strstr(octo_last_error(c), "F32"), "%s",
+             octo_last_error(c));
     p.distill = NULL, p.full = 1, p.type = "f16";
     T_CHECK(octo_finetune(c, full, &p, &r) == OCTO_ERR_INVALID_ARG && strstr(octo_last_error(c), "F32"));
     remove(data), remove(valid), remove(full), remove(d1), remove(d2), remove(ck), remove(other);

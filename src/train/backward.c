@@ -34,7 +34,8 @@ typedef struct {
     float *grad;     /* NULL: the loss alone */
     int n, E, H, KV, hd, Q, K, F, V;
     saved *L;        /* [n_layer] (recompute: only each one's x) */
-    bool recompute;  /* activation checkpointing: a layer's values computed again for its backward, in work */
+    bool recompute;  /* activation checkpointing: a layer's values computed again for its backward, in work
+                        (a pass without a gradient runs every layer in work: nothing is read back) */
     saved work;
     float *xr;       /* (n, E): the layer input a recomputation runs on */
     float *cs;       /* (n, n_rot) RoPE angles per position */
@@ -482,7 +483,7 @@ static void pass(tctx *c, const int32_t *tokens, const uint8_t *mask, buffers *B
 static tctx setup(const model *m, const train_spec *sp, int n, float *grad, bool recompute) {
     const model_hparams *hp = &m->hp;
     tctx c = {.m = m, .a = sp->a, .scale = sp->scale, .w = sp->w, .soft = sp->soft, .grad = grad,
-              .recompute = recompute && grad, .n = n, .E = hp->n_embd, .H = hp->n_head, .KV = hp->n_head_kv,
+              .recompute = recompute || !grad, .n = n, .E = hp->n_embd, .H = hp->n_head, .KV = hp->n_head_kv,
               .hd = hp->head_dim, .F = hp->n_ff, .V = hp->n_vocab};
     c.Q = c.H * c.hd, c.K = c.KV * c.hd;
     return c;
@@ -493,9 +494,9 @@ uint64_t train_activation_bytes(const model *m, int n, bool grad, bool recompute
     tctx c = setup(m, &(train_spec){0}, n, grad ? &one : NULL, recompute);
     allocs al = {.dry = true};
     buffers B = {0};
-    alloc_all(&c, &al, &B);
+    const bool ok = alloc_all(&c, &al, &B);
     free(c.L);
-    return al.bytes;
+    return ok ? al.bytes : UINT64_MAX;
 }
 
 err_code train_loss_grad(train_ctx *tc, const model *m, const train_spec *sp, const int32_t *tokens, int n,

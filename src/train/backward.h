@@ -69,7 +69,8 @@ err_code train_loss_grad(train_ctx *tc, const model *m, const train_spec *sp, co
                          const uint8_t *mask, double *loss, float *grad, err_t *err);
 
 /* The bytes train_loss_grad allocates for a sequence of n tokens (its activations and scratch: with
- * grad, a gradient's; with recompute, checkpointing each layer). */
+ * grad, a gradient's; with recompute, checkpointing each layer; without grad, a forward's, one layer's
+ * values at a time); UINT64_MAX when it cannot tell (out of memory). */
 uint64_t train_activation_bytes(const model *m, int n, bool grad, bool recompute);
 
 /* The refusals of train_loss_grad that do not depend on the tokens (the model, the adapter):

@@ -125,7 +125,8 @@ static float *soft_buffer(const model *m, const train_data *d, const finetune_op
 
 /* A sequence of n tokens' training memory: its activations, and a teacher's distributions. */
 static uint64_t seq_bytes(const model *m, const finetune_opts *o, int n, bool recompute) {
-    return train_activation_bytes(m, n, true, recompute) + (o->teacher ? 4ull * (uint64_t)n * m->hp.n_vocab : 0);
+    const uint64_t act = train_activation_bytes(m, n, true, recompute);
+    return act == UINT64_MAX ? act : act + (o->teacher ? 4ull * (uint64_t)n * m->hp.n_vocab : 0);
 }
 
 /* Keep every activation, or compute each layer again, within the budget; else refuse, saying what fits. */
