@@ -134,12 +134,12 @@ static err_code open_teacher(ft_run *r, const char *path, int seq_len, err_t *er
     if (rc) return err_prefix(err, "distillation target %s", path), rc;
     const int differs = tokenizer_first_difference(r->tok, tt);
     tokenizer_free(tt);
-    if (r->t.m->hp.n_vocab != r->m->hp.n_vocab)
-        return err_set(err, ERR_BAD_VALUE, "distillation target %s: its output has %d tokens, the model's %d", path,
-                       r->t.m->hp.n_vocab, r->m->hp.n_vocab);
     if (differs >= 0)
         return err_set(err, ERR_BAD_VALUE, "distillation target %s: its vocabulary differs from the model's at token %d",
                        path, differs);
+    if (r->t.m->hp.n_vocab != r->m->hp.n_vocab)
+        return err_set(err, ERR_BAD_VALUE, "distillation target %s: its output has %d tokens, the model's %d", path,
+                       r->t.m->hp.n_vocab, r->m->hp.n_vocab);
     if ((rc = session_new(r->t.m, seq_len, QT_F32, 0, &r->t.s, err))) return rc;
     return train_ctx_new_on(r->t.s->pool, &r->tc, err);
 }
