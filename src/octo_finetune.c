@@ -180,10 +180,16 @@ static bool on_step(void *user, const finetune_progress *f) {
     return c->p->on_progress(c->p->user, &p) == 0;
 }
 
-static void fill_result(const ft_run *r, const finetune_result *f, octo_finetune_result *out) {
+/* The values trained: the adapter's, or every weight's. */
+static size_t trained_values(const ft_run *r) {
     size_t n = 0;
     if (r->a) lora_values(r->a, &n);
     else train_weights_values(r->w, &n);
+    return n;
+}
+
+static void fill_result(const ft_run *r, const finetune_result *f, octo_finetune_result *out) {
+    const size_t n = trained_values(r);
     *out = (octo_finetune_result){.resumed_at = f->resumed_at, .steps_run = f->steps_run, .first_loss = f->first_loss,
                                   .last_loss = f->last_loss, .valid_before = f->valid_before,
                                   .valid_after = f->valid_after, .seconds = f->seconds, .sequences = r->data.n_seq,
@@ -213,10 +219,8 @@ static void budget(const ft_run *r, const octo_finetune_params *p, finetune_opts
         return;
     }
     const uint64_t avail = plat_mem_available() / 10 * 9;
-    size_t n = 0;
-    if (r->a) lora_values(r->a, &n);
-    else train_weights_values(r->w, &n);
-    const uint64_t state = 16ull * n, weights = r->m->weight_bytes + (r->t.m ? r->t.m->weight_bytes : 0);
+    const uint64_t state = 16ull * trained_values(r);
+    const uint64_t weights = r->m->weight_bytes + (r->t.m ? r->t.m->weight_bytes : 0);
     if (!avail) return; /* unknown: no limit */
     o->limit_bytes = avail > state ? avail - state : 1;
     o->keep_bytes = avail > state + weights ? avail - state - weights : 1;
@@ -253,8 +257,6 @@ octo_status octo_finetune(octo_client *client, const char *model_path, const oct
     unsigned kinds = 0;
     const int type = p.type ? quant_type_from_name(p.type) : (int)QT_F32;
     err_code rc = model_path ? check_params(&p, err) : err_set(err, ERR_INVALID_ARG, "finetune needs a model's path");
-    if (!rc && p.full > 0 && p.type)
-        rc = err_set(err, ERR_INVALID_ARG, "a fully trained model is written in F32: no adapter type");
     if (!rc && type != QT_F32 && type != QT_F16 && type != QT_BF16 && type != QT_Q8_0)
         rc = err_set(err, ERR_INVALID_ARG, "adapter type '%s': f32, f16, bf16 or q8_0", p.type);
     if (!rc) rc = parse_targets(p.targets, &kinds, err);
@@ -266,8 +268,8 @@ octo_status octo_finetune(octo_client *client, const char *model_path, const oct
     if (!rc && !r.ckpt) rc = err_set(err, ERR_NOMEM, "out of memory");
     if (!rc) rc = open_all(&r, model_path, &p, kinds, err);
     if (!rc && r.w && p.type)
-        rc = err_set(err, ERR_INVALID_ARG, "every weight is trained here (distilling a small model), written in F32: "
-                     "no adapter type (or --adapter)");
+        rc = err_set(err, ERR_INVALID_ARG, "every weight is trained (--full, or distilling a small model) and written "
+                     "in F32: no adapter type (or --adapter)");
     if (!rc && !r.tc) rc = train_ctx_new(0, &r.tc, err);
     finetune_result res = {0};
     if (!rc) rc = train_and_write(&r, &p, (uint32_t)type, &res, err);

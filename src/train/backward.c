@@ -358,8 +358,9 @@ static float *take(allocs *al, size_t n) {
  * (softmax(z) - p) / counted. */
 static double kl_row(float *z, const float *p, int V, double mx, double sum, int counted) {
     double kl = 0.0;
+    const double lz = mx + log(sum); /* log q_i = z_i - lz */
     for (int i = 0; i < V; i++) {
-        const double lq = (double)z[i] - mx - log(sum);
+        const double lq = (double)z[i] - lz;
         if (p[i] > 0.0f) kl += p[i] * (log((double)p[i]) - lq);
         z[i] = (float)((exp(lq) - p[i]) / counted);
     }
