@@ -517,6 +517,7 @@ const cli_option cli_options[] = {
     {"--router", NULL, UPCYCLE, CALL(set_router, upcycle.router), .bad = "{arg} takes one of fit uniform, not '{value}'"},
     {"--combine", NULL, UPCYCLE, CALL(set_combine, upcycle.combine), .bad = "{arg} takes one of sum weighted, not '{value}'"},
     {"--seed", NULL, UPCYCLE, CALL(set_seed_unsigned, upcycle.seed), .bad = "--seed takes a whole number"},
+    {"--measure", NULL, UPCYCLE, STR(measure)},
 
     /* finetune (tools/finetune.c: octo_finetune_params) */
     {"--valid", NULL, FINETUNE, STR(ft.valid)},

@@ -75,6 +75,7 @@ typedef struct {
     const char *schema_file;  /* run and bench --json-schema */
     const char *draft, *device, *cache_dir;
     const char *ref;          /* eval --ref */
+    const char *measure;      /* upcycle --measure MOE: measure that file against -m instead of upcycling */
     const char *text;         /* tokenize --text */
     const char *ids;          /* detokenize --ids */
     const char *tokens;       /* logits --tokens */

@@ -28,6 +28,8 @@ static const char *type_name(uint32_t t) {
     return tr ? tr->name : "?";
 }
 
+static void print_quality(const upcycle_report *r);
+
 static void print_report(const upcycle_opts *o, const upcycle_report *r) {
     printf("upcycled:   %s -> %s: %d experts of %d neurons (%d zero), %d used per token", o->input, o->output,
            o->n_expert, r->n_ff_expert, r->n_pad, o->n_expert_used);
@@ -42,6 +44,11 @@ static void print_report(const upcycle_opts *o, const upcycle_report *r) {
         printf("quality:    not measured (no held-out text: give -f TEXT)\n");
         return;
     }
+    print_quality(r);
+}
+
+/* What the MoE measured against the dense model on the held-out text, and its routing per layer. */
+static void print_quality(const upcycle_report *r) {
     printf("held-out:   %d tokens\n", r->heldout_tokens);
     printf("perplexity: dense %.4f, upcycled %.4f (nll %.4f -> %.4f nats/token)\n", exp(r->dense_nll),
            exp(r->moe_nll), r->dense_nll, r->moe_nll);
@@ -63,6 +70,8 @@ static int parse_args(int argc, char **argv, cli_args *a) {
     a->upcycle.n_expert = a->upcycle.n_expert_used = 0;
     const int rc = cli_parse(CMD_UPCYCLE, argc, argv, a);
     if (rc) return rc;
+    a->upcycle.input = a->model;
+    if (a->measure) return a->model && a->file ? 0 : usage_error("upcycle --measure MOE.gguf needs -m DENSE.gguf and -f TEXT");
     if (!a->model || !a->out) return usage_error("upcycle needs -m DENSE.gguf and -o MOE.gguf");
     if (!a->upcycle.n_expert) return usage_error("upcycle needs --experts E and --experts-used K");
     if (!a->upcycle.n_expert_used) return usage_error("upcycle needs --experts-used K");
@@ -86,6 +95,9 @@ int cmd_upcycle(int argc, char **argv) {
     upcycle_report *r = calloc(1, sizeof *r);
     err_t err = {0};
     if (!r) rc = fail("out of memory");
+    else if (a.measure && upcycle_measure_file(&o, a.measure, r, &err))
+        rc = fail("upcycle --measure: %s", err.msg);
+    else if (a.measure) print_quality(r);
     else if (upcycle_run(&o, r, &err))
         rc = fail("upcycle: %s%s", err.msg, text_path ? "" : " (-f TEXT gives one; --split, --router choose)");
     else print_report(&o, r);

@@ -377,6 +377,56 @@ static void report_shape(const upcycle_plan *p, const text_tokens *tt, upcycle_r
     }
 }
 
+/* The plan a measurement needs from an MoE file: its experts, how many a token uses, and each layer's
+ * router in F32 (the routing statistics score with it). */
+static err_code measured_plan(const model *dense, const char *moe_path, upcycle_plan *p, err_t *err) {
+    model *moe = NULL;
+    err_code rc = model_load(moe_path, &moe, err);
+    if (rc) return rc;
+    const model_hparams *hp = &moe->hp;
+    bool ok = hp->n_expert && hp->n_vocab == dense->hp.n_vocab && hp->n_layer == dense->hp.n_layer &&
+              hp->n_embd == dense->hp.n_embd && hp->n_layer <= UPCYCLE_MAX_LAYERS;
+    for (int l = 0; ok && l < hp->n_layer; l++) ok = moe->layers[l].gate_inp.data != NULL;
+    if (!ok)
+        rc = err_set(err, ERR_INVALID_ARG, "%s is not a mixture of experts in every layer of %s's shape (vocabulary "
+                     "%d, %d layers, width %d)", moe_path, dense->hp.arch_name, dense->hp.n_vocab, dense->hp.n_layer,
+                     dense->hp.n_embd);
+    p->E = hp->n_expert, p->K = hp->n_expert_used;
+    if (!rc && !(p->layers = calloc((size_t)hp->n_layer, sizeof *p->layers))) rc = err_set(err, ERR_NOMEM, "out of memory");
+    for (int l = 0; !rc && l < hp->n_layer; l++) {
+        const model_mat *r = &moe->layers[l].gate_inp;
+        if (!(p->layers[l].router = malloc(sizeof(float) * (size_t)(r->n_in * r->n_out)))) {
+            rc = err_set(err, ERR_NOMEM, "out of memory");
+            break;
+        }
+        for (int64_t e = 0; e < r->n_out; e++)
+            quant_dequantize_row(r->type, (const uint8_t *)r->data + (size_t)e * r->row_bytes,
+                                 p->layers[l].router + e * r->n_in, r->n_in);
+    }
+    model_free(moe);
+    return rc;
+}
+
+err_code upcycle_measure_file(const upcycle_opts *o, const char *moe_path, upcycle_report *rep, err_t *err) {
+    memset(rep, 0, sizeof *rep);
+    model *dense = NULL;
+    err_code rc = o->text ? model_load(o->input, &dense, err) : err_set(err, ERR_INVALID_ARG, "no text to measure on");
+    if (rc) return rc;
+    upcycle_plan p = {.dense = dense};
+    text_tokens tt = {0};
+    rc = measured_plan(dense, moe_path, &p, err);
+    if (!rc) rc = read_text(dense, o, &tt, err);
+    if (!rc && !tt.n_held) rc = err_set(err, ERR_INVALID_ARG, "the text is too short to hold out tokens");
+    if (!rc) {
+        rep->n_layer = dense->hp.n_layer, rep->heldout_tokens = tt.n_held;
+        rc = upcycle_measure(&p, moe_path, tt.ids + tt.n_total - tt.n_held, tt.n_held, tt.bos, o->n_threads, rep, err);
+    }
+    plan_free(&p);
+    free(tt.ids);
+    model_free(dense);
+    return rc;
+}
+
 err_code upcycle_run(const upcycle_opts *o, upcycle_report *rep, err_t *err) {
     err_code rc = check_opts(o, err);
     if (rc) return rc;

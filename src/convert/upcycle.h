@@ -91,4 +91,10 @@ typedef struct {
  * needed), with a message naming the cause. */
 err_code upcycle_run(const upcycle_opts *o, upcycle_report *rep, err_t *err);
 
+/* The held-out measurement alone, of an MoE already written (upcycled, or healed by training) against
+ * o->input on o->text: the same held-out tokens, chunks and KL as upcycle_run's. rep's quality and
+ * per-layer routing fields are set. ERR_INVALID_ARG when moe_path is not an MoE of the dense model's
+ * vocabulary and depth, or the text too short to hold out any tokens. */
+err_code upcycle_measure_file(const upcycle_opts *o, const char *moe_path, upcycle_report *rep, err_t *err);
+
 #endif
