@@ -705,7 +705,7 @@ typedef struct {
     const char *valid;            /* held-out data of the same kinds: its loss before and after (NULL: none) */
     const char *output;           /* the adapter GGUF written at the end */
     const char *checkpoint;       /* NULL: OUTPUT.ckpt (removed once the adapter is written) */
-    const char *targets;          /* matrices adapted, comma-separated: q,k,v,o,gate,up,down (NULL: all seven) */
+    const char *targets;          /* matrices adapted, comma-separated: q,k,v,o,gate,up,down,router (NULL: the first seven; router: an MoE's) */
     const char *type;             /* the adapter's values: "f32" (default), "f16", "bf16", "q8_0" */
     int steps;                    /* optimizer steps (100) */
     int batch;                    /* sequences per step, their gradients averaged (4) */
@@ -750,6 +750,13 @@ typedef struct {
     uint64_t activation_bytes;            /* a longest sequence's activations (and a teacher's distributions) */
     uint64_t memory_budget;               /* the budget they were held to (0: none known) */
     int64_t pressed;                      /* sequences computed again because memory was pressed */
+    /* A mixture of experts: its layers' experts (n_layer x n_expert), and how many of them any training
+     * token reached. The others are unchanged, bit for bit; the output's "training.expert_tokens" (i32,
+     * layer by layer) holds each one's tokens. 0, 0 for a dense model. */
+    int experts, experts_reached;
+    /* The threads training ran on at its end (followed before each sequence: a CPU quota or heat takes
+     * some, their return gives them back; 0: one thread, none followed), and how often that changed. */
+    int threads, thread_changes;
 } octo_finetune_result;
 
 OCTO_API octo_finetune_params octo_finetune_params_defaults(void);

@@ -12,6 +12,7 @@
 #include "octo.h"
 #include "octo_internal.h"
 #include "core/atomic_write.h"
+#include "core/clock.h"
 #include "core/quant.h"
 #include "model/chat_template.h"
 #include "model/lora.h"
@@ -23,6 +24,7 @@
 #include "train/data.h"
 #include "train/finetune.h"
 #include "train/weights.h"
+#include "runtime/cpu_adapt.h"
 #include "runtime/session.h"
 
 octo_finetune_params octo_finetune_params_defaults(void) {
@@ -34,13 +36,13 @@ octo_finetune_params octo_finetune_params_defaults(void) {
                                   .checkpoint_every = f.every};
 }
 
-/* "q,k,v,o,gate,up,down" (any of them, in any order) as lora kinds. */
+/* "q,k,v,o,gate,up,down,router" (any of them, in any order) as lora kinds. */
 static err_code parse_targets(const char *s, unsigned *kinds, err_t *err) {
     static const struct {
         const char *name;
         lora_kind kind;
     } names[] = {{"q", LORA_Q},       {"k", LORA_K},   {"v", LORA_V},      {"o", LORA_O},
-                 {"gate", LORA_GATE}, {"up", LORA_UP}, {"down", LORA_DOWN}};
+                 {"gate", LORA_GATE}, {"up", LORA_UP}, {"down", LORA_DOWN}, {"router", LORA_ROUTER}};
     *kinds = LORA_KINDS_DEFAULT;
     if (!s) return ERR_OK;
     *kinds = 0;
@@ -50,7 +52,7 @@ static err_code parse_targets(const char *s, unsigned *kinds, err_t *err) {
         for (size_t i = 0; i < sizeof names / sizeof *names; i++)
             if (strlen(names[i].name) == n && !strncmp(p, names[i].name, n)) *kinds |= 1u << names[i].kind, known = true;
         if (!known)
-            return err_set(err, ERR_INVALID_ARG, "unknown target '%.*s' (q, k, v, o, gate, up, down)", (int)n, p);
+            return err_set(err, ERR_INVALID_ARG, "unknown target '%.*s' (q, k, v, o, gate, up, down, router)", (int)n, p);
         p += n + (p[n] == ',');
     }
     return *kinds ? ERR_OK : err_set(err, ERR_INVALID_ARG, "no target matrices given");
@@ -94,6 +96,9 @@ typedef struct {
     uint64_t budget; /* the activations' (finetune_opts' limit) */
     plat_mem_watch *watch;
     atomic_int level; /* the watcher's last plat_mem_level */
+    int64_t *expert_tokens; /* an MoE: [n_layer][n_expert] the run's tokens per expert */
+    cpu_adapt_state cpu;    /* the training pool's threads, for the CPU there is */
+    int32_t *expert_mark;   /* the same as the output's training.expert_tokens (saturated) */
 } ft_run;
 
 static void ft_free(ft_run *r) {
@@ -106,7 +111,7 @@ static void ft_free(ft_run *r) {
     train_data_free(&r->data), train_data_free(&r->valid);
     tokenizer_free(r->tok);
     model_free(r->m);
-    free(r->ckpt);
+    free(r->ckpt), free(r->expert_tokens), free(r->expert_mark);
 }
 
 /* The target's next-token distributions over tokens (finetune_teacher). */
@@ -198,12 +203,31 @@ static void fill_result(const ft_run *r, const finetune_result *f, octo_finetune
                                   .n_matrices = r->a ? lora_n_matrices(r->a) : train_weights_tensors(r->w),
                                   .adapter_values = n, .full = r->w != NULL, .recompute = f->recompute,
                                   .activation_bytes = f->activation_bytes, .memory_budget = r->budget,
-                                  .pressed = f->pressed};
+                                  .pressed = f->pressed, .threads = r->cpu.threads,
+                                  .thread_changes = (int)r->cpu.changes};
+    const size_t n_counts = (size_t)r->m->hp.n_layer * (size_t)r->m->hp.n_expert;
+    for (size_t i = 0; r->expert_tokens && i < n_counts; i++) out->experts_reached += r->expert_tokens[i] > 0;
+    out->experts = r->expert_tokens ? (int)n_counts : 0;
+}
+
+/* An MoE's record of the experts its training reached, for the output: "training.expert_tokens", i32
+ * [n_layer * n_expert] layer by layer (saturated at 2^31 - 1); key NULL for a dense model. */
+static gguf_i32_array expert_mark(ft_run *r) {
+    const size_t n = (size_t)r->m->hp.n_layer * (size_t)r->m->hp.n_expert;
+    if (!r->expert_tokens || !(r->expert_mark = malloc(sizeof(int32_t) * n))) return (gguf_i32_array){0};
+    for (size_t i = 0; i < n; i++) r->expert_mark[i] = r->expert_tokens[i] > INT32_MAX ? INT32_MAX : (int32_t)r->expert_tokens[i];
+    return (gguf_i32_array){.key = "training.expert_tokens", .v = r->expert_mark, .n = n};
 }
 
 static void on_memory(void *user, plat_mem_level level, const plat_mem_reading *reading) {
     (void)reading;
     atomic_store(&((ft_run *)user)->level, (int)level);
+}
+
+/* Before each sequence: the CPU the process has now (a quota, a hot device: runtime/cpu_adapt.h). */
+static void adapt_cpu(void *user) {
+    ft_run *r = user;
+    cpu_adapt_poll(&r->cpu, train_ctx_pool(r->tc), (double)clock_ns() / 1e9);
 }
 
 /* Pressed from MODERATE up: the watcher asks caches that cost I/O to shrink; a sequence's activations
@@ -240,10 +264,20 @@ static err_code train_and_write(ft_run *r, const octo_finetune_params *p, uint32
     r->budget = o.limit_bytes;
     err_t ignored = {0}; /* unwatched, training runs on as before */
     if (!plat_mem_watch_start(NULL, on_memory, r, &r->watch, &ignored)) o.pressed = pressed, o.pressed_user = r;
+    if (train_ctx_pool(r->tc)) {
+        cpu_adapt_init(&r->cpu, train_ctx_pool(r->tc), false);
+        o.adapt = adapt_cpu, o.adapt_user = r;
+    }
     if (r->t.s) o.teacher = teach, o.teacher_user = &r->t, o.teacher_id = finetune_model_fingerprint(r->t.m);
     progress_ctx pc = {p};
+    const size_t n_counts = (size_t)r->m->hp.n_layer * (size_t)r->m->hp.n_expert;
+    if (n_counts && !(r->expert_tokens = o.expert_tokens = calloc(n_counts, sizeof(int64_t))))
+        return err_set(err, ERR_NOMEM, "out of memory");
     err_code rc = finetune_run(r->m, r->a, r->w, &r->data, &o, on_step, &pc, res, err);
-    if (!rc) rc = r->w ? train_weights_write(r->w, p->output, err) : lora_write(r->m, r->a, type, p->output, err);
+    const gguf_i32_array mark = rc ? (gguf_i32_array){0} : expert_mark(r);
+    if (!rc && n_counts && !mark.key) rc = err_set(err, ERR_NOMEM, "out of memory");
+    if (!rc)
+        rc = r->w ? train_weights_write(r->w, &mark, p->output, err) : lora_write(r->m, r->a, type, &mark, p->output, err);
     if (rc) return rc;
     remove(r->ckpt); /* the adapter holds what it held */
     return ERR_OK;

@@ -689,5 +689,23 @@ fi
 "$octo" run -m "$emb" --lora "$tmp/fa.gguf" -p "Once upon a time" -n 8 --temp 0 >/dev/null 2>"$tmp/err" && ok ||
     bad "run --lora with finetune's adapter: $(cat "$tmp/err")"
 
+# an upcycled MoE healed by distillation from its dense model: upcycle --measure scores a written MoE as
+# upcycle itself did, and the healed one closer to the dense model; finetune reports the experts reached
+awk 'BEGIN { split("cat dog bird fish frog", a, " "); for (i = 0; i < 60; i++) { n = a[i % 5 + 1];
+    print "Once upon a time there was a little " n ". The " n " liked to play in the park with a red ball. One day the " n " saw a big tree and was happy." } }' >"$tmp/up.txt"
+expect 0 3 "$octo" upcycle -m "$emb" -o "$tmp/up.gguf" --experts 4 --experts-used 2 -f "$tmp/up.txt"
+grep "^kld:" "$tmp/out" >"$tmp/kld0"
+expect 0 0 "$octo" upcycle -m "$emb" --measure "$tmp/up.gguf" -f "$tmp/up.txt"
+grep "^kld:" "$tmp/out" | cmp -s - "$tmp/kld0" && [ -s "$tmp/kld0" ] && ok || bad "upcycle --measure: $(cat "$tmp/out") vs $(cat "$tmp/kld0")"
+expect 2 1 "$octo" upcycle -m "$emb" --measure "$tmp/up.gguf"
+expect 1 1 "$octo" upcycle -m "$emb" --measure "$emb" -f "$tmp/up.txt"
+grep -q "is not a mixture of experts" "$tmp/err" && ok || bad "upcycle --measure of a dense model: $(cat "$tmp/err")"
+expect 0 4 "$octo" finetune -m "$tmp/up.gguf" --distill "$emb" -f "$tmp/up.txt" -o "$tmp/healed.gguf" --steps 30 --batch 2 \
+    --seq-len 48 --lr 3e-3 --quiet
+grep -q "^experts: 20 of 20 reached by training tokens" "$tmp/err" && ok || bad "finetune of an MoE: $(cat "$tmp/err")"
+expect 0 0 "$octo" upcycle -m "$emb" --measure "$tmp/healed.gguf" -f "$tmp/up.txt"
+awk '/^kld:/ { k = $2 } END { exit !(k > 0) }' "$tmp/out" && awk -v before="$(awk '{ print $2 }' "$tmp/kld0")" \
+    '/^kld:/ { exit !($2 < before / 2) }' "$tmp/out" && ok || bad "healing: $(grep kld "$tmp/out") from $(cat "$tmp/kld0")"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

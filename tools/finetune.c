@@ -52,10 +52,15 @@ static void report(const char *out, const octo_finetune_result *r, bool distill)
     fprintf(stderr, "%s: %d %s, %llu values; %lld sequences (%lld tokens, %lld learnt from)", out, r->n_matrices,
             r->full ? "tensors (the whole model)" : "matrices", (unsigned long long)r->adapter_values, (long long)r->sequences, (long long)r->tokens, (long long)r->counted);
     if (r->conversations) fprintf(stderr, ", %d conversations (%d cut)", r->conversations, r->conversations_cut);
+    if (r->experts)
+        fprintf(stderr, "\nexperts: %d of %d reached by training tokens (the others unchanged; tokens per expert in "
+                "training.expert_tokens)", r->experts_reached, r->experts);
     fprintf(stderr, "\nactivations: %.1f MiB a sequence%s", r->activation_bytes / 1048576.0,
             r->recompute ? ", each layer computed again in the backward" : "");
     if (r->memory_budget) fprintf(stderr, " (budget %.0f MiB)", r->memory_budget / 1048576.0);
     if (r->pressed) fprintf(stderr, "; %lld sequences computed again under memory pressure", (long long)r->pressed);
+    if (r->thread_changes)
+        fprintf(stderr, "\nthreads: %d at the end, changed %d times for the CPU there was", r->threads, r->thread_changes);
     fprintf(stderr, "\ntraining loss %.4f -> %.4f over %lld steps in %.1f s\n", r->first_loss, r->last_loss,
             (long long)r->steps_run, r->seconds);
     if (distill && !isnan(r->valid_after))

@@ -613,7 +613,8 @@ def finetune(model, data, output, *, valid=None, steps=100, batch=4, seq_len=256
     free); past it each layer is computed again in the backward. on_progress(FinetuneProgress)
     is called after each step; returning True stops the run (its checkpoint written: OctoError with
     status 22, cancelled); the same call again resumes it, to the same bytes. Returns a FinetuneResult
-    (losses, held-out losses when `valid` is given, the data's counts). docs/training.md."""
+    (losses, held-out losses when `valid` is given, the data's counts; for a mixture of experts, experts
+    and experts_reached: those no training token reached are unchanged). docs/training.md."""
     if isinstance(model, str):
         model = _pulled(model) or model
     keep = [_enc("model", model), _enc("data", data), _enc("output", output), _enc("valid", valid),

@@ -151,7 +151,8 @@ class FinetuneResult(ctypes.Structure):
                 ("tokens", c_i64), ("counted", c_i64), ("conversations", c_int), ("conversations_cut", c_int),
                 ("n_matrices", c_int), ("adapter_values", c_u64), ("full", c_int),
                 ("recompute", c_int), ("activation_bytes", c_u64), ("memory_budget", c_u64),
-                ("pressed", c_i64)]
+                ("pressed", c_i64), ("experts", c_int), ("experts_reached", c_int), ("threads", c_int),
+                ("thread_changes", c_int)]
 
 
 # (struct, its name in octo.h): checked against octo_struct_size at load

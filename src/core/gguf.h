@@ -157,6 +157,12 @@ err_code gguf_writer_set_raw(gguf_writer *w, const char *key, gguf_type type, co
 err_code gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const *v, uint64_t n);
 err_code gguf_writer_set_arr_f32(gguf_writer *w, const char *key, const float *v, uint64_t n);
 err_code gguf_writer_set_arr_i32(gguf_writer *w, const char *key, const int32_t *v, uint64_t n);
+/* A named i32 array a writer of a whole file adds beside its own keys (key NULL: none). */
+typedef struct {
+    const char *key;
+    const int32_t *v;
+    uint64_t n;
+} gguf_i32_array;
 /* Copy one value (as read by gguf_open) under key. */
 err_code gguf_writer_set_value(gguf_writer *w, const char *key, const gguf_value *v);
 

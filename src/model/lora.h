@@ -116,8 +116,10 @@ lora_init_opts lora_init_defaults(void);
  * seed, B = 0, so it starts as the base's function exactly. */
 err_code lora_create(const model *m, const lora_init_opts *o, lora_adapter **out, err_t *err);
 /* a as llama.cpp's adapter GGUF at path (core/atomic_write: all or nothing),
- * its values in type (F32, F16, BF16; Q8_0 when every row is a multiple of 32). */
-err_code lora_write(const model *m, const lora_adapter *a, uint32_t type, const char *path, err_t *err);
+ * its values in type (F32, F16, BF16; Q8_0 when every row is a multiple of 32);
+ * extra: one more key (NULL: none). */
+err_code lora_write(const model *m, const lora_adapter *a, uint32_t type, const gguf_i32_array *extra,
+                    const char *path, err_t *err);
 
 /* Does the set change anything (an adapter of non-zero scale)? */
 bool lora_set_active(const lora_set *s);

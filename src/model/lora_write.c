@@ -136,7 +136,8 @@ static err_code fill(void *user, uint64_t i, void *buf, uint64_t n_bytes, err_t 
     return ERR_OK;
 }
 
-err_code lora_write(const model *m, const lora_adapter *a, uint32_t type, const char *path, err_t *err) {
+err_code lora_write(const model *m, const lora_adapter *a, uint32_t type, const gguf_i32_array *extra,
+                    const char *path, err_t *err) {
     if (type != QT_F32 && type != QT_F16 && type != QT_BF16 && type != QT_Q8_0)
         return err_set(err, ERR_INVALID_ARG, "adapters are written as f32, f16, bf16 or q8_0");
     const size_t cap = m->gguf->n_tensors + 1;
@@ -146,7 +147,8 @@ err_code lora_write(const model *m, const lora_adapter *a, uint32_t type, const 
     if (!c.rc && (gguf_writer_set_str(c.w, "general.type", "adapter") ||
                   gguf_writer_set_str(c.w, "general.architecture", m->hp.arch_name) ||
                   gguf_writer_set_str(c.w, "adapter.type", "lora") ||
-                  (a->alpha != 0.0f && gguf_writer_set_f32(c.w, "adapter.lora.alpha", a->alpha))))
+                  (a->alpha != 0.0f && gguf_writer_set_f32(c.w, "adapter.lora.alpha", a->alpha)) ||
+                  (extra && extra->key && gguf_writer_set_arr_i32(c.w, extra->key, extra->v, extra->n))))
         c.rc = err_set(err, ERR_NOMEM, "out of memory");
     if (!c.rc) each_target(m, ~0u, add_pair, &c);
     if (!c.rc) c.rc = gguf_writer_write(c.w, path, fill, &c, err);

@@ -43,7 +43,7 @@ float adamw_lr(const adamw_opts *o, int64_t t) {
     return (float)(o->lr_min + (o->lr - o->lr_min) * f);
 }
 
-double adamw_step(adamw_state *s, const adamw_opts *o, float *p, const float *grad) {
+double adamw_step(adamw_state *s, const adamw_opts *o, float *p, const float *grad, const uint8_t *frozen) {
     double norm = 0.0;
     for (size_t i = 0; i < s->n; i++) norm += (double)grad[i] * grad[i];
     norm = sqrt(norm);
@@ -52,6 +52,7 @@ double adamw_step(adamw_state *s, const adamw_opts *o, float *p, const float *gr
     const float lr = adamw_lr(o, t);
     const double c1 = 1.0 - pow(o->beta1, (double)t), c2 = 1.0 - pow(o->beta2, (double)t);
     for (size_t i = 0; i < s->n; i++) {
+        if (frozen && frozen[i]) continue;
         const float g = grad[i] * k;
         s->m[i] = o->beta1 * s->m[i] + (1.0f - o->beta1) * g;
         s->v[i] = o->beta2 * s->v[i] + (1.0f - o->beta2) * g * g;

@@ -3,6 +3,7 @@
  * adapter (train/backward.h).
  */
 #include "train/backward.h"
+#include "train/backward_int.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -14,39 +15,9 @@
 #include "train/linear.h"
 #include "train/weights.h"
 
-/* What one layer's forward keeps for its backward. */
-typedef struct {
-    float *x;        /* (n, E) the residual entering the layer */
-    float *r1, *r2;  /* (n) the two norms' 1 / rms */
-    float *mid;      /* (n, E) the residual after the attention */
-    float *q, *k, *v; /* after RoPE: (n, Q), (n, K), (n, K) */
-    float *p;        /* (H, n, n) attention probabilities (row t: keys 0..t) */
-    float *att;      /* (n, Q) the heads' output before attn_output */
-    float *g, *u;    /* (n, F) gate and up */
-} saved;
-
-typedef struct {
-    const model *m;
-    const lora_adapter *a;
-    float scale;
-    const train_weights *w; /* trained weights (m is their view), or NULL */
-    const float *soft;      /* (n, V) a teacher's distributions, or NULL */
-    float *grad;     /* NULL: the loss alone */
-    int n, E, H, KV, hd, Q, K, F, V;
-    saved *L;        /* [n_layer] (recompute: only each one's x) */
-    bool recompute;  /* activation checkpointing: a layer's values computed again for its backward, in work
-                        (a pass without a gradient runs every layer in work: nothing is read back) */
-    saved work;
-    float *xr;       /* (n, E): the layer input a recomputation runs on */
-    float *cs;       /* (n, n_rot) RoPE angles per position */
-    train_ctx *tc;   /* the products' threads */
-    err_code rc;     /* the first failure (every later step is skipped) */
-    err_t *err;
-} tctx;
-
 /* ---------------------------------------------------------------- products */
 
-static const lora_tensor *adapted(const tctx *c, int layer, lora_kind k) {
+const lora_tensor *adapted(const tctx *c, int layer, lora_kind k) {
     return c->a && c->scale != 0.0f ? lora_find(c->a, layer, k) : NULL;
 }
 
@@ -59,13 +30,13 @@ static lin_lora pair(const tctx *c, const lora_tensor *lt, bool grads) {
 }
 
 /* y[t] = W x[t] (+ s B A x[t]) for n rows (train/linear.h). */
-static void lin_fwd(tctx *c, const model_mat *w, const lora_tensor *lt, const float *x, int n, float *y) {
+void lin_fwd(tctx *c, const model_mat *w, const lora_tensor *lt, const float *x, int n, float *y) {
     const lin_lora l = pair(c, lt, false);
     if (!c->rc) c->rc = lin_forward(c->tc, w, &l, x, n, y, c->err);
 }
 
 /* The backward of lin_fwd: dx[t] += W^T dy[t] (+ s A^T B^T dy[t]); the adapter's gradients added. */
-static void lin_bwd(tctx *c, const model_mat *w, const lora_tensor *lt, const float *x, const float *dy, int n,
+void lin_bwd(tctx *c, const model_mat *w, const lora_tensor *lt, const float *x, const float *dy, int n,
                     float *dx) {
     const lin_lora l = pair(c, lt, true);
     if (!c->rc) c->rc = lin_backward(c->tc, w, &l, x, dy, n, dx, c->err);
@@ -120,8 +91,6 @@ static void rope_rows(const tctx *c, float *v, int n, int heads, bool transpose)
         fwd_rope_apply(v + (size_t)t * heads * c->hd, heads, c->hd, hp->n_rot, hp->rope_neox, cs);
     }
 }
-
-static float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /* ---------------------------------------------------------------- attention */
 
@@ -257,6 +226,10 @@ static void layer_fwd(tctx *c, int l, saved *S, float *x, float *xn, float *tmp)
     for (size_t i = 0; i < (size_t)n * E; i++) x[i] += tmp[i];
     memcpy(S->mid, x, sizeof(float) * (size_t)n * E);
     norm_fwd(x, L->ffn_norm.data, n, E, eps, xn, S->r2);
+    if (c->X) {
+        moe_ffn_fwd(c, l, S, xn, x, tmp);
+        return;
+    }
     lin_fwd(c, &L->w_gate, adapted(c, l, LORA_GATE), xn, n, S->g);
     lin_fwd(c, &L->w_up, adapted(c, l, LORA_UP), xn, n, S->u);
     float *act = tmp; /* (n, F): silu(g) u */
@@ -266,29 +239,34 @@ static void layer_fwd(tctx *c, int l, saved *S, float *x, float *xn, float *tmp)
     for (size_t i = 0; i < (size_t)n * E; i++) x[i] += down[i];
 }
 
-/* Scratch of the backward of a layer. */
-typedef struct {
-    float *xn, *act, *dact, *dg, *du, *dxn, *datt, *dq, *dk, *dv;
-} bscratch;
-
-/* dx (n, E): in, the gradient of the layer's output; out, of its input. */
-static void layer_bwd(tctx *c, int l, saved *S, float *dx, const bscratch *b) {
+/* A dense FFN's backward: b->xn holds its normed input, dx the gradient of its output; the gradient
+ * of its input added to b->dxn. */
+static void dense_ffn_bwd(tctx *c, int l, const saved *S, const float *dx, const bscratch *b) {
     const model_layer *L = &c->m->layers[l];
-    const int n = c->n, E = c->E, F = c->F;
-    /* FFN: x_out = mid + down(silu(g) u), g/u from norm2(mid) */
-    for (int t = 0; t < n; t++)
-        for (int i = 0; i < E; i++) b->xn[(size_t)t * E + i] = S->mid[(size_t)t * E + i] * S->r2[t] * ((const float *)L->ffn_norm.data)[i];
-    for (size_t i = 0; i < (size_t)n * F; i++) b->act[i] = S->g[i] * sigm(S->g[i]) * S->u[i];
-    memset(b->dact, 0, sizeof(float) * (size_t)n * F);
+    const int n = c->n;
+    const size_t nf = (size_t)n * c->F;
+    for (size_t i = 0; i < nf; i++) b->act[i] = S->g[i] * sigm(S->g[i]) * S->u[i];
+    memset(b->dact, 0, sizeof(float) * nf);
     lin_bwd(c, &L->w_down, adapted(c, l, LORA_DOWN), b->act, dx, n, b->dact);
-    for (size_t i = 0; i < (size_t)n * F; i++) {
+    for (size_t i = 0; i < nf; i++) {
         const float g = S->g[i], sg = sigm(g);
         b->du[i] = b->dact[i] * g * sg;
         b->dg[i] = b->dact[i] * S->u[i] * sg * (1.0f + g * (1.0f - sg));
     }
-    memset(b->dxn, 0, sizeof(float) * (size_t)n * E);
     lin_bwd(c, &L->w_gate, adapted(c, l, LORA_GATE), b->xn, b->dg, n, b->dxn);
     lin_bwd(c, &L->w_up, adapted(c, l, LORA_UP), b->xn, b->du, n, b->dxn);
+}
+
+/* dx (n, E): in, the gradient of the layer's output; out, of its input. */
+static void layer_bwd(tctx *c, int l, saved *S, float *dx, const bscratch *b) {
+    const model_layer *L = &c->m->layers[l];
+    const int n = c->n, E = c->E;
+    /* FFN: x_out = mid + down(silu(g) u), g/u from norm2(mid) */
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < E; i++) b->xn[(size_t)t * E + i] = S->mid[(size_t)t * E + i] * S->r2[t] * ((const float *)L->ffn_norm.data)[i];
+    memset(b->dxn, 0, sizeof(float) * (size_t)n * E);
+    if (c->X) moe_ffn_bwd(c, l, S, dx, b);
+    else dense_ffn_bwd(c, l, S, dx, b);
     vec_grad(c, &L->ffn_norm, S->mid, S->r2, b->dxn, n, E);
     norm_bwd(S->mid, L->ffn_norm.data, S->r2, b->dxn, n, E, dx); /* dx now d mid (the residual kept it) */
     /* attention: mid = x + wo(att), att from norm1(x) */
@@ -314,14 +292,34 @@ static void layer_bwd(tctx *c, int l, saved *S, float *dx, const bscratch *b) {
 
 /* ---------------------------------------------------------------- the whole */
 
+/* An MoE model's refusals: the gating training's backward covers, and experts in every layer. */
+static err_code check_moe(const model *m, err_t *err) {
+    const model_hparams *hp = &m->hp;
+    if (!hp->n_expert) return ERR_OK;
+    const moe_gating *g = &hp->gating;
+    if (g->func != GATE_SOFTMAX || !g->norm || g->n_group > 1)
+        return err_set(err, ERR_UNSUPPORTED, "training an MoE covers softmax gating with the chosen weights "
+                                             "renormalised (Mixtral's) so far, not this %s model's", hp->arch_name);
+    for (int l = 0; l < hp->n_layer; l++) {
+        const model_layer *L = &m->layers[l];
+        if (!L->gate_inp.data || L->expert_bias.data || L->w_gate_sh.data)
+            return err_set(err, ERR_UNSUPPORTED, "training an MoE covers layers of routed experts alone so far; "
+                                                 "layer %d has %s", l, !L->gate_inp.data ? "a dense FFN"
+                                                 : L->expert_bias.data ? "a selection bias" : "a shared expert");
+    }
+    return ERR_OK;
+}
+
 static err_code check(const model *m, const lora_adapter *a, int n, err_t *err) {
     const model_hparams *hp = &m->hp;
     if (n < 2) return err_set(err, ERR_INVALID_ARG, "a training sequence needs 2 tokens or more, not %d", n);
-    if (hp->n_expert || hp->kv_lora_rank || hp->post_norms || hp->qk_norm || hp->attn_softcap > 0 ||
+    err_code rc = check_moe(m, err);
+    if (rc) return rc;
+    if (hp->kv_lora_rank || hp->post_norms || hp->qk_norm || hp->attn_softcap > 0 ||
         hp->final_softcap > 0 || hp->act != ACT_SILU || hp->embd_scale != 1.0f || hp->residual_scale != 1.0f ||
         hp->logit_scale != 1.0f || hp->swa_window || hp->n_rot > 512 || hp->fused_qkv || hp->fused_gate_up)
-        return err_set(err, ERR_UNSUPPORTED, "training covers dense llama-family models so far, not this %s%s model",
-                       hp->arch_name, hp->n_expert ? " MoE" : "");
+        return err_set(err, ERR_UNSUPPORTED, "training covers llama-family models so far, not this %s model",
+                       hp->arch_name);
     if (a && lora_find(a, -1, LORA_OUTPUT))
         return err_set(err, ERR_UNSUPPORTED, "training an adapter of the output projection is not supported yet");
     const model_mat *mats[12];
@@ -400,12 +398,15 @@ typedef struct {
 
 /* A layer's saved values: all of them, or x alone (kept by a recomputing pass). */
 static bool alloc_saved(const tctx *c, allocs *al, saved *S, bool all) {
-    const size_t nn = (size_t)c->n;
+    const size_t nn = (size_t)c->n, pairs = c->X ? nn * c->XK : nn; /* an MoE layer's g, u: one row a pair */
     if (!(S->x = take(al, nn * c->E)) || !all) return S->x != NULL;
     return (S->r1 = take(al, nn)) && (S->r2 = take(al, nn)) && (S->mid = take(al, nn * c->E)) &&
            (S->q = take(al, nn * c->Q)) && (S->k = take(al, nn * c->K)) && (S->v = take(al, nn * c->K)) &&
            (S->p = take(al, (size_t)c->H * nn * nn)) && (S->att = take(al, nn * c->Q)) &&
-           (S->g = take(al, nn * c->F)) && (S->u = take(al, nn * c->F));
+           (S->g = take(al, pairs * c->F)) && (S->u = take(al, pairs * c->F)) &&
+           (!c->X || ((S->route = (int32_t *)take(al, pairs)) && (S->route_w = take(al, pairs)) &&
+                      (S->off = (int32_t *)take(al, (size_t)c->X + 1)) && (S->pair = (int32_t *)take(al, pairs)) &&
+                      (S->eo = take(al, pairs * c->E))));
 }
 
 static bool alloc_all(tctx *c, allocs *al, buffers *B) {
@@ -416,6 +417,7 @@ static bool alloc_all(tctx *c, allocs *al, buffers *B) {
               (B->xn = take(al, nn * wide)) && (B->tmp = take(al, nn * wide)) &&
               (B->logits = take(al, out_rows * c->V)) && (B->dx = take(al, nn * c->E)) && (B->rf = take(al, nn)) &&
               (c->cs = take(al, nn * (size_t)n_rot));
+    if (ok && c->X) ok = (c->xe = take(al, nn * c->E)) && (c->fo = take(al, nn * c->E)) && (c->z = take(al, nn * c->X));
     for (int l = 0; ok && l < c->m->hp.n_layer; l++) ok = alloc_saved(c, al, &c->L[l], !c->recompute);
     if (ok && c->recompute) ok = alloc_saved(c, al, &c->work, true) && (c->xr = take(al, nn * c->E));
     bscratch *b = &B->b;
@@ -424,6 +426,9 @@ static bool alloc_all(tctx *c, allocs *al, buffers *B) {
              (b->dg = take(al, nn * c->F)) && (b->du = take(al, nn * c->F)) && (b->dxn = take(al, nn * c->E)) &&
              (b->datt = take(al, nn * c->Q)) && (b->dq = take(al, nn * c->Q)) && (b->dk = take(al, nn * c->K)) &&
              (b->dv = take(al, nn * c->K));
+    if (ok && c->grad && c->X)
+        ok = (b->xe = take(al, nn * c->E)) && (b->dO = take(al, nn * c->E)) && (b->dxe = take(al, nn * c->E)) &&
+             (b->dz = take(al, nn * c->X)) && (b->dw = take(al, nn * c->XK));
     return ok;
 }
 
@@ -464,10 +469,12 @@ static void pass(tctx *c, const int32_t *tokens, const uint8_t *mask, buffers *B
                              B->x + (size_t)t * c->E, c->E);
         fwd_rope_angles(m, t, c->cs + (size_t)t * m->hp.n_rot);
     }
+    c->counting = true;
     for (int l = 0; !c->rc && l < m->hp.n_layer; l++) {
         if (c->recompute) memcpy(c->L[l].x, B->x, sizeof(float) * (size_t)n * c->E);
         layer_fwd(c, l, c->recompute ? &c->work : &c->L[l], B->x, B->xn, B->tmp);
     }
+    c->counting = false;
     if (c->rc) return;
     float *dxn = B->tmp; /* free once the layers are done */
     memset(dxn, 0, sizeof(float) * (size_t)n * c->E);
@@ -485,7 +492,8 @@ static tctx setup(const model *m, const train_spec *sp, int n, float *grad, bool
     const model_hparams *hp = &m->hp;
     tctx c = {.m = m, .a = sp->a, .scale = sp->scale, .w = sp->w, .soft = sp->soft, .grad = grad,
               .recompute = recompute || !grad, .n = n, .E = hp->n_embd, .H = hp->n_head, .KV = hp->n_head_kv,
-              .hd = hp->head_dim, .F = hp->n_ff, .V = hp->n_vocab};
+              .hd = hp->head_dim, .F = hp->n_ff, .V = hp->n_vocab, .X = hp->n_expert, .XK = hp->n_expert_used,
+              .counts = sp->expert_tokens};
     c.Q = c.H * c.hd, c.K = c.KV * c.hd;
     return c;
 }
@@ -517,7 +525,7 @@ err_code train_loss_grad(train_ctx *tc, const model *m, const train_spec *sp, co
     if (!tc && (rc = train_ctx_new(1, &own, err))) return rc;
     tctx c = setup(m, sp, n, grad, sp->recompute);
     c.tc = tc ? tc : own, c.err = err;
-    void *slots[48 + 12 * 1024];
+    void *slots[64 + 17 * 1024];
     allocs al = {.p = slots};
     buffers B = {0};
     int counted = 0;

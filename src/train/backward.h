@@ -54,6 +54,9 @@ typedef struct {
     /* activation checkpointing: keep each layer's input alone and compute the layer again for its
      * backward (one more forward; the same numbers, bit for bit) */
     bool recompute;
+    /* an MoE model: [n_layer][n_expert] the tokens routed to each expert, added to (NULL: not counted);
+     * an expert that no token reached has no gradient at all */
+    int64_t *expert_tokens;
 } train_spec;
 
 /* The loss of tokens[0..n) (n >= 2) under sp (NULL: the base alone), its
@@ -62,9 +65,9 @@ typedef struct {
  * with respect to the adapter's values (lora_values' layout) or the trained
  * weights (train_weights_values' layout) added to grad. mask: [n] 1 where
  * position t counts (its last entry is ignored), NULL for all.
- * ERR_UNSUPPORTED for an architecture it does not cover yet (MoE, latent
- * attention, fused tensors, soft-caps, post-norms, q/k norms) or an adapter
- * on the output. ERR_INVALID_ARG when no position counts. */
+ * ERR_UNSUPPORTED for an architecture it does not cover yet (MoE gating other
+ * than Mixtral's, shared experts, latent attention, fused tensors, soft-caps,
+ * post-norms, q/k norms) or an adapter on the output. ERR_INVALID_ARG when no position counts. */
 err_code train_loss_grad(train_ctx *tc, const model *m, const train_spec *sp, const int32_t *tokens, int n,
                          const uint8_t *mask, double *loss, float *grad, err_t *err);
 

@@ -4,7 +4,9 @@
  * Layout (little-endian, as the machine writes it: a checkpoint resumes on
  * the machine that wrote it): "OCTOCKPT", u32 version, u32 identity count,
  * each identity entry (char[32] name, f64 value), i64 step, u64 n, the
- * values, m and v (n f32 each), then a u64 checksum of everything before it.
+ * values, m and v (n f32 each), u64 c, the tokens routed to each expert of
+ * an MoE (c i64; 0 for a dense model), then a u64 checksum of everything
+ * before it.
  */
 #include "train/checkpoint.h"
 
@@ -19,7 +21,7 @@
 #include "core/checksum.h"
 
 #define MAGIC "OCTOCKPT"
-#define VERSION 1u
+#define VERSION 2u
 #define NAME_BYTES 32
 
 void ckpt_id_add(ckpt_identity *id, const char *name, double value) {
@@ -37,7 +39,7 @@ static void put(uint8_t **p, const void *v, size_t n) {
 }
 
 err_code ckpt_write(const char *path, const ckpt_identity *id, const ckpt_state *s, err_t *err) {
-    const size_t body = 3 * s->n * sizeof(float), head = head_bytes(id->n);
+    const size_t body = 3 * s->n * sizeof(float) + 8 + s->n_counts * 8, head = head_bytes(id->n);
     uint8_t *buf = malloc(head + body + 8), *p = buf;
     if (!buf) return err_set(err, ERR_NOMEM, "out of memory for a checkpoint of %zu bytes", head + body);
     const uint32_t version = VERSION, n_ids = (uint32_t)id->n;
@@ -50,6 +52,9 @@ err_code ckpt_write(const char *path, const ckpt_identity *id, const ckpt_state 
     }
     put(&p, &s->step, 8), put(&p, &n, 8);
     put(&p, s->values, s->n * sizeof(float)), put(&p, s->m, s->n * sizeof(float)), put(&p, s->v, s->n * sizeof(float));
+    const uint64_t nc = s->n_counts;
+    put(&p, &nc, 8);
+    if (nc) put(&p, s->counts, nc * 8);
     const uint64_t sum = checksum_bytes(buf, (uint64_t)(p - buf), 0);
     put(&p, &sum, 8);
     atomic_file af;
@@ -106,7 +111,7 @@ err_code ckpt_read(const char *path, const ckpt_identity *id, ckpt_state *s, err
     size_t len = 0;
     err_code rc = load(path, &buf, &len, err);
     uint32_t version = 0, n_ids = 0;
-    uint64_t n = 0, sum = 0;
+    uint64_t n = 0, nc = 0, sum = 0;
     if (!rc && len >= 16) memcpy(&version, buf + 8, 4), memcpy(&n_ids, buf + 12, 4);
     if (!rc && (len < 16 + 8 || memcmp(buf, MAGIC, 8) || version != VERSION || n_ids > 1024 ||
                 len < head_bytes((int)n_ids) + 8))
@@ -115,18 +120,25 @@ err_code ckpt_read(const char *path, const ckpt_identity *id, ckpt_state *s, err
     if (!rc) {
         memcpy(&s->step, buf + head - 16, 8), memcpy(&n, buf + head - 8, 8);
         memcpy(&sum, buf + len - 8, 8);
-        if (len != head + 3 * n * sizeof(float) + 8 || checksum_bytes(buf, len - 8, 0) != sum)
+        const bool fits = n <= (len - head) / 12 && head + 3 * n * sizeof(float) + 8 <= len - 8;
+        if (fits) memcpy(&nc, buf + head + 3 * n * sizeof(float), 8);
+        if (!fits || nc > len / 8 || len != head + 3 * n * sizeof(float) + 8 + nc * 8 + 8 ||
+            checksum_bytes(buf, len - 8, 0) != sum)
             rc = err_set(err, ERR_CORRUPT, "checkpoint %s is damaged: its checksum does not match", path);
     }
     if (!rc) rc = same_identity(buf + 16, n_ids, id, path, err);
     if (!rc && n != s->n)
         rc = err_set(err, ERR_INVALID_ARG, "the checkpoint %s holds an adapter of %llu values, this run's has %zu", path,
                      (unsigned long long)n, s->n);
+    if (!rc && nc != s->n_counts)
+        rc = err_set(err, ERR_CORRUPT, "the checkpoint %s counts %llu experts, this model has %zu", path,
+                     (unsigned long long)nc, s->n_counts);
     if (!rc) {
         const uint8_t *p = buf + head;
         memcpy(s->values, p, n * sizeof(float)), p += n * sizeof(float);
         memcpy(s->m, p, n * sizeof(float)), p += n * sizeof(float);
-        memcpy(s->v, p, n * sizeof(float));
+        memcpy(s->v, p, n * sizeof(float)), p += n * sizeof(float) + 8;
+        if (nc) memcpy(s->counts, p, nc * 8);
     }
     free(buf);
     return rc;

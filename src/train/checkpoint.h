@@ -3,7 +3,8 @@
  * by Ctrl-C, a crash or SIGKILL resumes where its last checkpoint was and
  * ends with the same bytes as a run never stopped.
  *
- * The state is the step, the adapter's values and AdamW's moments; the data
+ * The state is the step, the adapter's values and AdamW's moments (and an
+ * MoE's count of the tokens each expert was given); the data
  * order and the learning rate are functions of the step. The file also
  * holds the run's identity, a list of named numbers (the options that shape
  * the arithmetic, the data's and the model's fingerprints): a resume with
@@ -19,7 +20,7 @@
 
 #include "core/err.h"
 
-#define CKPT_MAX_IDS 32
+#define CKPT_MAX_IDS 48
 
 typedef struct {
     int n;
@@ -34,6 +35,8 @@ typedef struct {
     int64_t step;
     size_t n;                       /* values of each array */
     float *values, *m, *v;          /* the adapter's values, AdamW's moments */
+    size_t n_counts;
+    int64_t *counts;                /* [n_counts] tokens routed to each expert so far (an MoE) */
 } ckpt_state;
 
 err_code ckpt_write(const char *path, const ckpt_identity *id, const ckpt_state *s, err_t *err);

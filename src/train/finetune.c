@@ -11,6 +11,7 @@
 #include "core/checksum.h"
 #include "core/clock.h"
 #include "core/mix.h"
+#include "model/experts_iface.h"
 #include "train/backward.h"
 #include "train/checkpoint.h"
 
@@ -61,13 +62,21 @@ uint64_t finetune_model_fingerprint(const model *m) {
     return h;
 }
 
-/* The kinds the adapter changes, as a bit set (--targets). */
-static unsigned adapted_kinds(const model *m, const lora_adapter *a) {
-    unsigned kinds = 0;
-    for (int l = -1; l < m->hp.n_layer; l++)
-        for (int k = 0; k < LORA_KINDS; k++)
-            if (lora_find(a, l, (lora_kind)k)) kinds |= 1u << k;
-    return kinds;
+/* Whether the adapter changes matrices of kind k (--targets). */
+static bool adapts(const model *m, const lora_adapter *a, lora_kind k) {
+    for (int l = -1; a && l < m->hp.n_layer; l++)
+        if (lora_find(a, l, k)) return true;
+    return false;
+}
+
+/* Each kind in the identity by name: a resume with other --targets is refused naming the matrix. */
+static void add_targets(ckpt_identity *id, const model *m, const lora_adapter *a) {
+    static const char *const names[LORA_KINDS] = {
+        [LORA_Q] = "--targets q",       [LORA_K] = "--targets k",       [LORA_V] = "--targets v",
+        [LORA_O] = "--targets o",       [LORA_GATE] = "--targets gate", [LORA_UP] = "--targets up",
+        [LORA_DOWN] = "--targets down", [LORA_ROUTER] = "--targets router"};
+    for (int k = 0; k < LORA_KINDS; k++)
+        if (names[k]) ckpt_id_add(id, names[k], adapts(m, a, (lora_kind)k));
 }
 
 static void add_u64(ckpt_identity *id, const char *hi, const char *lo, uint64_t v) {
@@ -87,7 +96,7 @@ static ckpt_identity identity(const model *m, const lora_adapter *a, const train
     ckpt_id_add(&id, "--weight-decay", o->opt.weight_decay), ckpt_id_add(&id, "beta1", o->opt.beta1);
     ckpt_id_add(&id, "beta2", o->opt.beta2), ckpt_id_add(&id, "eps", o->opt.eps);
     ckpt_id_add(&id, "--full", !a), ckpt_id_add(&id, "--rank", rmax), ckpt_id_add(&id, "--alpha", a ? lora_alpha(a) : 0);
-    ckpt_id_add(&id, "--targets", a ? adapted_kinds(m, a) : 0);
+    add_targets(&id, m, a);
     ckpt_id_add(&id, "trained values", (double)n_values);
     add_u64(&id, "--distill target hi", "--distill target lo", o->teacher ? o->teacher_id : 0);
     ckpt_id_add(&id, "data sequences", d->n_seq), ckpt_id_add(&id, "data tokens", (double)d->n_tokens);
@@ -176,6 +185,8 @@ typedef struct {
     train_spec sp;
     adamw_state st;
     float *grad, *soft;
+    int64_t *counts, *step_counts; /* an MoE: [n_layer][n_expert] tokens per expert, the run's and a step's */
+    uint8_t *frozen;               /* [n values] this step's unreached experts' values (an MoE), or NULL */
     order ord;
     ckpt_identity id;
     ckpt_state ck;
@@ -194,12 +205,15 @@ static err_code check_opts(const train_data *d, const finetune_opts *o, err_t *e
 static err_code batch_grad(const train_data *d, const finetune_opts *o, run_state *r, int64_t step, double *loss,
                            int64_t *tokens, int64_t *pressed, err_t *err) {
     memset(r->grad, 0, sizeof(float) * r->st.n);
+    if (r->step_counts) memset(r->step_counts, 0, sizeof(int64_t) * r->ck.n_counts);
     *loss = 0.0;
     for (int j = 0; j < o->batch; j++) {
         const int i = seq_at(&r->ord, step * o->batch + j);
         const int64_t s = d->start[i], n = d->start[i + 1] - s;
         double l = 0.0;
         train_spec sp = r->sp;
+        sp.expert_tokens = r->step_counts;
+        if (o->adapt) o->adapt(o->adapt_user);
         if (!sp.recompute && o->pressed && o->pressed(o->pressed_user)) sp.recompute = true, ++*pressed;
         err_code rc = seq_loss(r->m, sp, d, o, i, r->soft, &l, r->grad, err);
         if (rc) return rc;
@@ -209,6 +223,39 @@ static err_code batch_grad(const train_data *d, const finetune_opts *o, run_stat
     const float inv = 1.0f / (float)o->batch;
     for (size_t i = 0; i < r->st.n; i++) r->grad[i] *= inv;
     return ERR_OK;
+}
+
+/* Marks [at, at + n) of the values frozen. */
+static void mark(uint8_t *frozen, size_t at, size_t n) { memset(frozen + at, 1, n); }
+
+/* Expert e of layer l's values: its slices of the adapter's stacks, or of the trained stacks. */
+static void mark_expert(const run_state *r, int l, int e, uint8_t *frozen) {
+    const lora_adapter *a = r->sp.a;
+    for (int k = LORA_GATE; a && k <= LORA_DOWN; k++) {
+        const lora_tensor *t = lora_find(a, l, (lora_kind)k);
+        if (!t || t->n_mat < 2) continue;
+        const size_t ra = (size_t)t->rank * (size_t)t->n_in, rb = (size_t)t->rank * t->bt_stride;
+        mark(frozen, lora_index(a, t->a + (size_t)e * ra), ra);
+        mark(frozen, lora_index(a, t->bt + (size_t)e * rb), rb);
+    }
+    model_mat mats[3];
+    model_expert_mats(r->m, l, e, mats);
+    for (int i = 0; r->sp.w && i < 3; i++) {
+        const float *g = train_weights_grad(r->sp.w, r->grad, &mats[i]);
+        if (g) mark(frozen, (size_t)(g - r->grad), (size_t)(mats[i].n_in * mats[i].n_out));
+    }
+}
+
+/* This step's counts added to the run's; the experts they did not reach frozen for the step. */
+static const uint8_t *unreached(run_state *r) {
+    if (!r->frozen) return NULL;
+    memset(r->frozen, 0, r->ck.n);
+    const int X = r->m->hp.n_expert;
+    for (size_t i = 0; i < r->ck.n_counts; i++) {
+        r->counts[i] += r->step_counts[i];
+        if (!r->step_counts[i]) mark_expert(r, (int)(i / (size_t)X), (int)(i % (size_t)X), r->frozen);
+    }
+    return r->frozen;
 }
 
 static err_code save(const finetune_opts *o, run_state *r, int64_t step, err_t *err) {
@@ -245,7 +292,7 @@ static err_code loop(const train_data *d, const finetune_opts *o, run_state *r, 
     err_code rc = ERR_OK;
     for (int64_t s = res->resumed_at; s < o->steps && !rc; s++) {
         if ((rc = batch_grad(d, o, r, s, &p.loss, &p.tokens, &res->pressed, err))) break;
-        p.grad_norm = adamw_step(&r->st, &opt, r->ck.values, r->grad);
+        p.grad_norm = adamw_step(&r->st, &opt, r->ck.values, r->grad, unreached(r));
         p.lr = adamw_lr(&opt, r->st.step);
         p.step = s + 1;
         if (res->steps_run++ == 0) res->first_loss = p.loss;
@@ -262,6 +309,17 @@ static err_code loop(const train_data *d, const finetune_opts *o, run_state *r, 
     }
     res->seconds = (double)(clock_ns() - t0) / 1e9;
     return rc;
+}
+
+/* An MoE's counts (in the checkpoint) and frozen mask; true when out of memory. */
+static bool expert_state(run_state *r) {
+    const model_hparams *hp = &r->m->hp;
+    if (!hp->n_expert) return false;
+    r->ck.n_counts = (size_t)hp->n_layer * (size_t)hp->n_expert;
+    r->ck.counts = r->counts = calloc(r->ck.n_counts, sizeof(int64_t));
+    r->step_counts = calloc(r->ck.n_counts, sizeof(int64_t));
+    r->frozen = malloc(r->ck.n ? r->ck.n : 1);
+    return !r->counts || !r->step_counts || !r->frozen;
 }
 
 err_code finetune_run(const model *m, lora_adapter *a, train_weights *w, const train_data *d,
@@ -282,12 +340,13 @@ err_code finetune_run(const model *m, lora_adapter *a, train_weights *w, const t
     r.grad = malloc(sizeof(float) * (r.ck.n ? r.ck.n : 1));
     r.ord.perm = malloc(sizeof(int) * (size_t)d->n_seq);
     r.soft = soft_buffer(m, d, o);
-    if (!r.grad || !r.ord.perm || !r.soft) rc = err_set(err, ERR_NOMEM, "out of memory for training %zu values", r.ck.n);
+    if (!r.grad || !r.ord.perm || !r.soft || expert_state(&r)) rc = err_set(err, ERR_NOMEM, "out of memory for training %zu values", r.ck.n);
     if (!rc) rc = start(o, &r, &res->resumed_at, err);
     if (!rc && o->valid && !res->resumed_at) rc = finetune_eval(r.m, &r.sp, o->valid, o, 0, &res->valid_before, err);
     if (!rc) rc = loop(d, o, &r, progress, user, res, err);
     if (!rc && o->valid) rc = finetune_eval(r.m, &r.sp, o->valid, o, 0, &res->valid_after, err);
+    if (!rc && o->expert_tokens && r.counts) memcpy(o->expert_tokens, r.counts, sizeof(int64_t) * r.ck.n_counts);
     adamw_free(&r.st);
-    free(r.grad), free(r.ord.perm), free(r.soft);
+    free(r.grad), free(r.ord.perm), free(r.soft), free(r.counts), free(r.step_counts), free(r.frozen);
     return rc;
 }

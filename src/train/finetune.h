@@ -58,6 +58,15 @@ typedef struct {
      * sequence then computes each layer again, holding the least (NULL: never). */
     bool (*pressed)(void *user);
     void *pressed_user;
+    /* Called before each sequence, to follow the CPU there is (runtime/cpu_adapt.h: the threads of
+     * tc's pool); the results do not depend on it (NULL: nothing). */
+    void (*adapt)(void *user);
+    void *adapt_user;
+    /* An MoE: [n_layer][n_expert], the tokens routed to each expert over the whole run (a resumed run's
+     * earlier steps included), written at its end (NULL: not wanted). Whatever it is asked, an expert
+     * no token of a step reached takes no part in that step's update (train/adamw.h: frozen), so one
+     * never reached ends as it began, bit for bit. */
+    int64_t *expert_tokens;
 } finetune_opts;
 
 /* 100 steps, batch 4, AdamW's defaults at lr 1e-3 (a LoRA's usual), seed 1, scale 1, every 10, resume. */

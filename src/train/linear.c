@@ -63,6 +63,8 @@ void train_ctx_free(train_ctx *c) {
 
 int train_ctx_threads(const train_ctx *c) { return c->n_threads; }
 
+tpool *train_ctx_pool(train_ctx *c) { return c->pool; }
+
 float *train_ctx_buffer(train_ctx *c, int ith) { return c->scratch[ith]; }
 
 err_code train_ctx_reserve(train_ctx *c, size_t n, err_t *err) {

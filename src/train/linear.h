@@ -33,6 +33,9 @@ err_code train_ctx_new(int n_threads, train_ctx **out, err_t *err);
 err_code train_ctx_new_on(tpool *pool, train_ctx **out, err_t *err);
 void train_ctx_free(train_ctx *c);
 int train_ctx_threads(const train_ctx *c);
+/* Its pool (NULL: the calling thread alone); the threads in force may change between products
+ * (tpool_set_active): every result is the same for any count. */
+tpool *train_ctx_pool(train_ctx *c);
 /* Each thread's buffer of at least n floats (ERR_NOMEM), thread ith's while no product runs. */
 err_code train_ctx_reserve(train_ctx *c, size_t n, err_t *err);
 float *train_ctx_buffer(train_ctx *c, int ith);

@@ -3,6 +3,7 @@
  */
 #include "train/weights.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,7 +26,7 @@ struct train_weights {
     int n_e;
 };
 
-/* The trained matrices of the model, each once (a tied output is the embedding). */
+/* The trained matrices of the model, each once (a tied output is the embedding; an expert stack is one). */
 static int collect(model *v, model_mat **out) {
     int k = 0;
     out[k++] = &v->tok_embd, out[k++] = &v->output_norm;
@@ -33,7 +34,7 @@ static int collect(model *v, model_mat **out) {
     for (int l = 0; l < v->hp.n_layer; l++) {
         model_layer *L = &v->layers[l];
         model_mat *m[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->bq,
-                          &L->bk,        &L->bv, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
+                          &L->bk,        &L->bv, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down, &L->gate_inp};
         for (size_t i = 0; i < sizeof m / sizeof *m; i++)
             if (m[i]->data) out[k++] = m[i];
     }
@@ -51,10 +52,10 @@ static err_code place(train_weights *w, model_mat **mats, int k, err_t *err) {
     for (int i = 0; i < k; i++) {
         const model_mat *mt = mats[i];
         const int64_t t = tensor_of(w->src->gguf, mt->data);
-        if (t < 0 || mt->packed || mt->n_mat != 1)
+        if (t < 0 || mt->packed)
             return err_set(err, ERR_UNSUPPORTED, "full training reads the file's own tensors: open the model unpacked");
         w->e[i] = (entry){.src = mt->data, .tensor = (uint64_t)t, .off = w->n_values,
-                          .n = (size_t)(mt->n_in * mt->n_out)};
+                          .n = (size_t)(mt->n_in * mt->n_out * mt->n_mat)};
         w->n_values += w->e[i].n;
     }
     w->n_e = k;
@@ -66,7 +67,7 @@ static void fill(train_weights *w, model_mat **mats) {
     for (int i = 0; i < w->n_e; i++) {
         model_mat *mt = mats[i];
         float *dst = w->values + w->e[i].off;
-        for (int64_t r = 0; r < mt->n_out; r++)
+        for (int64_t r = 0; r < mt->n_out * mt->n_mat; r++)
             quant_dequantize_row(mt->type, (const uint8_t *)mt->data + (size_t)r * mt->row_bytes, dst + r * mt->n_in,
                                  mt->n_in);
         const bool tied_output = mt == &w->view.tok_embd && w->view.output.data == mt->data;
@@ -77,10 +78,8 @@ static void fill(train_weights *w, model_mat **mats) {
 
 err_code train_weights_new(const model *m, train_weights **out, err_t *err) {
     *out = NULL;
-    if (m->hp.n_expert)
-        return err_set(err, ERR_UNSUPPORTED, "full training covers dense models: train an adapter of this MoE model");
     train_weights *w = calloc(1, sizeof *w);
-    const int cap = 3 + 12 * m->hp.n_layer;
+    const int cap = 3 + 13 * m->hp.n_layer;
     if (w) w->layers = calloc((size_t)m->hp.n_layer, sizeof *w->layers), w->e = calloc((size_t)cap, sizeof *w->e);
     model_mat **mats = calloc((size_t)cap, sizeof *mats);
     err_code rc = w && w->layers && w->e && mats ? ERR_OK : err_set(err, ERR_NOMEM, "out of memory");
@@ -116,8 +115,11 @@ int train_weights_tensors(const train_weights *w) { return w->n_e; }
 
 float *train_weights_grad(const train_weights *w, float *grad, const model_mat *mat) {
     if (!grad || !mat->data) return NULL;
+    const uintptr_t p = (uintptr_t)mat->data, v = (uintptr_t)w->values; /* a matrix, or one expert of a stack */
+    if (p < v || p >= v + sizeof(float) * w->n_values) return NULL;
+    const size_t at = (p - v) / sizeof(float);
     for (int i = 0; i < w->n_e; i++)
-        if (mat->data == w->values + w->e[i].off) return grad + w->e[i].off;
+        if (at >= w->e[i].off && at < w->e[i].off + w->e[i].n) return grad + at;
     return NULL;
 }
 
@@ -137,15 +139,18 @@ static err_code fill_tensor(void *user, uint64_t i, void *buf, uint64_t n_bytes,
     return ERR_OK;
 }
 
-err_code train_weights_write(const train_weights *w, const char *path, err_t *err) {
+err_code train_weights_write(const train_weights *w, const gguf_i32_array *extra, const char *path, err_t *err) {
     const gguf_ctx *g = w->src->gguf;
     gguf_writer *gw = gguf_writer_new();
     if (!gw) return err_set(err, ERR_NOMEM, "out of memory");
     err_code rc = ERR_OK;
     uint32_t align;
     if (gguf_get_u32(g, "general.alignment", &align)) gguf_writer_set_alignment(gw, align);
+    const char *own = extra && extra->key ? extra->key : "";
     for (uint64_t i = 0; i < g->n_kv && !rc; i++)
-        if (strcmp(g->kv[i].key, "general.alignment")) rc = gguf_writer_set_value(gw, g->kv[i].key, &g->kv[i].value);
+        if (strcmp(g->kv[i].key, "general.alignment") && strcmp(g->kv[i].key, own))
+            rc = gguf_writer_set_value(gw, g->kv[i].key, &g->kv[i].value);
+    if (!rc && *own) rc = gguf_writer_set_arr_i32(gw, own, extra->v, extra->n);
     if (rc) rc = err_set(err, rc, "out of memory");
     for (uint64_t i = 0; i < g->n_tensors && !rc; i++) {
         const gguf_tensor *t = &g->tensors[i];

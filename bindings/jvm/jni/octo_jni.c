@@ -607,7 +607,7 @@ static int on_finetune_step(void *user, const octo_finetune_progress *p) {
 
 /* texts: model, data, valid, output, checkpoint, targets, type, distill (null: the default); ints: steps, batch,
  * seqLen, rank, warmup, checkpointEvery, restart, full; floats: alpha, lr, lrMin, clip, weightDecay. The result's numbers in
- * octo_finetune_result's order, as doubles. */
+ * octo_finetune_result's order up to full, then experts and experts_reached, as doubles. */
 JNIEXPORT jdoubleArray JNICALL Java_dev_octo_Native_finetune(JNIEnv *env, jclass cls, jobjectArray texts, jintArray ints,
                                                             jfloatArray floats, jlong seed, jobject sink) {
     (void)cls;
@@ -644,11 +644,11 @@ JNIEXPORT jdoubleArray JNICALL Java_dev_octo_Native_finetune(JNIEnv *env, jclass
         const octo_status st = c ? octo_finetune(c, t[0], &p, &r) : OCTO_ERR_NOMEM;
         if (st && !(*env)->ExceptionCheck(env)) throw_octo(env, (int)st, c ? octo_last_error(c) : "out of memory");
         if (!st) {
-            const jdouble v[15] = {(double)r.resumed_at, (double)r.steps_run, r.first_loss, r.last_loss,
+            const jdouble v[17] = {(double)r.resumed_at, (double)r.steps_run, r.first_loss, r.last_loss,
                                    r.valid_before, r.valid_after, r.seconds, (double)r.sequences, (double)r.tokens,
                                    (double)r.counted, r.conversations, r.conversations_cut, r.n_matrices,
-                                   (double)r.adapter_values, r.full};
-            if ((out = (*env)->NewDoubleArray(env, 15))) (*env)->SetDoubleArrayRegion(env, out, 0, 15, v);
+                                   (double)r.adapter_values, r.full, r.experts, r.experts_reached};
+            if ((out = (*env)->NewDoubleArray(env, 17))) (*env)->SetDoubleArrayRegion(env, out, 0, 17, v);
         }
         octo_client_free(c);
     }

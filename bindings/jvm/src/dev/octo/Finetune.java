@@ -23,10 +23,11 @@ public final class Finetune {
         boolean step(Step s);
     }
 
-    /** What a run did (octo_finetune_result). validBefore and validAfter are NaN without held-out data. */
+    /** What a run did (octo_finetune_result). validBefore and validAfter are NaN without held-out data; experts and
+     * expertsReached: a mixture of experts' (layers x experts) and those any training token reached (0, 0: dense). */
     public record Result(long resumedAt, long stepsRun, double firstLoss, double lastLoss, double validBefore,
             double validAfter, double seconds, long sequences, long tokens, long counted, int conversations,
-            int conversationsCut, int matrices, long adapterValues, boolean full) {}
+            int conversationsCut, int matrices, long adapterValues, boolean full, int experts, int expertsReached) {}
 
     private final String model, data, output;
     private String valid, checkpoint, targets, type, distill;
@@ -45,7 +46,7 @@ public final class Finetune {
 
     public Finetune valid(String path) { valid = path; return this; }
     public Finetune checkpoint(String path) { checkpoint = path; return this; }
-    /** Comma-separated: q,k,v,o,gate,up,down (the default: all seven). */
+    /** Comma-separated: q,k,v,o,gate,up,down,router (the default: the first seven; router: a mixture of experts'). */
     public Finetune targets(String names) { targets = names; return this; }
     /** f32 (the default), f16, bf16 or q8_0. */
     public Finetune type(String name) { type = name; return this; }
@@ -86,6 +87,6 @@ public final class Finetune {
                         p.step(new Step(step, all, loss, rate, norm, tokens, elapsed, tps, eta, resumed));
         double[] v = Native.finetune(texts, ints, floats, seed, sink);
         return new Result((long) v[0], (long) v[1], v[2], v[3], v[4], v[5], v[6], (long) v[7], (long) v[8],
-                (long) v[9], (int) v[10], (int) v[11], (int) v[12], (long) v[13], v[14] != 0);
+                (long) v[9], (int) v[10], (int) v[11], (int) v[12], (long) v[13], v[14] != 0, (int) v[15], (int) v[16]);
     }
 }
