@@ -7,7 +7,9 @@ v, o, gate, up, down of every layer) with gguf-py's GGUFWriter, merges them into
 llama-export-lora, and compares `octo logits BASE --lora ...` with `octo logits MERGED`:
 the largest and the rms difference over every position's logits, beside how far the adapters
 move the base's logits (so a check that compares two unchanged models cannot pass unnoticed).
-Last, a scale of 0 must give the base's logits bit for bit.
+Last, a scale of 0 must give the base's logits bit for bit. Exits 1 when a difference is past its
+bound: 1e-4 where the merge is written in F32 (an F32 base), else the golden tolerance (0.3 largest,
+0.07 rms: the merge rounds W + s B A to F16), or when scale 0 differs.
 
     /usr/bin/python3 scripts/lora_ggufpy_check.py --gguf-py LLAMA_SRC/gguf-py \
         --export-lora LLAMA_BUILD/bin/llama-export-lora --octo build/octo BASE.gguf WORKDIR
@@ -91,16 +93,25 @@ def main():
              ("rank 64 F16", [(p("r64-f16.gguf"), 1.0)]),
              ("both at 0.5 and 1.5", [(p("r8-f32.gguf"), 0.5), (p("r64-f16.gguf"), 1.5)])]
     print(f"{a.base}: {arch}, {len(mats)} matrices adapted, {base.size} logits")
+    adapted = {name + ".weight" for name, _, _ in mats}
+    f32 = all(int(t.tensor_type) == 0 for t in reader.tensors if t.name in adapted)  # GGML_TYPE_F32
+    bound_max, bound_rms = (1e-4, 1e-4) if f32 else (0.3, 0.07)
+    failed = False
     for label, loras in cases:
         merge(a.export_lora, a.base, loras, p("merged.gguf"))
         ours = logits(np, a.octo, a.base, loras, p("lora.f32"))
         theirs = logits(np, a.octo, p("merged.gguf"), [], p("merged.f32"))
         d = np.abs(ours - theirs)
         moved = np.abs(ours - base).max()
-        print(f"{label:22s} max|octo --lora - merged| {d.max():.3g}  rms {np.sqrt((d * d).mean()):.3g}"
+        rms = float(np.sqrt((d * d).mean()))
+        print(f"{label:22s} max|octo --lora - merged| {d.max():.3g}  rms {rms:.3g}"
               f"  (max |logit| {np.abs(ours).max():.3g}; the adapters move the base's logits by up to {moved:.3g})")
+        failed |= bool(d.max() > bound_max or rms > bound_rms or moved < 0.1)
     zero = logits(np, a.octo, a.base, [(p("r8-f32.gguf"), 0.0)], p("zero.f32"))
-    print("scale 0 equals the base bit for bit:", bool(np.array_equal(zero.view("<u4"), base.view("<u4"))))
+    same = bool(np.array_equal(zero.view("<u4"), base.view("<u4")))
+    print("scale 0 equals the base bit for bit:", same)
+    print(f"bounds: max {bound_max:g}, rms {bound_rms:g}:", "passed" if same and not failed else "FAILED")
+    sys.exit(0 if same and not failed else 1)
 
 
 if __name__ == "__main__":

@@ -235,7 +235,7 @@ static void adapt_cpu(void *user) {
 static bool pressed(void *user) { return atomic_load(&((ft_run *)user)->level) >= PLAT_MEM_MODERATE; }
 
 /* The budget for a sequence's activations: given, or what is free now (90 % of it) less the trained state
- * (values, AdamW's two moments, a gradient) and, to keep every activation, less the weights too (else
+ * (values, AdamW's two moments, a gradient, an MoE's frozen mask) and, to keep every activation, less the weights too (else
  * their pages are read again from the file as the kernel takes them back). */
 static void budget(const ft_run *r, const octo_finetune_params *p, finetune_opts *o) {
     if (p->memory_budget) {
@@ -243,7 +243,7 @@ static void budget(const ft_run *r, const octo_finetune_params *p, finetune_opts
         return;
     }
     const uint64_t avail = plat_mem_available() / 10 * 9;
-    const uint64_t state = 16ull * trained_values(r);
+    const uint64_t state = (r->m->hp.n_expert ? 17ull : 16ull) * trained_values(r); /* an MoE: its frozen mask */
     const uint64_t weights = r->m->weight_bytes + (r->t.m ? r->t.m->weight_bytes : 0);
     if (!avail) return; /* unknown: no limit */
     o->limit_bytes = avail > state ? avail - state : 1;

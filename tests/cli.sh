@@ -698,6 +698,7 @@ grep "^kld:" "$tmp/out" >"$tmp/kld0"
 expect 0 0 "$octo" upcycle -m "$emb" --measure "$tmp/up.gguf" -f "$tmp/up.txt"
 grep "^kld:" "$tmp/out" | cmp -s - "$tmp/kld0" && [ -s "$tmp/kld0" ] && ok || bad "upcycle --measure: $(cat "$tmp/out") vs $(cat "$tmp/kld0")"
 expect 2 1 "$octo" upcycle -m "$emb" --measure "$tmp/up.gguf"
+expect 2 1 "$octo" upcycle -m "$emb" --measure "$tmp/up.gguf" -f "$tmp/up.txt" -o "$tmp/x.gguf"
 expect 1 1 "$octo" upcycle -m "$emb" --measure "$emb" -f "$tmp/up.txt"
 grep -q "is not a mixture of experts" "$tmp/err" && ok || bad "upcycle --measure of a dense model: $(cat "$tmp/err")"
 expect 0 4 "$octo" finetune -m "$tmp/up.gguf" --distill "$emb" -f "$tmp/up.txt" -o "$tmp/healed.gguf" --steps 30 --batch 2 \

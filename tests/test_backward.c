@@ -320,6 +320,31 @@ static void test_moe(void) {
     printf("moe adapter (experts and router): %d values against central differences (%d skipped: a route moved), "
            "worst %.3g (bound 0.02)\n", compared, skipped, worst);
     T_CHECKF(compared >= 12, "only %d values compared", compared);
+    /* the router's pair of each layer on its own (2 % of the values: the spread above meets few) */
+    int rc_ = 0, rs_ = 0;
+    double rw = 0.0;
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        const lora_tensor *t = lora_find(a, l, LORA_ROUTER);
+        T_CHECKF(t != NULL, "layer %d: no router pair", l);
+        if (!t) continue;
+        const double ea = fd_spread(m, &sp, tok, v, g, lora_index(a, t->a), (size_t)t->rank * (size_t)t->n_in, 6,
+                                    routes, &rc_, &rs_);
+        const double eb = fd_spread(m, &sp, tok, v, g, lora_index(a, t->bt), (size_t)t->rank * t->bt_stride, 6,
+                                    routes, &rc_, &rs_);
+        rw = fmax(rw, fmax(ea, eb));
+    }
+    printf("moe router pairs: %d values against central differences (%d skipped), worst %.3g\n", rc_, rs_, rw);
+    T_CHECKF(rc_ >= 12, "only %d router values compared", rc_);
+    /* each layer computed again in the backward: the same loss and gradient to the bit, the same counts */
+    float *gr = calloc(nv, sizeof(float));
+    int64_t rr[64] = {0};
+    double lossr = 0.0;
+    train_spec spr = sp;
+    spr.recompute = true, spr.expert_tokens = rr;
+    T_CHECK(gr && train_loss_grad(NULL, m, &spr, tok, N_TOK, NULL, &lossr, gr, &err) == ERR_OK);
+    T_CHECKF(gr && lossr == loss && !memcmp(gr, g, nv * sizeof(float)) && !memcmp(rr, routes, sizeof rr),
+             "moe recomputed: loss %.9f vs %.9f", lossr, loss);
+    free(gr);
     /* every weight: the routers and expert stacks */
     train_weights *w = NULL;
     T_CHECKF(train_weights_new(m, &w, &err) == ERR_OK, "%s", err.msg);

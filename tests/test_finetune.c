@@ -39,6 +39,7 @@
 #include "octo.h"
 #include "core/quant.h"
 #include "model/chat_template.h"
+#include "model/experts_iface.h"
 #include "model/lora.h"
 #include "model/model.h"
 #include "model/synth.h"
@@ -161,6 +162,29 @@ static bool stop_at_3(void *user, const finetune_progress *p) {
     return p->step != 3;
 }
 
+/* Every weight of the zero-router MoE, one step (its routes are the zero routers': experts 0 and 1), weight
+ * decay on: the stack slices of experts 2..7 are bit for bit the file's, those of 0 and 1 moved. */
+static void test_moe_full(const model *m, const train_data *d) {
+    err_t err = {0};
+    train_weights *w = NULL;
+    finetune_opts o = finetune_defaults();
+    o.steps = 1, o.batch = 2, o.opt.warmup = 0, o.opt.weight_decay = 0.1f;
+    finetune_result res;
+    T_CHECKF(train_weights_new(m, &w, &err) == ERR_OK && finetune_run(m, NULL, w, d, &o, NULL, NULL, &res, &err) == ERR_OK,
+             "%s", err.msg);
+    int wrong = 0;
+    for (int l = 0; w && l < m->hp.n_layer; l++)
+        for (int e = 0; e < 8; e++) {
+            model_mat before[3], after[3];
+            model_expert_mats(m, l, e, before);
+            model_expert_mats(train_weights_model(w), l, e, after);
+            for (int i = 0; i < 3; i++) /* the file's stacks are F32 (synth) */
+                wrong += !memcmp(before[i].data, after[i].data, sizeof(float) * (size_t)(before[i].n_in * before[i].n_out)) != (e >= 2);
+        }
+    T_CHECKF(w && wrong == 0, "every weight, one step: %d expert matrices frozen or moved against their routes", wrong);
+    train_weights_free(w);
+}
+
 /* An adapter of the experts trained 6 steps (weight decay on): experts no token reached end as they
  * began, bit for bit, the others moved; the run's token counts say which; a run stopped at step 3 and
  * resumed ends with the same values and counts. */
@@ -200,9 +224,11 @@ static void test_moe_experts(void) {
     for (int l = 0; fresh && a[0] && l < m->hp.n_layer; l++)
         for (int k = LORA_GATE; k <= LORA_DOWN; k++) {
             const lora_tensor *t0 = lora_find(fresh, l, (lora_kind)k), *t1 = lora_find(a[0], l, (lora_kind)k);
-            const size_t ra = (size_t)t0->rank * (size_t)t0->n_in;
+            const size_t ra = (size_t)t0->rank * (size_t)t0->n_in, rb = (size_t)t0->rank * t0->bt_stride;
             for (int e = 0; e < 8; e++) {
-                const bool kept = !memcmp(t0->a + e * ra, t1->a + e * ra, sizeof(float) * ra);
+                /* A and B both: B starts at 0, so a reached expert's B must have left it */
+                const bool kept = !memcmp(t0->a + e * ra, t1->a + e * ra, sizeof(float) * ra) &&
+                                  !memcmp(t0->bt + e * rb, t1->bt + e * rb, sizeof(float) * rb);
                 T_CHECKF(kept == (e >= 2), "layer %d kind %d expert %d: %s", l, k, e, kept ? "unchanged" : "moved");
                 same += kept, moved += !kept;
                 T_CHECKF((counts[0][l * 8 + e] > 0) == (e < 2), "layer %d expert %d: %lld tokens", l, e,
@@ -216,6 +242,7 @@ static void test_moe_experts(void) {
     T_CHECKF(v0 && v1 && n0 == n1 && !memcmp(v0, v1, n0 * sizeof(float)) && !memcmp(counts[0], counts[1], sizeof counts[0]),
              "moe: the resumed run differs");
     lora_free(fresh), lora_free(a[0]), lora_free(a[1]);
+    if (ok) test_moe_full(m, &d);
     train_data_free(&d);
     tokenizer_free(tok);
     model_free(m);

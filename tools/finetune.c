@@ -60,7 +60,7 @@ static void report(const char *out, const octo_finetune_result *r, bool distill)
     if (r->memory_budget) fprintf(stderr, " (budget %.0f MiB)", r->memory_budget / 1048576.0);
     if (r->pressed) fprintf(stderr, "; %lld sequences computed again under memory pressure", (long long)r->pressed);
     if (r->thread_changes)
-        fprintf(stderr, "\nthreads: %d at the end, changed %d times for the CPU there was", r->threads, r->thread_changes);
+        fprintf(stderr, "; %d threads at the end (changed %d times for the CPU there was)", r->threads, r->thread_changes);
     fprintf(stderr, "\ntraining loss %.4f -> %.4f over %lld steps in %.1f s\n", r->first_loss, r->last_loss,
             (long long)r->steps_run, r->seconds);
     if (distill && !isnan(r->valid_after))

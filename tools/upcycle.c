@@ -71,6 +71,8 @@ static int parse_args(int argc, char **argv, cli_args *a) {
     const int rc = cli_parse(CMD_UPCYCLE, argc, argv, a);
     if (rc) return rc;
     a->upcycle.input = a->model;
+    if (a->measure && (a->out || a->upcycle.n_expert || a->upcycle.n_expert_used))
+        return usage_error("upcycle --measure writes nothing and builds nothing: no -o, --experts or --experts-used");
     if (a->measure) return a->model && a->file ? 0 : usage_error("upcycle --measure MOE.gguf needs -m DENSE.gguf and -f TEXT");
     if (!a->model || !a->out) return usage_error("upcycle needs -m DENSE.gguf and -o MOE.gguf");
     if (!a->upcycle.n_expert) return usage_error("upcycle needs --experts E and --experts-used K");

@@ -297,7 +297,7 @@ static err_code check_moe(const model *m, err_t *err) {
     const model_hparams *hp = &m->hp;
     if (!hp->n_expert) return ERR_OK;
     const moe_gating *g = &hp->gating;
-    if (g->func != GATE_SOFTMAX || !g->norm || g->n_group > 1)
+    if (g->func != GATE_SOFTMAX || !g->norm || g->n_group > 1 || !(g->scale > 0.0f) || !isfinite(g->scale))
         return err_set(err, ERR_UNSUPPORTED, "training an MoE covers softmax gating with the chosen weights "
                                              "renormalised (Mixtral's) so far, not this %s model's", hp->arch_name);
     for (int l = 0; l < hp->n_layer; l++) {

@@ -115,7 +115,8 @@ err_code ckpt_read(const char *path, const ckpt_identity *id, ckpt_state *s, err
     if (!rc && len >= 16) memcpy(&version, buf + 8, 4), memcpy(&n_ids, buf + 12, 4);
     if (!rc && (len < 16 + 8 || memcmp(buf, MAGIC, 8) || version != VERSION || n_ids > 1024 ||
                 len < head_bytes((int)n_ids) + 8))
-        rc = err_set(err, ERR_CORRUPT, "%s is not an octo checkpoint of version %u", path, VERSION);
+        rc = err_set(err, ERR_CORRUPT, "%s is not an octo checkpoint of version %u (another version's? --restart "
+                     "starts over)", path, VERSION);
     const size_t head = rc ? 0 : head_bytes((int)n_ids);
     if (!rc) {
         memcpy(&s->step, buf + head - 16, 8), memcpy(&n, buf + head - 8, 8);
