@@ -193,6 +193,9 @@ static size_t trained_values(const ft_run *r) {
     return n;
 }
 
+/* An MoE's count of experts (layers x experts each); 0 for a dense model. */
+static size_t expert_slots(const model *m) { return (size_t)m->hp.n_layer * (size_t)m->hp.n_expert; }
+
 static void fill_result(const ft_run *r, const finetune_result *f, octo_finetune_result *out) {
     const size_t n = trained_values(r);
     *out = (octo_finetune_result){.resumed_at = f->resumed_at, .steps_run = f->steps_run, .first_loss = f->first_loss,
@@ -205,15 +208,14 @@ static void fill_result(const ft_run *r, const finetune_result *f, octo_finetune
                                   .activation_bytes = f->activation_bytes, .memory_budget = r->budget,
                                   .pressed = f->pressed, .threads = r->cpu.threads,
                                   .thread_changes = (int)r->cpu.changes};
-    const size_t n_counts = (size_t)r->m->hp.n_layer * (size_t)r->m->hp.n_expert;
-    for (size_t i = 0; r->expert_tokens && i < n_counts; i++) out->experts_reached += r->expert_tokens[i] > 0;
-    out->experts = r->expert_tokens ? (int)n_counts : 0;
+    for (size_t i = 0; r->expert_tokens && i < expert_slots(r->m); i++) out->experts_reached += r->expert_tokens[i] > 0;
+    out->experts = r->expert_tokens ? (int)expert_slots(r->m) : 0;
 }
 
 /* An MoE's record of the experts its training reached, for the output: "training.expert_tokens", i32
  * [n_layer * n_expert] layer by layer (saturated at 2^31 - 1); key NULL for a dense model. */
 static gguf_i32_array expert_mark(ft_run *r) {
-    const size_t n = (size_t)r->m->hp.n_layer * (size_t)r->m->hp.n_expert;
+    const size_t n = expert_slots(r->m);
     if (!r->expert_tokens || !(r->expert_mark = malloc(sizeof(int32_t) * n))) return (gguf_i32_array){0};
     for (size_t i = 0; i < n; i++) r->expert_mark[i] = r->expert_tokens[i] > INT32_MAX ? INT32_MAX : (int32_t)r->expert_tokens[i];
     return (gguf_i32_array){.key = "training.expert_tokens", .v = r->expert_mark, .n = n};
@@ -270,7 +272,7 @@ static err_code train_and_write(ft_run *r, const octo_finetune_params *p, uint32
     }
     if (r->t.s) o.teacher = teach, o.teacher_user = &r->t, o.teacher_id = finetune_model_fingerprint(r->t.m);
     progress_ctx pc = {p};
-    const size_t n_counts = (size_t)r->m->hp.n_layer * (size_t)r->m->hp.n_expert;
+    const size_t n_counts = expert_slots(r->m);
     if (n_counts && !(r->expert_tokens = o.expert_tokens = calloc(n_counts, sizeof(int64_t))))
         return err_set(err, ERR_NOMEM, "out of memory");
     err_code rc = finetune_run(r->m, r->a, r->w, &r->data, &o, on_step, &pc, res, err);

@@ -67,6 +67,15 @@ static char *stories(const char *const *names, int n_names, int reps) {
 
 static bool write_text(const char *path, const char *text) { return tu_write_file(path, text, strlen(text)); }
 
+/* Training stories of four animals to data, held-out ones of two others to valid. */
+static bool write_stories(const char *data, const char *valid) {
+    const char *train_names[] = {"cat", "dog", "bird", "fish"}, *valid_names[] = {"frog", "bear"};
+    char *tt = stories(train_names, 4, 4), *vt = stories(valid_names, 2, 1);
+    const bool ok = tt && vt && write_text(data, tt) && write_text(valid, vt);
+    free(tt), free(vt);
+    return ok;
+}
+
 static bool same_files(const char *a, const char *b) {
     size_t na = 0, nb = 0;
     unsigned char *x = tu_read_file(a, &na), *y = tu_read_file(b, &nb);
@@ -405,10 +414,7 @@ static void test_train_and_resume(const char *model_path) {
     tu_tmp_path(out1, sizeof out1, "ft-a.gguf");
     tu_tmp_path(out2, sizeof out2, "ft-b.gguf");
     tu_tmp_path(ck, sizeof ck, "ft-b.gguf.ckpt");
-    const char *train_names[] = {"cat", "dog", "bird", "fish"}, *valid_names[] = {"frog", "bear"};
-    char *tt = stories(train_names, 4, 4), *vt = stories(valid_names, 2, 1);
-    T_CHECK(tt && vt && write_text(data, tt) && write_text(valid, vt));
-    free(tt), free(vt);
+    T_CHECK(write_stories(data, valid));
     octo_client *c = octo_client_new(NULL);
     /* whole */
     octo_finetune_params p = params(data, valid, out1);
@@ -481,10 +487,7 @@ static void test_full_and_distill(const char *model_path) {
     tu_tmp_path(d2, sizeof d2, "fd-d2.gguf");
     tu_tmp_path(ck, sizeof ck, "fd-d2.gguf.ckpt");
     tu_tmp_path(other, sizeof other, "fd-other.gguf");
-    const char *train_names[] = {"cat", "dog", "bird", "fish"}, *valid_names[] = {"frog", "bear"};
-    char *tt = stories(train_names, 4, 4), *vt = stories(valid_names, 2, 1);
-    T_CHECK(tt && vt && write_text(data, tt) && write_text(valid, vt));
-    free(tt), free(vt);
+    T_CHECK(write_stories(data, valid));
     octo_client *c = octo_client_new(NULL);
     /* every weight, on the text: the held-out loss falls; a whole model, loaded for inference */
     octo_finetune_params p = params(data, valid, full);

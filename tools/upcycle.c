@@ -28,7 +28,21 @@ static const char *type_name(uint32_t t) {
     return tr ? tr->name : "?";
 }
 
-static void print_quality(const upcycle_report *r);
+/* What the MoE measured against the dense model on the held-out text, and its routing per layer. */
+static void print_quality(const upcycle_report *r) {
+    printf("held-out:   %d tokens\n", r->heldout_tokens);
+    printf("perplexity: dense %.4f, upcycled %.4f (nll %.4f -> %.4f nats/token)\n", exp(r->dense_nll),
+           exp(r->moe_nll), r->dense_nll, r->moe_nll);
+    printf("kld:        %.4f nats/token (mean KL(dense || upcycled)); greedy agreement %.1f%%\n", r->kld_mean,
+           100.0 * r->top1);
+    printf("near-ties:  %.3f%% of routed tokens\n", 100.0 * r->tie_flips);
+    printf("layer  load-max  load-cv  repeat  recall(ffn-in)  recall(residual)\n");
+    for (int l = 0; l < r->n_layer; l++) {
+        printf("%5d  %8.2f  %7.3f  %5.1f%%", l, r->layer[l].load_max, r->layer[l].load_cv, 100.0 * r->layer[l].repeat);
+        if (l == 0) printf("  %14s  %16s\n", "-", "-");
+        else printf("  %13.1f%%  %15.1f%%\n", 100.0 * r->layer[l].recall_ffn, 100.0 * r->layer[l].recall_resid);
+    }
+}
 
 static void print_report(const upcycle_opts *o, const upcycle_report *r) {
     printf("upcycled:   %s -> %s: %d experts of %d neurons (%d zero), %d used per token", o->input, o->output,
@@ -47,22 +61,6 @@ static void print_report(const upcycle_opts *o, const upcycle_report *r) {
     print_quality(r);
 }
 
-/* What the MoE measured against the dense model on the held-out text, and its routing per layer. */
-static void print_quality(const upcycle_report *r) {
-    printf("held-out:   %d tokens\n", r->heldout_tokens);
-    printf("perplexity: dense %.4f, upcycled %.4f (nll %.4f -> %.4f nats/token)\n", exp(r->dense_nll),
-           exp(r->moe_nll), r->dense_nll, r->moe_nll);
-    printf("kld:        %.4f nats/token (mean KL(dense || upcycled)); greedy agreement %.1f%%\n", r->kld_mean,
-           100.0 * r->top1);
-    printf("near-ties:  %.3f%% of routed tokens\n", 100.0 * r->tie_flips);
-    printf("layer  load-max  load-cv  repeat  recall(ffn-in)  recall(residual)\n");
-    for (int l = 0; l < r->n_layer; l++) {
-        printf("%5d  %8.2f  %7.3f  %5.1f%%", l, r->layer[l].load_max, r->layer[l].load_cv, 100.0 * r->layer[l].repeat);
-        if (l == 0) printf("  %14s  %16s\n", "-", "-");
-        else printf("  %13.1f%%  %15.1f%%\n", 100.0 * r->layer[l].recall_ffn, 100.0 * r->layer[l].recall_resid);
-    }
-}
-
 /* The options into a (upcycle's own in a->upcycle); 0 or a usage error's exit code. */
 static int parse_args(int argc, char **argv, cli_args *a) {
     *a = cli_defaults();
@@ -77,7 +75,6 @@ static int parse_args(int argc, char **argv, cli_args *a) {
     if (!a->model || !a->out) return usage_error("upcycle needs -m DENSE.gguf and -o MOE.gguf");
     if (!a->upcycle.n_expert) return usage_error("upcycle needs --experts E and --experts-used K");
     if (!a->upcycle.n_expert_used) return usage_error("upcycle needs --experts-used K");
-    a->upcycle.input = a->model;
     a->upcycle.output = a->out;
     return 0;
 }

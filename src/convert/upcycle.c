@@ -377,12 +377,10 @@ static void report_shape(const upcycle_plan *p, const text_tokens *tt, upcycle_r
     }
 }
 
-/* The plan a measurement needs from an MoE file: its experts, how many a token uses, and each layer's
- * router in F32 (the routing statistics score with it). */
-static err_code measured_plan(const model *dense, const char *moe_path, upcycle_plan *p, err_t *err) {
-    model *moe = NULL;
-    err_code rc = model_load(moe_path, &moe, err);
-    if (rc) return rc;
+/* The plan a measurement needs from an MoE: its experts, how many a token uses, and each layer's router
+ * in F32 (the routing statistics score with it). */
+static err_code measured_plan(const model *dense, const model *moe, const char *moe_path, upcycle_plan *p, err_t *err) {
+    err_code rc = ERR_OK;
     const model_hparams *hp = &moe->hp;
     bool ok = hp->n_expert && hp->n_vocab == dense->hp.n_vocab && hp->n_layer == dense->hp.n_layer &&
               hp->n_embd == dense->hp.n_embd && hp->n_layer <= UPCYCLE_MAX_LAYERS;
@@ -403,27 +401,26 @@ static err_code measured_plan(const model *dense, const char *moe_path, upcycle_
             quant_dequantize_row(r->type, (const uint8_t *)r->data + (size_t)e * r->row_bytes,
                                  p->layers[l].router + e * r->n_in, r->n_in);
     }
-    model_free(moe);
     return rc;
 }
 
 err_code upcycle_measure_file(const upcycle_opts *o, const char *moe_path, upcycle_report *rep, err_t *err) {
     memset(rep, 0, sizeof *rep);
-    model *dense = NULL;
+    model *dense = NULL, *moe = NULL;
     err_code rc = o->text ? model_load(o->input, &dense, err) : err_set(err, ERR_INVALID_ARG, "no text to measure on");
-    if (rc) return rc;
+    if (!rc) rc = model_load(moe_path, &moe, err);
     upcycle_plan p = {.dense = dense};
     text_tokens tt = {0};
-    rc = measured_plan(dense, moe_path, &p, err);
+    if (!rc) rc = measured_plan(dense, moe, moe_path, &p, err);
     if (!rc) rc = read_text(dense, o, &tt, err);
     if (!rc && !tt.n_held) rc = err_set(err, ERR_INVALID_ARG, "the text is too short to hold out tokens");
     if (!rc) {
         rep->n_layer = dense->hp.n_layer, rep->heldout_tokens = tt.n_held;
-        rc = upcycle_measure(&p, moe_path, tt.ids + tt.n_total - tt.n_held, tt.n_held, tt.bos, o->n_threads, rep, err);
+        rc = upcycle_measure(&p, moe, tt.ids + tt.n_total - tt.n_held, tt.n_held, tt.bos, o->n_threads, rep, err);
     }
     plan_free(&p);
     free(tt.ids);
-    model_free(dense);
+    model_free(moe), model_free(dense);
     return rc;
 }
 
@@ -443,8 +440,10 @@ err_code upcycle_run(const upcycle_opts *o, upcycle_report *rep, err_t *err) {
         rc = build(o, &p, &tt, err);
     }
     if (!rc) rc = upcycle_write(&p, o, tt.n_calib, o->output, err);
-    if (!rc && tt.n_held)
-        rc = upcycle_measure(&p, o->output, tt.ids + tt.n_total - tt.n_held, tt.n_held, tt.bos, o->n_threads, rep, err);
+    model *moe = NULL;
+    if (!rc && tt.n_held && !(rc = model_load(o->output, &moe, err)))
+        rc = upcycle_measure(&p, moe, tt.ids + tt.n_total - tt.n_held, tt.n_held, tt.bos, o->n_threads, rep, err);
+    model_free(moe);
     plan_free(&p);
     free(tt.ids);
     model_free(dense);

@@ -225,16 +225,14 @@ static void route_ctx_free(route_ctx *c) {
     free(c->scores), free(c->xn), free(c->raw), free(c->gates), free(c->st);
 }
 
-err_code upcycle_measure(const upcycle_plan *p, const char *moe_path, const int32_t *tok, int n, int32_t bos,
+err_code upcycle_measure(const upcycle_plan *p, const model *moe, const int32_t *tok, int n, int32_t bos,
                          int n_threads, upcycle_report *rep, err_t *err) {
     const model *dense = p->dense;
     const int chunk = dense->hp.n_ctx_train - 1 < CHUNK ? dense->hp.n_ctx_train - 1 : CHUNK, V = dense->hp.n_vocab;
-    model *moe = NULL;
     eval_bufs b = {0};
     route_ctx c = {0};
     quality q = {0};
-    err_code rc = model_load(moe_path, &moe, err);
-    if (!rc) rc = session_new(dense, chunk + 1, QT_F32, n_threads, &b.dense, err);
+    err_code rc = session_new(dense, chunk + 1, QT_F32, n_threads, &b.dense, err);
     if (!rc) rc = session_new(moe, chunk + 1, QT_F32, n_threads, &b.moe, err);
     if (!rc) rc = route_ctx_init(&c, p, moe, chunk + 1, err);
     b.buf = malloc(sizeof(int32_t) * (size_t)(chunk + 1));
@@ -249,6 +247,5 @@ err_code upcycle_measure(const upcycle_plan *p, const char *moe_path, const int3
     if (c.p) route_ctx_free(&c);
     session_free(b.dense), session_free(b.moe);
     free(b.buf), free(b.ld), free(b.lm);
-    model_free(moe);
     return rc;
 }

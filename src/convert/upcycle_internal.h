@@ -63,7 +63,7 @@ uint32_t upcycle_down_type(uint32_t dense_type, int m);
 
 /* --- measurements (upcycle_eval.c) --------------------------------------
  * Dense and upcycled models over the held-out tokens, in chunks from BOS. */
-err_code upcycle_measure(const upcycle_plan *p, const char *moe_path, const int32_t *tok, int n, int32_t bos,
+err_code upcycle_measure(const upcycle_plan *p, const model *moe, const int32_t *tok, int n, int32_t bos,
                          int n_threads, upcycle_report *rep, err_t *err);
 
 #endif

@@ -115,12 +115,10 @@ int train_weights_tensors(const train_weights *w) { return w->n_e; }
 
 float *train_weights_grad(const train_weights *w, float *grad, const model_mat *mat) {
     if (!grad || !mat->data) return NULL;
-    const uintptr_t p = (uintptr_t)mat->data, v = (uintptr_t)w->values; /* a matrix, or one expert of a stack */
+    /* a matrix, or one expert of a stack: anywhere among the values (the entries lie end to end) */
+    const uintptr_t p = (uintptr_t)mat->data, v = (uintptr_t)w->values;
     if (p < v || p >= v + sizeof(float) * w->n_values) return NULL;
-    const size_t at = (p - v) / sizeof(float);
-    for (int i = 0; i < w->n_e; i++)
-        if (at >= w->e[i].off && at < w->e[i].off + w->e[i].n) return grad + at;
-    return NULL;
+    return grad + (p - v) / sizeof(float);
 }
 
 /* ---------------------------------------------------------------- writing */
