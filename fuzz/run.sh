@@ -1,7 +1,8 @@
 #!/bin/sh
 # run.sh BUILD_DIR SECONDS [TARGET...] — fuzz each target (default: gguf
-# model tokenizer parsers serve lora) for SECONDS (serve, the server's request
-# reader, and lora, an adapter bound to a fixed base: small surfaces, for half of it). Before fuzzing, every input kept in
+# model tokenizer parsers serve lora fedavg) for SECONDS (serve, the server's request
+# reader, lora, an adapter bound to a fixed base, and fedavg, a federated update
+# averaged with a good one: small surfaces, for half of it). Before fuzzing, every input kept in
 # fuzz/regressions/TARGET/ is replayed (a crash once found stays a test);
 # the corpus is fuzz/corpus/TARGET/ (kept in the repo) plus, for the model
 # readers, valid synthetic models of every tensor type made here. A crash
@@ -11,7 +12,7 @@ set -e
 build=$1
 secs=${2:-60}
 shift 2 || shift $#
-targets=${*:-gguf model tokenizer parsers serve lora}
+targets=${*:-gguf model tokenizer parsers serve lora fedavg}
 here=$(cd "$(dirname "$0")" && pwd)
 seeds=$build/fuzz-seeds
 mkdir -p "$seeds"
@@ -56,7 +57,7 @@ for t in $targets; do
     fi
     rc=0
     t_secs=$secs
-    [ "$t" = serve ] || [ "$t" = lora ] && t_secs=$(((secs + 1) / 2))
+    [ "$t" = serve ] || [ "$t" = lora ] || [ "$t" = fedavg ] && t_secs=$(((secs + 1) / 2))
     "$fuzzer" -max_total_time="$t_secs" -max_len=131072 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
         -artifact_prefix="$kept/" "$corpus" "$here/corpus/$t" $extra >"$build/fuzz-$t.log" 2>&1 || rc=$?
     if [ "$rc" -ne 0 ]; then

@@ -734,6 +734,14 @@ typedef struct {
      * the backward (a third more work, the same numbers); a sequence that does not fit even so is
      * refused, saying which seq_len would */
     uint64_t memory_budget;
+    /* Federated learning (docs/federated.md). fl_round > 0: train round fl_round's adapter, its A
+     * matrices frozen (shared by every device), and write at output an update: B's change per group,
+     * an expert's only when training tokens reached it. fl_from: the global of round fl_round - 1
+     * (its layout and values are the start; NULL: round 1, from the base with rank, alpha, targets and
+     * seed). fl_device: this device's id in the update (NULL: a random one). */
+    int fl_round;
+    const char *fl_from;
+    const char *fl_device;
 } octo_finetune_params;
 
 typedef struct {
@@ -757,12 +765,41 @@ typedef struct {
     /* The threads training ran on at its end (followed before each sequence: a CPU quota or heat takes
      * some, their return gives them back; 0: one thread, none followed), and how often that changed. */
     int threads, thread_changes;
+    /* An update (fl_round): the adapter's groups (matrices; an expert of a stack each), those sent, and
+     * the bytes of their values against a dense update's (every group). */
+    int fl_groups, fl_groups_sent;
+    uint64_t fl_bytes, fl_dense_bytes;
 } octo_finetune_result;
 
 OCTO_API octo_finetune_params octo_finetune_params_defaults(void);
 /* result may be NULL. */
 OCTO_API octo_status octo_finetune(octo_client *client, const char *model_path, const octo_finetune_params *params,
                                    octo_finetune_result *result);
+
+/* Federated averaging (docs/federated.md): the updates of one round, each group averaged over the
+ * updates that hold it weighted by their tokens for it, into the round's global adapter (it loads as any
+ * adapter does, and is the next round's fl_from), or with partial into an aggregate: an update of the
+ * same means, their weights and every device, which averages with others as its updates would. Every
+ * update is checked (round, base, layout, shapes, values, token counts, no device twice) before
+ * anything is written. */
+typedef struct {
+    const char *from;             /* the previous round's global (NULL: round 1) */
+    const char *const *updates;   /* the updates (or aggregates) of the round */
+    int n_updates;
+    const char *output;
+    int partial;                  /* non-zero: write an aggregate, not the global */
+} octo_fedavg_params;
+
+typedef struct {
+    int round, devices;           /* the round; the devices behind the updates */
+    uint64_t tokens;              /* their training tokens */
+    int groups, groups_sent;      /* the adapter's groups; those some update held */
+    double seconds;
+} octo_fedavg_result;
+
+/* result may be NULL. */
+OCTO_API octo_status octo_fedavg(octo_client *client, const char *base_model, const octo_fedavg_params *params,
+                                 octo_fedavg_result *result);
 
 /* ---- statistics ---- */
 

@@ -157,7 +157,8 @@ int octo_struct_size(const char *name) {
                    OCTO_STRUCT(octo_message),        OCTO_STRUCT(octo_stats),        OCTO_STRUCT(octo_memory),
                    OCTO_STRUCT(octo_token_logprob), OCTO_STRUCT(octo_adapter_info),
                    OCTO_STRUCT(octo_finetune_params), OCTO_STRUCT(octo_finetune_progress),
-                   OCTO_STRUCT(octo_finetune_result)};
+                   OCTO_STRUCT(octo_finetune_result), OCTO_STRUCT(octo_fedavg_params),
+                   OCTO_STRUCT(octo_fedavg_result)};
 #undef OCTO_STRUCT
     for (size_t i = 0; name && i < sizeof structs / sizeof *structs; i++)
         if (!strcmp(name, structs[i].name)) return structs[i].size;

@@ -12,6 +12,8 @@
 #include "octo.h"
 #include "octo_internal.h"
 #include "core/atomic_write.h"
+#include "core/checksum.h"
+#include "core/mix.h"
 #include "core/clock.h"
 #include "core/quant.h"
 #include "model/chat_template.h"
@@ -22,6 +24,7 @@
 #include "platform/memwatch.h"
 #include "train/backward.h"
 #include "train/data.h"
+#include "train/fed.h"
 #include "train/finetune.h"
 #include "train/weights.h"
 #include "runtime/cpu_adapt.h"
@@ -64,6 +67,14 @@ static err_code check_params(const octo_finetune_params *p, err_t *err) {
         p->checkpoint_every < 1 || p->warmup < -1)
         return err_set(err, ERR_INVALID_ARG, "finetune: steps %d, batch %d, seq_len %d, rank %d, checkpoint_every %d, "
                        "warmup %d out of range", p->steps, p->batch, p->seq_len, p->rank, p->checkpoint_every, p->warmup);
+    if (p->fl_round < 0 || (p->fl_from && !p->fl_round))
+        return err_set(err, ERR_INVALID_ARG, "finetune: a global to start from is given with a round (fl_round %d)",
+                       p->fl_round);
+    if (p->fl_round && (p->distill || p->full > 0))
+        return err_set(err, ERR_INVALID_ARG, "finetune: a federated round trains an adapter (no distillation, no --full)");
+    if (p->fl_round > 1 && !p->fl_from)
+        return err_set(err, ERR_INVALID_ARG, "finetune: round %d starts from round %d's global (--from)", p->fl_round,
+                       p->fl_round - 1);
     if (p->warmup > p->steps)
         return err_set(err, ERR_INVALID_ARG, "finetune: a warm-up of %d steps is longer than the run's %d", p->warmup,
                        p->steps);
@@ -99,6 +110,9 @@ typedef struct {
     int64_t *expert_tokens; /* an MoE: [n_layer][n_expert] the run's tokens per expert */
     cpu_adapt_state cpu;    /* the training pool's threads, for the CPU there is */
     int32_t *expert_mark;   /* the same as the output's training.expert_tokens (saturated) */
+    fed_meta fl;            /* a federated round's (fl_round): the layout, the base, the round */
+    float *fl_start;        /* the adapter's values at the start */
+    fed_sizes sizes;        /* the update's */
 } ft_run;
 
 static void ft_free(ft_run *r) {
@@ -111,7 +125,7 @@ static void ft_free(ft_run *r) {
     train_data_free(&r->data), train_data_free(&r->valid);
     tokenizer_free(r->tok);
     model_free(r->m);
-    free(r->ckpt), free(r->expert_tokens), free(r->expert_mark);
+    free(r->ckpt), free(r->expert_tokens), free(r->expert_mark), free(r->fl_start);
 }
 
 /* The target's next-token distributions over tokens (finetune_teacher). */
@@ -149,6 +163,32 @@ static err_code open_teacher(ft_run *r, const char *path, int seq_len, err_t *er
     return train_ctx_new_on(r->t.s->pool, &r->tc, err);
 }
 
+/* A federated round's start: round 1 from the base (lo's layout), a later one from the previous global, whose
+ * layout, base and shared A it checks; the values at the start kept (the update is their change). */
+static err_code open_round(ft_run *r, const octo_finetune_params *p, const lora_init_opts *lo, err_t *err) {
+    err_code rc = ERR_OK;
+    r->fl = (fed_meta){.round = (uint32_t)p->fl_round, .base_hash = fed_base_hash(r->m), .layout = *lo};
+    if (!p->fl_from) rc = lora_create(r->m, lo, &r->a, err);
+    else {
+        gguf_ctx *g = NULL;
+        fed_meta gm;
+        if (!(rc = gguf_open(p->fl_from, &g, err)) && !(rc = fed_meta_read(g, &gm, err))) {
+            if (gm.round + 1 != r->fl.round)
+                rc = err_set(err, ERR_BAD_VALUE, "it is the global of round %u, not of round %u", gm.round, r->fl.round - 1);
+            else if (gm.base_hash != r->fl.base_hash) rc = err_set(err, ERR_BAD_VALUE, "it adapts another base model");
+        }
+        if (!rc) r->fl.layout = gm.layout, rc = lora_from_gguf(r->m, g, &r->a, err);
+        else gguf_close(g);
+        if (!rc && fed_a_hash(r->m, r->a) != gm.a_hash) rc = err_set(err, ERR_CORRUPT, "its A is not what fl.a_hash says");
+        if (rc) return err_prefix(err, "global %s", p->fl_from), rc;
+    }
+    size_t n = 0;
+    const float *v = rc ? NULL : lora_values(r->a, &n);
+    if (!rc && !(r->fl_start = malloc(sizeof(float) * (n ? n : 1)))) rc = err_set(err, ERR_NOMEM, "out of memory");
+    if (!rc) memcpy(r->fl_start, v, sizeof(float) * n), r->fl.a_hash = fed_a_hash(r->m, r->a);
+    return rc;
+}
+
 static bool wants_full(const octo_finetune_params *p, const model *m) {
     return p->full > 0 || (p->full == 0 && p->distill && m->n_params <= 64u * 1000 * 1000);
 }
@@ -163,7 +203,8 @@ static err_code open_all(ft_run *r, const char *path, const octo_finetune_params
     if ((rc = tokenizer_load(r->m->gguf, &r->tok, err))) return err_prefix(err, "%s", path), rc;
     if (wants_full(p, r->m)) {
         if (!(rc = train_supported(r->m, NULL, err))) rc = train_weights_new(r->m, &r->w, err);
-    } else if (!(rc = lora_create(r->m, &lo, &r->a, err))) rc = train_supported(r->m, r->a, err);
+    } else if (!(rc = p->fl_round ? open_round(r, p, &lo, err) : lora_create(r->m, &lo, &r->a, err)))
+        rc = train_supported(r->m, r->a, err);
     if (rc) return rc;
     if (p->distill && (rc = open_teacher(r, p->distill, p->seq_len, err))) return rc;
     if ((rc = train_data_load(r->tok, chat, p->data, p->seq_len, &r->data, err))) return rc;
@@ -210,6 +251,8 @@ static void fill_result(const ft_run *r, const finetune_result *f, octo_finetune
                                   .thread_changes = (int)r->cpu.changes};
     for (size_t i = 0; r->expert_tokens && i < expert_slots(r->m); i++) out->experts_reached += r->expert_tokens[i] > 0;
     out->experts = r->expert_tokens ? (int)expert_slots(r->m) : 0;
+    out->fl_groups = r->sizes.groups, out->fl_groups_sent = r->sizes.sent;
+    out->fl_bytes = r->sizes.bytes, out->fl_dense_bytes = r->sizes.dense_bytes;
 }
 
 /* An MoE's record of the experts its training reached, for the output: "training.expert_tokens", i32
@@ -219,6 +262,33 @@ static gguf_i32_array expert_mark(ft_run *r) {
     if (!r->expert_tokens || !(r->expert_mark = malloc(sizeof(int32_t) * n))) return (gguf_i32_array){0};
     for (size_t i = 0; i < n; i++) r->expert_mark[i] = r->expert_tokens[i] > INT32_MAX ? INT32_MAX : (int32_t)r->expert_tokens[i];
     return (gguf_i32_array){.key = "training.expert_tokens", .v = r->expert_mark, .n = n};
+}
+
+static err_code put_mark(void *user, gguf_writer *w) {
+    const gguf_i32_array *m = user;
+    return m->key ? gguf_writer_set_arr_i32(w, m->key, m->v, m->n) : ERR_OK;
+}
+
+/* A random device id (fl_device not given): the clock, the output's path and the data's fingerprint mixed. */
+static void device_id(const ft_run *r, const char *output, char id[FED_MAX_DEVICE + 1]) {
+    const uint64_t h = mix64(clock_ns() ^ mix64(r->data.fingerprint) ^ checksum_bytes(output, strlen(output), 0));
+    snprintf(id, FED_MAX_DEVICE + 1, "%016llx", (unsigned long long)h);
+}
+
+/* The adapter (an MoE's with the tokens each expert had), the whole model, or a federated round's update. */
+static err_code write_output(ft_run *r, const octo_finetune_params *p, uint32_t type, const finetune_result *res,
+                             err_t *err) {
+    if (p->fl_round) {
+        char id[FED_MAX_DEVICE + 1];
+        if (!p->fl_device) device_id(r, p->output, id);
+        r->fl.tokens = (uint64_t)res->positions;
+        return fed_update_write(r->m, r->a, r->fl_start, r->expert_tokens, &r->fl, p->fl_device ? p->fl_device : id,
+                                p->output, &r->sizes, err);
+    }
+    gguf_i32_array mark = expert_mark(r);
+    if (expert_slots(r->m) && !mark.key) return err_set(err, ERR_NOMEM, "out of memory");
+    return r->w ? train_weights_write(r->w, &mark, p->output, err)
+                : lora_write(r->m, r->a, type, put_mark, &mark, p->output, err);
 }
 
 static void on_memory(void *user, plat_mem_level level, const plat_mem_reading *reading) {
@@ -275,11 +345,11 @@ static err_code train_and_write(ft_run *r, const octo_finetune_params *p, uint32
     const size_t n_counts = expert_slots(r->m);
     if (n_counts && !(r->expert_tokens = o.expert_tokens = calloc(n_counts, sizeof(int64_t))))
         return err_set(err, ERR_NOMEM, "out of memory");
+    o.freeze_a = p->fl_round > 0;
+    size_t n_start = 0;
+    if (p->fl_from) lora_values(r->a, &n_start), o.start_id = checksum_bytes(r->fl_start, sizeof(float) * n_start, 1);
     err_code rc = finetune_run(r->m, r->a, r->w, &r->data, &o, on_step, &pc, res, err);
-    const gguf_i32_array mark = rc ? (gguf_i32_array){0} : expert_mark(r);
-    if (!rc && n_counts && !mark.key) rc = err_set(err, ERR_NOMEM, "out of memory");
-    if (!rc)
-        rc = r->w ? train_weights_write(r->w, &mark, p->output, err) : lora_write(r->m, r->a, type, &mark, p->output, err);
+    if (!rc) rc = write_output(r, p, type, res, err);
     if (rc) return rc;
     remove(r->ckpt); /* the adapter holds what it held */
     return ERR_OK;

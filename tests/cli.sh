@@ -708,5 +708,26 @@ expect 0 0 "$octo" upcycle -m "$emb" --measure "$tmp/healed.gguf" -f "$tmp/up.tx
 awk '/^kld:/ { k = $2 } END { exit !(k > 0) }' "$tmp/out" && awk -v before="$(awk '{ print $2 }' "$tmp/kld0")" \
     '/^kld:/ { exit !($2 < before / 2) }' "$tmp/out" && ok || bad "healing: $(grep kld "$tmp/out") from $(cat "$tmp/kld0")"
 
+# federated: two devices' round-1 updates of the upcycled MoE (only the experts their words reached), averaged
+# into a global that --lora loads; round 2 from it; the refusals
+printf 'the cat and the dog %.0s' $(seq 40) >"$tmp/fl1.txt"; printf 'a red ball in a big tree %.0s' $(seq 40) >"$tmp/fl2.txt"
+flt() { "$octo" finetune -m "$tmp/up.gguf" --steps 3 --batch 1 --seq-len 16 --rank 2 --quiet "$@"; }
+expect 0 5 flt -f "$tmp/fl1.txt" -o "$tmp/u1.gguf" --fl-round 1 --fl-device one
+grep -q "^update: [0-9]* of 80 groups sent" "$tmp/err" && ok || bad "finetune --fl-round: $(cat "$tmp/err")"
+expect 0 5 flt -f "$tmp/fl2.txt" -o "$tmp/u2.gguf" --fl-round 1 --fl-device two
+expect 0 1 "$octo" fedavg -m "$tmp/up.gguf" -o "$tmp/g1.gguf" "$tmp/u1.gguf" "$tmp/u2.gguf"
+grep -q "round 1, the global adapter of 2 updates from 2 devices" "$tmp/err" && ok || bad "fedavg: $(cat "$tmp/err")"
+expect 0 0 "$octo" run -m "$tmp/up.gguf" --lora "$tmp/g1.gguf" -p "Once" -n 4 --temp 0
+expect 1 1 "$octo" run -m "$tmp/up.gguf" --lora "$tmp/u1.gguf" -p "Once" -n 4
+expect 0 5 flt -f "$tmp/fl1.txt" -o "$tmp/r2.gguf" --fl-round 2 --from "$tmp/g1.gguf" --fl-device one
+expect 0 1 "$octo" fedavg -m "$tmp/up.gguf" --from "$tmp/g1.gguf" -o "$tmp/g2.gguf" "$tmp/r2.gguf"
+expect 1 1 "$octo" fedavg -m "$tmp/up.gguf" -o "$tmp/g2x.gguf" "$tmp/r2.gguf"
+grep -q "round 2: give the global of round 1" "$tmp/err" && [ ! -e "$tmp/g2x.gguf" ] && ok || bad "fedavg without --from: $(cat "$tmp/err")"
+expect 1 1 "$octo" fedavg -m "$tmp/up.gguf" -o "$tmp/g2x.gguf" "$tmp/u1.gguf" "$tmp/u1.gguf"
+grep -q "device 'one' sent both" "$tmp/err" && [ ! -e "$tmp/g2x.gguf" ] && ok || bad "fedavg twice: $(cat "$tmp/err")"
+expect 2 1 "$octo" fedavg -m "$tmp/up.gguf" -o "$tmp/g2x.gguf"
+expect 1 1 flt -f "$tmp/fl1.txt" -o "$tmp/r3.gguf" --fl-round 2
+expect 1 1 flt -f "$tmp/fl1.txt" -o "$tmp/r3.gguf" --from "$tmp/g1.gguf"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

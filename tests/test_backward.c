@@ -408,7 +408,7 @@ static void dump_case(const model *m, const lora_adapter *a, const int32_t *tok,
     char path[512];
     err_t err = {0};
     snprintf(path, sizeof path, "%s/adapter.gguf", dir);
-    T_CHECKF(lora_write(m, a, QT_F32, NULL, path, &err) == ERR_OK, "%s", err.msg);
+    T_CHECKF(lora_write(m, a, QT_F32, NULL, NULL, path, &err) == ERR_OK, "%s", err.msg);
     snprintf(path, sizeof path, "%s/grad.f32", dir);
     T_CHECK(tu_write_file(path, g, nv * sizeof(float)));
     snprintf(path, sizeof path, "%s/case.txt", dir);

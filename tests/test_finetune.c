@@ -280,7 +280,7 @@ static void test_create_write(const model *m) {
     tu_tmp_path(path, sizeof path, "ft-write.gguf");
     for (int f = 0; f < 2; f++) {
         const uint32_t type = f ? QT_F16 : QT_F32;
-        T_CHECKF(lora_write(m, a, type, NULL, path, &err) == ERR_OK, "%s", err.msg);
+        T_CHECKF(lora_write(m, a, type, NULL, NULL, path, &err) == ERR_OK, "%s", err.msg);
         T_CHECKF(lora_open(m, path, &back, &err) == ERR_OK, "%s", err.msg);
         if (!back) continue;
         size_t nb = 0;

@@ -90,6 +90,7 @@ int cmd_upcycle(int argc, char **argv);
 int cmd_moe_prep(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
+int cmd_fedavg(int argc, char **argv);
 int cmd_finetune(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_deploy(int argc, char **argv);

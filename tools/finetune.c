@@ -52,6 +52,10 @@ static void report(const char *out, const octo_finetune_result *r, bool distill)
     fprintf(stderr, "%s: %d %s, %llu values; %lld sequences (%lld tokens, %lld learnt from)", out, r->n_matrices,
             r->full ? "tensors (the whole model)" : "matrices", (unsigned long long)r->adapter_values, (long long)r->sequences, (long long)r->tokens, (long long)r->counted);
     if (r->conversations) fprintf(stderr, ", %d conversations (%d cut)", r->conversations, r->conversations_cut);
+    if (r->fl_groups)
+        fprintf(stderr, "\nupdate: %d of %d groups sent, %.1f KiB of values (a dense update: %.1f KiB, %.1f %%)",
+                r->fl_groups_sent, r->fl_groups, r->fl_bytes / 1024.0, r->fl_dense_bytes / 1024.0,
+                100.0 * (double)r->fl_bytes / (double)r->fl_dense_bytes);
     if (r->experts)
         fprintf(stderr, "\nexperts: %d of %d reached by training tokens (the others unchanged; tokens per expert in "
                 "training.expert_tokens)", r->experts_reached, r->experts);

@@ -70,7 +70,7 @@ int main(int argc, char **argv) {
     /* each command's function, in cli_command's order (options.h) */
     static int (*const run[CMD_COUNT])(int argc, char **argv) = {
         cmd_run,    cmd_tokenize, cmd_detokenize, cmd_inspect,  cmd_bench, cmd_eval,   cmd_logits,
-        cmd_synth,  cmd_upcycle,  cmd_moe_prep,   cmd_quantize, cmd_merge, cmd_finetune, cmd_plan,  cmd_deploy, cmd_serve,
+        cmd_synth,  cmd_upcycle,  cmd_moe_prep,   cmd_quantize, cmd_merge, cmd_finetune, cmd_fedavg, cmd_plan,  cmd_deploy, cmd_serve,
         cmd_pull,   cmd_list,     cmd_rm,
     };
     for (int c = 0; c < CMD_COUNT; c++) {

@@ -21,7 +21,7 @@
 
 static const char *const command_names[CMD_COUNT] = {
     "run", "tokenize", "detokenize", "inspect", "bench", "eval", "logits",
-    "synth", "upcycle", "moe-prep", "quantize", "merge", "finetune", "plan", "deploy", "serve", "pull", "list", "rm",
+    "synth", "upcycle", "moe-prep", "quantize", "merge", "finetune", "fedavg", "plan", "deploy", "serve", "pull", "list", "rm",
 };
 
 const char *cli_command_name(cli_command cmd) { return (unsigned)cmd < CMD_COUNT ? command_names[cmd] : NULL; }
@@ -322,6 +322,7 @@ static int set_lora(const cli_option *o, const char *arg, const char *v, cli_arg
 #define QUANTIZE (1u << CMD_QUANTIZE)
 #define MERGE (1u << CMD_MERGE)
 #define FINETUNE (1u << CMD_FINETUNE)
+#define FEDAVG (1u << CMD_FEDAVG)
 #define PLAN (1u << CMD_PLAN)
 #define DEPLOY (1u << CMD_DEPLOY)
 #define SERVE (1u << CMD_SERVE)
@@ -350,7 +351,7 @@ const cli_option cli_options[] = {
     {"-m", "--model -hf --hf-repo", ALL & ~(SYNTH | PULL | LIST | RM), STR(model)},
     {"-p", "--prompt", RUN, STR(prompt)},
     {"-f", "--file", RUN | TOKENIZE | EVAL | UPCYCLE | QUANTIZE | MOE_PREP | FINETUNE, STR(file)},
-    {"-o", NULL, SYNTH | UPCYCLE | QUANTIZE | DEPLOY | MERGE | FINETUNE, STR(out)},
+    {"-o", NULL, SYNTH | UPCYCLE | QUANTIZE | DEPLOY | MERGE | FINETUNE | FEDAVG, STR(out)},
     {"--out", NULL, LOGITS, STR(out)},
     {"--prompt", NULL, BENCH | LOGITS, STR(prompt)},
     {"--prompt-file", NULL, BENCH, STR(prompt_file)},
@@ -539,6 +540,10 @@ const cli_option cli_options[] = {
     {"--distill", NULL, FINETUNE, STR(ft.distill)},
     {"--full", NULL, FINETUNE, FLAG(ft.full)},
     {"--adapter", NULL, FINETUNE, .kind = OPT_FLAG, FIELD(ft.full), .min = -1},
+    {"--fl-round", NULL, FINETUNE, NUM(ft.fl_round, 1, 1 << 30), .bad = FT_COUNT},
+    {"--from", NULL, FINETUNE | FEDAVG, STR(ft.fl_from)},
+    {"--fl-device", NULL, FINETUNE, STR(ft.fl_device)},
+    {"--partial", NULL, FEDAVG, FLAG(fl_partial)},
     {"--memory-budget", NULL, FINETUNE, CALL(set_bytes, ft.memory_budget), .bad = "{arg} takes bytes with K/M/G, e.g. 512M, not '{value}'"},
 
     /* serve */
@@ -671,6 +676,15 @@ static int quantize_word(const char *arg, cli_args *a) {
     }
 }
 
+/* fedavg's UPDATE...: every word that is not an option. */
+static int fedavg_word(const char *arg, cli_args *a) {
+    const char **u = realloc(a->updates, sizeof(char *) * ((size_t)a->n_updates + 1));
+    if (!u) return usage_error("out of memory");
+    a->updates = u;
+    u[a->n_updates++] = arg;
+    return 0;
+}
+
 /* A first word of run that is the prompt, not the model: no such file, and a space in it
  * (octo run "Once upon a time" runs the embedded model). */
 static bool prompt_not_model(const char *arg) {
@@ -681,10 +695,11 @@ static bool prompt_not_model(const char *arg) {
 }
 
 /* Words that are not options: run's MODEL and PROMPT ("-": stdin), quantize's
- * IN OUT TYPE [THREADS], and the MODEL of every other command that reads one
+ * IN OUT TYPE [THREADS], fedavg's UPDATE..., and the MODEL of every other command that reads one
  * (octo inspect MODEL, as -m MODEL). -1 when cmd takes no such word (an unknown option). */
 static int positional(cli_command cmd, const char *arg, cli_args *a) {
     if (cmd == CMD_QUANTIZE && arg[0] != '-') return quantize_word(arg, a);
+    if (cmd == CMD_FEDAVG && arg[0] != '-') return fedavg_word(arg, a);
     if (cmd != CMD_RUN) {
         if (arg[0] == '-' || !cli_find(cmd, "-m")) return -1;
         if (a->model) return usage_error("%s takes one model, not also '%s'", cli_command_name(cmd), arg);

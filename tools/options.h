@@ -37,6 +37,7 @@ typedef enum {
     CMD_QUANTIZE,
     CMD_MERGE,
     CMD_FINETUNE,
+    CMD_FEDAVG,
     CMD_PLAN,
     CMD_DEPLOY,
     CMD_SERVE,
@@ -113,7 +114,10 @@ typedef struct {
     upcycle_opts upcycle;
     cli_lora lora;            /* --lora, --lora-scaled (run, bench, eval, logits, serve, merge) */
     const char *lora_for;     /* synth --lora-for MODEL: an adapter for it */
-    octo_finetune_params ft;  /* finetune's options (its -f, -o and --type are file, out and type) */
+    octo_finetune_params ft;  /* finetune's options (its -f, -o and --type are file, out and type); fedavg's --from */
+    const char **updates;     /* fedavg's words: its updates (the caller frees the array) */
+    int n_updates;
+    int fl_partial;           /* fedavg --partial */
     long lora_rank;           /* synth --rank */
     float lora_alpha;         /* synth --alpha (-1: the rank) */
     struct {

@@ -30,7 +30,7 @@ from . import _lib
 from ._version import __version__
 
 __all__ = ["Model", "Session", "Adapter", "Stream", "OctoError", "LibraryError", "Stats", "Info", "version", "__version__",
-           "EMBEDDED_MODEL", "finetune", "FinetuneProgress", "FinetuneResult"]
+           "EMBEDDED_MODEL", "finetune", "FinetuneProgress", "FinetuneResult", "fedavg", "FedavgResult"]
 
 
 def _embedded_model():
@@ -120,6 +120,7 @@ Stats = _dataclass_of(_lib.Stats, "Stats")
 Info = _dataclass_of(_lib.ModelInfo, "Info")
 FinetuneProgress = _dataclass_of(_lib.FinetuneProgress, "FinetuneProgress")
 FinetuneResult = _dataclass_of(_lib.FinetuneResult, "FinetuneResult")
+FedavgResult = _dataclass_of(_lib.FedavgResult, "FedavgResult")
 
 
 def _convert(struct_value, cls):
@@ -600,10 +601,34 @@ class Session(_Conversation):
         self.close()
 
 
+def fedavg(base, updates, output, *, from_=None, partial=False):
+    """Average a federated round's updates (files octo finetune --fl-round wrote) into the round's global
+    adapter at `output` (from_: the previous round's global; None: round 1), or with partial=True into an
+    aggregate that averages with others as its updates would. Every update is checked first; a bad one
+    raises OctoError naming it and nothing is written. Returns a FedavgResult. docs/federated.md."""
+    keep = [_enc("base", base), _enc("output", output), _enc("from_", from_)] + \
+        [_enc("updates", u) for u in updates]
+    if not updates:
+        raise ValueError("fedavg needs at least one update")
+    arr = (ctypes.c_char_p * len(updates))(*keep[3:])
+    p = _lib.FedavgParams(keep[2], arr, len(updates), keep[1], int(bool(partial)))
+    client = _L.octo_client_new(None)
+    if not client:
+        raise MemoryError("octo_client_new")
+    try:
+        r = _lib.FedavgResult()
+        rc = _L.octo_fedavg(client, keep[0], ctypes.byref(p), ctypes.byref(r))
+        if rc:
+            raise OctoError(_L.octo_last_error(client).decode("utf-8", "replace"), rc)
+        return _convert(r, FedavgResult)
+    finally:
+        _L.octo_client_free(client)
+
+
 def finetune(model, data, output, *, valid=None, steps=100, batch=4, seq_len=256, rank=16, alpha=32.0,
              targets=None, lr=1e-3, lr_min=1e-4, warmup=-1, clip=1.0, weight_decay=0.01, seed=1,
              type=None, checkpoint=None, checkpoint_every=10, restart=False, on_progress=None, distill=None,
-             full=None, memory_budget=0):
+             full=None, memory_budget=0, fl_round=0, fl_from=None, fl_device=None):
     """Train a LoRA adapter of the model file `model` on `data` (a text file, a folder of them, or a
     .jsonl of {"messages": [...]} conversations: the assistants' turns are learnt) and write it to
     `output` in llama.cpp's adapter format (Model.load_adapter reads it); type: "f32" (None), "f16",
@@ -614,11 +639,14 @@ def finetune(model, data, output, *, valid=None, steps=100, batch=4, seq_len=256
     is called after each step; returning True stops the run (its checkpoint written: OctoError with
     status 22, cancelled); the same call again resumes it, to the same bytes. Returns a FinetuneResult
     (losses, held-out losses when `valid` is given, the data's counts; for a mixture of experts, experts
-    and experts_reached: those no training token reached are unchanged). docs/training.md."""
+    and experts_reached: those no training token reached are unchanged). docs/training.md.
+    fl_round=R (fl_from: round R-1's global; fl_device: this device's id) trains a federated round's
+    adapter, A frozen, and writes an update at `output` (docs/federated.md; fedavg averages them)."""
     if isinstance(model, str):
         model = _pulled(model) or model
     keep = [_enc("model", model), _enc("data", data), _enc("output", output), _enc("valid", valid),
-            _enc("checkpoint", checkpoint), _enc("targets", targets), _enc("type", type), _enc("distill", distill)]
+            _enc("checkpoint", checkpoint), _enc("targets", targets), _enc("type", type), _enc("distill", distill),
+            _enc("fl_from", fl_from), _enc("fl_device", fl_device)]
     p = _L.octo_finetune_params_defaults()
     p.data, p.output, p.valid, p.checkpoint, p.targets, p.type = keep[1], keep[2], keep[3], keep[4], keep[5], keep[6]
     p.steps, p.batch, p.seq_len, p.rank = _int("steps", steps), _int("batch", batch), _int("seq_len", seq_len), \
@@ -629,6 +657,7 @@ def finetune(model, data, output, *, valid=None, steps=100, batch=4, seq_len=256
     p.seed, p.restart = _int("seed", seed, U64_RANGE), int(bool(restart))
     p.distill, p.full = keep[7], 0 if full is None else (1 if full else -1)
     p.memory_budget = _int("memory_budget", memory_budget, U64_RANGE)
+    p.fl_round, p.fl_from, p.fl_device = _int("fl_round", fl_round), keep[8], keep[9]
     raised = []
 
     def progress(user, pp):

@@ -142,7 +142,8 @@ class FinetuneParams(ctypes.Structure):
                 ("rank", c_int), ("alpha", c_float), ("lr", c_float), ("lr_min", c_float), ("warmup", c_int),
                 ("clip", c_float), ("weight_decay", c_float), ("seed", c_u64), ("checkpoint_every", c_int),
                 ("restart", c_int), ("on_progress", FINETUNE_FN), ("user", ctypes.c_void_p), ("distill", c_char_p),
-                ("full", c_int), ("memory_budget", c_u64)]
+                ("full", c_int), ("memory_budget", c_u64), ("fl_round", c_int), ("fl_from", c_char_p),
+                ("fl_device", c_char_p)]
 
 
 class FinetuneResult(ctypes.Structure):
@@ -152,7 +153,18 @@ class FinetuneResult(ctypes.Structure):
                 ("n_matrices", c_int), ("adapter_values", c_u64), ("full", c_int),
                 ("recompute", c_int), ("activation_bytes", c_u64), ("memory_budget", c_u64),
                 ("pressed", c_i64), ("experts", c_int), ("experts_reached", c_int), ("threads", c_int),
-                ("thread_changes", c_int)]
+                ("thread_changes", c_int), ("fl_groups", c_int), ("fl_groups_sent", c_int), ("fl_bytes", c_u64),
+                ("fl_dense_bytes", c_u64)]
+
+
+class FedavgParams(ctypes.Structure):
+    _fields_ = [("from_", c_char_p), ("updates", ctypes.POINTER(c_char_p)), ("n_updates", c_int), ("output", c_char_p),
+                ("partial", c_int)]
+
+
+class FedavgResult(ctypes.Structure):
+    _fields_ = [("round", c_int), ("devices", c_int), ("tokens", c_u64), ("groups", c_int), ("groups_sent", c_int),
+                ("seconds", c_double)]
 
 
 # (struct, its name in octo.h): checked against octo_struct_size at load
@@ -160,7 +172,8 @@ STRUCTS = [(ClientOptions, "octo_client_options"), (KvOptions, "octo_kv_options"
            (ModelOptions, "octo_model_options"), (ModelInfo, "octo_model_info"),
            (GenerateParams, "octo_generate_params"), (Message, "octo_message"), (Stats, "octo_stats"),
            (Memory, "octo_memory"), (AdapterInfo, "octo_adapter_info"), (FinetuneParams, "octo_finetune_params"),
-           (FinetuneProgress, "octo_finetune_progress"), (FinetuneResult, "octo_finetune_result")]
+           (FinetuneProgress, "octo_finetune_progress"), (FinetuneResult, "octo_finetune_result"),
+           (FedavgParams, "octo_fedavg_params"), (FedavgResult, "octo_fedavg_result")]
 
 P = ctypes.POINTER
 SIGNATURES = {
@@ -170,6 +183,7 @@ SIGNATURES = {
     "octo_client_options_defaults": (ClientOptions, []),
     "octo_finetune_params_defaults": (FinetuneParams, []),
     "octo_finetune": (c_int, [c_void_p, c_char_p, P(FinetuneParams), P(FinetuneResult)]),
+    "octo_fedavg": (c_int, [c_void_p, c_char_p, P(FedavgParams), P(FedavgResult)]),
     "octo_client_new": (c_void_p, [P(ClientOptions)]),
     "octo_client_free": (None, [c_void_p]),
     "octo_last_error": (c_char_p, [c_void_p]),

@@ -244,6 +244,31 @@ def test_finetune(model_path, tmp_path):
         assert m.info().n_layer == layers
 
 
+def test_fedavg(model_path, tmp_path):
+    """Two devices' round-1 updates (A frozen) average into a global adapter that loads; a round-2 device
+    trains from it; an update given twice is refused by its device id and nothing is written."""
+    kw = dict(steps=3, batch=1, seq_len=16, rank=2, targets="q,v")
+    ups = []
+    for i, word in enumerate(["cat", "moon"]):
+        data = tmp_path / f"d{i}.txt"
+        data.write_text((word + " ") * 50)
+        ups.append(str(tmp_path / f"u{i}.gguf"))
+        r = octo.finetune(model_path, data, ups[-1], fl_round=1, fl_device=f"dev{i}", **kw)
+        assert r.fl_groups == r.fl_groups_sent > 0 and r.fl_bytes == r.fl_dense_bytes > 0
+    g = str(tmp_path / "global.gguf")
+    res = octo.fedavg(model_path, ups, g)
+    assert res.round == 1 and res.devices == 2 and res.groups_sent == res.groups > 0 and res.tokens > 0
+    with octo.Model(model_path) as m:
+        m.load_adapter(g).close()
+    u2 = str(tmp_path / "r2.gguf")
+    r = octo.finetune(model_path, tmp_path / "d0.txt", u2, fl_round=2, fl_from=g, fl_device="dev0", **kw)
+    assert octo.fedavg(model_path, [u2], str(tmp_path / "g2.gguf"), from_=g).round == 2
+    bad = str(tmp_path / "bad.gguf")
+    with pytest.raises(octo.OctoError) as e:
+        octo.fedavg(model_path, [ups[0], ups[0]], bad)
+    assert "sent both" in str(e.value) and not os.path.exists(bad)
+
+
 def test_errors(model):
     with pytest.raises(octo.OctoError, match="no such file") as e:
         octo.Model("/nonexistent/model.gguf")

@@ -109,16 +109,24 @@ typedef struct {
     uint64_t seed;     /* A's values */
 } lora_init_opts;
 
+/* Each pair of a (one per base tensor it adapts, a fused tensor's parts together), in m's tensor order:
+ * the base tensor (its ne[1] the rows of B, every part's), its layer (-1: the output) and the pair's
+ * first part (its a, bt and n_mat: the whole pair's). */
+typedef void (*lora_pair_fn)(void *user, const gguf_tensor *base, int layer, const lora_tensor *t);
+void lora_each_pair(const model *m, const lora_adapter *a, lora_pair_fn fn, void *user);
+
 /* Rank 16, alpha 32, LORA_KINDS_DEFAULT, seed 1. */
 lora_init_opts lora_init_defaults(void);
 /* An adapter of every matrix of m (opened, not packed: its tensor names are
  * read) whose kind o->kinds holds: A ~ U(-1/sqrt(n_in), 1/sqrt(n_in)) from the
  * seed, B = 0, so it starts as the base's function exactly. */
 err_code lora_create(const model *m, const lora_init_opts *o, lora_adapter **out, err_t *err);
+/* More keys a writer adds beside an adapter's own. */
+typedef err_code (*lora_keys_fn)(void *user, gguf_writer *w);
 /* a as llama.cpp's adapter GGUF at path (core/atomic_write: all or nothing),
  * its values in type (F32, F16, BF16; Q8_0 when every row is a multiple of 32);
- * extra: one more key (NULL: none). */
-err_code lora_write(const model *m, const lora_adapter *a, uint32_t type, const gguf_i32_array *extra,
+ * keys: more keys (NULL: none). */
+err_code lora_write(const model *m, const lora_adapter *a, uint32_t type, lora_keys_fn keys, void *user,
                     const char *path, err_t *err);
 
 /* Does the set change anything (an adapter of non-zero scale)? */

@@ -61,6 +61,24 @@ static void create_pair(void *user, const gguf_tensor *t, int layer, const lora_
     c->at = bt + n_b;
 }
 
+typedef struct {
+    const lora_adapter *a;
+    lora_pair_fn fn;
+    void *user;
+} each_ctx;
+
+static void each_pair(void *user, const gguf_tensor *t, int layer, const lora_kind *kinds, int n_kind) {
+    (void)n_kind;
+    const each_ctx *c = user;
+    const lora_tensor *lt = lora_find(c->a, layer, kinds[0]);
+    if (lt) c->fn(c->user, t, layer, lt);
+}
+
+void lora_each_pair(const model *m, const lora_adapter *a, lora_pair_fn fn, void *user) {
+    each_ctx c = {a, fn, user};
+    each_target(m, ~0u, each_pair, &c);
+}
+
 err_code lora_create(const model *m, const lora_init_opts *o, lora_adapter **out, err_t *err) {
     *out = NULL;
     if (o->rank < 1 || o->rank > 65536) return err_set(err, ERR_INVALID_ARG, "rank %d (1..65536)", o->rank);
@@ -136,7 +154,7 @@ static err_code fill(void *user, uint64_t i, void *buf, uint64_t n_bytes, err_t 
     return ERR_OK;
 }
 
-err_code lora_write(const model *m, const lora_adapter *a, uint32_t type, const gguf_i32_array *extra,
+err_code lora_write(const model *m, const lora_adapter *a, uint32_t type, lora_keys_fn keys, void *user,
                     const char *path, err_t *err) {
     if (type != QT_F32 && type != QT_F16 && type != QT_BF16 && type != QT_Q8_0)
         return err_set(err, ERR_INVALID_ARG, "adapters are written as f32, f16, bf16 or q8_0");
@@ -147,9 +165,9 @@ err_code lora_write(const model *m, const lora_adapter *a, uint32_t type, const 
     if (!c.rc && (gguf_writer_set_str(c.w, "general.type", "adapter") ||
                   gguf_writer_set_str(c.w, "general.architecture", m->hp.arch_name) ||
                   gguf_writer_set_str(c.w, "adapter.type", "lora") ||
-                  (a->alpha != 0.0f && gguf_writer_set_f32(c.w, "adapter.lora.alpha", a->alpha)) ||
-                  (extra && extra->key && gguf_writer_set_arr_i32(c.w, extra->key, extra->v, extra->n))))
+                  (a->alpha != 0.0f && gguf_writer_set_f32(c.w, "adapter.lora.alpha", a->alpha))))
         c.rc = err_set(err, ERR_NOMEM, "out of memory");
+    if (!c.rc && keys && keys(user, c.w)) c.rc = err_set(err, ERR_NOMEM, "out of memory");
     if (!c.rc) each_target(m, ~0u, add_pair, &c);
     if (!c.rc) c.rc = gguf_writer_write(c.w, path, fill, &c, err);
     gguf_writer_free(c.w);

@@ -102,6 +102,8 @@ static ckpt_identity identity(const model *m, const lora_adapter *a, const train
     ckpt_id_add(&id, "data sequences", d->n_seq), ckpt_id_add(&id, "data tokens", (double)d->n_tokens);
     add_u64(&id, "data fingerprint hi", "data fingerprint lo", d->fingerprint);
     add_u64(&id, "model fingerprint hi", "model fingerprint lo", finetune_model_fingerprint(m));
+    ckpt_id_add(&id, "A frozen (--fl-round)", o->freeze_a);
+    add_u64(&id, "--from hi", "--from lo", o->start_id);
     return id;
 }
 
@@ -246,10 +248,19 @@ static void mark_expert(const run_state *r, int l, int e, uint8_t *frozen) {
     }
 }
 
-/* This step's counts added to the run's; the experts they did not reach frozen for the step. */
-static const uint8_t *unreached(run_state *r) {
+/* Every A of the adapter (finetune_opts' freeze_a). */
+static void mark_a(void *user, const gguf_tensor *base, int layer, const lora_tensor *t) {
+    (void)base, (void)layer;
+    const run_state *r = user;
+    mark(r->frozen, lora_index(r->sp.a, t->a), (size_t)t->n_mat * (size_t)t->rank * (size_t)t->n_in);
+}
+
+/* This step's frozen values: the experts its counts (added to the run's) did not reach, and every A when
+ * they are frozen. */
+static const uint8_t *unreached(run_state *r, bool freeze_a) {
     if (!r->frozen) return NULL;
     memset(r->frozen, 0, r->ck.n);
+    if (freeze_a) lora_each_pair(r->m, r->sp.a, mark_a, r);
     const int X = r->m->hp.n_expert;
     for (size_t i = 0; i < r->ck.n_counts; i++) {
         r->counts[i] += r->step_counts[i];
@@ -292,7 +303,7 @@ static err_code loop(const train_data *d, const finetune_opts *o, run_state *r, 
     err_code rc = ERR_OK;
     for (int64_t s = res->resumed_at; s < o->steps && !rc; s++) {
         if ((rc = batch_grad(d, o, r, s, &p.loss, &p.tokens, &res->pressed, err))) break;
-        p.grad_norm = adamw_step(&r->st, &opt, r->ck.values, r->grad, unreached(r));
+        p.grad_norm = adamw_step(&r->st, &opt, r->ck.values, r->grad, unreached(r, o->freeze_a));
         p.lr = adamw_lr(&opt, r->st.step);
         p.step = s + 1;
         if (res->steps_run++ == 0) res->first_loss = p.loss;
@@ -311,9 +322,21 @@ static err_code loop(const train_data *d, const finetune_opts *o, run_state *r, 
     return rc;
 }
 
-/* An MoE's counts (in the checkpoint) and frozen mask; true when out of memory. */
-static bool expert_state(run_state *r) {
+/* The positions every step of the run goes through: its order replayed (ord's permutation reused). */
+static int64_t positions(const train_data *d, const finetune_opts *o, order *ord) {
+    ord->epoch = -1;
+    int64_t n = 0;
+    for (int64_t k = 0; k < (int64_t)o->steps * o->batch; k++) {
+        const int i = seq_at(ord, k);
+        n += d->start[i + 1] - d->start[i];
+    }
+    return n;
+}
+
+/* An MoE's counts (in the checkpoint) and the frozen mask (an MoE's, or frozen A's); true when out of memory. */
+static bool expert_state(run_state *r, bool freeze_a) {
     const model_hparams *hp = &r->m->hp;
+    if (freeze_a && !hp->n_expert) return !(r->frozen = malloc(r->ck.n ? r->ck.n : 1));
     if (!hp->n_expert) return false;
     r->ck.n_counts = (size_t)hp->n_layer * (size_t)hp->n_expert;
     r->ck.counts = r->counts = calloc(r->ck.n_counts, sizeof(int64_t));
@@ -327,6 +350,7 @@ err_code finetune_run(const model *m, lora_adapter *a, train_weights *w, const t
     *res = (finetune_result){.valid_before = NAN, .valid_after = NAN, .first_loss = NAN, .last_loss = NAN};
     err_code rc = check_opts(d, o, err);
     if (!rc && !a == !w) rc = err_set(err, ERR_INVALID_ARG, "finetune trains an adapter or the weights: one of them");
+    if (!rc && o->freeze_a && !a) rc = err_set(err, ERR_INVALID_ARG, "only an adapter's A can be frozen");
     if (rc) return rc;
     if ((rc = plan_memory(w ? train_weights_model(w) : m, d, o, res, err))) return rc;
     run_state r = {.m = w ? train_weights_model(w) : m, .sp = {.a = a, .scale = o->scale, .w = w, .recompute = res->recompute},
@@ -340,11 +364,12 @@ err_code finetune_run(const model *m, lora_adapter *a, train_weights *w, const t
     r.grad = malloc(sizeof(float) * (r.ck.n ? r.ck.n : 1));
     r.ord.perm = malloc(sizeof(int) * (size_t)d->n_seq);
     r.soft = soft_buffer(m, d, o);
-    if (!r.grad || !r.ord.perm || !r.soft || expert_state(&r)) rc = err_set(err, ERR_NOMEM, "out of memory for training %zu values", r.ck.n);
+    if (!r.grad || !r.ord.perm || !r.soft || expert_state(&r, o->freeze_a)) rc = err_set(err, ERR_NOMEM, "out of memory for training %zu values", r.ck.n);
     if (!rc) rc = start(o, &r, &res->resumed_at, err);
     if (!rc && o->valid && !res->resumed_at) rc = finetune_eval(r.m, &r.sp, o->valid, o, 0, &res->valid_before, err);
     if (!rc) rc = loop(d, o, &r, progress, user, res, err);
     if (!rc && o->valid) rc = finetune_eval(r.m, &r.sp, o->valid, o, 0, &res->valid_after, err);
+    if (!rc) res->positions = positions(d, o, &r.ord);
     if (!rc && o->expert_tokens && r.counts) memcpy(o->expert_tokens, r.counts, sizeof(int64_t) * r.ck.n_counts);
     adamw_free(&r.st);
     free(r.grad), free(r.ord.perm), free(r.soft), free(r.counts), free(r.step_counts), free(r.frozen);

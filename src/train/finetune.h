@@ -67,6 +67,12 @@ typedef struct {
      * no token of a step reached takes no part in that step's update (train/adamw.h: frozen), so one
      * never reached ends as it began, bit for bit. */
     int64_t *expert_tokens;
+    /* An adapter's A matrices keep their values (federated learning: every device shares them, so the
+     * average of the products B·A is the product of the averaged B: train/fed.h); B alone learns. */
+    bool freeze_a;
+    /* The adapter's start when it is not lora_create's (a federation's global: its values' hash), for the
+     * checkpoint's identity (0: lora_create's, which the identity's options make). */
+    uint64_t start_id;
 } finetune_opts;
 
 /* 100 steps, batch 4, AdamW's defaults at lr 1e-3 (a LoRA's usual), seed 1, scale 1, every 10, resume. */
@@ -93,6 +99,7 @@ typedef struct {
     bool recompute;                /* each layer computed again in the backward (the budget asked for it) */
     uint64_t activation_bytes;     /* a longest sequence's activations (and a teacher's distributions) */
     int64_t pressed;               /* sequences computed again for memory pressure (pressed said so) */
+    int64_t positions;             /* the positions every step of the run (a resumed one's too) went through */
 } finetune_result;
 
 /* Trains a, or w (m's weights: train/weights.h), one of them, its values in place, on d. m: opened
