@@ -742,6 +742,10 @@ typedef struct {
     int fl_round;
     const char *fl_from;
     const char *fl_device;
+    /* An update's differential privacy (docs/federated.md; 0, 0: off): fl_clip > 0 bounds the L2 norm of
+     * its values; fl_noise > 0 (with fl_clip) adds Gaussian noise of deviation fl_noise x fl_clip to each
+     * and sends every group; the result states the (epsilon, fl_delta) it gives (fl_delta 0: 1e-5). */
+    float fl_clip, fl_noise, fl_delta;
 } octo_finetune_params;
 
 typedef struct {
@@ -769,6 +773,9 @@ typedef struct {
      * the bytes of their values against a dense update's (every group). */
     int fl_groups, fl_groups_sent;
     uint64_t fl_bytes, fl_dense_bytes;
+    /* Its norm before any clipping; with noise, the epsilon of (epsilon, fl_delta)-DP of this round, and of
+     * fl_round rounds of this device (INFINITY without noise). */
+    double fl_norm, fl_epsilon, fl_epsilon_rounds;
 } octo_finetune_result;
 
 OCTO_API octo_finetune_params octo_finetune_params_defaults(void);

@@ -75,6 +75,11 @@ static err_code check_params(const octo_finetune_params *p, err_t *err) {
     if (p->fl_round > 1 && !p->fl_from)
         return err_set(err, ERR_INVALID_ARG, "finetune: round %d starts from round %d's global (--from)", p->fl_round,
                        p->fl_round - 1);
+    if (p->fl_clip < 0 || p->fl_noise < 0 || !(p->fl_delta >= 0 && p->fl_delta < 1) || !isfinite(p->fl_clip) ||
+        !isfinite(p->fl_noise) || ((p->fl_clip > 0 || p->fl_noise > 0) && !p->fl_round) || (p->fl_noise > 0 && !(p->fl_clip > 0)))
+        return err_set(err, ERR_INVALID_ARG, "finetune: privacy is an update's (a round), a clip norm > 0 with any noise, "
+                       "0 <= delta < 1 (clip %g, noise %g, delta %g)", (double)p->fl_clip, (double)p->fl_noise,
+                       (double)p->fl_delta);
     if (p->warmup > p->steps)
         return err_set(err, ERR_INVALID_ARG, "finetune: a warm-up of %d steps is longer than the run's %d", p->warmup,
                        p->steps);
@@ -237,7 +242,8 @@ static size_t trained_values(const ft_run *r) {
 /* An MoE's count of experts (layers x experts each); 0 for a dense model. */
 static size_t expert_slots(const model *m) { return (size_t)m->hp.n_layer * (size_t)m->hp.n_expert; }
 
-static void fill_result(const ft_run *r, const finetune_result *f, octo_finetune_result *out) {
+static void fill_result(const ft_run *r, const octo_finetune_params *p, const finetune_result *f,
+                        octo_finetune_result *out) {
     const size_t n = trained_values(r);
     *out = (octo_finetune_result){.resumed_at = f->resumed_at, .steps_run = f->steps_run, .first_loss = f->first_loss,
                                   .last_loss = f->last_loss, .valid_before = f->valid_before,
@@ -252,7 +258,10 @@ static void fill_result(const ft_run *r, const finetune_result *f, octo_finetune
     for (size_t i = 0; r->expert_tokens && i < expert_slots(r->m); i++) out->experts_reached += r->expert_tokens[i] > 0;
     out->experts = r->expert_tokens ? (int)expert_slots(r->m) : 0;
     out->fl_groups = r->sizes.groups, out->fl_groups_sent = r->sizes.sent;
-    out->fl_bytes = r->sizes.bytes, out->fl_dense_bytes = r->sizes.dense_bytes;
+    out->fl_bytes = r->sizes.bytes, out->fl_dense_bytes = r->sizes.dense_bytes, out->fl_norm = r->sizes.norm;
+    const double delta = p->fl_delta > 0 ? p->fl_delta : 1e-5;
+    out->fl_epsilon = fed_dp_epsilon(p->fl_noise, 1, delta);
+    out->fl_epsilon_rounds = fed_dp_epsilon(p->fl_noise, p->fl_round, delta);
 }
 
 /* An MoE's record of the experts its training reached, for the output: "training.expert_tokens", i32
@@ -282,8 +291,9 @@ static err_code write_output(ft_run *r, const octo_finetune_params *p, uint32_t 
         char id[FED_MAX_DEVICE + 1];
         if (!p->fl_device) device_id(r, p->output, id);
         r->fl.tokens = (uint64_t)res->positions;
-        return fed_update_write(r->m, r->a, r->fl_start, r->expert_tokens, &r->fl, p->fl_device ? p->fl_device : id,
-                                p->output, &r->sizes, err);
+        const fed_dp dp = {.clip = p->fl_clip, .noise = p->fl_noise};
+        return fed_update_write(r->m, r->a, r->fl_start, r->expert_tokens, &r->fl, &dp,
+                                p->fl_device ? p->fl_device : id, p->output, &r->sizes, err);
     }
     gguf_i32_array mark = expert_mark(r);
     if (expert_slots(r->m) && !mark.key) return err_set(err, ERR_NOMEM, "out of memory");
@@ -379,7 +389,7 @@ octo_status octo_finetune(octo_client *client, const char *model_path, const oct
     if (!rc && !r.tc) rc = train_ctx_new(0, &r.tc, err);
     finetune_result res = {0};
     if (!rc) rc = train_and_write(&r, &p, (uint32_t)type, &res, err);
-    if (!rc && result) fill_result(&r, &res, result);
+    if (!rc && result) fill_result(&r, &p, &res, result);
     ft_free(&r);
     return (octo_status)rc;
 }

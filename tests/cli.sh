@@ -728,6 +728,11 @@ grep -q "device 'one' sent both" "$tmp/err" && [ ! -e "$tmp/g2x.gguf" ] && ok ||
 expect 2 1 "$octo" fedavg -m "$tmp/up.gguf" -o "$tmp/g2x.gguf"
 expect 1 1 flt -f "$tmp/fl1.txt" -o "$tmp/r3.gguf" --fl-round 2
 expect 1 1 flt -f "$tmp/fl1.txt" -o "$tmp/r3.gguf" --from "$tmp/g1.gguf"
+expect 0 6 flt -f "$tmp/fl1.txt" -o "$tmp/dp.gguf" --fl-round 1 --fl-clip 0.01 --fl-noise 1
+grep -q "^update: 80 of 80 groups sent" "$tmp/err" && grep -q "(epsilon 10, delta 1e-05) this round" "$tmp/err" && ok ||
+    bad "finetune --fl-noise: $(cat "$tmp/err")"
+expect 1 1 flt -f "$tmp/fl1.txt" -o "$tmp/dp.gguf" --fl-round 1 --fl-noise 1
+expect 1 1 flt -f "$tmp/fl1.txt" -o "$tmp/dp.gguf" --fl-clip 1
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -10,7 +10,10 @@
  * - associativity: aggregates of halves, averaged, give the global of all updates at once (to 1e-6);
  * - round 2 trains from round 1's global and averages into it; rounds and starts are checked;
  * - hostile updates (a corpus of 17 mutations of a good one): each refused with its reason, nothing written;
- * - why A is frozen: two adapters trained with A free, averaged factor by factor, are not their average.
+ * - why A is frozen: two adapters trained with A free, averaged factor by factor, are not their average;
+ * - privacy: a clipped update's norm is the clip; noised, every group is sent at one weight, and the noise's
+ *   deviation is noise x clip (measured over its values); epsilon matches an independent scan of the
+ *   mu-GDP curve.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -37,6 +40,8 @@ static void tmp(char *buf, const char *name) { tu_tmp_path(buf, 512, name); }
 static bool exists(const char *p) { return access(p, F_OK) == 0; }
 
 /* One device's round: `word` repeated as its data. */
+static float dp_clip, dp_noise; /* the next device's privacy */
+
 static octo_status device(const char *out, const char *word, int round, const char *from, const char *id,
                           bool frozen, octo_client *c) {
     char data[512], text[4096] = "";
@@ -46,7 +51,7 @@ static octo_status device(const char *out, const char *word, int round, const ch
     octo_finetune_params p = octo_finetune_params_defaults();
     p.data = data, p.output = out, p.steps = 4, p.batch = 1, p.seq_len = 16, p.rank = 2, p.lr = 1e-2f;
     p.targets = "q,v,gate,up,down,router", p.restart = 1;
-    p.fl_round = frozen ? round : 0, p.fl_from = from, p.fl_device = id;
+    p.fl_round = frozen ? round : 0, p.fl_from = from, p.fl_device = id, p.fl_clip = dp_clip, p.fl_noise = dp_noise;
     const octo_status st = octo_finetune(c, base_path, &p, NULL);
     remove(data);
     return st;
@@ -207,6 +212,14 @@ static void test_round_two(octo_client *c, const char *global) {
     T_CHECKF(device(u, "cat", 2, global, "dev-a", true, c) == OCTO_OK, "%s", octo_last_error(c));
     const char *const one[1] = {u};
     T_CHECK(fedavg(g, NULL, one, 1, false, c) != OCTO_OK && strstr(octo_last_error(c), "--from") && !exists(g));
+    char p[512]; /* an aggregate of round 2 needs no global; averaged into the global, the same as the update */
+    tmp(p, "fl-r2-partial.gguf");
+    const char *const agg[1] = {p};
+    T_CHECKF(fedavg(p, NULL, one, 1, true, c) == OCTO_OK && fedavg(g, global, agg, 1, false, c) == OCTO_OK, "%s",
+             octo_last_error(c));
+    size_t n_agg = 0;
+    float *via_agg = adapter_b(g, &n_agg);
+    remove(g), remove(p);
     T_CHECKF(fedavg(g, global, one, 1, false, c) == OCTO_OK, "%s", octo_last_error(c));
     size_t n = 0;
     float *prev = adapter_b(global, &n);
@@ -215,6 +228,9 @@ static void test_round_two(octo_client *c, const char *global) {
     int sent = 0;
     double *want = dense_average(one, 1, n, start, &sent);
     check_equal(g, want, n, "round 2: the global plus the update");
+    float *direct = adapter_b(g, &n);
+    T_CHECK(via_agg && direct && n_agg == n && !memcmp(via_agg, direct, sizeof(float) * n));
+    free(via_agg), free(direct);
     octo_model *m = octo_load_model(c, base_path, NULL);
     octo_adapter *ad = m ? octo_adapter_load(m, g) : NULL;
     T_CHECKF(ad != NULL, "the global loads as an adapter");
@@ -347,6 +363,73 @@ static void test_naive_factors(octo_client *c) {
     remove(a1), remove(a2);
 }
 
+/* ---------------------------------------------------------------- privacy */
+
+/* Every value of an update, tensors end to end; *n_t: its tensors; *w_all: every weight is its fl.tokens. */
+static float *update_values(const char *path, size_t *n, uint64_t *n_t, bool *w_all) {
+    gguf_ctx *g = NULL;
+    *n = 0, *n_t = 0, *w_all = true;
+    if (gguf_open(path, &g, NULL)) return NULL;
+    uint64_t tokens = 0;
+    gguf_get_u64(g, "fl.tokens", &tokens);
+    for (uint64_t i = 0; i < g->n_tensors; i++) *n += g->tensors[i].n_elements;
+    float *v = malloc(sizeof(float) * (*n ? *n : 1));
+    for (uint64_t i = 0, at = 0; v && i < g->n_tensors; at += g->tensors[i].n_elements, i++) {
+        for (uint64_t k = 0; k < g->tensors[i].n_elements; k++) v[at + k] = fed_value(&g->tensors[i], k);
+        *w_all = *w_all && (uint64_t)gguf_arr_i64(gguf_get_arr(g, "fl.weights"), i) == tokens;
+    }
+    *n_t = g->n_tensors;
+    gguf_close(g);
+    return v;
+}
+
+static void test_privacy(octo_client *c) {
+    const double want[4][3] = {{1, 1, 9.9973}, {2, 1, 4.3772}, {4, 5, 4.9834}, {8, 1, 0.9264}}; /* a grid scan */
+    for (int i = 0; i < 4; i++) T_NEAR(fed_dp_epsilon(want[i][0], (int)want[i][1], 1e-5), want[i][2], 2e-4);
+    T_CHECK(isinf(fed_dp_epsilon(0, 1, 1e-5)));
+    char a[512], b[512];
+    tmp(a, "fl-clip.gguf"), tmp(b, "fl-noise.gguf");
+    dp_clip = 1e-3f;
+    T_CHECKF(device(a, "river", 1, NULL, "dp", true, c) == OCTO_OK, "%s", octo_last_error(c));
+    dp_noise = 2.0f;
+    T_CHECKF(device(b, "river", 1, NULL, "dp", true, c) == OCTO_OK, "%s", octo_last_error(c));
+    dp_clip = dp_noise = 0;
+    size_t na = 0, nb = 0;
+    uint64_t ta = 0, tb = 0;
+    bool wa = false, wb = false;
+    float *x = update_values(a, &na, &ta, &wa), *y = update_values(b, &nb, &tb, &wb);
+    double norm = 0, dev = 0;
+    for (size_t k = 0; x && k < na; k++) norm += (double)x[k] * x[k];
+    T_NEAR(sqrt(norm), 1e-3, 1e-9);
+    int n_groups = 0;
+    fed_group *g = NULL;
+    lora_adapter *ad = NULL;
+    gguf_ctx *gg = NULL;
+    fed_meta meta;
+    T_CHECK(gguf_open(b, &gg, NULL) == ERR_OK && fed_meta_read(gg, &meta, NULL) == ERR_OK &&
+            lora_create(base, &meta.layout, &ad, NULL) == ERR_OK && fed_groups(base, ad, &g, &n_groups, NULL) == ERR_OK);
+    T_CHECKF(tb == (uint64_t)n_groups && ta < tb && wb, "noised: every group (%llu of %d), one weight",
+             (unsigned long long)tb, n_groups);
+    /* the clipped values are the same in both (one training); the noise is what differs: its deviation */
+    gguf_ctx *ga = NULL;
+    T_CHECK(gguf_open(a, &ga, NULL) == ERR_OK);
+    size_t m = 0;
+    for (uint64_t i = 0, at = 0; ga && gg && y && i < gg->n_tensors; at += gg->tensors[i].n_elements, i++) {
+        const gguf_tensor *t = gguf_find_tensor(ga, gg->tensors[i].name);
+        for (uint64_t k = 0; k < gg->tensors[i].n_elements; k++, m++) {
+            const double d = y[at + k] - (t ? fed_value(t, k) : 0.0);
+            dev += d * d;
+        }
+    }
+    dev = m ? sqrt(dev / (double)m) : 0;
+    printf("noise: deviation %.4g measured over %zu values (noise x clip = %.4g)\n", dev, m, 2e-3);
+    T_NEAR(dev, 2e-3, 2e-3 * 0.05);
+    gguf_close(ga), gguf_close(gg);
+    free(x), free(y), free(g);
+    lora_free(ad);
+    remove(a), remove(b);
+}
+
 int main(void) {
     synth_opts so = synth_defaults();
     so.n_expert = 8, so.n_expert_used = 2;
@@ -362,6 +445,7 @@ int main(void) {
     test_round_two(c, global);
     test_hostile(c, u[0], u[1], global);
     test_naive_factors(c);
+    test_privacy(c);
     for (int i = 0; i < 3; i++) remove(u[i]);
     remove(global), remove(base_path);
     octo_client_free(c);

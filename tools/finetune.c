@@ -47,7 +47,10 @@ static int on_progress(void *user, const octo_finetune_progress *p) {
     return interrupted;
 }
 
-static void report(const char *out, const octo_finetune_result *r, bool distill) {
+static void report(const char *out, const octo_finetune_result *r, const octo_finetune_params *p) {
+    const bool distill = p->distill != NULL, clipped = p->fl_clip > 0;
+    const double delta = p->fl_delta > 0 ? p->fl_delta : 1e-5;
+    const int round = p->fl_round;
     if (r->resumed_at) fprintf(stderr, "resumed from the checkpoint at step %lld\n", (long long)r->resumed_at);
     fprintf(stderr, "%s: %d %s, %llu values; %lld sequences (%lld tokens, %lld learnt from)", out, r->n_matrices,
             r->full ? "tensors (the whole model)" : "matrices", (unsigned long long)r->adapter_values, (long long)r->sequences, (long long)r->tokens, (long long)r->counted);
@@ -56,6 +59,11 @@ static void report(const char *out, const octo_finetune_result *r, bool distill)
         fprintf(stderr, "\nupdate: %d of %d groups sent, %.1f KiB of values (a dense update: %.1f KiB, %.1f %%)",
                 r->fl_groups_sent, r->fl_groups, r->fl_bytes / 1024.0, r->fl_dense_bytes / 1024.0,
                 100.0 * (double)r->fl_bytes / (double)r->fl_dense_bytes);
+    if (r->fl_groups && isfinite(r->fl_epsilon))
+        fprintf(stderr, "\nprivacy: norm %.4g clipped, noised: (epsilon %.3g, delta %g) this round, epsilon %.3g over "
+                "the %d rounds", r->fl_norm, r->fl_epsilon, delta, r->fl_epsilon_rounds, round);
+    else if (r->fl_groups && clipped)
+        fprintf(stderr, "\nprivacy: norm %.4g clipped, no noise (no guarantee)", r->fl_norm);
     if (r->experts)
         fprintf(stderr, "\nexperts: %d of %d reached by training tokens (the others unchanged; tokens per expert in "
                 "training.expert_tokens)", r->experts_reached, r->experts);
@@ -100,7 +108,7 @@ int cmd_finetune(int argc, char **argv) {
         rc = 130; /* as a shell reports a command Ctrl-C stopped */
     } else if (st)
         rc = fail("%s", octo_last_error(c));
-    else report(a.out, &r, p.distill != NULL);
+    else report(a.out, &r, &p);
     octo_client_free(c);
     return rc;
 }

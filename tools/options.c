@@ -543,6 +543,9 @@ const cli_option cli_options[] = {
     {"--fl-round", NULL, FINETUNE, NUM(ft.fl_round, 1, 1 << 30), .bad = FT_COUNT},
     {"--from", NULL, FINETUNE | FEDAVG, STR(ft.fl_from)},
     {"--fl-device", NULL, FINETUNE, STR(ft.fl_device)},
+    {"--fl-clip", NULL, FINETUNE, FLT(ft.fl_clip, ABOVE_ZERO, INFINITY), .bad = "--fl-clip takes a norm above 0"},
+    {"--fl-noise", NULL, FINETUNE, FLT(ft.fl_noise, 0.0f, INFINITY), .bad = "--fl-noise takes a multiplier >= 0"},
+    {"--fl-delta", NULL, FINETUNE, FLT(ft.fl_delta, ABOVE_ZERO, 0.5f), .bad = "--fl-delta takes a number above 0, at most 0.5"},
     {"--partial", NULL, FEDAVG, FLAG(fl_partial)},
     {"--memory-budget", NULL, FINETUNE, CALL(set_bytes, ft.memory_budget), .bad = "{arg} takes bytes with K/M/G, e.g. 512M, not '{value}'"},
 

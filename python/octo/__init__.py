@@ -628,7 +628,8 @@ def fedavg(base, updates, output, *, from_=None, partial=False):
 def finetune(model, data, output, *, valid=None, steps=100, batch=4, seq_len=256, rank=16, alpha=32.0,
              targets=None, lr=1e-3, lr_min=1e-4, warmup=-1, clip=1.0, weight_decay=0.01, seed=1,
              type=None, checkpoint=None, checkpoint_every=10, restart=False, on_progress=None, distill=None,
-             full=None, memory_budget=0, fl_round=0, fl_from=None, fl_device=None):
+             full=None, memory_budget=0, fl_round=0, fl_from=None, fl_device=None, fl_clip=0.0,
+             fl_noise=0.0, fl_delta=0.0):
     """Train a LoRA adapter of the model file `model` on `data` (a text file, a folder of them, or a
     .jsonl of {"messages": [...]} conversations: the assistants' turns are learnt) and write it to
     `output` in llama.cpp's adapter format (Model.load_adapter reads it); type: "f32" (None), "f16",
@@ -641,7 +642,9 @@ def finetune(model, data, output, *, valid=None, steps=100, batch=4, seq_len=256
     (losses, held-out losses when `valid` is given, the data's counts; for a mixture of experts, experts
     and experts_reached: those no training token reached are unchanged). docs/training.md.
     fl_round=R (fl_from: round R-1's global; fl_device: this device's id) trains a federated round's
-    adapter, A frozen, and writes an update at `output` (docs/federated.md; fedavg averages them)."""
+    adapter, A frozen, and writes an update at `output` (docs/federated.md; fedavg averages them); fl_clip
+    bounds its norm, fl_noise adds Gaussian noise of deviation fl_noise x fl_clip (the result's fl_epsilon:
+    the (epsilon, fl_delta or 1e-5)-DP it gives)."""
     if isinstance(model, str):
         model = _pulled(model) or model
     keep = [_enc("model", model), _enc("data", data), _enc("output", output), _enc("valid", valid),
@@ -658,6 +661,8 @@ def finetune(model, data, output, *, valid=None, steps=100, batch=4, seq_len=256
     p.distill, p.full = keep[7], 0 if full is None else (1 if full else -1)
     p.memory_budget = _int("memory_budget", memory_budget, U64_RANGE)
     p.fl_round, p.fl_from, p.fl_device = _int("fl_round", fl_round), keep[8], keep[9]
+    p.fl_clip, p.fl_noise, p.fl_delta = _float("fl_clip", fl_clip), _float("fl_noise", fl_noise), \
+        _float("fl_delta", fl_delta)
     raised = []
 
     def progress(user, pp):

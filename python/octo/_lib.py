@@ -143,7 +143,7 @@ class FinetuneParams(ctypes.Structure):
                 ("clip", c_float), ("weight_decay", c_float), ("seed", c_u64), ("checkpoint_every", c_int),
                 ("restart", c_int), ("on_progress", FINETUNE_FN), ("user", ctypes.c_void_p), ("distill", c_char_p),
                 ("full", c_int), ("memory_budget", c_u64), ("fl_round", c_int), ("fl_from", c_char_p),
-                ("fl_device", c_char_p)]
+                ("fl_device", c_char_p), ("fl_clip", c_float), ("fl_noise", c_float), ("fl_delta", c_float)]
 
 
 class FinetuneResult(ctypes.Structure):
@@ -154,7 +154,8 @@ class FinetuneResult(ctypes.Structure):
                 ("recompute", c_int), ("activation_bytes", c_u64), ("memory_budget", c_u64),
                 ("pressed", c_i64), ("experts", c_int), ("experts_reached", c_int), ("threads", c_int),
                 ("thread_changes", c_int), ("fl_groups", c_int), ("fl_groups_sent", c_int), ("fl_bytes", c_u64),
-                ("fl_dense_bytes", c_u64)]
+                ("fl_dense_bytes", c_u64), ("fl_norm", c_double), ("fl_epsilon", c_double),
+                ("fl_epsilon_rounds", c_double)]
 
 
 class FedavgParams(ctypes.Structure):

@@ -7,9 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/checksum.h"
 #include "core/quant.h"
+#include "platform/file.h"
+#include "platform/random.h"
 
 uint64_t fed_base_hash(const model *m) {
     uint64_t h = m->gguf->n_tensors;
@@ -142,14 +145,61 @@ typedef struct {
     const lora_adapter *a;
     const float *start;
     const fed_group *g;
-    int *sent; /* [tensor] its group */
+    int *sent;    /* [tensor] its group */
+    float scale;  /* the clip's (1: none) */
+    double sigma; /* the noise's standard deviation (0: none) */
 } update_ctx;
 
-static err_code fill_update(void *user, uint64_t i, void *buf, uint64_t n_bytes, err_t *err) {
-    (void)n_bytes, (void)err;
-    const update_ctx *c = user;
-    fed_group_b(c->a, &c->g[c->sent[i]], c->start, buf);
+/* n values of N(0, sigma^2) added to v: Box-Muller over the system's random bits. */
+static err_code add_noise(float *v, size_t n, double sigma, err_t *err) {
+    uint64_t r[64];
+    for (size_t i = 0; i < n; i += 64) {
+        err_code rc = plat_random(r, sizeof r, err);
+        if (rc) return rc;
+        for (size_t k = 0; k < 64 && i + k < n; k += 2) {
+            const double u1 = ((double)(r[k] >> 11) + 1.0) * 0x1p-53, u2 = (double)(r[k + 1] >> 11) * 0x1p-53;
+            const double rad = sigma * sqrt(-2.0 * log(u1)), th = 2.0 * M_PI * u2;
+            v[i + k] += (float)(rad * cos(th));
+            if (i + k + 1 < n) v[i + k + 1] += (float)(rad * sin(th));
+        }
+    }
     return ERR_OK;
+}
+
+static err_code fill_update(void *user, uint64_t i, void *buf, uint64_t n_bytes, err_t *err) {
+    const update_ctx *c = user;
+    const size_t n = (size_t)(n_bytes / sizeof(float));
+    float *v = buf;
+    fed_group_b(c->a, &c->g[c->sent[i]], c->start, v);
+    for (size_t k = 0; c->scale != 1.0f && k < n; k++) v[k] *= c->scale;
+    return c->sigma > 0 ? add_noise(v, n, c->sigma, err) : ERR_OK;
+}
+
+/* The L2 norm of the change of every group sent (sent[0..n)). */
+static double update_norm(const update_ctx *c, int n, float *scratch) {
+    double s = 0;
+    for (int i = 0; i < n; i++) {
+        const fed_group *g = &c->g[c->sent[i]];
+        fed_group_b(c->a, g, c->start, scratch);
+        for (int64_t k = 0; k < g->rows * g->t->rank; k++) s += (double)scratch[k] * scratch[k];
+    }
+    return sqrt(s);
+}
+
+/* Phi(x), the standard normal's distribution function. */
+static double phi(double x) { return 0.5 * erfc(-x / sqrt(2.0)); }
+
+double fed_dp_epsilon(double noise, int rounds, double delta) {
+    if (!(noise > 0) || rounds < 1 || !(delta > 0 && delta < 1)) return INFINITY;
+    const double mu = 2.0 * sqrt((double)rounds) / noise;
+    double lo = 0, hi = 1e4; /* delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) falls with eps */
+    for (int i = 0; i < 200; i++) {
+        const double e = 0.5 * (lo + hi);
+        const double d = phi(-e / mu + mu / 2) - exp(e + log(phi(-e / mu - mu / 2)));
+        if (d > delta) lo = e;
+        else hi = e;
+    }
+    return hi;
 }
 
 /* The tokens behind group g: an expert's, those routed to it; else every position trained on. */
@@ -176,10 +226,40 @@ static err_code check_device(const char *d, err_t *err) {
                                  FED_MAX_DEVICE);
 }
 
+/* The keys of an update's privacy. */
+static err_code dp_keys(gguf_writer *w, const fed_dp *dp) {
+    if (!dp || !(dp->clip > 0)) return ERR_OK;
+    return gguf_writer_set_f32(w, "fl.dp_clip", dp->clip) || gguf_writer_set_f32(w, "fl.dp_noise", dp->noise) ? ERR_NOMEM
+                                                                                                          : ERR_OK;
+}
+
+static err_code check_dp(const fed_dp *dp, err_t *err) {
+    if (!dp) return ERR_OK;
+    if (!isfinite(dp->clip) || !isfinite(dp->noise) || dp->clip < 0 || dp->noise < 0 || (dp->noise > 0 && !(dp->clip > 0)))
+        return err_set(err, ERR_INVALID_ARG, "privacy: a clip norm > 0, and a noise multiplier >= 0 with it (%g, %g)",
+                       (double)dp->clip, (double)dp->noise);
+    return ERR_OK;
+}
+
+/* Clipping: the update's norm, and the scale that brings it to dp's clip. */
+static err_code clip(update_ctx *c, int n, const fed_dp *dp, int64_t most, fed_sizes *sizes, err_t *err) {
+    float *scratch = malloc(sizeof(float) * (size_t)(most > 0 ? most : 1));
+    if (!scratch) return err_set(err, ERR_NOMEM, "out of memory");
+    sizes->norm = update_norm(c, n, scratch);
+    free(scratch);
+    if (dp && dp->clip > 0 && sizes->norm > dp->clip) c->scale = (float)(dp->clip / sizes->norm);
+    if (dp) c->sigma = (double)dp->noise * (double)dp->clip;
+    return ERR_OK;
+}
+
 err_code fed_update_write(const model *m, const lora_adapter *a, const float *start, const int64_t *expert_tokens,
-                          const fed_meta *meta, const char *device, const char *path, fed_sizes *sizes, err_t *err) {
+                          const fed_meta *meta, const fed_dp *dp, const char *device, const char *path,
+                          fed_sizes *sizes, err_t *err) {
     err_code rc = check_device(device, err);
-    update_ctx c = {.a = a, .start = start};
+    if (!rc) rc = check_dp(dp, err);
+    update_ctx c = {.a = a, .start = start, .scale = 1.0f};
+    const bool dense = dp && dp->noise > 0; /* noised: every group, at one weight */
+    int64_t most = 0;
     int n = 0;
     if (rc || (rc = fed_groups(m, a, (fed_group **)&c.g, &n, err))) return rc;
     c.sent = malloc(sizeof(int) * ((size_t)n + 1));
@@ -191,14 +271,17 @@ err_code fed_update_write(const model *m, const lora_adapter *a, const float *st
         const fed_group *g = &c.g[i];
         const uint64_t bytes = sizeof(float) * (uint64_t)g->t->rank * (uint64_t)g->rows;
         sizes->dense_bytes += bytes;
-        const uint64_t tok = group_tokens(m, g, expert_tokens, meta->tokens);
+        const uint64_t tok = dense ? meta->tokens : group_tokens(m, g, expert_tokens, meta->tokens);
         if (!tok) continue;
+        most = g->rows * g->t->rank > most ? g->rows * g->t->rank : most;
         const int64_t ne[2] = {g->t->rank, g->rows};
         rc = gguf_writer_add_tensor(w, g->name, QT_F32, 2, ne, NULL, err);
         weights[sizes->sent] = tok, c.sent[sizes->sent++] = i, sizes->bytes += bytes;
     }
     if (!rc && !sizes->sent) rc = err_set(err, ERR_INVALID_ARG, "no group of the adapter was trained: nothing to send");
-    if (!rc && fed_update_keys(w, meta, &device, 1, weights, (uint64_t)sizes->sent)) rc = err_set(err, ERR_NOMEM, "out of memory");
+    if (!rc && (fed_update_keys(w, meta, &device, 1, weights, (uint64_t)sizes->sent) || dp_keys(w, dp)))
+        rc = err_set(err, ERR_NOMEM, "out of memory");
+    if (!rc) rc = clip(&c, sizes->sent, dp, most, sizes, err);
     if (!rc) rc = gguf_writer_write(w, path, fill_update, &c, err);
     gguf_writer_free(w);
     free(weights), free(c.sent), free((void *)c.g);
@@ -211,6 +294,16 @@ float fed_value(const gguf_tensor *t, uint64_t k) {
     float x;
     memcpy(&x, (const uint8_t *)t->data + k * sizeof x, sizeof x); /* a file's bytes: any alignment */
     return x;
+}
+
+void fed_release(const gguf_ctx *g, const void *p, uint64_t n) {
+    if (!g->mapped || !n) return; /* a caller's buffer is its own */
+    /* the neighbours a fault maps beside its page (Linux maps up to 64 KiB around it) go too */
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), around = page > 65536 ? page : 65536;
+    const uintptr_t base = (uintptr_t)g->base, end = base + g->size;
+    uintptr_t lo = (uintptr_t)p / around * around, hi = ((uintptr_t)p + n + around - 1) / around * around;
+    lo = lo < base ? base : lo, hi = hi > end ? end : hi;
+    plat_advise_mem((void *)lo, (size_t)(hi - lo), PLAT_ADVICE_DONTNEED); /* the mapping's base is page-aligned */
 }
 
 uint64_t fed_update_weight(const fed_update *u, uint64_t tensor) {
@@ -272,6 +365,7 @@ static err_code read_update(fed_update *u, err_t *err) {
         return err_set(err, ERR_BAD_VALUE, "fl.weights: one u64 per tensor (%llu)", (unsigned long long)u->g->n_tensors);
     if (!u->g->n_tensors) return err_set(err, ERR_BAD_VALUE, "an update of no group");
     for (uint64_t i = 0; i < u->g->n_tensors && !rc; i++) rc = check_tensor(u, i, err);
+    fed_release(u->g, u->g->base + u->g->data_offset, u->g->size - u->g->data_offset); /* its values: read later */
     return rc;
 }
 

@@ -74,12 +74,29 @@ void fed_group_add(lora_adapter *a, const fed_group *g, const double *d);
 typedef struct {
     int groups, sent;          /* the adapter's groups; those in the update */
     uint64_t bytes, dense_bytes; /* the update's values; every group's (a dense update) */
+    double norm;               /* the L2 norm of its values before any clipping */
 } fed_sizes;
 
+/* Differential privacy of an update (off by default: zeros). clip > 0 bounds the L2 norm of all its values
+ * (scaled down when over); noise > 0 (with clip) adds N(0, (noise * clip)^2) to each value, drawn from the
+ * system's generator, and then every group is sent, at weight meta->tokens: which experts a device reached,
+ * and how often, is data too. The guarantee is local (the aggregator sees each update): any two datasets of
+ * a device give clipped updates at most 2 * clip apart, so a round is mu-GDP with mu = 2 / noise, and r
+ * rounds with mu = 2 sqrt(r) / noise (Gaussian differential privacy: Dong, Roth and Su). */
+typedef struct {
+    float clip, noise;
+} fed_dp;
+
+/* The epsilon of (epsilon, delta)-DP that r rounds of noise multiplier noise give (the curve of mu-GDP,
+ * which is the analytic Gaussian mechanism's); INFINITY for noise 0. */
+double fed_dp_epsilon(double noise, int rounds, double delta);
+
 /* A device's update of a, trained from start (lora_values' layout at the start): a group is sent when
- * tokens reached it (expert_tokens [n_layer][n_expert], NULL: every group; the others, meta->tokens). */
+ * tokens reached it (expert_tokens [n_layer][n_expert], NULL: every group; the others, meta->tokens);
+ * dp: its privacy (NULL: none). */
 err_code fed_update_write(const model *m, const lora_adapter *a, const float *start, const int64_t *expert_tokens,
-                          const fed_meta *meta, const char *device, const char *path, fed_sizes *sizes, err_t *err);
+                          const fed_meta *meta, const fed_dp *dp, const char *device, const char *path,
+                          fed_sizes *sizes, err_t *err);
 
 typedef struct {
     gguf_ctx *g;
@@ -91,6 +108,10 @@ typedef struct {
 err_code fed_update_read(gguf_ctx *g, fed_update *u, err_t *err);
 void fed_update_close(fed_update *u);
 uint64_t fed_update_weight(const fed_update *u, uint64_t tensor);
+/* Done with bytes [p, p + n) of g for now: a mapping's pages of them leave the process (read again from the
+ * file when touched; the kernel may keep a few neighbours mapped), so reading many updates holds about one
+ * tensor's pages of each at a time, not the files. */
+void fed_release(const gguf_ctx *g, const void *p, uint64_t n);
 /* Value k of an F32 tensor of a file. */
 float fed_value(const gguf_tensor *t, uint64_t k);
 

@@ -82,12 +82,13 @@ static err_code check_devices(avg *a, err_t *err) {
     return rc;
 }
 
-/* The global the round starts from: --from's (round - 1, the same base and layout), or the base's start. */
+/* The global the round starts from: --from's (round - 1, the same base and layout), or the base's start
+ * (round 1; an aggregate, which needs only the layout). */
 static err_code open_global(avg *a, err_t *err) {
     const fedavg_opts *o = a->o;
     err_code rc = ERR_OK;
-    if (!o->from) {
-        if (a->meta.round != 1)
+    if (!o->from) { /* round 1, or an aggregate: the layout's start (B = 0), its A the round's */
+        if (a->meta.round != 1 && !o->partial)
             return err_set(err, ERR_BAD_VALUE, "the updates are of round %u: give the global of round %u they started "
                            "from (--from)", a->meta.round, a->meta.round - 1);
         rc = lora_create(o->m, &a->meta.layout, &a->g, err);
@@ -155,6 +156,7 @@ static void group_mean(const avg *a, int k) {
         const gguf_tensor *x = &a->u[i].g->tensors[t];
         const double w = (double)fed_update_weight(&a->u[i], (uint64_t)t);
         for (size_t j = 0; j < n; j++) a->sum[j] += w * (double)fed_value(x, j);
+        fed_release(a->u[i].g, x->data, x->n_bytes);
     }
     const double inv = 1.0 / (double)a->w[k];
     for (size_t j = 0; j < n; j++) a->sum[j] *= inv;

@@ -29,7 +29,7 @@
 
 typedef struct {
     const model *m;            /* the base (opened) */
-    const char *from;          /* the previous round's global (NULL: round 1, from the base) */
+    const char *from;          /* the previous round's global (NULL: round 1, from the base; an aggregate needs none) */
     const char *const *updates;
     int n_updates;
     const char *output;
