@@ -4,7 +4,8 @@
  * word (so each reaches its own few experts):
  *
  * - an update holds a group per matrix and per expert reached, an expert's weight the tokens routed to it
- *   (each layer's experts sum to 2 x the positions trained on), unreached experts absent;
+ *   (each layer's experts sum to 2 x the positions trained on), unreached experts absent (their count in
+ *   fl.expert_tokens 0);
  * - the global equals the dense weighted average where an absent expert counts with weight 0 (to 1e-6),
  *   groups no device sent stay as they were, bit for bit; it loads as an adapter;
  * - associativity: aggregates of halves, averaged, give the global of all updates at once (to 1e-6);
@@ -136,19 +137,22 @@ static int check_expert_weights(const char *path) {
     if (!g) return 0;
     uint64_t tokens = 0;
     gguf_get_u64(g, "fl.tokens", &tokens);
-    const gguf_value *w = gguf_get_arr(g, "fl.weights");
-    int absent = 0;
-    for (int l = 0; l < base->hp.n_layer; l++) {
+    const gguf_value *w = gguf_get_arr(g, "fl.weights"), *counts = gguf_get_arr(g, "fl.expert_tokens");
+    int absent = 0, agree = 1;
+    T_CHECK(counts && counts->v.arr.n == (uint64_t)(base->hp.n_layer * base->hp.n_expert));
+    for (int l = 0; counts && l < base->hp.n_layer; l++) {
         uint64_t sum = 0;
         for (int e = 0; e < base->hp.n_expert; e++) {
             char name[128];
             snprintf(name, sizeof name, "blk.%d.ffn_up_exps.weight.lora_b.%d", l, e);
             const gguf_tensor *t = gguf_find_tensor(g, name);
-            if (t) sum += (uint64_t)gguf_arr_i64(w, (uint64_t)(t - g->tensors));
-            else absent++;
+            const int64_t n = t ? gguf_arr_i64(w, (uint64_t)(t - g->tensors)) : 0;
+            sum += (uint64_t)n, absent += !t;
+            agree &= gguf_arr_i64(counts, (uint64_t)(l * base->hp.n_expert + e)) == n; /* 0 for the absent */
         }
         T_EQ_INT(sum, 2 * tokens);
     }
+    T_CHECK(agree);
     T_CHECK(tokens > 0);
     gguf_close(g);
     return absent;
@@ -331,6 +335,17 @@ static void test_hostile(octo_client *c, const char *good, const char *other, co
     remove(bad);
 }
 
+/* OCTO_FED_SEED=UPDATE OCTO_FED_CORPUS=DIR: the corpus's mutations of UPDATE written into DIR (how
+ * fuzz/corpus/fedavg/ got its malformed seeds, from the good one there). */
+static void write_corpus(void) {
+    const char *seed = getenv("OCTO_FED_SEED"), *dir = getenv("OCTO_FED_CORPUS");
+    for (int m = 0; seed && dir && m < M_COUNT; m++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/mutation-%02d", dir, m);
+        T_CHECKF(mutate(seed, path, (mutation)m), "%s", path);
+    }
+}
+
 /* ---------------------------------------------------------------- why A is frozen */
 
 /* Two adapters trained with A free, from the same start, on different words: averaging A and B factor by
@@ -446,6 +461,7 @@ int main(void) {
     test_hostile(c, u[0], u[1], global);
     test_naive_factors(c);
     test_privacy(c);
+    write_corpus();
     for (int i = 0; i < 3; i++) remove(u[i]);
     remove(global), remove(base_path);
     octo_client_free(c);

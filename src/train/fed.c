@@ -226,6 +226,14 @@ static err_code check_device(const char *d, err_t *err) {
                                  FED_MAX_DEVICE);
 }
 
+/* An MoE's tokens per expert, every one (0: absent from the update): "fl.expert_tokens", u64 [n_layer][n_expert]. */
+static err_code counts_key(gguf_writer *w, const model *m, const int64_t *expert_tokens) {
+    const size_t n = (size_t)m->hp.n_layer * (size_t)m->hp.n_expert;
+    if (!expert_tokens || !n) return ERR_OK;
+    const gguf_value v = {.type = GGUF_ARRAY, .v.arr = {.elem_type = GGUF_INT64, .n = n, .raw = expert_tokens}};
+    return gguf_writer_set_value(w, "fl.expert_tokens", &v);
+}
+
 /* The keys of an update's privacy. */
 static err_code dp_keys(gguf_writer *w, const fed_dp *dp) {
     if (!dp || !(dp->clip > 0)) return ERR_OK;
@@ -279,7 +287,8 @@ err_code fed_update_write(const model *m, const lora_adapter *a, const float *st
         weights[sizes->sent] = tok, c.sent[sizes->sent++] = i, sizes->bytes += bytes;
     }
     if (!rc && !sizes->sent) rc = err_set(err, ERR_INVALID_ARG, "no group of the adapter was trained: nothing to send");
-    if (!rc && (fed_update_keys(w, meta, &device, 1, weights, (uint64_t)sizes->sent) || dp_keys(w, dp)))
+    if (!rc && (fed_update_keys(w, meta, &device, 1, weights, (uint64_t)sizes->sent) || dp_keys(w, dp) ||
+                (!dense && counts_key(w, m, expert_tokens))))
         rc = err_set(err, ERR_NOMEM, "out of memory");
     if (!rc) rc = clip(&c, sizes->sent, dp, most, sizes, err);
     if (!rc) rc = gguf_writer_write(w, path, fill_update, &c, err);

@@ -16,7 +16,10 @@
  * no token reached is absent. Keys beside: fl.round, fl.base_hash (every
  * tensor of the base), fl.a_hash (the shared A's values), the layout
  * (fl.rank, fl.alpha, fl.targets, fl.seed), fl.tokens (positions trained on)
- * and fl.devices (the ids of the devices behind it: one, or an aggregate's).
+ * and fl.devices (the ids of the devices behind it: one, or an aggregate's). A
+ * device's update of an MoE also says how many tokens reached each expert,
+ * 0 for those absent (fl.expert_tokens, i64 [n_layer][n_expert]; for the
+ * reader's information: the weights are fl.weights').
  *
  * The global of round R is an adapter (general.type "adapter": it loads as
  * any adapter does) with the same fl.* keys, fl.round = R.
