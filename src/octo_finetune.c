@@ -13,7 +13,6 @@
 #include "octo_internal.h"
 #include "core/atomic_write.h"
 #include "core/checksum.h"
-#include "core/mix.h"
 #include "core/clock.h"
 #include "core/quant.h"
 #include "model/chat_template.h"
@@ -22,6 +21,7 @@
 #include "model/tokenizer.h"
 #include "platform/mem.h"
 #include "platform/memwatch.h"
+#include "platform/random.h"
 #include "train/backward.h"
 #include "train/data.h"
 #include "train/fed.h"
@@ -185,12 +185,15 @@ static err_code open_round(ft_run *r, const octo_finetune_params *p, const lora_
         if (!rc) r->fl.layout = gm.layout, rc = lora_from_gguf(r->m, g, &r->a, err);
         else gguf_close(g);
         if (!rc && fed_a_hash(r->m, r->a) != gm.a_hash) rc = err_set(err, ERR_CORRUPT, "its A is not what fl.a_hash says");
+        if (!rc && !fed_ranks_are(r->a, gm.layout.rank))
+            rc = err_set(err, ERR_CORRUPT, "its matrices are not all of rank %d, as fl.rank says", gm.layout.rank);
         if (rc) return err_prefix(err, "global %s", p->fl_from), rc;
     }
     size_t n = 0;
     const float *v = rc ? NULL : lora_values(r->a, &n);
     if (!rc && !(r->fl_start = malloc(sizeof(float) * (n ? n : 1)))) rc = err_set(err, ERR_NOMEM, "out of memory");
     if (!rc) memcpy(r->fl_start, v, sizeof(float) * n), r->fl.a_hash = fed_a_hash(r->m, r->a);
+    if (!rc && !(r->fl.start_hash = fed_b_hash(r->m, r->a))) rc = err_set(err, ERR_NOMEM, "out of memory");
     return rc;
 }
 
@@ -278,10 +281,13 @@ static err_code put_mark(void *user, gguf_writer *w) {
     return m->key ? gguf_writer_set_arr_i32(w, m->key, m->v, m->n) : ERR_OK;
 }
 
-/* A random device id (fl_device not given): the clock, the output's path and the data's fingerprint mixed. */
-static void device_id(const ft_run *r, const char *output, char id[FED_MAX_DEVICE + 1]) {
-    const uint64_t h = mix64(clock_ns() ^ mix64(r->data.fingerprint) ^ checksum_bytes(output, strlen(output), 0));
-    snprintf(id, FED_MAX_DEVICE + 1, "%016llx", (unsigned long long)h);
+/* A random device id (fl_device not given), from the system's generator: it tells nothing of the data, and
+ * two rounds' ids of one device nothing of each other. */
+static err_code device_id(char id[FED_MAX_DEVICE + 1], err_t *err) {
+    uint64_t h[2];
+    err_code rc = plat_random(h, sizeof h, err);
+    if (!rc) snprintf(id, FED_MAX_DEVICE + 1, "%016llx%016llx", (unsigned long long)h[0], (unsigned long long)h[1]);
+    return rc;
 }
 
 /* The adapter (an MoE's with the tokens each expert had), the whole model, or a federated round's update. */
@@ -289,7 +295,8 @@ static err_code write_output(ft_run *r, const octo_finetune_params *p, uint32_t 
                              err_t *err) {
     if (p->fl_round) {
         char id[FED_MAX_DEVICE + 1];
-        if (!p->fl_device) device_id(r, p->output, id);
+        err_code rc = p->fl_device ? ERR_OK : device_id(id, err);
+        if (rc) return rc;
         r->fl.tokens = (uint64_t)res->positions;
         const fed_dp dp = {.clip = p->fl_clip, .noise = p->fl_noise};
         return fed_update_write(r->m, r->a, r->fl_start, r->expert_tokens, &r->fl, &dp,

@@ -9,8 +9,9 @@
  * - the global equals the dense weighted average where an absent expert counts with weight 0 (to 1e-6),
  *   groups no device sent stay as they were, bit for bit; it loads as an adapter;
  * - associativity: aggregates of halves, averaged, give the global of all updates at once (to 1e-6);
- * - round 2 trains from round 1's global and averages into it; rounds and starts are checked;
- * - hostile updates (a corpus of 17 mutations of a good one): each refused with its reason, nothing written;
+ * - round 2 trains from round 1's global and averages into it; rounds and starts are checked (an update
+ *   trained from another global of the same round is refused);
+ * - hostile updates (a corpus of 19 mutations of a good one): each refused with its reason, nothing written;
  * - why A is frozen: two adapters trained with A free, averaged factor by factor, are not their average;
  * - privacy: a clipped update's norm is the clip; noised, every group is sent at one weight, and the noise's
  *   deviation is noise x clip (measured over its values); epsilon matches an independent scan of the
@@ -208,6 +209,18 @@ static void test_round_one(octo_client *c, char u[3][512], char *global) {
     remove(p1), remove(p2), remove(g2);
 }
 
+/* A round-2 update trained from another round-1 global (of u0 alone) is refused by the round's global. */
+static void test_stale(octo_client *c, const char *u0, const char *global) {
+    char other[512], u[512], g[512];
+    tmp(other, "fl-other1.gguf"), tmp(u, "fl-stale.gguf"), tmp(g, "fl-stale-g.gguf");
+    const char *const one[1] = {u0}, *const up[1] = {u};
+    T_CHECKF(fedavg(other, NULL, one, 1, false, c) == OCTO_OK && device(u, "moon", 2, other, "late", true, c) == OCTO_OK,
+             "%s", octo_last_error(c));
+    T_CHECK(fedavg(g, global, up, 1, false, c) != OCTO_OK && strstr(octo_last_error(c), "started from another global") &&
+            !exists(g));
+    remove(other), remove(u);
+}
+
 static void test_round_two(octo_client *c, const char *global) {
     char u[512], g[512];
     tmp(u, "fl-r2.gguf"), tmp(g, "fl-global2.gguf");
@@ -248,14 +261,14 @@ static void test_round_two(octo_client *c, const char *global) {
 
 typedef enum {
     M_ROUND, M_BASE, M_ROWS, M_NAN, M_INF, M_W0, M_W_BIG, M_TOKENS, M_NAME, M_NOT_GROUP, M_TYPE, M_NO_KEY, M_A_HASH,
-    M_RANK, M_WEIGHTS_LEN, M_F16, M_DEVICE, M_COUNT
+    M_RANK, M_WEIGHTS_LEN, M_F16, M_DEVICE, M_HUGE, M_START, M_COUNT
 } mutation;
 
 static const char *const expected[M_COUNT] = {
     "round 2, not 1", "another base model", "rows, the group", "not finite", "not finite", "a token count of 0",
     "more than the", "more than any federation", "no group of the adapter", "no group's change",
     "not a federated update", "fl.a_hash is missing", "another adapter layout", "F32 [3, rows] expected",
-    "one u64 per tensor", "F32 [2, rows] expected", "printable"};
+    "one u64 per tensor", "F32 [2, rows] expected", "printable", "beyond", "started from another global"};
 
 /* A key of src copied to w, or changed by the mutation. */
 static void copy_key(gguf_writer *w, const gguf_kv *kv, mutation m, uint64_t n_tensors) {
@@ -266,6 +279,7 @@ static void copy_key(gguf_writer *w, const gguf_kv *kv, mutation m, uint64_t n_t
     if (m == M_ROUND && !strcmp(k, "fl.round")) v.v.u64 = 2;
     if (m == M_BASE && !strcmp(k, "fl.base_hash")) v.v.u64 ^= 1;
     if (m == M_A_HASH && !strcmp(k, "fl.a_hash")) v.v.u64 ^= 1;
+    if (m == M_START && !strcmp(k, "fl.start_hash")) v.v.u64 ^= 1;
     if (m == M_RANK && !strcmp(k, "fl.rank")) v.v.u64 = 3;
     if (m == M_TOKENS && !strcmp(k, "fl.tokens")) v.v.u64 = 1ull << 60;
     if (m == M_TYPE && !strcmp(k, "general.type")) v.v.str = (gguf_str){7, "adapter"};
@@ -299,6 +313,7 @@ static bool mutate(const char *src, const char *dst, mutation m) {
         if (i == 1) {
             if (m == M_NAN) v[3] = NAN;
             if (m == M_INF) v[0] = -INFINITY;
+            if (m == M_HUGE) v[1] = 1e30f;
             if (m == M_ROWS) ne[1] = t->ne[1] / 2;
             if (m == M_NAME) snprintf(name, sizeof name, "blk.0.ffn_up_exps.weight.lora_b.9");
             if (m == M_NOT_GROUP) snprintf(name, sizeof name, "blk.0.attn_q.weight");
@@ -458,6 +473,7 @@ int main(void) {
     tmp(u[0], "fl-u0.gguf"), tmp(u[1], "fl-u1.gguf"), tmp(u[2], "fl-u2.gguf"), tmp(global, "fl-global.gguf");
     test_round_one(c, u, global);
     test_round_two(c, global);
+    test_stale(c, u[0], global);
     test_hostile(c, u[0], u[1], global);
     test_naive_factors(c);
     test_privacy(c);

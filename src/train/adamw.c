@@ -45,7 +45,8 @@ float adamw_lr(const adamw_opts *o, int64_t t) {
 
 double adamw_step(adamw_state *s, const adamw_opts *o, float *p, const float *grad, const uint8_t *frozen) {
     double norm = 0.0;
-    for (size_t i = 0; i < s->n; i++) norm += (double)grad[i] * grad[i];
+    for (size_t i = 0; i < s->n; i++) /* what moves: frozen values' gradients do not scale the others */
+        if (!frozen || !frozen[i]) norm += (double)grad[i] * grad[i];
     norm = sqrt(norm);
     const float k = o->clip > 0.0f && norm > o->clip ? (float)(o->clip / norm) : 1.0f;
     const int64_t t = ++s->step;

@@ -42,9 +42,9 @@ err_code adamw_init(adamw_state *s, size_t n, const adamw_opts *o, err_t *err);
 void adamw_free(adamw_state *s);
 /* The learning rate of step t (1-based). */
 float adamw_lr(const adamw_opts *o, int64_t t);
-/* One step of p[0..n) by grad (read only); returns the gradient's norm before clipping. frozen: [n]
- * non-zero where a value takes no part in this step (neither its moments nor its decay move: an
- * expert no token reached), or NULL. */
+/* One step of p[0..n) by grad (read only); returns the norm before clipping of the gradient of what
+ * moves. frozen: [n] non-zero where a value takes no part in this step (neither its moments nor its
+ * decay move, nor does its gradient count in the norm: an expert no token reached, a shared A), or NULL. */
 double adamw_step(adamw_state *s, const adamw_opts *o, float *p, const float *grad, const uint8_t *frozen);
 
 #endif

@@ -99,7 +99,7 @@ static err_code same_identity(const uint8_t *p, uint32_t n_ids, const ckpt_ident
                 return err_set(err, ERR_INVALID_ARG, "the checkpoint %s is of a run with %s %.10g, this one has %.10g",
                                path, id->name[i], v, id->value[i]);
         }
-        if (!found)
+        if (!found && id->value[i] != 0.0) /* an entry added since: 0 is what runs before it did */
             return err_set(err, ERR_INVALID_ARG, "the checkpoint %s does not record %s (another version's?)", path,
                            id->name[i]);
     }

@@ -38,6 +38,12 @@ uint64_t fed_a_hash(const model *m, const lora_adapter *a) {
     return h;
 }
 
+bool fed_ranks_are(const lora_adapter *a, int rank) {
+    int lo = 0, hi = 0;
+    lora_ranks(a, &lo, &hi);
+    return lo == rank && hi == rank;
+}
+
 /* ---------------------------------------------------------------- keys */
 
 err_code fed_put_meta(gguf_writer *w, const fed_meta *meta) {
@@ -46,7 +52,8 @@ err_code fed_put_meta(gguf_writer *w, const fed_meta *meta) {
                    gguf_writer_set_u64(w, "fl.a_hash", meta->a_hash) ||
                    gguf_writer_set_u32(w, "fl.rank", (uint32_t)l->rank) || gguf_writer_set_f32(w, "fl.alpha", l->alpha) ||
                    gguf_writer_set_u32(w, "fl.targets", l->kinds) || gguf_writer_set_u64(w, "fl.seed", l->seed) ||
-                   gguf_writer_set_u64(w, "fl.tokens", meta->tokens)
+                   gguf_writer_set_u64(w, "fl.tokens", meta->tokens) ||
+                   gguf_writer_set_u64(w, "fl.start_hash", meta->start_hash)
                ? ERR_NOMEM
                : ERR_OK;
 }
@@ -67,6 +74,7 @@ err_code fed_meta_read(const gguf_ctx *g, fed_meta *meta, err_t *err) {
     if (!gguf_get_u32(g, "fl.targets", &kinds)) return missing(err, "fl.targets");
     if (!gguf_get_u64(g, "fl.seed", &l->seed)) return missing(err, "fl.seed");
     if (!gguf_get_u64(g, "fl.tokens", &meta->tokens)) return missing(err, "fl.tokens");
+    if (!gguf_get_u64(g, "fl.start_hash", &meta->start_hash)) return missing(err, "fl.start_hash");
     l->rank = (int)rank, l->kinds = kinds;
     if (rank < 1 || rank > 65536 || !isfinite(l->alpha) || l->alpha < 0.0f || !kinds || kinds >> LORA_KINDS)
         return err_set(err, ERR_BAD_VALUE, "a layout of rank %u, alpha %g, targets 0x%x", rank, (double)l->alpha, kinds);
@@ -108,6 +116,22 @@ err_code fed_groups(const model *m, const lora_adapter *a, fed_group **out, int 
     c.n = 0;
     lora_each_pair(m, a, add_groups, &c);
     return ERR_OK;
+}
+
+uint64_t fed_b_hash(const model *m, const lora_adapter *a) {
+    fed_group *g = NULL;
+    int n = 0;
+    if (fed_groups(m, a, &g, &n, NULL)) return 0;
+    int64_t most = 1;
+    for (int i = 0; i < n; i++) most = g[i].rows * g[i].t->rank > most ? g[i].rows * g[i].t->rank : most;
+    float *v = malloc(sizeof(float) * (size_t)most);
+    uint64_t h = v ? 2 : 0;
+    for (int i = 0; v && i < n; i++) {
+        fed_group_b(a, &g[i], NULL, v);
+        h = checksum_bytes(v, sizeof(float) * (size_t)(g[i].rows * g[i].t->rank), h);
+    }
+    free(v), free(g);
+    return h;
 }
 
 /* The index in lora_values of group g's B^T row k, column o. */
@@ -199,7 +223,7 @@ double fed_dp_epsilon(double noise, int rounds, double delta) {
         if (d > delta) lo = e;
         else hi = e;
     }
-    return hi;
+    return hi < 1e4 ? hi : INFINITY; /* beyond the search: no meaningful guarantee */
 }
 
 /* The tokens behind group g: an expert's, those routed to it; else every position trained on. */
@@ -355,8 +379,9 @@ static err_code check_tensor(const fed_update *u, uint64_t i, err_t *err) {
         return err_set(err, ERR_BAD_VALUE, "tensor '%s': %llu tokens, more than the %llu the update trained on", t->name,
                        (unsigned long long)w, (unsigned long long)u->meta.tokens);
     for (uint64_t k = 0; k < t->n_elements; k++)
-        if (!isfinite(fed_value(t, k))) return err_set(err, ERR_BAD_VALUE, "tensor '%s': value %llu is not finite", t->name,
-                                            (unsigned long long)k);
+        if (!(fabsf(fed_value(t, k)) <= FED_MAX_VALUE))
+            return err_set(err, ERR_BAD_VALUE, "tensor '%s': value %llu is not finite or beyond +-%g", t->name,
+                           (unsigned long long)k, FED_MAX_VALUE);
     return ERR_OK;
 }
 

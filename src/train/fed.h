@@ -31,6 +31,7 @@
 #ifndef OCTO_TRAIN_FED_H
 #define OCTO_TRAIN_FED_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/err.h"
@@ -41,18 +42,26 @@
 #define FED_MAX_TOKENS (1ull << 50) /* more training tokens behind one file is not a device's */
 #define FED_MAX_DEVICE 64           /* a device id's characters (printable, no spaces) */
 #define FED_MAX_DEVICES (1 << 20)   /* devices behind one aggregate */
+#define FED_MAX_VALUE 1e4           /* a change of B beyond it is no training's (a round moves B by ~0.1) */
 
 typedef struct {
     uint32_t round;
     uint64_t base_hash, a_hash;
     lora_init_opts layout; /* what lora_create made A from */
     uint64_t tokens;
+    /* An update's: the B it started from (fed_b_hash of its global); a global's: its own B (what an update
+     * trained from it starts from). So an update is of one global, not only of one round. */
+    uint64_t start_hash;
 } fed_meta;
 
 /* The base's identity: every tensor's name, type, shape and bytes. */
 uint64_t fed_base_hash(const model *m);
 /* The hash of a's A values, pair by pair in m's tensor order. */
 uint64_t fed_a_hash(const model *m, const lora_adapter *a);
+/* The hash of a's B values, group by group (fed_groups' order and layout); 0 when out of memory. */
+uint64_t fed_b_hash(const model *m, const lora_adapter *a);
+/* a's ranks are all the layout's (a global made elsewhere could say one rank and hold another). */
+bool fed_ranks_are(const lora_adapter *a, int rank);
 
 /* The fl.* keys of a global adapter (ERR_MISSING_KEY naming one absent: not a federation's global). */
 err_code fed_meta_read(const gguf_ctx *g, fed_meta *meta, err_t *err);

@@ -3,6 +3,7 @@
  */
 #include "train/fedavg.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,12 +54,18 @@ static err_code open_updates(avg *a, err_t *err) {
         if (!rc && i && !same_layout(m, &a->meta))
             rc = err_set(err, ERR_BAD_VALUE, "another adapter layout (rank, alpha, targets, seed or A) than %s",
                          o->updates[0]);
+        if (!rc && i && m->start_hash != a->meta.start_hash)
+            rc = err_set(err, ERR_BAD_VALUE, "it started from another global than %s did", o->updates[0]);
+        if (!rc && (i ? a->meta.tokens : 0) + m->tokens > FED_MAX_TOKENS)
+            rc = err_set(err, ERR_BAD_VALUE, "the updates so far hold more tokens than a federation trains on");
         if (rc) return err_prefix(err, "update %s", o->updates[i]), rc;
         if (!i) a->meta = *m, a->meta.tokens = 0;
         a->meta.tokens += m->tokens;
         a->n_devices += a->u[i].devices->v.arr.n;
     }
-    if (a->meta.tokens > FED_MAX_TOKENS) return err_set(err, ERR_BAD_VALUE, "more tokens than a federation trains on");
+    if (a->n_devices > FED_MAX_DEVICES)
+        return err_set(err, ERR_BAD_VALUE, "%llu devices: at most %d behind one aggregate",
+                       (unsigned long long)a->n_devices, FED_MAX_DEVICES);
     return ERR_OK;
 }
 
@@ -82,6 +89,26 @@ static err_code check_devices(avg *a, err_t *err) {
     return rc;
 }
 
+/* The layout is the updates' word until their A is checked: a rank octo_finetune can train (4096 at most), and
+ * an adapter of at most 4 times the base's values (rank = the matrices' width is about 2) and 2^24 more (a
+ * small model's large rank), before anything is made of it. */
+static err_code check_size(const model *m, const lora_init_opts *l, err_t *err) {
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
+        const gguf_tensor *t = &m->gguf->tensors[i];
+        lora_kind k[3];
+        int layer;
+        const int nk = lora_targets(m, t->name, &layer, k);
+        bool asked = false;
+        for (int j = 0; j < nk; j++) asked |= (l->kinds >> k[j]) & 1u;
+        if (asked) n += (uint64_t)l->rank * (uint64_t)(t->ne[0] + t->ne[1]) * (uint64_t)t->ne[2];
+    }
+    if (l->rank > 4096 || n > 4 * m->n_params + (1u << 24))
+        return err_set(err, ERR_BAD_VALUE, "a rank-%d adapter of these targets (%llu values against the base's %llu) "
+                       "is no device's", l->rank, (unsigned long long)n, (unsigned long long)m->n_params);
+    return ERR_OK;
+}
+
 /* The global the round starts from: --from's (round - 1, the same base and layout), or the base's start
  * (round 1; an aggregate, which needs only the layout). */
 static err_code open_global(avg *a, err_t *err) {
@@ -91,7 +118,7 @@ static err_code open_global(avg *a, err_t *err) {
         if (a->meta.round != 1 && !o->partial)
             return err_set(err, ERR_BAD_VALUE, "the updates are of round %u: give the global of round %u they started "
                            "from (--from)", a->meta.round, a->meta.round - 1);
-        rc = lora_create(o->m, &a->meta.layout, &a->g, err);
+        if (!(rc = check_size(o->m, &a->meta.layout, err))) rc = lora_create(o->m, &a->meta.layout, &a->g, err);
     } else {
         gguf_ctx *g = NULL;
         fed_meta gm;
@@ -104,11 +131,16 @@ static err_code open_global(avg *a, err_t *err) {
         }
         if (!rc) rc = lora_from_gguf(o->m, g, &a->g, err);
         else gguf_close(g);
+        if (!rc && !fed_ranks_are(a->g, a->meta.layout.rank))
+            rc = err_set(err, ERR_CORRUPT, "its matrices are not all of rank %d, as fl.rank says", a->meta.layout.rank);
         if (rc) return err_prefix(err, "global %s", o->from), rc;
     }
     if (!rc && fed_a_hash(o->m, a->g) != a->meta.a_hash)
         rc = err_set(err, ERR_BAD_VALUE, "the updates' shared A (fl.a_hash) is not the global's: they did not start "
                      "from %s", o->from ? o->from : "the base (round 1)");
+    if (!rc && (o->from || a->meta.round == 1) && fed_b_hash(o->m, a->g) != a->meta.start_hash)
+        rc = err_set(err, ERR_BAD_VALUE, "the updates started from another global than %s (a stale round's?)",
+                     o->from ? o->from : "the base (round 1)");
     return rc;
 }
 
@@ -146,8 +178,9 @@ static err_code index_updates(avg *a, err_t *err) {
     return rc;
 }
 
-/* Group k's weighted mean into a->sum. */
-static void group_mean(const avg *a, int k) {
+/* Group k's weighted mean into a->sum; false when a value is no longer what was checked (the file changed). */
+static bool group_mean(const avg *a, int k) {
+    bool ok = true;
     const size_t n = (size_t)a->groups[k].rows * (size_t)a->meta.layout.rank;
     memset(a->sum, 0, sizeof(double) * n);
     for (int i = 0; i < a->o->n_updates; i++) {
@@ -155,16 +188,28 @@ static void group_mean(const avg *a, int k) {
         if (t < 0) continue;
         const gguf_tensor *x = &a->u[i].g->tensors[t];
         const double w = (double)fed_update_weight(&a->u[i], (uint64_t)t);
-        for (size_t j = 0; j < n; j++) a->sum[j] += w * (double)fed_value(x, j);
+        for (size_t j = 0; j < n; j++) {
+            const float v = fed_value(x, j);
+            ok &= fabsf(v) <= FED_MAX_VALUE;
+            a->sum[j] += w * (double)v;
+        }
         fed_release(a->u[i].g, x->data, x->n_bytes);
     }
     const double inv = 1.0 / (double)a->w[k];
     for (size_t j = 0; j < n; j++) a->sum[j] *= inv;
+    return ok;
+}
+
+static err_code changed(const avg *a, int k, err_t *err) {
+    return err_set(err, ERR_CORRUPT, "the values of '%s' changed in a file since they were checked", a->groups[k].name);
 }
 
 static err_code write_global(avg *a, err_t *err) {
-    for (int k = 0; k < a->n_groups; k++)
-        if (a->w[k]) group_mean(a, k), fed_group_add(a->g, &a->groups[k], a->sum);
+    for (int k = 0; k < a->n_groups; k++) {
+        if (a->w[k] && !group_mean(a, k)) return changed(a, k, err);
+        if (a->w[k]) fed_group_add(a->g, &a->groups[k], a->sum);
+    }
+    if (!(a->meta.start_hash = fed_b_hash(a->o->m, a->g))) return err_set(err, ERR_NOMEM, "out of memory");
     return fed_global_write(a->o->m, a->g, &a->meta, a->o->output, err);
 }
 
@@ -174,9 +219,8 @@ typedef struct {
 } partial_ctx;
 
 static err_code fill_mean(void *user, uint64_t i, void *buf, uint64_t n_bytes, err_t *err) {
-    (void)err;
     const partial_ctx *c = user;
-    group_mean(c->a, c->sent[i]);
+    if (!group_mean(c->a, c->sent[i])) return changed(c->a, c->sent[i], err);
     float *v = buf;
     for (uint64_t j = 0; j < n_bytes / sizeof(float); j++) v[j] = (float)c->a->sum[j];
     return ERR_OK;
