@@ -116,6 +116,7 @@ struct octo_model {
     atomic_int watch_seen;   /* the watcher's last level, for the stream to apply between tokens */
     batch_state batch;       /* the sessions' shared steps (runtime/batch.h), under lock */
     bool stepping;           /* a shared step is being gathered or run, under lock */
+    atomic_int lock_wanted;  /* threads waiting in model_lock: a lone prompt lets them in between its chunks */
     pthread_cond_t step_cv;  /* a step ended, or a stream took its piece */
     grammar_vocab *gvocab;   /* the vocabulary's trie for grammars, made by the first one, under lock */
     octo_adapter *adapters;  /* loaded against it, a list, under lock */
@@ -338,6 +339,7 @@ static octo_model *model_new(octo_client *c, const octo_model_options *opts, err
     batch_init(&om->batch);
     pthread_mutexattr_destroy(&ma);
     atomic_init(&om->main.busy, false);
+    atomic_init(&om->lock_wanted, 0);
     om->main.om = om;
     om->main.err = &om->err;
     return om;
@@ -428,6 +430,27 @@ static double now_s(void) {
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+/* The model's lock, counted while waited for: a lone prompt read in chunks lets the waiters in between
+ * (octo_stream_next). */
+static void model_lock(octo_model *om) {
+    atomic_fetch_add(&om->lock_wanted, 1);
+    pthread_mutex_lock(&om->lock);
+    atomic_fetch_sub(&om->lock_wanted, 1);
+}
+
+/* Under om->lock, with threads waiting for it: let them have it (a mutex does not hand itself over: the
+ * thread that lets go takes it back first), then take it again. At most 20 ms for them to come. */
+static void yield_lock(octo_model *om) {
+    const int waiting = atomic_load(&om->lock_wanted);
+    const double until = now_s() + 0.02;
+    pthread_mutex_unlock(&om->lock);
+    while (atomic_load(&om->lock_wanted) >= waiting && now_s() < until) {
+        const struct timespec ts = {0, 50000}; /* 50 us */
+        nanosleep(&ts, NULL);
+    }
+    model_lock(om);
+}
+
 /* The sessions octo_session_new may make beside the model's own. */
 static int n_extra(const octo_model *om) { return om->extra && om->opts.max_sessions > 1 ? om->opts.max_sessions - 1 : 0; }
 
@@ -509,7 +532,7 @@ octo_status octo_model_trim(octo_model *om, octo_trim_level level) {
                                     (int)level);
     if (!om->b || om->b->plan_only)
         return (octo_status)err_set(&om->err, ERR_INVALID_ARG, "the model was loaded to plan only: nothing to trim");
-    pthread_mutex_lock(&om->lock);
+    model_lock(om);
     adapt_now(om, (int)level, true);
     pthread_mutex_unlock(&om->lock);
     return OCTO_OK;
@@ -608,7 +631,7 @@ octo_status octo_eval(octo_model *om, const int32_t *tokens, int n, float *logit
     if (atomic_load(&om->main.busy)) return (octo_status)err_set(&om->err, ERR_BUSY, "the model is serving a stream");
     if (!tokens || !logits || (mode != OCTO_LOGITS_LAST && mode != OCTO_LOGITS_ALL))
         return (octo_status)err_set(&om->err, ERR_INVALID_ARG, "octo_eval: tokens and logits are required");
-    pthread_mutex_lock(&om->lock); /* the pool and the shared budgets: one session's work at a time */
+    model_lock(om); /* the pool and the shared budgets: one session's work at a time */
     cpu_adapt_poll(&om->cpu, om->b->pool, now_s());
     const err_code rc = session_eval(om->main.s, tokens, n, mode == OCTO_LOGITS_ALL, logits, &om->err);
     pthread_mutex_unlock(&om->lock);
@@ -632,7 +655,7 @@ octo_status octo_eval_prompt(octo_model *om, const int32_t *tokens, int n, const
     const prefill_params pp = {.compress = gp.prompt_compress, .lookahead = gp.prompt_lookahead,
                                .auto_policy = auto_kv_policy(om)};
     prefill_stats st;
-    pthread_mutex_lock(&om->lock); /* as octo_eval */
+    model_lock(om); /* as octo_eval */
     err_code rc = prefill_run(om->main.s, om->main.draft_s, tokens, n, &pp, logits, &st, &om->err);
     pthread_mutex_unlock(&om->lock);
     if (!rc)
@@ -650,7 +673,7 @@ octo_status octo_truncate(octo_model *om, int n) {
     if (atomic_load(&om->main.busy)) return (octo_status)err_set(&om->err, ERR_BUSY, "the model is serving a stream");
     if (n < 0 || n > om->main.s->n_past)
         return (octo_status)err_set(&om->err, ERR_INVALID_ARG, "cannot truncate %d tokens to %d", om->main.s->n_past, n);
-    pthread_mutex_lock(&om->lock); /* as octo_reset */
+    model_lock(om); /* as octo_reset */
     const err_code rc = session_rewind(om->main.s, n, &om->err);
     pthread_mutex_unlock(&om->lock);
     return (octo_status)rc;
@@ -658,7 +681,7 @@ octo_status octo_truncate(octo_model *om, int n) {
 
 void octo_reset(octo_model *om) {
     if (!om || !om->main.s || atomic_load(&om->main.busy)) return;
-    pthread_mutex_lock(&om->lock); /* other sessions' streams weigh the shared budget between tokens */
+    model_lock(om); /* other sessions' streams weigh the shared budget between tokens */
     session_reset(om->main.s);
     pthread_mutex_unlock(&om->lock);
 }
@@ -785,7 +808,7 @@ static err_code stream_grammar(octo_model *om, const octo_generate_params *p, gr
     const char *gbnf = p->json_schema ? text : p->grammar;
     if (!rc) rc = grammar_parse(gbnf, strlen(gbnf), out, err);
     free(text);
-    pthread_mutex_lock(&om->lock);
+    model_lock(om);
     if (!rc && !om->gvocab) rc = grammar_vocab_new(om->b->tok, &om->gvocab, err);
     pthread_mutex_unlock(&om->lock);
     if (rc) {
@@ -860,7 +883,7 @@ static octo_stream *start_stream(octo_session *ss, const char *text, bool parse_
     }
     st->om = om;
     st->ss = ss;
-    pthread_mutex_lock(&om->lock);
+    model_lock(om);
     ss->stream = st;
     pthread_mutex_unlock(&om->lock);
     return st;
@@ -897,7 +920,7 @@ static octo_stream *chat_in(octo_session *ss, const octo_message *msgs, int n, c
     free(cm);
     if (rc) return NULL;
     if (om->b->chat == CHAT_PLAIN) {
-        pthread_mutex_lock(&om->lock);
+        model_lock(om);
         snprintf(om->warning, sizeof om->warning,
                  "the model's chat template is missing or not recognised; messages were joined as a plain prompt");
         pthread_mutex_unlock(&om->lock);
@@ -932,7 +955,7 @@ static int chat_fit_in(octo_session *ss, const octo_message *msgs, int n, int re
 octo_session *octo_session_new(octo_model *om) {
     if (!om) return NULL;
     err_clear(&om->err);
-    pthread_mutex_lock(&om->lock);
+    model_lock(om);
     int slot = -1;
     for (int i = 0; om->extra && i < om->opts.max_sessions - 1 && slot < 0; i++)
         if (!om->extra[i]) slot = i;
@@ -958,7 +981,7 @@ void octo_session_free(octo_session *ss) {
     if (!ss) return;
     octo_model *om = ss->om;
     if (om) {
-        pthread_mutex_lock(&om->lock);
+        model_lock(om);
         for (int i = 0; i < om->opts.max_sessions - 1; i++)
             if (om->extra[i] == ss) om->extra[i] = NULL;
         pthread_mutex_unlock(&om->lock);
@@ -1007,7 +1030,7 @@ static int embed_in(octo_session *ss, const char *text, float *out, int cap) {
     tok_list l = {0};
     err_code rc = tokenizer_encode(om->b->tok, text, strlen(text), true, false, &l, err);
     if (!rc) {
-        pthread_mutex_lock(&om->lock); /* every session's tokens in turn */
+        model_lock(om); /* every session's tokens in turn */
         rc = session_embed(ss->s, l.ids, l.n, out, err);
         pthread_mutex_unlock(&om->lock);
     }
@@ -1026,7 +1049,7 @@ int octo_session_embed(octo_session *ss, const char *text, float *out, int cap) 
 
 void octo_session_reset(octo_session *ss) {
     if (!ss || !ss->s || !ss->om || atomic_load(&ss->busy)) return;
-    pthread_mutex_lock(&ss->om->lock); /* as octo_reset */
+    model_lock(ss->om); /* as octo_reset */
     session_reset(ss->s);
     pthread_mutex_unlock(&ss->om->lock);
 }
@@ -1057,7 +1080,7 @@ static void adapters_unuse(octo_model *om, octo_session *ss) {
 }
 
 static void adapters_release(octo_model *om, octo_session *ss) {
-    pthread_mutex_lock(&om->lock);
+    model_lock(om);
     adapters_unuse(om, ss);
     pthread_mutex_unlock(&om->lock);
 }
@@ -1090,7 +1113,7 @@ octo_adapter *octo_adapter_load(octo_model *om, const char *path) {
     lora_ranks(a->lora, &a->info.rank_min, &a->info.rank_max);
     a->info.alpha = lora_alpha(a->lora);
     a->info.bytes = lora_bytes(a->lora);
-    pthread_mutex_lock(&om->lock);
+    model_lock(om);
     a->next = om->adapters;
     om->adapters = a;
     adapters_reserve(om);
@@ -1105,7 +1128,7 @@ void octo_adapter_free(octo_adapter *a) {
         free(a);
         return;
     }
-    pthread_mutex_lock(&om->lock);
+    model_lock(om);
     a->released = true;
     if (a->users == 0) adapter_drop(om, a);
     pthread_mutex_unlock(&om->lock);
@@ -1188,7 +1211,7 @@ static octo_status set_adapters_in(octo_session *ss, octo_adapter *const *as, co
     if (!ss->s) return (octo_status)err_set(err, ERR_INVALID_ARG, "the model was loaded without weights to compute with");
     lora_set set = {0};
     bool expected = false;
-    pthread_mutex_lock(&om->lock);
+    model_lock(om);
     err_code rc = adapters_check(om, as, scales, n, &set, err);
     if (!rc && !atomic_compare_exchange_strong(&ss->busy, &expected, true))
         rc = err_set(err, ERR_BUSY, "the conversation is serving a stream");
@@ -1282,7 +1305,7 @@ static void shared_steps(octo_model *om, octo_stream *st) {
 const char *octo_stream_next(octo_stream *st) {
     if (!st || !st->om) return NULL;
     atomic_store(&st->asking, true);
-    pthread_mutex_lock(&st->om->lock); /* octo_model_stats reads between tokens */
+    model_lock(st->om); /* octo_model_stats reads between tokens */
     adapt_poll(st->om);                /* memory pressure is answered between tokens */
     cpu_adapt_poll(&st->om->cpu, st->om->b->pool, now_s()); /* and the CPU there is */
     const double wait = cpu_adapt_pace(&st->om->cpu, now_s(), plat_process_cpu_s());
@@ -1290,10 +1313,12 @@ const char *octo_stream_next(octo_stream *st) {
         pthread_mutex_unlock(&st->om->lock);
         const struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
         nanosleep(&ts, NULL);
-        pthread_mutex_lock(&st->om->lock);
+        model_lock(st->om);
         gen_add_wait(st->g, wait * 1e3); /* the app waited: decode time and the token's latency */
     }
     shared_steps(st->om, st);
+    while (gen_prefill_step(st->g)) /* a lone prompt a chunk at a time: a request that comes meanwhile */
+        if (atomic_load(&st->om->lock_wanted) > 0) yield_lock(st->om), shared_steps(st->om, st); /* joins */
     const char *piece = gen_next(st->g);
     atomic_store(&st->asking, false);
     pthread_cond_broadcast(&st->om->step_cv); /* a step gathering callers may go on */
@@ -1354,7 +1379,7 @@ void octo_stream_cancel(octo_stream *st) {
 void octo_stream_free(octo_stream *st) {
     if (!st) return;
     if (st->om) {
-        pthread_mutex_lock(&st->om->lock);
+        model_lock(st->om);
         st->ss->last = gen_get_stats(st->g);
         st->ss->stream = NULL;
         cpu_adapt_end(&st->om->cpu, st->om->b->pool);

@@ -4,8 +4,9 @@
  * before its fix: sizes out of range, a client freed before its model, a
  * client shared by threads, stats read during a stream, two tensors on one
  * range of bytes, non-finite weights and hyperparameters, the size query of
- * octo_tokenize, long vocabulary pieces, escaped error text; and NaN
- * quantization scales that generated <unk> with success (issue 35).
+ * octo_tokenize, long vocabulary pieces, escaped error text; NaN
+ * quantization scales that generated <unk> with success (issue 35); and a
+ * long prompt read alone that kept a newcomer waiting for all of it (58).
  *
  * Needs no ../shared: every model is made here (model/synth.h).
  */
@@ -847,6 +848,77 @@ static void test_vocab_only(void) {
     octo_client_free(c);
 }
 
+/* Issue 58, 10: a long prompt read alone held the model's lock for all of it, so a request that came
+ * meanwhile waited for the whole prompt. Now the lone prompt lets it in between its chunks: the newcomer's
+ * first token comes after a chunk or two, not after the rest of the prompt (under a third of the prompt's
+ * time alone, measured in the same run); both texts are the ones each gives alone. */
+typedef struct {
+    octo_model *m;
+    octo_session *ss;     /* NULL: the model's own conversation */
+    const char *prompt;
+    atomic_int chunks;    /* the prompt's progress reports so far */
+    double seconds;       /* the call and the first piece */
+    char text[256];
+} lone_job;
+
+static void count_chunk(void *user, int done, int total) {
+    (void)done, (void)total;
+    atomic_fetch_add((atomic_int *)user, 1);
+}
+
+static void *lone_run(void *arg) {
+    lone_job *j = arg;
+    octo_generate_params gp = octo_generate_params_defaults();
+    gp.temperature = 0, gp.max_tokens = 6, gp.spec = OCTO_SPEC_NONE, gp.on_prefill = count_chunk, gp.user = &j->chunks;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    octo_stream *st = j->ss ? octo_session_generate(j->ss, j->prompt, &gp) : octo_generate(j->m, j->prompt, &gp);
+    const char *p = st ? octo_stream_next(st) : NULL;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    j->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    snprintf(j->text, sizeof j->text, "%s", p ? p : "");
+    while (p && (p = octo_stream_next(st))) strncat(j->text, p, sizeof j->text - strlen(j->text) - 1);
+    octo_stream_free(st);
+    return NULL;
+}
+
+static void test_lone_prompt_yields(void) {
+    char path[512];
+    tu_tmp_path(path, sizeof path, "long-prompt.gguf");
+    synth_opts o = synth_defaults();
+    o.n_ctx = 4096, o.n_embd = 256, o.n_ff = 512, o.n_head = 4, o.n_head_kv = 4, o.n_layer = 4;
+    octo_client *c = octo_client_new(NULL);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.auto_draft = OCTO_DRAFT_NONE, mo.max_sessions = 2, mo.n_ctx = 4096;
+    octo_model *m = write_model(path, o) ? octo_load_model(c, path, &mo) : NULL;
+    octo_session *ss = m ? octo_session_new(m) : NULL;
+    T_CHECKF(m && ss, "%s", m ? octo_model_error(m) : octo_last_error(c));
+    static char long_prompt[3001];
+    for (int i = 0; i < 3000; i++) long_prompt[i] = (char)('a' + (i * 7 + i / 13) % 26);
+    lone_job a_alone = {.m = m, .prompt = long_prompt}, b_alone = {.m = m, .ss = ss, .prompt = "Once upon"};
+    lone_job a = a_alone, b = b_alone;
+    if (m && ss) {
+        lone_run(&a_alone);
+        lone_run(&b_alone);
+        octo_reset(m), octo_session_reset(ss);
+        pthread_t th;
+        pthread_create(&th, NULL, lone_run, &a);
+        while (atomic_load(&a.chunks) < 1) sched_yield(); /* the long prompt is being read */
+        lone_run(&b);
+        pthread_join(th, NULL);
+    }
+    printf("a 3000-token prompt alone: %.3f s; a request arriving during it: first token in %.3f s\n",
+           a_alone.seconds, b.seconds);
+    T_CHECKF(b.seconds < a_alone.seconds / 3, "the newcomer waited %.3f s behind a prompt of %.3f s", b.seconds,
+             a_alone.seconds);
+    T_CHECKF(!strcmp(a.text, a_alone.text) && !strcmp(b.text, b_alone.text), "'%s' / '%s' vs '%s' / '%s'", a.text,
+             b.text, a_alone.text, b_alone.text);
+    octo_session_free(ss);
+    octo_model_free(m);
+    octo_client_free(c);
+    remove(path);
+}
+
 int main(void) {
     tu_tmp_path(g_model, sizeof g_model, "reliability.gguf");
     synth_opts o = synth_defaults();
@@ -870,6 +942,7 @@ int main(void) {
     test_batched_sessions(0);
     test_eval_beside_stream();
     test_vocab_only();
+    test_lone_prompt_yields();
     remove(g_model);
     T_DONE();
 }

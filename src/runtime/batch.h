@@ -11,7 +11,11 @@
  *
  * The policy, all of it here:
  * - a step runs when at least two generations want rows; alone, a
- *   generation does its own work in gen_next, speculation included;
+ *   generation does its own work in gen_next, speculation included, and
+ *   reads a prompt a chunk at a time (gen_prefill_step), letting a request
+ *   that waits for the model meanwhile (octo.c's model_lock) in between its
+ *   chunks: that one starts, and the rest of the prompt goes into steps
+ *   with it, so a long prompt alone does not hold the others back either;
  * - in a step, a generation that speculates verifies its drafts as one more
  *   span of the pass when that pays: its k drafts add k rows every one of
  *   the K decoding sessions waits for, so only when a * T0 > K * k * r, with

@@ -523,6 +523,23 @@ static void prefill_advanced(generation *g, int n) {
     g->prefilled = true;
 }
 
+/* The prompt's next chunk (PREFILL_CHUNK tokens, as a shared step also cuts it); false when the generation
+ * stopped (cancelled, or failed: g->err). */
+static bool prefill_chunk(generation *g) {
+    if (atomic_load(&g->cancel)) {
+        fail(g, GEN_STOP_CANCELLED);
+        return false;
+    }
+    const int i = g->prefill_at, n = g->n_prompt - i < PREFILL_CHUNK ? g->n_prompt - i : PREFILL_CHUNK;
+    if (session_eval(g->s, g->prompt + i, n, false, g->logits, &g->err)) {
+        fail(g, GEN_STOP_ERROR);
+        return false;
+    }
+    prefill_advanced(g, n);
+    report_prefill(g);
+    return true;
+}
+
 /* Evaluate the rest of the prompt (a shared step may have done some of it: gen_want_rows). */
 static bool prefill(generation *g) {
     if (g->prefill_at < 0) prefill_begin(g);
@@ -531,20 +548,20 @@ static bool prefill(generation *g) {
         g->prefilled = true;
         return true;
     }
-    while (g->prefill_at < g->n_prompt) {
-        if (atomic_load(&g->cancel)) {
-            fail(g, GEN_STOP_CANCELLED);
-            return false;
-        }
-        const int i = g->prefill_at, n = g->n_prompt - i < PREFILL_CHUNK ? g->n_prompt - i : PREFILL_CHUNK;
-        if (session_eval(g->s, g->prompt + i, n, false, g->logits, &g->err)) {
-            fail(g, GEN_STOP_ERROR);
-            return false;
-        }
-        prefill_advanced(g, n);
-        report_prefill(g);
-    }
+    while (g->prefill_at < g->n_prompt)
+        if (!prefill_chunk(g)) return false;
     return true;
+}
+
+bool gen_prefill_step(generation *g) {
+    if (g->prefilled || g->stop != GEN_RUNNING) return false;
+    if (g->prefill_at < 0) prefill_begin(g);
+    if (g->prefill_draft || g->prefill_at >= g->n_prompt) return false; /* the draft reads it whole, in gen_next */
+    tpool_affinity prev;
+    tpool_pin_caller(g->s->pool, &prev);
+    const bool ok = prefill_chunk(g);
+    tpool_unpin_caller(&prev);
+    return ok && g->prefill_at < g->n_prompt;
 }
 
 /* The drafts a verify pass of at most `rows` rows may hold (0: none):

@@ -154,6 +154,10 @@ bool gen_want_rows(generation *g, int max_prompt, int verify_rows, gen_rows *r);
 bool gen_spec_outlook(const generation *g, int verify_rows, double *accepted, int *k);
 void gen_rows_done(generation *g, const gen_rows *r, const err_t *err, double ms, int peers);
 bool gen_ready(generation *g);
+/* A lone generation's prompt, one chunk (the size gen_next reads it in): true while more of it remains,
+ * so that the caller may let another request start between chunks (runtime/batch.h); false when it is
+ * read, or is read otherwise (with a draft: whole, in gen_next), or the generation stopped. */
+bool gen_prefill_step(generation *g);
 /* Is the prompt still to be read, in passes a shared step may run? */
 bool gen_prompt_waits(generation *g);
 session *gen_session(const generation *g);
