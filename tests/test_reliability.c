@@ -446,11 +446,13 @@ static void test_non_finite(void) {
  * quantizer zeroes a non-finite block, so the NaN never reached the logits.
  * Caught where it arises, at the layer's output, on every kernel path this
  * CPU runs (octo run under OCTO_CPU) and through the API on the default one. */
-/* A Q4_0 model whose tensor name has fp16 NaN scales in its last four blocks; false when it could not be made. */
-static bool nan_scaled_model(const char *path, const char *name) {
+/* A Q4_0 model (mla: deepseek2's latent attention) whose tensor name has fp16 NaN scales in four blocks
+ * (first: its first four, else its last four); false when it could not be made. */
+static bool nan_scaled_model(const char *path, const char *name, bool mla, bool first) {
     synth_opts o = synth_defaults();
     o.type = o.output_type = QT_Q4_0; /* a quantized output matrix: its activations are quantized too */
     o.embd_type = QT_F32;
+    if (mla) o.arch = "deepseek2", o.n_embd = 64, o.n_layer = 2, o.n_expert = 4, o.n_expert_used = 2;
     T_CHECK(write_model(path, o));
     size_t size = 0;
     unsigned char *file = tu_read_file(path, &size);
@@ -461,9 +463,10 @@ static bool nan_scaled_model(const char *path, const char *name) {
         return false;
     }
     const gguf_tensor *t = gguf_find_tensor(g, name);
+    T_CHECKF(t != NULL && t->type == QT_Q4_0, "no Q4_0 tensor %s", name);
+    if (t && t->type != QT_Q4_0) t = NULL; /* its blocks are not 18 bytes */
     const size_t at = t ? (size_t)((const unsigned char *)t->data - file) : 0, blocks = t ? (size_t)t->n_bytes / 18 : 0;
-    for (size_t b = blocks - 4; t && b < blocks; b++) file[at + 18 * b] = 0x00, file[at + 18 * b + 1] = 0x7e;
-    T_CHECKF(t != NULL, "no tensor %s", name);
+    for (size_t b = first ? 0 : blocks - 4; t && b < (first ? 4 : blocks); b++) file[at + 18 * b] = 0x00, file[at + 18 * b + 1] = 0x7e;
     T_CHECK(tu_write_file(path, file, size));
     gguf_close(g);
     free(file);
@@ -478,9 +481,12 @@ static void test_nan_scales(void) {
     char path[512], cmd[1400], down[64];
     tu_tmp_path(path, sizeof path, "nanscale.gguf");
     snprintf(down, sizeof down, "blk.%d.ffn_down.weight", synth_defaults().n_layer - 1);
-    const char *names[] = {down, "blk.0.attn_q.weight", "blk.0.attn_k.weight"};
-    for (int k = 0; k < 3; k++) {
-        if (!nan_scaled_model(path, names[k])) continue;
+    /* the last three: deepseek2's latent attention (its key's rotary part, its queries' and attn_kv_b's
+     * key rows, which make the latent queries), which had no such check */
+    const char *names[] = {down, "blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_kv_a_mqa.weight",
+                           "blk.0.attn_q_b.weight", "blk.0.attn_kv_b.weight"};
+    for (int k = 0; k < 6; k++) {
+        if (!nan_scaled_model(path, names[k], k >= 3, k == 5)) continue;
         octo_client *c = octo_client_new(NULL);
         octo_model *m = load(c, path);
         static float logits[512];

@@ -403,14 +403,11 @@ static void qk_norm(const model_mat *w, float *v, int n_heads, int hd, float eps
 
 static bool any_non_finite(const float *x, size_t n);
 
-/* Non-finite queries or keys (NaN or Inf scales in attn_q, attn_k or their norms) make NaN scores,
- * which the softmax's exponent drops as if masked: the layer's output stays finite and the text
- * changes with success. Checked as they are made (before the cache keeps a key), on the bits. */
-static err_code check_qk(const float *q, size_t nq, const float *k, size_t nk, int layer, int32_t pos0, err_t *err) {
+err_code fwd_check_qk(const float *q, size_t nq, const float *k, size_t nk, int layer, int32_t pos0, err_t *err) {
     if (!any_non_finite(q, nq) && !any_non_finite(k, nk)) return ERR_OK;
     return err_set(err, ERR_BAD_VALUE,
                    "layer %d computed non-finite attention queries or keys (NaN or Inf) at positions from %d: "
-                   "attn_q, attn_k or their norms hold values that are not finite numbers",
+                   "attn_q, attn_k (attn_kv_a_mqa, attn_kv_b) or their norms hold values that are not finite numbers",
                    layer, (int)pos0);
 }
 
@@ -440,7 +437,7 @@ static err_code attn_heads(fwd_state *st, const fwd_rows *r, int l, err_t *err) 
         fwd_rope_apply(q, hp->n_head, hp->head_dim, hp->n_rot, hp->rope_neox, cs);
         fwd_rope_apply(k, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_neox, cs);
     }
-    if ((rc = check_qk(st->q, (size_t)n * q_dim, st->k, (size_t)n * k_dim, l, r->pos[0], err))) return rc;
+    if ((rc = fwd_check_qk(st->q, (size_t)n * q_dim, st->k, (size_t)n * k_dim, l, r->pos[0], err))) return rc;
     for (int i = 0; i < r->n_parts; i++) {
         const fwd_part *p = &r->part[i];
         const size_t at = (size_t)p->row0;

@@ -111,5 +111,9 @@ err_code fwd_ffn(fwd_state *st, const experts_iface *ex, int layer, int T, err_t
 err_code fwd_predict_next(fwd_state *st, const experts_iface *ex, int layer, int T, err_t *err);
 /* Latent attention of st->xn into st->ffn_out (attn_output applied); one part. */
 err_code fwd_attn_mla(fwd_state *st, const fwd_rows *r, int layer, err_t *err);
+/* Non-finite queries or keys (NaN or Inf scales in their projections or norms) make NaN scores, which the
+ * softmax's exponent drops as if masked: the layer's output stays finite and the text changes with
+ * success. Checked as they are made (before the cache keeps a key), on the bits: ERR_BAD_VALUE. */
+err_code fwd_check_qk(const float *q, size_t nq, const float *k, size_t nk, int layer, int32_t pos0, err_t *err);
 
 #endif

@@ -109,12 +109,18 @@ err_code fwd_attn_mla(fwd_state *st, const fwd_rows *rows, int layer, err_t *err
     const int T = rows->n;
     const model_layer *L = &st->m->layers[layer];
     const int r = hp->kv_lora_rank;
+    const size_t nq = (size_t)T * hp->n_head * hp->head_dim, nk = (size_t)T * (r + hp->n_rot);
     err_code rc = project(st, layer, T, err);
-    if (rc || (rc = kv->append(kv->self, layer, T, rows->pos, st->k, st->v, err))) return rc;
+    if (rc || (rc = fwd_check_qk(st->q, nq, st->k, nk, layer, rows->pos[0], err)) ||
+        (rc = kv->append(kv->self, layer, T, rows->pos, st->k, st->v, err)))
+        return rc;
     absorb_job j = {st, &L->wkv_b, T};
     const int64_t macs = (int64_t)T * hp->n_head * (hp->head_dim - hp->n_rot) * r;
     if (macs < MIN_PARALLEL_MACS) absorb_work(&j, 0, 1);
     else tpool_run(st->pool, absorb_work, &j);
+    /* the queries in the latent space: attn_kv_b's key rows */
+    if ((rc = fwd_check_qk(st->qa, (size_t)T * hp->n_head * (r + hp->n_rot), NULL, 0, layer, rows->pos[0], err)))
+        return rc;
     if (kv->queries) kv->queries(kv->self, layer, T, st->qa);
     const fwd_attn_shape sh = {.n_head = hp->n_head, .n_head_kv = 1, .hd = r + hp->n_rot, .hdv = r, .q = st->qa,
                                .out = st->lat, .scale = hp->attn_scale, .softcap = hp->attn_softcap,
