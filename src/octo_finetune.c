@@ -72,6 +72,8 @@ static err_code check_params(const octo_finetune_params *p, err_t *err) {
                        p->fl_round);
     if (p->fl_round && (p->distill || p->full > 0))
         return err_set(err, ERR_INVALID_ARG, "finetune: a federated round trains an adapter (no distillation, no --full)");
+    if (p->fl_round && p->type)
+        return err_set(err, ERR_INVALID_ARG, "finetune: a federated round writes an update, its values F32: no adapter type");
     if (p->fl_round > 1 && !p->fl_from)
         return err_set(err, ERR_INVALID_ARG, "finetune: round %d starts from round %d's global (--from)", p->fl_round,
                        p->fl_round - 1);

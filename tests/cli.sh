@@ -740,6 +740,8 @@ grep -q "^update: 80 of 80 groups sent" "$tmp/err" && grep -q "(epsilon 10, delt
     bad "finetune --fl-noise: $(cat "$tmp/err")"
 expect 1 1 flt -f "$tmp/fl1.txt" -o "$tmp/dp.gguf" --fl-round 1 --fl-noise 1
 expect 1 1 flt -f "$tmp/fl1.txt" -o "$tmp/dp.gguf" --fl-clip 1
+expect 1 1 flt -f "$tmp/fl1.txt" -o "$tmp/dp.gguf" --fl-round 1 --type f16
+grep -q "its values F32: no adapter type" "$tmp/err" && ok || bad "finetune --fl-round --type: $(cat "$tmp/err")"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
