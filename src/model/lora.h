@@ -115,6 +115,9 @@ typedef struct {
 typedef void (*lora_pair_fn)(void *user, const gguf_tensor *base, int layer, const lora_tensor *t);
 void lora_each_pair(const model *m, const lora_adapter *a, lora_pair_fn fn, void *user);
 
+/* The values lora_create would make for o (0: none of the matrices asked for). */
+uint64_t lora_count(const model *m, const lora_init_opts *o);
+
 /* Rank 16, alpha 32, LORA_KINDS_DEFAULT, seed 1. */
 lora_init_opts lora_init_defaults(void);
 /* An adapter of every matrix of m (opened, not packed: its tensor names are

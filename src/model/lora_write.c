@@ -79,13 +79,18 @@ void lora_each_pair(const model *m, const lora_adapter *a, lora_pair_fn fn, void
     each_target(m, ~0u, each_pair, &c);
 }
 
+uint64_t lora_count(const model *m, const lora_init_opts *o) {
+    create_ctx c = {.m = m, .rank = o->rank, .seed = o->seed};
+    each_target(m, o->kinds, create_pair, &c);
+    return c.floats;
+}
+
 err_code lora_create(const model *m, const lora_init_opts *o, lora_adapter **out, err_t *err) {
     *out = NULL;
     if (o->rank < 1 || o->rank > 65536) return err_set(err, ERR_INVALID_ARG, "rank %d (1..65536)", o->rank);
     if (!isfinite(o->alpha) || o->alpha < 0.0f) return err_set(err, ERR_INVALID_ARG, "alpha %g", (double)o->alpha);
     if (!m->gguf) return err_set(err, ERR_INVALID_ARG, "the model has no tensor names to adapt");
-    create_ctx c = {.m = m, .rank = o->rank, .seed = o->seed};
-    each_target(m, o->kinds, create_pair, &c);
+    create_ctx c = {.m = m, .rank = o->rank, .seed = o->seed, .floats = lora_count(m, o)};
     if (!c.floats) return err_set(err, ERR_INVALID_ARG, "the model has none of the matrices asked for");
     if (c.floats > SIZE_MAX / sizeof(float) / 2)
         return err_set(err, ERR_NOMEM, "an adapter of %llu values", (unsigned long long)c.floats);

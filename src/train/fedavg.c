@@ -93,16 +93,7 @@ static err_code check_devices(avg *a, err_t *err) {
  * an adapter of at most 4 times the base's values (rank = the matrices' width is about 2) and 2^24 more (a
  * small model's large rank), before anything is made of it. */
 static err_code check_size(const model *m, const lora_init_opts *l, err_t *err) {
-    uint64_t n = 0;
-    for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
-        const gguf_tensor *t = &m->gguf->tensors[i];
-        lora_kind k[3];
-        int layer;
-        const int nk = lora_targets(m, t->name, &layer, k);
-        bool asked = false;
-        for (int j = 0; j < nk; j++) asked |= (l->kinds >> k[j]) & 1u;
-        if (asked) n += (uint64_t)l->rank * (uint64_t)(t->ne[0] + t->ne[1]) * (uint64_t)t->ne[2];
-    }
+    const uint64_t n = l->rank <= 4096 ? lora_count(m, l) : 0;
     if (l->rank > 4096 || n > 4 * m->n_params + (1u << 24))
         return err_set(err, ERR_BAD_VALUE, "a rank-%d adapter of these targets (%llu values against the base's %llu) "
                        "is no device's", l->rank, (unsigned long long)n, (unsigned long long)m->n_params);
