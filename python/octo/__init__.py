@@ -16,6 +16,7 @@ a string with a NUL byte (C would end it there). An unknown name (kv_policy, spe
 The library is ctypes over libocto.so (OCTO_LIBRARY names it; else the copy the wheel carries; else
 the loader's path), checked at import against this package's version and struct layout.
 """
+import contextlib
 import ctypes
 import dataclasses
 import json
@@ -190,8 +191,9 @@ class Stream:
                 raise RuntimeError("a stream is iterated by one thread at a time")
             self._stepping, h = True, self._h
         try:
-            p = _L.octo_stream_next(h)
-            piece = ctypes.string_at(p, _L.octo_stream_piece_size(h)).decode("utf-8", "replace") if p else None
+            with self._model._calls:  # a model's own stream reports its failures in the model's error
+                p = _L.octo_stream_next(h)
+                piece = ctypes.string_at(p, _L.octo_stream_piece_size(h)).decode("utf-8", "replace") if p else None
         finally:
             with self._lock:
                 self._stepping = False
@@ -217,7 +219,7 @@ class Stream:
             return _L.octo_stream_token_count(self._h) if self._h is not None else 0
 
     def _finish(self):
-        with self._lock:
+        with self._model._calls, self._lock:
             if self._h is None:  # closed by another thread meanwhile
                 return
             status = _L.octo_stream_status(self._h)
@@ -280,6 +282,10 @@ class _Conversation:
     _fit(messages, n, reserve_tokens)."""
 
     _stream_ref = None  # the running stream, weakly: a stream the caller dropped is freed, not kept busy
+    # Held by a call that writes or reads the conversation's error, and by each step of its stream:
+    # a Model's own conversation reports in the model's error, which octo.h lets one thread at a
+    # time use (only cancel, stats and trim run beside a stream). A Session's error is its own.
+    _calls = contextlib.nullcontext()
 
     @property
     def _stream(self):
@@ -299,7 +305,8 @@ class _Conversation:
         grammar (GBNF text) or json_schema (a dict or its JSON text): the text follows it (docs/structured-output.md)."""
         self._check()
         p = _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec, prompt_compress, grammar, json_schema)
-        return self._start(self._gen(_text("prompt", prompt), ctypes.byref(p)))
+        with self._calls:
+            return self._start(self._gen(_text("prompt", prompt), ctypes.byref(p)))
 
     def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
              spec=None, grammar=None, json_schema=None):
@@ -308,7 +315,8 @@ class _Conversation:
         self._check()
         p = _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec, grammar=grammar, json_schema=json_schema)
         arr = _messages(messages)
-        return self._start(self._chat(arr, len(arr), ctypes.byref(p)))
+        with self._calls:
+            return self._start(self._chat(arr, len(arr), ctypes.byref(p)))
 
     def chat_fit(self, messages, reserve_tokens=0):
         """How many of the oldest messages after a leading system message to leave out so that the
@@ -317,9 +325,10 @@ class _Conversation:
         full) when the system message and the last one alone do not fit."""
         self._check()
         arr = _messages(messages)
-        n = self._fit(arr, len(arr), _int("reserve_tokens", reserve_tokens))
-        if n < 0:
-            raise OctoError(self._error(), -n)
+        with self._calls:
+            n = self._fit(arr, len(arr), _int("reserve_tokens", reserve_tokens))
+            if n < 0:
+                raise OctoError(self._error(), -n)
         return n
 
 
@@ -336,9 +345,10 @@ class _Conversation:
             raise ValueError(f"{len(adapters)} adapters and {len(scales)} scales")
         hs = (ctypes.c_void_p * max(1, len(adapters)))(*[a._h for a in adapters])
         sc = (ctypes.c_float * max(1, len(scales)))(*scales)
-        rc = self._set_adapters(hs, sc, len(adapters))
-        if rc:
-            raise OctoError(self._error(), rc)
+        with self._calls:
+            rc = self._set_adapters(hs, sc, len(adapters))
+            if rc:
+                raise OctoError(self._error(), rc)
 
     def embed(self, text):
         """The text's embedding (octo_embed): the mean of the model's last hidden state over its
@@ -346,13 +356,14 @@ class _Conversation:
         cache is left empty (the next prompt is read whole)."""
         self._check()
         t = _text("text", text)
-        n = self._embed(t, None, 0)
-        if n < 0:
-            raise OctoError(self._error(), -n)
-        out = (ctypes.c_float * n)()
-        got = self._embed(t, out, n)
-        if got < 0:
-            raise OctoError(self._error(), -got)
+        with self._calls:
+            n = self._embed(t, None, 0)
+            if n < 0:
+                raise OctoError(self._error(), -n)
+            out = (ctypes.c_float * n)()
+            got = self._embed(t, out, n)
+            if got < 0:
+                raise OctoError(self._error(), -got)
         return list(out)
 
 
@@ -405,6 +416,7 @@ class Model(_Conversation):
                  auto_draft="auto", draft_threads=0, kv_budget_bytes=0, kv_policy=None, kv_compress=True,
                  max_sessions=1):
         self._sessions = []
+        self._calls = threading.RLock()  # _Conversation._calls: the model's error is one thread's at a time
         if path is None:
             if EMBEDDED_MODEL is None:
                 raise OctoError("no model given, and this package carries no embedded stories260K: "
@@ -463,17 +475,19 @@ class Model(_Conversation):
     def load_adapter(self, path):
         """A LoRA adapter (llama.cpp's adapter GGUF) read against this model, for set_adapters on it and its sessions."""
         self._check()
-        h = _L.octo_adapter_load(self._model, _enc("path", path))
-        if not h:
-            raise OctoError(self._error(), self._status())
+        with self._calls:
+            h = _L.octo_adapter_load(self._model, _enc("path", path))
+            if not h:
+                raise OctoError(self._error(), self._status())
         return Adapter(h)
 
     def session(self):
         """Another conversation on this model (its own KV cache; up to max_sessions at once)."""
         self._check()
-        h = _L.octo_session_new(self._model)
-        if not h:
-            raise OctoError(self._error(), 21)
+        with self._calls:
+            h = _L.octo_session_new(self._model)
+            if not h:
+                raise OctoError(self._error(), 21)
         s = Session(self, h)
         self._sessions.append(s)
         return s
@@ -511,11 +525,12 @@ class Model(_Conversation):
         """The token ids of text."""
         self._check()
         raw = text.encode()
-        n = _L.octo_tokenize(self._model, raw, len(raw), int(add_special), 0, None, 0)
-        if n < 0:
-            raise OctoError(_L.octo_model_error(self._model).decode("utf-8", "replace"), -n)
-        ids = (ctypes.c_int32 * max(n, 1))()
-        n = _L.octo_tokenize(self._model, raw, len(raw), int(add_special), 0, ids, n)
+        with self._calls:
+            n = _L.octo_tokenize(self._model, raw, len(raw), int(add_special), 0, None, 0)
+            if n < 0:
+                raise OctoError(_L.octo_model_error(self._model).decode("utf-8", "replace"), -n)
+            ids = (ctypes.c_int32 * max(n, 1))()
+            n = _L.octo_tokenize(self._model, raw, len(raw), int(add_special), 0, ids, n)
         return list(ids[:n])
 
     def _check(self):

@@ -445,3 +445,44 @@ def test_close_while_another_thread_iterates(model):
         t.join(10)
         assert not t.is_alive() and not errors and got and s.stop_reason == "cancelled", (round_, errors)
     assert model.generate(PROMPT, max_tokens=4, temperature=0).text()
+
+
+def test_calls_beside_a_stream_keep_their_messages(model_path):
+    """Issue 59, 9 (as in the JVM binding): beside the model's own stream on another thread, a start
+    is refused BUSY with its own message, a session past max_sessions with its own, and tokenize
+    answers; before the model's call lock, a message could be read after another call cleared it."""
+    with octo.Model(model_path, max_sessions=1) as m:
+        ids = m.tokenize(PROMPT)
+        stop, wrong, busy = threading.Event(), [], [0]
+
+        def stream():
+            while not stop.is_set():
+                try:
+                    m.generate("Once", max_tokens=64, temperature=0).text()
+                except octo.OctoError as e:  # this thread's start lost the model to the other's
+                    if "serving a stream" not in str(e):
+                        wrong.append(("streamer", str(e)))
+
+        t = threading.Thread(target=stream)
+        t.start()
+        for i in range(20000):
+            try:
+                m.generate("Once", max_tokens=1, temperature=0).close()
+            except octo.OctoError as e:
+                busy[0] += 1
+                if e.status != 21 or "serving a stream" not in str(e):
+                    wrong.append(("generate", str(e)))
+            try:
+                m.session()
+                wrong.append(("session", "opened"))
+            except octo.OctoError as e:
+                if "sessions are open" not in str(e):
+                    wrong.append(("session", str(e)))
+            if m.tokenize(PROMPT) != ids:
+                wrong.append(("tokenize", ""))
+            if wrong:
+                break
+        stop.set()
+        t.join()
+        assert wrong == []
+        assert busy[0] > 2000, busy[0]

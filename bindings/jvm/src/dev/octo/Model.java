@@ -22,9 +22,24 @@ public final class Model implements AutoCloseable {
         final List<Stream.State> streams = new ArrayList<>();
         final List<Session.State> sessions = new ArrayList<>();
         final List<Adapter> adapters = new ArrayList<>();
-        /** Held while a generation of the model's own conversation starts: a start that fails reads the
-         *  model's error (octo_model_error), which another thread's start would clear meanwhile. */
-        final Object starting = new Object();
+        /**
+         * Held by every call that writes or reads the model's error (octo_model_error: a start, a
+         * callback generation, tokenize, detokenize, planJson, newSession, loadAdapter, setAdapters)
+         * and by each step of the model's own streams, whose failures are reported there too. octo.h
+         * lets only cancel, stats and trim run beside a stream; everything else on a model comes
+         * from one thread at a time, and this is that one at a time: a call waits for the token in
+         * progress, never for the whole stream (a callback generation holds it to its end).
+         */
+        final Object calls = new Object();
+
+        /** f of the native model under the read lock and the model's call lock (calls). */
+        <T> T call(LongFunction<T> f) {
+            return read(h -> {
+                synchronized (calls) {
+                    return f.apply(h);
+                }
+            });
+        }
         /** Native models not yet freed, in this JVM (the tests watch the Cleaner with it). */
         static final java.util.concurrent.atomic.AtomicInteger LIVE = new java.util.concurrent.atomic.AtomicInteger();
         long handle;
@@ -276,15 +291,18 @@ public final class Model implements AutoCloseable {
         }
     }
 
+    /** read(f) with the model's call lock held (State.calls). */
+    private <T> T call(LongFunction<T> f) {
+        try {
+            return state.call(f);
+        } finally {
+            Reference.reachabilityFence(this);
+        }
+    }
+
     /** A continuation of prompt on the model's own conversation; iterate it for the text's pieces. */
     public Stream generate(String prompt, GenerateOptions o) {
-        return read(h -> {
-            final long st;
-            synchronized (state.starting) {
-                st = start(h, 0, prompt, o);
-            }
-            return new Stream(this, state.streams, st);
-        });
+        return call(h -> new Stream(this, state.streams, start(h, 0, prompt, o), state.calls));
     }
 
     /**
@@ -293,7 +311,7 @@ public final class Model implements AutoCloseable {
      * it before its next piece, and it ends with an IllegalStateException (the text is cut).
      */
     public void generate(String prompt, int maxTokens, float temperature, long seed, java.util.function.Consumer<String> onPiece) {
-        read(h -> Native.generateEach(h, utf8(prompt), maxTokens, temperature, seed,
+        call(h -> Native.generateEach(h, utf8(prompt), maxTokens, temperature, seed,
                 b -> onPiece.accept(new String(b, StandardCharsets.UTF_8))));
     }
 
@@ -310,7 +328,7 @@ public final class Model implements AutoCloseable {
 
     /** A LoRA adapter (llama.cpp's adapter GGUF) read against this model; an OctoException says what is wrong with it. */
     public Adapter loadAdapter(String path) {
-        return read(h -> {
+        return call(h -> {
             Adapter a = new Adapter(state, Native.adapterLoad(h, utf8(path)));
             synchronized (state.adapters) {
                 state.adapters.add(a);
@@ -324,10 +342,8 @@ public final class Model implements AutoCloseable {
      * base's output exactly; none: the base alone). A different set empties the conversation's cache; not while it streams.
      */
     public void setAdapters(Adapter[] adapters, float[] scales) {
-        read(h -> {
-            synchronized (state.starting) { /* it reads the model's error too */
-                setAdapters(state, h, 0, adapters, scales);
-            }
+        call(h -> {
+            setAdapters(state, h, 0, adapters, scales);
             return null;
         });
     }
@@ -346,7 +362,7 @@ public final class Model implements AutoCloseable {
 
     /** Another conversation on these weights, with its own KV cache (Builder.maxSessions bounds them). */
     public Session newSession() {
-        return read(h -> new Session(this, state, Native.sessionNew(h)));
+        return call(h -> new Session(this, state, Native.sessionNew(h)));
     }
 
     /**
@@ -370,7 +386,7 @@ public final class Model implements AutoCloseable {
 
     /** What octo decided at load for this model on this device (octo_model_plan_json; `octo plan --json`). */
     public String planJson() {
-        return read(h -> new String(Native.planJson(h), StandardCharsets.UTF_8));
+        return call(h -> new String(Native.planJson(h), StandardCharsets.UTF_8));
     }
 
     /** The statistics of the model's own conversation and of the model (octo_model_stats). */
@@ -380,12 +396,12 @@ public final class Model implements AutoCloseable {
 
     /** The token ids of text, with BOS/EOS as the vocabulary says (octo_tokenize); special-token text stays text. */
     public int[] tokenize(String text) {
-        return read(h -> Native.tokenize(h, utf8(text)));
+        return call(h -> Native.tokenize(h, utf8(text)));
     }
 
     /** The text of token ids (octo_detokenize): detokenize(tokenize(text)) is text. */
     public String detokenize(int[] ids) {
-        return read(h -> new String(Native.detokenize(h, ids), StandardCharsets.UTF_8));
+        return call(h -> new String(Native.detokenize(h, ids), StandardCharsets.UTF_8));
     }
 
     /** octo's version, e.g. "0.1.0". */

@@ -91,7 +91,7 @@ public final class Session implements AutoCloseable {
 
     /** A continuation of prompt in this conversation. */
     public Stream generate(String prompt, GenerateOptions o) {
-        return read((m, s) -> new Stream(this, state.streams, Model.start(m, s, prompt, o)));
+        return read((m, s) -> new Stream(this, state.streams, Model.start(m, s, prompt, o), null));
     }
 
     /** generate with maxTokens, temperature (0: greedy) and seed, the rest the library's defaults. */

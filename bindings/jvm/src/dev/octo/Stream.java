@@ -53,14 +53,16 @@ public final class Stream implements Iterator<String>, Iterable<String>, AutoClo
     }
 
     private final Object owner; /* its Model or Session: reachable while the stream is */
+    private final Object calls; /* the model's call lock for a stream of the model's own conversation (Model.State.calls), else null */
     private final State state;
     private final Cleaner.Cleanable cleanable;
     private String ahead;
     private boolean done;
     private volatile int stopReason = -1;
 
-    Stream(Object owner, List<State> registry, long handle) {
+    Stream(Object owner, List<State> registry, long handle, Object calls) {
         this.owner = owner;
+        this.calls = calls;
         this.state = new State(registry, handle);
         synchronized (registry) {
             registry.add(state);
@@ -76,8 +78,10 @@ public final class Stream implements Iterator<String>, Iterable<String>, AutoClo
         state.lock.readLock().lock();
         try {
             if (state.handle == 0) throw new IllegalStateException("the stream is closed");
-            piece = Native.next(state.handle); /* OctoException on a failure */
-            if (piece == null) stopReason = Native.stopReason(state.handle);
+            if (calls == null) piece = step();
+            else synchronized (calls) {
+                piece = step();
+            }
         } finally {
             state.lock.readLock().unlock();
             Reference.reachabilityFence(this); /* no Cleaner cancels it while next() runs */
@@ -89,6 +93,13 @@ public final class Stream implements Iterator<String>, Iterable<String>, AutoClo
         }
         ahead = new String(piece, StandardCharsets.UTF_8);
         return true;
+    }
+
+    /** One token's piece, null at the end (its reason kept); OctoException on a failure. */
+    private byte[] step() {
+        byte[] piece = Native.next(state.handle);
+        if (piece == null) stopReason = Native.stopReason(state.handle);
+        return piece;
     }
 
     @Override

@@ -491,6 +491,52 @@ class ModelTest {
         }
     }
 
+    /** Issue 59, 9: the calls that report through the model's error, beside the model's own stream on
+     *  another thread, each keep their own message (a start is BUSY "serving a stream", a bad id's
+     *  detokenize names it, a session past max_sessions says so) while tokenize, detokenize and
+     *  planJson answer; before, a detokenize cleared a failed start's message as it was read. */
+    @Test
+    void callsBesideAStreamKeepTheirMessages() throws Exception {
+        try (Model m = Model.builder(MODEL).maxSessions(1).load()) {
+            final int[] ids = m.tokenize("Once upon a time");
+            final String plan = m.planJson();
+            java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+            List<String> wrong = java.util.Collections.synchronizedList(new ArrayList<>());
+            Thread streamer = new Thread(() -> {
+                while (!stop.get()) {
+                    try (Stream st = m.generate("Once", 64, 0f, 0)) {
+                        st.text();
+                    } catch (OctoException e) { /* the other thread's start won the model */
+                        if (e.status() != 21 || !e.getMessage().contains("serving a stream")) wrong.add("streamer: " + e);
+                    }
+                }
+            });
+            streamer.start();
+            int busy = 0;
+            for (int i = 0; i < 30000 && wrong.isEmpty(); i++) {
+                try (Stream st = m.generate("Once", 1, 0f, 0)) {
+                    st.text(); /* the streamer was between two streams */
+                } catch (OctoException e) {
+                    if (e.status() != 21 || !e.getMessage().contains("serving a stream")) wrong.add("generate: " + e);
+                    busy++;
+                }
+                Throwable d = assertThrows(OctoException.class, () -> m.detokenize(new int[] {1 << 30}));
+                if (!d.getMessage().contains("outside the vocabulary")) wrong.add("detokenize: " + d);
+                if ((i & 15) == 0) {
+                    Throwable s = assertThrows(OctoException.class, m::newSession);
+                    if (!s.getMessage().contains("sessions are open")) wrong.add("newSession: " + s);
+                    if (!m.planJson().equals(plan)) wrong.add("planJson changed");
+                }
+                if (!java.util.Arrays.equals(ids, m.tokenize("Once upon a time"))) wrong.add("tokenize");
+                if (m.detokenize(ids).isEmpty()) wrong.add("detokenize: empty");
+            }
+            stop.set(true);
+            streamer.join();
+            assertEquals(List.of(), wrong);
+            assertTrue(busy > 1000, "the stream was rarely running: " + busy);
+        }
+    }
+
     @Test
     void textKeepsUtf8() throws Exception {
         try (Model m = Model.load(MODEL)) {
