@@ -794,6 +794,112 @@ static void test_batched_sessions(int compress) {
     octo_client_free(c);
 }
 
+/* A long greedy generation on the trained model (the clone's stories260K) in
+ * the default tiered cache, its text and the logits after it from what it
+ * left in the cache (octo_eval of its last token, 0 on failure). */
+typedef struct {
+    octo_session *ss; /* NULL: the model's own conversation */
+    octo_model *m;
+    int spec, spec_k, n;
+    pthread_barrier_t *start;
+    char *text;
+    float *next; /* [V] or NULL */
+} long_job;
+
+static void *long_run(void *arg) {
+    long_job *j = arg;
+    octo_generate_params gp = octo_generate_params_defaults();
+    gp.temperature = 0.0f;
+    gp.max_tokens = j->n;
+    gp.spec = j->spec ? (octo_spec_mode)j->spec : OCTO_SPEC_NONE;
+    gp.spec_k = j->spec_k;
+    const char *prompt = "One day, a big bear";
+    octo_stream *st = j->ss ? octo_session_generate(j->ss, prompt, &gp) : octo_generate(j->m, prompt, &gp);
+    if (j->start) pthread_barrier_wait(j->start);
+    size_t len = 0;
+    for (const char *p; st && (p = octo_stream_next(st));) {
+        const size_t pn = (size_t)octo_stream_piece_size(st);
+        if (len + pn < (size_t)j->n * 64) memcpy(j->text + len, p, pn), len += pn;
+    }
+    j->text[len] = '\0';
+    const int32_t last = st ? octo_stream_last_token(st) : -1;
+    octo_stream_free(st);
+    if (j->next && (last < 0 || octo_eval(j->m, &last, 1, j->next, OCTO_LOGITS_LAST) != OCTO_OK)) j->next[0] = 0.0f;
+    return NULL;
+}
+
+/* Issue 59, 1: a verify pass's rows all see the cache as committed before
+ * it, but each commit of plain decoding ages the tiered cache (a block
+ * re-laid at INT8 at 192, 256, ... tokens, at INT4 from 576): rows past such
+ * a commit saw the block still at F16, and the entries they left carried it
+ * on. Alone, speculation usually switched itself off before the first such
+ * commit; in shared steps it ran on, and 1,500-token texts turned (char 1552,
+ * "too fast." for "too high."). Now a pass ends before the cache would change
+ * (kv_cache_exact_rows): n-gram drafts of fixed lengths leave the cache bit
+ * for bit as plain decoding does, and four sessions speculating together
+ * write the text alone. */
+static void test_long_speculation_exact(void) {
+    char path[512];
+    tu_repo_model(path, sizeof path);
+    octo_client *c = octo_client_new(NULL);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.auto_draft = OCTO_DRAFT_NONE;
+    mo.max_sessions = 4;
+    mo.n_ctx = 2048;
+    octo_model *m = octo_load_model(c, path, &mo);
+    T_CHECKF(m != NULL, "%s", octo_last_error(c));
+    /* the text ends (the end-of-text token) after 1,492 tokens: a 1,500-token run ends there, a 1,400 one at its
+     * length; each leaves the cache as plain decoding does (every token read but the last, or all before the end) */
+    const int n = tu_quick() || tu_emulated() ? 700 : 1500, V = m ? octo_model_info_get(m).n_vocab : 1;
+    const int ngram = octo_spec_mode_from_name("ngram");
+    float *plain_next = calloc((size_t)V, sizeof(float)), *next = calloc((size_t)V, sizeof(float));
+    char *plain = calloc((size_t)n * 64 + 1, 1);
+    const struct { int n, k; } runs[] = {{n - 100, 0}, {n - 100, 4}, {n, 0}, {n, 1}, {n, 7}};
+    for (int r = 0; m && plain && next && plain_next && r < 5; r++) { /* a fixed length never switches itself off */
+        const int k = runs[r].k, len = runs[r].n;
+        char *text = k ? calloc((size_t)n * 64 + 1, 1) : plain;
+        long_job j = {.m = m, .n = len, .spec = k ? ngram : 0, .spec_k = k, .text = text, .next = k ? next : plain_next};
+        octo_reset(m);
+        if (text) long_run(&j);
+        if (!k) {
+            T_CHECKF(strlen(plain) > (size_t)len && plain_next[0] != 0.0f, "the plain text: %zu bytes", strlen(plain));
+            continue;
+        }
+        T_CHECKF(text && !strcmp(text, plain), "[n-gram k %d, %d tokens] the text is not plain decoding's", k, len);
+        T_CHECKF(!memcmp(next, plain_next, sizeof(float) * (size_t)V),
+                 "[n-gram k %d, %d tokens] the cache left is not plain decoding's (next logits differ)", k, len);
+        free(text);
+    }
+    octo_session *ss[4] = {NULL};
+    for (int i = 1; m && i < 4; i++) T_CHECKF((ss[i] = octo_session_new(m)) != NULL, "%s", octo_model_error(m));
+    long_job together[4];
+    pthread_t th[4];
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, 4);
+    octo_reset(m);
+    for (int i = 0; m && i < 4; i++) {
+        together[i] = (long_job){.ss = ss[i], .m = m, .n = n, .spec = ngram, .start = &start,
+                                 .text = calloc((size_t)n * 64 + 1, 1)};
+        pthread_create(&th[i], NULL, long_run, &together[i]);
+    }
+    for (int i = 0; m && i < 4; i++) {
+        pthread_join(th[i], NULL);
+        T_CHECKF(together[i].text && !strcmp(together[i].text, plain),
+                 "[4 sessions, n-gram, %d tokens] session %d's text is not its text alone", n, i);
+        free(together[i].text);
+    }
+    pthread_barrier_destroy(&start);
+    const octo_stats st = m ? octo_model_stats(m) : (octo_stats){0};
+    printf("%d greedy tokens, 4 sessions speculating together (%lld shared verify passes): each the text alone; "
+           "n-gram k 4 (%d tokens), 1 and 7 (%d) alone: the cache bit for bit plain decoding's\n",
+           n, (long long)st.batch_model_verify, n - 100, n);
+    T_CHECKF(st.batch_model_verify > 50, "only %lld verify passes in shared steps", (long long)st.batch_model_verify);
+    for (int i = 1; i < 4; i++) octo_session_free(ss[i]);
+    free(plain), free(next), free(plain_next);
+    octo_model_free(m);
+    octo_client_free(c);
+}
+
 /* octo_eval on the model's own conversation while another session streams:
  * the two share one pool, which runs one caller's jobs at a time, so every
  * eval's logits are those of the eval alone and the stream's text is its own. */
@@ -946,6 +1052,7 @@ int main(void) {
     test_sessions();
     test_batched_sessions(1);
     test_batched_sessions(0);
+    test_long_speculation_exact();
     test_eval_beside_stream();
     test_vocab_only();
     test_lone_prompt_yields();

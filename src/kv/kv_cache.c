@@ -4,6 +4,7 @@
  * view, observe), commit (scores, tiers, budget), rollback and truncation,
  * and the stats. Its other ideas live beside it (kv_internal.h lists them).
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -478,6 +479,11 @@ void kv_cache_truncate(kv_cache *c, int32_t pos) {
 uint64_t kv_cache_bytes_with(const kv_cache *c, int n) {
     const uint64_t row = (uint64_t)c->n_layer * (kv_row_bytes(c->cfg.hot_type, c->k_dim) + kv_row_bytes(c->cfg.hot_type, c->v_dim));
     return kv_cache_stats(c).bytes + (uint64_t)n * row;
+}
+
+int kv_cache_exact_rows(const kv_cache *c) {
+    const int64_t at = kv_tier_next_change(c), rows = at == INT64_MAX ? INT_MAX : at - c->commit_pos;
+    return rows < 1 ? 1 : rows > INT_MAX ? INT_MAX : (int)rows;
 }
 
 bool kv_cache_fits(const kv_cache *c, int n) {

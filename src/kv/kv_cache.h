@@ -200,6 +200,16 @@ bool kv_cache_window_lost(const kv_cache *c, int32_t n);
  * be computed again for "as if never seen". Entries the budget evicted stay
  * evicted. */
 int32_t kv_cache_stale_from(const kv_cache *c, int32_t n);
+/* Rows a pass may compute ahead of the committed entries (its first at the
+ * next position) and still see the cache exactly as decoding one token at a
+ * time would: the commits before the next one that re-lays a block at a
+ * colder tier (kv_tier.c). A verify pass of more rows would attend to
+ * entries decoding would already have re-laid, and its accepted entries
+ * would carry that into the cache. >= 1; INT_MAX when nothing changes with
+ * age. (An eviction under a budget also changes the cache at a commit; that
+ * is not counted here: speculation under an evicting budget is not plain
+ * decoding's, docs/kv-cache.md.) */
+int kv_cache_exact_rows(const kv_cache *c);
 kv_stats kv_cache_stats(const kv_cache *c);
 /* Would n more entries, at the hot tier, leave the cache within its budget (no eviction)? */
 bool kv_cache_fits(const kv_cache *c, int n);

@@ -131,6 +131,9 @@ uint64_t kv_block_cost(const kv_cache *c, const kv_block *b, int n);
 /* Can neighbours b and nx merge (at rest in memory, of one layout)? */
 bool kv_mergeable(const kv_block *b, const kv_block *nx);
 int kv_committed_in(const kv_cache *c, const kv_block *b);
+/* The lowest commit count past the current one at which kv_retier_layer
+ * would re-lay some block at a colder tier (INT64_MAX: none would). */
+int64_t kv_tier_next_change(const kv_cache *c);
 /* What the layer's committed entries cost the budget now. */
 uint64_t kv_layer_bytes(const kv_cache *c, const kv_layer *L);
 /* The layer's invariants, asserted (after every commit and rollback): its

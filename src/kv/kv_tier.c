@@ -79,6 +79,35 @@ err_code kv_retier_layer(kv_cache *c, kv_layer *L, err_t *err) {
     return ERR_OK;
 }
 
+/* The commit count at which block b leaves tier t < 2, as kv_retier_layer
+ * ages it. The open block waits until it is full: its newest entry will be
+ * at least the next position, a lower bound that is safe. */
+static int64_t leaves_tier_at(const kv_cache *c, const kv_block *b, int t) {
+    const int64_t age = t == 0 ? c->cfg.hot_tokens
+                               : c->cfg.hot_tokens > c->cfg.warm_tokens ? c->cfg.hot_tokens : c->cfg.warm_tokens;
+    int32_t newest = INT32_MIN;
+    for (int j = 0; j < b->n; j++)
+        if (b->pos[j] > newest) newest = b->pos[j];
+    if ((b->open && b->n < KV_BLOCK) || newest >= c->commit_pos) newest = newest > c->commit_pos ? newest : c->commit_pos;
+    return (int64_t)newest + 1 + age;
+}
+
+int64_t kv_tier_next_change(const kv_cache *c) {
+    uint32_t k0, v0, k2, v2;
+    kv_tier_types(c, 0, &k0, &v0);
+    kv_tier_types(c, 2, &k2, &v2);
+    int64_t first = INT64_MAX;
+    if (k0 == k2 && v0 == v2 && c->cfg.warm_type == c->cfg.hot_type) return first; /* one tier */
+    for (int l = 0; l < c->n_layer; l++)
+        for (int i = 0; i < c->layers[l].n_blocks; i++) {
+            const kv_block *b = c->layers[l].blocks[i];
+            const int t = kv_tier_of(c, b);
+            const int64_t at = b->n && t < 2 ? leaves_tier_at(c, b, t) : INT64_MAX;
+            if (at < first) first = at;
+        }
+    return first;
+}
+
 int32_t kv_cache_stale_from(const kv_cache *c, int32_t n) {
     int32_t from = n;
     for (int l = 0; l < c->n_layer; l++) {

@@ -12,6 +12,7 @@
  */
 #include "generate.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -397,7 +398,14 @@ static int verify_pass(generation *g, const spec_pass *pass, int32_t *drafts, in
 static int propose_pass(generation *g, int k, step_times *t, err_t *err) {
     session *s = g->s;
     spec_pass *pass = &g->pass;
-    spec_view v = {.tokens = s->tokens, .n_past = s->n_past, .last = g->last, .n_ctx = s->n_ctx};
+    /* A pass's rows all see the cache as committed before it. They end before the commit that
+     * would re-lay a block at a colder tier (session_exact_rows), and so does what the pass
+     * commits: entries taken back after it (past a stop) never aged the cache meanwhile. */
+    int rows = s->n_ctx - s->n_past;
+    const int exact = session_exact_rows(s);
+    if (exact != INT_MAX && exact - 1 < rows) rows = exact - 1;
+    if (rows < 2) return 0; /* no room for a draft: the step decodes one token */
+    spec_view v = {.tokens = s->tokens, .n_past = s->n_past, .last = g->last, .n_ctx = s->n_past + rows};
     if (g->trees) v.tile_phases = session_tile_phases(s, &v.tile); /* only a tree needs them */
     pass->draft_tree = false;
     pass->draft_steps = 0;
@@ -746,12 +754,13 @@ static const char *next_piece(generation *g) {
         if (g->stop != GEN_RUNNING) {
             /* Speculation may have cached accepted drafts past the stop (or
              * the end-of-turn token): leave the cache as plain decoding
-             * would, with every generated token but the last. (A shared
-             * step may have decoded the last token ahead of a cancel: its
-             * entry is right, and the next prompt reuses it or cuts it.) */
-            if (g->spec_on && g->prefilled && g->n_generated > 0 &&
-                g->s->n_past > g->prompt_end + g->n_generated - 1)
-                session_truncate(g->s, g->prompt_end + g->n_generated - 1);
+             * would, with every generated token but the last (and the last
+             * too when the end-of-turn token came after it: decoding read
+             * it to choose that token). (A shared step may have decoded the
+             * last token ahead of a cancel: its entry is right, and the
+             * next prompt reuses it or cuts it.) */
+            const int keep = g->prompt_end + g->n_generated - (g->stop == GEN_STOP_EOG ? 0 : 1);
+            if (g->spec_on && g->prefilled && g->n_generated > 0 && g->s->n_past > keep) session_truncate(g->s, keep);
             /* whatever is still pending goes out once, even if incomplete */
             if (!g->flushed && take_complete(g, true)) return g->piece;
             g->flushed = true;

@@ -4,6 +4,7 @@
 #include "session.h"
 
 #include <math.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -214,6 +215,8 @@ bool session_chunks_freely(const session *s) {
     return !c->budget_bytes && !c->budget_tokens && !s->kv_planned && !s->kv_cap && !s->shared_bytes &&
            c->hot_type == c->warm_type && c->warm_type == c->cold_type;
 }
+
+int session_exact_rows(const session *s) { return session_chunks_freely(s) ? INT_MAX : kv_cache_exact_rows(s->kv); }
 
 /* The cache's interface, with the attention weights the forward reports
  * added by layer and position into votes (see session_eval_voting). */

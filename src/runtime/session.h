@@ -97,6 +97,11 @@ err_code session_eval_batch(const session_part *parts, int n, err_t *err);
  * depends on when each pass's entries are committed); a tiered or budgeted
  * one needs the cuts of the prompt read alone. */
 bool session_chunks_freely(const session *s);
+/* Rows a verify pass may hold and stay exactly what decoding one token at a
+ * time computes (kv_cache_exact_rows): its rows all see the cache as it is
+ * now, and a commit can re-lay a block at a colder tier. INT_MAX when the
+ * session chunks freely. */
+int session_exact_rows(const session *s);
 
 /* session_eval (last row of logits, when logits is not NULL), adding to
  * votes[l * n_votes + p] (p < n_votes) the attention the batch's last `last`
