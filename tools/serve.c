@@ -125,8 +125,12 @@ static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *ur
         auth = NULL;
     request r;
     pthread_mutex_lock(&s->parse_mu);
-    const serve_verdict v = serve_parse(&s->lim, method, url, auth, auth_len, u, &r);
+    serve_verdict v = serve_parse(&s->lim, method, url, auth, auth_len, u, &r);
     pthread_mutex_unlock(&s->parse_mu);
+    /* the tools' grammar is this request's own work (up to about a second): on its own thread, not under the
+     * lock every request parses under (/health, /metrics and the others would wait for it) */
+    const char *why = v.status == MHD_HTTP_OK ? serve_tools_grammar(&r) : NULL;
+    if (why) v = (serve_verdict){.status = MHD_HTTP_BAD_REQUEST, .type = "invalid_request_error", .message = why};
     if (v.status != MHD_HTTP_OK) {
         request_free(&r);
         return refused(c, &v);

@@ -157,6 +157,7 @@ typedef struct {
     const char *stop[SERVE_MAX_STOP]; /* in text */
     int n_stop;
     serve_tools tools;     /* chat: whether the reply may (or must) be a tool call (serve_fields.c) */
+    const char *tools_schema; /* chat: the calls' JSON schema, owned, until serve_tools_grammar makes it gp.grammar */
     int dropped;           /* chat: the oldest messages dropped to fit the context */
     const char *inputs[SERVE_MAX_INPUTS]; /* embeddings: the texts, owned */
     int n_inputs;
@@ -176,8 +177,12 @@ struct cJSON;
 const char *serve_fields(const serve_limits *l, const struct cJSON *json, serve_route route, request *r);
 /* Keep s (malloc'd) until request_free; NULL when out of memory (s is freed). */
 char *request_own(request *r, char *s);
-/* tools and tool_choice (serve_tools.c): the tools' system message and the reply's grammar into r. */
+/* tools and tool_choice (serve_tools.c): the tools' system message and the calls' schema into r.
+ * The schema's grammar is made later, by serve_tools_grammar, outside the lock that parses bodies:
+ * a conversion is the request's own work (up to about a second) and must not stall /health. */
 const char *serve_parse_tools(const struct cJSON *body, request *r);
+/* r's tools_schema, if any, as the reply's grammar (gp.grammar); a message naming what is wrong, or NULL. */
+const char *serve_tools_grammar(request *r);
 
 /* Route, method, API key (auth: the Authorization header's auth_len bytes,
  * NULL when absent), the body's size and shape, then for the completion

@@ -280,7 +280,7 @@ static const char *parse_grammar(const cJSON *body, request *r) {
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(body, "grammar");
     if (!g || cJSON_IsNull(g) || (cJSON_IsString(g) && !g->valuestring[0])) return NULL;
     if (!cJSON_IsString(g)) return "'grammar' must be a string of GBNF (docs/structured-output.md)";
-    if (r->gp.grammar || r->gp.json_schema) return "'grammar' cannot be combined with 'response_format' or 'tools'";
+    if (r->gp.grammar || r->gp.json_schema || r->tools_schema) return "'grammar' cannot be combined with 'response_format' or 'tools'";
     if (!(r->gp.grammar = request_own(r, strdup(g->valuestring)))) return "out of memory";
     return NULL;
 }

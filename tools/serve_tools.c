@@ -118,17 +118,15 @@ static cJSON *calls_schema(const cJSON *tools, const char *only, const char **wh
     return root;
 }
 
-/* The reply's grammar: the calls' schema as GBNF, its root wrapped in the call's tags. */
-static char *calls_grammar(const cJSON *schema, request *r, const char **why) {
+/* The reply's grammar: the calls' schema (JSON text) as GBNF, its root wrapped in the call's tags. */
+static char *calls_grammar(const char *text, request *r, const char **why) {
     const serve_tools mode = r->tools;
-    char *text = cJSON_PrintUnformatted(schema), *gbnf = NULL;
+    char *gbnf = NULL;
     err_t err = {0};
-    if (!text || json_schema_to_gbnf(text, strlen(text), &gbnf, &err)) {
-        snprintf(r->why, sizeof r->why, "a tool's parameters: %s", text ? err.msg : "out of memory");
-        free(text);
+    if (json_schema_to_gbnf(text, strlen(text), &gbnf, &err)) {
+        snprintf(r->why, sizeof r->why, "a tool's parameters: %s", err.msg);
         return *why = r->why, NULL;
     }
-    free(text);
     const char *body = strchr(gbnf, '\n'); /* after the converter's first line, "root ::= X" */
     const char *x = gbnf + strlen("root ::= ");
     const size_t xn = (size_t)(body - x), n = strlen(gbnf) + 200;
@@ -180,11 +178,19 @@ const char *serve_parse_tools(const cJSON *body, request *r) {
     if (r->tools == TOOLS_OFF) return NULL;
     if (r->gp.grammar || r->gp.json_schema) return "'tools' together with 'response_format' is not supported";
     cJSON *schema = calls_schema(tools, only, &why);
-    char *g = schema ? calls_grammar(schema, r, &why) : NULL;
+    char *text = schema ? cJSON_PrintUnformatted(schema) : NULL;
     cJSON_Delete(schema);
-    if (!g) return why;
-    if (!(r->gp.grammar = request_own(r, g))) return "out of memory";
+    if (!schema) return why;
+    if (!(r->tools_schema = request_own(r, text))) return "out of memory";
     return tools_message(tools, r);
+}
+
+const char *serve_tools_grammar(request *r) {
+    if (!r->tools_schema || r->gp.grammar) return NULL;
+    const char *why = NULL;
+    char *g = calls_grammar(r->tools_schema, r, &why);
+    if (!g) return why;
+    return (r->gp.grammar = request_own(r, g)) ? NULL : "out of memory";
 }
 
 bool serve_tool_call(const char *text, size_t n, char **name, char **arguments) {

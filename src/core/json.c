@@ -104,7 +104,9 @@ static size_t escape(reader *r, char *o) {
 /* A string at r->pos (its opening quote), decoded into a new buffer. */
 static char *read_string(reader *r, size_t *n_out) {
     r->pos++;
-    char *o = malloc(r->len - r->pos + 1); /* decoding never lengthens */
+    size_t end = r->pos; /* the closing quote, or the end: decoding never lengthens the text before it */
+    while (end < r->len && r->s[end] != '"') end += r->s[end] == '\\' ? 2 : 1;
+    char *o = malloc((end < r->len ? end : r->len) - r->pos + 1); /* not the rest of the document: a string each */
     size_t n = 0;
     if (!o) return r->rc = err_set(r->err, ERR_NOMEM, "JSON: out of memory"), NULL;
     while (r->pos < r->len && r->s[r->pos] != '"') {
@@ -121,8 +123,7 @@ static char *read_string(reader *r, size_t *n_out) {
     r->pos++;
     o[n] = '\0';
     *n_out = n;
-    char *fit = realloc(o, n + 1); /* it was sized for the rest of the document */
-    return fit ? fit : o;
+    return o;
 }
 
 /* ---------------------------------------------------------------- values */

@@ -41,6 +41,10 @@
 #define MAX_DIGITS 16          /* an integer's digits at most (as llama.cpp's converter) */
 #define MAX_SCHEMA_DEPTH 64
 #define MAX_RULES 4096 /* a bound on the grammar's size (naming and reuse are lookups by hash) */
+/* An object's members (allOf's merged): each makes two rules, so more could never fit in MAX_RULES; and the
+ * checks of names against names below are quadratic, so they are bounded before they run (20,000 required
+ * members took 6 s to refuse) */
+#define MAX_MEMBERS (MAX_RULES / 2)
 
 /* bytes as a GBNF literal "..." */
 static void sb_literal(sbuf *b, const char *s, size_t n) {
@@ -620,6 +624,8 @@ static bool gather_members(conv *c, const json_value *s, members *ms) {
     const json_value *props = json_get(s, "properties"), *req = json_get(s, "required");
     const json_value *extra = json_get(s, "additionalProperties");
     if (props && props->kind != JSON_OBJECT) return fail(c, ERR_BAD_VALUE, "properties must be an object"), false;
+    if ((props ? props->n : 0) + ms->n > MAX_MEMBERS || (req && req->n > MAX_MEMBERS))
+        return fail(c, ERR_UNSUPPORTED, "an object of more than %d members", MAX_MEMBERS), false;
     for (int i = 0; req && i < req->n; i++)
         if (req->kind != JSON_ARRAY || req->items[i].kind != JSON_STRING || !json_get(props, req->items[i].str))
             return fail(c, ERR_UNSUPPORTED, "required names a member without a schema in properties"), false;

@@ -318,6 +318,41 @@ def hostile_grammars(model):
     srv.stop()
 
 
+def tools_beside_health(model):
+    """Issue 59, 2: a chat request's tools were made a grammar under the lock every request is parsed under, and a
+    tool of 20,000 required members (780 KB) took 6 s to refuse: /health and /metrics waited for each such request
+    in line. Now the conversion runs on the request's own thread, and the reader and the converter are linear up to
+    the bounds: four such requests at once are refused and /health never waits."""
+    srv = Server(model, "--parallel", "1")
+    props = ",".join('"k%d":{"type":"integer"}' % i for i in range(20000))
+    req = ",".join('"k%d"' % i for i in range(20000))
+    schema = '{"type":"object","properties":{%s},"required":[%s]}' % (props, req)
+    body = ('{"messages":[{"role":"user","content":"Go"}],"max_tokens":1,"tools":[{"type":"function","function":'
+            '{"name":"f","parameters":%s}}]}' % schema)
+    answers = []
+
+    def one():
+        status, _, data = request(srv.port, "POST", "/v1/chat/completions", body, timeout=60)
+        answers.append((status, b"2048 members" in data))
+
+    ts = [threading.Thread(target=one) for _ in range(4)]
+    for t in ts:
+        t.start()
+    worst, polls = 0.0, 0
+    while any(t.is_alive() for t in ts) or polls < 5:
+        t0 = time.monotonic()
+        status, _, _ = request(srv.port, "GET", "/health", timeout=60)
+        worst, polls = max(worst, time.monotonic() - t0), polls + 1
+        time.sleep(0.01)
+    for t in ts:
+        t.join()
+    limit = 5.0 if QUICK else 0.5
+    check(answers == [(400, True)] * 4 and worst <= limit,
+          "four tools of 20,000 required members (%d KB each): %s; /health's slowest answer beside them %.3f s "
+          "(limit %.1f s)" % (len(body) // 1024, answers, worst, limit))
+    srv.stop()
+
+
 def embeddings_hangup(model):
     """Issue 58: /v1/embeddings never looked at its client or at shutdown: 64 long inputs posted by a client that
     hung up at once held the slot until all were computed, and SIGTERM waited for them too."""
@@ -551,6 +586,7 @@ def main():
         attack9_own_address(model)
         chaos(model)
         hostile_grammars(model)
+        tools_beside_health(model)
         embeddings_hangup(model)
         batching(model)
         attack7_long_chat(model)
