@@ -900,6 +900,44 @@ static void test_long_speculation_exact(void) {
     octo_client_free(c);
 }
 
+/* Issue 59, 10: a grammar no text can complete (after "a", only a class of
+ * surrogates, which no UTF-8 text holds) gave "a" and a stop at the end of
+ * text, rc 0: the caller could not tell it from a sentence. The mask lets
+ * the end through at such a dead end rather than draw from nothing; taking
+ * it is now an error naming the grammar, and a grammar that is completed
+ * still ends as before. */
+static void test_unsatisfiable_grammar(void) {
+    char path[512];
+    tu_repo_model(path, sizeof path);
+    octo_client *c = octo_client_new(NULL);
+    octo_model *m = octo_load_model(c, path, NULL);
+    T_CHECKF(m != NULL, "%s", octo_last_error(c));
+    const char *grammars[] = {"root ::= \"a\" [\\uD800-\\uDFFF]", "root ::= \"a\" [b-d]"};
+    for (int i = 0; m && i < 4; i++) {
+        octo_generate_params gp = octo_generate_params_defaults();
+        gp.grammar = grammars[i % 2];
+        gp.max_tokens = 16;
+        gp.temperature = 0.0f;
+        gp.spec = i < 2 ? OCTO_SPEC_NONE : OCTO_SPEC_NGRAM;
+        octo_stream *st = octo_generate(m, "Once", &gp);
+        char text[256] = "";
+        for (const char *p; st && (p = octo_stream_next(st));) strncat(text, p, sizeof text - strlen(text) - 1);
+        const octo_stop_reason why = st ? octo_stream_stop_reason(st) : OCTO_STOP_ERROR;
+        if (i % 2 == 0)
+            T_CHECKF(why == OCTO_STOP_ERROR && octo_stream_status(st) == OCTO_ERR_INVALID_ARG &&
+                         strstr(octo_stream_error(st), "cannot be completed") && !strcmp(text, "a"),
+                     "[dead end, %s] stop %d, status %d '%s', text '%s'", i < 2 ? "plain" : "n-gram", (int)why,
+                     st ? (int)octo_stream_status(st) : -1, st ? octo_stream_error(st) : "", text);
+        else
+            T_CHECKF(why == OCTO_STOP_END_OF_TURN && octo_stream_status(st) == OCTO_OK && strlen(text) == 2 && text[0] == 'a',
+                     "[a sentence, %s] stop %d, text '%s'", i < 2 ? "plain" : "n-gram", (int)why, text);
+        if (i == 0) printf("a grammar no text completes: '%s', then %s\n", text, octo_stream_error(st));
+        octo_stream_free(st);
+    }
+    octo_model_free(m);
+    octo_client_free(c);
+}
+
 /* octo_eval on the model's own conversation while another session streams:
  * the two share one pool, which runs one caller's jobs at a time, so every
  * eval's logits are those of the eval alone and the stream's text is its own. */
@@ -1053,6 +1091,7 @@ int main(void) {
     test_batched_sessions(1);
     test_batched_sessions(0);
     test_long_speculation_exact();
+    test_unsatisfiable_grammar();
     test_eval_beside_stream();
     test_vocab_only();
     test_lone_prompt_yields();

@@ -817,6 +817,14 @@ static const char *next_piece(generation *g) {
         }
         if (g->n_generated == 0) g->stats.time_to_first_token_ms = now_ms() - g->t_start;
         if (tokenizer_is_eog(g->tok, tok)) {
+            /* the mask lets the end through at a dead end (no token continues the text) rather than draw from
+             * nothing; the text is then not a sentence of the grammar, and the caller must hear it */
+            if (g->gm && !grammar_match_allows(g->gm, tok)) {
+                err_set(&g->err, ERR_INVALID_ARG, "grammar: the text cannot be completed: no token of the vocabulary "
+                                                  "continues it, and it is not a whole sentence of the grammar");
+                fail(g, GEN_STOP_ERROR);
+                continue;
+            }
             g->stop = GEN_STOP_EOG;
             continue;
         }
