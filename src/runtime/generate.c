@@ -743,6 +743,31 @@ const char *gen_next(generation *g) {
     return piece;
 }
 
+/* The generation stopped: speculation may have cached accepted drafts past
+ * the stop (or the end-of-turn token). The cache is left as plain decoding
+ * leaves it, with every generated token but the last (and the last too when
+ * the end-of-turn token came after it: decoding read it to choose that
+ * token). (A shared step may have decoded the last token ahead of a cancel:
+ * its entry is right, and the next prompt reuses it or cuts it.) */
+static void cache_as_plain(generation *g) {
+    const int keep = g->prompt_end + g->n_generated - (g->stop == GEN_STOP_EOG ? 0 : 1);
+    if (g->spec_on && g->prefilled && g->n_generated > 0 && g->s->n_past > keep) session_truncate(g->s, keep);
+}
+
+/* The end of text was drawn: the generation ends, or fails when a grammar
+ * does not allow the end here. Its mask lets the end through at a dead end
+ * (no token continues the text) rather than draw from nothing; the text is
+ * then not a sentence of the grammar, and the caller must hear it. */
+static void end_of_text(generation *g, int32_t tok) {
+    if (!g->gm || grammar_match_allows(g->gm, tok)) {
+        g->stop = GEN_STOP_EOG;
+        return;
+    }
+    err_set(&g->err, ERR_INVALID_ARG, "grammar: the text cannot be completed: no token of the vocabulary continues it, "
+                                      "and it is not a whole sentence of the grammar");
+    fail(g, GEN_STOP_ERROR);
+}
+
 static const char *next_piece(generation *g) {
     if (g->shared_failed) { /* a shared step's failure, acted on here, on the generation's own thread */
         g->shared_failed = false;
@@ -752,15 +777,7 @@ static const char *next_piece(generation *g) {
     report_prefill(g);
     for (;;) {
         if (g->stop != GEN_RUNNING) {
-            /* Speculation may have cached accepted drafts past the stop (or
-             * the end-of-turn token): leave the cache as plain decoding
-             * would, with every generated token but the last (and the last
-             * too when the end-of-turn token came after it: decoding read
-             * it to choose that token). (A shared step may have decoded the
-             * last token ahead of a cancel: its entry is right, and the
-             * next prompt reuses it or cuts it.) */
-            const int keep = g->prompt_end + g->n_generated - (g->stop == GEN_STOP_EOG ? 0 : 1);
-            if (g->spec_on && g->prefilled && g->n_generated > 0 && g->s->n_past > keep) session_truncate(g->s, keep);
+            cache_as_plain(g);
             /* whatever is still pending goes out once, even if incomplete */
             if (!g->flushed && take_complete(g, true)) return g->piece;
             g->flushed = true;
@@ -817,15 +834,7 @@ static const char *next_piece(generation *g) {
         }
         if (g->n_generated == 0) g->stats.time_to_first_token_ms = now_ms() - g->t_start;
         if (tokenizer_is_eog(g->tok, tok)) {
-            /* the mask lets the end through at a dead end (no token continues the text) rather than draw from
-             * nothing; the text is then not a sentence of the grammar, and the caller must hear it */
-            if (g->gm && !grammar_match_allows(g->gm, tok)) {
-                err_set(&g->err, ERR_INVALID_ARG, "grammar: the text cannot be completed: no token of the vocabulary "
-                                                  "continues it, and it is not a whole sentence of the grammar");
-                fail(g, GEN_STOP_ERROR);
-                continue;
-            }
-            g->stop = GEN_STOP_EOG;
+            end_of_text(g, tok);
             continue;
         }
         if (g->lp) logprob_of(g->logits, g->s->m->hp.n_vocab, tok, g->p.logprobs - 1, &g->lp[g->n_generated]);
