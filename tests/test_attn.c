@@ -17,6 +17,9 @@
 #include "t.h"
 #include "util.h"
 
+/* the kernels' working memory (attn.h): the caller's, as the forward gives each thread its own */
+static _Alignas(ATTN_SCRATCH_ALIGN) unsigned char g_scratch[ATTN_SCRATCH_BYTES];
+
 static rng_t R = {0x51ed2701ULL};
 
 typedef struct {
@@ -128,7 +131,7 @@ static void tree_batch(attn_fn fn, const char *name) {
             for (int d = 0; d < 64; d++) qs[t0 + i][d] = (float)rng_gauss(&R);
             q.q[i] = qs[t0 + i], q.out[i] = outs[t0 + i], q.qpos[i] = P + t0 + i, q.anc[i] = anc[t0 + i];
         }
-        fn(&q, &run, 1);
+        fn(&q, &run, 1, g_scratch);
     }
     for (int t = 0; t < B; t++) {
         bool seen[P + B];
@@ -146,7 +149,7 @@ static void tree_batch(attn_fn fn, const char *name) {
     for (int t = 0; t < TRUNK; t++) {
         attn_queries q = {.hd = 64, .hdv = 64, .scale = 0.125f, .n_q = 1, .q = {qs[t]}, .qpos = {P + t}, .out = {one}};
         attn_keys part = as_run(&ks, 0, P + t + 1);
-        fn(&q, &part, 1);
+        fn(&q, &part, 1, g_scratch);
         trunk_diff += memcmp(one, outs[t], sizeof one) != 0;
     }
     T_CHECKF(trunk_diff == 0, "%s: %d of %d trunk queries differ from plain causal attention", name, trunk_diff, TRUNK);
@@ -170,7 +173,7 @@ static void tree_batch(attn_fn fn, const char *name) {
         }
         attn_queries q = {.hd = 64, .hdv = 64, .scale = 0.125f, .n_q = 1, .q = {qs[t]}, .qpos = {n - 1}, .out = {one}};
         attn_keys part = as_run(&line, 0, n);
-        fn(&q, &part, 1);
+        fn(&q, &part, 1, g_scratch);
         const int differ = memcmp(one, outs[t], sizeof one) != 0;
         branch_diff += differ;
         same += tiles_agree, same_diff += tiles_agree && differ;
@@ -215,7 +218,7 @@ int main(void) {
             q.qpos[i] = i == 0 ? 0 : ks.pos[(n - 1) * i / 15] + (i % 3 == 0 ? 0 : 1);
         }
         for (int f = 0; f < n_impl; f++) {
-            impl[f](&q, runs, 3);
+            impl[f](&q, runs, 3, g_scratch);
             double err = 0.0, mag = 1e-30;
             for (int i = 0; i < 16; i++) {
                 reference(&ks, qs[i], q.qpos[i], q.scale, 0, ref);
@@ -237,7 +240,7 @@ int main(void) {
                 attn_queries q1 = q;
                 q1.n_q = 1;
                 q1.q[0] = qs[i], q1.qpos[0] = q.qpos[i], q1.out[0] = one;
-                impl[f](&q1, runs, 3);
+                impl[f](&q1, runs, 3, g_scratch);
                 T_CHECKF(!memcmp(one, outs[i], sizeof(float) * (size_t)hdv), "%s: query %d alone != in a tile",
                          names[f], i);
             }
@@ -265,9 +268,9 @@ int main(void) {
             attn_queries q = {.hd = 64, .hdv = 64, .scale = 0.125f, .n_q = 1, .q = {qv}, .qpos = {upto - 1}};
             attn_keys full = as_run(&ks, 0, 100), part = as_run(&ks, 0, upto);
             q.out[0] = a;
-            impl[f](&q, &full, 1);
+            impl[f](&q, &full, 1, g_scratch);
             q.out[0] = b;
-            impl[f](&q, &part, 1);
+            impl[f](&q, &part, 1, g_scratch);
             mismatches += memcmp(a, b, sizeof a) != 0;
         }
         T_CHECKF(mismatches == 0, "%s: %d of 15 queries change when later keys are in the view", names[f], mismatches);

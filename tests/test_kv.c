@@ -25,6 +25,9 @@
 #include "t.h"
 #include "util.h"
 
+/* the kernels' working memory (attn.h): the caller's, as the forward gives each thread its own */
+static _Alignas(ATTN_SCRATCH_ALIGN) unsigned char g_scratch[ATTN_SCRATCH_BYTES];
+
 static rng_t R = {0x6b76636163686521ULL};
 
 static kv_shape shape_of(int n_layer, int n_head_kv, int head_dim) {
@@ -191,7 +194,7 @@ static void test_mixed_attention(void) {
             float q[64], out[64];
             for (int d = 0; d < 64; d++) q[d] = (float)rng_gauss(&R) * 0.3f;
             attn_queries aq = {.hd = 64, .hdv = 64, .scale = 0.125f, .n_q = 1, .q = {q}, .qpos = {N}, .out = {out}};
-            fns[f](&aq, runs, ns);
+            fns[f](&aq, runs, ns, g_scratch);
             /* reference */
             double m = -INFINITY, sum = 0, ref[64] = {0};
             double *sc = malloc(sizeof(double) * n);

@@ -228,7 +228,8 @@ static void test_gemm_bf16(void) {
         uint8_t *act = malloc(as * n_tok);
         for (int t = 0; t < n_tok; t++) e->quantize(x + (size_t)t * n, act + (size_t)t * as, n);
         float *y = malloc(sizeof(float) * rows * n_tok), *y2 = malloc(sizeof(float) * rows * n_tok);
-        e->gemm_groups(w, gb, (int)(rows / PACK_ROWS), n, act, as, n_tok, y, (size_t)rows);
+        void *sc = aligned_alloc(64, (e->scratch_bytes + 63) & ~(size_t)63); /* the kernel's working memory */
+        e->gemm_groups(w, gb, (int)(rows / PACK_ROWS), n, act, as, n_tok, y, (size_t)rows, sc);
         /* against the exact dot with the F32 activations */
         float *wr = malloc(sizeof(float) * (size_t)n);
         /* for scale: the int8 kernels' error against the same (their
@@ -267,12 +268,12 @@ static void test_gemm_bf16(void) {
         /* token counts: the first nt tokens alone equal their rows of the batch */
         const int counts[] = {1, 5, 16, 17, 31, 32, 33, 64, 99};
         for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
-            e->gemm_groups(w, gb, (int)(rows / PACK_ROWS), n, act, as, counts[c], y2, (size_t)rows);
+            e->gemm_groups(w, gb, (int)(rows / PACK_ROWS), n, act, as, counts[c], y2, (size_t)rows, sc);
             T_CHECKF(!memcmp(y, y2, sizeof(float) * rows * (size_t)counts[c]),
                      "bf16 n=%lld: %d tokens differ from the same tokens in a batch of %d", (long long)n, counts[c],
                      n_tok);
         }
-        e->gemm_groups(w, gb, (int)(rows / PACK_ROWS), n, act + 57 * as, as, 1, y2, (size_t)rows);
+        e->gemm_groups(w, gb, (int)(rows / PACK_ROWS), n, act + 57 * as, as, 1, y2, (size_t)rows, sc);
         T_CHECKF(!memcmp(y + 57 * rows, y2, sizeof(float) * rows), "bf16 n=%lld: token 57 alone differs",
                  (long long)n);
         /* a mis-laid group (rows 0 and 1 swapped in quant vector 0) is caught */
@@ -297,7 +298,7 @@ static void test_gemm_bf16(void) {
             }
             T_CHECKF(worst_bad > bound, "bf16: a mis-laid group went unnoticed (%.3g)", worst_bad);
         }
-        free(wr), free(w), free(gguf), free(tmp), free(x), free(act), free(y), free(y2);
+        free(wr), free(w), free(gguf), free(tmp), free(x), free(act), free(y), free(y2), free(sc);
     }
     printf("amx-bf16 vs exact dot with F32 activations: worst %.3g of sum|w*a| (bound %.3g; int8 kernels with Q8_0 "
            "activations: %.3g)\n", worst_all, bound, worst_q8);

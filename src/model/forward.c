@@ -36,7 +36,9 @@ fwd_state *fwd_state_new(const model *m, tpool *pool) {
     const model_hparams *hp = &m->hp;
     st->router = malloc(sizeof(float) * (size_t)(hp->n_expert > 0 ? hp->n_expert : 1));
     st->mm = matmul_ctx_new(pool);
-    if (!st->router || !st->mm) {
+    /* each thread's attention working memory, here rather than in thread-local storage (attn.h) */
+    st->attn_scratch = aligned_alloc(ATTN_SCRATCH_ALIGN, (size_t)(st->nth > 0 ? st->nth : 1) * ATTN_SCRATCH_BYTES);
+    if (!st->router || !st->mm || !st->attn_scratch) {
         fwd_state_free(st);
         return NULL;
     }
@@ -50,6 +52,7 @@ void fwd_state_free(fwd_state *st) {
                      st->member_w, st->xe,      st->eo,      st->qa,       st->lat, st->low, st->oh};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     matmul_ctx_free(st->mm);
+    free(st->attn_scratch);
     free(st->runs);
     free(st->fa_parts);
     free(st->parts);
@@ -259,7 +262,7 @@ static float *unit_obs(const fa_job *j, const fa_part *p, int kvh, int tile) {
     return j->st->observed + p->obs0 + ((size_t)kvh * n + (size_t)(tile - p->tile_from)) * p->n_entries;
 }
 
-static void fa_unit(fa_job *j, const fa_part *p, int unit) {
+static void fa_unit(fa_job *j, const fa_part *p, int unit, void *scratch) {
     const fwd_attn_shape *sh = j->sh;
     const int group = sh->n_head / sh->n_head_kv, local = unit - p->unit0;
     const int kvh = local / p->n_tiles, u0 = local % p->n_tiles * ATTN_LANES;
@@ -276,18 +279,19 @@ static void fa_unit(fa_job *j, const fa_part *p, int unit) {
         if (t >= p->observe_from && t < p->observe_to) q.obs_lanes |= 1u << (u - u0);
     }
     if (q.obs_lanes) q.obs = unit_obs(j, p, kvh, local % p->n_tiles);
-    j->fn(&q, j->st->runs + p->runs0 + (size_t)kvh * p->n_spans, p->n_spans);
+    j->fn(&q, j->st->runs + p->runs0 + (size_t)kvh * p->n_spans, p->n_spans, scratch);
 }
 
 static void fa_work(void *ctx, int ith, int nth) {
     fa_job *j = ctx;
-    (void)ith, (void)nth;
+    (void)nth;
+    void *scratch = j->st->attn_scratch + (size_t)ith * ATTN_SCRATCH_BYTES; /* ith < the pool's size */
     int at = 0; /* units are taken in increasing order: the part only moves on */
     for (;;) {
         const int unit = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (unit >= j->n_units) break;
         while (at + 1 < j->n_parts && unit >= j->parts[at + 1].unit0) at++;
-        fa_unit(j, &j->parts[at], unit);
+        fa_unit(j, &j->parts[at], unit, scratch);
     }
 }
 

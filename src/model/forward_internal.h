@@ -34,6 +34,7 @@ struct fwd_state {
     attn_keys *runs;  /* (n_head_kv, n_spans) the view's spans, offset to each KV head */
     size_t runs_cap;
     matmul_ctx *mm;   /* the matrix products' scheduler and activation buffer */
+    uint8_t *attn_scratch; /* (nth, ATTN_SCRATCH_BYTES), 64-aligned: each pool thread's attention working memory */
     /* MoE routing of the batch */
     int32_t *route;   /* (cap, n_expert_used) chosen experts */
     float *route_next; /* (cap, n_expert) the next layer's router logits (experts_iface.hint_next) */

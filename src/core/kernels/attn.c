@@ -104,11 +104,18 @@ static void block_scores(const attn_queries *q, int i, const attn_keys *ks, int 
     }
 }
 
-void attn_portable(const attn_queries *q, const attn_keys *runs, int n_runs) {
+/* attn_portable's working memory: 110 KiB at the largest head size, the caller's (attn.h) */
+typedef struct {
+    float kb[ATTN_LANES * ATTN_MAX_HEAD_DIM], vb[ATTN_LANES * ATTN_MAX_HEAD_DIM];
+    float o[ATTN_LANES][ATTN_MAX_HEAD_DIM];
+} portable_scratch;
+_Static_assert(sizeof(portable_scratch) <= ATTN_SCRATCH_BYTES, "attention scratch");
+
+void attn_portable(const attn_queries *q, const attn_keys *runs, int n_runs, void *scratch) {
     const int hd = q->hd, hdv = q->hdv, nq = q->n_q;
-    /* 110 KiB at the largest head size: per thread, off the stack (an embedder's threads may have small ones) */
-    static __thread float kb[ATTN_LANES * ATTN_MAX_HEAD_DIM], vb[ATTN_LANES * ATTN_MAX_HEAD_DIM];
-    static __thread float o[ATTN_LANES][ATTN_MAX_HEAD_DIM];
+    portable_scratch *sc = scratch;
+    float *kb = sc->kb, *vb = sc->vb;
+    float(*o)[ATTN_MAX_HEAD_DIM] = sc->o;
     float m[ATTN_LANES], l[ATTN_LANES];
     int32_t max_qpos = INT32_MIN;
     for (int i = 0; i < nq; i++) {

@@ -120,13 +120,19 @@ void attn_widen(uint32_t type, const void *row, int off, int dim, float *dst);
 /* Can the kernel read rows (or, for keys, channels) of this type? */
 int attn_type_supported(uint32_t type);
 
-typedef void (*attn_fn)(const attn_queries *q, const attn_keys *runs, int n_runs);
+/* A kernel's working memory, given by its caller (the forward's per-thread
+ * slots): at least ATTN_SCRATCH_BYTES, ATTN_SCRATCH_ALIGN-aligned. Not
+ * thread-local storage, which a library would place on every thread of its
+ * host (issue 59: 591 KiB a thread, and a 512 KiB thread could not start). */
+#define ATTN_SCRATCH_BYTES ((size_t)150 * 1024) /* every path's, at any head size up to ATTN_MAX_HEAD_DIM */
+#define ATTN_SCRATCH_ALIGN 64
+typedef void (*attn_fn)(const attn_queries *q, const attn_keys *runs, int n_runs, void *scratch);
 
 /* The active kernel path's implementation. */
 attn_fn attn_get(void);
 /* The portable one (the reference), and the AVX-512, AVX2 and NEON ones
  * (NULL when not compiled in or when this CPU cannot run them). */
-void attn_portable(const attn_queries *q, const attn_keys *runs, int n_runs);
+void attn_portable(const attn_queries *q, const attn_keys *runs, int n_runs, void *scratch);
 attn_fn attn_avx512(void);
 attn_fn attn_avx2(void);
 attn_fn attn_neon(void);

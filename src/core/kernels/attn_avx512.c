@@ -193,17 +193,25 @@ ALWAYS_INLINE __m512 final_score(__m512 s, __m512 scale, float softcap) {
     return _mm512_mul_ps(c, _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, one))));
 }
 
-static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs) {
+/* attn_512's working memory: 144 KiB at the largest head size, the caller's (attn.h), 64-aligned */
+typedef struct {
+    __attribute__((aligned(64))) float qt[ATTN_MAX_HEAD_DIM][ATTN_LANES];
+    __attribute__((aligned(64))) float o[ATTN_LANES][ATTN_MAX_HEAD_DIM];
+    float kb[ATTN_LANES * ATTN_MAX_HEAD_DIM], vb[ATTN_LANES * ATTN_MAX_HEAD_DIM];
+} scratch512;
+_Static_assert(sizeof(scratch512) <= ATTN_SCRATCH_BYTES, "attention scratch");
+
+static void attn_512(const attn_queries *q, const attn_keys *runs, int n_runs, void *scratch) {
     if (q->tree && q->window) { /* depths counted per lane: the portable loops */
-        attn_portable(q, runs, n_runs);
+        attn_portable(q, runs, n_runs, scratch);
         return;
     }
     const int hd = q->hd, hdv = q->hdv, nq = q->n_q;
-    /* 72 KiB at the largest head size: per thread, off the stack */
-    static __thread __attribute__((aligned(64))) float qt[ATTN_MAX_HEAD_DIM][ATTN_LANES];
-    static __thread __attribute__((aligned(64))) float o[ATTN_LANES][ATTN_MAX_HEAD_DIM];
+    scratch512 *sc = scratch;
+    float(*qt)[ATTN_LANES] = sc->qt;
+    float(*o)[ATTN_MAX_HEAD_DIM] = sc->o;
     __attribute__((aligned(64))) float pm[ATTN_LANES][ATTN_LANES], corr[ATTN_LANES];
-    static __thread float kb[ATTN_LANES * ATTN_MAX_HEAD_DIM], vb[ATTN_LANES * ATTN_MAX_HEAD_DIM];
+    float *kb = sc->kb, *vb = sc->vb;
     int32_t qp[ATTN_LANES], ql[ATTN_LANES], max_qpos = INT32_MIN;
     for (int i = 0; i < ATTN_LANES; i++) {
         qp[i] = i < nq ? q->qpos[i] : INT32_MIN; /* empty lanes see nothing */

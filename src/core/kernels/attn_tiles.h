@@ -174,12 +174,15 @@ static void observe(attn_state *st, const attn_queries *q, const attn_keys *runs
     }
 }
 
-static void attn_tiles(const attn_queries *q, const attn_keys *runs, int n_runs) {
+_Static_assert(sizeof(attn_state) <= ATTN_SCRATCH_BYTES, "attention scratch");
+
+static void attn_tiles(const attn_queries *q, const attn_keys *runs, int n_runs, void *scratch) {
     if (q->tree && q->window) { /* depths counted per lane: the portable loops */
-        attn_portable(q, runs, n_runs);
+        attn_portable(q, runs, n_runs, scratch);
         return;
     }
-    static __thread attn_state st; /* 150 KiB at the largest head size: off the stack of the pool's threads */
+    attn_state *const stp = scratch; /* 150 KiB at the largest head size: the caller's (attn.h) */
+#define st (*stp)
     setup(&st, q);
     for (int r = 0; r < n_runs; r++)
         for (int j0 = 0; j0 < runs[r].n; j0 += ATTN_LANES) {
@@ -193,6 +196,7 @@ static void attn_tiles(const attn_queries *q, const attn_keys *runs, int n_runs)
         for (int d = 0; d < q->hdv; d++) q->out[i][d] = st.o[i][d] * inv;
     }
     if (q->obs) observe(&st, q, runs, n_runs);
+#undef st
 }
 
 #endif

@@ -27,6 +27,8 @@ struct matmul_ctx {
     size_t act_cap;
     uint8_t *scratch; /* per-thread re-laid weight panels (gemm_bf16) */
     size_t scratch_cap;
+    uint8_t *groups_scratch; /* per-thread working memory of a packed kernel's gemm_groups, 64-aligned */
+    size_t groups_scratch_cap;
 };
 
 matmul_ctx *matmul_ctx_new(tpool *pool) {
@@ -39,6 +41,7 @@ void matmul_ctx_free(matmul_ctx *c) {
     if (!c) return;
     free(c->act);
     free(c->scratch);
+    free(c->groups_scratch);
     free(c);
 }
 
@@ -143,10 +146,12 @@ typedef struct {
     const uint8_t *act;
     size_t act_row_bytes;
     int T;
+    uint8_t *scratch; /* gemm_groups' working memory, `per` bytes a thread */
+    size_t per;
     atomic_int next; /* the next unit to take (batches) */
 } pm_job;
 
-static void pm_unit(const pm_job *j, int u) {
+static void pm_unit(const pm_job *j, int u, int ith) {
     int i = 0;
     while (u >= j->unit0[i + 1]) i++;
     const int64_t g0 = (int64_t)(u - j->unit0[i]) * PM_UNIT_GROUPS;
@@ -154,7 +159,8 @@ static void pm_unit(const pm_job *j, int u) {
     const uint8_t *w = j->w[i] + (size_t)g0 * j->group_bytes;
     float *y = j->y[i] + (size_t)g0 * PACK_ROWS;
     if (j->pe->gemm_groups) { /* the kernel blocks over groups and tokens itself */
-        j->pe->gemm_groups(w, j->group_bytes, ng, j->n_in, j->act, j->act_row_bytes, j->T, y, (size_t)j->n_out[i]);
+        j->pe->gemm_groups(w, j->group_bytes, ng, j->n_in, j->act, j->act_row_bytes, j->T, y, (size_t)j->n_out[i],
+                           j->scratch ? j->scratch + (size_t)ith * j->per : NULL);
         return;
     }
     for (int t0 = 0; t0 < j->T; t0 += PACKED_TOKEN_CHUNK) {
@@ -169,10 +175,10 @@ static void pm_work(void *ctx, int ith, int nth) {
     pm_job *j = ctx;
     const int nu = j->unit0[j->n_mats];
     if (j->T == 1) {
-        for (int u = nu * ith / nth; u < nu * (ith + 1) / nth; u++) pm_unit(j, u);
+        for (int u = nu * ith / nth; u < nu * (ith + 1) / nth; u++) pm_unit(j, u, ith);
         return;
     }
-    for (int u; (u = atomic_fetch_add(&j->next, 1)) < nu;) pm_unit(j, u);
+    for (int u; (u = atomic_fetch_add(&j->next, 1)) < nu;) pm_unit(j, u, ith);
 }
 
 /* ---------------------------------------------------------------- activations */
@@ -233,6 +239,17 @@ static err_code matmul_packed(matmul_ctx *c, const matmul_weight *ws, int n, con
     err_code rc = convert_rows(c, pe->quantize, x, w0->n_in, T, j.act_row_bytes, err);
     if (rc) return rc;
     j.act = c->act;
+    if (pe->scratch_bytes) { /* a thread's working memory each, kept with the context (not thread-local) */
+        j.per = (pe->scratch_bytes + 63) & ~(size_t)63;
+        const size_t need = (size_t)tpool_size(c->pool) * j.per;
+        if (need > c->groups_scratch_cap) {
+            free(c->groups_scratch);
+            c->groups_scratch_cap = 0;
+            if (!(c->groups_scratch = aligned_alloc(64, need))) return err_set(err, ERR_NOMEM, "out of memory for a kernel's working memory");
+            c->groups_scratch_cap = need;
+        }
+        j.scratch = c->groups_scratch;
+    }
     if (macs < MATMUL_MIN_PARALLEL_MACS) pm_work(&j, 0, 1);
     else tpool_run(c->pool, pm_work, &j);
     return ERR_OK;

@@ -194,10 +194,10 @@ static void gemm_q4_Kp_ref(const void *w, int64_t n, const void *act, size_t act
     }
 }
 
-static const packed_entry REF_Q4_0 = {QT_Q4_0, quantize_q8p_ref, gemm_q4_0p_ref, 32, sizeof(block_q8p), "reference", NULL, 0};
-static const packed_entry REF_Q8_0 = {QT_Q8_0, quantize_q8p_ref, gemm_q8_0p_ref, 32, sizeof(block_q8p), "reference", NULL, 0};
+static const packed_entry REF_Q4_0 = {QT_Q4_0, quantize_q8p_ref, gemm_q4_0p_ref, 32, sizeof(block_q8p), "reference", NULL, 0, 0};
+static const packed_entry REF_Q8_0 = {QT_Q8_0, quantize_q8p_ref, gemm_q8_0p_ref, 32, sizeof(block_q8p), "reference", NULL, 0, 0};
 static const packed_entry REF_Q4_K = {QT_Q4_K, quantize_q8kp_ref, gemm_q4_Kp_ref, QK_K, sizeof(block_q8kp),
-                                      "reference", NULL, 0};
+                                      "reference", NULL, 0, 0};
 
 const packed_entry *packed_ref(uint32_t type) {
     return type == QT_Q4_0 ? &REF_Q4_0 : type == QT_Q8_0 ? &REF_Q8_0 : type == QT_Q4_K ? &REF_Q4_K : NULL;

@@ -101,9 +101,12 @@ typedef void (*packed_gemm_fn)(const void *w, int64_t n, const void *act, size_t
                                size_t y_stride);
 
 /* The same over n_groups consecutive groups, group_bytes apart, outputs of
- * group g at y + 16 g: for kernels that block over several groups. */
+ * group g at y + 16 g: for kernels that block over several groups. scratch:
+ * the entry's scratch_bytes, 64-aligned, the calling thread's own (a
+ * library's kernels keep no thread-local buffers: they would sit on every
+ * thread of the host). */
 typedef void (*packed_gemm_groups_fn)(const void *w, size_t group_bytes, int n_groups, int64_t n, const void *act,
-                                      size_t act_stride, int n_tok, float *y, size_t y_stride);
+                                      size_t act_stride, int n_tok, float *y, size_t y_stride, void *scratch);
 
 typedef struct {
     uint32_t weight_type;
@@ -114,6 +117,7 @@ typedef struct {
     const char *name;         /* "avx512-vnni", "amx", ... for inspect and bench */
     packed_gemm_groups_fn gemm_groups; /* optional: a thread's whole slice of groups in one call */
     size_t act_row_pad;       /* bytes after each activation row (keeps rows off 4 KiB strides) */
+    size_t scratch_bytes;     /* gemm_groups' working memory per thread (0: none) */
 } packed_entry;
 
 /* Batches of at least this many tokens (prefill) may take a kernel that is

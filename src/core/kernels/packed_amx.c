@@ -25,6 +25,8 @@
 
 #include <cpuid.h>
 #include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "simd_x86.h"
@@ -276,13 +278,20 @@ static inline __attribute__((always_inline)) void bf16_tiles(const uint8_t *a0, 
         }                                                                                       \
     } while (0)
 
+/* gemm_bf16_groups' working memory (193 KiB): the caller's, 64-aligned (packed.h) */
+typedef struct {
+    __attribute__((aligned(64))) uint8_t bt[2][BF_RUN][1024];
+    __attribute__((aligned(64))) uint8_t tail[16][BF_TAIL_STRIDE];
+} bf_scratch;
+
 static void gemm_bf16_groups(const void *vw, size_t group_bytes, int n_groups, int64_t n, const void *vact, size_t as,
-                             int n_tok, float *y, size_t ys, bool q8) {
+                             int n_tok, float *y, size_t ys, bool q8, void *scratch) {
     const uint8_t *w = vw, *act = vact;
     const size_t gbb = q8 ? GROUP_BLOCK_BYTES_Q8 : GROUP_BLOCK_BYTES;
     const int64_t nb = n / 32;
-    static __thread __attribute__((aligned(64))) uint8_t bt[2][BF_RUN][1024];
-    static __thread __attribute__((aligned(64))) uint8_t tail[16][BF_TAIL_STRIDE];
+    bf_scratch *sc = scratch;
+    uint8_t(*bt)[BF_RUN][1024] = sc->bt;
+    uint8_t(*tail)[BF_TAIL_STRIDE] = sc->tail;
     __attribute__((aligned(64))) float ct[16][16];
     use_tiles(&TILES_BF16);
     for (int c0 = 0; c0 < n_tok; c0 += BF_CHUNK) {
@@ -294,7 +303,7 @@ static void gemm_bf16_groups(const void *vw, size_t group_bytes, int n_groups, i
             const int nr = (int)(nb - r0 < BF_RUN ? nb - r0 : BF_RUN);
             const bool first = r0 == 0;
             if (nt_tail) { /* the last tokens, zero-padded to a tile */
-                memset(tail, 0, sizeof tail);
+                memset(tail, 0, sizeof sc->tail);
                 for (int t = 0; t < nt_tail; t++)
                     memcpy(tail[t], ac + (size_t)(full + t) * as + 64 * (size_t)r0, 64 * (size_t)nr);
             }
@@ -337,26 +346,33 @@ static void gemm_bf16_groups(const void *vw, size_t group_bytes, int n_groups, i
 #undef ACC_STORE
 
 static void gemm_bf16_q4_0_groups(const void *w, size_t gb, int ng, int64_t n, const void *act, size_t as, int n_tok,
-                                  float *y, size_t ys) {
-    gemm_bf16_groups(w, gb, ng, n, act, as, n_tok, y, ys, false);
+                                  float *y, size_t ys, void *scratch) {
+    gemm_bf16_groups(w, gb, ng, n, act, as, n_tok, y, ys, false, scratch);
 }
 static void gemm_bf16_q8_0_groups(const void *w, size_t gb, int ng, int64_t n, const void *act, size_t as, int n_tok,
-                                  float *y, size_t ys) {
-    gemm_bf16_groups(w, gb, ng, n, act, as, n_tok, y, ys, true);
+                                  float *y, size_t ys, void *scratch) {
+    gemm_bf16_groups(w, gb, ng, n, act, as, n_tok, y, ys, true, scratch);
+}
+/* One group at a time (packed_entry.gemm; the product goes through gemm_groups): working memory of its own */
+static void gemm_bf16_one(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys, bool q8) {
+    bf_scratch *sc = aligned_alloc(64, sizeof *sc);
+    if (sc) gemm_bf16_groups(w, 0, 1, n, act, as, n_tok, y, ys, q8, sc);
+    else for (int t = 0; t < n_tok; t++) for (int r = 0; r < 16; r++) y[(size_t)t * ys + (size_t)r] = NAN; /* seen, never silent */
+    free(sc);
 }
 static void gemm_bf16_q4_0(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys) {
-    gemm_bf16_groups(w, 0, 1, n, act, as, n_tok, y, ys, false);
+    gemm_bf16_one(w, n, act, as, n_tok, y, ys, false);
 }
 static void gemm_bf16_q8_0(const void *w, int64_t n, const void *act, size_t as, int n_tok, float *y, size_t ys) {
-    gemm_bf16_groups(w, 0, 1, n, act, as, n_tok, y, ys, true);
+    gemm_bf16_one(w, n, act, as, n_tok, y, ys, true);
 }
 
 static const packed_entry AMX_BF16_Q4_0 = {QT_Q4_0, act_bf16, gemm_bf16_q4_0, 32, 64, "amx-bf16",
-                                          gemm_bf16_q4_0_groups, 64};
+                                          gemm_bf16_q4_0_groups, 64, sizeof(bf_scratch)};
 static const packed_entry AMX_BF16_Q8_0 = {QT_Q8_0, act_bf16, gemm_bf16_q8_0, 32, 64, "amx-bf16",
-                                          gemm_bf16_q8_0_groups, 64};
+                                          gemm_bf16_q8_0_groups, 64, sizeof(bf_scratch)};
 
-static const packed_entry AMX_Q4_0 = {QT_Q4_0, NULL, gemm_amx, 32, sizeof(block_q8p), "amx", NULL, 0};
+static const packed_entry AMX_Q4_0 = {QT_Q4_0, NULL, gemm_amx, 32, sizeof(block_q8p), "amx", NULL, 0, 0};
 
 /* CPU has AMX-TILE and AMX-INT8, the OS saves their state, and grants it to us. */
 static int amx_usable(void) {

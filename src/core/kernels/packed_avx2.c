@@ -324,9 +324,9 @@ static void quantize_q8kp(const float *x, void *dst, int64_t n) {
 #define Q8P 32, sizeof(block_q8p)
 #define Q8KP 256, sizeof(block_q8kp)
 #define ENTRIES(sfx, pfx, label)                                                                                     \
-    {{QT_Q4_0, quantize_q8p, gemm_q4_0##sfx, Q8P, label, NULL, 0},                                                    \
-     {QT_Q8_0, quantize_q8p, gemm_q8_0##sfx, Q8P, label, NULL, 0},                                                    \
-     {QT_Q4_K, quantize_q8kp, gemm_q4_k##pfx, Q8KP, label, NULL, 0}}
+    {{QT_Q4_0, quantize_q8p, gemm_q4_0##sfx, Q8P, label, NULL, 0, 0},                                                  \
+     {QT_Q8_0, quantize_q8p, gemm_q8_0##sfx, Q8P, label, NULL, 0, 0},                                                  \
+     {QT_Q4_K, quantize_q8kp, gemm_q4_k##pfx, Q8KP, label, NULL, 0, 0}}
 /* [dp][prefetch][Q4_0, Q8_0, Q4_K]; a form of vpdpbusd has no Q4_K kernel of
  * its own (packed_avx2 never hands out those rows' Q4_K entries) */
 static const packed_entry AVX2[3][2][3] = {

@@ -253,11 +253,11 @@ static void quantize_q8p(const float *x, void *dst, int64_t n) {
 
 #define Q8P 32, sizeof(block_q8p)
 #define Q8KP 256, sizeof(block_q8kp)
-static const packed_entry VNNI_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_vnni, Q8P, "avx512-vnni", NULL, 0};
-static const packed_entry NOVNNI_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_novnni, Q8P, "avx512", NULL, 0};
-static const packed_entry VNNI_Q8_0 = {QT_Q8_0, quantize_q8p, gemm_q8_vnni, Q8P, "avx512-vnni", NULL, 0};
-static const packed_entry VNNI_Q4_K = {QT_Q4_K, quantize_q8kp, gemm_q4k_vnni, Q8KP, "avx512-vnni", NULL, 0};
-static const packed_entry NOVNNI_Q4_K = {QT_Q4_K, quantize_q8kp, gemm_q4k_novnni, Q8KP, "avx512", NULL, 0};
+static const packed_entry VNNI_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_vnni, Q8P, "avx512-vnni", NULL, 0, 0};
+static const packed_entry NOVNNI_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_novnni, Q8P, "avx512", NULL, 0, 0};
+static const packed_entry VNNI_Q8_0 = {QT_Q8_0, quantize_q8p, gemm_q8_vnni, Q8P, "avx512-vnni", NULL, 0, 0};
+static const packed_entry VNNI_Q4_K = {QT_Q4_K, quantize_q8kp, gemm_q4k_vnni, Q8KP, "avx512-vnni", NULL, 0, 0};
+static const packed_entry NOVNNI_Q4_K = {QT_Q4_K, quantize_q8kp, gemm_q4k_novnni, Q8KP, "avx512", NULL, 0, 0};
 /* (without VNNI, maddubs of (q + 128) * w could saturate its 16-bit pair sums:
  * Q8_0 keeps the GGUF layout there) */
 

@@ -402,14 +402,14 @@ static void quantize_q8kp(const float *x, void *dst, int64_t n) {
 
 #define Q8P 32, sizeof(block_q8p)
 #define Q8KP 256, sizeof(block_q8kp)
-static const packed_entry NEON_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_q4_0, Q8P, "neon", NULL, 0};
-static const packed_entry NEON_Q8_0 = {QT_Q8_0, quantize_q8p, gemm_q8_0, Q8P, "neon", NULL, 0};
-static const packed_entry NEON_Q4_K = {QT_Q4_K, quantize_q8kp, gemm_q4_k, Q8KP, "neon", NULL, 0};
-static const packed_entry DOT_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_q4_0_dp, Q8P, "neon-dotprod", NULL, 0};
-static const packed_entry DOT_Q8_0 = {QT_Q8_0, quantize_q8p, gemm_q8_0_dp, Q8P, "neon-dotprod", NULL, 0};
-static const packed_entry DOT_Q4_K = {QT_Q4_K, quantize_q8kp, gemm_q4_k_dp, Q8KP, "neon-dotprod", NULL, 0};
-static const packed_entry MM_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_q4_0_mm, Q8P, "neon-i8mm", NULL, 0};
-static const packed_entry MM_Q8_0 = {QT_Q8_0, quantize_q8p, gemm_q8_0_mm, Q8P, "neon-i8mm", NULL, 0};
+static const packed_entry NEON_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_q4_0, Q8P, "neon", NULL, 0, 0};
+static const packed_entry NEON_Q8_0 = {QT_Q8_0, quantize_q8p, gemm_q8_0, Q8P, "neon", NULL, 0, 0};
+static const packed_entry NEON_Q4_K = {QT_Q4_K, quantize_q8kp, gemm_q4_k, Q8KP, "neon", NULL, 0, 0};
+static const packed_entry DOT_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_q4_0_dp, Q8P, "neon-dotprod", NULL, 0, 0};
+static const packed_entry DOT_Q8_0 = {QT_Q8_0, quantize_q8p, gemm_q8_0_dp, Q8P, "neon-dotprod", NULL, 0, 0};
+static const packed_entry DOT_Q4_K = {QT_Q4_K, quantize_q8kp, gemm_q4_k_dp, Q8KP, "neon-dotprod", NULL, 0, 0};
+static const packed_entry MM_Q4_0 = {QT_Q4_0, quantize_q8p, gemm_q4_0_mm, Q8P, "neon-i8mm", NULL, 0, 0};
+static const packed_entry MM_Q8_0 = {QT_Q8_0, quantize_q8p, gemm_q8_0_mm, Q8P, "neon-i8mm", NULL, 0, 0};
 
 const packed_entry *packed_neon_i8mm(uint32_t type) {
     return type == QT_Q4_0 ? &MM_Q4_0 : type == QT_Q8_0 ? &MM_Q8_0 : NULL;
