@@ -175,6 +175,20 @@ n=$(wc -l <"$log")
     [ "$(tail -n +$((n + 1)) "$log" | grep -c "^GET /api/models/test-org/many-GGUF/tree")" -eq 100 ] && ok ||
     bad "a listing of many pages: $(cat "$tmp/err")"
 faults '{}'
+# a listing of 100 pages of 5,000 small GGUF entries, the one asked for on the last: memory stays about one
+# page's (issue 59, 7: every entry was kept, 1.1 KiB each, 546 MiB at the peak)
+mkdir -p "$hub/test-org/wide-GGUF"
+cp "$src/models/stories260K.gguf" "$hub/test-org/wide-GGUF/wide-Q8_0.gguf"
+faults '{"pages": {"test-org/wide-GGUF": 5000}, "padding": {"test-org/wide-GGUF": 499999}}'
+if nm "$octo" 2>/dev/null | grep -q __asan_init; then echo "pull.sh: a sanitizer build: the peak-memory case is skipped" >&2
+else
+    r=$(python3 -c 'import resource, subprocess, sys
+rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)' "$octo" pull test-org/wide-GGUF:Q8_0)
+    [ "${r% *}" = 0 ] && [ "${r#* }" -le 64 ] && cmp -s "$C/models/hf/test-org/wide-GGUF/main/wide-Q8_0.gguf" "$hub/test-org/wide-GGUF/wide-Q8_0.gguf" &&
+        ok || bad "a listing of 500,000 files: rc and peak MiB $r (limit 64)"
+fi
+faults '{}'
 # a mistyped local path (its first part a folder here) is the loader's error, never a request
 n=$(wc -l <"$log")
 mkdir -p "$tmp/local"

@@ -22,9 +22,34 @@
 
 #define HUB_PAGES 100 /* a listing's pages at most (the hub's are about 1000 files each) */
 
-/* The GGUF files (not projectors) of one page of the listing, appended to *files (*n of *cap);
- * 0, or 1 after printing why. */
-static int hub_page(const pull_ref *r, const json_value *v, pull_known **files, int *n, int *cap) {
+static bool names_quant(const char *path, const char *quant);
+
+/* What choose() needs of the listing, gathered as its pages go by: its size does not grow with the
+ * listing's (100 pages of 5,000 files were 550 MiB of pull_known, 1.1 KiB each, before the choice). */
+typedef struct {
+    const char *q;         /* the type looked for: the reference's, else DEFAULT_QUANT */
+    int n, hits, split;    /* GGUF files; those naming q; those of them split ("-of-") */
+    pull_known first, hit; /* the first file (the one, when it is alone); the first naming q */
+    char names[2048];      /* "a.gguf (1.2 MiB), b.gguf (...)" of the files, cut at its size, for messages */
+    size_t names_len;
+} hub_pick;
+
+static void pick_add(hub_pick *p, const pull_known *k) {
+    if (!p->n) p->first = *k;
+    if (p->names_len + 1 < sizeof p->names) {
+        const int w = snprintf(p->names + p->names_len, sizeof p->names - p->names_len, "%s%s (%.1f MiB)",
+                               p->n ? ", " : "", k->path, k->size / 1048576.0);
+        if (w > 0) p->names_len += (size_t)w; /* past the end once cut: nothing more is added */
+    }
+    p->n++;
+    if (names_quant(k->path, p->q)) {
+        if (!p->hits++) p->hit = *k;
+        p->split += strstr(k->path, "-of-") != NULL;
+    }
+}
+
+/* The GGUF files (not projectors) of one page of the listing, into p; 0, or 1 after printing why. */
+static int hub_page(const pull_ref *r, const json_value *v, hub_pick *p) {
     for (int i = 0; i < v->n; i++) {
         const json_value *e = &v->items[i], *lfs = json_get(e, "lfs"), *size = json_get(lfs ? lfs : e, "size");
         const char *type = json_get_str(e, "type"), *path = json_get_str(e, "path"), *oid = lfs ? json_get_str(lfs, "oid") : NULL;
@@ -33,12 +58,7 @@ static int hub_page(const pull_ref *r, const json_value *v, pull_known **files, 
             continue;
         if (!pull_path_ok(path)) /* a listing is the server's word, not a path to trust: never outside the cache */
             return fail("%s/%s: the hub's listing names a bad path '%.200s'", r->org, r->repo, path);
-        if (*n == *cap) {
-            pull_known *more = realloc(*files, (size_t)(*cap = *cap * 2 + 16) * sizeof **files);
-            if (!more) return fail("out of memory");
-            *files = more;
-        }
-        pull_known *k = memset(&(*files)[(*n)++], 0, sizeof **files);
+        pull_known known = {0}, *k = &known;
         snprintf(k->path, sizeof k->path, "%s", path);
         if (size && (size->kind != JSON_NUMBER || !(size->number >= 0 && size->number <= 9007199254740992.0) ||
                      size->number != (double)(uint64_t)size->number)) /* 2^53: whole, and exact in a double */
@@ -47,6 +67,7 @@ static int hub_page(const pull_ref *r, const json_value *v, pull_known **files, 
         k->size = size ? (uint64_t)size->number : 0;
         if (oid && strlen(oid) == 64 && strspn(oid, "0123456789abcdefABCDEF") == 64)
             for (int c = 0; c <= 64; c++) k->sha256[c] = (char)tolower((unsigned char)oid[c]);
+        pick_add(p, k);
     }
     return 0;
 }
@@ -64,11 +85,11 @@ static int hub_next(const pull_ref *r, const char *next, char *url, size_t n) {
     return 0;
 }
 
-/* The listing's GGUF files (not projectors), every page of it, into *files; 0, or 1 after printing why. */
-static int hub_ggufs(const pull_ref *r, pull_known **files, int *n) {
+/* The listing's GGUF files (not projectors), every page of it, into p (one page in memory at a time);
+ * 0, or 1 after printing why. */
+static int hub_listing(const pull_ref *r, hub_pick *p) {
     char url[2048], next[2048], why[2400];
-    int cap = 0, rc = 0;
-    *files = NULL, *n = 0;
+    int rc = 0;
     snprintf(url, sizeof url, "%s/api/models/%s/%s/tree/%s?recursive=true", pull_endpoint(), r->org, r->repo, r->rev);
     for (int page = 0; !rc; page++) {
         char *body = NULL;
@@ -85,14 +106,12 @@ static int hub_ggufs(const pull_ref *r, pull_known **files, int *n) {
         err_t err = {0};
         const int bad = json_parse_max(body, len, PULL_MAX_PAGE_VALUES, &v, &err) || v->kind != JSON_ARRAY;
         if (bad) rc = fail("%s/%s: the hub's listing is not a JSON array (%s)", r->org, r->repo, err.msg);
-        else rc = hub_page(r, v, files, n, &cap); /* its messages quote the text: body freed after */
+        else rc = hub_page(r, v, p); /* its messages quote the text: body freed after */
         json_free(v);
         free(body);
         if (!rc && !next[0]) return 0;
         if (!rc) rc = hub_next(r, next, url, sizeof url);
     }
-    free(*files);
-    *files = NULL;
     return rc;
 }
 
@@ -109,49 +128,27 @@ static bool names_quant(const char *path, const char *quant) {
     return false;
 }
 
-/* "a.gguf (1.2 MiB), b.gguf (...)" of the files, for a message. */
-static void file_names(const pull_known *f, int n, char *out, size_t len) {
-    size_t k = 0;
-    out[0] = '\0';
-    for (int i = 0; i < n && k + 1 < len; i++) {
-        const int w = snprintf(out + k, len - k, "%s%s (%.1f MiB)", i ? ", " : "", f[i].path, f[i].size / 1048576.0);
-        if (w < 0) break;
-        k += (size_t)w;
-    }
-}
-
 /* The one file r names among the listing's; 0, or 1 after printing why. */
-static int choose(const pull_ref *r, const pull_known *f, int n, pull_known *out) {
-    char names[2048];
-    file_names(f, n, names, sizeof names);
-    if (!n) return fail("%s/%s has no GGUF file", r->org, r->repo);
-    if (!r->quant[0] && n == 1) return *out = f[0], 0;
-    const char *q = r->quant[0] ? r->quant : DEFAULT_QUANT;
-    int hits = 0, split = 0;
-    for (int i = 0; i < n; i++) {
-        if (!names_quant(f[i].path, q)) continue;
-        if (!hits++) *out = f[i];
-        split += strstr(f[i].path, "-of-") != NULL;
-    }
-    if (hits == 1) return 0;
-    if (hits && split == hits)
+static int choose(const pull_ref *r, const hub_pick *p, pull_known *out) {
+    const char *q = p->q, *names = p->names;
+    if (!p->n) return fail("%s/%s has no GGUF file", r->org, r->repo);
+    if (!r->quant[0] && p->n == 1) return *out = p->first, 0;
+    if (p->hits == 1) return *out = p->hit, 0;
+    if (p->hits && p->split == p->hits)
         return fail("%s/%s:%s is split into %d files, which octo does not read: merge them into one (llama-gguf-split --merge)",
-                    r->org, r->repo, q, hits);
-    if (hits) return fail("%s/%s: %d files name %s; pull one by its path (hf://%s/%s/FILE): %s", r->org, r->repo, hits, q,
-                          r->org, r->repo, names);
+                    r->org, r->repo, q, p->hits);
+    if (p->hits) return fail("%s/%s: %d files name %s; pull one by its path (hf://%s/%s/FILE): %s", r->org, r->repo,
+                             p->hits, q, r->org, r->repo, names);
     if (r->quant[0]) return fail("%s/%s has no GGUF file named for %s; it has: %s", r->org, r->repo, q, names);
-    return fail("%s/%s has %d GGUF files and none is %s: name one (%s/%s:QUANT): %s", r->org, r->repo, n, q, r->org,
+    return fail("%s/%s has %d GGUF files and none is %s: name one (%s/%s:QUANT): %s", r->org, r->repo, p->n, q, r->org,
                 r->repo, names);
 }
 
 /* ORG/REPO[:QUANT]: the file the listing names, fetched, and the choice recorded. */
 static int pull_repo(const char *root, const pull_ref *r, const char *shown, char *out, size_t n) {
-    pull_known *files = NULL, pick;
-    int nf = 0;
-    if (hub_ggufs(r, &files, &nf)) return 1;
-    const int bad = choose(r, files, nf, &pick);
-    free(files);
-    if (bad) return 1;
+    hub_pick p = {.q = r->quant[0] ? r->quant : DEFAULT_QUANT};
+    pull_known pick;
+    if (hub_listing(r, &p) || choose(r, &p, &pick)) return 1;
     pull_ref fr = *r;
     fr.kind = PULL_HF_FILE;
     snprintf(fr.path, sizeof fr.path, "%s", pick.path);
