@@ -180,7 +180,7 @@ static void help_converters(FILE *f) {
           "  serve [-m] MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY | --api-key-file PATH]\n"
           "        [--parallel N] [--ctx N] [--max-queue 16] [--max-body BYTES] [--max-prompt BYTES]\n"
           "        [--max-json-nodes 65536] [--max-json-depth 64] [--max-connections 256]\n"
-          "        [--max-connections-per-ip 32] [--idle-timeout 10]\n"
+          "        [--max-connections-per-ip 32] [--idle-timeout 10] [--request-timeout 30]\n"
           "      an OpenAI-compatible server: POST /v1/completions and /v1/chat/completions (stream\n"
           "      or not; response_format, tools, logprobs, n), /v1/embeddings, GET /v1/models,\n"
           "      /health, /metrics and / (a chat page); N conversations at once on one copy of the\n"

@@ -563,6 +563,7 @@ const cli_option cli_options[] = {
     {"--max-connections", NULL, SERVE, NUM(serve.max_connections, 1, 1 << 16), .bad = SERVE_COUNT},
     {"--max-connections-per-ip", NULL, SERVE, NUM(serve.max_per_ip, 1, 1 << 16), .bad = SERVE_COUNT},
     {"--idle-timeout", NULL, SERVE, NUM(serve.idle_timeout_s, 1, 86400), .bad = SERVE_COUNT},
+    {"--request-timeout", NULL, SERVE, NUM(serve.request_timeout_s, 1, 86400), .bad = SERVE_COUNT},
 };
 
 const size_t cli_option_count = sizeof cli_options / sizeof *cli_options;

@@ -123,7 +123,7 @@ typedef struct {
     struct {
         const char *host, *api_key, *api_key_file;
         long port, parallel, max_body, max_prompt, max_queue, max_json_nodes, max_json_depth;
-        long max_connections, max_per_ip, idle_timeout_s;
+        long max_connections, max_per_ip, idle_timeout_s, request_timeout_s;
     } serve;
 } cli_args;
 

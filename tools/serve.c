@@ -117,12 +117,19 @@ static enum MHD_Result refused(struct MHD_Connection *c, const serve_verdict *v)
     return queue(c, v->status, r);
 }
 
-static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *url, const char *method, serve_upload *u) {
+/* The request's Authorization header (its length from the daemon: a NUL inside it does not end it). */
+static const char *authorization(struct MHD_Connection *c, size_t *len) {
     const char *auth = NULL;
-    size_t auth_len = 0;
+    *len = 0;
     if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION,
-                                      strlen(MHD_HTTP_HEADER_AUTHORIZATION), &auth, &auth_len) != MHD_YES)
-        auth = NULL;
+                                      strlen(MHD_HTTP_HEADER_AUTHORIZATION), &auth, len) != MHD_YES)
+        auth = NULL, *len = 0;
+    return auth;
+}
+
+static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *url, const char *method, serve_upload *u) {
+    size_t auth_len;
+    const char *auth = authorization(c, &auth_len);
     request r;
     pthread_mutex_lock(&s->parse_mu);
     serve_verdict v = serve_parse(&s->lim, method, url, auth, auth_len, u, &r);
@@ -168,13 +175,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!(u = calloc(1, sizeof *u))) return MHD_NO;
         *con_cls = u;
         serve_conns_busy(s->conns, c, true);
-        return MHD_YES;
+        size_t auth_len;
+        const char *auth = authorization(c, &auth_len);
+        /* a wrong key is answered now: its body is never read (MHD closes the connection after the 401) */
+        const serve_verdict v = serve_authorize(&s->lim, url, auth, auth_len);
+        return v.status == MHD_HTTP_OK ? MHD_YES : refused(c, &v);
     }
     if (*data_size) {
         serve_upload_add(&s->lim, u, data, *data_size);
         *data_size = 0;
         return MHD_YES;
     }
+    serve_conns_handling(s->conns, c); /* whole: answering it is not cut by the request timeout */
     return route(s, c, url, method, u);
 }
 
@@ -196,7 +208,7 @@ static int parse_args(int argc, char **argv, cli_args *a) {
     a->serve.host = "127.0.0.1", a->serve.port = 8080, a->serve.parallel = 1, a->serve.max_body = 1 << 20;
     a->serve.max_prompt = 256 << 10, a->serve.max_queue = 16, a->serve.max_json_nodes = 1 << 16;
     a->serve.max_json_depth = 64, a->serve.max_connections = 256, a->serve.max_per_ip = 32;
-    a->serve.idle_timeout_s = 10;
+    a->serve.idle_timeout_s = 10, a->serve.request_timeout_s = 30;
     const int rc = cli_parse(CMD_SERVE, argc, argv, a);
     if (rc) return rc;
     if (a->serve.api_key && a->serve.api_key_file) return usage_error("serve takes --api-key or --api-key-file, not both");
@@ -274,6 +286,7 @@ static void close_slots(server *s) {
  * --max-connections of them and --max-connections-per-ip from one address
  * (serve_conns.c: past it, the address's oldest idle one makes room), each
  * closed after --idle-timeout seconds without traffic. */
+#define SERVE_CONN_SLACK 64 /* connections shut down for room, not yet closed by their threads */
 static struct MHD_Daemon *start_daemon(server *s, const cli_args *a) {
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)a->serve.port)};
     if (inet_pton(AF_INET, a->serve.host, &addr.sin_addr) != 1) {
@@ -285,13 +298,14 @@ static struct MHD_Daemon *start_daemon(server *s, const cli_args *a) {
         on_request, s,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_done, s,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)a->serve.idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)a->serve.max_connections, MHD_OPTION_NOTIFY_CONNECTION, serve_conns_notify, s->conns, MHD_OPTION_END);
+        (unsigned)a->serve.max_connections + SERVE_CONN_SLACK, /* serve_conns_accept keeps --max-connections */ MHD_OPTION_NOTIFY_CONNECTION, serve_conns_notify, s->conns, MHD_OPTION_END);
     if (!d) fail("serve: cannot listen on %s:%ld (in use, or not allowed)", a->serve.host, a->serve.port);
     return d;
 }
 
 static void init_server(server *s, const cli_args *a) {
-    *s = (server){.max_queue = (int)a->serve.max_queue, .idle_timeout_s = (unsigned)a->serve.idle_timeout_s};
+    *s = (server){.max_queue = (int)a->serve.max_queue, .idle_timeout_s = (unsigned)a->serve.idle_timeout_s,
+                  .request_timeout_s = (unsigned)a->serve.request_timeout_s};
     s->lim = (serve_limits){.max_body = (size_t)a->serve.max_body, .max_prompt = (size_t)a->serve.max_prompt,
                             .max_json_nodes = a->serve.max_json_nodes, .max_json_depth = a->serve.max_json_depth};
     const char *base = strrchr(a->model, '/');
@@ -322,8 +336,12 @@ static void drain_slots(server *s) {
 /* Serve until SIGINT or SIGTERM, which every other thread blocks (they inherit
  * the mask), then cancel what runs, let it end, and stop the daemon. */
 static void serve_until_signal(server *s, struct MHD_Daemon *d, const sigset_t *stop) {
-    int sig = 0;
-    sigwait(stop, &sig);
+    int sig = -1;
+    const struct timespec second = {.tv_sec = 1};
+    while (sig < 0) { /* once a second: requests trickled past their time are closed */
+        sig = sigtimedwait(stop, NULL, &second);
+        if (sig < 0) serve_conns_sweep(s->conns, (double)s->idle_timeout_s + s->request_timeout_s);
+    }
     fprintf(stderr, "octo serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     serve_stop(s);
     drain_slots(s);
@@ -354,7 +372,7 @@ int cmd_serve(int argc, char **argv) {
     co.log = note_log; /* the library's warnings (a context past training, a template missing): once on stderr */
     octo_client *c = octo_client_new(&co);
     rc = c ? open_slots(&s, &a, c) : fail("out of memory");
-    if (!rc && !(s.conns = serve_conns_new((unsigned)a.serve.max_per_ip))) rc = fail("out of memory");
+    if (!rc && !(s.conns = serve_conns_new((unsigned)a.serve.max_per_ip, (unsigned)a.serve.max_connections))) rc = fail("out of memory");
     struct MHD_Daemon *d = rc ? NULL : start_daemon(&s, &a);
     if (!rc && d) {
         const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);

@@ -72,6 +72,7 @@ typedef struct {
     serve_limits lim;
     const char *model_name;  /* what /v1/models lists */
     unsigned idle_timeout_s; /* a connection idle this long is closed */
+    unsigned request_timeout_s; /* a request's headers and body arrive within this (after the idle time) */
     serve_conns *conns;      /* the connections per address (serve_conns.h) */
 } server;
 
@@ -191,6 +192,9 @@ const char *serve_tools_grammar(request *r);
 serve_verdict serve_parse(const serve_limits *l, const char *method, const char *url, const char *auth, size_t auth_len,
                           serve_upload *u, request *r);
 void request_free(request *r);
+/* The API key of a request, from its url and Authorization header alone (serve_parse's first check):
+ * status 200, or the 401 to answer before its body is read. */
+serve_verdict serve_authorize(const serve_limits *l, const char *url, const char *auth, size_t auth_len);
 
 /* ---- answering (serve_openai.c) ---- */
 

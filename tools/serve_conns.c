@@ -20,14 +20,15 @@ typedef struct conn {
     struct sockaddr_storage addr;
     int fd;
     bool busy, closing; /* closing: shut down to make room, not closed yet */
+    bool handling;      /* its request arrived whole: being answered */
     double idle_since;  /* monotonic seconds */
 } conn;
 
 struct serve_conns {
     pthread_mutex_t mu;
     conn *head;
-    unsigned max_per_ip;
-    long evicted;
+    unsigned max_per_ip, max_total;
+    long evicted, timed_out;
 };
 
 static double mono_s(void) {
@@ -47,11 +48,11 @@ static bool same_host(const struct sockaddr *a, const struct sockaddr_storage *b
     return false;
 }
 
-serve_conns *serve_conns_new(unsigned max_per_ip) {
+serve_conns *serve_conns_new(unsigned max_per_ip, unsigned max_total) {
     serve_conns *sc = calloc(1, sizeof *sc);
     if (!sc) return NULL;
     pthread_mutex_init(&sc->mu, NULL);
-    sc->max_per_ip = max_per_ip;
+    sc->max_per_ip = max_per_ip, sc->max_total = max_total;
     return sc;
 }
 
@@ -62,25 +63,38 @@ void serve_conns_free(serve_conns *sc) {
     free(sc);
 }
 
+static void close_for_room(serve_conns *sc, conn *c) { /* its thread sees the end of its socket and closes it */
+    shutdown(c->fd, SHUT_RDWR);
+    c->closing = true;
+    sc->evicted++;
+}
+
 enum MHD_Result serve_conns_accept(void *cls, const struct sockaddr *addr, socklen_t len) {
     (void)len;
     serve_conns *sc = cls;
     pthread_mutex_lock(&sc->mu);
-    unsigned n = 0;
+    unsigned n = 0, all = 0;
     conn *oldest = NULL; /* the address's longest idle connection */
+    conn *waiting = NULL; /* of every address, the one waiting longest for its request to arrive whole */
     for (conn *c = sc->head; c; c = c->next) {
-        if (c->closing || !same_host(addr, &c->addr)) continue;
+        if (c->closing) continue;
+        all++;
+        if (!c->handling && (!waiting || c->idle_since < waiting->idle_since)) waiting = c;
+        if (!same_host(addr, &c->addr)) continue;
         n++;
         if (!c->busy && (!oldest || c->idle_since < oldest->idle_since)) oldest = c;
     }
     bool take = n < sc->max_per_ip;
     char byte; /* bytes waiting on it: a request arriving (a proxy's pool reuses its longest-idle connection) */
     const bool arriving = oldest && recv(oldest->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
-    if (!take && oldest && !arriving && mono_s() - oldest->idle_since >= SERVE_EVICT_IDLE_S) { /* its thread sees the end of its socket and closes the connection */
-        shutdown(oldest->fd, SHUT_RDWR);
-        oldest->closing = true;
-        sc->evicted++;
-        take = true;
+    const double now = mono_s();
+    if (!take && oldest && !arriving && now - oldest->idle_since >= SERVE_EVICT_IDLE_S) {
+        close_for_room(sc, oldest);
+        take = true, all--;
+    }
+    if (take && all >= sc->max_total) { /* the server is full: the longest wait for a request makes room (a trickle) */
+        take = waiting && waiting != oldest && now - waiting->idle_since >= SERVE_EVICT_IDLE_S;
+        if (take) close_for_room(sc, waiting);
     }
     pthread_mutex_unlock(&sc->mu);
     return take ? MHD_YES : MHD_NO;
@@ -130,13 +144,44 @@ void serve_conns_busy(serve_conns *sc, struct MHD_Connection *mc, bool busy) {
     if (!c) return;
     pthread_mutex_lock(&sc->mu);
     c->busy = busy;
-    if (!busy) c->idle_since = mono_s();
+    if (!busy) c->idle_since = mono_s(), c->handling = false;
     pthread_mutex_unlock(&sc->mu);
 }
 
 long serve_conns_evicted(serve_conns *sc) {
     pthread_mutex_lock(&sc->mu);
     const long n = sc->evicted;
+    pthread_mutex_unlock(&sc->mu);
+    return n;
+}
+
+void serve_conns_handling(serve_conns *sc, struct MHD_Connection *mc) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    conn *c = ci ? ci->socket_context : NULL;
+    if (!c) return;
+    pthread_mutex_lock(&sc->mu);
+    c->handling = true;
+    pthread_mutex_unlock(&sc->mu);
+}
+
+int serve_conns_sweep(serve_conns *sc, double limit_s) {
+    int n = 0;
+    pthread_mutex_lock(&sc->mu);
+    const double now = mono_s();
+    for (conn *c = sc->head; c; c = c->next)
+        if (!c->closing && !c->handling && now - c->idle_since > limit_s) {
+            shutdown(c->fd, SHUT_RDWR); /* as for room: its thread sees the end and closes it */
+            c->closing = true;
+            n++;
+        }
+    sc->timed_out += n;
+    pthread_mutex_unlock(&sc->mu);
+    return n;
+}
+
+long serve_conns_timed_out(serve_conns *sc) {
+    pthread_mutex_lock(&sc->mu);
+    const long n = sc->timed_out;
     pthread_mutex_unlock(&sc->mu);
     return n;
 }

@@ -22,7 +22,7 @@
 typedef struct serve_conns serve_conns;
 
 /* NULL when out of memory. */
-serve_conns *serve_conns_new(unsigned max_per_ip);
+serve_conns *serve_conns_new(unsigned max_per_ip, unsigned max_total);
 void serve_conns_free(serve_conns *sc);
 
 /* MHD_OPTION_ACCEPT_POLICY_CALLBACK: MHD_YES to take the connection (an idle one of the address
@@ -33,6 +33,12 @@ void serve_conns_notify(void *cls, struct MHD_Connection *c, void **socket_conte
                         enum MHD_ConnectionNotificationCode code);
 /* A request began (busy) or was answered (idle) on c. */
 void serve_conns_busy(serve_conns *sc, struct MHD_Connection *c, bool busy);
+/* c's request arrived whole and is being answered: never closed by serve_conns_sweep or for room. */
+void serve_conns_handling(serve_conns *sc, struct MHD_Connection *c);
+/* Shut down every connection whose request has not arrived whole within limit_s seconds of its
+ * last answer (or its accept), trickled or not; how many. */
+int serve_conns_sweep(serve_conns *sc, double limit_s);
+long serve_conns_timed_out(serve_conns *sc);
 /* Connections closed to make room since the start (for /metrics and the tests). */
 long serve_conns_evicted(serve_conns *sc);
 

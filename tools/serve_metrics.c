@@ -92,8 +92,11 @@ static void requests(text *t, server *s) {
     metric(t, "requests_cancelled_total", "counter", "Completions whose client hung up before the end.",
            (double)c.cancelled);
     metric(t, "connections_evicted_total", "counter",
-           "Idle connections closed to make room for a new one from the same address.",
+           "Connections closed to make room: an address's idle one, or the longest wait for a whole request when full.",
            (double)serve_conns_evicted(s->conns));
+    metric(t, "connections_timed_out_total", "counter",
+           "Connections closed because their request did not arrive whole within --idle-timeout + --request-timeout.",
+           (double)serve_conns_timed_out(s->conns));
     metric(t, "prompt_tokens_total", "counter", "Prompt tokens of the completions answered.", (double)c.prompt_tokens);
     metric(t, "completion_tokens_total", "counter", "Tokens generated for the completions answered.",
            (double)c.completion_tokens);

@@ -132,17 +132,24 @@ static const struct {
 
 static const char *parse_body(const serve_limits *l, serve_upload *u, serve_route route, request *r);
 
+serve_verdict serve_authorize(const serve_limits *l, const char *url, const char *auth, size_t auth_len) {
+    int k = -1;
+    for (int i = 0; i < (int)(sizeof routes / sizeof *routes) && k < 0; i++)
+        if (!strcmp(url, routes[i].url)) k = i;
+    /* /health and the page need no key (the page asks for one when the API does); an unknown url does */
+    if ((k < 0 || (routes[k].route != SERVE_HEALTH && routes[k].route != SERVE_PAGE)) && !key_matches(l, auth, auth_len))
+        return refuse(401, "invalid_request_error", "invalid_api_key", "a valid API key is required");
+    return (serve_verdict){.status = 200};
+}
+
 serve_verdict serve_parse(const serve_limits *l, const char *method, const char *url, const char *auth, size_t auth_len,
                           serve_upload *u, request *r) {
     memset(r, 0, sizeof *r);
     int k = -1;
     for (int i = 0; i < (int)(sizeof routes / sizeof *routes); i++) /* the row of this method, else any of the url */
         if (!strcmp(url, routes[i].url) && (k < 0 || !strcmp(method, routes[i].method))) k = i;
-    if (k >= 0 && routes[k].route != SERVE_HEALTH && routes[k].route != SERVE_PAGE && !key_matches(l, auth, auth_len))
-        /* /health and the page need no key (the page asks for one when the API does) */
-        return refuse(401, "invalid_request_error", "invalid_api_key", "a valid API key is required");
-    if (k < 0 && !key_matches(l, auth, auth_len))
-        return refuse(401, "invalid_request_error", "invalid_api_key", "a valid API key is required");
+    const serve_verdict key = serve_authorize(l, url, auth, auth_len);
+    if (key.status != 200) return key;
     if (k < 0) return refuse(404, "invalid_request_error", "not_found", "no such endpoint");
     if (strcmp(method, routes[k].method)) {
         serve_verdict v = refuse(405, "invalid_request_error", "method_not_allowed",

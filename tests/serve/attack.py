@@ -460,6 +460,76 @@ def open_state(socks):
     return out
 
 
+class Trickle:
+    """A POST to /v1/completions from source sent a byte every 0.3 s, in its headers or in its body
+    (Content-Length 100,000): never quiet for the idle timeout. closed: seconds from its start until the
+    server closed it (None: still open)."""
+
+    def __init__(self, port, source, in_body):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0))
+        head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"
+        self.s.sendall(head if in_body else head[:20])
+        self.rest = b"[" * 100000 if in_body else head[20:] + b"X-Pad: " + b"a" * 20000
+        self.t0, self.closed = time.monotonic(), None
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        for i in range(len(self.rest)):
+            if self.t0 + 15 < time.monotonic():
+                return  # bounded: 15 s at most
+            time.sleep(0.3)
+            try:
+                self.s.send(self.rest[i:i + 1])
+            except OSError:
+                pass
+            if open_state([self.s]) == ["closed"]:
+                self.closed = time.monotonic() - self.t0
+                return
+
+
+def attack11_trickle(model):
+    """Requests trickled a byte every 0.3 s fill --max-connections 8 from two addresses (4 in their headers,
+    4 in their bodies): a legitimate request is answered (the longest-waiting trickle closed to make room),
+    and every trickle is closed by --idle-timeout + --request-timeout (+ 1 s) though it never goes quiet."""
+    srv = Server(model, "--idle-timeout", "1", "--request-timeout", "2", "--max-connections", "8",
+                 "--max-connections-per-ip", "4")
+    ts = [Trickle(srv.port, "127.0.0.20", False) for _ in range(4)] + \
+         [Trickle(srv.port, "127.0.0.21", True) for _ in range(4)]
+    time.sleep(1.0)  # all eight past the half second before one may be closed for room
+    legit(srv.port, "attack 11 (8 trickled requests at --max-connections 8)")
+    for t in ts:
+        t.thread.join(8.0)
+    late = [round(t.closed, 1) if t.closed else "open" for t in ts if not t.closed or t.closed > 1 + 2 + 1.5]
+    check(not late, "attack 11: trickled requests still open or closed late (limit 4.5 s): %s" % late)
+    for t in ts:
+        t.s.close()
+    srv.stop()
+
+
+def attack11_key_first(model):
+    """With --api-key, a request without it is a 401 as soon as its headers arrive: Content-Length 1e9, nothing
+    sent after the headers; the server then closes the connection (the body is never read)."""
+    srv = Server(model, "--api-key", "k3y")
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=LEGIT_S, source_address=("127.0.0.22", 0))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n")
+    t0, data = time.monotonic(), b""
+    try:
+        while not data.endswith(b"}") or b"\r\n\r\n" not in data:
+            more = s.recv(4096)
+            if not more:
+                break
+            data += more
+        closed = s.recv(1) == b""
+    except OSError as e:
+        closed = repr(e)
+    dt = time.monotonic() - t0
+    check(data.startswith(b"HTTP/1.1 401 ") and b'"invalid_api_key"' in data and closed is True and dt <= LEGIT_S,
+          "attack 11b: no key, a 1 GB body announced: %r in %.2f s, then closed: %s" % (data[:20], dt, closed))
+    s.close()
+    srv.stop()
+
+
 def attack9_own_address(model):
     """An address at its connection limit with idle connections (a leaking client) is not locked out: its
     new request is answered, its oldest idle connection closed to make room; another address's untouched."""
@@ -584,6 +654,8 @@ def main():
         shutdown(srv)
         attack10_memory(model)
         attack9_own_address(model)
+        attack11_trickle(model)
+        attack11_key_first(model)
         chaos(model)
         hostile_grammars(model)
         tools_beside_health(model)
