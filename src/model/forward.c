@@ -42,6 +42,8 @@ fwd_state *fwd_state_new(const model *m, tpool *pool) {
         fwd_state_free(st);
         return NULL;
     }
+    /* resident from the start (a conversation's fixed cost), not a page at a time as threads first use it */
+    memset(st->attn_scratch, 0, (size_t)(st->nth > 0 ? st->nth : 1) * ATTN_SCRATCH_BYTES);
     return st;
 }
 
