@@ -116,6 +116,48 @@ static gen_out generate(octo_model *m, const char *prompt, octo_spec_mode spec, 
     return generate_with(m, prompt, &p, spec, k, n_tokens, st);
 }
 
+/* Sampled, with a seed, n-gram and lookahead drafts give plain sampling's own
+ * text, token for token: a deterministic proposer's drafts are checked
+ * against the target's own draws (speculative/verify.h), so neither the
+ * passes nor when speculation switches itself off (by the clock) change a
+ * token. Before, they drew other random numbers, and a server's two seeded
+ * requests could end in different words (tests/serve/client.py, 5-8 in 30). */
+static void test_seeded_sampled(const char *path, char **prompts, int n_prompts) {
+    octo_client *c = octo_client_new(NULL);
+    octo_model_options mo = octo_model_options_defaults();
+    mo.auto_draft = OCTO_DRAFT_NONE;
+    octo_model *m = octo_load_model(c, path, &mo);
+    T_CHECKF(m != NULL, "%s", octo_last_error(c));
+    const octo_spec_mode modes[] = {OCTO_SPEC_NGRAM, OCTO_SPEC_NGRAM, OCTO_SPEC_LOOKAHEAD, OCTO_SPEC_AUTO};
+    const int ks[] = {2, 6, 0, 0};
+    int same = 0, runs = 0;
+    long proposed = 0, accepted = 0;
+    for (int i = 0; m && i < n_prompts; i++) {
+        octo_generate_params p = octo_generate_params_defaults();
+        p.temperature = i % 2 ? 1.0f : 0.7f;
+        p.top_k = i % 3 ? 0 : 40;
+        p.seed = (uint64_t)i + 11;
+        gen_out plain = generate_with(m, prompts[i], &p, OCTO_SPEC_NONE, 0, 48, NULL);
+        for (int j = 0; j < 4; j++) {
+            octo_stats st;
+            gen_out o = generate_with(m, prompts[i], &p, modes[j], ks[j], 48, &st);
+            const int eq = o.n == plain.n && !memcmp(o.ids, plain.ids, sizeof(int32_t) * (size_t)o.n);
+            T_CHECKF(eq, "[prompt %d, seed %llu, mode %d k %d] sampled text differs from plain sampling's", i,
+                     (unsigned long long)p.seed, (int)modes[j], ks[j]);
+            same += eq, runs++;
+            proposed += st.spec_proposed, accepted += st.spec_accepted;
+            free(o.ids);
+        }
+        free(plain.ids);
+    }
+    printf("sampled with a seed: %d of %d speculative runs (n-gram k 2 and 6, lookahead, auto) give plain sampling's "
+           "tokens; %ld of %ld drafts accepted\n", same, runs, accepted, proposed);
+    T_CHECKF(accepted > 0 && accepted < proposed, "drafts accepted %ld of %ld: both outcomes must occur", accepted,
+             proposed);
+    octo_model_free(m);
+    octo_client_free(c);
+}
+
 /* Generate from each prompt with and without speculation; count mismatches.
  * draft: a draft model's path (speculation by draft) or NULL (n-gram, or
  * lookahead when asked). */
@@ -1401,6 +1443,7 @@ int main(void) {
     T_CHECKF(n == want, "only %d prompts from %s", n, text);
     compare_on("stories260K, n-gram", model, NULL, prompts, n, 64);
     compare_mode("stories260K, lookahead", model, NULL, OCTO_SPEC_LOOKAHEAD, prompts, n, 64);
+    test_seeded_sampled(model, prompts, n < 10 ? n : 10);
     const int n_self = tu_quick() ? 5 : 30;
     test_self_draft(model, prompts, n_self < n ? n_self : n);
     char draft[512];

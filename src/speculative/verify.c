@@ -43,11 +43,28 @@ int spec_verify(sampler *smp, const float *rows, int n_vocab, const int32_t *dra
     return spec_verify_guess(smp, rows, n_vocab, draft, q, k, NULL, scratch, next);
 }
 
+/* Sampled, a deterministic proposer's line (q one-hot): at each row the target's own draw, the one
+ * plain decoding makes there with the same random number; the draft is accepted while it equals it. */
+static int verify_own_draws(sampler *smp, const float *rows, int n_vocab, const int32_t *draft, int k, float *p,
+                            int32_t *next) {
+    for (int a = 0;; a++) {
+        sampler_distribution(smp, rows + (size_t)a * n_vocab, p);
+        const int32_t t = sampler_draw(smp, p);
+        if (a == k || t != draft[a]) {
+            *next = t;
+            return a;
+        }
+        sampler_accept(smp, t);
+    }
+}
+
 int spec_verify_guess(sampler *smp, const float *rows, int n_vocab, const int32_t *draft, const float *q, int k,
                       const spec_guess *guess, float *scratch, int32_t *next) {
     int a;
     if (sampler_is_greedy(smp)) {
         a = verify_greedy(smp, rows, n_vocab, draft, k, next);
+    } else if (!q) {
+        a = verify_own_draws(smp, rows, n_vocab, draft, k, scratch, next);
     } else {
         float *p = scratch, *r = scratch + n_vocab;
         for (a = 0;; a++) {

@@ -9,10 +9,18 @@
  *   greedy   draft i is accepted while it is the token the sampler picks
  *            from row i; the next token is the pick from the first row not
  *            matched (row k if all were).
- *   sampled  standard rejection sampling (Leviathan et al. 2023; Chen et al.
- *            2023). p_i is row i's distribution after every transform of the
- *            sampler, q_i the proposer's (after the same transforms when it
- *            is a draft model; one-hot at the proposal when it is n-gram).
+ *   sampled, a deterministic proposer (n-gram, lookahead; q NULL): at each
+ *            row the target draws its own token from p_i with the random
+ *            number plain decoding would use there, and draft i is accepted
+ *            while it equals that draw; the first other draw is the next
+ *            token. Draft x is so accepted with probability p_i(x), as
+ *            rejection sampling with a one-hot q accepts it, and every token
+ *            is plain decoding's own draw: a seed gives the same text with
+ *            or without speculation, however the passes fall.
+ *   sampled, a draft model: standard rejection sampling (Leviathan et al.
+ *            2023; Chen et al. 2023). p_i is row i's distribution after every
+ *            transform of the sampler, q_i the draft's (after the same
+ *            transforms).
  *            Draft x_i is accepted with probability min(1, p_i(x)/q_i(x));
  *            the first rejection draws the next token from the normalised
  *            max(0, p_i - q_i) and ends the step; if all k are accepted the
