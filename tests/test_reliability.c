@@ -906,7 +906,28 @@ static void test_long_speculation_exact(void) {
            n, (long long)st.batch_model_verify, n - 100, n);
     T_CHECKF(st.batch_model_verify > 50, "only %lld verify passes in shared steps", (long long)st.batch_model_verify);
     for (int i = 1; i < 4; i++) octo_session_free(ss[i]);
-    free(plain), free(next), free(plain_next);
+    octo_model_free(m);
+    /* other tiers: INT8 from the first entry (--kv-hot 0) and an INT8 cold tier (two tiers of one type,
+     * which is no change): speculation still runs (the bound once read a re-lay at every commit there,
+     * and no pass had room) and leaves plain decoding's cache */
+    mo.kv.hot_tokens = 0;
+    mo.kv.cold_bits = 8;
+    m = octo_load_model(c, path, &mo);
+    T_CHECKF(m != NULL, "%s", octo_last_error(c));
+    long_job j = {.m = m, .n = n - 100, .text = plain, .next = plain_next};
+    if (m) long_run(&j);
+    char *text = calloc((size_t)n * 64 + 1, 1);
+    j = (long_job){.m = m, .n = n - 100, .spec = ngram, .spec_k = 4, .text = text, .next = next};
+    octo_reset(m);
+    if (m && text) long_run(&j);
+    const octo_stats s2 = m ? octo_model_stats(m) : (octo_stats){0};
+    T_CHECKF(text && !strcmp(text, plain) && !memcmp(next, plain_next, sizeof(float) * (size_t)V) &&
+                 s2.spec_accepted > (n - 100) / 10,
+             "[hot 0, cold 8, n-gram k 4] text %s, cache %s, %d drafts accepted", text && !strcmp(text, plain) ? "equal" : "differs",
+             !memcmp(next, plain_next, sizeof(float) * (size_t)V) ? "equal" : "differs", (int)s2.spec_accepted);
+    printf("hot 0, cold 8: n-gram k 4, %d tokens, %d drafts accepted: plain decoding's text and cache\n", n - 100,
+           (int)s2.spec_accepted);
+    free(text), free(plain), free(next), free(plain_next);
     octo_model_free(m);
     octo_client_free(c);
 }

@@ -71,7 +71,9 @@ err_code kv_retier_layer(kv_cache *c, kv_layer *L, err_t *err) {
         }
         if (tentative || (b->open && b->n < KV_BLOCK)) continue; /* the open block fills up first */
         const int want = tier_for_age(c, (int64_t)c->commit_pos - 1 - newest);
-        if (want > kv_tier_of(c, b)) {
+        uint32_t kt, vt;
+        kv_tier_types(c, want, &kt, &vt);
+        if (want > kv_tier_of(c, b) && (kt != b->k_type || vt != b->v_type)) { /* two tiers of one type: as it is */
             err_code rc = requantize(c, L, i, want, err);
             if (rc) return rc;
         }
@@ -79,30 +81,31 @@ err_code kv_retier_layer(kv_cache *c, kv_layer *L, err_t *err) {
     return ERR_OK;
 }
 
-/* The commit count at which block b leaves tier t < 2, as kv_retier_layer
- * ages it. The open block waits until it is full: its newest entry will be
- * at least the next position, a lower bound that is safe. */
-static int64_t leaves_tier_at(const kv_cache *c, const kv_block *b, int t) {
-    const int64_t age = t == 0 ? c->cfg.hot_tokens
-                               : c->cfg.hot_tokens > c->cfg.warm_tokens ? c->cfg.hot_tokens : c->cfg.warm_tokens;
-    int32_t newest = INT32_MIN;
-    for (int j = 0; j < b->n; j++)
-        if (b->pos[j] > newest) newest = b->pos[j];
-    if ((b->open && b->n < KV_BLOCK) || newest >= c->commit_pos) newest = newest > c->commit_pos ? newest : c->commit_pos;
-    return (int64_t)newest + 1 + age;
+/* The commit count at which kv_retier_layer would next re-lay block b at
+ * other types (INT64_MAX: never; a tier of the types it has is no change).
+ * Blocks hold ascending positions. The open block waits until it is full:
+ * its newest entry will then be at least the position that fills it, a
+ * lower bound, which is the safe side. */
+static int64_t relaid_at(const kv_cache *c, const kv_block *b) {
+    int64_t newest = b->pos[b->n - 1];
+    const int64_t fills = (int64_t)c->commit_pos + (KV_BLOCK - b->n) - 1;
+    if (b->open && b->n < KV_BLOCK && fills > newest) newest = fills;
+    for (int t = kv_tier_of(c, b) + 1; t <= 2; t++) {
+        uint32_t kt, vt;
+        kv_tier_types(c, t, &kt, &vt);
+        const int64_t age = t == 1 ? c->cfg.hot_tokens : c->cfg.hot_tokens > c->cfg.warm_tokens ? c->cfg.hot_tokens
+                                                                                                 : c->cfg.warm_tokens;
+        if (kt != b->k_type || vt != b->v_type) return newest + 1 + age;
+    }
+    return INT64_MAX;
 }
 
 int64_t kv_tier_next_change(const kv_cache *c) {
-    uint32_t k0, v0, k2, v2;
-    kv_tier_types(c, 0, &k0, &v0);
-    kv_tier_types(c, 2, &k2, &v2);
     int64_t first = INT64_MAX;
-    if (k0 == k2 && v0 == v2 && c->cfg.warm_type == c->cfg.hot_type) return first; /* one tier */
     for (int l = 0; l < c->n_layer; l++)
         for (int i = 0; i < c->layers[l].n_blocks; i++) {
             const kv_block *b = c->layers[l].blocks[i];
-            const int t = kv_tier_of(c, b);
-            const int64_t at = b->n && t < 2 ? leaves_tier_at(c, b, t) : INT64_MAX;
+            const int64_t at = b->n ? relaid_at(c, b) : INT64_MAX;
             if (at < first) first = at;
         }
     return first;
