@@ -93,7 +93,8 @@ enum MHD_Result serve_conns_accept(void *cls, const struct sockaddr *addr, sockl
         take = true, all--;
     }
     if (take && all >= sc->max_total) { /* the server is full: the longest wait for a request makes room (a trickle) */
-        take = waiting && waiting != oldest && now - waiting->idle_since >= SERVE_EVICT_IDLE_S;
+        const bool waiting_arrives = waiting && recv(waiting->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+        take = waiting && !waiting->closing && !waiting_arrives && now - waiting->idle_since >= SERVE_EVICT_IDLE_S;
         if (take) close_for_room(sc, waiting);
     }
     pthread_mutex_unlock(&sc->mu);
