@@ -529,7 +529,9 @@ static void test_trace(const model *m, const char *path) {
         T_EQ_INT(bad, 0);
         T_EQ_INT(hits, st.hits);
         T_EQ_INT(misses, st.lookups - st.hits);
-        T_CHECK(misses > 0 && hits > 0);
+        /* without read-ahead both occur; with it, a read-ahead that keeps up (a slow forward on a busy machine:
+         * this session's CI, beside a training run) may leave no miss at all */
+        T_CHECKF(hits > 0 && (pf || misses > 0), "[read-ahead %s] %d hits, %d misses", pf ? "on" : "off", hits, misses);
     }
     moe_cache_config cfg = moe_cache_config_default();
     cfg.trace = "/nonexistent/dir/trace.txt";
