@@ -69,33 +69,45 @@ static void close_for_room(serve_conns *sc, conn *c) { /* its thread sees the en
     sc->evicted++;
 }
 
+/* Bytes waiting on c: a request arriving (a proxy's pool reuses its longest-idle connection). */
+static bool arriving(const conn *c) {
+    char byte;
+    return recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
+/* The server is full: of every address, the connection waiting longest for its request to arrive
+ * whole (a trickle), for at least SERVE_EVICT_IDLE_S, whose next bytes are not arriving just now. */
+static conn *longest_wait(serve_conns *sc, double now) {
+    conn *best = NULL;
+    for (conn *c = sc->head; c; c = c->next)
+        if (!c->closing && !c->handling && now - c->idle_since >= SERVE_EVICT_IDLE_S &&
+            (!best || c->idle_since < best->idle_since) && !arriving(c))
+            best = c;
+    return best;
+}
+
 enum MHD_Result serve_conns_accept(void *cls, const struct sockaddr *addr, socklen_t len) {
     (void)len;
     serve_conns *sc = cls;
     pthread_mutex_lock(&sc->mu);
     unsigned n = 0, all = 0;
     conn *oldest = NULL; /* the address's longest idle connection */
-    conn *waiting = NULL; /* of every address, the one waiting longest for its request to arrive whole */
     for (conn *c = sc->head; c; c = c->next) {
         if (c->closing) continue;
         all++;
-        if (!c->handling && (!waiting || c->idle_since < waiting->idle_since)) waiting = c;
         if (!same_host(addr, &c->addr)) continue;
         n++;
         if (!c->busy && (!oldest || c->idle_since < oldest->idle_since)) oldest = c;
     }
     bool take = n < sc->max_per_ip;
-    char byte; /* bytes waiting on it: a request arriving (a proxy's pool reuses its longest-idle connection) */
-    const bool arriving = oldest && recv(oldest->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
     const double now = mono_s();
-    if (!take && oldest && !arriving && now - oldest->idle_since >= SERVE_EVICT_IDLE_S) {
+    if (!take && oldest && !arriving(oldest) && now - oldest->idle_since >= SERVE_EVICT_IDLE_S) {
         close_for_room(sc, oldest);
         take = true, all--;
     }
-    if (take && all >= sc->max_total) { /* the server is full: the longest wait for a request makes room (a trickle) */
-        const bool waiting_arrives = waiting && recv(waiting->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
-        take = waiting && !waiting->closing && !waiting_arrives && now - waiting->idle_since >= SERVE_EVICT_IDLE_S;
-        if (take) close_for_room(sc, waiting);
+    if (take && all >= sc->max_total) { /* the server is full: the longest wait for a request makes room */
+        conn *waiting = longest_wait(sc, now);
+        if ((take = waiting != NULL)) close_for_room(sc, waiting);
     }
     pthread_mutex_unlock(&sc->mu);
     return take ? MHD_YES : MHD_NO;
