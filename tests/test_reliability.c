@@ -904,7 +904,8 @@ static void test_long_speculation_exact(void) {
     printf("%d greedy tokens, 4 sessions speculating together (%lld shared verify passes): each the text alone; "
            "n-gram k 4 (%d tokens), 1 and 7 (%d) alone: the cache bit for bit plain decoding's\n",
            n, (long long)st.batch_model_verify, n - 100, n);
-    T_CHECKF(st.batch_model_verify > 50, "only %lld verify passes in shared steps", (long long)st.batch_model_verify);
+    /* how many depends on the measured cost of a row (verify_pays): 413-585 here, 24 on the POSIX fallback */
+    T_CHECKF(st.batch_model_verify > 0, "no verify pass in shared steps: batching and speculation never met");
     for (int i = 1; i < 4; i++) octo_session_free(ss[i]);
     octo_model_free(m);
     /* other tiers: INT8 from the first entry (--kv-hot 0) and an INT8 cold tier (two tiers of one type,
