@@ -112,9 +112,12 @@ static err_code reserve(fwd_state *st, int n, err_t *err) {
         {&st->eo, hp->n_expert > 0 ? (size_t)hp->n_embd : 1},
     };
     for (size_t i = 0; i < sizeof b / sizeof *b; i++) {
-        float *p = xrealloc(*b[i].p, sizeof(float) * T * b[i].per_token);
-        if (!p) return err_set(err, ERR_NOMEM, "out of memory for a batch of %d tokens", n);
-        *b[i].p = p;
+        free(*b[i].p); /* nothing in them outlives a pass */
+        *b[i].p = aligned_alloc(64, (sizeof(float) * T * b[i].per_token + 63) & ~(size_t)63);
+        if (!*b[i].p) {
+            st->cap = 0; /* the buffers freed before it are reserved again by the next pass */
+            return err_set(err, ERR_NOMEM, "out of memory for a batch of %d tokens", n);
+        }
     }
     const size_t per = (size_t)(hp->n_expert_used > 0 ? hp->n_expert_used : 1);
     int32_t *r = xrealloc(st->route, sizeof(int32_t) * T * per);
