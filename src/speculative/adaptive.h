@@ -21,7 +21,9 @@
  *                 of a pass of each size measured as the generation goes
  *                 (a moving average; a size not yet measured is costed from
  *                 the sizes that are, a little optimistically, so that it
- *                 gets tried). The draft drafts deeper while its line's
+ *                 gets tried: past the largest one, at the slope of the
+ *                 last two measured, or +2 % a token if that is less). The
+ *                 draft drafts deeper while its line's
  *                 value pays for a draft step at the rate the passes have
  *                 measured, at most 2 levels past the last choice's depth.
  *                 A fixed budget verifies that many nodes, and drafts as
