@@ -306,6 +306,7 @@ class _Conversation:
         self._check()
         p = _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec, prompt_compress, grammar, json_schema)
         with self._calls:
+            self._check()  # a close() on another thread may have run since the check above
             return self._start(self._gen(_text("prompt", prompt), ctypes.byref(p)))
 
     def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
@@ -316,6 +317,7 @@ class _Conversation:
         p = _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec, grammar=grammar, json_schema=json_schema)
         arr = _messages(messages)
         with self._calls:
+            self._check()  # a close() on another thread may have run since the check above
             return self._start(self._chat(arr, len(arr), ctypes.byref(p)))
 
     def chat_fit(self, messages, reserve_tokens=0):
@@ -326,6 +328,7 @@ class _Conversation:
         self._check()
         arr = _messages(messages)
         with self._calls:
+            self._check()  # a close() on another thread may have run since the check above
             n = self._fit(arr, len(arr), _int("reserve_tokens", reserve_tokens))
             if n < 0:
                 raise OctoError(self._error(), -n)
@@ -346,6 +349,7 @@ class _Conversation:
         hs = (ctypes.c_void_p * max(1, len(adapters)))(*[a._h for a in adapters])
         sc = (ctypes.c_float * max(1, len(scales)))(*scales)
         with self._calls:
+            self._check()  # a close() on another thread may have run since the check above
             rc = self._set_adapters(hs, sc, len(adapters))
             if rc:
                 raise OctoError(self._error(), rc)
@@ -357,6 +361,7 @@ class _Conversation:
         self._check()
         t = _text("text", text)
         with self._calls:
+            self._check()  # a close() on another thread may have run since the check above
             n = self._embed(t, None, 0)
             if n < 0:
                 raise OctoError(self._error(), -n)
@@ -476,6 +481,7 @@ class Model(_Conversation):
         """A LoRA adapter (llama.cpp's adapter GGUF) read against this model, for set_adapters on it and its sessions."""
         self._check()
         with self._calls:
+            self._check()  # a close() on another thread may have run since the check above
             h = _L.octo_adapter_load(self._model, _enc("path", path))
             if not h:
                 raise OctoError(self._error(), self._status())
@@ -485,6 +491,7 @@ class Model(_Conversation):
         """Another conversation on this model (its own KV cache; up to max_sessions at once)."""
         self._check()
         with self._calls:
+            self._check()  # a close() on another thread may have run since the check above
             h = _L.octo_session_new(self._model)
             if not h:
                 raise OctoError(self._error(), 21)
@@ -502,30 +509,34 @@ class Model(_Conversation):
         return _L.octo_embed(self._model, text, out, cap)
 
     def stats(self):
-        self._check()
-        return _convert(_L.octo_model_stats(self._model), Stats)
+        with self._calls:
+            self._check()
+            return _convert(_L.octo_model_stats(self._model), Stats)
 
     def info(self):
-        self._check()
-        return _convert(_L.octo_model_info_get(self._model), Info)
+        with self._calls:
+            self._check()
+            return _convert(_L.octo_model_info_get(self._model), Info)
 
     TRIM_LEVELS = {"none": 0, "low": 1, "moderate": 2, "critical": 3}
 
     def trim(self, level):
         """Give memory back ("low", "moderate", "critical") or take it again ("none"):
         the app's memory signal (Android's onTrimMemory, iOS's memory warning)."""
-        self._check()
         if level not in self.TRIM_LEVELS:
             raise ValueError("trim level must be one of %s, not %r" % (", ".join(self.TRIM_LEVELS), level))
-        rc = _L.octo_model_trim(self._model, self.TRIM_LEVELS[level])
-        if rc:
-            raise OctoError(self._error(), rc)
+        with self._calls:  # its failure is in the model's error
+            self._check()
+            rc = _L.octo_model_trim(self._model, self.TRIM_LEVELS[level])
+            if rc:
+                raise OctoError(self._error(), rc)
 
     def tokenize(self, text, add_special=True):
         """The token ids of text."""
         self._check()
         raw = text.encode()
         with self._calls:
+            self._check()  # a close() on another thread may have run since the check above
             n = _L.octo_tokenize(self._model, raw, len(raw), int(add_special), 0, None, 0)
             if n < 0:
                 raise OctoError(_L.octo_model_error(self._model).decode("utf-8", "replace"), -n)
@@ -544,11 +555,12 @@ class Model(_Conversation):
         for s in self._sessions:
             s.close()
         self._sessions = []
-        if self._model:
-            _L.octo_model_free(self._model)
-        if self._client:
-            _L.octo_client_free(self._client)
-        self._model = self._client = None
+        with self._calls:  # a call another thread has inside the library ends first
+            if self._model:
+                _L.octo_model_free(self._model)
+            if self._client:
+                _L.octo_client_free(self._client)
+            self._model = self._client = None
 
     def __enter__(self):
         return self

@@ -7,6 +7,7 @@ import sys
 import re
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -445,6 +446,51 @@ def test_close_while_another_thread_iterates(model):
         t.join(10)
         assert not t.is_alive() and not errors and got and s.stop_reason == "cancelled", (round_, errors)
     assert model.generate(PROMPT, max_tokens=4, temperature=0).text()
+
+
+def test_close_waits_for_a_call_in_flight(model_path):
+    """close() on one thread while another is inside the library (tokenize, stats, trim) freed the
+    model under that call. Now close() takes the model's call lock: a call in flight ends first, and
+    a call after it is told the model is closed."""
+    m = octo.Model(model_path)
+    held, release = threading.Event(), threading.Event()
+
+    def in_flight():  # stands for a call inside the library: it holds the lock each call takes
+        with m._calls:
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=in_flight)
+    t.start()
+    held.wait(10)
+    threading.Timer(0.5, release.set).start()
+    t0 = time.monotonic()
+    m.close()
+    assert time.monotonic() - t0 >= 0.4 and release.is_set()
+    t.join(10)
+    for call in (lambda: m.tokenize(PROMPT), m.stats, lambda: m.trim("low")):
+        with pytest.raises(octo.OctoError, match="the model is closed"):
+            call()
+    # the same race for real: calls on one thread, close() on another, 20 times
+    text = PROMPT * 200
+    for round_ in range(20):
+        m = octo.Model(model_path)
+        errors = []
+
+        def calls():
+            try:
+                while True:
+                    m.tokenize(text)
+                    m.stats()
+            except octo.OctoError as e:
+                errors.append(str(e))
+
+        t = threading.Thread(target=calls)
+        t.start()
+        time.sleep(0.01 * (round_ % 5))
+        m.close()
+        t.join(10)
+        assert not t.is_alive() and errors == ["the model is closed"], (round_, errors)
 
 
 def test_calls_beside_a_stream_keep_their_messages(model_path):
