@@ -10,7 +10,8 @@
         `octo bench --spec draft` with each draft on N held-out prompts (the first 4 words of lines
         FIRST, FIRST + 1, ... of TEXT), the drafts alternated prompt by prompt; each speedup is
         against plain decoding measured in the same `octo bench` run. Prints a row per prompt and
-        the medians.
+        the medians, and which drafts' greedy text (`octo run --temp 0 -n TOKENS`) differed from
+        plain decoding's on which prompts (none should: speculation is lossless).
 
 Machine: say which one in the docs; the figures depend on it.
 """
@@ -56,10 +57,18 @@ def bench(target, draft, prompt, reps, tokens):
     return [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")][0]
 
 
+def greedy(target, prompt, tokens, draft=None):
+    cmd = [OCTO, "run", "-m", target, "-p", prompt, "-n", str(tokens), "--temp", "0"]
+    if draft:
+        cmd += ["--draft", draft]
+    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+
+
 def compare(a):
     drafts = a.drafts.split(",")
     prompts = lines_of(a.prompts, a.first, a.n)
     rows = {d: [] for d in drafts}
+    differ = []
     head = " | ".join(f"{d.rsplit('/', 1)[-1]}: speedup, accepted, tokens a pass" for d in drafts)
     print(f"| prompt | {head} |\n|---|" + "---:|" * len(drafts))
     for i, p in enumerate(prompts):
@@ -71,11 +80,15 @@ def compare(a):
             rows[d].append(r)
             cells.append(f"{r['speedup']['median']:.2f}x, {100 * r['acceptance']:.1f} %, {r['tokens_per_pass']:.2f}")
         print(f"| {p} | " + " | ".join(cells) + " |", flush=True)
+        plain = greedy(a.target, p, a.tokens)
+        differ += [f"{d} on {p!r}" for d in drafts if greedy(a.target, p, a.tokens, d) != plain]
     cells = []
     for d in drafts:
         med = lambda k: statistics.median(r[k]["median"] if isinstance(r[k], dict) else r[k] for r in rows[d])
         cells.append(f"**{med('speedup'):.2f}x**, {100 * med('acceptance'):.1f} %, {med('tokens_per_pass'):.2f}")
     print("| median | " + " | ".join(cells) + " |")
+    print("greedy text unlike plain decoding's: " + ("; ".join(differ) if differ else "none"))
+    return 1 if differ else 0
 
 
 def main():
