@@ -111,7 +111,7 @@ def main():
     c.add_argument("--reps", type=int, default=3)
     c.add_argument("--tokens", type=int, default=128)
     a = ap.parse_args()
-    {"gen": gen, "compare": compare}[a.cmd](a)
+    return {"gen": gen, "compare": compare}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -285,6 +285,7 @@ class _Conversation:
     # Held by a call that writes or reads the conversation's error, and by each step of its stream:
     # a Model's own conversation reports in the model's error, which octo.h lets one thread at a
     # time use (only cancel, stats and trim run beside a stream). A Session's error is its own.
+    # Model.close() takes it too, so each call checks for a closed model again inside it.
     _calls = contextlib.nullcontext()
 
     @property
@@ -306,7 +307,7 @@ class _Conversation:
         self._check()
         p = _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec, prompt_compress, grammar, json_schema)
         with self._calls:
-            self._check()  # a close() on another thread may have run since the check above
+            self._check()
             return self._start(self._gen(_text("prompt", prompt), ctypes.byref(p)))
 
     def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
@@ -317,7 +318,7 @@ class _Conversation:
         p = _params(max_tokens, temperature, top_k, top_p, min_p, seed, spec, grammar=grammar, json_schema=json_schema)
         arr = _messages(messages)
         with self._calls:
-            self._check()  # a close() on another thread may have run since the check above
+            self._check()
             return self._start(self._chat(arr, len(arr), ctypes.byref(p)))
 
     def chat_fit(self, messages, reserve_tokens=0):
@@ -328,7 +329,7 @@ class _Conversation:
         self._check()
         arr = _messages(messages)
         with self._calls:
-            self._check()  # a close() on another thread may have run since the check above
+            self._check()
             n = self._fit(arr, len(arr), _int("reserve_tokens", reserve_tokens))
             if n < 0:
                 raise OctoError(self._error(), -n)
@@ -349,7 +350,7 @@ class _Conversation:
         hs = (ctypes.c_void_p * max(1, len(adapters)))(*[a._h for a in adapters])
         sc = (ctypes.c_float * max(1, len(scales)))(*scales)
         with self._calls:
-            self._check()  # a close() on another thread may have run since the check above
+            self._check()
             rc = self._set_adapters(hs, sc, len(adapters))
             if rc:
                 raise OctoError(self._error(), rc)
@@ -361,7 +362,7 @@ class _Conversation:
         self._check()
         t = _text("text", text)
         with self._calls:
-            self._check()  # a close() on another thread may have run since the check above
+            self._check()
             n = self._embed(t, None, 0)
             if n < 0:
                 raise OctoError(self._error(), -n)
@@ -481,7 +482,7 @@ class Model(_Conversation):
         """A LoRA adapter (llama.cpp's adapter GGUF) read against this model, for set_adapters on it and its sessions."""
         self._check()
         with self._calls:
-            self._check()  # a close() on another thread may have run since the check above
+            self._check()
             h = _L.octo_adapter_load(self._model, _enc("path", path))
             if not h:
                 raise OctoError(self._error(), self._status())
@@ -491,7 +492,7 @@ class Model(_Conversation):
         """Another conversation on this model (its own KV cache; up to max_sessions at once)."""
         self._check()
         with self._calls:
-            self._check()  # a close() on another thread may have run since the check above
+            self._check()
             h = _L.octo_session_new(self._model)
             if not h:
                 raise OctoError(self._error(), 21)
@@ -536,7 +537,7 @@ class Model(_Conversation):
         self._check()
         raw = text.encode()
         with self._calls:
-            self._check()  # a close() on another thread may have run since the check above
+            self._check()
             n = _L.octo_tokenize(self._model, raw, len(raw), int(add_special), 0, None, 0)
             if n < 0:
                 raise OctoError(_L.octo_model_error(self._model).decode("utf-8", "replace"), -n)
